@@ -1,0 +1,249 @@
+//! The recorded context of one invocation, and the state it leaves behind.
+//!
+//! Memory is stored as a graph of extents. A pointer is never stored as an address
+//! but as the extent it points into plus an offset, so a replay can place the extents
+//! anywhere and relocate. The walk that produces a graph visits roots in a fixed order
+//! (arguments, then globals by id) and numbers extents as it first meets them, so two
+//! walks over equal memory give equal graphs: that is what the fidelity check compares.
+
+use serde::{Deserialize, Serialize};
+
+/// A 64-bit value as it sits in an argument slot, a return slot or a memory word.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum Value {
+    /// Plain bits: an integer, a float, null, or a pointer into nothing trestle knows.
+    Bits(u64),
+    /// A pointer into `extent` (an index into the owning graph's extents), at `offset`
+    /// bytes from its start (may equal the extent's length: one past the end).
+    Ptr {
+        /// Index of the target extent.
+        extent: u32,
+        /// Byte offset from the extent's start.
+        offset: u64,
+    },
+    /// The address of a function, by id (plus an offset, which is almost always 0).
+    Func {
+        /// Function id.
+        id: u64,
+        /// Byte offset from the function's address.
+        offset: u64,
+    },
+}
+
+/// Where an extent came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum ExtentKind {
+    /// A heap allocation.
+    Heap,
+    /// A stack allocation (an escaping `alloca`, or a `byval` argument copy).
+    Stack,
+    /// A global variable; restored in place.
+    Global {
+        /// Global id.
+        id: u64,
+        /// Read-only: neither dumped nor restored, only pointed at.
+        constant: bool,
+    },
+    /// Program arguments and environment (`argv`, `envp` and their strings).
+    Arg,
+}
+
+/// A pointer-sized word inside an extent that points somewhere known.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct PtrSlot {
+    /// Byte offset of the word inside its extent.
+    pub offset: u64,
+    /// Where it points ([`Value::Ptr`] or [`Value::Func`]).
+    pub target: Value,
+}
+
+/// One contiguous allocation.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct Extent {
+    /// What kind of allocation.
+    pub kind: ExtentKind,
+    /// Length in bytes.
+    pub len: u64,
+    /// The largest power of two (at most 4096) that divided its address.
+    pub align: u32,
+    /// Its bytes, with pointer words left as recorded (they are patched on restore);
+    /// `None` for read-only globals and extents the size bound cut off.
+    pub bytes: Option<Vec<u8>>,
+    /// The pointer words, in offset order.
+    pub pointers: Vec<PtrSlot>,
+}
+
+/// Memory reachable from a set of roots.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct Graph {
+    /// Extents in the order the walk met them.
+    pub extents: Vec<Extent>,
+    /// True if the size bound stopped the walk: some extents have no bytes.
+    pub partial: bool,
+}
+
+/// The context of one invocation: what a replay restores before calling the function.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct Context {
+    /// The invoked function.
+    pub fn_id: u64,
+    /// Argument values, one per parameter.
+    pub args: Vec<Value>,
+    /// Memory reachable from the arguments and the globals the function can reach.
+    pub graph: Graph,
+}
+
+/// The state an invocation leaves: its return value and the memory reachable from the
+/// same roots afterwards, numbered afresh.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct State {
+    /// The return value (`Bits(0)` for void).
+    pub ret: Value,
+    /// Memory after the call.
+    pub graph: Graph,
+}
+
+/// How an invocation ended.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Outcome {
+    /// It returned.
+    Returned(State),
+    /// It (or something it called) called `exit`.
+    Exited {
+        /// The exit status.
+        code: i32,
+        /// Memory at exit.
+        state: State,
+    },
+    /// The process died of a signal inside it.
+    Crashed {
+        /// The signal number.
+        signal: i32,
+    },
+}
+
+impl Outcome {
+    /// A one-word description.
+    pub fn summary(&self) -> String {
+        match self {
+            Outcome::Returned(s) => format!("returned {}", s.ret.describe()),
+            Outcome::Exited { code, .. } => format!("exited with status {code}"),
+            Outcome::Crashed { signal } => format!("crashed with signal {signal}"),
+        }
+    }
+}
+
+impl Value {
+    /// A short human-readable form.
+    pub fn describe(&self) -> String {
+        match self {
+            Value::Bits(b) => format!("{}", *b as i64),
+            Value::Ptr { extent, offset } => format!("&e{extent}+{offset}"),
+            Value::Func { id, offset } => format!("fn#{id:016x}+{offset}"),
+        }
+    }
+}
+
+/// Compare an expected outcome with an observed one. `None` means they agree; otherwise
+/// the first difference, in words.
+pub fn diff_outcomes(expected: &Outcome, observed: &Outcome) -> Option<String> {
+    match (expected, observed) {
+        (Outcome::Returned(a), Outcome::Returned(b)) => diff_states(a, b),
+        (Outcome::Exited { code: ca, state: a }, Outcome::Exited { code: cb, state: b }) => {
+            if ca != cb {
+                Some(format!("exit status {ca} recorded, {cb} in replay"))
+            } else {
+                diff_states(a, b)
+            }
+        }
+        (Outcome::Crashed { signal: a }, Outcome::Crashed { signal: b }) if a == b => None,
+        (a, b) => Some(format!("{} recorded, {} in replay", a.summary(), b.summary())),
+    }
+}
+
+/// Compare two states (return value, then memory graph).
+pub fn diff_states(a: &State, b: &State) -> Option<String> {
+    if a.ret != b.ret {
+        return Some(format!(
+            "return value {} recorded, {} in replay",
+            a.ret.describe(),
+            b.ret.describe()
+        ));
+    }
+    diff_graphs(&a.graph, &b.graph)
+}
+
+/// Compare two memory graphs extent by extent. Alignment is not compared: a replay
+/// places heap extents where its allocator likes.
+pub fn diff_graphs(a: &Graph, b: &Graph) -> Option<String> {
+    if a.extents.len() != b.extents.len() {
+        return Some(format!(
+            "{} extents reachable after the recorded call, {} after the replay",
+            a.extents.len(),
+            b.extents.len()
+        ));
+    }
+    for (i, (x, y)) in a.extents.iter().zip(&b.extents).enumerate() {
+        let same_kind = match (x.kind, y.kind) {
+            (ExtentKind::Global { id: p, .. }, ExtentKind::Global { id: q, .. }) => p == q,
+            (ExtentKind::Global { .. }, _) | (_, ExtentKind::Global { .. }) => false,
+            _ => true,
+        };
+        if !same_kind {
+            return Some(format!("extent e{i}: {:?} recorded, {:?} in replay", x.kind, y.kind));
+        }
+        if x.len != y.len {
+            return Some(format!("extent e{i}: {} bytes recorded, {} in replay", x.len, y.len));
+        }
+        if x.pointers != y.pointers {
+            return Some(format!("extent e{i} ({:?}): pointers differ", x.kind));
+        }
+        if let (Some(p), Some(q)) = (&x.bytes, &y.bytes) {
+            let ptr_words: Vec<u64> = x.pointers.iter().map(|s| s.offset).collect();
+            let in_ptr = |o: usize| {
+                ptr_words.iter().any(|&w| (o as u64) >= w && (o as u64) < w + 8)
+            };
+            if let Some(o) = (0..p.len().min(q.len())).find(|&o| p[o] != q[o] && !in_ptr(o)) {
+                return Some(format!(
+                    "extent e{i} ({:?}): byte {o} is {:#04x} recorded, {:#04x} in replay",
+                    x.kind, p[o], q[o]
+                ));
+            }
+        }
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn heap(bytes: &[u8]) -> Extent {
+        Extent {
+            kind: ExtentKind::Heap,
+            len: bytes.len() as u64,
+            align: 16,
+            bytes: Some(bytes.to_vec()),
+            pointers: vec![],
+        }
+    }
+
+    #[test]
+    fn a_changed_byte_is_a_difference() {
+        let a = State { ret: Value::Bits(1), graph: Graph { extents: vec![heap(b"abc")], partial: false } };
+        let mut b = a.clone();
+        assert_eq!(diff_states(&a, &b), None);
+        b.graph.extents[0].bytes = Some(b"abd".to_vec());
+        assert!(diff_states(&a, &b).unwrap().contains("byte 2"));
+    }
+
+    #[test]
+    fn pointer_words_compare_by_target_not_address() {
+        let mut x = heap(&[1u8; 16]);
+        x.pointers.push(PtrSlot { offset: 8, target: Value::Ptr { extent: 0, offset: 0 } });
+        let mut y = x.clone();
+        y.bytes.as_mut().unwrap()[8..16].copy_from_slice(&[9; 8]);
+        let g = |e| Graph { extents: vec![e], partial: false };
+        assert_eq!(diff_graphs(&g(x), &g(y)), None);
+    }
+}

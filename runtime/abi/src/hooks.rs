@@ -1,0 +1,86 @@
+//! Names and signatures of the runtime hooks the pass inserts calls to.
+//!
+//! The pass declares each hook with the LLVM type given in its doc comment; the runtime
+//! defines it with the matching Rust signature. Both sides take the names from here.
+
+/// `void __trestle_enter(i64 fn_id, ptr state, ptr slots, i32 nslots)`
+///
+/// Called first thing in every instrumented function. `slots` is an array of `nslots`
+/// 64-bit words, one per parameter (integers zero-extended, pointers as addresses,
+/// floats by their bits); it lives in the callee's frame, so its address also marks
+/// the frame's depth on the stack. `state` is a per-function word the runtime owns.
+pub const ENTER: &str = "__trestle_enter";
+
+/// `void __trestle_exit(i64 fn_id, ptr state, i64 ret, ptr slots)`
+///
+/// Called before every return; `ret` is the return value packed like a slot, `slots`
+/// the same array the entry hook received (it identifies the frame).
+pub const EXIT: &str = "__trestle_exit";
+
+/// `void __trestle_alloca(ptr addr, i64 size)`
+///
+/// Registers a stack allocation whose address escapes. Allocations that are only
+/// loaded from and stored to cannot be pointed at, and are left alone so that
+/// `mem2reg` still promotes them.
+pub const ALLOCA: &str = "__trestle_alloca";
+
+/// `void __trestle_main(i32 argc, ptr argv, ptr envp)`
+///
+/// Called at the start of `main`, after static constructors ran. Registers argv and
+/// envp; in replay mode it restores a context, calls the unit and never returns.
+pub const MAIN: &str = "__trestle_main";
+
+/// `void __trestle_global_write(i64 global_id)`
+///
+/// Called after a store or memory intrinsic whose destination is statically known to
+/// lie in a global; the runtime counts writes per global.
+pub const GLOBAL_WRITE: &str = "__trestle_global_write";
+
+/// Prefix of the generated replay thunks: `i64 __trestle_thunk.<id>(ptr slots)`.
+pub const THUNK_PREFIX: &str = "__trestle_thunk.";
+
+/// Prefix of the per-function state words: `i32 __trestle_state.<id>`.
+pub const STATE_PREFIX: &str = "__trestle_state.";
+
+/// Allocation functions whose calls the pass renames to runtime wrappers with the same
+/// signature, so that every heap extent is known. `(original, wrapper)`.
+pub const RENAMED_ALLOCATORS: &[(&str, &str)] = &[
+    ("malloc", "__trestle_malloc"),
+    ("calloc", "__trestle_calloc"),
+    ("realloc", "__trestle_realloc"),
+    ("reallocarray", "__trestle_reallocarray"),
+    ("free", "__trestle_free"),
+    ("strdup", "__trestle_strdup"),
+    ("strndup", "__trestle_strndup"),
+    ("aligned_alloc", "__trestle_aligned_alloc"),
+    ("posix_memalign", "__trestle_posix_memalign"),
+    ("memalign", "__trestle_memalign"),
+    // C++ operator new / delete (Itanium mangling).
+    ("_Znwm", "__trestle_malloc"),
+    ("_Znam", "__trestle_malloc"),
+    ("_ZdlPv", "__trestle_free"),
+    ("_ZdaPv", "__trestle_free"),
+    ("_ZdlPvm", "__trestle_free_sized"),
+    ("_ZdaPvm", "__trestle_free_sized"),
+];
+
+/// The wrapper a call to `name` is renamed to, if any.
+pub fn renamed_allocator(name: &str) -> Option<&'static str> {
+    RENAMED_ALLOCATORS
+        .iter()
+        .find(|(orig, _)| *orig == name)
+        .map(|(_, wrapper)| *wrapper)
+}
+
+/// Environment variable: directory to write traces to. Recording is off without it.
+pub const ENV_TRACE_DIR: &str = "TRESTLE_TRACE_DIR";
+/// Environment variable: replay request file; the program replays one unit and exits.
+pub const ENV_REPLAY: &str = "TRESTLE_REPLAY";
+/// Environment variable: where a replay writes its [`crate::trace::ReplayResult`].
+pub const ENV_REPLAY_OUT: &str = "TRESTLE_REPLAY_OUT";
+/// Environment variable: distinct contexts carved per function and process.
+pub const ENV_MAX_PER_FN: &str = "TRESTLE_MAX_PER_FN";
+/// Environment variable: calls of one function inspected before carving gives up on it.
+pub const ENV_MAX_ATTEMPTS: &str = "TRESTLE_MAX_ATTEMPTS";
+/// Environment variable: bytes one context may hold before it is cut (marked partial).
+pub const ENV_CONTEXT_LIMIT: &str = "TRESTLE_CONTEXT_LIMIT";

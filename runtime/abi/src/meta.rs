@@ -1,0 +1,247 @@
+//! What the pass tells the runtime and the host about an instrumented program.
+//!
+//! Three sections carry it, each concatenated by the linker across object files:
+//!
+//! - [`SECTION_META`]: per module, a framed, bincode-encoded [`ModuleMeta`]
+//!   (names, parameter kinds, source locations, call graph edges). The host reads it
+//!   back from the binary with `object`; the runtime reads it in memory.
+//! - [`SECTION_FUNCS`]: an array of [`FuncEntry`]: id, address, replay thunk.
+//! - [`SECTION_GLOBALS`]: an array of [`GlobalEntry`]: id, address, size, flags.
+//!
+//! The id of a binary is the FNV-1a hash of its whole [`SECTION_META`], so a unit
+//! carved from one binary is recognised as foreign by another.
+
+use serde::{Deserialize, Serialize};
+
+/// Section holding framed [`ModuleMeta`] blobs.
+pub const SECTION_META: &str = "trestle_meta";
+/// Section holding [`FuncEntry`] arrays.
+pub const SECTION_FUNCS: &str = "trestle_funcs";
+/// Section holding [`GlobalEntry`] arrays.
+pub const SECTION_GLOBALS: &str = "trestle_globals";
+
+/// Magic word opening each blob in [`SECTION_META`] (little endian "TRMM").
+pub const META_MAGIC: u32 = u32::from_le_bytes(*b"TRMM");
+
+/// Version of [`ModuleMeta`]'s encoding.
+pub const META_VERSION: u32 = 1;
+
+/// One row of [`SECTION_FUNCS`], as laid out in memory (LLVM `{ i64, ptr, ptr }`).
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct FuncEntry {
+    /// Function id ([`crate::ids::symbol_id`]); 0 marks padding.
+    pub id: u64,
+    /// The function's address.
+    pub addr: *const u8,
+    /// `i64 thunk(ptr slots)`, or null if the function cannot be replayed.
+    pub thunk: *const u8,
+}
+
+/// One row of [`SECTION_GLOBALS`] (LLVM `{ i64, ptr, i64, i64 }`).
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct GlobalEntry {
+    /// Global id; 0 marks padding.
+    pub id: u64,
+    /// The global's address.
+    pub addr: *const u8,
+    /// Size in bytes.
+    pub size: u64,
+    /// [`GLOBAL_CONSTANT`] and friends.
+    pub flags: u64,
+}
+
+/// [`GlobalEntry::flags`]: the global is read-only (never restored, never dumped).
+pub const GLOBAL_CONSTANT: u64 = 1;
+
+/// How a parameter or return value is passed through a 64-bit slot.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum ValueKind {
+    /// No value (void return).
+    Void,
+    /// An integer of the given width in bits (at most 64), zero-extended in the slot.
+    Int(u16),
+    /// An IEEE single, its bits in the low half of the slot.
+    Float,
+    /// An IEEE double, its bits in the slot.
+    Double,
+    /// A pointer.
+    Ptr,
+    /// Anything else (vectors, x87 long double, aggregates by value, i128):
+    /// the function cannot be replayed.
+    Unsupported,
+}
+
+/// A parameter of a function.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ParamMeta {
+    /// Parameter name from the source, if debug info or IR names have it.
+    pub name: Option<String>,
+    /// How it is passed.
+    pub kind: ValueKind,
+    /// For a `byval` pointer: the size of the copied aggregate.
+    pub byval_size: Option<u64>,
+}
+
+/// What the pass knows about one defined function.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FnMeta {
+    /// Stable id.
+    pub id: u64,
+    /// Symbol name (mangled for C++).
+    pub name: String,
+    /// Demangled name, for C++ symbols.
+    pub demangled: Option<String>,
+    /// Source file of the definition, when debug info has it.
+    pub file: Option<String>,
+    /// Source line of the definition (0 if unknown).
+    pub line: u32,
+    /// Parameters in order.
+    pub params: Vec<ParamMeta>,
+    /// Return kind.
+    pub ret: ValueKind,
+    /// Variadic functions get no thunk.
+    pub variadic: bool,
+    /// True when a replay thunk exists.
+    pub replayable: bool,
+    /// Private or internal linkage.
+    pub local: bool,
+    /// Ids of functions called directly.
+    pub callees: Vec<u64>,
+    /// Ids of globals referenced directly.
+    pub globals: Vec<u64>,
+    /// Contains calls through a pointer.
+    pub indirect_calls: bool,
+    /// The address is used other than by direct calls.
+    pub address_taken: bool,
+}
+
+impl FnMeta {
+    /// The name to show a person: demangled if there is one.
+    pub fn display_name(&self) -> &str {
+        self.demangled.as_deref().unwrap_or(&self.name)
+    }
+}
+
+/// What the pass knows about one defined global.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct GlobalMeta {
+    /// Stable id.
+    pub id: u64,
+    /// Symbol name.
+    pub name: String,
+    /// Size in bytes.
+    pub size: u64,
+    /// Read-only.
+    pub constant: bool,
+    /// Private or internal linkage.
+    pub local: bool,
+}
+
+/// Everything one instrumented module contributes.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ModuleMeta {
+    /// Encoding version, [`META_VERSION`].
+    pub version: u32,
+    /// The module's source file name.
+    pub module: String,
+    /// Defined functions.
+    pub functions: Vec<FnMeta>,
+    /// Defined globals.
+    pub globals: Vec<GlobalMeta>,
+}
+
+/// Frame a module's metadata for [`SECTION_META`]: magic, length, bincode.
+pub fn encode_module_meta(meta: &ModuleMeta) -> Vec<u8> {
+    let body = bincode::serialize(meta).expect("serialising plain data cannot fail");
+    let mut out = Vec::with_capacity(body.len() + 8);
+    out.extend_from_slice(&META_MAGIC.to_le_bytes());
+    out.extend_from_slice(&(body.len() as u32).to_le_bytes());
+    out.extend_from_slice(&body);
+    out
+}
+
+/// Why a metadata section could not be read.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MetaError {
+    /// Byte offset in the section.
+    pub offset: usize,
+    /// What was wrong there.
+    pub what: String,
+}
+
+impl std::fmt::Display for MetaError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "trestle metadata at section offset {}: {}", self.offset, self.what)
+    }
+}
+
+impl std::error::Error for MetaError {}
+
+/// Decode every module blob in a [`SECTION_META`] image. Zero bytes between blobs
+/// (alignment padding a linker may insert) are skipped.
+pub fn decode_meta_section(mut bytes: &[u8]) -> Result<Vec<ModuleMeta>, MetaError> {
+    let total = bytes.len();
+    let mut modules = Vec::new();
+    while !bytes.is_empty() {
+        if bytes[0] == 0 {
+            bytes = &bytes[1..];
+            continue;
+        }
+        let offset = total - bytes.len();
+        let err = |what: String| MetaError { offset, what };
+        if bytes.len() < 8 {
+            return Err(err("truncated blob header".into()));
+        }
+        let magic = u32::from_le_bytes(bytes[0..4].try_into().unwrap());
+        if magic != META_MAGIC {
+            return Err(err(format!("bad magic {magic:#x}")));
+        }
+        let len = u32::from_le_bytes(bytes[4..8].try_into().unwrap()) as usize;
+        if bytes.len() < 8 + len {
+            return Err(err(format!("blob of {len} bytes runs past the section end")));
+        }
+        let meta: ModuleMeta = bincode::deserialize(&bytes[8..8 + len])
+            .map_err(|e| err(format!("undecodable blob: {e}")))?;
+        if meta.version != META_VERSION {
+            return Err(err(format!(
+                "metadata version {} (this trestle reads {META_VERSION}); rebuild the program",
+                meta.version
+            )));
+        }
+        modules.push(meta);
+        bytes = &bytes[8 + len..];
+    }
+    Ok(modules)
+}
+
+/// The id of a binary: FNV-1a of its whole metadata section.
+pub fn binary_id(meta_section: &[u8]) -> u64 {
+    crate::ids::fnv1a64(meta_section)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn blobs_round_trip_across_padding() {
+        let m = ModuleMeta { version: META_VERSION, module: "a.c".into(), ..Default::default() };
+        let mut sec = encode_module_meta(&m);
+        sec.extend_from_slice(&[0, 0, 0]);
+        sec.extend(encode_module_meta(&ModuleMeta { module: "b.c".into(), ..m.clone() }));
+        let got = decode_meta_section(&sec).unwrap();
+        assert_eq!(got.len(), 2);
+        assert_eq!(got[1].module, "b.c");
+    }
+
+    #[test]
+    fn truncated_blob_names_offset() {
+        let m = ModuleMeta { version: META_VERSION, ..Default::default() };
+        let sec = encode_module_meta(&m);
+        let e = decode_meta_section(&sec[..sec.len() - 1]).unwrap_err();
+        assert_eq!(e.offset, 0);
+        assert!(e.what.contains("past the section end"));
+    }
+}
