@@ -30,12 +30,6 @@ pub const ALLOCA: &str = "__trestle_alloca";
 /// envp; in replay mode it restores a context, calls the unit and never returns.
 pub const MAIN: &str = "__trestle_main";
 
-/// `void __trestle_global_write(i64 global_id)`
-///
-/// Called after a store or memory intrinsic whose destination is statically known to
-/// lie in a global; the runtime counts writes per global.
-pub const GLOBAL_WRITE: &str = "__trestle_global_write";
-
 /// Prefix of the generated replay thunks: `i64 __trestle_thunk.<id>(ptr slots)`.
 pub const THUNK_PREFIX: &str = "__trestle_thunk.";
 

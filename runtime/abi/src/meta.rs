@@ -38,7 +38,7 @@ pub struct FuncEntry {
     pub thunk: *const u8,
 }
 
-/// One row of [`SECTION_GLOBALS`] (LLVM `{ i64, ptr, i64, i64 }`).
+/// One row of [`SECTION_GLOBALS`] (LLVM `{ i64, ptr, i64, i64, ptr }`).
 #[repr(C)]
 #[derive(Debug, Clone, Copy)]
 pub struct GlobalEntry {
@@ -50,6 +50,9 @@ pub struct GlobalEntry {
     pub size: u64,
     /// [`GLOBAL_CONSTANT`] and friends.
     pub flags: u64,
+    /// Counter the instrumented code bumps on every store statically known to land in
+    /// this global (null if none).
+    pub writes: *const u64,
 }
 
 /// [`GlobalEntry::flags`]: the global is read-only (never restored, never dumped).
