@@ -1,1 +1,46 @@
-fn main() {}
+//! `trestle`: carve unit tests out of system tests, replay them, and (soon) fuzz and
+//! lift them back. See the README for the approach and a worked example.
+
+use clap::{Parser, Subcommand};
+use std::process::ExitCode;
+use trestle_bridge::{carve, record, replay, show};
+
+/// trestle: a test generation bridge for C and C++ programs.
+///
+/// Typical use: build with trestle-cc, then `record` the seed system tests,
+/// `carve` units from the traces, and `replay --check` them.
+#[derive(Debug, Parser)]
+#[command(version, about, long_about)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Run system tests with recording on; writes traces.
+    Record(record::RecordArgs),
+    /// Turn traces into unit files (deduplicated).
+    Carve(carve::CarveArgs),
+    /// Replay units in fresh processes; with --check, report fidelity.
+    Replay(replay::ReplayArgs),
+    /// Print a unit readably.
+    Show(show::ShowArgs),
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match &cli.command {
+        Command::Record(a) => record::run(a),
+        Command::Carve(a) => carve::run(a).map(|_| ()),
+        Command::Replay(a) => replay::run(a).map(|_| ()),
+        Command::Show(a) => show::run(a),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("trestle: error: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}

@@ -49,13 +49,10 @@ pub const RENAMED_ALLOCATORS: &[(&str, &str)] = &[
     ("aligned_alloc", "__trestle_aligned_alloc"),
     ("posix_memalign", "__trestle_posix_memalign"),
     ("memalign", "__trestle_memalign"),
-    // C++ operator new / delete (Itanium mangling).
-    ("_Znwm", "__trestle_malloc"),
-    ("_Znam", "__trestle_malloc"),
-    ("_ZdlPv", "__trestle_free"),
-    ("_ZdaPv", "__trestle_free"),
-    ("_ZdlPvm", "__trestle_free_sized"),
-    ("_ZdaPvm", "__trestle_free_sized"),
+    // C++ operator new/delete are not renamed: the runtime replaces them, which also
+    // catches the allocations libstdc++ makes inside its shared library.
+    // Not an allocator, but the runtime must see `exit` to record how a unit ended.
+    ("exit", "__trestle_exit_call"),
 ];
 
 /// The wrapper a call to `name` is renamed to, if any.

@@ -10,41 +10,26 @@ pub const UNIT_MAGIC: [u8; 8] = *b"TRSTUNIT";
 /// Unit format version.
 pub const UNIT_VERSION: u32 = 1;
 
-/// Content of a file or of stdin in a system test: text, or bytes in base64.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(untagged)]
-pub enum Content {
-    /// UTF-8 text.
-    Text(String),
-    /// Arbitrary bytes.
-    Base64 {
-        /// The bytes, base64-encoded.
-        base64: String,
-    },
-}
-
-/// One system test, as in `DESIGN.md`: arguments (without the program name), stdin,
-/// files created in a fresh working directory, environment.
+/// One system test, as in `DESIGN.md`, decoded: arguments (without the program name),
+/// stdin, files created in a fresh working directory, environment. The JSON form
+/// (text or base64 contents) is read and written by the host tools.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
 pub struct SystemTest {
     /// Command-line arguments after the program name.
-    #[serde(default)]
     pub args: Vec<String>,
-    /// Standard input.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub stdin: Option<Content>,
+    /// Standard input, if any.
+    pub stdin: Option<Vec<u8>>,
     /// Files to create in the working directory, by relative path.
-    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    pub files: BTreeMap<String, Content>,
+    pub files: BTreeMap<String, Vec<u8>>,
     /// Environment variables to set.
-    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub env: BTreeMap<String, String>,
 }
 
 /// Where a unit came from.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Provenance {
+    /// The program that recorded it (absolute path at recording time).
+    pub program: String,
     /// Name of the system test that was running.
     pub test: String,
     /// The trace file, as given to `carve`.

@@ -1,0 +1,161 @@
+//! `trestle carve`: turn recorded traces into unit files, deduplicated.
+
+use crate::binary::Binary;
+use crate::record::{RecordIndex, RECORD_INDEX};
+use crate::units::{safe_name, UnitIndex, UnitRow, UNIT_EXT, UNIT_INDEX};
+use anyhow::{bail, Context as _, Result};
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::path::PathBuf;
+use trestle_abi::trace::{decode_trace, Record};
+use trestle_abi::unit::{Provenance, SystemTest, Unit, UNIT_MAGIC, UNIT_VERSION};
+
+/// Arguments of `trestle carve`.
+#[derive(Debug, clap::Args)]
+pub struct CarveArgs {
+    /// A trace directory written by `trestle record`.
+    pub traces: PathBuf,
+    /// Directory to write units to.
+    #[arg(long)]
+    pub out: PathBuf,
+    /// The program (default: the one named in the trace directory).
+    #[arg(long)]
+    pub program: Option<PathBuf>,
+}
+
+/// Figures of one carve.
+#[derive(Debug, Default)]
+pub struct CarveSummary {
+    /// Invocations found in traces.
+    pub invocations: usize,
+    /// Units written (after deduplication).
+    pub units: usize,
+    /// Distinct functions among them.
+    pub functions: usize,
+    /// Invocations dropped as duplicates of another unit.
+    pub duplicates: usize,
+    /// Trace files that could not be read.
+    pub bad_traces: usize,
+}
+
+/// Run `trestle carve`.
+pub fn run(args: &CarveArgs) -> Result<CarveSummary> {
+    let index_path = args.traces.join(RECORD_INDEX);
+    let text = std::fs::read_to_string(&index_path).with_context(|| {
+        format!("{} is not a trace directory written by `trestle record` (cannot read {})", args.traces.display(), index_path.display())
+    })?;
+    let index: RecordIndex =
+        serde_json::from_str(&text).with_context(|| format!("corrupted {}", index_path.display()))?;
+    let program = args.program.clone().unwrap_or_else(|| index.program.clone());
+    let binary = Binary::load(&program)?;
+    std::fs::create_dir_all(&args.out).with_context(|| format!("cannot create {}", args.out.display()))?;
+
+    let mut summary = CarveSummary::default();
+    let mut seen = HashSet::new();
+    let mut functions = HashSet::new();
+    let mut rows = Vec::new();
+    for t in &index.tests {
+        let dir = args.traces.join(&t.name);
+        let test_path = dir.join("test.json");
+        let system_test: SystemTest = crate::systest::load_test(&test_path)?;
+        for tf in &t.traces {
+            let path = dir.join(tf);
+            let bytes = match std::fs::read(&path) {
+                Ok(b) => b,
+                Err(e) => {
+                    eprintln!("error: cannot read trace {}: {e}", path.display());
+                    summary.bad_traces += 1;
+                    continue;
+                }
+            };
+            let trace = match decode_trace(&bytes) {
+                Ok(t) => t,
+                Err(e) => {
+                    eprintln!("error: corrupt trace {} {e}", path.display());
+                    summary.bad_traces += 1;
+                    continue;
+                }
+            };
+            if trace.header.binary_id != binary.id {
+                eprintln!(
+                    "error: trace {} was written by another binary (id {:016x}; {} is {:016x})",
+                    path.display(),
+                    trace.header.binary_id,
+                    binary.path.display(),
+                    binary.id
+                );
+                summary.bad_traces += 1;
+                continue;
+            }
+            let mut exits = HashMap::new();
+            for (_, r) in &trace.records {
+                if let Record::Exit { seq, outcome } = r {
+                    exits.insert(*seq, outcome.clone());
+                }
+            }
+            for (_, r) in trace.records {
+                let Record::Enter { seq, call_index, context } = r else { continue };
+                summary.invocations += 1;
+                let key = trestle_abi::ids::fnv1a64(&bincode::serialize(&context)?);
+                if !seen.insert(key) {
+                    summary.duplicates += 1;
+                    continue;
+                }
+                let function = binary.function_name(context.fn_id);
+                let partial = context.graph.partial;
+                let expected = exits.remove(&seq);
+                let unit = Unit {
+                    magic: UNIT_MAGIC,
+                    version: UNIT_VERSION,
+                    binary_id: binary.id,
+                    function: function.clone(),
+                    expected,
+                    provenance: Provenance {
+                        program: binary.path.display().to_string(),
+                        test: t.name.clone(),
+                        trace: path.display().to_string(),
+                        pid: trace.header.pid,
+                        seq,
+                        call_index,
+                    },
+                    system_test: system_test.clone(),
+                    context,
+                };
+                let sub = safe_name(&function);
+                let rel = format!("{sub}/{key:016x}.{UNIT_EXT}");
+                let out = args.out.join(&rel);
+                std::fs::create_dir_all(out.parent().expect("unit path has a parent"))?;
+                std::fs::write(&out, unit.encode()).with_context(|| format!("cannot write {}", out.display()))?;
+                functions.insert(unit.context.fn_id);
+                rows.push(UnitRow {
+                    file: rel,
+                    function,
+                    fn_id: format!("{:016x}", unit.context.fn_id),
+                    test: t.name.clone(),
+                    call_index,
+                    has_oracle: unit.expected.is_some(),
+                    partial,
+                });
+            }
+        }
+    }
+    summary.units = rows.len();
+    summary.functions = functions.len();
+    let uindex = UnitIndex { program: binary.path.clone(), binary_id: format!("{:016x}", binary.id), units: rows };
+    std::fs::write(args.out.join(UNIT_INDEX), serde_json::to_vec_pretty(&uindex)?)?;
+    let mut per_fn: BTreeMap<&str, usize> = BTreeMap::new();
+    for r in &uindex.units {
+        *per_fn.entry(&r.function).or_default() += 1;
+    }
+    eprintln!(
+        "carved {} unit(s) of {} function(s) from {} invocation(s) ({} duplicate(s) dropped) into {}",
+        summary.units,
+        summary.functions,
+        summary.invocations,
+        summary.duplicates,
+        args.out.display()
+    );
+    if summary.bad_traces > 0 {
+        bail!("{} trace file(s) could not be read (see the errors above); the units of the others were written", summary.bad_traces);
+    }
+    Ok(summary)
+}

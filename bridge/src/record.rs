@@ -1,0 +1,118 @@
+//! `trestle record`: run system tests with recording on, one fresh directory each.
+
+use crate::binary::Binary;
+use crate::systest::{load_tests, parse_duration, run_test, RunOptions, RunStatus};
+use anyhow::{bail, Context as _, Result};
+use serde::{Deserialize, Serialize};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+use trestle_abi::hooks;
+
+/// Arguments of `trestle record`.
+#[derive(Debug, clap::Args)]
+pub struct RecordArgs {
+    /// The program, built with trestle-cc.
+    #[arg(long)]
+    pub program: PathBuf,
+    /// A system test (JSON) or a directory of them.
+    #[arg(long)]
+    pub tests: PathBuf,
+    /// Directory to write traces to (must not exist, or be empty).
+    #[arg(long)]
+    pub out: PathBuf,
+    /// Time limit per test.
+    #[arg(long, default_value = "30s", value_parser = parse_duration)]
+    pub timeout: Duration,
+    /// Distinct contexts carved per function and process.
+    #[arg(long, default_value_t = 5)]
+    pub max_per_fn: u32,
+}
+
+/// `record.json`: what was recorded, for `carve`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct RecordIndex {
+    /// The program (absolute path).
+    pub program: PathBuf,
+    /// Its binary id, hex.
+    pub binary_id: String,
+    /// One entry per system test.
+    pub tests: Vec<RecordedTest>,
+}
+
+/// One recorded system test.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct RecordedTest {
+    /// Test name (its directory under the trace directory).
+    pub name: String,
+    /// The JSON file it was loaded from.
+    pub source: PathBuf,
+    /// How the program ended.
+    pub status: RunStatus,
+    /// Trace files written (relative to the test's directory).
+    pub traces: Vec<String>,
+}
+
+/// File name of the index in a trace directory.
+pub const RECORD_INDEX: &str = "record.json";
+
+fn prepare_out(out: &Path) -> Result<()> {
+    if out.exists() {
+        let empty = std::fs::read_dir(out).map(|mut d| d.next().is_none()).unwrap_or(false);
+        if !empty {
+            bail!("output directory {} already exists and is not empty; choose another --out", out.display());
+        }
+    }
+    std::fs::create_dir_all(out).with_context(|| format!("cannot create {}", out.display()))
+}
+
+/// Run `trestle record`.
+pub fn run(args: &RecordArgs) -> Result<()> {
+    let binary = Binary::load(&args.program)?;
+    let tests = load_tests(&args.tests)?;
+    prepare_out(&args.out)?;
+    let out = std::fs::canonicalize(&args.out)?;
+    let mut index = RecordIndex {
+        program: binary.path.clone(),
+        binary_id: format!("{:016x}", binary.id),
+        tests: Vec::new(),
+    };
+    let n = tests.len();
+    for (i, t) in tests.iter().enumerate() {
+        let dir = out.join(&t.name);
+        std::fs::create_dir_all(&dir)?;
+        crate::systest::save_test(&t.test, &dir.join("test.json"))?;
+        let opts = RunOptions {
+            timeout: args.timeout,
+            env: vec![
+                (hooks::ENV_TRACE_DIR.into(), dir.display().to_string()),
+                (hooks::ENV_MAX_PER_FN.into(), args.max_per_fn.to_string()),
+            ],
+            capture_stdout: false,
+        };
+        let r = run_test(&binary.path, &t.test, &opts)?;
+        let mut traces: Vec<String> = std::fs::read_dir(&dir)?
+            .filter_map(|e| e.ok())
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .filter(|f| f.ends_with(".trace"))
+            .collect();
+        traces.sort();
+        let bytes: u64 = traces.iter().filter_map(|f| std::fs::metadata(dir.join(f)).ok()).map(|m| m.len()).sum();
+        eprintln!(
+            "[{}/{n}] {}: {}, {} trace file(s), {} KiB",
+            i + 1,
+            t.name,
+            r.status,
+            traces.len(),
+            bytes.div_ceil(1024)
+        );
+        if traces.is_empty() {
+            let err = String::from_utf8_lossy(&r.stderr);
+            eprintln!("    warning: no trace written{}", if err.is_empty() { String::new() } else { format!("; stderr: {}", err.trim()) });
+        }
+        index.tests.push(RecordedTest { name: t.name.clone(), source: t.path.clone(), status: r.status, traces });
+        // Keep the index current, so an interrupted run still describes what it did.
+        std::fs::write(out.join(RECORD_INDEX), serde_json::to_vec_pretty(&index)?)?;
+    }
+    eprintln!("recorded {n} system test(s) into {}", out.display());
+    Ok(())
+}

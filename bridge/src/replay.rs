@@ -1,0 +1,263 @@
+//! `trestle replay`: run carved units in fresh processes and check them against what
+//! the system run recorded.
+
+use crate::binary::Binary;
+use crate::systest::{parse_duration, run_test, RunOptions, RunStatus};
+use crate::units::{read_unit, unit_files};
+use anyhow::{Context as _, Result};
+use serde::Serialize;
+use std::collections::{BTreeMap, HashMap};
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+use std::time::Duration;
+use trestle_abi::context::diff_outcomes;
+use trestle_abi::hooks;
+use trestle_abi::trace::{ReplayRequest, ReplayResult};
+use trestle_abi::unit::Unit;
+use trestle_abi::Outcome;
+
+/// Arguments of `trestle replay`.
+#[derive(Debug, clap::Args)]
+pub struct ReplayArgs {
+    /// A unit file or a directory of units.
+    pub units: PathBuf,
+    /// Compare each replay with the recorded outcome and report fidelity.
+    #[arg(long)]
+    pub check: bool,
+    /// Print a machine-readable summary on stdout.
+    #[arg(long)]
+    pub json: bool,
+    /// Program to replay in (default: the one each unit was carved from).
+    #[arg(long)]
+    pub program: Option<PathBuf>,
+    /// Parallel replays (default: the number of cores).
+    #[arg(long)]
+    pub jobs: Option<usize>,
+    /// Time limit per replay.
+    #[arg(long, default_value = "10s", value_parser = parse_duration)]
+    pub timeout: Duration,
+    /// Print every unfaithful unit with the first difference.
+    #[arg(long, short)]
+    pub verbose: bool,
+}
+
+/// How one replay went.
+#[derive(Debug, Clone, Serialize)]
+pub enum Verdict {
+    /// Same outcome and post-state as recorded.
+    Faithful,
+    /// Different; the first difference.
+    Unfaithful(String),
+    /// The recorded outcome is unknown: nothing to compare.
+    NoOracle(String),
+    /// The unit could not be replayed at all.
+    Error(String),
+}
+
+/// One unit's replay.
+#[derive(Debug, Clone, Serialize)]
+pub struct UnitReplay {
+    /// The unit file.
+    pub unit: String,
+    /// Its function.
+    pub function: String,
+    /// What happened in the replay.
+    pub observed: String,
+    /// The verdict.
+    pub verdict: Verdict,
+}
+
+/// Per-function figures.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct FunctionFidelity {
+    /// Function name.
+    pub name: String,
+    /// Units replayed.
+    pub units: usize,
+    /// Of those, faithful.
+    pub faithful: usize,
+}
+
+/// The `--json` summary.
+#[derive(Debug, Clone, Serialize)]
+pub struct ReplaySummary {
+    /// Units replayed.
+    pub units: usize,
+    /// Faithful replays.
+    pub faithful: usize,
+    /// Units without a recorded outcome (not counted in `fidelity`).
+    pub no_oracle: usize,
+    /// Units that could not be replayed.
+    pub errors: usize,
+    /// faithful / (units − no_oracle).
+    pub fidelity: f64,
+    /// Per function.
+    pub functions: Vec<FunctionFidelity>,
+    /// Every unit that was not faithful, with why.
+    pub failures: Vec<UnitReplay>,
+}
+
+/// Replay one unit in `program` and return what it did.
+pub fn replay_unit(program: &Path, unit: &Unit, timeout: Duration) -> Result<Outcome, String> {
+    let dir = tempfile::Builder::new().prefix("trestle-replay-").tempdir().map_err(|e| e.to_string())?;
+    let req_path = dir.path().join("request.bin");
+    let out_path = dir.path().join("result.bin");
+    let req = ReplayRequest { binary_id: unit.binary_id, context: unit.context.clone() };
+    std::fs::write(&req_path, bincode::serialize(&req).map_err(|e| e.to_string())?).map_err(|e| e.to_string())?;
+    let opts = RunOptions {
+        timeout,
+        env: vec![
+            (hooks::ENV_REPLAY.into(), req_path.display().to_string()),
+            (hooks::ENV_REPLAY_OUT.into(), out_path.display().to_string()),
+        ],
+        capture_stdout: false,
+    };
+    let r = run_test(program, &unit.system_test, &opts).map_err(|e| format!("{e:#}"))?;
+    match std::fs::read(&out_path) {
+        Ok(bytes) => match bincode::deserialize::<ReplayResult>(&bytes) {
+            Ok(ReplayResult::Ran(o)) => Ok(o),
+            Ok(ReplayResult::Refused(why)) => Err(why),
+            Err(e) => Err(format!("corrupted replay result: {e}")),
+        },
+        Err(_) => match r.status {
+            RunStatus::Signaled(sig) => Ok(Outcome::Crashed { signal: sig }),
+            RunStatus::TimedOut => Err(format!("timed out after {timeout:?}")),
+            RunStatus::Exited(c) => {
+                let err = String::from_utf8_lossy(&r.stderr);
+                let last = err.lines().last().unwrap_or("").to_owned();
+                Err(format!("the program exited with status {c} without a replay result{}", if last.is_empty() { String::new() } else { format!(" ({last})") }))
+            }
+        },
+    }
+}
+
+/// Run `trestle replay`. Returns the summary (printed too).
+pub fn run(args: &ReplayArgs) -> Result<ReplaySummary> {
+    let files = unit_files(&args.units)?;
+    let mut units = Vec::with_capacity(files.len());
+    for f in &files {
+        units.push((f.clone(), read_unit(f)?));
+    }
+    // Check every program once, up front: a unit from another binary is an error
+    // naming the unit, not a failed replay.
+    let mut binaries: HashMap<PathBuf, Binary> = HashMap::new();
+    for (f, u) in &units {
+        let prog = args.program.clone().unwrap_or_else(|| PathBuf::from(&u.provenance.program));
+        if !binaries.contains_key(&prog) {
+            let b = Binary::load(&prog).with_context(|| format!("replaying {}", f.display()))?;
+            binaries.insert(prog.clone(), b);
+        }
+        let b = &binaries[&prog];
+        if b.id != u.binary_id {
+            anyhow::bail!(
+                "unit {} was carved from another binary (id {:016x}); {} is {:016x}",
+                f.display(),
+                u.binary_id,
+                prog.display(),
+                b.id
+            );
+        }
+    }
+    let jobs = args.jobs.unwrap_or_else(|| std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1)).max(1);
+    let next = Mutex::new(0usize);
+    let results: Mutex<Vec<Option<UnitReplay>>> = Mutex::new(vec![None; units.len()]);
+    let done = Mutex::new(0usize);
+    let total = units.len();
+    std::thread::scope(|s| {
+        for _ in 0..jobs {
+            s.spawn(|| loop {
+                let i = {
+                    let mut n = next.lock().unwrap();
+                    let i = *n;
+                    *n += 1;
+                    i
+                };
+                if i >= total {
+                    break;
+                }
+                let (f, u) = &units[i];
+                let prog = args.program.clone().unwrap_or_else(|| PathBuf::from(&u.provenance.program));
+                let observed = replay_unit(&prog, u, args.timeout);
+                let (observed_s, verdict) = match (&observed, &u.expected) {
+                    (Err(e), _) => ("error".to_owned(), Verdict::Error(e.clone())),
+                    (Ok(o), None) => (o.summary(), Verdict::NoOracle("the recording process ended inside the call".into())),
+                    (Ok(o), Some(exp)) if !args.check => (o.summary(), match diff_outcomes(exp, o) { None => Verdict::Faithful, Some(d) => Verdict::Unfaithful(d) }),
+                    (Ok(o), Some(exp)) => (o.summary(), match diff_outcomes(exp, o) { None => Verdict::Faithful, Some(d) => Verdict::Unfaithful(d) }),
+                };
+                results.lock().unwrap()[i] = Some(UnitReplay { unit: f.display().to_string(), function: u.function.clone(), observed: observed_s, verdict });
+                let mut d = done.lock().unwrap();
+                *d += 1;
+                if !args.json && (*d % 50 == 0 || *d == total) {
+                    eprintln!("replayed {}/{total}", *d);
+                }
+            });
+        }
+    });
+    let results: Vec<UnitReplay> = results.into_inner().unwrap().into_iter().flatten().collect();
+    let mut per_fn: BTreeMap<String, FunctionFidelity> = BTreeMap::new();
+    let (mut faithful, mut no_oracle, mut errors) = (0, 0, 0);
+    let mut failures = Vec::new();
+    for r in &results {
+        let e = per_fn.entry(r.function.clone()).or_insert_with(|| FunctionFidelity { name: r.function.clone(), ..Default::default() });
+        match &r.verdict {
+            Verdict::Faithful => {
+                faithful += 1;
+                e.units += 1;
+                e.faithful += 1;
+            }
+            Verdict::NoOracle(_) => no_oracle += 1,
+            Verdict::Unfaithful(_) => {
+                e.units += 1;
+                failures.push(r.clone());
+            }
+            Verdict::Error(_) => {
+                errors += 1;
+                e.units += 1;
+                failures.push(r.clone());
+            }
+        }
+    }
+    let checked = results.len() - no_oracle;
+    let summary = ReplaySummary {
+        units: results.len(),
+        faithful,
+        no_oracle,
+        errors,
+        fidelity: if checked == 0 { 0.0 } else { faithful as f64 / checked as f64 },
+        functions: per_fn.into_values().collect(),
+        failures,
+    };
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&summary)?);
+    } else {
+        print_table(&summary, args.verbose || !args.check);
+    }
+    Ok(summary)
+}
+
+fn print_table(s: &ReplaySummary, verbose: bool) {
+    let width = s.functions.iter().map(|f| f.name.len()).max().unwrap_or(8).clamp(8, 60);
+    println!("{:<width$}  {:>6}  {:>8}  {:>8}", "function", "units", "faithful", "fidelity");
+    for f in &s.functions {
+        let pct = if f.units == 0 { 100.0 } else { 100.0 * f.faithful as f64 / f.units as f64 };
+        let name: String = f.name.chars().take(width).collect();
+        println!("{name:<width$}  {:>6}  {:>8}  {:>7.1}%", f.units, f.faithful, pct);
+    }
+    println!(
+        "total: {} unit(s), {} faithful, {} without a recorded outcome, {} error(s): fidelity {:.1}%",
+        s.units,
+        s.faithful,
+        s.no_oracle,
+        s.errors,
+        100.0 * s.fidelity
+    );
+    if verbose {
+        for f in &s.failures {
+            let why = match &f.verdict {
+                Verdict::Unfaithful(d) | Verdict::Error(d) | Verdict::NoOracle(d) => d.as_str(),
+                Verdict::Faithful => "",
+            };
+            println!("  {}: {} ({})", f.unit, why, f.observed);
+        }
+    }
+}

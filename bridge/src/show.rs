@@ -1,0 +1,72 @@
+//! `trestle show`: print a unit readably.
+
+use crate::units::read_unit;
+use anyhow::Result;
+use std::fmt::Write as _;
+use std::path::PathBuf;
+use trestle_abi::unit::Unit;
+use trestle_abi::{ExtentKind, Outcome};
+
+/// Arguments of `trestle show`.
+#[derive(Debug, clap::Args)]
+pub struct ShowArgs {
+    /// A unit file.
+    pub unit: PathBuf,
+    /// Print every byte of every extent, not just the first 64.
+    #[arg(long)]
+    pub full: bool,
+}
+
+fn preview(bytes: &[u8], full: bool) -> String {
+    let n = if full { bytes.len() } else { bytes.len().min(64) };
+    let text: String = bytes[..n]
+        .iter()
+        .map(|&b| if (0x20..0x7f).contains(&b) { b as char } else { '.' })
+        .collect();
+    let hex: Vec<String> = bytes[..n].iter().map(|b| format!("{b:02x}")).collect();
+    let more = if n < bytes.len() { format!(" … (+{} bytes)", bytes.len() - n) } else { String::new() };
+    format!("{}  |{}|{}", hex.join(" "), text, more)
+}
+
+/// Render a unit as text.
+pub fn render(unit: &Unit, full: bool) -> String {
+    let mut s = String::new();
+    let p = &unit.provenance;
+    let _ = writeln!(s, "unit of {}  (fn id {:016x})", unit.function, unit.context.fn_id);
+    let _ = writeln!(s, "  program   {} (binary {:016x})", p.program, unit.binary_id);
+    let _ = writeln!(s, "  carved    from test {:?}, pid {}, call #{} of the function, trace {}", p.test, p.pid, p.call_index, p.trace);
+    let args: Vec<String> = unit.context.args.iter().map(|a| a.describe()).collect();
+    let _ = writeln!(s, "  call      {}({})", unit.function, args.join(", "));
+    let _ = writeln!(
+        s,
+        "  expected  {}",
+        unit.expected.as_ref().map(Outcome::summary).unwrap_or_else(|| "unknown (the process ended inside the call)".into())
+    );
+    let g = &unit.context.graph;
+    let _ = writeln!(s, "  context   {} extent(s){}", g.extents.len(), if g.partial { ", PARTIAL (size bound reached)" } else { "" });
+    for (i, e) in g.extents.iter().enumerate() {
+        let kind = match e.kind {
+            ExtentKind::Global { id, constant } => format!("global {id:016x}{}", if constant { " (read-only)" } else { "" }),
+            ExtentKind::Heap => "heap".into(),
+            ExtentKind::Stack => "stack".into(),
+            ExtentKind::Arg => "argv/envp".into(),
+        };
+        let _ = writeln!(s, "    e{i:<4} {kind}, {} bytes", e.len);
+        if let Some(b) = &e.bytes {
+            let _ = writeln!(s, "          {}", preview(b, full));
+        }
+        for ptr in &e.pointers {
+            let _ = writeln!(s, "          +{} -> {}", ptr.offset, ptr.target.describe());
+        }
+    }
+    let st = &unit.system_test;
+    let _ = writeln!(s, "  system test args {:?}{}", st.args, if st.stdin.is_some() { " (with stdin)" } else { "" });
+    s
+}
+
+/// Run `trestle show`.
+pub fn run(args: &ShowArgs) -> Result<()> {
+    let unit = read_unit(&args.unit)?;
+    print!("{}", render(&unit, args.full));
+    Ok(())
+}

@@ -1,0 +1,315 @@
+//! System tests: loading the JSON format of `DESIGN.md`, laying out a test's working
+//! directory, and running a program on it.
+
+use anyhow::{bail, Context as _, Result};
+use base64::Engine as _;
+use std::io::Write as _;
+use std::os::unix::process::{CommandExt as _, ExitStatusExt as _};
+use std::path::{Component, Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::Duration;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use trestle_abi::unit::SystemTest;
+
+/// Content of a file or of stdin in the JSON form: text, or bytes in base64.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum Content {
+    /// UTF-8 text.
+    Text(String),
+    /// Arbitrary bytes.
+    Base64 {
+        /// The bytes, base64-encoded.
+        base64: String,
+    },
+}
+
+impl Content {
+    /// Text if the bytes are UTF-8, base64 otherwise.
+    pub fn from_bytes(b: &[u8]) -> Content {
+        match std::str::from_utf8(b) {
+            Ok(s) => Content::Text(s.to_owned()),
+            Err(_) => Content::Base64 { base64: base64::engine::general_purpose::STANDARD.encode(b) },
+        }
+    }
+}
+
+/// A system test as written in JSON.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct JsonTest {
+    /// Command-line arguments after the program name.
+    #[serde(default)]
+    pub args: Vec<String>,
+    /// Standard input.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stdin: Option<Content>,
+    /// Files to create in the working directory.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub files: BTreeMap<String, Content>,
+    /// Environment variables.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub env: BTreeMap<String, String>,
+}
+
+/// The JSON form of a test.
+pub fn to_json(t: &SystemTest) -> JsonTest {
+    JsonTest {
+        args: t.args.clone(),
+        stdin: t.stdin.as_deref().map(Content::from_bytes),
+        files: t.files.iter().map(|(k, v)| (k.clone(), Content::from_bytes(v))).collect(),
+        env: t.env.clone(),
+    }
+}
+
+/// Write a test as JSON.
+pub fn save_test(t: &SystemTest, path: &Path) -> Result<()> {
+    std::fs::write(path, serde_json::to_vec_pretty(&to_json(t))?).with_context(|| format!("cannot write {}", path.display()))
+}
+use wait_timeout::ChildExt as _;
+
+/// A system test and where it came from.
+#[derive(Debug, Clone)]
+pub struct NamedTest {
+    /// Unique name (the file stem).
+    pub name: String,
+    /// The JSON file.
+    pub path: PathBuf,
+    /// The test.
+    pub test: SystemTest,
+}
+
+/// Decode a content value.
+pub fn content_bytes(c: &Content) -> Result<Vec<u8>> {
+    match c {
+        Content::Text(s) => Ok(s.as_bytes().to_vec()),
+        Content::Base64 { base64 } => base64::engine::general_purpose::STANDARD
+            .decode(base64)
+            .context("invalid base64 content"),
+    }
+}
+
+/// Parse and check one system test file.
+pub fn load_test(path: &Path) -> Result<SystemTest> {
+    let text = std::fs::read_to_string(path)
+        .with_context(|| format!("cannot read system test {}", path.display()))?;
+    let json: JsonTest = serde_json::from_str(&text)
+        .map_err(|e| anyhow::anyhow!("malformed system test {}: {e}", path.display()))?;
+    let mut test = SystemTest { args: json.args, env: json.env, ..Default::default() };
+    for (name, content) in &json.files {
+        let p = Path::new(name);
+        if name.is_empty() || p.is_absolute() || p.components().any(|c| !matches!(c, Component::Normal(_))) {
+            bail!("malformed system test {}: file name {name:?} must be a relative path inside the test directory", path.display());
+        }
+        let bytes = content_bytes(content).with_context(|| format!("malformed system test {}: file {name:?}", path.display()))?;
+        test.files.insert(name.clone(), bytes);
+    }
+    if let Some(stdin) = &json.stdin {
+        test.stdin = Some(content_bytes(stdin).with_context(|| format!("malformed system test {}: stdin", path.display()))?);
+    }
+    Ok(test)
+}
+
+/// Load every `*.json` under `path` (or `path` itself if it is a file), sorted by name.
+pub fn load_tests(path: &Path) -> Result<Vec<NamedTest>> {
+    let mut files = Vec::new();
+    if path.is_dir() {
+        for entry in std::fs::read_dir(path).with_context(|| format!("cannot list {}", path.display()))? {
+            let p = entry?.path();
+            if p.extension().is_some_and(|e| e == "json") {
+                files.push(p);
+            }
+        }
+        files.sort();
+        if files.is_empty() {
+            bail!("no system tests (*.json) in {}", path.display());
+        }
+    } else if path.exists() {
+        files.push(path.to_owned());
+    } else {
+        bail!("system tests not found: {}", path.display());
+    }
+    let mut out: Vec<NamedTest> = Vec::new();
+    for f in files {
+        let test = load_test(&f)?;
+        let stem = f.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_else(|| "test".into());
+        let mut name = stem.clone();
+        let mut k = 2;
+        while out.iter().any(|t| t.name == name) {
+            name = format!("{stem}-{k}");
+            k += 1;
+        }
+        out.push(NamedTest { name, path: f, test });
+    }
+    Ok(out)
+}
+
+/// Create the test's files in `dir`.
+pub fn materialise(test: &SystemTest, dir: &Path) -> Result<()> {
+    for (name, content) in &test.files {
+        let p = dir.join(name);
+        if let Some(parent) = p.parent() {
+            std::fs::create_dir_all(parent)?;
+        }
+        std::fs::write(&p, content).with_context(|| format!("cannot create {}", p.display()))?;
+    }
+    Ok(())
+}
+
+/// How a run ended.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub enum RunStatus {
+    /// Exited with a status.
+    Exited(i32),
+    /// Killed by a signal.
+    Signaled(i32),
+    /// Did not finish in time (killed).
+    TimedOut,
+}
+
+impl std::fmt::Display for RunStatus {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            RunStatus::Exited(c) => write!(f, "exit {c}"),
+            RunStatus::Signaled(s) => write!(f, "signal {s}"),
+            RunStatus::TimedOut => write!(f, "timeout"),
+        }
+    }
+}
+
+/// Options for one run.
+#[derive(Debug, Clone)]
+pub struct RunOptions {
+    /// Wall-clock limit.
+    pub timeout: Duration,
+    /// Extra environment (trestle's variables).
+    pub env: Vec<(String, String)>,
+    /// Keep stdout (otherwise discarded).
+    pub capture_stdout: bool,
+}
+
+/// What a run produced.
+#[derive(Debug, Clone)]
+pub struct RunResult {
+    /// How it ended.
+    pub status: RunStatus,
+    /// Its stdout, if captured.
+    pub stdout: Vec<u8>,
+    /// Its stderr (always captured, last 64 KiB).
+    pub stderr: Vec<u8>,
+}
+
+/// Run `program` on `test` in a fresh working directory, with address-space
+/// randomisation off so that recorded addresses of libc objects stay valid.
+pub fn run_test(program: &Path, test: &SystemTest, opts: &RunOptions) -> Result<RunResult> {
+    let dir = tempfile::Builder::new().prefix("trestle-run-").tempdir().context("cannot create a temporary directory")?;
+    materialise(test, dir.path())?;
+    let mut cmd = Command::new(program);
+    cmd.args(&test.args)
+        .current_dir(dir.path())
+        .envs(test.env.iter())
+        .envs(opts.env.iter().map(|(k, v)| (k, v)))
+        .stdin(Stdio::piped())
+        .stdout(if opts.capture_stdout { Stdio::piped() } else { Stdio::null() })
+        .stderr(Stdio::piped())
+        .process_group(0);
+    // SAFETY: personality() is async-signal-safe and touches only this child.
+    unsafe {
+        cmd.pre_exec(|| {
+            libc::personality(libc::ADDR_NO_RANDOMIZE as libc::c_ulong);
+            Ok(())
+        });
+    }
+    let mut child = cmd.spawn().with_context(|| format!("cannot run program {}", program.display()))?;
+    let stdin_bytes = test.stdin.clone().unwrap_or_default();
+    let mut stdin = child.stdin.take();
+    let writer = std::thread::spawn(move || {
+        if let Some(s) = stdin.as_mut() {
+            let _ = s.write_all(&stdin_bytes);
+        }
+        drop(stdin);
+    });
+    let mut out = child.stdout.take();
+    let mut err = child.stderr.take();
+    let out_reader = std::thread::spawn(move || {
+        let mut v = Vec::new();
+        if let Some(o) = out.as_mut() {
+            let _ = std::io::Read::read_to_end(o, &mut v);
+        }
+        v
+    });
+    let err_reader = std::thread::spawn(move || {
+        let mut v = Vec::new();
+        if let Some(e) = err.as_mut() {
+            let _ = std::io::Read::read_to_end(e, &mut v);
+        }
+        if v.len() > 65536 {
+            v.drain(..v.len() - 65536);
+        }
+        v
+    });
+    let status = match child.wait_timeout(opts.timeout)? {
+        Some(s) => match s.code() {
+            Some(c) => RunStatus::Exited(c),
+            None => RunStatus::Signaled(s.signal().unwrap_or(0)),
+        },
+        None => {
+            // SAFETY: signalling the child's own process group.
+            unsafe { libc::kill(-(child.id() as i32), libc::SIGKILL) };
+            let _ = child.wait();
+            RunStatus::TimedOut
+        }
+    };
+    let _ = writer.join();
+    let stdout = out_reader.join().unwrap_or_default();
+    let stderr = err_reader.join().unwrap_or_default();
+    Ok(RunResult { status, stdout, stderr })
+}
+
+/// Parse a duration such as `10s`, `500ms`, `2m`, `1h` or a plain number of seconds.
+pub fn parse_duration(s: &str) -> Result<Duration, String> {
+    let s = s.trim();
+    let (num, unit) = match s.find(|c: char| !c.is_ascii_digit() && c != '.') {
+        Some(i) => (&s[..i], &s[i..]),
+        None => (s, "s"),
+    };
+    let n: f64 = num.parse().map_err(|_| format!("invalid duration {s:?} (try 10s, 500ms, 2m)"))?;
+    let secs = match unit {
+        "ms" => n / 1000.0,
+        "s" | "" => n,
+        "m" | "min" => n * 60.0,
+        "h" => n * 3600.0,
+        _ => return Err(format!("invalid duration unit in {s:?} (use ms, s, m or h)")),
+    };
+    Ok(Duration::from_secs_f64(secs))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn malformed_tests_name_the_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("bad.json");
+        std::fs::write(&p, r#"{"args": "not a list"}"#).unwrap();
+        let e = load_test(&p).unwrap_err().to_string();
+        assert!(e.contains("bad.json"), "{e}");
+        std::fs::write(&p, r#"{"files": {"../escape": "x"}}"#).unwrap();
+        let e = load_test(&p).unwrap_err().to_string();
+        assert!(e.contains("relative path"), "{e}");
+        std::fs::write(&p, r#"{"args": ["a"], "stdin": {"base64": "AAEC"}, "files": {"d/f": "x"}}"#).unwrap();
+        let t = load_test(&p).unwrap();
+        assert_eq!(t.stdin.unwrap(), vec![0, 1, 2]);
+        assert_eq!(t.files["d/f"], b"x");
+    }
+
+    #[test]
+    fn durations() {
+        assert_eq!(parse_duration("10s").unwrap(), Duration::from_secs(10));
+        assert_eq!(parse_duration("500ms").unwrap(), Duration::from_millis(500));
+        assert_eq!(parse_duration("2m").unwrap(), Duration::from_secs(120));
+        assert!(parse_duration("ten").is_err());
+    }
+}

@@ -1,0 +1,88 @@
+//! Unit directories: where `carve` writes units and `replay`/`show` find them.
+
+use anyhow::{Context as _, Result};
+use serde::{Deserialize, Serialize};
+use std::path::{Path, PathBuf};
+use trestle_abi::unit::Unit;
+
+/// File name of the index in a unit directory.
+pub const UNIT_INDEX: &str = "index.json";
+/// Extension of unit files.
+pub const UNIT_EXT: &str = "unit";
+
+/// `index.json` of a unit directory.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct UnitIndex {
+    /// The program the units were carved from.
+    pub program: PathBuf,
+    /// Its binary id, hex.
+    pub binary_id: String,
+    /// One row per unit.
+    pub units: Vec<UnitRow>,
+}
+
+/// One unit in the index.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct UnitRow {
+    /// Path relative to the unit directory.
+    pub file: String,
+    /// Function display name.
+    pub function: String,
+    /// Function id, hex.
+    pub fn_id: String,
+    /// System test it came from.
+    pub test: String,
+    /// Call index within the recording process.
+    pub call_index: u64,
+    /// Whether the recorded outcome is known (a replay can be checked).
+    pub has_oracle: bool,
+    /// Whether the size bound cut the context.
+    pub partial: bool,
+}
+
+/// Read one unit file.
+pub fn read_unit(path: &Path) -> Result<Unit> {
+    let bytes = std::fs::read(path).with_context(|| format!("cannot read unit {}", path.display()))?;
+    Unit::decode(&bytes).with_context(|| format!("{} is not a readable trestle unit", path.display()))
+}
+
+/// The unit files under `path` (a unit file or a unit directory), sorted.
+pub fn unit_files(path: &Path) -> Result<Vec<PathBuf>> {
+    if path.is_file() {
+        return Ok(vec![path.to_owned()]);
+    }
+    if !path.is_dir() {
+        anyhow::bail!("units not found: {}", path.display());
+    }
+    let mut out = Vec::new();
+    let mut stack = vec![path.to_owned()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).with_context(|| format!("cannot list {}", d.display()))? {
+            let p = e?.path();
+            if p.is_dir() {
+                stack.push(p);
+            } else if p.extension().is_some_and(|x| x == UNIT_EXT) {
+                out.push(p);
+            }
+        }
+    }
+    out.sort();
+    if out.is_empty() {
+        anyhow::bail!("no units (*.{UNIT_EXT}) under {}", path.display());
+    }
+    Ok(out)
+}
+
+/// A file-system-safe rendering of a function name.
+pub fn safe_name(name: &str) -> String {
+    let s: String = name
+        .chars()
+        .map(|c| if c.is_ascii_alphanumeric() || c == '_' || c == '-' { c } else { '_' })
+        .take(80)
+        .collect();
+    if s.is_empty() {
+        "_".into()
+    } else {
+        s
+    }
+}

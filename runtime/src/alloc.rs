@@ -1,0 +1,234 @@
+//! Allocation wrappers: the pass renames calls to `malloc` & co. to these, so every
+//! heap extent the program makes is in the extent map.
+//!
+//! C++ `operator new`/`delete` are defined here outright instead (replacing them is
+//! what the language provides for): that is the only way to see the allocations
+//! libstdc++ makes inside its own shared library, e.g. for `std::string` buffers.
+
+use crate::{lock, mode, MODE_PASSIVE};
+use libc::{c_char, c_int, c_void, size_t};
+use trestle_abi::ExtentKind;
+
+fn track(p: *mut c_void, len: usize) {
+    if p.is_null() || mode() == MODE_PASSIVE {
+        return;
+    }
+    if let Some(rt) = lock().as_mut() {
+        rt.extents.insert_heap(p as usize, len, ExtentKind::Heap);
+    }
+}
+
+fn untrack(p: *mut c_void) {
+    if p.is_null() || mode() == MODE_PASSIVE {
+        return;
+    }
+    if let Some(rt) = lock().as_mut() {
+        rt.extents.remove_heap(p as usize);
+    }
+}
+
+/// `malloc`, tracked.
+///
+/// # Safety
+/// As `malloc`.
+#[no_mangle]
+pub unsafe extern "C" fn __trestle_malloc(size: size_t) -> *mut c_void {
+    // SAFETY: forwarding.
+    let p = unsafe { libc::malloc(size) };
+    track(p, size);
+    p
+}
+
+/// `calloc`, tracked.
+///
+/// # Safety
+/// As `calloc`.
+#[no_mangle]
+pub unsafe extern "C" fn __trestle_calloc(n: size_t, size: size_t) -> *mut c_void {
+    // SAFETY: forwarding.
+    let p = unsafe { libc::calloc(n, size) };
+    track(p, n.saturating_mul(size));
+    p
+}
+
+/// `realloc`, tracked.
+///
+/// # Safety
+/// As `realloc`.
+#[no_mangle]
+pub unsafe extern "C" fn __trestle_realloc(old: *mut c_void, size: size_t) -> *mut c_void {
+    // SAFETY: forwarding.
+    let p = unsafe { libc::realloc(old, size) };
+    if !p.is_null() || size == 0 {
+        untrack(old);
+    }
+    track(p, size);
+    p
+}
+
+/// `reallocarray`, tracked.
+///
+/// # Safety
+/// As `reallocarray`.
+#[no_mangle]
+pub unsafe extern "C" fn __trestle_reallocarray(old: *mut c_void, n: size_t, size: size_t) -> *mut c_void {
+    let Some(total) = n.checked_mul(size) else {
+        // SAFETY: setting errno.
+        unsafe { *libc::__errno_location() = libc::ENOMEM };
+        return std::ptr::null_mut();
+    };
+    // SAFETY: forwarding.
+    unsafe { __trestle_realloc(old, total) }
+}
+
+/// `free`, tracked.
+///
+/// # Safety
+/// As `free`.
+#[no_mangle]
+pub unsafe extern "C" fn __trestle_free(p: *mut c_void) {
+    untrack(p);
+    // SAFETY: forwarding.
+    unsafe { libc::free(p) }
+}
+
+/// Sized `operator delete`, tracked.
+///
+/// # Safety
+/// As `free`.
+#[no_mangle]
+pub unsafe extern "C" fn __trestle_free_sized(p: *mut c_void, _size: size_t) {
+    // SAFETY: forwarding.
+    unsafe { __trestle_free(p) }
+}
+
+/// `strdup`, tracked.
+///
+/// # Safety
+/// As `strdup`.
+#[no_mangle]
+pub unsafe extern "C" fn __trestle_strdup(s: *const c_char) -> *mut c_char {
+    // SAFETY: forwarding; the result is NUL-terminated.
+    let p = unsafe { libc::strdup(s) };
+    if !p.is_null() {
+        // SAFETY: `p` is a fresh NUL-terminated string.
+        track(p.cast(), unsafe { libc::strlen(p) } + 1);
+    }
+    p
+}
+
+/// `strndup`, tracked.
+///
+/// # Safety
+/// As `strndup`.
+#[no_mangle]
+pub unsafe extern "C" fn __trestle_strndup(s: *const c_char, n: size_t) -> *mut c_char {
+    // SAFETY: forwarding; the result is NUL-terminated.
+    let p = unsafe { libc::strndup(s, n) };
+    if !p.is_null() {
+        // SAFETY: `p` is a fresh NUL-terminated string.
+        track(p.cast(), unsafe { libc::strlen(p) } + 1);
+    }
+    p
+}
+
+/// `aligned_alloc`, tracked.
+///
+/// # Safety
+/// As `aligned_alloc`.
+#[no_mangle]
+pub unsafe extern "C" fn __trestle_aligned_alloc(align: size_t, size: size_t) -> *mut c_void {
+    // SAFETY: forwarding.
+    let p = unsafe { libc::aligned_alloc(align, size) };
+    track(p, size);
+    p
+}
+
+/// `memalign`, tracked.
+///
+/// # Safety
+/// As `memalign`.
+#[no_mangle]
+pub unsafe extern "C" fn __trestle_memalign(align: size_t, size: size_t) -> *mut c_void {
+    // SAFETY: forwarding.
+    let p = unsafe { libc::memalign(align, size) };
+    track(p, size);
+    p
+}
+
+/// `posix_memalign`, tracked.
+///
+/// # Safety
+/// As `posix_memalign`.
+#[no_mangle]
+pub unsafe extern "C" fn __trestle_posix_memalign(out: *mut *mut c_void, align: size_t, size: size_t) -> c_int {
+    // SAFETY: forwarding.
+    let r = unsafe { libc::posix_memalign(out, align, size) };
+    if r == 0 {
+        // SAFETY: on success `*out` holds the allocation.
+        track(unsafe { *out }, size);
+    }
+    r
+}
+
+fn new_or_abort(size: size_t) -> *mut c_void {
+    // SAFETY: forwarding; operator new must not return null.
+    let p = unsafe { __trestle_malloc(size.max(1)) };
+    if p.is_null() {
+        eprintln!("trestle runtime: operator new({size}) failed: out of memory");
+        std::process::abort();
+    }
+    p
+}
+
+/// `operator new(size_t)`.
+#[no_mangle]
+pub extern "C" fn _Znwm(size: size_t) -> *mut c_void {
+    new_or_abort(size)
+}
+
+/// `operator new[](size_t)`.
+#[no_mangle]
+pub extern "C" fn _Znam(size: size_t) -> *mut c_void {
+    new_or_abort(size)
+}
+
+/// `operator delete(void*)`.
+///
+/// # Safety
+/// As `operator delete`.
+#[no_mangle]
+pub unsafe extern "C" fn _ZdlPv(p: *mut c_void) {
+    // SAFETY: forwarding.
+    unsafe { __trestle_free(p) }
+}
+
+/// `operator delete[](void*)`.
+///
+/// # Safety
+/// As `operator delete[]`.
+#[no_mangle]
+pub unsafe extern "C" fn _ZdaPv(p: *mut c_void) {
+    // SAFETY: forwarding.
+    unsafe { __trestle_free(p) }
+}
+
+/// `operator delete(void*, size_t)`.
+///
+/// # Safety
+/// As `operator delete`.
+#[no_mangle]
+pub unsafe extern "C" fn _ZdlPvm(p: *mut c_void, _size: size_t) {
+    // SAFETY: forwarding.
+    unsafe { __trestle_free(p) }
+}
+
+/// `operator delete[](void*, size_t)`.
+///
+/// # Safety
+/// As `operator delete[]`.
+#[no_mangle]
+pub unsafe extern "C" fn _ZdaPvm(p: *mut c_void, _size: size_t) {
+    // SAFETY: forwarding.
+    unsafe { __trestle_free(p) }
+}

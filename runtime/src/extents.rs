@@ -1,0 +1,228 @@
+//! The extent map: every allocation the program made that trestle knows the bounds of.
+//!
+//! Three kinds live in three structures tuned to how they change:
+//! - globals never change after start-up: a sorted vector;
+//! - heap extents come and go in any order: a B-tree by start address;
+//! - stack extents come and go with frames: a vector sorted by descending address,
+//!   so new (deeper) allocations land at its end and dead frames are cut off the end.
+//!
+//! Stack extents carry a registration number, so a walk after a call returned can
+//! ignore the ones registered during that call (their frames are gone).
+
+use std::collections::{BTreeMap, HashMap};
+use trestle_abi::ExtentKind;
+
+/// A known allocation found by [`ExtentMap::find`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Found {
+    /// Start address.
+    pub start: usize,
+    /// Length in bytes.
+    pub len: usize,
+    /// Kind.
+    pub kind: ExtentKind,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct GlobalExt {
+    start: usize,
+    len: usize,
+    id: u64,
+    constant: bool,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct StackExt {
+    start: usize,
+    len: usize,
+    seq: u64,
+}
+
+/// All known extents, plus function addresses.
+#[derive(Default)]
+pub struct ExtentMap {
+    globals: Vec<GlobalExt>,
+    heap: BTreeMap<usize, (usize, ExtentKind)>,
+    stack: Vec<StackExt>,
+    funcs: HashMap<usize, u64>,
+    next_stack_seq: u64,
+    lo: usize,
+    hi: usize,
+}
+
+impl ExtentMap {
+    /// Build from the program's global and function tables.
+    pub fn new(
+        globals: impl IntoIterator<Item = (usize, usize, u64, bool)>,
+        funcs: impl IntoIterator<Item = (usize, u64)>,
+    ) -> Self {
+        let mut g: Vec<GlobalExt> = globals
+            .into_iter()
+            .map(|(start, len, id, constant)| GlobalExt { start, len, id, constant })
+            .collect();
+        g.sort_by_key(|e| (e.start, std::cmp::Reverse(e.len)));
+        // Identical or nested entries (merged string literals, one COMDAT global listed
+        // by several modules): keep the first, outermost one.
+        let mut globals: Vec<GlobalExt> = Vec::with_capacity(g.len());
+        for e in g {
+            match globals.last() {
+                Some(last) if e.start < last.start + last.len.max(1) => {}
+                _ => globals.push(e),
+            }
+        }
+        let mut m = ExtentMap {
+            globals,
+            funcs: funcs.into_iter().collect(),
+            lo: usize::MAX,
+            hi: 0,
+            ..Default::default()
+        };
+        let bounds: Vec<(usize, usize)> = m.globals.iter().map(|g| (g.start, g.len)).collect();
+        for (s, l) in bounds {
+            m.widen(s, l);
+        }
+        m
+    }
+
+    fn widen(&mut self, start: usize, len: usize) {
+        self.lo = self.lo.min(start);
+        self.hi = self.hi.max(start.saturating_add(len));
+    }
+
+    /// Register a heap (or argv, or restored) extent.
+    pub fn insert_heap(&mut self, start: usize, len: usize, kind: ExtentKind) {
+        if start == 0 {
+            return;
+        }
+        self.heap.insert(start, (len, kind));
+        self.widen(start, len);
+    }
+
+    /// Forget a heap extent (on free).
+    pub fn remove_heap(&mut self, start: usize) {
+        self.heap.remove(&start);
+    }
+
+    /// Drop stack extents below `marker`: their frames have returned.
+    pub fn purge_stack_below(&mut self, marker: usize) {
+        while let Some(last) = self.stack.last() {
+            if last.start < marker {
+                self.stack.pop();
+            } else {
+                break;
+            }
+        }
+    }
+
+    /// Register a stack allocation, replacing any stale extent it overlaps.
+    pub fn insert_stack(&mut self, start: usize, len: usize) {
+        if start == 0 {
+            return;
+        }
+        let end = start + len;
+        // Descending by start: find the first index whose start < `start`.
+        let pos = self.stack.partition_point(|e| e.start >= start);
+        // Remove overlapping neighbours on both sides.
+        let mut lo = pos;
+        while lo > 0 && self.stack[lo - 1].start < end {
+            lo -= 1;
+        }
+        let mut hi = pos;
+        while hi < self.stack.len() && self.stack[hi].start + self.stack[hi].len > start {
+            hi += 1;
+        }
+        let seq = self.next_stack_seq;
+        self.next_stack_seq += 1;
+        self.stack.splice(lo..hi, [StackExt { start, len, seq }]);
+        self.widen(start, len);
+    }
+
+    /// The registration number the next stack extent will get.
+    pub fn stack_seq(&self) -> u64 {
+        self.next_stack_seq
+    }
+
+    /// The known extent containing `addr`. Stack extents registered at or after
+    /// `stack_cutoff` are ignored. An address one past the end of an extent (and inside
+    /// no other) counts as inside it, at offset `len`.
+    pub fn find(&self, addr: usize, stack_cutoff: u64) -> Option<Found> {
+        if addr < self.lo || addr > self.hi {
+            return None;
+        }
+        self.find_containing(addr, stack_cutoff).or_else(|| {
+            let f = self.find_containing(addr.checked_sub(1)?, stack_cutoff)?;
+            (f.start + f.len == addr).then_some(f)
+        })
+    }
+
+    fn find_containing(&self, addr: usize, stack_cutoff: u64) -> Option<Found> {
+        // Stack.
+        let pos = self.stack.partition_point(|e| e.start > addr);
+        if let Some(e) = self.stack.get(pos) {
+            if e.seq < stack_cutoff && addr < e.start + e.len {
+                return Some(Found { start: e.start, len: e.len, kind: ExtentKind::Stack });
+            }
+        }
+        // Heap.
+        if let Some((&start, &(len, kind))) = self.heap.range(..=addr).next_back() {
+            if addr < start + len {
+                return Some(Found { start, len, kind });
+            }
+        }
+        // Globals.
+        let pos = self.globals.partition_point(|g| g.start <= addr);
+        if pos > 0 {
+            let g = self.globals[pos - 1];
+            if addr < g.start + g.len {
+                return Some(Found {
+                    start: g.start,
+                    len: g.len,
+                    kind: ExtentKind::Global { id: g.id, constant: g.constant },
+                });
+            }
+        }
+        None
+    }
+
+    /// The function whose address is `addr`.
+    pub fn func_at(&self, addr: usize) -> Option<u64> {
+        self.funcs.get(&addr).copied()
+    }
+
+    /// Start, length and read-only flag of the global `id`.
+    pub fn global(&self, id: u64) -> Option<(usize, usize, bool)> {
+        self.globals.iter().find(|g| g.id == id).map(|g| (g.start, g.len, g.constant))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn finds_by_kind_and_one_past_the_end() {
+        let mut m = ExtentMap::new([(0x1000, 16, 7, false)], [(0x9000, 3)]);
+        m.insert_heap(0x2000, 8, ExtentKind::Heap);
+        m.insert_stack(0x7000, 32);
+        assert_eq!(m.find(0x1004, u64::MAX).unwrap().kind, ExtentKind::Global { id: 7, constant: false });
+        assert_eq!(m.find(0x2008, u64::MAX).unwrap().start, 0x2000);
+        assert_eq!(m.find(0x7010, u64::MAX).unwrap().kind, ExtentKind::Stack);
+        assert_eq!(m.find(0x7010, 0), None, "stack extents past the cutoff are invisible");
+        assert_eq!(m.find(0x3000, u64::MAX), None);
+        assert_eq!(m.func_at(0x9000), Some(3));
+        m.remove_heap(0x2000);
+        assert_eq!(m.find(0x2004, u64::MAX), None);
+    }
+
+    #[test]
+    fn dead_frames_are_purged_and_overlaps_replaced() {
+        let mut m = ExtentMap::new([], []);
+        m.insert_stack(0x8000, 16);
+        m.insert_stack(0x7000, 16);
+        m.purge_stack_below(0x7800);
+        assert!(m.find(0x7004, u64::MAX).is_none());
+        m.insert_stack(0x8008, 16);
+        assert_eq!(m.find(0x8002, u64::MAX), None, "the overlapped extent is gone");
+        assert_eq!(m.find(0x800a, u64::MAX).unwrap().start, 0x8008);
+    }
+}

@@ -1,0 +1,177 @@
+//! Replay mode: restore one recorded context and call the function in it.
+//!
+//! Non-global extents are allocated afresh (with the alignment class they had), global
+//! extents are overwritten in place, and every recorded pointer is rewritten to point
+//! at the new home of its target. The function is then called through its thunk
+//! without the runtime's lock held, and the state it leaves is walked exactly as the
+//! recording walked it, so the host can compare the two.
+
+use crate::{lock, OpenFrame};
+use std::sync::Mutex;
+use trestle_abi::hooks;
+use trestle_abi::trace::{ReplayRequest, ReplayResult};
+use trestle_abi::{Context, ExtentKind, Outcome, Value};
+
+/// The invocation being replayed (for `exit` inside it).
+static REPLAYING: Mutex<Option<OpenFrame>> = Mutex::new(None);
+
+fn write_result(result: &ReplayResult) {
+    let Some(out) = std::env::var_os(hooks::ENV_REPLAY_OUT) else {
+        eprintln!("trestle runtime: {} is not set; replay result lost", hooks::ENV_REPLAY_OUT);
+        return;
+    };
+    let bytes = bincode::serialize(result).unwrap_or_default();
+    if let Err(e) = std::fs::write(&out, bytes) {
+        eprintln!("trestle runtime: cannot write replay result {}: {e}", std::path::Path::new(&out).display());
+    }
+}
+
+fn finish(result: ReplayResult) -> ! {
+    write_result(&result);
+    // SAFETY: ends the process without running the program's exit handlers, which
+    // belong to a `main` that never ran.
+    unsafe { libc::_exit(0) }
+}
+
+/// Replay the unit named by the environment; never returns.
+pub fn run() -> ! {
+    let prepared = crate::guard("replay setup", prepare);
+    let (frame, thunk, slots) = match prepared {
+        Ok(p) => p,
+        Err(e) => finish(ReplayResult::Refused(e)),
+    };
+    *REPLAYING.lock().unwrap_or_else(|p| p.into_inner()) = Some(frame.clone());
+    // SAFETY: `thunk` is the pass-generated `i64 (ptr)` thunk of this function; `slots`
+    // has at least as many words as it reads.
+    let ret = unsafe {
+        let f: extern "C" fn(*const u64) -> u64 = std::mem::transmute(thunk);
+        f(slots.as_ptr())
+    };
+    let state = crate::guard("replay post-state", || {
+        let mut g = lock();
+        let rt = g.as_mut().expect("replay runtime is initialised");
+        rt.post_state(&frame, Some(ret))
+    });
+    finish(ReplayResult::Ran(Outcome::Returned(state)))
+}
+
+/// `exit` was called inside the replayed unit.
+pub fn exited(code: i32) -> ! {
+    let frame = REPLAYING.lock().unwrap_or_else(|p| p.into_inner()).clone();
+    let Some(frame) = frame else {
+        // exit before the unit started: setup failed in a way already reported
+        // SAFETY: plain exit.
+        unsafe { libc::_exit(code) }
+    };
+    let state = crate::guard("replay post-state", || {
+        let mut g = lock();
+        let rt = g.as_mut().expect("replay runtime is initialised");
+        rt.post_state(&frame, None)
+    });
+    finish(ReplayResult::Ran(Outcome::Exited { code, state }))
+}
+
+type Prepared = (OpenFrame, usize, Vec<u64>);
+
+fn prepare() -> Result<Prepared, String> {
+    let path = std::env::var_os(hooks::ENV_REPLAY).ok_or("no replay request")?;
+    let bytes = std::fs::read(&path)
+        .map_err(|e| format!("cannot read replay request {}: {e}", std::path::Path::new(&path).display()))?;
+    let req: ReplayRequest =
+        bincode::deserialize(&bytes).map_err(|e| format!("corrupted replay request: {e}"))?;
+    let mut g = lock();
+    let rt = g.as_mut().ok_or("runtime not initialised")?;
+    if req.binary_id != rt.program.binary_id {
+        return Err(format!(
+            "the unit was carved from another binary (id {:016x}; this one is {:016x})",
+            req.binary_id, rt.program.binary_id
+        ));
+    }
+    let ctx = &req.context;
+    let idx = rt.program.index_of(ctx.fn_id).ok_or_else(|| format!("no function with id {:016x} in this binary", ctx.fn_id))?;
+    let (_, thunk) = rt.program.addrs[idx];
+    if thunk == 0 {
+        return Err(format!("{} cannot be replayed (no thunk)", rt.program.functions[idx].name));
+    }
+    let nparams = rt.program.functions[idx].params.len();
+    if ctx.args.len() != nparams {
+        return Err(format!("the unit has {} arguments, the function {nparams}", ctx.args.len()));
+    }
+    let addrs = restore(rt, ctx)?;
+    let mut slots = Vec::with_capacity(nparams.max(1));
+    for a in &ctx.args {
+        slots.push(relocate(rt, &addrs, a)?);
+    }
+    let args = slots.clone();
+    slots.resize(nparams.max(1), 0);
+    let frame = OpenFrame { seq: 0, fn_idx: idx, marker: 0, args, stack_seq: rt.extents.stack_seq() };
+    Ok((frame, thunk, slots))
+}
+
+fn relocate(rt: &crate::Runtime, addrs: &[usize], v: &Value) -> Result<u64, String> {
+    Ok(match *v {
+        Value::Bits(b) => b,
+        Value::Ptr { extent, offset } => {
+            let base = addrs.get(extent as usize).ok_or("pointer to a missing extent")?;
+            (*base as u64).wrapping_add(offset)
+        }
+        Value::Func { id, offset } => {
+            let a = rt.program.func_addr(id).ok_or_else(|| format!("no function with id {id:016x}"))?;
+            (a as u64).wrapping_add(offset)
+        }
+    })
+}
+
+/// Place every extent of `ctx` and write its bytes and relocated pointers. Returns the
+/// new address of each extent.
+fn restore(rt: &mut crate::Runtime, ctx: &Context) -> Result<Vec<usize>, String> {
+    let mut addrs = Vec::with_capacity(ctx.graph.extents.len());
+    for e in &ctx.graph.extents {
+        let addr = match e.kind {
+            ExtentKind::Global { id, .. } => {
+                let (start, len, _) = rt
+                    .extents
+                    .global(id)
+                    .ok_or_else(|| format!("global {id:016x} is not in this binary"))?;
+                if len as u64 != e.len {
+                    return Err(format!("global {id:016x} has {len} bytes here, {} in the unit", e.len));
+                }
+                start
+            }
+            kind => {
+                let align = (e.align as usize).clamp(16, 4096);
+                let mut p: *mut libc::c_void = std::ptr::null_mut();
+                // SAFETY: plain allocation; the memory is owned by the replayed program
+                // from here on (it may free heap extents).
+                let r = unsafe { libc::posix_memalign(&mut p, align, (e.len as usize).max(1)) };
+                if r != 0 || p.is_null() {
+                    return Err(format!("cannot allocate an extent of {} bytes", e.len));
+                }
+                // SAFETY: `p` has at least `len` bytes.
+                unsafe { std::ptr::write_bytes(p as *mut u8, 0, e.len as usize) };
+                rt.extents.insert_heap(p as usize, e.len as usize, kind);
+                p as usize
+            }
+        };
+        addrs.push(addr);
+    }
+    for (e, &addr) in ctx.graph.extents.iter().zip(&addrs) {
+        if matches!(e.kind, ExtentKind::Global { constant: true, .. }) {
+            continue;
+        }
+        if let Some(bytes) = &e.bytes {
+            let n = bytes.len().min(e.len as usize);
+            // SAFETY: `addr` has `e.len` bytes (checked for globals, allocated otherwise).
+            unsafe { std::ptr::copy_nonoverlapping(bytes.as_ptr(), addr as *mut u8, n) };
+        }
+        for slot in &e.pointers {
+            if slot.offset + 8 > e.len {
+                return Err("a pointer slot lies outside its extent".into());
+            }
+            let v = relocate(rt, &addrs, &slot.target)?;
+            // SAFETY: inside the extent, checked above.
+            unsafe { std::ptr::write_unaligned((addr + slot.offset as usize) as *mut u64, v) };
+        }
+    }
+    Ok(addrs)
+}

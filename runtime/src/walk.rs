@@ -1,0 +1,197 @@
+//! Snapshots: walk the memory graph reachable from a set of roots.
+//!
+//! Roots are visited in a fixed order (argument values, then globals in the order
+//! given), extents are numbered as first met and explored breadth first, and every
+//! aligned pointer-sized word that points into a known extent becomes an edge. Equal
+//! memory therefore gives an equal [`Graph`], wherever it lies.
+
+use crate::extents::{ExtentMap, Found};
+use std::collections::{HashMap, VecDeque};
+use trestle_abi::context::Graph;
+use trestle_abi::{Extent, ExtentKind, PtrSlot, Value};
+
+/// Limits on one snapshot.
+#[derive(Debug, Clone, Copy)]
+pub struct Limits {
+    /// Total bytes copied.
+    pub bytes: usize,
+    /// Bytes copied from one extent.
+    pub extent_bytes: usize,
+    /// Extents visited.
+    pub extents: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits { bytes: 4 << 20, extent_bytes: 1 << 20, extents: 50_000 }
+    }
+}
+
+/// One walk in progress.
+pub struct Walker<'a> {
+    map: &'a ExtentMap,
+    stack_cutoff: u64,
+    limits: Limits,
+    index: HashMap<usize, u32>,
+    found: Vec<Found>,
+    extents: Vec<Extent>,
+    queue: VecDeque<u32>,
+    copied: usize,
+    partial: bool,
+}
+
+impl<'a> Walker<'a> {
+    /// Start a walk over `map`, ignoring stack extents registered at or after
+    /// `stack_cutoff`.
+    pub fn new(map: &'a ExtentMap, stack_cutoff: u64, limits: Limits) -> Self {
+        Walker {
+            map,
+            stack_cutoff,
+            limits,
+            index: HashMap::new(),
+            found: Vec::new(),
+            extents: Vec::new(),
+            queue: VecDeque::new(),
+            copied: 0,
+            partial: false,
+        }
+    }
+
+    /// The value of a word: a pointer into a known extent (visiting it), a function
+    /// address, or plain bits.
+    pub fn value_of(&mut self, word: u64) -> Value {
+        let addr = word as usize;
+        if let Some(f) = self.map.find(addr, self.stack_cutoff) {
+            if let Some(idx) = self.visit(f) {
+                return Value::Ptr { extent: idx, offset: (addr - f.start) as u64 };
+            }
+        }
+        if let Some(id) = self.map.func_at(addr) {
+            return Value::Func { id, offset: 0 };
+        }
+        Value::Bits(word)
+    }
+
+    /// Visit the global `id` as a root.
+    pub fn visit_global(&mut self, id: u64) {
+        if let Some((start, len, constant)) = self.map.global(id) {
+            self.visit(Found { start, len, kind: ExtentKind::Global { id, constant } });
+        }
+    }
+
+    fn visit(&mut self, f: Found) -> Option<u32> {
+        if let Some(&i) = self.index.get(&f.start) {
+            return Some(i);
+        }
+        if self.extents.len() >= self.limits.extents {
+            self.partial = true;
+            return None;
+        }
+        let i = self.extents.len() as u32;
+        self.index.insert(f.start, i);
+        self.found.push(f);
+        self.extents.push(Extent {
+            kind: f.kind,
+            len: f.len as u64,
+            align: align_of_addr(f.start),
+            bytes: None,
+            pointers: Vec::new(),
+        });
+        self.queue.push_back(i);
+        Some(i)
+    }
+
+    /// Explore everything queued and return the graph.
+    pub fn finish(mut self) -> Graph {
+        while let Some(i) = self.queue.pop_front() {
+            let f = self.found[i as usize];
+            let constant = matches!(f.kind, ExtentKind::Global { constant: true, .. });
+            let fits = f.len <= self.limits.extent_bytes
+                && self.copied + f.len <= self.limits.bytes;
+            if !fits {
+                self.partial = true;
+                continue;
+            }
+            // SAFETY: every extent in the map is live memory of this process: globals
+            // for its lifetime, heap extents until freed (they are then removed), stack
+            // extents in a mapped stack.
+            let bytes = unsafe { std::slice::from_raw_parts(f.start as *const u8, f.len) };
+            if !constant {
+                self.copied += f.len;
+                self.extents[i as usize].bytes = Some(bytes.to_vec());
+            }
+            let mut pointers = Vec::new();
+            let first = (f.start + 7) & !7;
+            let mut a = first;
+            while a + 8 <= f.start + f.len {
+                // SAFETY: `a..a+8` lies inside the extent and is 8-aligned.
+                let word = unsafe { *(a as *const u64) };
+                if word != 0 {
+                    let v = self.value_of(word);
+                    if !matches!(v, Value::Bits(_)) {
+                        pointers.push(PtrSlot { offset: (a - f.start) as u64, target: v });
+                    }
+                }
+                a += 8;
+            }
+            if !constant {
+                self.extents[i as usize].pointers = pointers;
+            }
+        }
+        Graph { extents: self.extents, partial: self.partial }
+    }
+}
+
+/// The largest power of two (at most 4096) dividing `addr`.
+pub fn align_of_addr(addr: usize) -> u32 {
+    if addr == 0 {
+        return 4096;
+    }
+    (1u32 << addr.trailing_zeros().min(12)).min(4096)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn equal_structures_at_different_addresses_give_equal_graphs() {
+        // Two copies of a two-node list, in different places.
+        #[repr(C, align(16))]
+        struct Node {
+            next: u64,
+            val: u64,
+        }
+        let graph_of = |a: &mut Node, b: &mut Node| {
+            a.next = b as *mut Node as u64;
+            b.next = 0;
+            let mut m = ExtentMap::new([], []);
+            m.insert_heap(a as *mut Node as usize, 16, ExtentKind::Heap);
+            m.insert_heap(b as *mut Node as usize, 16, ExtentKind::Heap);
+            let mut w = Walker::new(&m, u64::MAX, Limits::default());
+            let root = w.value_of(a as *mut Node as u64);
+            (root, w.finish())
+        };
+        let (mut a1, mut b1) = (Node { next: 0, val: 1 }, Node { next: 0, val: 2 });
+        let (mut a2, mut b2) = (Node { next: 0, val: 1 }, Node { next: 0, val: 2 });
+        let (r1, g1) = graph_of(&mut a1, &mut b1);
+        let (r2, g2) = graph_of(&mut a2, &mut b2);
+        assert_eq!(r1, Value::Ptr { extent: 0, offset: 0 });
+        assert_eq!(r1, r2);
+        assert_eq!(g1.extents.len(), 2);
+        assert_eq!(g1.extents[0].pointers, vec![PtrSlot { offset: 0, target: Value::Ptr { extent: 1, offset: 0 } }]);
+        assert_eq!(trestle_abi::context::diff_graphs(&g1, &g2), None);
+    }
+
+    #[test]
+    fn the_size_bound_marks_partial() {
+        let big = vec![1u8; 4096];
+        let mut m = ExtentMap::new([], []);
+        m.insert_heap(big.as_ptr() as usize, big.len(), ExtentKind::Heap);
+        let mut w = Walker::new(&m, u64::MAX, Limits { bytes: 100, extent_bytes: 100, extents: 10 });
+        w.value_of(big.as_ptr() as u64);
+        let g = w.finish();
+        assert!(g.partial);
+        assert!(g.extents[0].bytes.is_none());
+    }
+}

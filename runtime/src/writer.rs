@@ -1,0 +1,105 @@
+//! The trace writer: frames appended to a memory-mapped file.
+//!
+//! Writing through a shared mapping means a record is in the kernel's page cache as
+//! soon as it is copied, so a process that crashes right after loses nothing. The file
+//! grows in chunks and is trimmed at a clean exit; after a crash its zero-filled tail
+//! reads as end-of-data (see `trestle_abi::trace`).
+
+use memmap2::MmapMut;
+use std::fs::{File, OpenOptions};
+use std::io;
+use std::path::{Path, PathBuf};
+use trestle_abi::trace::{frame_check, FRAME_HEADER};
+
+const CHUNK: u64 = 16 << 20;
+
+/// An open trace file.
+pub struct TraceWriter {
+    path: PathBuf,
+    file: File,
+    map: MmapMut,
+    used: usize,
+}
+
+impl TraceWriter {
+    /// Create `path` and map its first chunk.
+    pub fn create(path: &Path) -> io::Result<Self> {
+        let file = OpenOptions::new().read(true).write(true).create_new(true).open(path)?;
+        file.set_len(CHUNK)?;
+        // SAFETY: the file was just created by this process and nothing else maps it.
+        let map = unsafe { MmapMut::map_mut(&file)? };
+        Ok(TraceWriter { path: path.to_owned(), file, map, used: 0 })
+    }
+
+    /// The file being written.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Bytes written so far.
+    pub fn used(&self) -> usize {
+        self.used
+    }
+
+    /// Append one framed record. The body goes in before the length word, so a crash
+    /// mid-write leaves a length of 0 (end of data), never half a record.
+    pub fn append(&mut self, body: &[u8]) -> io::Result<()> {
+        let need = self.used + FRAME_HEADER + body.len() + FRAME_HEADER;
+        if need > self.map.len() {
+            let mut size = self.map.len() as u64;
+            while (size as usize) < need {
+                size += CHUNK.max(size / 2);
+            }
+            self.file.set_len(size)?;
+            // SAFETY: as in `create`; the old mapping is dropped on assignment.
+            self.map = unsafe { MmapMut::map_mut(&self.file)? };
+        }
+        let at = self.used;
+        self.map[at + FRAME_HEADER..at + FRAME_HEADER + body.len()].copy_from_slice(body);
+        self.map[at + 4..at + 8].copy_from_slice(&frame_check(body).to_le_bytes());
+        std::sync::atomic::fence(std::sync::atomic::Ordering::Release);
+        self.map[at..at + 4].copy_from_slice(&(body.len() as u32).to_le_bytes());
+        self.used += FRAME_HEADER + body.len();
+        Ok(())
+    }
+
+    /// Flush and trim the file to what was written.
+    pub fn close(self) -> io::Result<()> {
+        self.map.flush()?;
+        drop(self.map);
+        self.file.set_len(self.used as u64)
+    }
+
+    /// Let go of the mapping without trimming (after `fork`, the parent owns the file).
+    pub fn abandon(self) {
+        drop(self.map);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use trestle_abi::trace::{decode_trace, Record, RuntimeStats, TraceHeader, TRACE_MAGIC, TRACE_VERSION};
+
+    #[test]
+    fn an_unclosed_trace_still_reads_back() {
+        let dir = std::env::temp_dir().join(format!("trestle-writer-{}", std::process::id()));
+        let _ = std::fs::create_dir_all(&dir);
+        let path = dir.join("t.trace");
+        let _ = std::fs::remove_file(&path);
+        let mut w = TraceWriter::create(&path).unwrap();
+        let h = TraceHeader { magic: TRACE_MAGIC, version: TRACE_VERSION, binary_id: 1, pid: 2, ppid: 3 };
+        w.append(&bincode::serialize(&h).unwrap()).unwrap();
+        let big = vec![7u8; (CHUNK as usize) + 10];
+        let rec = Record::Stats(RuntimeStats { calls: big.len() as u64, ..Default::default() });
+        w.append(&bincode::serialize(&rec).unwrap()).unwrap();
+        w.append(&big).unwrap_or(()); // forces a remap; body is not a record
+        drop(w); // as if the process died: no trim
+        let bytes = std::fs::read(&path).unwrap();
+        assert!(bytes.len() as u64 > CHUNK);
+        // The garbage third frame is reported, the first two decode.
+        let err = decode_trace(&bytes).unwrap_err();
+        assert!(err.what.contains("undecodable"), "{err}");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}
