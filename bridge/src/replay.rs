@@ -39,6 +39,10 @@ pub struct ReplayArgs {
     /// Print every unfaithful unit with the first difference.
     #[arg(long, short)]
     pub verbose: bool,
+    /// Write, for every unit that is not faithful, the recorded and the replayed
+    /// outcome as JSON into this directory (for diffing by hand).
+    #[arg(long)]
+    pub dump: Option<PathBuf>,
 }
 
 /// How one replay went.
@@ -178,6 +182,14 @@ pub fn run(args: &ReplayArgs) -> Result<ReplaySummary> {
                 let (f, u) = &units[i];
                 let prog = args.program.clone().unwrap_or_else(|| PathBuf::from(&u.provenance.program));
                 let observed = replay_unit(&prog, u, args.timeout);
+                if let (Some(dir), Ok(o), Some(exp)) = (&args.dump, &observed, &u.expected) {
+                    if diff_outcomes(exp, o).is_some() {
+                        let stem = f.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
+                        let _ = std::fs::create_dir_all(dir);
+                        let _ = std::fs::write(dir.join(format!("{stem}.recorded.json")), serde_json::to_vec_pretty(exp).unwrap_or_default());
+                        let _ = std::fs::write(dir.join(format!("{stem}.replayed.json")), serde_json::to_vec_pretty(o).unwrap_or_default());
+                    }
+                }
                 let (observed_s, verdict) = match (&observed, &u.expected) {
                     (Err(e), _) => ("error".to_owned(), Verdict::Error(e.clone())),
                     (Ok(o), None) => (o.summary(), Verdict::NoOracle("the recording process ended inside the call".into())),

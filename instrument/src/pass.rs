@@ -98,6 +98,7 @@ pub fn instrument_bitcode_file(input: &Path, output: &Path) -> Result<Stats, Pas
 
 /// The runtime's hooks, declared in the module being instrumented.
 struct Runtime<'ctx> {
+    stacksave: FunctionValue<'ctx>,
     enter: FunctionValue<'ctx>,
     exit: FunctionValue<'ctx>,
     alloca: FunctionValue<'ctx>,
@@ -114,14 +115,18 @@ impl<'ctx> Runtime<'ctx> {
         let get = |name: &str, ty| {
             module.get_function(name).unwrap_or_else(|| module.add_function(name, ty, None))
         };
+        let stacksave = inkwell::intrinsics::Intrinsic::find("llvm.stacksave")
+            .and_then(|i| i.get_declaration(module, &[ptr.into()]))
+            .expect("LLVM 19 has llvm.stacksave");
         Runtime {
+            stacksave,
             enter: get(
                 hooks::ENTER,
-                void.fn_type(&[i64t.into(), ptr.into(), ptr.into(), i32t.into()], false),
+                void.fn_type(&[i64t.into(), ptr.into(), ptr.into(), i32t.into(), ptr.into()], false),
             ),
             exit: get(
                 hooks::EXIT,
-                void.fn_type(&[i64t.into(), ptr.into(), i64t.into(), ptr.into()], false),
+                void.fn_type(&[i64t.into(), ptr.into(), i64t.into(), ptr.into(), ptr.into()], false),
             ),
             alloca: get(hooks::ALLOCA, void.fn_type(&[ptr.into(), i64t.into()], false)),
             main: get(hooks::MAIN, void.fn_type(&[i32t.into(), ptr.into(), ptr.into()], false)),
@@ -721,6 +726,7 @@ fn instrument_function<'ctx>(
     state.set_linkage(Linkage::Internal);
     state.set_initializer(&i32t.const_zero());
     let state_ptr = state.as_pointer_value();
+    let sp = stack_pointer(builder, rt)?;
     builder.build_call(
         rt.enter,
         &[
@@ -728,6 +734,7 @@ fn instrument_function<'ctx>(
             state_ptr.into(),
             slots.into(),
             i32t.const_int(nslots as u64, false).into(),
+            sp.into(),
         ],
         "",
     )?;
@@ -788,13 +795,22 @@ fn instrument_function<'ctx>(
                 i64t.const_zero()
             }
         };
+        let sp = stack_pointer(builder, rt)?;
         builder.build_call(
             rt.exit,
-            &[i64t.const_int(meta.id, false).into(), state_ptr.into(), packed.into(), slots.into()],
+            &[i64t.const_int(meta.id, false).into(), state_ptr.into(), packed.into(), slots.into(), sp.into()],
             "",
         )?;
     }
     Ok(global_stores.len())
+}
+
+fn stack_pointer<'ctx>(builder: &Builder<'ctx>, rt: &Runtime<'ctx>) -> Result<BasicMetadataValueEnum<'ctx>, BuilderError> {
+    let call = builder.build_call(rt.stacksave, &[], "trestle.sp")?;
+    Ok(match call.try_as_basic_value() {
+        inkwell::values::ValueKind::Basic(v) => v.into(),
+        inkwell::values::ValueKind::Instruction(_) => unreachable!("llvm.stacksave returns a pointer"),
+    })
 }
 
 fn is_before(a: InstructionValue<'_>, b: InstructionValue<'_>) -> bool {

@@ -57,6 +57,19 @@ pub unsafe extern "C" fn __trestle_calloc(n: size_t, size: size_t) -> *mut c_voi
 /// As `realloc`.
 #[no_mangle]
 pub unsafe extern "C" fn __trestle_realloc(old: *mut c_void, size: size_t) -> *mut c_void {
+    if crate::replay::in_arena(old as usize) {
+        // A restored extent: move it to the heap, leave the arena copy alone.
+        let old_len = lock().as_ref().and_then(|rt| rt.extents.find(old as usize, 0)).map_or(0, |f| f.len);
+        // SAFETY: forwarding; copying at most the old extent's length.
+        unsafe {
+            let p = __trestle_malloc(size);
+            if !p.is_null() {
+                std::ptr::copy_nonoverlapping(old as *const u8, p as *mut u8, old_len.min(size));
+                untrack(old);
+            }
+            return p;
+        }
+    }
     // SAFETY: forwarding.
     let p = unsafe { libc::realloc(old, size) };
     if !p.is_null() || size == 0 {
@@ -88,6 +101,9 @@ pub unsafe extern "C" fn __trestle_reallocarray(old: *mut c_void, n: size_t, siz
 #[no_mangle]
 pub unsafe extern "C" fn __trestle_free(p: *mut c_void) {
     untrack(p);
+    if crate::replay::in_arena(p as usize) {
+        return; // restored extents are not the allocator's
+    }
     // SAFETY: forwarding.
     unsafe { libc::free(p) }
 }

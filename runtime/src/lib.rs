@@ -21,7 +21,7 @@ pub mod walk;
 pub mod writer;
 
 mod program;
-mod replay;
+pub mod replay;
 
 use extents::ExtentMap;
 use program::Program;
@@ -93,7 +93,10 @@ struct FnState {
 struct OpenFrame {
     seq: u64,
     fn_idx: usize,
+    /// Address of the invocation's slot array: its identity.
     marker: usize,
+    /// Stack pointer at entry.
+    sp: usize,
     args: Vec<u64>,
     stack_seq: u64,
 }
@@ -275,7 +278,7 @@ impl Runtime {
         State { ret, graph }
     }
 
-    fn enter(&mut self, id: u64, state: &AtomicU32, slots: *const u64, nslots: u32) {
+    fn enter(&mut self, id: u64, state: &AtomicU32, slots: *const u64, nslots: u32, sp: usize) {
         let s = state.load(Ordering::Relaxed);
         let idx = if s == 0 {
             match self.program.index_of(id) {
@@ -304,7 +307,7 @@ impl Runtime {
         }
         f.attempts += 1;
         let marker = slots as usize;
-        self.extents.purge_stack_below(marker);
+        self.extents.purge_stack_below(sp);
         // SAFETY: the pass passes an array of `nslots` words.
         let args: Vec<u64> = unsafe { std::slice::from_raw_parts(slots, nparams) }.to_vec();
         for (a, p) in args.iter().zip(&self.program.functions[idx].params) {
@@ -329,13 +332,13 @@ impl Runtime {
         self.next_seq += 1;
         self.write(&Record::Enter { seq, call_index, context });
         let stack_seq = self.extents.stack_seq();
-        self.frames.push(OpenFrame { seq, fn_idx: idx, marker, args, stack_seq });
+        self.frames.push(OpenFrame { seq, fn_idx: idx, marker, sp, args, stack_seq });
         OPEN_FRAMES.fetch_add(1, Ordering::AcqRel);
     }
 
-    fn exit(&mut self, id: u64, ret: u64, marker: usize) {
+    fn exit(&mut self, id: u64, ret: u64, marker: usize, sp: usize) {
         // Frames below this one were left by longjmp or an exception: no outcome.
-        while self.frames.last().is_some_and(|f| f.marker < marker) {
+        while self.frames.last().is_some_and(|f| f.sp < sp) {
             self.frames.pop();
             OPEN_FRAMES.fetch_sub(1, Ordering::AcqRel);
         }
@@ -394,12 +397,12 @@ impl Runtime {
 /// `state` must point to the function's own state word and `slots` to `nslots` words,
 /// as the pass arranges.
 #[no_mangle]
-pub unsafe extern "C" fn __trestle_enter(id: u64, state: *mut u32, slots: *const u64, nslots: u32) {
+pub unsafe extern "C" fn __trestle_enter(id: u64, state: *mut u32, slots: *const u64, nslots: u32, sp: *const u8) {
     let m = mode();
     if m == MODE_PASSIVE {
         return;
     }
-    STACK_MARK.with(|c| c.set(slots as usize));
+    STACK_MARK.with(|c| c.set(sp as usize));
     if m != MODE_RECORD {
         return;
     }
@@ -410,7 +413,7 @@ pub unsafe extern "C" fn __trestle_enter(id: u64, state: *mut u32, slots: *const
     }
     guard("the entry hook", || {
         if let Some(rt) = lock().as_mut() {
-            rt.enter(id, state, slots, nslots);
+            rt.enter(id, state, slots, nslots, sp as usize);
         }
     })
 }
@@ -420,13 +423,13 @@ pub unsafe extern "C" fn __trestle_enter(id: u64, state: *mut u32, slots: *const
 /// # Safety
 /// Called by instrumented code only.
 #[no_mangle]
-pub unsafe extern "C" fn __trestle_exit(id: u64, _state: *mut u32, ret: u64, slots: *const u64) {
+pub unsafe extern "C" fn __trestle_exit(id: u64, _state: *mut u32, ret: u64, slots: *const u64, sp: *const u8) {
     if OPEN_FRAMES.load(Ordering::Acquire) == 0 || MODE.load(Ordering::Acquire) != MODE_RECORD {
         return;
     }
     guard("the exit hook", || {
         if let Some(rt) = lock().as_mut() {
-            rt.exit(id, ret, slots as usize);
+            rt.exit(id, ret, slots as usize, sp as usize);
         }
     })
 }

@@ -71,6 +71,63 @@ pub fn exited(code: i32) -> ! {
     finish(ReplayResult::Ran(Outcome::Exited { code, state }))
 }
 
+/// Restored extents live in an arena of their own, mapped far from the heap, the
+/// stack and the libraries. Recorded memory may hold stale addresses (uninitialised
+/// words, dangling pointers) that are restored verbatim; were the restored extents
+/// placed by `malloc`, such a stale address could land inside one and read as a real
+/// pointer, so the replay would see an edge the recording never had.
+struct Arena {
+    next: usize,
+    end: usize,
+}
+
+static ARENA: Mutex<Arena> = Mutex::new(Arena { next: 0, end: 0 });
+const ARENA_HINT: usize = 0x6000_0000_0000;
+const ARENA_CHUNK: usize = 256 << 20;
+
+/// True if `p` was handed out by the replay arena (the program must not free it).
+pub fn in_arena(p: usize) -> bool {
+    p >= ARENA_HINT && p < ARENA_HINT + (64 << 30) && {
+        let a = ARENA.lock().unwrap_or_else(|e| e.into_inner());
+        a.end != 0 && p < a.end
+    }
+}
+
+fn arena_alloc(len: usize, align: usize) -> Result<usize, String> {
+    let mut a = ARENA.lock().unwrap_or_else(|e| e.into_inner());
+    let start = (a.next + align - 1) & !(align - 1);
+    if a.end == 0 || start + len + 16 > a.end {
+        let base = if a.end == 0 { ARENA_HINT } else { a.end };
+        let size = ARENA_CHUNK.max((len + align).next_multiple_of(4096));
+        // SAFETY: an anonymous private mapping at an address nothing else uses
+        // (MAP_FIXED_NOREPLACE fails rather than clobber a mapping).
+        let p = unsafe {
+            libc::mmap(
+                base as *mut libc::c_void,
+                size,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE | libc::MAP_FIXED_NOREPLACE,
+                -1,
+                0,
+            )
+        };
+        if p == libc::MAP_FAILED || p as usize != base {
+            return Err(format!("cannot map the replay arena at {base:#x}"));
+        }
+        if a.end == 0 {
+            a.next = base;
+        }
+        a.end = base + size;
+        drop(a);
+        return arena_alloc(len, align);
+    }
+    // A gap after each extent keeps a one-past-the-end pointer (a vector's capacity
+    // end, say) from reading as a pointer to the next extent, as malloc's chunk
+    // headers kept it apart in the recording.
+    a.next = start + len + 16;
+    Ok(start)
+}
+
 type Prepared = (OpenFrame, usize, Vec<u64>);
 
 fn prepare() -> Result<Prepared, String> {
@@ -104,7 +161,7 @@ fn prepare() -> Result<Prepared, String> {
     }
     let args = slots.clone();
     slots.resize(nparams.max(1), 0);
-    let frame = OpenFrame { seq: 0, fn_idx: idx, marker: 0, args, stack_seq: rt.extents.stack_seq() };
+    let frame = OpenFrame { seq: 0, fn_idx: idx, marker: 0, sp: 0, args, stack_seq: rt.extents.stack_seq() };
     Ok((frame, thunk, slots))
 }
 
@@ -140,17 +197,9 @@ fn restore(rt: &mut crate::Runtime, ctx: &Context) -> Result<Vec<usize>, String>
             }
             kind => {
                 let align = (e.align as usize).clamp(16, 4096);
-                let mut p: *mut libc::c_void = std::ptr::null_mut();
-                // SAFETY: plain allocation; the memory is owned by the replayed program
-                // from here on (it may free heap extents).
-                let r = unsafe { libc::posix_memalign(&mut p, align, (e.len as usize).max(1)) };
-                if r != 0 || p.is_null() {
-                    return Err(format!("cannot allocate an extent of {} bytes", e.len));
-                }
-                // SAFETY: `p` has at least `len` bytes.
-                unsafe { std::ptr::write_bytes(p as *mut u8, 0, e.len as usize) };
-                rt.extents.insert_heap(p as usize, e.len as usize, kind);
-                p as usize
+                let p = arena_alloc(e.len as usize, align)?;
+                rt.extents.insert_heap(p, e.len as usize, kind);
+                p
             }
         };
         addrs.push(addr);

@@ -196,7 +196,17 @@ pub fn diff_graphs(a: &Graph, b: &Graph) -> Option<String> {
             return Some(format!("extent e{i}: {} bytes recorded, {} in replay", x.len, y.len));
         }
         if x.pointers != y.pointers {
-            return Some(format!("extent e{i} ({:?}): pointers differ", x.kind));
+            let describe = |p: Option<&PtrSlot>| match p {
+                Some(p) => format!("+{} -> {}", p.offset, p.target.describe()),
+                None => "nothing".into(),
+            };
+            let k = x.pointers.iter().zip(&y.pointers).take_while(|(a, b)| a == b).count();
+            return Some(format!(
+                "extent e{i} ({:?}): pointer {} recorded, {} in replay",
+                x.kind,
+                describe(x.pointers.get(k)),
+                describe(y.pointers.get(k))
+            ));
         }
         if let (Some(p), Some(q)) = (&x.bytes, &y.bytes) {
             let ptr_words: Vec<u64> = x.pointers.iter().map(|s| s.offset).collect();

@@ -3,18 +3,22 @@
 //! The pass declares each hook with the LLVM type given in its doc comment; the runtime
 //! defines it with the matching Rust signature. Both sides take the names from here.
 
-/// `void __trestle_enter(i64 fn_id, ptr state, ptr slots, i32 nslots)`
+/// `void __trestle_enter(i64 fn_id, ptr state, ptr slots, i32 nslots, ptr sp)`
 ///
 /// Called first thing in every instrumented function. `slots` is an array of `nslots`
 /// 64-bit words, one per parameter (integers zero-extended, pointers as addresses,
-/// floats by their bits); it lives in the callee's frame, so its address also marks
-/// the frame's depth on the stack. `state` is a per-function word the runtime owns.
+/// floats by their bits); its address identifies the invocation. `sp` is the stack
+/// pointer (`llvm.stacksave`) at the hook: everything on the stack below it belongs
+/// to frames that have returned. (The slots' address cannot serve for that: once the
+/// function is inlined, its slots sit among its caller's allocas.) `state` is a
+/// per-function word the runtime owns.
 pub const ENTER: &str = "__trestle_enter";
 
-/// `void __trestle_exit(i64 fn_id, ptr state, i64 ret, ptr slots)`
+/// `void __trestle_exit(i64 fn_id, ptr state, i64 ret, ptr slots, ptr sp)`
 ///
 /// Called before every return; `ret` is the return value packed like a slot, `slots`
-/// the same array the entry hook received (it identifies the frame).
+/// the same array the entry hook received (it identifies the invocation), `sp` as
+/// for the entry hook.
 pub const EXIT: &str = "__trestle_exit";
 
 /// `void __trestle_alloca(ptr addr, i64 size)`
