@@ -9,7 +9,21 @@ use crate::{lock, mode, MODE_PASSIVE};
 use libc::{c_char, c_int, c_void, size_t};
 use trestle_abi::ExtentKind;
 
+/// Register a fresh allocation. Its bytes are zeroed first: uninitialised memory
+/// differs between the recording and the replay (recycled chunks, fresh pages), and
+/// a function that copies some of it (padding, a string's unused buffer) would look
+/// unfaithful for no fault of its own. Only in record and replay mode.
 fn track(p: *mut c_void, len: usize) {
+    if p.is_null() || mode() == MODE_PASSIVE {
+        return;
+    }
+    // SAFETY: `p` is a fresh allocation of at least `len` bytes.
+    unsafe { std::ptr::write_bytes(p as *mut u8, 0, len) };
+    track_existing(p, len);
+}
+
+/// Register an allocation whose bytes are already meaningful.
+fn track_existing(p: *mut c_void, len: usize) {
     if p.is_null() || mode() == MODE_PASSIVE {
         return;
     }
@@ -70,12 +84,24 @@ pub unsafe extern "C" fn __trestle_realloc(old: *mut c_void, size: size_t) -> *m
             return p;
         }
     }
+    let old_len = if old.is_null() || mode() == MODE_PASSIVE {
+        0
+    } else {
+        lock().as_ref().and_then(|rt| rt.extents.find(old as usize, 0)).filter(|f| f.start == old as usize).map_or(0, |f| f.len)
+    };
     // SAFETY: forwarding.
     let p = unsafe { libc::realloc(old, size) };
     if !p.is_null() || size == 0 {
         untrack(old);
     }
-    track(p, size);
+    if !p.is_null() && mode() != MODE_PASSIVE {
+        // Zero the grown tail only; the head holds the old contents.
+        if size > old_len {
+            // SAFETY: `p` has `size` bytes.
+            unsafe { std::ptr::write_bytes((p as *mut u8).add(old_len), 0, size - old_len) };
+        }
+        track_existing(p, size);
+    }
     p
 }
 
@@ -128,7 +154,7 @@ pub unsafe extern "C" fn __trestle_strdup(s: *const c_char) -> *mut c_char {
     let p = unsafe { libc::strdup(s) };
     if !p.is_null() {
         // SAFETY: `p` is a fresh NUL-terminated string.
-        track(p.cast(), unsafe { libc::strlen(p) } + 1);
+        track_existing(p.cast(), unsafe { libc::strlen(p) } + 1);
     }
     p
 }
@@ -143,7 +169,7 @@ pub unsafe extern "C" fn __trestle_strndup(s: *const c_char, n: size_t) -> *mut 
     let p = unsafe { libc::strndup(s, n) };
     if !p.is_null() {
         // SAFETY: `p` is a fresh NUL-terminated string.
-        track(p.cast(), unsafe { libc::strlen(p) } + 1);
+        track_existing(p.cast(), unsafe { libc::strlen(p) } + 1);
     }
     p
 }

@@ -445,6 +445,10 @@ pub unsafe extern "C" fn __trestle_alloca(addr: *mut u8, size: u64) {
         return;
     }
     guard("the alloca hook", || {
+        // Zero it, for the reason fresh heap memory is zeroed (see `alloc`): the hook
+        // runs before the function has stored anything there.
+        // SAFETY: a live stack allocation of `size` bytes.
+        unsafe { std::ptr::write_bytes(addr, 0, size as usize) };
         let mark = STACK_MARK.with(|c| c.get());
         if let Some(rt) = lock().as_mut() {
             rt.extents.purge_stack_below(mark);
