@@ -35,6 +35,10 @@ pub struct CarveSummary {
     pub duplicates: usize,
     /// Trace files that could not be read.
     pub bad_traces: usize,
+    /// Instrumented functions the recorded processes called.
+    pub called: usize,
+    /// Functions called but not carved, with why.
+    pub not_carved: Vec<(String, String)>,
 }
 
 /// Run `trestle carve`.
@@ -53,6 +57,7 @@ pub fn run(args: &CarveArgs) -> Result<CarveSummary> {
     let mut seen = HashSet::new();
     let mut functions = HashSet::new();
     let mut rows = Vec::new();
+    let mut called = HashSet::new();
     for t in &index.tests {
         let dir = args.traces.join(&t.name);
         let test_path = dir.join("test.json");
@@ -88,8 +93,12 @@ pub fn run(args: &CarveArgs) -> Result<CarveSummary> {
             }
             let mut exits = HashMap::new();
             for (_, r) in &trace.records {
-                if let Record::Exit { seq, outcome } = r {
-                    exits.insert(*seq, outcome.clone());
+                match r {
+                    Record::Exit { seq, outcome } => {
+                        exits.insert(*seq, outcome.clone());
+                    }
+                    Record::Stats(st) => called.extend(st.called.iter().map(|(id, _)| *id)),
+                    Record::Enter { .. } => {}
                 }
             }
             for (_, r) in trace.records {
@@ -140,7 +149,24 @@ pub fn run(args: &CarveArgs) -> Result<CarveSummary> {
     }
     summary.units = rows.len();
     summary.functions = functions.len();
-    let uindex = UnitIndex { program: binary.path.clone(), binary_id: format!("{:016x}", binary.id), units: rows };
+    summary.called = called.len();
+    for id in called.difference(&functions) {
+        let reason = match binary.functions.get(id) {
+            Some(f) if f.variadic => "variadic: no replay thunk".to_owned(),
+            Some(f) if !f.replayable => "a parameter or return type a 64-bit slot cannot carry".to_owned(),
+            Some(_) => "every call ended without a carvable context (or was only called at exit)".to_owned(),
+            None => "unknown function".to_owned(),
+        };
+        summary.not_carved.push((binary.function_name(*id), reason));
+    }
+    summary.not_carved.sort();
+    let uindex = UnitIndex {
+        program: binary.path.clone(),
+        binary_id: format!("{:016x}", binary.id),
+        called_functions: summary.called,
+        not_carved: summary.not_carved.iter().map(|(n, r)| format!("{n}: {r}")).collect(),
+        units: rows,
+    };
     std::fs::write(args.out.join(UNIT_INDEX), serde_json::to_vec_pretty(&uindex)?)?;
     let mut per_fn: BTreeMap<&str, usize> = BTreeMap::new();
     for r in &uindex.units {
@@ -154,6 +180,10 @@ pub fn run(args: &CarveArgs) -> Result<CarveSummary> {
         summary.duplicates,
         args.out.display()
     );
+    eprintln!("{} of {} called function(s) carved", summary.called - summary.not_carved.len(), summary.called);
+    for (name, why) in &summary.not_carved {
+        eprintln!("  not carved: {name} ({why})");
+    }
     if summary.bad_traces > 0 {
         bail!("{} trace file(s) could not be read (see the errors above); the units of the others were written", summary.bad_traces);
     }

@@ -17,6 +17,12 @@ pub struct UnitIndex {
     pub program: PathBuf,
     /// Its binary id, hex.
     pub binary_id: String,
+    /// Instrumented functions the recorded runs called.
+    #[serde(default)]
+    pub called_functions: usize,
+    /// Called functions without a unit, with the reason.
+    #[serde(default)]
+    pub not_carved: Vec<String>,
     /// One row per unit.
     pub units: Vec<UnitRow>,
 }

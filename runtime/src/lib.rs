@@ -504,7 +504,14 @@ extern "C" fn at_exit() {
     guard("the exit handler", || {
         let mut g = lock();
         if let Some(rt) = g.as_mut() {
-            let stats = rt.stats.clone();
+            let mut stats = rt.stats.clone();
+            stats.called = rt
+                .fns
+                .iter()
+                .zip(&rt.program.functions)
+                .filter(|(f, _)| f.calls > 0)
+                .map(|(f, m)| (m.id, f.calls))
+                .collect();
             rt.write(&Record::Stats(stats));
             if let Some(w) = rt.writer.take() {
                 let _ = w.close();

@@ -68,6 +68,9 @@ pub struct RuntimeStats {
     pub partial: u64,
     /// Bytes of trace written.
     pub trace_bytes: u64,
+    /// Every instrumented function this process called, with how many calls the
+    /// runtime saw (it stops counting a function once carving it is done).
+    pub called: Vec<(u64, u64)>,
 }
 
 /// Checksum of a frame body.
