@@ -42,7 +42,7 @@ use std::ffi::{OsStr, OsString};
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::process::{Command, Stdio};
 
 use crate::pass;
 
@@ -1017,6 +1017,25 @@ impl Runner {
             .unwrap_or_else(|| 128 + status.signal().unwrap_or(0)))
     }
 
+    /// Like [`Runner::run`], but pass the compiler's stderr through `filter`.
+    fn run_filtering_stderr(
+        &self,
+        args: &[OsString],
+        filter: impl FnOnce(&str) -> String,
+    ) -> Result<i32, DriverError> {
+        self.trace(args);
+        let output = Command::new(&self.compiler)
+            .args(args)
+            .stderr(Stdio::piped())
+            .output()
+            .map_err(|e| self.spawn_error(e))?;
+        eprint!("{}", filter(&String::from_utf8_lossy(&output.stderr)));
+        let status = output.status;
+        Ok(status
+            .code()
+            .unwrap_or_else(|| 128 + status.signal().unwrap_or(0)))
+    }
+
     /// Replace this process with the compiler on `args`; returns only on failure.
     fn exec(&self, args: &[OsString]) -> DriverError {
         self.trace(args);
@@ -1130,10 +1149,38 @@ fn run_build(runner: &Runner, build: &Build, runtime: Option<&Path>) -> Result<i
         let mut link = link.clone();
         if let Some(runtime) = runtime {
             link.extend(runtime_link_args(runtime, build.static_link));
+            if build.static_link {
+                let archive = runtime.file_name().unwrap_or_default().to_string_lossy();
+                return runner.run_filtering_stderr(&link, |err| {
+                    drop_runtime_static_warnings(err, &archive)
+                });
+            }
         }
         return runner.run(&link);
     }
     Ok(0)
+}
+
+/// Remove the linker's glibc warnings about Rust std functions in the runtime
+/// (`getpwuid_r`, `getaddrinfo`) from a static link's stderr: the runtime never calls
+/// them, and libtool and configure read any stderr output as "`-static` does not
+/// work". Each warning is two lines: `ld: <archive>(<member>): in function ...` then
+/// `...: warning: Using '...' in statically linked applications requires ...`.
+fn drop_runtime_static_warnings(stderr: &str, archive: &str) -> String {
+    let from_runtime = |l: &str| l.contains(&format!("{archive}(")) && l.contains("in function");
+    let static_warning = |l: &str| l.contains("in statically linked applications requires");
+    let lines: Vec<&str> = stderr.split_inclusive('\n').collect();
+    let mut out = String::new();
+    let mut i = 0;
+    while i < lines.len() {
+        if from_runtime(lines[i]) && lines.get(i + 1).is_some_and(|l| static_warning(l)) {
+            i += 2;
+        } else {
+            out.push_str(lines[i]);
+            i += 1;
+        }
+    }
+    out
 }
 
 /// Step 2, with a panic in the pass turned into an error naming the source.
@@ -1538,6 +1585,28 @@ mod tests {
         ));
         assert_eq!(args[0], "/r/libtrestle_runtime.a");
         assert!(args.contains(&"-lgcc_s".into()));
+    }
+
+    #[test]
+    fn static_link_warnings_from_the_runtime_are_dropped() {
+        let stderr =
+            "/usr/bin/ld: /t/libtrestle_runtime.a(std-1.rcgu.o): in function `home_dir':\n\
+                      os.rs:519: warning: Using 'getpwuid_r' in statically linked applications \
+                      requires at runtime the shared libraries from the glibc version\n\
+                      /usr/bin/ld: main.o: in function `main':\n\
+                      main.c:3: warning: Using 'getpwnam' in statically linked applications \
+                      requires at runtime the shared libraries from the glibc version\n\
+                      ld: warning: something else\n";
+        let kept = drop_runtime_static_warnings(stderr, "libtrestle_runtime.a");
+        assert!(
+            !kept.contains("getpwuid_r") && !kept.contains("libtrestle_runtime"),
+            "{kept}"
+        );
+        assert!(
+            kept.contains("getpwnam") && kept.contains("in function `main'"),
+            "{kept}"
+        );
+        assert!(kept.ends_with("ld: warning: something else\n"), "{kept}");
     }
 
     #[test]

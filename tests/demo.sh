@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# trestle's main job on the bundled `linked` subject: build it with trestle-cc,
+# record its seed system tests, carve unit tests out of them, replay every unit and
+# check it against the recording.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+source tests/setup.sh
+work="${1:-$(mktemp -d /tmp/trestle-demo.XXXXXX)}"
+mkdir -p "$work"
+B="$TRESTLE_BIN"
+set -x
+"$B/trestle-cc" -O2 tests/subjects/linked/linked.c -o "$work/linked"
+"$B/trestle" record --program "$work/linked" --tests tests/subjects/linked/seeds --out "$work/traces"
+"$B/trestle" carve "$work/traces" --out "$work/units"
+"$B/trestle" show "$(ls "$work"/units/tree_insert/*.unit | head -1)"
+"$B/trestle" replay "$work/units" --check

@@ -1,0 +1,92 @@
+//! Helpers for trestle's end-to-end tests: finding the built tools, compiling a
+//! subject with `trestle-cc`, and running the `trestle` CLI.
+//!
+//! The tools must be built first (`cargo build --workspace`, which `tests/run.sh`
+//! does); a missing tool fails the test with a message that says so.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+/// The directory holding the built tools (`target/<profile>`).
+pub fn tool_dir() -> PathBuf {
+    if let Ok(d) = std::env::var("TRESTLE_TOOL_DIR") {
+        return PathBuf::from(d);
+    }
+    // target/<profile>/deps/<test binary>
+    let exe = std::env::current_exe().expect("test binary path");
+    exe.parent().and_then(Path::parent).expect("target/<profile>").to_owned()
+}
+
+/// Path of a built tool, checked to exist.
+pub fn tool(name: &str) -> PathBuf {
+    let p = tool_dir().join(name);
+    assert!(p.exists(), "{} is missing: run `cargo build --workspace` before the tests", p.display());
+    p
+}
+
+/// The repository root.
+pub fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("tests/ is inside the repo").to_owned()
+}
+
+/// A bundled subject's directory.
+pub fn subject(name: &str) -> PathBuf {
+    repo().join("tests/subjects").join(name)
+}
+
+/// Run a command, returning its output; panics with stderr if it cannot start.
+pub fn run(cmd: &mut Command) -> Output {
+    cmd.output().unwrap_or_else(|e| panic!("cannot run {cmd:?}: {e}"))
+}
+
+/// Run a command that must succeed; returns stdout.
+pub fn ok(cmd: &mut Command) -> String {
+    let out = run(cmd);
+    assert!(
+        out.status.success(),
+        "{cmd:?} failed ({}):\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// Compile every C/C++ source of `src_dir` into `out` with trestle-cc / trestle-cxx
+/// at optimisation level `opt` (e.g. "-O2").
+pub fn build_subject(src_dir: &Path, opt: &str, out: &Path) {
+    let mut sources: Vec<PathBuf> = std::fs::read_dir(src_dir)
+        .expect("subject dir")
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|x| x == "c" || x == "cpp"))
+        .collect();
+    sources.sort();
+    let cxx = sources.iter().any(|p| p.extension().is_some_and(|x| x == "cpp"));
+    let compiler = tool(if cxx { "trestle-cxx" } else { "trestle-cc" });
+    ok(Command::new(compiler).arg(opt).args(&sources).arg("-o").arg(out));
+}
+
+/// Compile a single C source given as text.
+pub fn build_c(dir: &Path, name: &str, source: &str, opt: &str) -> PathBuf {
+    let src = dir.join(format!("{name}.c"));
+    std::fs::write(&src, source).expect("write source");
+    let out = dir.join(name);
+    ok(Command::new(tool("trestle-cc")).arg(opt).arg(&src).arg("-o").arg(&out));
+    out
+}
+
+/// Run `trestle` with `args`.
+pub fn trestle(args: &[&dyn AsRef<std::ffi::OsStr>]) -> Command {
+    let mut c = Command::new(tool("trestle"));
+    for a in args {
+        c.arg(a.as_ref());
+    }
+    c
+}
+
+/// Write a system test JSON file.
+pub fn write_test(dir: &Path, name: &str, json: &serde_json::Value) -> PathBuf {
+    std::fs::create_dir_all(dir).expect("test dir");
+    let p = dir.join(format!("{name}.json"));
+    std::fs::write(&p, serde_json::to_vec_pretty(json).expect("json")).expect("write test");
+    p
+}
