@@ -96,7 +96,7 @@ static struct rec *make(const char *s) {
 }
 static int boom(struct rec *r) {
     if (strcmp(r->name, "crash") == 0) {
-        int *p = NULL;
+        int *volatile p = NULL;     /* volatile: the optimiser must keep the fault */
         return *p + r->n;           /* the planted crash */
     }
     return r->n;
