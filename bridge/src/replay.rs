@@ -103,6 +103,11 @@ pub struct ReplaySummary {
 
 /// Replay one unit in `program` and return what it did.
 pub fn replay_unit(program: &Path, unit: &Unit, timeout: Duration) -> Result<Outcome, String> {
+    replay_unit_with_stderr(program, unit, timeout).map(|(o, _)| o)
+}
+
+/// Like [`replay_unit`], also returning the last line the program wrote to stderr.
+pub fn replay_unit_with_stderr(program: &Path, unit: &Unit, timeout: Duration) -> Result<(Outcome, String), String> {
     let dir = tempfile::Builder::new().prefix("trestle-replay-").tempdir().map_err(|e| e.to_string())?;
     let req_path = dir.path().join("request.bin");
     let out_path = dir.path().join("result.bin");
@@ -117,14 +122,15 @@ pub fn replay_unit(program: &Path, unit: &Unit, timeout: Duration) -> Result<Out
         capture_stdout: false,
     };
     let r = run_test(program, &unit.system_test, &opts).map_err(|e| format!("{e:#}"))?;
+    let last_err = String::from_utf8_lossy(&r.stderr).lines().last().unwrap_or("").trim().to_owned();
     match std::fs::read(&out_path) {
         Ok(bytes) => match bincode::deserialize::<ReplayResult>(&bytes) {
-            Ok(ReplayResult::Ran(o)) => Ok(o),
+            Ok(ReplayResult::Ran(o)) => Ok((o, last_err)),
             Ok(ReplayResult::Refused(why)) => Err(why),
             Err(e) => Err(format!("corrupted replay result: {e}")),
         },
         Err(_) => match r.status {
-            RunStatus::Signaled(sig) => Ok(Outcome::Crashed { signal: sig }),
+            RunStatus::Signaled(sig) => Ok((Outcome::Crashed { signal: sig }, last_err)),
             RunStatus::TimedOut => Err(format!("timed out after {timeout:?}")),
             RunStatus::Exited(c) => {
                 let err = String::from_utf8_lossy(&r.stderr);
@@ -181,7 +187,12 @@ pub fn run(args: &ReplayArgs) -> Result<ReplaySummary> {
                 }
                 let (f, u) = &units[i];
                 let prog = args.program.clone().unwrap_or_else(|| PathBuf::from(&u.provenance.program));
-                let observed = replay_unit(&prog, u, args.timeout);
+                let observed = replay_unit_with_stderr(&prog, u, args.timeout);
+                let stderr_note = match &observed {
+                    Ok((Outcome::Crashed { .. }, e)) if !e.is_empty() => format!("; stderr: {e}"),
+                    _ => String::new(),
+                };
+                let observed = observed.map(|(o, _)| o);
                 if let (Some(dir), Ok(o), Some(exp)) = (&args.dump, &observed, &u.expected) {
                     if diff_outcomes(exp, o).is_some() {
                         let stem = f.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
@@ -193,8 +204,7 @@ pub fn run(args: &ReplayArgs) -> Result<ReplaySummary> {
                 let (observed_s, verdict) = match (&observed, &u.expected) {
                     (Err(e), _) => ("error".to_owned(), Verdict::Error(e.clone())),
                     (Ok(o), None) => (o.summary(), Verdict::NoOracle("the recording process ended inside the call".into())),
-                    (Ok(o), Some(exp)) if !args.check => (o.summary(), match diff_outcomes(exp, o) { None => Verdict::Faithful, Some(d) => Verdict::Unfaithful(d) }),
-                    (Ok(o), Some(exp)) => (o.summary(), match diff_outcomes(exp, o) { None => Verdict::Faithful, Some(d) => Verdict::Unfaithful(d) }),
+                    (Ok(o), Some(exp)) => (o.summary(), match diff_outcomes(exp, o) { None => Verdict::Faithful, Some(d) => Verdict::Unfaithful(d + &stderr_note) }),
                 };
                 results.lock().unwrap()[i] = Some(UnitReplay { unit: f.display().to_string(), function: u.function.clone(), observed: observed_s, verdict });
                 let mut d = done.lock().unwrap();

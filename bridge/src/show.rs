@@ -50,6 +50,7 @@ pub fn render(unit: &Unit, full: bool) -> String {
             ExtentKind::Heap => "heap".into(),
             ExtentKind::Stack => "stack".into(),
             ExtentKind::Arg => "argv/envp".into(),
+            ExtentKind::File => "FILE (C library stream)".into(),
         };
         let _ = writeln!(s, "    e{i:<4} {kind}, {} bytes", e.len);
         if let Some(b) = &e.bytes {
@@ -58,6 +59,16 @@ pub fn render(unit: &Unit, full: bool) -> String {
         for ptr in &e.pointers {
             let _ = writeln!(s, "          +{} -> {}", ptr.offset, ptr.target.describe());
         }
+    }
+    for f in &g.files {
+        let _ = writeln!(
+            s,
+            "    e{} is fd {} ({}), offset {}",
+            f.extent,
+            f.fd,
+            f.path.as_deref().unwrap_or("standard stream"),
+            f.offset.map_or("unknown".into(), |o| o.to_string())
+        );
     }
     let st = &unit.system_test;
     let _ = writeln!(s, "  system test args {:?}{}", st.args, if st.stdin.is_some() { " (with stdin)" } else { "" });

@@ -3,7 +3,6 @@
 
 use anyhow::{bail, Context as _, Result};
 use base64::Engine as _;
-use std::io::Write as _;
 use std::os::unix::process::{CommandExt as _, ExitStatusExt as _};
 use std::path::{Component, Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -205,12 +204,19 @@ pub struct RunResult {
 pub fn run_test(program: &Path, test: &SystemTest, opts: &RunOptions) -> Result<RunResult> {
     let dir = tempfile::Builder::new().prefix("trestle-run-").tempdir().context("cannot create a temporary directory")?;
     materialise(test, dir.path())?;
+    // Stdin comes from a file, not a pipe: a replay can then seek it to where the
+    // recording had read up to. It lives outside the working directory.
+    let stdin_dir = tempfile::Builder::new().prefix("trestle-stdin-").tempdir().context("cannot create a temporary directory")?;
+    let stdin_path = stdin_dir.path().join("stdin");
+    std::fs::write(&stdin_path, test.stdin.as_deref().unwrap_or_default())
+        .with_context(|| format!("cannot write {}", stdin_path.display()))?;
+    let stdin_file = std::fs::File::open(&stdin_path).with_context(|| format!("cannot open {}", stdin_path.display()))?;
     let mut cmd = Command::new(program);
     cmd.args(&test.args)
         .current_dir(dir.path())
         .envs(test.env.iter())
         .envs(opts.env.iter().map(|(k, v)| (k, v)))
-        .stdin(Stdio::piped())
+        .stdin(Stdio::from(stdin_file))
         .stdout(if opts.capture_stdout { Stdio::piped() } else { Stdio::null() })
         .stderr(Stdio::piped())
         .process_group(0);
@@ -222,14 +228,6 @@ pub fn run_test(program: &Path, test: &SystemTest, opts: &RunOptions) -> Result<
         });
     }
     let mut child = cmd.spawn().with_context(|| format!("cannot run program {}", program.display()))?;
-    let stdin_bytes = test.stdin.clone().unwrap_or_default();
-    let mut stdin = child.stdin.take();
-    let writer = std::thread::spawn(move || {
-        if let Some(s) = stdin.as_mut() {
-            let _ = s.write_all(&stdin_bytes);
-        }
-        drop(stdin);
-    });
     let mut out = child.stdout.take();
     let mut err = child.stderr.take();
     let out_reader = std::thread::spawn(move || {
@@ -261,7 +259,6 @@ pub fn run_test(program: &Path, test: &SystemTest, opts: &RunOptions) -> Result<
             RunStatus::TimedOut
         }
     };
-    let _ = writer.join();
     let stdout = out_reader.join().unwrap_or_default();
     let stderr = err_reader.join().unwrap_or_default();
     Ok(RunResult { status, stdout, stderr })

@@ -17,6 +17,7 @@
 
 pub mod alloc;
 pub mod extents;
+pub mod files;
 pub mod walk;
 pub mod writer;
 
@@ -105,6 +106,7 @@ struct Runtime {
     program: Program,
     config: Config,
     extents: ExtentMap,
+    files: files::FileTable,
     fns: Vec<FnState>,
     frames: Vec<OpenFrame>,
     writer: Option<TraceWriter>,
@@ -154,12 +156,15 @@ fn init() {
             return;
         }
     };
-    let extents = program.extent_map();
+    let mut extents = program.extent_map();
+    let mut file_table = files::FileTable::new();
+    files::register_std_streams(&mut file_table, &mut extents);
     let fns = (0..program.functions.len()).map(|_| FnState::default()).collect();
     let mut rt = Runtime {
         program,
         config: Config::from_env(),
         extents,
+        files: file_table,
         fns,
         frames: Vec::new(),
         writer: None,
@@ -252,8 +257,9 @@ impl Runtime {
     /// `ret` (when it is a pointer) and the function's root globals.
     fn walk(&mut self, fn_idx: usize, args: &[u64], ret: Option<u64>, stack_cutoff: u64) -> (Vec<Value>, Value, Graph) {
         let roots = self.roots(fn_idx);
+        files::refresh_buffers(&mut self.files, &mut self.extents);
         let meta = &self.program.functions[fn_idx];
-        let mut w = Walker::new(&self.extents, stack_cutoff, self.config.limits);
+        let mut w = Walker::new(&self.extents, stack_cutoff, self.config.limits).with_files(&self.files);
         let argv = args
             .iter()
             .zip(&meta.params)

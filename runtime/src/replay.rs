@@ -222,5 +222,48 @@ fn restore(rt: &mut crate::Runtime, ctx: &Context) -> Result<Vec<usize>, String>
             unsafe { std::ptr::write_unaligned((addr + slot.offset as usize) as *mut u64, v) };
         }
     }
+    for of in &ctx.graph.files {
+        reopen(of)?;
+        if let Some(&addr) = addrs.get(of.extent as usize) {
+            rt.files.insert(addr, crate::files::FileInfo { path: of.path.clone(), flags: of.flags, ..Default::default() });
+            // A stream that had not been used yet gets a zeroed buffer, as in the
+            // recording (see `files::give_zeroed_buffer`).
+            // SAFETY: `addr` holds a restored FILE; reading its buffer pointer.
+            let buf_base = unsafe { *((addr + 56) as *const usize) };
+            if buf_base == 0 {
+                // SAFETY: the restored stream has done no I/O in this process.
+                unsafe { crate::files::give_zeroed_buffer(addr as *mut libc::FILE, &mut rt.extents) };
+            }
+        }
+    }
     Ok(addrs)
+}
+
+/// Give the restored `FILE` an open descriptor like the one it had: the same file,
+/// at the same offset, under the same number.
+fn reopen(of: &trestle_abi::OpenFile) -> Result<(), String> {
+    // SAFETY: plain descriptor calls on numbers this process owns.
+    unsafe {
+        if let Some(path) = &of.path {
+            let c = std::ffi::CString::new(path.as_str()).map_err(|_| format!("bad path {path:?}"))?;
+            let flags = if of.flags < 0 { libc::O_RDONLY } else { of.flags & !libc::O_TRUNC };
+            let fd = libc::open(c.as_ptr(), flags | libc::O_CLOEXEC, 0o644);
+            if fd < 0 {
+                // The file is gone (a temporary, say): the stream reads as closed.
+                return Ok(());
+            }
+            if let Some(off) = of.offset {
+                libc::lseek(fd, off as libc::off_t, libc::SEEK_SET);
+            }
+            if fd != of.fd && of.fd >= 0 {
+                libc::dup2(fd, of.fd);
+                libc::close(fd);
+            }
+        } else if let Some(off) = of.offset {
+            // A standard stream: position it if it is seekable (the host hands stdin
+            // over as a file).
+            libc::lseek(of.fd, off as libc::off_t, libc::SEEK_SET);
+        }
+    }
+    Ok(())
 }

@@ -8,7 +8,8 @@
 use crate::extents::{ExtentMap, Found};
 use std::collections::{HashMap, VecDeque};
 use trestle_abi::context::Graph;
-use trestle_abi::{Extent, ExtentKind, PtrSlot, Value};
+use crate::files::FileTable;
+use trestle_abi::{Extent, ExtentKind, OpenFile, PtrSlot, Value};
 
 /// Limits on one snapshot.
 #[derive(Debug, Clone, Copy)]
@@ -38,6 +39,8 @@ pub struct Walker<'a> {
     queue: VecDeque<u32>,
     copied: usize,
     partial: bool,
+    file_table: Option<&'a FileTable>,
+    files: Vec<OpenFile>,
 }
 
 impl<'a> Walker<'a> {
@@ -54,7 +57,15 @@ impl<'a> Walker<'a> {
             queue: VecDeque::new(),
             copied: 0,
             partial: false,
+            file_table: None,
+            files: Vec::new(),
         }
+    }
+
+    /// Describe the open file behind each `FILE` extent met, from `table`.
+    pub fn with_files(mut self, table: &'a FileTable) -> Self {
+        self.file_table = Some(table);
+        self
     }
 
     /// The value of a word: a pointer into a known extent (visiting it), a function
@@ -137,8 +148,22 @@ impl<'a> Walker<'a> {
             if !constant {
                 self.extents[i as usize].pointers = pointers;
             }
+            if f.kind == ExtentKind::File {
+                let info = self.file_table.and_then(|t| t.get(&f.start));
+                // SAFETY: a registered FILE is live.
+                let fd = unsafe { crate::files::fileno_of(f.start) };
+                // SAFETY: lseek on a descriptor number only queries it.
+                let off = unsafe { libc::lseek(fd, 0, libc::SEEK_CUR) };
+                self.files.push(OpenFile {
+                    extent: i,
+                    fd,
+                    offset: (off >= 0).then_some(off as u64),
+                    path: info.and_then(|i| i.path.clone()),
+                    flags: info.map_or(-1, |i| i.flags),
+                });
+            }
         }
-        Graph { extents: self.extents, partial: self.partial }
+        Graph { extents: self.extents, partial: self.partial, files: self.files }
     }
 }
 

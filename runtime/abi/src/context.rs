@@ -46,6 +46,25 @@ pub enum ExtentKind {
     },
     /// Program arguments and environment (`argv`, `envp` and their strings).
     Arg,
+    /// A C library `FILE` object; [`Graph::files`] says which file it had open.
+    File,
+}
+
+/// The open file behind a [`ExtentKind::File`] extent, so a replay can open the same
+/// file at the same position under the same descriptor.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct OpenFile {
+    /// Index of the `FILE` extent.
+    pub extent: u32,
+    /// Its file descriptor.
+    pub fd: i32,
+    /// The descriptor's offset, where it can be told (not for pipes and terminals).
+    pub offset: Option<u64>,
+    /// The path it was opened with (relative paths are relative to the test's working
+    /// directory); `None` for the standard streams and `fdopen`.
+    pub path: Option<String>,
+    /// `open(2)` flags equivalent to its `fopen` mode.
+    pub flags: i32,
 }
 
 /// A pointer-sized word inside an extent that points somewhere known.
@@ -80,6 +99,8 @@ pub struct Graph {
     pub extents: Vec<Extent>,
     /// True if the size bound stopped the walk: some extents have no bytes.
     pub partial: bool,
+    /// The open files behind the `FILE` extents.
+    pub files: Vec<OpenFile>,
 }
 
 /// The context of one invocation: what a replay restores before calling the function.
@@ -240,7 +261,7 @@ mod tests {
 
     #[test]
     fn a_changed_byte_is_a_difference() {
-        let a = State { ret: Value::Bits(1), graph: Graph { extents: vec![heap(b"abc")], partial: false } };
+        let a = State { ret: Value::Bits(1), graph: Graph { extents: vec![heap(b"abc")], ..Graph::default() } };
         let mut b = a.clone();
         assert_eq!(diff_states(&a, &b), None);
         b.graph.extents[0].bytes = Some(b"abd".to_vec());
@@ -253,7 +274,7 @@ mod tests {
         x.pointers.push(PtrSlot { offset: 8, target: Value::Ptr { extent: 0, offset: 0 } });
         let mut y = x.clone();
         y.bytes.as_mut().unwrap()[8..16].copy_from_slice(&[9; 8]);
-        let g = |e| Graph { extents: vec![e], partial: false };
+        let g = |e| Graph { extents: vec![e], ..Graph::default() };
         assert_eq!(diff_graphs(&g(x), &g(y)), None);
     }
 }

@@ -55,8 +55,15 @@ pub const RENAMED_ALLOCATORS: &[(&str, &str)] = &[
     ("memalign", "__trestle_memalign"),
     // C++ operator new/delete are not renamed: the runtime replaces them, which also
     // catches the allocations libstdc++ makes inside its shared library.
-    // Not an allocator, but the runtime must see `exit` to record how a unit ended.
+    // Not allocators, but the runtime must see them: `exit` to record how a unit
+    // ended, the stdio openers to know which file a `FILE` has open.
     ("exit", "__trestle_exit_call"),
+    ("fopen", "__trestle_fopen"),
+    ("fopen64", "__trestle_fopen"),
+    ("fdopen", "__trestle_fdopen"),
+    ("freopen", "__trestle_freopen"),
+    ("freopen64", "__trestle_freopen"),
+    ("fclose", "__trestle_fclose"),
 ];
 
 /// The wrapper a call to `name` is renamed to, if any.

@@ -16,5 +16,5 @@ pub mod meta;
 pub mod trace;
 pub mod unit;
 
-pub use context::{Context, Extent, ExtentKind, Outcome, PtrSlot, State, Value};
+pub use context::{Context, Extent, ExtentKind, OpenFile, Outcome, PtrSlot, State, Value};
 pub use meta::{FnMeta, GlobalMeta, ModuleMeta, ParamMeta, ValueKind};

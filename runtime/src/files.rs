@@ -1,0 +1,256 @@
+//! C library streams: knowing which `FILE` objects exist, which file each has open,
+//! and where its buffer is, so that a context holding a `FILE *` can be replayed.
+//!
+//! The pass renames `fopen`, `fdopen`, `freopen` and `fclose` to the wrappers here;
+//! the standard streams are registered at start-up. A `FILE` is an extent of kind
+//! `File`; before every walk its buffer (glibc's `_IO_buf_base`..`_IO_buf_end`, memory
+//! the C library allocated itself) is registered too, so the read and write pointers
+//! inside the `FILE` become relocatable edges. The walk notes, for each `FILE`, its
+//! descriptor, the descriptor's offset and the path it was opened with; a replay
+//! reopens the path (or seeks standard input), positions it, and puts it under the
+//! same descriptor number.
+//!
+//! Layout offsets are glibc's on x86-64 (`struct _IO_FILE`), the only C library this
+//! runtime supports.
+
+use crate::extents::ExtentMap;
+use crate::{lock, mode, MODE_PASSIVE};
+use libc::{c_char, c_int, FILE};
+use std::collections::HashMap;
+use trestle_abi::ExtentKind;
+
+const OFF_BUF_BASE: usize = 56;
+const OFF_BUF_END: usize = 64;
+const OFF_FILENO: usize = 112;
+/// `sizeof(struct _IO_FILE_plus)`: the standard streams are this big.
+const STD_FILE_SIZE: usize = 224;
+
+/// What the runtime knows about one `FILE`.
+#[derive(Debug, Clone, Default)]
+pub struct FileInfo {
+    /// Path it was opened with.
+    pub path: Option<String>,
+    /// `open(2)` flags for reopening it.
+    pub flags: i32,
+    /// The buffer extent last registered for it.
+    pub(crate) buf: Option<(usize, usize)>,
+}
+
+/// Every known `FILE`, by address.
+pub type FileTable = HashMap<usize, FileInfo>;
+
+extern "C" {
+    static stdin: *mut FILE;
+    static stdout: *mut FILE;
+    static stderr: *mut FILE;
+    fn malloc_usable_size(p: *mut libc::c_void) -> libc::size_t;
+}
+
+/// The descriptor of the `FILE` at `fp`.
+///
+/// # Safety
+/// `fp` must be a live `FILE`.
+pub unsafe fn fileno_of(fp: usize) -> i32 {
+    // SAFETY: reading a field of a live FILE.
+    unsafe { *((fp + OFF_FILENO) as *const i32) }
+}
+
+/// Register the standard streams (called before the program does any I/O).
+pub fn register_std_streams(files: &mut FileTable, extents: &mut ExtentMap) {
+    // SAFETY: reading the C library's stream pointers.
+    let streams = unsafe { [stdin, stdout, stderr] };
+    for (i, fp) in streams.into_iter().enumerate() {
+        if !fp.is_null() {
+            files.insert(fp as usize, FileInfo { flags: -1, ..Default::default() });
+            extents.insert_heap(fp as usize, STD_FILE_SIZE, ExtentKind::File);
+            if i < 2 {
+                // SAFETY: no I/O has happened on the stream yet.
+                unsafe { give_zeroed_buffer(fp, extents) };
+            }
+        }
+    }
+}
+
+/// Give a stream a buffer of the size the C library would pick, but zeroed and known
+/// as an extent. The C library's own buffer would hold uninitialised bytes past the
+/// data, which differ between a recording and its replay.
+///
+/// # Safety
+/// `fp` must be a live stream on which no I/O has happened yet.
+pub unsafe fn give_zeroed_buffer(fp: *mut FILE, extents: &mut ExtentMap) {
+    // SAFETY: plain libc calls on a live stream and fresh memory.
+    unsafe {
+        let fd = fileno_of(fp as usize);
+        let mut st: libc::stat = std::mem::zeroed();
+        let size = if fd >= 0 && libc::fstat(fd, &mut st) == 0 && st.st_blksize > 0 {
+            st.st_blksize as usize
+        } else {
+            libc::BUFSIZ as usize
+        };
+        let mode = if fd >= 0 && libc::isatty(fd) == 1 { libc::_IOLBF } else { libc::_IOFBF };
+        let buf = libc::calloc(1, size);
+        if buf.is_null() {
+            return;
+        }
+        if libc::setvbuf(fp, buf.cast(), mode, size) == 0 {
+            extents.insert_heap(buf as usize, size, ExtentKind::Heap);
+        } else {
+            libc::free(buf);
+        }
+    }
+}
+
+/// Register each `FILE`'s current buffer as an extent (and forget buffers it no
+/// longer uses). Called before every walk.
+pub fn refresh_buffers(files: &mut FileTable, extents: &mut ExtentMap) {
+    for (&fp, info) in files.iter_mut() {
+        // SAFETY: registered FILEs are live until fclose removes them.
+        let (base, end) = unsafe { (*((fp + OFF_BUF_BASE) as *const usize), *((fp + OFF_BUF_END) as *const usize)) };
+        let now = (base != 0 && end > base).then_some((base, end));
+        if now == info.buf {
+            continue;
+        }
+        if let Some((b, _)) = info.buf.take() {
+            extents.remove_heap(b);
+        }
+        if let Some((b, e)) = now {
+            // A buffer the program supplied (setvbuf) is already an extent of its own.
+            if extents.find(b, u64::MAX).is_none() {
+                extents.insert_heap(b, e - b, ExtentKind::Heap);
+                info.buf = Some((b, e));
+            }
+        }
+    }
+}
+
+/// Forget a `FILE` and its buffer.
+fn forget(fp: usize) {
+    if let Some(rt) = lock().as_mut() {
+        if let Some(info) = rt.files.remove(&fp) {
+            if let Some((b, _)) = info.buf {
+                rt.extents.remove_heap(b);
+            }
+        }
+        rt.extents.remove_heap(fp);
+    }
+}
+
+/// `open(2)` flags for reopening a stream opened with `mode` (never truncating: the
+/// replay must find what the recording had written).
+fn flags_of_mode(mode: &[u8]) -> i32 {
+    let plus = mode.contains(&b'+');
+    match mode.first() {
+        Some(b'r') if plus => libc::O_RDWR,
+        Some(b'r') => libc::O_RDONLY,
+        Some(b'w') if plus => libc::O_RDWR | libc::O_CREAT,
+        Some(b'w') => libc::O_WRONLY | libc::O_CREAT,
+        Some(b'a') if plus => libc::O_RDWR | libc::O_APPEND | libc::O_CREAT,
+        Some(b'a') => libc::O_WRONLY | libc::O_APPEND | libc::O_CREAT,
+        _ => libc::O_RDONLY,
+    }
+}
+
+/// # Safety
+/// `s` must be null or a NUL-terminated string.
+unsafe fn c_str(s: *const c_char) -> Option<Vec<u8>> {
+    // SAFETY: as documented.
+    (!s.is_null()).then(|| unsafe { std::ffi::CStr::from_ptr(s) }.to_bytes().to_vec())
+}
+
+fn register(fp: *mut FILE, path: Option<Vec<u8>>, mode: Option<Vec<u8>>) {
+    if fp.is_null() || mode_passive() {
+        return;
+    }
+    // SAFETY: `fp` came from the C library's fopen family: a malloc'd FILE.
+    let size = unsafe { malloc_usable_size(fp.cast()) }.max(STD_FILE_SIZE);
+    if let Some(rt) = lock().as_mut() {
+        let old = rt.files.remove(&(fp as usize)).unwrap_or_default();
+        if let Some((b, _)) = old.buf {
+            rt.extents.remove_heap(b);
+        }
+        let info = FileInfo {
+            path: path.map(|p| String::from_utf8_lossy(&p).into_owned()).or(old.path),
+            flags: mode.map_or(old.flags, |m| flags_of_mode(&m)),
+            buf: None,
+        };
+        rt.files.insert(fp as usize, info);
+        rt.extents.insert_heap(fp as usize, size, ExtentKind::File);
+        // SAFETY: the stream was just opened: no I/O yet.
+        unsafe { give_zeroed_buffer(fp, &mut rt.extents) };
+    }
+}
+
+fn mode_passive() -> bool {
+    mode() == MODE_PASSIVE
+}
+
+/// `fopen`, tracked.
+///
+/// # Safety
+/// As `fopen`.
+#[no_mangle]
+pub unsafe extern "C" fn __trestle_fopen(path: *const c_char, m: *const c_char) -> *mut FILE {
+    // SAFETY: forwarding; the strings are the caller's.
+    unsafe {
+        let fp = libc::fopen(path, m);
+        register(fp, c_str(path), c_str(m));
+        fp
+    }
+}
+
+/// `fdopen`, tracked.
+///
+/// # Safety
+/// As `fdopen`.
+#[no_mangle]
+pub unsafe extern "C" fn __trestle_fdopen(fd: c_int, m: *const c_char) -> *mut FILE {
+    // SAFETY: forwarding.
+    unsafe {
+        let fp = libc::fdopen(fd, m);
+        register(fp, None, c_str(m));
+        fp
+    }
+}
+
+/// `freopen`, tracked.
+///
+/// # Safety
+/// As `freopen`.
+#[no_mangle]
+pub unsafe extern "C" fn __trestle_freopen(path: *const c_char, m: *const c_char, stream: *mut FILE) -> *mut FILE {
+    // SAFETY: forwarding.
+    unsafe {
+        let fp = libc::freopen(path, m, stream);
+        if fp.is_null() {
+            forget(stream as usize);
+        } else {
+            register(fp, c_str(path), c_str(m));
+        }
+        fp
+    }
+}
+
+/// `fclose`, tracked. A `FILE` restored by a replay lives in the replay arena, not in
+/// the C library's heap: it is flushed and its descriptor closed here, since the C
+/// library's `fclose` would try to free it.
+///
+/// # Safety
+/// As `fclose`.
+#[no_mangle]
+pub unsafe extern "C" fn __trestle_fclose(fp: *mut FILE) -> c_int {
+    if fp.is_null() || mode_passive() {
+        // SAFETY: forwarding.
+        return unsafe { libc::fclose(fp) };
+    }
+    forget(fp as usize);
+    if crate::replay::in_arena(fp as usize) {
+        // SAFETY: `fp` is a live FILE copy; flushing writes through its descriptor.
+        unsafe {
+            let flushed = libc::fflush(fp);
+            let closed = libc::close(fileno_of(fp as usize));
+            return if flushed == 0 && closed == 0 { 0 } else { libc::EOF };
+        }
+    }
+    // SAFETY: forwarding.
+    unsafe { libc::fclose(fp) }
+}
