@@ -22,6 +22,16 @@ use trestle_abi::ExtentKind;
 const OFF_BUF_BASE: usize = 56;
 const OFF_BUF_END: usize = 64;
 const OFF_FILENO: usize = 112;
+/// Offsets of the pointer fields of a FILE that a walk follows: the read, write,
+/// buffer, save and backup pointers (`_IO_read_ptr` .. `_IO_save_end`), and `_lock`
+/// and `_wide_data`, which for an `fopen`ed stream point inside its own allocation.
+const EDGE_OFFSETS: [usize; 13] = [8, 16, 24, 32, 40, 48, 56, 64, 72, 80, 88, 136, 160];
+
+/// True if the word at `offset` in a FILE is one of [`EDGE_OFFSETS`].
+pub fn is_edge_offset(offset: usize) -> bool {
+    EDGE_OFFSETS.contains(&offset)
+}
+
 /// `sizeof(struct _IO_FILE_plus)`: the standard streams are this big.
 const STD_FILE_SIZE: usize = 224;
 

@@ -135,6 +135,12 @@ impl<'a> Walker<'a> {
             let first = (f.start + 7) & !7;
             let mut a = first;
             while a + 8 <= f.start + f.len {
+                if f.kind == ExtentKind::File && !crate::files::is_edge_offset(a - f.start) {
+                    // The rest of a FILE (its chain of all other streams, the C
+                    // library's private state) is not the program's data.
+                    a += 8;
+                    continue;
+                }
                 // SAFETY: `a..a+8` lies inside the extent and is 8-aligned.
                 let word = unsafe { *(a as *const u64) };
                 if word != 0 {
