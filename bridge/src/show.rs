@@ -33,6 +33,22 @@ pub fn render(unit: &Unit, full: bool) -> String {
     let mut s = String::new();
     let p = &unit.provenance;
     let _ = writeln!(s, "unit of {}  (fn id {:016x})", unit.function, unit.context.fn_id);
+    if let Some(f) = crate::binary::Binary::load(std::path::Path::new(&unit.provenance.program))
+        .ok()
+        .and_then(|b| b.functions.get(&unit.context.fn_id).cloned())
+    {
+        let params: Vec<String> = f
+            .params
+            .iter()
+            .map(|p| match (&p.name, p.byval_size) {
+                (Some(n), _) => format!("{n}: {:?}", p.kind),
+                (None, Some(sz)) => format!("{:?} (by value, {sz} bytes)", p.kind),
+                (None, None) => format!("{:?}", p.kind),
+            })
+            .collect();
+        let loc = f.file.as_deref().map_or("unknown source".to_owned(), |file| format!("{file}:{}", f.line));
+        let _ = writeln!(s, "  defined   {loc}; parameters ({}) -> {:?}", params.join(", "), f.ret);
+    }
     let _ = writeln!(s, "  program   {} (binary {:016x})", p.program, unit.binary_id);
     let _ = writeln!(s, "  carved    from test {:?}, pid {}, call #{} of the function, trace {}", p.test, p.pid, p.call_index, p.trace);
     let args: Vec<String> = unit.context.args.iter().map(|a| a.describe()).collect();
