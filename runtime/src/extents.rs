@@ -151,7 +151,9 @@ impl ExtentMap {
         }
         self.find_containing(addr, stack_cutoff).or_else(|| {
             let f = self.find_containing(addr.checked_sub(1)?, stack_cutoff)?;
-            (f.start + f.len == addr).then_some(f)
+            // Not for FILE objects: the C library lays the standard streams out back
+            // to back, and a pointer to a closed one is no pointer past another.
+            (f.start + f.len == addr && f.kind != ExtentKind::File).then_some(f)
         })
     }
 

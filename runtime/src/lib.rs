@@ -114,6 +114,8 @@ struct Runtime {
     trace_dir: Option<PathBuf>,
     next_seq: u64,
     stats: RuntimeStats,
+    /// `setlocale` calls so far.
+    locale: Vec<(i32, String)>,
 }
 
 /// Run `f`, turning a panic into an abort with a message: nothing may unwind into C.
@@ -172,6 +174,7 @@ fn init() {
         trace_dir: record_dir,
         next_seq: 0,
         stats: RuntimeStats::default(),
+        locale: Vec::new(),
     };
     let mode = if replay {
         MODE_REPLAY
@@ -323,7 +326,7 @@ impl Runtime {
         }
         let (argv, _, graph) = self.walk(idx, &args, None, u64::MAX);
         let partial = graph.partial;
-        let context = Context { fn_id: id, args: argv, graph };
+        let context = Context { fn_id: id, args: argv, graph, locale: self.locale.clone() };
         let key = trestle_abi::ids::fnv1a64(&bincode::serialize(&context).unwrap_or_default());
         if !self.fns[idx].seen.insert(key) {
             self.stats.duplicates += 1;
@@ -485,6 +488,24 @@ pub unsafe extern "C" fn __trestle_main(argc: i32, argv: *const *const libc::c_c
     if m == MODE_REPLAY && !REPLAY_STARTED.swap(true, Ordering::AcqRel) {
         replay::run();
     }
+}
+
+/// `setlocale`, renamed by the pass: remembered, so a replay can repeat it.
+///
+/// # Safety
+/// As `setlocale`.
+#[no_mangle]
+pub unsafe extern "C" fn __trestle_setlocale(category: libc::c_int, locale: *const libc::c_char) -> *mut libc::c_char {
+    // SAFETY: forwarding.
+    let r = unsafe { libc::setlocale(category, locale) };
+    if !r.is_null() && !locale.is_null() && mode() != MODE_PASSIVE {
+        // SAFETY: `locale` is a NUL-terminated string (setlocale accepted it).
+        let name = unsafe { std::ffi::CStr::from_ptr(locale) }.to_string_lossy().into_owned();
+        if let Some(rt) = lock().as_mut() {
+            rt.locale.push((category, name));
+        }
+    }
+    r
 }
 
 /// `exit`, renamed by the pass: records how open invocations ended, then exits.

@@ -154,6 +154,11 @@ fn prepare() -> Result<Prepared, String> {
     if ctx.args.len() != nparams {
         return Err(format!("the unit has {} arguments, the function {nparams}", ctx.args.len()));
     }
+    for (category, name) in &ctx.locale {
+        let c = std::ffi::CString::new(name.as_str()).map_err(|_| format!("bad locale name {name:?}"))?;
+        // SAFETY: plain setlocale with a NUL-terminated name.
+        unsafe { libc::setlocale(*category, c.as_ptr()) };
+    }
     let addrs = restore(rt, ctx)?;
     let mut slots = Vec::with_capacity(nparams.max(1));
     for a in &ctx.args {

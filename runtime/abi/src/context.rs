@@ -112,6 +112,9 @@ pub struct Context {
     pub args: Vec<Value>,
     /// Memory reachable from the arguments and the globals the function can reach.
     pub graph: Graph,
+    /// The `setlocale` calls the process had made before the invocation, in order
+    /// (category, locale name as asked for); a replay repeats them.
+    pub locale: Vec<(i32, String)>,
 }
 
 /// The state an invocation leaves: its return value and the memory reachable from the

@@ -56,7 +56,8 @@ pub const RENAMED_ALLOCATORS: &[(&str, &str)] = &[
     // C++ operator new/delete are not renamed: the runtime replaces them, which also
     // catches the allocations libstdc++ makes inside its shared library.
     // Not allocators, but the runtime must see them: `exit` to record how a unit
-    // ended, the stdio openers to know which file a `FILE` has open.
+    // ended, the stdio openers to know which file a `FILE` has open, `setlocale`
+    // to set the same locale before a replay.
     ("exit", "__trestle_exit_call"),
     ("fopen", "__trestle_fopen"),
     ("fopen64", "__trestle_fopen"),
@@ -64,6 +65,7 @@ pub const RENAMED_ALLOCATORS: &[(&str, &str)] = &[
     ("freopen", "__trestle_freopen"),
     ("freopen64", "__trestle_freopen"),
     ("fclose", "__trestle_fclose"),
+    ("setlocale", "__trestle_setlocale"),
 ];
 
 /// The wrapper a call to `name` is renamed to, if any.
