@@ -39,6 +39,10 @@ pub struct CarveSummary {
     pub called: usize,
     /// Functions called but not carved, with why.
     pub not_carved: Vec<(String, String)>,
+    /// Units with at least one parameter.
+    pub parameterized: usize,
+    /// Parameters over all units.
+    pub params: usize,
 }
 
 /// Run `trestle carve`.
@@ -110,6 +114,11 @@ pub fn run(args: &CarveArgs) -> Result<CarveSummary> {
                     continue;
                 }
                 let function = binary.function_name(context.fn_id);
+                let params = crate::mapping::map_params(&context, binary.functions.get(&context.fn_id), &system_test);
+                summary.params += params.len();
+                if !params.is_empty() {
+                    summary.parameterized += 1;
+                }
                 let partial = context.graph.partial;
                 let expected = exits.remove(&seq);
                 let unit = Unit {
@@ -128,6 +137,7 @@ pub fn run(args: &CarveArgs) -> Result<CarveSummary> {
                     },
                     system_test: system_test.clone(),
                     context,
+                    params,
                 };
                 let sub = safe_name(&function);
                 let rel = format!("{sub}/{key:016x}.{UNIT_EXT}");
@@ -142,6 +152,7 @@ pub fn run(args: &CarveArgs) -> Result<CarveSummary> {
                     test: t.name.clone(),
                     call_index,
                     has_oracle: unit.expected.is_some(),
+                    params: unit.params.len(),
                     partial,
                 });
             }
@@ -181,6 +192,7 @@ pub fn run(args: &CarveArgs) -> Result<CarveSummary> {
         args.out.display()
     );
     eprintln!("{} of {} called function(s) carved", summary.called - summary.not_carved.len(), summary.called);
+    eprintln!("{} unit(s) have parameters mapped to the system input ({} parameters)", summary.parameterized, summary.params);
     for (name, why) in &summary.not_carved {
         eprintln!("  not carved: {name} ({why})");
     }

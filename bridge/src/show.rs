@@ -4,7 +4,7 @@ use crate::units::read_unit;
 use anyhow::Result;
 use std::fmt::Write as _;
 use std::path::PathBuf;
-use trestle_abi::unit::Unit;
+use trestle_abi::unit::{ParamKind, ParamSite, Unit};
 use trestle_abi::{ExtentKind, Outcome};
 
 /// Arguments of `trestle show`.
@@ -85,6 +85,34 @@ pub fn render(unit: &Unit, full: bool) -> String {
             f.path.as_deref().unwrap_or("standard stream"),
             f.offset.map_or("unknown".into(), |o| o.to_string())
         );
+    }
+    if unit.params.is_empty() {
+        let _ = writeln!(s, "  parameters: none (no context value occurs in the system input)");
+    } else {
+        let _ = writeln!(s, "  parameters ({}):", unit.params.len());
+    }
+    for (i, p) in unit.params.iter().enumerate() {
+        let site = match p.site {
+            ParamSite::Arg(a) => format!("argument {a}"),
+            ParamSite::Memory { extent, offset, len } => format!("e{extent}+{offset} ({len} bytes)"),
+        };
+        let kind = match p.kind {
+            ParamKind::Bytes { nul, resizable } => format!(
+                "string{}{}",
+                if nul { ", NUL-terminated" } else { "" },
+                if resizable { ", resizable" } else { "" }
+            ),
+            ParamKind::Int { bits } => format!("int{bits}"),
+        };
+        let origins: Vec<String> = p.origins.iter().map(|o| format!("{} @{}+{}", o.input, o.offset, o.len)).collect();
+        let _ = writeln!(s, "    p{i}  {site}  {kind}  = {:?}  from {}", String::from_utf8_lossy(&p.original), origins.join(", "));
+        for c in &p.companions {
+            let site = match c.site {
+                ParamSite::Arg(a) => format!("argument {a}"),
+                ParamSite::Memory { extent, offset, .. } => format!("e{extent}+{offset}"),
+            };
+            let _ = writeln!(s, "          length companion: {site} = length{:+}", c.delta);
+        }
     }
     let st = &unit.system_test;
     let _ = writeln!(s, "  system test args {:?}{}", st.args, if st.stdin.is_some() { " (with stdin)" } else { "" });

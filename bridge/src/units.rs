@@ -44,6 +44,9 @@ pub struct UnitRow {
     pub has_oracle: bool,
     /// Whether the size bound cut the context.
     pub partial: bool,
+    /// Parameters mapped to the system input.
+    #[serde(default)]
+    pub params: usize,
 }
 
 /// Read one unit file.

@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 /// Magic at the start of a unit file.
 pub const UNIT_MAGIC: [u8; 8] = *b"TRSTUNIT";
 /// Unit format version.
-pub const UNIT_VERSION: u32 = 3;
+pub const UNIT_VERSION: u32 = 4;
 
 /// One system test, as in `DESIGN.md`, decoded: arguments (without the program name),
 /// stdin, files created in a fresh working directory, environment. The JSON form
@@ -23,6 +23,100 @@ pub struct SystemTest {
     pub files: BTreeMap<String, Vec<u8>>,
     /// Environment variables to set.
     pub env: BTreeMap<String, String>,
+}
+
+/// One input of a system test.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub enum InputRef {
+    /// Command-line argument `i` (0 is the first after the program name).
+    Arg(u32),
+    /// Standard input.
+    Stdin,
+    /// The named file.
+    File(String),
+}
+
+impl std::fmt::Display for InputRef {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            InputRef::Arg(i) => write!(f, "argument {i}"),
+            InputRef::Stdin => write!(f, "stdin"),
+            InputRef::File(n) => write!(f, "file {n:?}"),
+        }
+    }
+}
+
+/// Where a parameter's value occurs in the system test.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct Origin {
+    /// Which input.
+    pub input: InputRef,
+    /// Byte offset in it.
+    pub offset: u64,
+    /// Length in bytes.
+    pub len: u64,
+}
+
+/// Where a parameter lives in the context.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum ParamSite {
+    /// Argument `i` of the call.
+    Arg(u32),
+    /// `len` bytes at `offset` in extent `extent`.
+    Memory {
+        /// Extent index.
+        extent: u32,
+        /// Byte offset.
+        offset: u64,
+        /// Length in bytes (without a NUL terminator).
+        len: u64,
+    },
+}
+
+/// What kind of value a parameter holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum ParamKind {
+    /// A byte string. `nul` if a NUL terminator followed it; `resizable` if it fills
+    /// its extent, so a value of another length gets a fresh extent.
+    Bytes {
+        /// NUL-terminated.
+        nul: bool,
+        /// Fills its extent (a new length means a new extent).
+        resizable: bool,
+    },
+    /// An integer of `bits` bits, written in decimal in the system input.
+    Int {
+        /// Width.
+        bits: u16,
+    },
+}
+
+/// An integer that was equal to a string parameter's length (plus `delta`) and
+/// follows it when the length changes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct Companion {
+    /// Where the integer lives (an argument, or 4 or 8 bytes of memory).
+    pub site: ParamSite,
+    /// Its width in bits.
+    pub bits: u16,
+    /// Value minus the string's length (0 or 1).
+    pub delta: i64,
+}
+
+/// A context value that also occurs in the system input: the unit fuzzer varies it,
+/// lifting writes its new value back at its origins.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct Param {
+    /// Where it lives.
+    pub site: ParamSite,
+    /// What it holds.
+    pub kind: ParamKind,
+    /// Its recorded value (bytes of the string; for integers, the decimal text).
+    pub original: Vec<u8>,
+    /// Every place it occurs in the system input.
+    pub origins: Vec<Origin>,
+    /// Integers that track its length.
+    pub companions: Vec<Companion>,
 }
 
 /// Where a unit came from.
@@ -62,6 +156,8 @@ pub struct Unit {
     pub provenance: Provenance,
     /// The system test it was carved from.
     pub system_test: SystemTest,
+    /// Context values found in the system input (see `trestle show`).
+    pub params: Vec<Param>,
 }
 
 /// Why a unit file could not be read.
