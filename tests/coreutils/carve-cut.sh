@@ -27,7 +27,7 @@ import json, sys
 work = sys.argv[1]
 index = json.load(open(f"{work}/units/index.json"))
 replay = json.load(open(f"{work}/replay.json"))
-functions = len({u["function"] for u in index["units"]})
+functions = len({u["fn_id"] for u in index["units"]})
 fid = replay["fidelity"]
 print(f"cut: {len(index['units'])} units of {functions} functions "
       f"({index['called_functions']} called); {replay['faithful']} faithful, "
