@@ -202,6 +202,7 @@ mod tests {
             globals: vec![],
             indirect_calls: false,
             address_taken: false,
+            cmp_constants: vec![],
         }
     }
 

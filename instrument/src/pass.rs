@@ -281,7 +281,8 @@ fn analyse<'ctx>(module: &Module<'ctx>, td: &TargetData) -> Analysis<'ctx> {
             continue;
         }
         let constant = gv.is_constant();
-        globals.push((gv, GlobalMeta { id, name, size, constant, local }));
+        let text = if constant { c_string_text(gv) } else { None };
+        globals.push((gv, GlobalMeta { id, name, size, constant, local, text }));
     }
 
     let mut functions = Vec::new();
@@ -392,6 +393,7 @@ fn function_meta(
         globals: globals.into_iter().collect(),
         indirect_calls,
         address_taken: address_taken(fv),
+        cmp_constants: cmp_constants(fv),
     }
 }
 
@@ -455,6 +457,59 @@ unsafe fn collect_global_refs(
             }
         }
     }
+}
+
+/// The text of a constant global holding a short C string.
+fn c_string_text(gv: GlobalValue<'_>) -> Option<Vec<u8>> {
+    let init = gv.get_initializer()?;
+    let v = init.as_value_ref();
+    // SAFETY: queries on a live constant; the string is copied out.
+    unsafe {
+        if llc::LLVMIsAConstantDataSequential(v).is_null() || llc::LLVMIsConstantString(v) == 0 {
+            return None;
+        }
+        let mut len = 0usize;
+        let p = llc::LLVMGetAsString(v, &mut len);
+        if p.is_null() {
+            return None;
+        }
+        let bytes = std::slice::from_raw_parts(p as *const u8, len);
+        let text = bytes.strip_suffix(&[0]).unwrap_or(bytes);
+        (2..=64).contains(&text.len()).then(|| text.to_vec())
+    }
+}
+
+/// Integer constants compared against in `f` (icmp operands, switch cases), at most
+/// 64, without the trivial ones.
+fn cmp_constants(f: FunctionValue<'_>) -> Vec<i64> {
+    let mut out = BTreeSet::new();
+    for bb in f.get_basic_blocks() {
+        for inst in bb.get_instructions() {
+            let iref = inst.as_value_ref();
+            // SAFETY: operand queries on a live instruction.
+            unsafe {
+                let is_icmp = inst.get_opcode() == InstructionOpcode::ICmp;
+                let is_switch = inst.get_opcode() == InstructionOpcode::Switch;
+                if !is_icmp && !is_switch {
+                    continue;
+                }
+                for k in 0..llc::LLVMGetNumOperands(iref) {
+                    let op = llc::LLVMGetOperand(iref, k as u32);
+                    if op.is_null() || llc::LLVMIsAConstantInt(op).is_null() {
+                        continue;
+                    }
+                    let v = llc::LLVMConstIntGetSExtValue(op);
+                    if !(-1..=1).contains(&v) {
+                        out.insert(v);
+                    }
+                }
+            }
+            if out.len() >= 64 {
+                return out.into_iter().collect();
+            }
+        }
+    }
+    out.into_iter().collect()
 }
 
 /// True when `f` is used other than as the callee of a call.

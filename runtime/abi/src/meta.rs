@@ -24,7 +24,7 @@ pub const SECTION_GLOBALS: &str = "trestle_globals";
 pub const META_MAGIC: u32 = u32::from_le_bytes(*b"TRMM");
 
 /// Version of [`ModuleMeta`]'s encoding.
-pub const META_VERSION: u32 = 1;
+pub const META_VERSION: u32 = 2;
 
 /// One row of [`SECTION_FUNCS`], as laid out in memory (LLVM `{ i64, ptr, ptr }`).
 #[repr(C)]
@@ -118,6 +118,9 @@ pub struct FnMeta {
     pub indirect_calls: bool,
     /// The address is used other than by direct calls.
     pub address_taken: bool,
+    /// Integer constants the function compares against (`icmp`, `switch`), for the
+    /// unit fuzzer's dictionary.
+    pub cmp_constants: Vec<i64>,
 }
 
 impl FnMeta {
@@ -140,6 +143,9 @@ pub struct GlobalMeta {
     pub constant: bool,
     /// Private or internal linkage.
     pub local: bool,
+    /// For a read-only C string of 2 to 64 bytes: its text (without the NUL). The
+    /// unit fuzzer uses these as a dictionary.
+    pub text: Option<Vec<u8>>,
 }
 
 /// Everything one instrumented module contributes.
