@@ -824,6 +824,9 @@ fn frontend_args(
     out
 }
 
+/// SanitizerCoverage options added to every instrumented object.
+pub const SANCOV_FLAGS: &str = "-fsanitize-coverage=trace-pc-guard,trace-cmp";
+
 /// Step 3: the instrumented bitcode to the user's object, with code generation options.
 fn backend_args(args: &[Arg], step: &str, instrumented: &Path, object: &Path) -> Vec<OsString> {
     let mut out: Vec<OsString> = args
@@ -833,6 +836,11 @@ fn backend_args(args: &[Arg], step: &str, instrumented: &Path, object: &Path) ->
         .collect();
     if let Some(o) = opt_level(args) {
         out.push(o.clone());
+    }
+    // Edge coverage and comparison tracing for the unit fuzzer; the runtime provides
+    // the callbacks (they cost little when no fuzzer is attached).
+    if std::env::var_os("TRESTLE_NO_SANCOV").is_none() {
+        out.push(SANCOV_FLAGS.into());
     }
     out.extend([NO_UNUSED_WARNING, step].map(OsString::from));
     out.push(instrumented.into());
@@ -1386,6 +1394,7 @@ mod tests {
             [
                 "-fPIC",
                 "-O2",
+                SANCOV_FLAGS,
                 NO_UNUSED_WARNING,
                 "-c",
                 "/T/0-a.inst.bc",

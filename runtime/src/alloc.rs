@@ -5,7 +5,7 @@
 //! what the language provides for): that is the only way to see the allocations
 //! libstdc++ makes inside its own shared library, e.g. for `std::string` buffers.
 
-use crate::{lock, mode, MODE_PASSIVE};
+use crate::{lock, tracking};
 use libc::{c_char, c_int, c_void, size_t};
 use trestle_abi::ExtentKind;
 
@@ -14,7 +14,7 @@ use trestle_abi::ExtentKind;
 /// a function that copies some of it (padding, a string's unused buffer) would look
 /// unfaithful for no fault of its own. Only in record and replay mode.
 fn track(p: *mut c_void, len: usize) {
-    if p.is_null() || mode() == MODE_PASSIVE {
+    if p.is_null() || !tracking() {
         return;
     }
     // SAFETY: `p` is a fresh allocation of at least `len` bytes.
@@ -24,7 +24,7 @@ fn track(p: *mut c_void, len: usize) {
 
 /// Register an allocation whose bytes are already meaningful.
 fn track_existing(p: *mut c_void, len: usize) {
-    if p.is_null() || mode() == MODE_PASSIVE {
+    if p.is_null() || !tracking() {
         return;
     }
     if let Some(rt) = lock().as_mut() {
@@ -33,7 +33,7 @@ fn track_existing(p: *mut c_void, len: usize) {
 }
 
 fn untrack(p: *mut c_void) {
-    if p.is_null() || mode() == MODE_PASSIVE {
+    if p.is_null() || !tracking() {
         return;
     }
     if let Some(rt) = lock().as_mut() {
@@ -84,7 +84,7 @@ pub unsafe extern "C" fn __trestle_realloc(old: *mut c_void, size: size_t) -> *m
             return p;
         }
     }
-    let old_len = if old.is_null() || mode() == MODE_PASSIVE {
+    let old_len = if old.is_null() || !tracking() {
         0
     } else {
         lock().as_ref().and_then(|rt| rt.extents.find(old as usize, 0)).filter(|f| f.start == old as usize).map_or(0, |f| f.len)
@@ -94,7 +94,7 @@ pub unsafe extern "C" fn __trestle_realloc(old: *mut c_void, size: size_t) -> *m
     if !p.is_null() || size == 0 {
         untrack(old);
     }
-    if !p.is_null() && mode() != MODE_PASSIVE {
+    if !p.is_null() && tracking() {
         // Zero the grown tail only; the head holds the old contents.
         if size > old_len {
             // SAFETY: `p` has `size` bytes.
@@ -273,4 +273,52 @@ pub unsafe extern "C" fn _ZdlPvm(p: *mut c_void, _size: size_t) {
 pub unsafe extern "C" fn _ZdaPvm(p: *mut c_void, _size: size_t) {
     // SAFETY: forwarding.
     unsafe { __trestle_free(p) }
+}
+
+extern "C" {
+    fn getdelim(lineptr: *mut *mut c_char, n: *mut size_t, delim: c_int, stream: *mut libc::FILE) -> libc::ssize_t;
+}
+
+/// Register the buffer `getline`/`getdelim` left in `*lineptr` (the C library may
+/// have allocated or moved it with its own `realloc`).
+fn track_line_buffer(before: *mut c_void, lineptr: *mut *mut c_char, n: *mut size_t) {
+    if !tracking() || lineptr.is_null() || n.is_null() {
+        return;
+    }
+    // SAFETY: getline's contract: `*lineptr` is a malloc'd buffer of `*n` bytes.
+    let (after, size) = unsafe { (*lineptr as *mut c_void, *n) };
+    if after != before {
+        untrack(before);
+    }
+    track_existing(after, size);
+}
+
+/// `getdelim`, with its buffer tracked.
+///
+/// # Safety
+/// As `getdelim`.
+#[no_mangle]
+pub unsafe extern "C" fn __trestle_getdelim(
+    lineptr: *mut *mut c_char,
+    n: *mut size_t,
+    delim: c_int,
+    stream: *mut libc::FILE,
+) -> libc::ssize_t {
+    // SAFETY: forwarding; `lineptr` is valid per getdelim's contract.
+    unsafe {
+        let before = if lineptr.is_null() { std::ptr::null_mut() } else { *lineptr as *mut c_void };
+        let r = getdelim(lineptr, n, delim, stream);
+        track_line_buffer(before, lineptr, n);
+        r
+    }
+}
+
+/// `getline`, with its buffer tracked.
+///
+/// # Safety
+/// As `getline`.
+#[no_mangle]
+pub unsafe extern "C" fn __trestle_getline(lineptr: *mut *mut c_char, n: *mut size_t, stream: *mut libc::FILE) -> libc::ssize_t {
+    // SAFETY: forwarding.
+    unsafe { __trestle_getdelim(lineptr, n, b'\n' as c_int, stream) }
 }

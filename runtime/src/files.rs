@@ -14,7 +14,7 @@
 //! runtime supports.
 
 use crate::extents::ExtentMap;
-use crate::{lock, mode, MODE_PASSIVE};
+use crate::{lock, tracking};
 use libc::{c_char, c_int, FILE};
 use std::collections::HashMap;
 use trestle_abi::ExtentKind;
@@ -191,7 +191,7 @@ fn register(fp: *mut FILE, path: Option<Vec<u8>>, mode: Option<Vec<u8>>) {
 }
 
 fn mode_passive() -> bool {
-    mode() == MODE_PASSIVE
+    !tracking()
 }
 
 /// `fopen`, tracked.
@@ -248,11 +248,13 @@ pub unsafe extern "C" fn __trestle_freopen(path: *const c_char, m: *const c_char
 /// As `fclose`.
 #[no_mangle]
 pub unsafe extern "C" fn __trestle_fclose(fp: *mut FILE) -> c_int {
-    if fp.is_null() || mode_passive() {
+    if fp.is_null() {
         // SAFETY: forwarding.
         return unsafe { libc::fclose(fp) };
     }
-    forget(fp as usize);
+    if !mode_passive() {
+        forget(fp as usize);
+    }
     if crate::replay::in_arena(fp as usize) {
         // SAFETY: `fp` is a live FILE copy; flushing writes through its descriptor.
         unsafe {

@@ -18,6 +18,8 @@
 pub mod alloc;
 pub mod extents;
 pub mod files;
+pub mod forkserver;
+pub mod fuzz;
 pub mod walk;
 pub mod writer;
 
@@ -42,6 +44,7 @@ const MODE_UNINIT: u8 = 0;
 const MODE_PASSIVE: u8 = 1;
 const MODE_RECORD: u8 = 2;
 const MODE_REPLAY: u8 = 3;
+const MODE_FUZZ: u8 = 4;
 
 static MODE: AtomicU8 = AtomicU8::new(MODE_UNINIT);
 static INIT: std::sync::Once = std::sync::Once::new();
@@ -133,6 +136,12 @@ fn lock() -> MutexGuard<'static, Option<Runtime>> {
     RT.lock().unwrap_or_else(|p| p.into_inner())
 }
 
+/// True when the extent map must follow every allocation (record and replay mode;
+/// a fuzzing harness skips it for speed).
+fn tracking() -> bool {
+    matches!(mode(), MODE_RECORD | MODE_REPLAY)
+}
+
 /// The current mode, initialising on first use.
 fn mode() -> u8 {
     let m = MODE.load(Ordering::Acquire);
@@ -146,7 +155,8 @@ fn mode() -> u8 {
 fn init() {
     let record_dir = std::env::var_os(hooks::ENV_TRACE_DIR).map(PathBuf::from);
     let replay = std::env::var_os(hooks::ENV_REPLAY).is_some();
-    if record_dir.is_none() && !replay {
+    let fuzz = std::env::var_os(trestle_abi::fuzz::ENV_FUZZ).is_some();
+    if record_dir.is_none() && !replay && !fuzz {
         MODE.store(MODE_PASSIVE, Ordering::Release);
         return;
     }
@@ -176,7 +186,9 @@ fn init() {
         stats: RuntimeStats::default(),
         locale: Vec::new(),
     };
-    let mode = if replay {
+    let mode = if fuzz {
+        MODE_FUZZ
+    } else if replay {
         MODE_REPLAY
     } else {
         if let Err(e) = rt.open_writer() {
@@ -449,8 +461,7 @@ pub unsafe extern "C" fn __trestle_exit(id: u64, _state: *mut u32, ret: u64, slo
 /// `addr` must be a live stack allocation of `size` bytes.
 #[no_mangle]
 pub unsafe extern "C" fn __trestle_alloca(addr: *mut u8, size: u64) {
-    let m = mode();
-    if m == MODE_PASSIVE {
+    if !tracking() {
         return;
     }
     guard("the alloca hook", || {
@@ -488,6 +499,9 @@ pub unsafe extern "C" fn __trestle_main(argc: i32, argv: *const *const libc::c_c
     if m == MODE_REPLAY && !REPLAY_STARTED.swap(true, Ordering::AcqRel) {
         replay::run();
     }
+    if m == MODE_FUZZ && !REPLAY_STARTED.swap(true, Ordering::AcqRel) {
+        fuzz::run();
+    }
 }
 
 /// `setlocale`, renamed by the pass: remembered, so a replay can repeat it.
@@ -498,7 +512,7 @@ pub unsafe extern "C" fn __trestle_main(argc: i32, argv: *const *const libc::c_c
 pub unsafe extern "C" fn __trestle_setlocale(category: libc::c_int, locale: *const libc::c_char) -> *mut libc::c_char {
     // SAFETY: forwarding.
     let r = unsafe { libc::setlocale(category, locale) };
-    if !r.is_null() && !locale.is_null() && mode() != MODE_PASSIVE {
+    if !r.is_null() && !locale.is_null() && mode() == MODE_RECORD {
         // SAFETY: `locale` is a NUL-terminated string (setlocale accepted it).
         let name = unsafe { std::ffi::CStr::from_ptr(locale) }.to_string_lossy().into_owned();
         if let Some(rt) = lock().as_mut() {
@@ -521,6 +535,9 @@ pub unsafe extern "C" fn __trestle_exit_call(code: libc::c_int) -> ! {
             }
         }),
         MODE_REPLAY => replay::exited(code),
+        // In a unit harness, exit() ends the execution, not the fuzzing.
+        // SAFETY: ends this (forked) execution.
+        MODE_FUZZ => unsafe { libc::_exit(0) },
         _ => {}
     }
     // SAFETY: plain libc exit.

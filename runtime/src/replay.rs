@@ -93,7 +93,7 @@ pub fn in_arena(p: usize) -> bool {
     }
 }
 
-fn arena_alloc(len: usize, align: usize) -> Result<usize, String> {
+pub(crate) fn arena_alloc(len: usize, align: usize) -> Result<usize, String> {
     let mut a = ARENA.lock().unwrap_or_else(|e| e.into_inner());
     let start = (a.next + align - 1) & !(align - 1);
     if a.end == 0 || start + len + 16 > a.end {
@@ -138,13 +138,30 @@ fn prepare() -> Result<Prepared, String> {
         bincode::deserialize(&bytes).map_err(|e| format!("corrupted replay request: {e}"))?;
     let mut g = lock();
     let rt = g.as_mut().ok_or("runtime not initialised")?;
-    if req.binary_id != rt.program.binary_id {
+    let set = set_up(rt, req.binary_id, &req.context)?;
+    Ok((set.frame, set.thunk, set.slots))
+}
+
+/// A restored context, ready to call.
+pub(crate) struct SetUp {
+    /// The invocation (its arguments are the relocated slots).
+    pub frame: OpenFrame,
+    /// The function's thunk.
+    pub thunk: usize,
+    /// Argument slots, padded to at least one.
+    pub slots: Vec<u64>,
+    /// Where each extent of the context now lives.
+    pub addrs: Vec<usize>,
+}
+
+/// Check that `ctx` belongs to this binary, repeat its locale, restore it.
+pub(crate) fn set_up(rt: &mut crate::Runtime, binary_id: u64, ctx: &Context) -> Result<SetUp, String> {
+    if binary_id != rt.program.binary_id {
         return Err(format!(
             "the unit was carved from another binary (id {:016x}; this one is {:016x})",
-            req.binary_id, rt.program.binary_id
+            binary_id, rt.program.binary_id
         ));
     }
-    let ctx = &req.context;
     let idx = rt.program.index_of(ctx.fn_id).ok_or_else(|| format!("no function with id {:016x} in this binary", ctx.fn_id))?;
     let (_, thunk) = rt.program.addrs[idx];
     if thunk == 0 {
@@ -167,10 +184,10 @@ fn prepare() -> Result<Prepared, String> {
     let args = slots.clone();
     slots.resize(nparams.max(1), 0);
     let frame = OpenFrame { seq: 0, fn_idx: idx, marker: 0, sp: 0, args, stack_seq: rt.extents.stack_seq() };
-    Ok((frame, thunk, slots))
+    Ok(SetUp { frame, thunk, slots, addrs })
 }
 
-fn relocate(rt: &crate::Runtime, addrs: &[usize], v: &Value) -> Result<u64, String> {
+pub(crate) fn relocate(rt: &crate::Runtime, addrs: &[usize], v: &Value) -> Result<u64, String> {
     Ok(match *v {
         Value::Bits(b) => b,
         Value::Ptr { extent, offset } => {
@@ -186,7 +203,7 @@ fn relocate(rt: &crate::Runtime, addrs: &[usize], v: &Value) -> Result<u64, Stri
 
 /// Place every extent of `ctx` and write its bytes and relocated pointers. Returns the
 /// new address of each extent.
-fn restore(rt: &mut crate::Runtime, ctx: &Context) -> Result<Vec<usize>, String> {
+pub(crate) fn restore(rt: &mut crate::Runtime, ctx: &Context) -> Result<Vec<usize>, String> {
     let mut addrs = Vec::with_capacity(ctx.graph.extents.len());
     for e in &ctx.graph.extents {
         let addr = match e.kind {

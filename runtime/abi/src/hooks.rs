@@ -50,6 +50,10 @@ pub const RENAMED_ALLOCATORS: &[(&str, &str)] = &[
     ("free", "__trestle_free"),
     ("strdup", "__trestle_strdup"),
     ("strndup", "__trestle_strndup"),
+    // The C library allocates these buffers itself, out of sight of the renamed
+    // malloc; the wrappers register them afterwards.
+    ("getline", "__trestle_getline"),
+    ("getdelim", "__trestle_getdelim"),
     ("aligned_alloc", "__trestle_aligned_alloc"),
     ("posix_memalign", "__trestle_posix_memalign"),
     ("memalign", "__trestle_memalign"),

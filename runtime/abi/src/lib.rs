@@ -10,6 +10,7 @@
 //! which is linked into every instrumented subject, compiles against it.
 
 pub mod context;
+pub mod fuzz;
 pub mod hooks;
 pub mod ids;
 pub mod meta;

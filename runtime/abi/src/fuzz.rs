@@ -1,0 +1,116 @@
+//! What the unit fuzzer and the unit harness agree on: the request that sets a
+//! harness up, and how a fuzzer input encodes new values for a unit's parameters.
+//!
+//! An input is the parameters' values one after another: an integer as 8 bytes little
+//! endian (so input-to-state replacement finds the bytes a comparison saw), a string
+//! as a 4-byte little-endian length and its bytes. Decoding never fails: a short or
+//! damaged input leaves the remaining parameters at their recorded values, and a
+//! length past the end takes what is there.
+
+use crate::context::Context;
+use crate::unit::{Param, ParamKind};
+use serde::{Deserialize, Serialize};
+
+/// Environment variable: path of a [`FuzzRequest`]; the program becomes a unit harness.
+pub const ENV_FUZZ: &str = "TRESTLE_FUZZ";
+/// Environment variable: run one input from this file instead of serving a fuzzer.
+pub const ENV_FUZZ_INPUT: &str = "TRESTLE_FUZZ_INPUT";
+/// Longest string value a harness accepts (longer ones are cut).
+pub const MAX_STRING_VALUE: usize = 1 << 16;
+
+/// Sets up a unit harness.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FuzzRequest {
+    /// The binary the unit was carved from.
+    pub binary_id: u64,
+    /// The context, restored once.
+    pub context: Context,
+    /// The parameters an input gives values to.
+    pub params: Vec<Param>,
+}
+
+/// A value for one parameter.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum ParamValue {
+    /// A string's bytes (without NUL).
+    Bytes(Vec<u8>),
+    /// An integer.
+    Int(i64),
+}
+
+/// The recorded value of a parameter.
+pub fn original_value(p: &Param) -> ParamValue {
+    match p.kind {
+        ParamKind::Bytes { .. } => ParamValue::Bytes(p.original.clone()),
+        ParamKind::Int { .. } => {
+            ParamValue::Int(std::str::from_utf8(&p.original).ok().and_then(|s| s.parse().ok()).unwrap_or(0))
+        }
+    }
+}
+
+/// Encode values (one per parameter, in order) as a fuzzer input.
+pub fn encode_values(values: &[ParamValue]) -> Vec<u8> {
+    let mut out = Vec::new();
+    for v in values {
+        match v {
+            ParamValue::Int(i) => out.extend_from_slice(&i.to_le_bytes()),
+            ParamValue::Bytes(b) => {
+                out.extend_from_slice(&(b.len() as u32).to_le_bytes());
+                out.extend_from_slice(b);
+            }
+        }
+    }
+    out
+}
+
+/// Decode a fuzzer input into one value per parameter.
+pub fn decode_values(params: &[Param], mut input: &[u8]) -> Vec<ParamValue> {
+    let mut out = Vec::with_capacity(params.len());
+    for p in params {
+        match p.kind {
+            ParamKind::Int { .. } => {
+                if input.len() >= 8 {
+                    out.push(ParamValue::Int(i64::from_le_bytes(input[..8].try_into().unwrap())));
+                    input = &input[8..];
+                } else {
+                    input = &[];
+                    out.push(original_value(p));
+                }
+            }
+            ParamKind::Bytes { .. } => {
+                if input.len() >= 4 {
+                    let n = u32::from_le_bytes(input[..4].try_into().unwrap()) as usize;
+                    let n = n.min(input.len() - 4).min(MAX_STRING_VALUE);
+                    out.push(ParamValue::Bytes(input[4..4 + n].to_vec()));
+                    input = &input[4 + n..];
+                } else {
+                    input = &[];
+                    out.push(original_value(p));
+                }
+            }
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::unit::ParamSite;
+
+    fn param(kind: ParamKind, original: &[u8]) -> Param {
+        Param { site: ParamSite::Arg(0), kind, original: original.to_vec(), origins: vec![], companions: vec![] }
+    }
+
+    #[test]
+    fn values_round_trip_and_damage_falls_back_to_the_recording() {
+        let ps = vec![param(ParamKind::Int { bits: 32 }, b"-7"), param(ParamKind::Bytes { nul: true, resizable: true }, b"guest")];
+        let vals = vec![ParamValue::Int(42342531), ParamValue::Bytes(b"admin".to_vec())];
+        assert_eq!(decode_values(&ps, &encode_values(&vals)), vals);
+        assert_eq!(decode_values(&ps, &[]), vec![ParamValue::Int(-7), ParamValue::Bytes(b"guest".to_vec())]);
+        // A length running past the end takes what is there.
+        let mut bad = encode_values(&vals);
+        bad[8] = 200;
+        assert_eq!(decode_values(&ps, &bad)[1], ParamValue::Bytes(b"admin".to_vec()));
+    }
+}

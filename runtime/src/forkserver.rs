@@ -1,0 +1,83 @@
+//! The target side of the AFL++ forkserver protocol, for a unit harness.
+//!
+//! `libafl_targets` speaks the protocol and owns the SanitizerCoverage edge map and
+//! the trace-cmp CmpLog map; this module maps them (and the test-case buffer) onto
+//! the shared memory the fuzzer created, then serves executions. The restored unit
+//! lives in the forkserver process; each execution runs in a fork of it, so the
+//! function's effects never carry over.
+
+use crate::fuzz::Session;
+use libafl_bolts::shmem::{ShMemProvider, UnixShMemProvider};
+use libafl_targets::{
+    map_cmplog_shared_memory, map_input_shared_memory, map_shared_memory, start_forkserver, ForkserverState,
+    MaybePersistentForkserverParent, CMPLOG_ENABLED, INPUT_LENGTH_PTR, INPUT_PTR, MAX_EDGES_FOUND, SHM_FUZZING,
+    __afl_map_size,
+};
+
+fn die(what: &str, err: impl std::fmt::Display) -> ! {
+    eprintln!("trestle harness: {what}: {err}");
+    // SAFETY: ends the process.
+    unsafe { libc::_exit(3) }
+}
+
+/// The number of edges SanitizerCoverage registered (the map size the fuzzer needs).
+pub fn edges() -> usize {
+    // SAFETY: written only by the guard initialisers, which ran before main.
+    unsafe { MAX_EDGES_FOUND }.max(1)
+}
+
+/// Serve executions to a fuzzer; without one (no `__AFL_SHM_ID`), run the recorded
+/// values once. Never returns.
+pub fn serve(session: &mut Session) -> ! {
+    if std::env::var_os("__AFL_SHM_ID").is_none() {
+        session.apply(&[]);
+        session.execute();
+        // SAFETY: ends the process.
+        unsafe { libc::_exit(0) }
+    }
+    let mut provider = UnixShMemProvider::new().unwrap_or_else(|e| die("shared memory", e));
+    let host_size: usize = std::env::var("AFL_MAP_SIZE").ok().and_then(|s| s.parse().ok()).unwrap_or(65536);
+    let edges = edges();
+    if edges > host_size {
+        die("map size", format!("the program has {edges} edges, the fuzzer's map {host_size}"));
+    }
+    // SAFETY: single-threaded set-up before the first fork; libafl_targets reads
+    // these statics when it speaks the protocol.
+    unsafe {
+        __afl_map_size = edges;
+    }
+    map_shared_memory(&mut provider).unwrap_or_else(|e| die("edge map", e));
+    let shm_input = std::env::var_os("__AFL_SHM_FUZZ_ID").is_some();
+    if shm_input {
+        map_input_shared_memory(&mut provider).unwrap_or_else(|e| die("test case memory", e));
+        // SAFETY: as above.
+        unsafe { SHM_FUZZING = 1 };
+    }
+    if std::env::var_os("__AFL_CMPLOG_SHM_ID").is_some() {
+        map_cmplog_shared_memory(&mut provider).unwrap_or_else(|e| die("cmplog map", e));
+        // SAFETY: as above.
+        unsafe { CMPLOG_ENABLED = 1 };
+    }
+    match start_forkserver(&mut MaybePersistentForkserverParent::new()) {
+        Ok(ForkserverState::Child) => {}
+        Ok(ForkserverState::NoAfl) => {
+            session.apply(&[]);
+            session.execute();
+            // SAFETY: ends the process.
+            unsafe { libc::_exit(0) }
+        }
+        Err(e) => die("forkserver", e),
+    }
+    let input: Vec<u8> = if shm_input {
+        // SAFETY: the fuzzer wrote a length and that many bytes before starting us.
+        unsafe { std::slice::from_raw_parts(INPUT_PTR, *INPUT_LENGTH_PTR as usize).to_vec() }
+    } else {
+        let mut v = Vec::new();
+        let _ = std::io::Read::read_to_end(&mut std::io::stdin().lock(), &mut v);
+        v
+    };
+    session.apply(&input);
+    session.execute();
+    // SAFETY: the execution is over; the fork exits without running exit handlers.
+    unsafe { libc::_exit(0) }
+}

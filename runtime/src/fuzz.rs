@@ -1,0 +1,194 @@
+//! Unit harness mode: the program restores one carved context and then executes the
+//! function again and again with new values for the unit's parameters.
+//!
+//! The context is restored once, in the process that serves the fuzzer; every
+//! execution runs in a fork of it, so nothing one execution does (writes, frees,
+//! `exit`, a crash) reaches the next. An execution decodes the input
+//! (`trestle_abi::fuzz`), writes each value at its site — a string of a new length
+//! gets a fresh extent and every pointer to the old one is moved to it, a length
+//! companion follows — and calls the function through its thunk.
+
+use crate::replay::{arena_alloc, set_up};
+use crate::lock;
+use trestle_abi::fuzz::{decode_values, FuzzRequest, ParamValue, ENV_FUZZ, ENV_FUZZ_INPUT};
+use trestle_abi::unit::{Param, ParamKind, ParamSite};
+use trestle_abi::Value;
+
+/// A pointer to an extent, to be moved when the extent is replaced.
+#[derive(Debug, Clone, Copy)]
+enum Ref {
+    /// Argument `k`, pointing `offset` bytes in.
+    Arg { k: usize, offset: u64 },
+    /// The word at `at` (an address), pointing `offset` bytes in.
+    Word { at: usize, offset: u64 },
+}
+
+/// A restored unit, ready to execute with new parameter values.
+pub struct Session {
+    thunk: usize,
+    slots: Vec<u64>,
+    addrs: Vec<usize>,
+    lens: Vec<u64>,
+    refs: Vec<Vec<Ref>>,
+    params: Vec<Param>,
+}
+
+impl Session {
+    /// Set up from the request named by the environment.
+    pub fn from_env() -> Result<Session, String> {
+        let path = std::env::var_os(ENV_FUZZ).ok_or("no fuzz request")?;
+        let bytes = std::fs::read(&path)
+            .map_err(|e| format!("cannot read fuzz request {}: {e}", std::path::Path::new(&path).display()))?;
+        let req: FuzzRequest = bincode::deserialize(&bytes).map_err(|e| format!("corrupted fuzz request: {e}"))?;
+        let mut g = lock();
+        let rt = g.as_mut().ok_or("runtime not initialised")?;
+        let set = set_up(rt, req.binary_id, &req.context)?;
+        let n = req.context.graph.extents.len();
+        let mut refs = vec![Vec::new(); n];
+        for (k, a) in req.context.args.iter().enumerate() {
+            if let Value::Ptr { extent, offset } = *a {
+                if let Some(r) = refs.get_mut(extent as usize) {
+                    r.push(Ref::Arg { k, offset });
+                }
+            }
+        }
+        for (i, e) in req.context.graph.extents.iter().enumerate() {
+            for p in &e.pointers {
+                if let Value::Ptr { extent, offset } = p.target {
+                    if let Some(r) = refs.get_mut(extent as usize) {
+                        r.push(Ref::Word { at: set.addrs[i] + p.offset as usize, offset });
+                    }
+                }
+            }
+        }
+        for p in &req.params {
+            if let ParamSite::Memory { extent, offset, len } = p.site {
+                let fits = req.context.graph.extents.get(extent as usize).is_some_and(|e| offset + len <= e.len);
+                if !fits {
+                    return Err(format!("parameter at e{extent}+{offset} no longer fits its extent"));
+                }
+            }
+        }
+        Ok(Session {
+            thunk: set.thunk,
+            slots: set.slots,
+            addrs: set.addrs,
+            lens: req.context.graph.extents.iter().map(|e| e.len).collect(),
+            refs,
+            params: req.params,
+        })
+    }
+
+    /// Write `input`'s values into the restored context. Meant for a forked child:
+    /// the changes are not undone.
+    pub fn apply(&mut self, input: &[u8]) {
+        let values = decode_values(&self.params, input);
+        for (p, v) in self.params.clone().iter().zip(values) {
+            match (p.site, p.kind, v) {
+                (ParamSite::Arg(k), ParamKind::Int { bits }, ParamValue::Int(x)) => {
+                    self.set_arg(k as usize, x, bits);
+                }
+                (ParamSite::Memory { extent, offset, len }, ParamKind::Bytes { nul, resizable }, ParamValue::Bytes(b)) => {
+                    let new_len = self.write_string(extent as usize, offset, len, nul, resizable, &b);
+                    for c in &p.companions {
+                        let value = new_len as i64 + c.delta;
+                        match c.site {
+                            ParamSite::Arg(k) => self.set_arg(k as usize, value, c.bits),
+                            ParamSite::Memory { extent, offset, .. } => {
+                                let at = self.addrs[extent as usize] + offset as usize;
+                                // SAFETY: the companion lies inside its restored extent.
+                                unsafe {
+                                    if c.bits == 64 {
+                                        std::ptr::write_unaligned(at as *mut i64, value);
+                                    } else {
+                                        std::ptr::write_unaligned(at as *mut i32, value as i32);
+                                    }
+                                }
+                            }
+                        }
+                    }
+                }
+                _ => {}
+            }
+        }
+    }
+
+    fn set_arg(&mut self, k: usize, x: i64, bits: u16) {
+        if let Some(s) = self.slots.get_mut(k) {
+            let mask = if bits >= 64 { u64::MAX } else { (1u64 << bits) - 1 };
+            *s = (x as u64) & mask;
+        }
+    }
+
+    /// Write a string value; returns the length written.
+    fn write_string(&mut self, extent: usize, offset: u64, len: u64, nul: bool, resizable: bool, b: &[u8]) -> usize {
+        let term = nul as usize;
+        if resizable && b.len() as u64 != len {
+            // A fresh extent of the new length; move every pointer to the old one.
+            let Ok(new) = arena_alloc(b.len() + term, 16) else { return len as usize };
+            // SAFETY: `new` has room for the bytes and the terminator.
+            unsafe {
+                std::ptr::copy_nonoverlapping(b.as_ptr(), new as *mut u8, b.len());
+                if nul {
+                    *((new + b.len()) as *mut u8) = 0;
+                }
+            }
+            for r in &self.refs[extent] {
+                match *r {
+                    Ref::Arg { k, offset } => self.slots[k] = (new as u64).wrapping_add(offset),
+                    // SAFETY: `at` is a pointer word inside a restored extent.
+                    Ref::Word { at, offset } => unsafe {
+                        std::ptr::write_unaligned(at as *mut u64, (new as u64).wrapping_add(offset))
+                    },
+                }
+            }
+            self.addrs[extent] = new;
+            self.lens[extent] = (b.len() + term) as u64;
+            return b.len();
+        }
+        // In place, cut to the room there is.
+        let room = (self.lens[extent].saturating_sub(offset) as usize).saturating_sub(term);
+        let n = b.len().min(room);
+        let at = self.addrs[extent] + offset as usize;
+        // SAFETY: `at..at+n+term` lies inside the restored extent.
+        unsafe {
+            std::ptr::copy_nonoverlapping(b.as_ptr(), at as *mut u8, n);
+            if nul {
+                *((at + n) as *mut u8) = 0;
+            }
+        }
+        n
+    }
+
+    /// Call the function once with the current values.
+    pub fn execute(&mut self) -> u64 {
+        // SAFETY: the thunk of this function, with at least as many slots as it reads.
+        unsafe {
+            let f: extern "C" fn(*const u64) -> u64 = std::mem::transmute(self.thunk);
+            f(self.slots.as_ptr())
+        }
+    }
+}
+
+fn die(msg: &str) -> ! {
+    eprintln!("trestle harness: {msg}");
+    // SAFETY: ends the process.
+    unsafe { libc::_exit(3) }
+}
+
+/// Serve the unit: run one input from a file (`TRESTLE_FUZZ_INPUT`), or serve a
+/// fuzzer through the forkserver protocol. Never returns.
+pub fn run() -> ! {
+    let mut session = match crate::guard("harness setup", Session::from_env) {
+        Ok(s) => s,
+        Err(e) => die(&e),
+    };
+    if let Some(path) = std::env::var_os(ENV_FUZZ_INPUT) {
+        let input = std::fs::read(&path).unwrap_or_else(|e| die(&format!("cannot read input: {e}")));
+        session.apply(&input);
+        session.execute();
+        // SAFETY: ends the process.
+        unsafe { libc::_exit(0) }
+    }
+    crate::forkserver::serve(&mut session)
+}
