@@ -15,6 +15,8 @@ pub struct Binary {
     pub id: u64,
     /// Its instrumented functions by id.
     pub functions: HashMap<u64, FnMeta>,
+    /// Short constant strings by global id.
+    pub strings: HashMap<u64, Vec<u8>>,
 }
 
 impl Binary {
@@ -32,13 +34,52 @@ impl Binary {
             .with_context(|| format!("cannot read the {SECTION_META} section of {}", path.display()))?;
         let modules = decode_meta_section(bytes).with_context(|| format!("in {}", path.display()))?;
         let mut functions = HashMap::new();
+        let mut strings = HashMap::new();
         for m in modules {
             for f in m.functions {
                 functions.entry(f.id).or_insert(f);
             }
+            for g in m.globals {
+                if let Some(t) = g.text {
+                    strings.insert(g.id, t);
+                }
+            }
         }
         let path = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_owned());
-        Ok(Binary { path, id: binary_id(bytes), functions })
+        Ok(Binary { path, id: binary_id(bytes), functions, strings })
+    }
+
+    /// Functions reachable from `id` through direct calls (itself included).
+    pub fn callees_closure(&self, id: u64) -> Vec<&FnMeta> {
+        let mut seen = std::collections::HashSet::new();
+        let mut work = vec![id];
+        let mut out = Vec::new();
+        while let Some(f) = work.pop() {
+            if !seen.insert(f) {
+                continue;
+            }
+            if let Some(m) = self.functions.get(&f) {
+                out.push(m);
+                work.extend(m.callees.iter().copied());
+            }
+        }
+        out
+    }
+
+    /// The string literals and compared constants of the code `id` can reach: a
+    /// dictionary for fuzzing it.
+    pub fn dictionary_for(&self, id: u64) -> (Vec<Vec<u8>>, Vec<i64>) {
+        let mut words = std::collections::BTreeSet::new();
+        let mut ints = std::collections::BTreeSet::new();
+        for f in self.callees_closure(id) {
+            ints.extend(f.cmp_constants.iter().copied());
+            for g in &f.globals {
+                if let Some(t) = self.strings.get(g) {
+                    words.insert(t.clone());
+                }
+            }
+        }
+        (words.into_iter().take(1000).collect(), ints.into_iter().take(1000).collect())
     }
 
     /// The display name of function `id`.

@@ -3,7 +3,7 @@
 
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
-use trestle_bridge::{carve, record, replay, show};
+use trestle_bridge::{carve, fuzz, record, replay, show};
 
 /// trestle: a test generation bridge for C and C++ programs.
 ///
@@ -26,6 +26,8 @@ enum Command {
     Replay(replay::ReplayArgs),
     /// Print a unit readably.
     Show(show::ShowArgs),
+    /// Fuzz a unit's parameters with LibAFL.
+    Fuzz(fuzz::FuzzArgs),
 }
 
 fn main() -> ExitCode {
@@ -35,6 +37,7 @@ fn main() -> ExitCode {
         Command::Carve(a) => carve::run(a).map(|_| ()),
         Command::Replay(a) => replay::run(a).map(|_| ()),
         Command::Show(a) => show::run(a),
+        Command::Fuzz(a) => fuzz::run(a).map(|_| ()),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -1,5 +1,401 @@
 //! trestle's unit fuzzer: LibAFL over the parameters of one carved unit.
 //!
-//! Owns the fuzzing loop on the host side (executors, observers, mutators, objectives).
-//! It must not touch carving or lifting; it consumes `trestle_abi::unit::Unit`s and
-//! produces inputs. Nothing is implemented yet: the map-and-fuzz issue builds it.
+//! The instrumented program itself is the harness (`TRESTLE_FUZZ`): it restores the
+//! unit's context once and serves executions through the AFL++ forkserver protocol,
+//! one fork per execution. This crate drives it from the host with LibAFL's
+//! `ForkserverExecutor`: edge coverage from SanitizerCoverage in shared memory
+//! (hit counts), CmpLog from `trace-cmp` through a second, tracing executor and an
+//! input-to-state stage, havoc plus dictionary mutations (strings and compared
+//! constants the binary describes) plus the paper's value mutations per parameter
+//! ([`mutators`]), and crash and timeout objectives.
+//!
+//! Output follows AFL's layout: `queue/`, `crashes/`, `timeouts/`, with the unit in
+//! `unit.unit` and, for every crash, the decoded parameter values next to it.
+//! It owns the fuzzing loop and nothing else: no carving, no lifting.
+
+pub mod mutators;
+
+use libafl::corpus::{Corpus, InMemoryOnDiskCorpus, OnDiskCorpus};
+use libafl::events::SimpleEventManager;
+use libafl::executors::forkserver::ForkserverExecutor;
+use libafl::executors::StdChildArgs;
+use libafl::feedbacks::{CrashFeedback, MaxMapFeedback, TimeFeedback, TimeoutFeedback};
+use libafl::fuzzer::{Evaluator, Fuzzer, StdFuzzer};
+use libafl::inputs::BytesInput;
+use libafl::monitors::SimpleMonitor;
+use libafl::mutators::{havoc_mutations, tokens_mutations, HavocScheduledMutator, I2SRandReplace, Tokens};
+use libafl::observers::{CanTrack, HitcountsMapObserver, StdMapObserver, TimeObserver};
+use libafl::schedulers::{IndexesLenTimeMinimizerScheduler, QueueScheduler};
+use libafl::stages::{StdMutationalStage, TracingStage};
+use libafl::state::{HasCorpus, HasExecutions, HasSolutions, StdState};
+use libafl::{feedback_or, feedback_or_fast, HasMetadata};
+use libafl_bolts::rands::StdRand;
+use libafl_bolts::shmem::{ShMem, ShMemProvider, UnixShMemProvider};
+use libafl_bolts::tuples::{tuple_list, Merge};
+use libafl_bolts::StdTargetArgs;
+use libafl_targets::{AflppCmpLogMap, CmpLogMap, CmpLogObserver};
+use nix::sys::signal::Signal;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+use trestle_abi::fuzz::{decode_values, encode_values, original_value, FuzzRequest, ParamValue, ENV_FUZZ, ENV_FUZZ_INPUT};
+use trestle_abi::unit::Unit;
+
+/// Edge map size offered to the harness.
+pub const MAP_SIZE: usize = 1 << 16;
+
+/// What went wrong.
+#[derive(Debug, thiserror::Error)]
+pub enum FuzzError {
+    /// A file could not be read or written.
+    #[error("{what} {}: {source}", path.display())]
+    Io {
+        /// What was being done.
+        what: &'static str,
+        /// The file.
+        path: PathBuf,
+        /// The error.
+        source: std::io::Error,
+    },
+    /// LibAFL refused (the harness did not start, say).
+    #[error("{0}")]
+    Libafl(String),
+    /// The unit has nothing to fuzz.
+    #[error("unit of {0} has no parameters: none of its context values occur in the system input")]
+    NoParams(String),
+}
+
+fn lib(e: libafl::Error) -> FuzzError {
+    FuzzError::Libafl(e.to_string())
+}
+
+fn io<'a>(what: &'static str, path: &'a Path) -> impl FnOnce(std::io::Error) -> FuzzError + 'a {
+    move |source| FuzzError::Io { what, path: path.to_owned(), source }
+}
+
+/// Words and integers the mutators may insert.
+#[derive(Debug, Clone, Default)]
+pub struct Dictionary {
+    /// Byte strings (string literals of the program).
+    pub words: Vec<Vec<u8>>,
+    /// Integers (constants the program compares against).
+    pub ints: Vec<i64>,
+}
+
+/// One fuzzing campaign over one unit.
+#[derive(Debug, Clone)]
+pub struct FuzzConfig {
+    /// The instrumented program the unit was carved from.
+    pub program: PathBuf,
+    /// The unit.
+    pub unit: Unit,
+    /// Output directory.
+    pub out: PathBuf,
+    /// How long to fuzz.
+    pub time: Duration,
+    /// Time limit per execution.
+    pub timeout: Duration,
+    /// Random seed.
+    pub seed: u64,
+    /// Use CmpLog (input-to-state).
+    pub cmplog: bool,
+    /// Dictionary.
+    pub dictionary: Dictionary,
+    /// Print a status line every second.
+    pub progress: bool,
+    /// Stop at the first crash.
+    pub stop_on_crash: bool,
+}
+
+/// What a campaign did.
+#[derive(Debug, Clone, Default, serde::Serialize)]
+pub struct FuzzReport {
+    /// Executions.
+    pub executions: u64,
+    /// Wall time.
+    pub seconds: f64,
+    /// Inputs in the queue.
+    pub corpus: usize,
+    /// Inputs that crash the unit.
+    pub crashes: Vec<PathBuf>,
+    /// Inputs that time out.
+    pub timeouts: Vec<PathBuf>,
+    /// Seconds until the first crash.
+    pub first_crash_after: Option<f64>,
+}
+
+/// A crash or timeout, described for people and for lifting.
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+pub struct Finding {
+    /// "crash" or "timeout".
+    pub kind: String,
+    /// Signal that ended the execution, for a crash.
+    pub signal: Option<i32>,
+    /// The input file (raw encoding).
+    pub input: PathBuf,
+    /// Decoded values, one per parameter: strings as text where printable.
+    pub values: Vec<String>,
+}
+
+/// A value as the function sees it: integers cut to their width.
+pub fn describe(p: &trestle_abi::unit::Param, v: &ParamValue) -> String {
+    match (v, p.kind) {
+        (ParamValue::Int(i), trestle_abi::unit::ParamKind::Int { bits }) if bits < 64 => {
+            let shift = 64 - bits as u32;
+            ((i << shift) >> shift).to_string()
+        }
+        (ParamValue::Int(i), _) => i.to_string(),
+        (ParamValue::Bytes(b), _) => format!("{:?}", String::from_utf8_lossy(b)),
+    }
+}
+
+/// Run one input through the harness in a fresh process; returns the terminating
+/// signal, or `None` if it exited (or timed out, reported as `Some(-1)`).
+pub fn run_input(program: &Path, request: &Path, input: &Path, cwd: &Path, timeout: Duration) -> Option<i32> {
+    use std::os::unix::process::{CommandExt, ExitStatusExt};
+    let mut cmd = std::process::Command::new(program);
+    cmd.env(ENV_FUZZ, request)
+        .env(ENV_FUZZ_INPUT, input)
+        .current_dir(cwd)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null());
+    // SAFETY: personality() only affects the child.
+    unsafe {
+        cmd.pre_exec(|| {
+            libc_personality();
+            Ok(())
+        });
+    }
+    let mut child = cmd.spawn().ok()?;
+    let start = Instant::now();
+    loop {
+        match child.try_wait() {
+            Ok(Some(st)) => return st.signal(),
+            Ok(None) if start.elapsed() > timeout => {
+                let _ = child.kill();
+                let _ = child.wait();
+                return Some(-1);
+            }
+            Ok(None) => std::thread::sleep(Duration::from_millis(2)),
+            Err(_) => return None,
+        }
+    }
+}
+
+fn libc_personality() {
+    extern "C" {
+        fn personality(persona: std::os::raw::c_ulong) -> std::os::raw::c_int;
+    }
+    const ADDR_NO_RANDOMIZE: std::os::raw::c_ulong = 0x0040000;
+    // SAFETY: sets a flag on the calling process.
+    unsafe {
+        personality(ADDR_NO_RANDOMIZE);
+    }
+}
+
+/// Fuzz one unit.
+pub fn fuzz(cfg: &FuzzConfig) -> Result<FuzzReport, FuzzError> {
+    let unit = &cfg.unit;
+    if unit.params.is_empty() {
+        return Err(FuzzError::NoParams(unit.function.clone()));
+    }
+    let out = &cfg.out;
+    for d in ["queue", "crashes", "timeouts", ".solutions", "cwd"] {
+        std::fs::create_dir_all(out.join(d)).map_err(io("cannot create", &out.join(d)))?;
+    }
+    let out = std::fs::canonicalize(out).map_err(io("cannot resolve", out))?;
+    std::fs::write(out.join("unit.unit"), unit.encode()).map_err(io("cannot write", &out.join("unit.unit")))?;
+    let request = out.join("request.bin");
+    let req = FuzzRequest { binary_id: unit.binary_id, context: unit.context.clone(), params: unit.params.clone() };
+    std::fs::write(&request, bincode::serialize(&req).map_err(|e| FuzzError::Libafl(e.to_string()))?)
+        .map_err(io("cannot write", &request))?;
+    // The unit may reopen the system test's files: give it their working directory.
+    let cwd = out.join("cwd");
+    for (name, bytes) in &unit.system_test.files {
+        let p = cwd.join(name);
+        if let Some(parent) = p.parent() {
+            std::fs::create_dir_all(parent).map_err(io("cannot create", parent))?;
+        }
+        std::fs::write(&p, bytes).map_err(io("cannot write", &p))?;
+    }
+    let previous_dir = std::env::current_dir().ok();
+    std::env::set_current_dir(&cwd).map_err(io("cannot enter", &cwd))?;
+    // Recorded addresses of C library objects stay valid only without ASLR; the
+    // harness inherits this.
+    libc_personality();
+    let result = campaign(cfg, &out, &request);
+    if let Some(d) = previous_dir {
+        let _ = std::env::set_current_dir(d);
+    }
+    let mut report = result?;
+
+    // Sort the objective's finds into crashes and timeouts by running each alone.
+    for entry in std::fs::read_dir(out.join(".solutions")).map_err(io("cannot list", &out.join(".solutions")))? {
+        let Ok(entry) = entry else { continue };
+        let path = entry.path();
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if name.starts_with('.') || path.extension().is_some_and(|e| e == "json" || e == "metadata") {
+            continue;
+        }
+        let sig = run_input(&cfg.program, &request, &path, &cwd, cfg.timeout * 4);
+        let (kind, dir) = match sig {
+            Some(-1) => ("timeout", "timeouts"),
+            Some(_) => ("crash", "crashes"),
+            None => continue, // did not reproduce alone
+        };
+        let dest = out.join(dir).join(&name);
+        let _ = std::fs::rename(&path, &dest);
+        let bytes = std::fs::read(&dest).unwrap_or_default();
+        let values = unit.params.iter().zip(decode_values(&unit.params, &bytes)).map(|(p, v)| describe(p, &v)).collect();
+        let finding = Finding { kind: kind.into(), signal: sig.filter(|s| *s > 0), input: dest.clone(), values };
+        let _ = std::fs::write(dest.with_extension("json"), serde_json::to_vec_pretty(&finding).unwrap_or_default());
+        if kind == "crash" {
+            report.crashes.push(dest);
+        } else {
+            report.timeouts.push(dest);
+        }
+    }
+    Ok(report)
+}
+
+fn campaign(cfg: &FuzzConfig, out: &Path, request: &Path) -> Result<FuzzReport, FuzzError> {
+    let unit = &cfg.unit;
+    let mut sp = UnixShMemProvider::new().map_err(lib)?;
+    let mut edges_shmem = sp.new_shmem(MAP_SIZE).map_err(lib)?;
+    // SAFETY: writes the shared memory id to this process's environment before any
+    // thread is spawned; the harness reads it from its own environment.
+    unsafe { edges_shmem.write_to_env("__AFL_SHM_ID").map_err(lib)? };
+    // SAFETY: the map lives as long as the observer (both are dropped at the end).
+    let edges_observer =
+        unsafe { HitcountsMapObserver::new(StdMapObserver::new("edges", &mut edges_shmem[..])).track_indices() };
+    let time_observer = TimeObserver::new("time");
+    let mut feedback = feedback_or!(MaxMapFeedback::new(&edges_observer), TimeFeedback::new(&time_observer));
+    let mut objective = feedback_or_fast!(CrashFeedback::new(), TimeoutFeedback::new());
+    let mut state = StdState::new(
+        StdRand::with_seed(cfg.seed),
+        InMemoryOnDiskCorpus::<BytesInput>::new(out.join("queue")).map_err(lib)?,
+        OnDiskCorpus::new(out.join(".solutions")).map_err(lib)?,
+        &mut feedback,
+        &mut objective,
+    )
+    .map_err(lib)?;
+    let mut tokens = Tokens::new();
+    tokens.add_tokens(cfg.dictionary.words.iter());
+    for i in &cfg.dictionary.ints {
+        tokens.add_token(&i.to_le_bytes().to_vec());
+        if let Ok(v) = i32::try_from(*i) {
+            tokens.add_token(&v.to_le_bytes().to_vec());
+        }
+    }
+    state.add_metadata(tokens);
+
+    let mut mgr = SimpleEventManager::new(SimpleMonitor::new(|_| {}));
+    let scheduler = IndexesLenTimeMinimizerScheduler::new(&edges_observer, QueueScheduler::new());
+    let mut fuzzer = StdFuzzer::new(scheduler, feedback, objective);
+
+    let program = cfg.program.display().to_string();
+    let mut in_sp = UnixShMemProvider::new().map_err(lib)?;
+    let mut executor = ForkserverExecutor::builder()
+        .program(program.clone())
+        .env(ENV_FUZZ, request.display().to_string())
+        .env("AFL_MAP_SIZE", MAP_SIZE.to_string())
+        .coverage_map_size(MAP_SIZE)
+        .timeout(cfg.timeout)
+        .is_persistent(false)
+        .kill_signal(Signal::SIGKILL)
+        .shmem_provider(&mut in_sp)
+        .build_dynamic_map(edges_observer, tuple_list!(time_observer))
+        .map_err(|e| FuzzError::Libafl(format!("cannot start the harness {program}: {e}")))?;
+
+    let original: Vec<ParamValue> = unit.params.iter().map(original_value).collect();
+    fuzzer
+        .add_input(&mut state, &mut executor, &mut mgr, BytesInput::new(encode_values(&original)))
+        .map_err(lib)?;
+
+    let mutations = havoc_mutations().merge(tokens_mutations());
+    let havoc = StdMutationalStage::new(HavocScheduledMutator::new(mutations));
+    let values = StdMutationalStage::new(HavocScheduledMutator::with_max_stack_pow(
+        tuple_list!(mutators::ParamValueMutator::new(
+            unit.params.clone(),
+            cfg.dictionary.words.clone(),
+            cfg.dictionary.ints.clone()
+        )),
+        2,
+    ));
+    let start = Instant::now();
+    let mut report = FuzzReport::default();
+    if cfg.cmplog {
+        let mut cmp_shmem = sp.uninit_on_shmem::<AflppCmpLogMap>().map_err(lib)?;
+        let cmp_id = cmp_shmem.id().to_string();
+        // SAFETY: the map outlives the observer; the hooks write LibAFL's CmpLogMap
+        // layout into the (larger) AFL++-sized segment.
+        let cmplog_observer =
+            unsafe { CmpLogObserver::with_map_ptr("cmplog", cmp_shmem.as_mut_ptr() as *mut CmpLogMap, true) };
+        let mut cmp_in_sp = UnixShMemProvider::new().map_err(lib)?;
+        let cmplog_executor = ForkserverExecutor::builder()
+            .program(program.clone())
+            .env(ENV_FUZZ, request.display().to_string())
+            .env("AFL_MAP_SIZE", MAP_SIZE.to_string())
+            .env("__AFL_CMPLOG_SHM_ID", cmp_id)
+            .coverage_map_size(MAP_SIZE)
+            .timeout(cfg.timeout * 10)
+            .is_persistent(false)
+            .kill_signal(Signal::SIGKILL)
+            .shmem_provider(&mut cmp_in_sp)
+            .build(tuple_list!(cmplog_observer))
+            .map_err(|e| FuzzError::Libafl(format!("cannot start the tracing harness {program}: {e}")))?;
+        let tracing = TracingStage::new(cmplog_executor);
+        let i2s = StdMutationalStage::new(HavocScheduledMutator::new(tuple_list!(I2SRandReplace::new())));
+        let mut stages = tuple_list!(tracing, i2s, values, havoc);
+        run_loop(cfg, start, &mut report, &mut fuzzer, &mut stages, &mut executor, &mut state, &mut mgr)?;
+    } else {
+        let mut stages = tuple_list!(values, havoc);
+        run_loop(cfg, start, &mut report, &mut fuzzer, &mut stages, &mut executor, &mut state, &mut mgr)?;
+    }
+    report.executions = *state.executions();
+    report.seconds = start.elapsed().as_secs_f64();
+    report.corpus = state.corpus().count();
+    Ok(report)
+}
+
+#[allow(clippy::too_many_arguments)]
+fn run_loop<Z, ST, E, S, EM>(
+    cfg: &FuzzConfig,
+    start: Instant,
+    report: &mut FuzzReport,
+    fuzzer: &mut Z,
+    stages: &mut ST,
+    executor: &mut E,
+    state: &mut S,
+    mgr: &mut EM,
+) -> Result<(), FuzzError>
+where
+    Z: Fuzzer<E, EM, BytesInput, S, ST>,
+    S: HasExecutions + HasSolutions<BytesInput> + HasCorpus<BytesInput>,
+{
+    let mut last = Instant::now();
+    while start.elapsed() < cfg.time {
+        fuzzer.fuzz_one(stages, executor, state, mgr).map_err(lib)?;
+        let solutions = state.solutions().count();
+        if solutions > 0 && report.first_crash_after.is_none() {
+            report.first_crash_after = Some(start.elapsed().as_secs_f64());
+            if cfg.stop_on_crash {
+                break;
+            }
+        }
+        if cfg.progress && last.elapsed() >= Duration::from_secs(1) {
+            last = Instant::now();
+            let el = start.elapsed().as_secs_f64();
+            let execs = *state.executions();
+            eprintln!(
+                "[fuzz {:>4.0}s] {} execs ({:.0}/s), corpus {}, objectives {}",
+                el,
+                execs,
+                execs as f64 / el.max(1e-9),
+                state.corpus().count(),
+                solutions
+            );
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,95 @@
+//! `trestle fuzz`: run the unit fuzzer on one carved unit.
+
+use crate::binary::Binary;
+use crate::systest::parse_duration;
+use crate::units::read_unit;
+use anyhow::{bail, Context as _, Result};
+use std::path::PathBuf;
+use std::time::Duration;
+use trestle_unit_fuzz::{Dictionary, FuzzConfig, FuzzReport};
+
+/// Arguments of `trestle fuzz`.
+#[derive(Debug, clap::Args)]
+pub struct FuzzArgs {
+    /// A unit file (from `trestle carve`).
+    pub unit: PathBuf,
+    /// How long to fuzz.
+    #[arg(long, default_value = "60s", value_parser = parse_duration)]
+    pub time: Duration,
+    /// Output directory (AFL layout: queue/, crashes/, timeouts/).
+    #[arg(long)]
+    pub out: PathBuf,
+    /// Cores to fuzz on.
+    #[arg(long, default_value_t = 1)]
+    pub cores: usize,
+    /// Program to fuzz in (default: the one the unit was carved from).
+    #[arg(long)]
+    pub program: Option<PathBuf>,
+    /// Time limit per execution.
+    #[arg(long, default_value = "1s", value_parser = parse_duration)]
+    pub timeout: Duration,
+    /// Random seed.
+    #[arg(long, default_value_t = 0)]
+    pub seed: u64,
+    /// Turn CmpLog (input-to-state comparison solving) off.
+    #[arg(long)]
+    pub no_cmplog: bool,
+    /// Stop at the first crash.
+    #[arg(long)]
+    pub stop_on_crash: bool,
+    /// Print the report as JSON on stdout.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Run `trestle fuzz`.
+pub fn run(args: &FuzzArgs) -> Result<FuzzReport> {
+    if args.cores != 1 {
+        bail!("--cores {}: multi-core fuzzing is not available yet; use --cores 1", args.cores);
+    }
+    let unit = read_unit(&args.unit)?;
+    let program = args.program.clone().unwrap_or_else(|| PathBuf::from(&unit.provenance.program));
+    let binary = Binary::load(&program).with_context(|| format!("fuzzing {}", args.unit.display()))?;
+    if binary.id != unit.binary_id {
+        bail!(
+            "unit {} was carved from another binary (id {:016x}); {} is {:016x}",
+            args.unit.display(),
+            unit.binary_id,
+            program.display(),
+            binary.id
+        );
+    }
+    let (words, ints) = binary.dictionary_for(unit.context.fn_id);
+    let cfg = FuzzConfig {
+        program: binary.path.clone(),
+        unit,
+        out: args.out.clone(),
+        time: args.time,
+        timeout: args.timeout,
+        seed: args.seed,
+        cmplog: !args.no_cmplog,
+        dictionary: Dictionary { words, ints },
+        progress: !args.json,
+        stop_on_crash: args.stop_on_crash,
+    };
+    let report = trestle_unit_fuzz::fuzz(&cfg).with_context(|| format!("fuzzing {}", args.unit.display()))?;
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+    } else {
+        eprintln!(
+            "fuzzed {} for {:.1}s: {} executions ({:.0}/s), {} in queue, {} crash(es), {} timeout(s){}",
+            cfg.unit.function,
+            report.seconds,
+            report.executions,
+            report.executions as f64 / report.seconds.max(1e-9),
+            report.corpus,
+            report.crashes.len(),
+            report.timeouts.len(),
+            report.first_crash_after.map(|t| format!("; first after {t:.1}s")).unwrap_or_default()
+        );
+        for c in &report.crashes {
+            eprintln!("  crash: {}", c.display());
+        }
+    }
+    Ok(report)
+}
