@@ -151,16 +151,30 @@ pub fn map_params(ctx: &Context, meta: Option<&FnMeta>, test: &SystemTest) -> Ve
         let Value::Bits(raw) = a else { continue };
         let v = sign_extend(*raw, bits);
         let site = ParamSite::Arg(i as u32);
-        let mut companion_of = None;
+        // A length companion: prefer an exact length over length + 1, and a string
+        // that an argument points at over one elsewhere.
+        let pointed: Vec<(u32, u64)> = ctx
+            .args
+            .iter()
+            .filter_map(|a| match a {
+                Value::Ptr { extent, offset } => Some((*extent, *offset)),
+                _ => None,
+            })
+            .collect();
+        let mut companion_of: Option<(usize, i64, u8)> = None;
         for (k, p) in params.iter().enumerate() {
-            if let ParamKind::Bytes { .. } = p.kind {
-                let len = p.original.len() as i64;
-                if v == len || v == len + 1 {
-                    companion_of = Some((k, v - len));
-                    break;
-                }
+            let (ParamKind::Bytes { .. }, ParamSite::Memory { extent, offset, .. }) = (p.kind, p.site) else { continue };
+            let len = p.original.len() as i64;
+            let delta = v - len;
+            if delta != 0 && delta != 1 {
+                continue;
+            }
+            let rank = (delta == 0) as u8 * 2 + pointed.contains(&(extent, offset)) as u8;
+            if companion_of.is_none_or(|(_, _, r)| rank > r) {
+                companion_of = Some((k, delta, rank));
             }
         }
+        let companion_of = companion_of.map(|(k, d, _)| (k, d));
         if let Some((k, delta)) = companion_of {
             params[k].companions.push(Companion { site, bits, delta });
             continue;
