@@ -37,6 +37,10 @@ pub struct FuzzArgs {
     /// Stop at the first crash.
     #[arg(long)]
     pub stop_on_crash: bool,
+    /// One process per execution instead of a persistent harness that resets the
+    /// context between executions (slower, fully isolated).
+    #[arg(long)]
+    pub fork_per_exec: bool,
     /// Print the report as JSON on stdout.
     #[arg(long)]
     pub json: bool,
@@ -71,6 +75,7 @@ pub fn run(args: &FuzzArgs) -> Result<FuzzReport> {
         dictionary: Dictionary { words, ints },
         progress: !args.json,
         stop_on_crash: args.stop_on_crash,
+        persistent: !args.fork_per_exec,
     };
     let report = trestle_unit_fuzz::fuzz(&cfg).with_context(|| format!("fuzzing {}", args.unit.display()))?;
     if args.json {

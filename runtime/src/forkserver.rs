@@ -14,6 +14,9 @@ use libafl_targets::{
     __afl_map_size,
 };
 
+/// Executions one forked process serves in persistent mode before a fresh fork.
+const PERSISTENT_ROUNDS: u32 = 1000;
+
 fn die(what: &str, err: impl std::fmt::Display) -> ! {
     eprintln!("trestle harness: {what}: {err}");
     // SAFETY: ends the process.
@@ -68,16 +71,27 @@ pub fn serve(session: &mut Session) -> ! {
         }
         Err(e) => die("forkserver", e),
     }
-    let input: Vec<u8> = if shm_input {
-        // SAFETY: the fuzzer wrote a length and that many bytes before starting us.
-        unsafe { std::slice::from_raw_parts(INPUT_PTR, *INPUT_LENGTH_PTR as usize).to_vec() }
-    } else {
-        let mut v = Vec::new();
-        let _ = std::io::Read::read_to_end(&mut std::io::stdin().lock(), &mut v);
-        v
-    };
-    session.apply(&input);
-    session.execute();
-    // SAFETY: the execution is over; the fork exits without running exit handlers.
+    let persistent = std::env::var("__AFL_PERSISTENT").is_ok_and(|v| v == "1");
+    let rounds = if persistent { PERSISTENT_ROUNDS } else { 1 };
+    for round in 0..rounds {
+        if round > 0 {
+            // Done with one input: stop, and the forkserver tells the fuzzer; it
+            // continues us when the next input is in place.
+            // SAFETY: signals this process.
+            unsafe { libc::raise(libc::SIGSTOP) };
+            session.reset();
+        }
+        let input: Vec<u8> = if shm_input {
+            // SAFETY: the fuzzer wrote a length and that many bytes before running us.
+            unsafe { std::slice::from_raw_parts(INPUT_PTR, *INPUT_LENGTH_PTR as usize).to_vec() }
+        } else {
+            let mut v = Vec::new();
+            let _ = std::io::Read::read_to_end(&mut std::io::stdin().lock(), &mut v);
+            v
+        };
+        session.apply(&input);
+        session.execute();
+    }
+    // SAFETY: the executions are over; the fork exits without running exit handlers.
     unsafe { libc::_exit(0) }
 }

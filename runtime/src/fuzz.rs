@@ -31,6 +31,17 @@ pub struct Session {
     lens: Vec<u64>,
     refs: Vec<Vec<Ref>>,
     params: Vec<Param>,
+    /// The restored state, for resetting between executions of one process.
+    pristine: Pristine,
+}
+
+/// The restored context as it was before the first execution.
+struct Pristine {
+    slots: Vec<u64>,
+    addrs: Vec<usize>,
+    lens: Vec<u64>,
+    memory: Vec<(usize, Vec<u8>)>,
+    files: Vec<(i32, u64)>,
 }
 
 impl Session {
@@ -69,14 +80,20 @@ impl Session {
                 }
             }
         }
-        Ok(Session {
-            thunk: set.thunk,
-            slots: set.slots,
-            addrs: set.addrs,
-            lens: req.context.graph.extents.iter().map(|e| e.len).collect(),
-            refs,
-            params: req.params,
-        })
+        let lens: Vec<u64> = req.context.graph.extents.iter().map(|e| e.len).collect();
+        let memory = req
+            .context
+            .graph
+            .extents
+            .iter()
+            .zip(&set.addrs)
+            .filter(|(e, _)| !matches!(e.kind, trestle_abi::ExtentKind::Global { constant: true, .. }))
+            // SAFETY: each restored extent has `len` readable bytes at its address.
+            .map(|(e, &a)| (a, unsafe { std::slice::from_raw_parts(a as *const u8, e.len as usize) }.to_vec()))
+            .collect();
+        let files = req.context.graph.files.iter().filter_map(|f| f.offset.map(|o| (f.fd, o))).collect();
+        let pristine = Pristine { slots: set.slots.clone(), addrs: set.addrs.clone(), lens: lens.clone(), memory, files };
+        Ok(Session { thunk: set.thunk, slots: set.slots, addrs: set.addrs, lens, refs, params: req.params, pristine })
     }
 
     /// Write `input`'s values into the restored context. Meant for a forked child:
@@ -158,6 +175,25 @@ impl Session {
             }
         }
         n
+    }
+
+    /// Put the restored context back as it was before the first execution: memory,
+    /// argument slots, file offsets. What the function allocated is not freed, and
+    /// state outside the context (the C library's own) is not reset: a persistent
+    /// harness therefore starts a fresh process every so many executions.
+    pub fn reset(&mut self) {
+        let p = &self.pristine;
+        for (addr, bytes) in &p.memory {
+            // SAFETY: the same restored extents the bytes were read from.
+            unsafe { std::ptr::copy_nonoverlapping(bytes.as_ptr(), *addr as *mut u8, bytes.len()) };
+        }
+        for &(fd, off) in &p.files {
+            // SAFETY: repositions a descriptor this process owns.
+            unsafe { libc::lseek(fd, off as libc::off_t, libc::SEEK_SET) };
+        }
+        self.slots.clone_from(&p.slots);
+        self.addrs.clone_from(&p.addrs);
+        self.lens.clone_from(&p.lens);
     }
 
     /// Call the function once with the current values.

@@ -104,6 +104,10 @@ pub struct FuzzConfig {
     pub progress: bool,
     /// Stop at the first crash.
     pub stop_on_crash: bool,
+    /// Let one harness process serve many executions, resetting the context in
+    /// between (faster; state outside the context may carry over, so findings are
+    /// re-checked alone before they are reported).
+    pub persistent: bool,
 }
 
 /// What a campaign did.
@@ -301,7 +305,7 @@ fn campaign(cfg: &FuzzConfig, out: &Path, request: &Path) -> Result<FuzzReport, 
         .env("AFL_MAP_SIZE", MAP_SIZE.to_string())
         .coverage_map_size(MAP_SIZE)
         .timeout(cfg.timeout)
-        .is_persistent(false)
+        .is_persistent(cfg.persistent)
         .kill_signal(Signal::SIGKILL)
         .shmem_provider(&mut in_sp)
         .build_dynamic_map(edges_observer, tuple_list!(time_observer))
@@ -339,7 +343,7 @@ fn campaign(cfg: &FuzzConfig, out: &Path, request: &Path) -> Result<FuzzReport, 
             .env("__AFL_CMPLOG_SHM_ID", cmp_id)
             .coverage_map_size(MAP_SIZE)
             .timeout(cfg.timeout * 10)
-            .is_persistent(false)
+            .is_persistent(cfg.persistent)
             .kill_signal(Signal::SIGKILL)
             .shmem_provider(&mut cmp_in_sp)
             .build(tuple_list!(cmplog_observer))
