@@ -43,6 +43,27 @@ pub struct CarveSummary {
     pub parameterized: usize,
     /// Parameters over all units.
     pub params: usize,
+    /// Parameters by where they live and what they hold, e.g. "heap string".
+    pub param_kinds: BTreeMap<String, usize>,
+}
+
+/// "argument int", "heap string", … for a parameter of a context.
+fn param_class(ctx: &trestle_abi::Context, p: &trestle_abi::unit::Param) -> String {
+    use trestle_abi::unit::{ParamKind, ParamSite};
+    let site = match p.site {
+        ParamSite::Arg(_) => "argument",
+        ParamSite::Memory { extent, .. } => match ctx.graph.extents.get(extent as usize).map(|e| e.kind) {
+            Some(trestle_abi::ExtentKind::Global { .. }) => "global",
+            Some(trestle_abi::ExtentKind::Stack) => "stack",
+            Some(trestle_abi::ExtentKind::Arg) => "argv",
+            _ => "heap",
+        },
+    };
+    let kind = match p.kind {
+        ParamKind::Bytes { .. } => "string",
+        ParamKind::Int { .. } => "int",
+    };
+    format!("{site} {kind}")
 }
 
 /// Run `trestle carve`.
@@ -116,6 +137,9 @@ pub fn run(args: &CarveArgs) -> Result<CarveSummary> {
                 let function = binary.function_name(context.fn_id);
                 let params = crate::mapping::map_params(&context, binary.functions.get(&context.fn_id), &system_test);
                 summary.params += params.len();
+                for p in &params {
+                    *summary.param_kinds.entry(param_class(&context, p)).or_default() += 1;
+                }
                 if !params.is_empty() {
                     summary.parameterized += 1;
                 }
@@ -176,6 +200,8 @@ pub fn run(args: &CarveArgs) -> Result<CarveSummary> {
         binary_id: format!("{:016x}", binary.id),
         called_functions: summary.called,
         not_carved: summary.not_carved.iter().map(|(n, r)| format!("{n}: {r}")).collect(),
+        parameterized_units: summary.parameterized,
+        param_kinds: summary.param_kinds.clone(),
         units: rows,
     };
     std::fs::write(args.out.join(UNIT_INDEX), serde_json::to_vec_pretty(&uindex)?)?;
@@ -192,7 +218,12 @@ pub fn run(args: &CarveArgs) -> Result<CarveSummary> {
         args.out.display()
     );
     eprintln!("{} of {} called function(s) carved", summary.called - summary.not_carved.len(), summary.called);
-    eprintln!("{} unit(s) have parameters mapped to the system input ({} parameters)", summary.parameterized, summary.params);
+    eprintln!(
+        "{} unit(s) have parameters mapped to the system input ({} parameters: {})",
+        summary.parameterized,
+        summary.params,
+        summary.param_kinds.iter().map(|(k, n)| format!("{n} {k}")).collect::<Vec<_>>().join(", ")
+    );
     for (name, why) in &summary.not_carved {
         eprintln!("  not carved: {name} ({why})");
     }

@@ -23,6 +23,12 @@ pub struct UnitIndex {
     /// Called functions without a unit, with the reason.
     #[serde(default)]
     pub not_carved: Vec<String>,
+    /// Units with at least one parameter.
+    #[serde(default)]
+    pub parameterized_units: usize,
+    /// Parameters by site and kind ("heap string": 12, …).
+    #[serde(default)]
+    pub param_kinds: std::collections::BTreeMap<String, usize>,
     /// One row per unit.
     pub units: Vec<UnitRow>,
 }

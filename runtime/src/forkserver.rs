@@ -62,14 +62,22 @@ pub fn serve(session: &mut Session) -> ! {
         unsafe { CMPLOG_ENABLED = 1 };
     }
     match start_forkserver(&mut MaybePersistentForkserverParent::new()) {
-        Ok(ForkserverState::Child) => {}
+        Ok(ForkserverState::Child) => {
+            // A stopped persistent child must not outlive the fuzzer.
+            // SAFETY: plain prctl on this process.
+            unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) };
+        }
         Ok(ForkserverState::NoAfl) => {
             session.apply(&[]);
             session.execute();
             // SAFETY: ends the process.
             unsafe { libc::_exit(0) }
         }
-        Err(e) => die("forkserver", e),
+        // The fuzzer closing its pipes at the end of a campaign also lands here.
+        Err(_) => {
+            // SAFETY: ends the process.
+            unsafe { libc::_exit(0) }
+        }
     }
     let persistent = std::env::var("__AFL_PERSISTENT").is_ok_and(|v| v == "1");
     let rounds = if persistent { PERSISTENT_ROUNDS } else { 1 };

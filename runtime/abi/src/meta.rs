@@ -24,7 +24,7 @@ pub const SECTION_GLOBALS: &str = "trestle_globals";
 pub const META_MAGIC: u32 = u32::from_le_bytes(*b"TRMM");
 
 /// Version of [`ModuleMeta`]'s encoding.
-pub const META_VERSION: u32 = 2;
+pub const META_VERSION: u32 = 3;
 
 /// One row of [`SECTION_FUNCS`], as laid out in memory (LLVM `{ i64, ptr, ptr }`).
 #[repr(C)]
@@ -161,11 +161,12 @@ pub struct ModuleMeta {
     pub globals: Vec<GlobalMeta>,
 }
 
-/// Frame a module's metadata for [`SECTION_META`]: magic, length, bincode.
+/// Frame a module's metadata for [`SECTION_META`]: magic, version, length, bincode.
 pub fn encode_module_meta(meta: &ModuleMeta) -> Vec<u8> {
     let body = bincode::serialize(meta).expect("serialising plain data cannot fail");
-    let mut out = Vec::with_capacity(body.len() + 8);
+    let mut out = Vec::with_capacity(body.len() + 12);
     out.extend_from_slice(&META_MAGIC.to_le_bytes());
+    out.extend_from_slice(&META_VERSION.to_le_bytes());
     out.extend_from_slice(&(body.len() as u32).to_le_bytes());
     out.extend_from_slice(&body);
     out
@@ -200,27 +201,27 @@ pub fn decode_meta_section(mut bytes: &[u8]) -> Result<Vec<ModuleMeta>, MetaErro
         }
         let offset = total - bytes.len();
         let err = |what: String| MetaError { offset, what };
-        if bytes.len() < 8 {
+        if bytes.len() < 12 {
             return Err(err("truncated blob header".into()));
         }
         let magic = u32::from_le_bytes(bytes[0..4].try_into().unwrap());
         if magic != META_MAGIC {
             return Err(err(format!("bad magic {magic:#x}")));
         }
-        let len = u32::from_le_bytes(bytes[4..8].try_into().unwrap()) as usize;
-        if bytes.len() < 8 + len {
-            return Err(err(format!("blob of {len} bytes runs past the section end")));
-        }
-        let meta: ModuleMeta = bincode::deserialize(&bytes[8..8 + len])
-            .map_err(|e| err(format!("undecodable blob: {e}")))?;
-        if meta.version != META_VERSION {
+        let version = u32::from_le_bytes(bytes[4..8].try_into().unwrap());
+        if version != META_VERSION {
             return Err(err(format!(
-                "metadata version {} (this trestle reads {META_VERSION}); rebuild the program",
-                meta.version
+                "metadata version {version} (this trestle reads {META_VERSION}): rebuild the program with this trestle-cc"
             )));
         }
+        let len = u32::from_le_bytes(bytes[8..12].try_into().unwrap()) as usize;
+        if bytes.len() < 12 + len {
+            return Err(err(format!("blob of {len} bytes runs past the section end")));
+        }
+        let meta: ModuleMeta = bincode::deserialize(&bytes[12..12 + len])
+            .map_err(|e| err(format!("undecodable blob: {e}")))?;
         modules.push(meta);
-        bytes = &bytes[8 + len..];
+        bytes = &bytes[12 + len..];
     }
     Ok(modules)
 }
