@@ -1,11 +1,19 @@
 #!/usr/bin/env bash
 # The test suite: installs what is missing, builds, runs every Rust test (unit and
 # end-to-end on the bundled subjects), then carves GNU coreutils cut (downloaded and
-# built at run time) and checks its carving figures.
+# built at run time) and checks its carving figures. Ends with one summary line.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source tests/setup.sh
-cargo test --workspace --release
+log="$(mktemp /tmp/trestle-test.XXXXXX)"
+trap 'rm -f "$log"' EXIT
+status=0
+cargo test --workspace --release 2>&1 | tee "$log" || status=1
+passed=$(grep -Eo '^test result: [a-zA-Z]+\. [0-9]+ passed' "$log" | awk '{s+=$4} END {print s+0}')
+failed=$(grep -Eo '[0-9]+ failed' "$log" | awk '{s+=$1} END {print s+0}')
 if [ "${TRESTLE_SKIP_COREUTILS:-0}" != 1 ]; then
-  bash tests/coreutils/carve-cut.sh
+  if bash tests/coreutils/carve-cut.sh; then passed=$((passed + 1)); else failed=$((failed + 1)); status=1; fi
 fi
+[ "$failed" -eq 0 ] || status=1
+echo "trestle tests: $passed passed, $failed failed"
+exit $status

@@ -51,6 +51,9 @@ impl Session {
         let bytes = std::fs::read(&path)
             .map_err(|e| format!("cannot read fuzz request {}: {e}", std::path::Path::new(&path).display()))?;
         let req: FuzzRequest = bincode::deserialize(&bytes).map_err(|e| format!("corrupted fuzz request: {e}"))?;
+        if let Some(bytes) = &req.stdin {
+            give_stdin(bytes)?;
+        }
         let mut g = lock();
         let rt = g.as_mut().ok_or("runtime not initialised")?;
         let set = set_up(rt, req.binary_id, &req.context)?;
@@ -204,6 +207,20 @@ impl Session {
             f(self.slots.as_ptr())
         }
     }
+}
+
+/// Make `bytes` this process's standard input, as a seekable file (the context's
+/// stdin `FILE` is then repositioned where the recording had read to).
+fn give_stdin(bytes: &[u8]) -> Result<(), String> {
+    let path = std::env::temp_dir().join(format!("trestle-harness-stdin-{}", std::process::id()));
+    std::fs::write(&path, bytes).map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+    let file = std::fs::File::open(&path).map_err(|e| format!("cannot open {}: {e}", path.display()))?;
+    let _ = std::fs::remove_file(&path);
+    // SAFETY: replaces descriptor 0 with a file this process just opened.
+    unsafe {
+        libc::dup2(std::os::fd::AsRawFd::as_raw_fd(&file), 0);
+    }
+    Ok(())
 }
 
 fn die(msg: &str) -> ! {

@@ -210,7 +210,12 @@ pub fn fuzz(cfg: &FuzzConfig) -> Result<FuzzReport, FuzzError> {
     let out = std::fs::canonicalize(out).map_err(io("cannot resolve", out))?;
     std::fs::write(out.join("unit.unit"), unit.encode()).map_err(io("cannot write", &out.join("unit.unit")))?;
     let request = out.join("request.bin");
-    let req = FuzzRequest { binary_id: unit.binary_id, context: unit.context.clone(), params: unit.params.clone() };
+    let req = FuzzRequest {
+        binary_id: unit.binary_id,
+        context: unit.context.clone(),
+        params: unit.params.clone(),
+        stdin: unit.system_test.stdin.clone(),
+    };
     std::fs::write(&request, bincode::serialize(&req).map_err(|e| FuzzError::Libafl(e.to_string()))?)
         .map_err(io("cannot write", &request))?;
     // The unit may reopen the system test's files: give it their working directory.

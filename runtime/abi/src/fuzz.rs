@@ -27,6 +27,9 @@ pub struct FuzzRequest {
     pub context: Context,
     /// The parameters an input gives values to.
     pub params: Vec<Param>,
+    /// The system test's standard input: the harness reads it as its own, so a unit
+    /// that reads on from stdin finds what the recording found.
+    pub stdin: Option<Vec<u8>>,
 }
 
 /// A value for one parameter.
