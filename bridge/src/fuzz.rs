@@ -41,6 +41,13 @@ pub struct FuzzArgs {
     /// context between executions (slower, fully isolated).
     #[arg(long)]
     pub fork_per_exec: bool,
+    /// Pin the fuzzer and the harness to this core (default: one picked from the
+    /// process id).
+    #[arg(long, conflicts_with = "no_pin")]
+    pub pin: Option<usize>,
+    /// Do not pin to a core.
+    #[arg(long)]
+    pub no_pin: bool,
     /// Print the report as JSON on stdout.
     #[arg(long)]
     pub json: bool,
@@ -76,6 +83,12 @@ pub fn run(args: &FuzzArgs) -> Result<FuzzReport> {
         progress: !args.json,
         stop_on_crash: args.stop_on_crash,
         persistent: !args.fork_per_exec,
+        pin_core: if args.no_pin {
+            None
+        } else {
+            let n = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
+            Some(args.pin.unwrap_or(std::process::id() as usize % n))
+        },
     };
     let report = trestle_unit_fuzz::fuzz(&cfg).with_context(|| format!("fuzzing {}", args.unit.display()))?;
     if args.json {
