@@ -266,3 +266,86 @@ pub unsafe extern "C" fn __trestle_fclose(fp: *mut FILE) -> c_int {
     // SAFETY: forwarding.
     unsafe { libc::fclose(fp) }
 }
+
+/// A descriptor the program opened with `open`/`openat`.
+#[derive(Debug, Clone)]
+pub struct FdInfo {
+    /// The path as given (relative to the working directory at the time).
+    pub path: String,
+    /// The open flags.
+    pub flags: i32,
+}
+
+fn track_fd(fd: c_int, path: *const c_char, flags: c_int) {
+    if fd < 0 || path.is_null() || !tracking() {
+        return;
+    }
+    // SAFETY: `path` is the NUL-terminated string open() just accepted.
+    let p = unsafe { std::ffi::CStr::from_ptr(path) }.to_string_lossy().into_owned();
+    if let Some(rt) = lock().as_mut() {
+        rt.fds.insert(fd, FdInfo { path: p, flags });
+    }
+}
+
+/// `open`, tracked. Declared without the variadic mode; on x86-64 a variadic caller
+/// passes it in the third integer register either way.
+///
+/// # Safety
+/// As `open`.
+#[no_mangle]
+pub unsafe extern "C" fn __trestle_open(path: *const c_char, flags: c_int, mode: libc::c_uint) -> c_int {
+    // SAFETY: forwarding.
+    let fd = unsafe { libc::open(path, flags, mode) };
+    track_fd(fd, path, flags);
+    fd
+}
+
+/// `openat`, tracked (paths relative to a directory descriptor other than the
+/// working directory are not reopened by a replay).
+///
+/// # Safety
+/// As `openat`.
+#[no_mangle]
+pub unsafe extern "C" fn __trestle_openat(dirfd: c_int, path: *const c_char, flags: c_int, mode: libc::c_uint) -> c_int {
+    // SAFETY: forwarding.
+    let fd = unsafe { libc::openat(dirfd, path, flags, mode) };
+    if dirfd == libc::AT_FDCWD {
+        track_fd(fd, path, flags);
+    }
+    fd
+}
+
+/// `close`, tracked.
+///
+/// # Safety
+/// As `close`.
+#[no_mangle]
+pub unsafe extern "C" fn __trestle_close(fd: c_int) -> c_int {
+    if tracking() {
+        if let Some(rt) = lock().as_mut() {
+            rt.fds.remove(&fd);
+        }
+    }
+    // SAFETY: forwarding.
+    unsafe { libc::close(fd) }
+}
+
+/// The tracked descriptors with their current offsets, for a context.
+pub fn open_fds(fds: &HashMap<i32, FdInfo>) -> Vec<trestle_abi::OpenFile> {
+    let mut v: Vec<trestle_abi::OpenFile> = fds
+        .iter()
+        .map(|(&fd, info)| {
+            // SAFETY: lseek only queries the descriptor.
+            let off = unsafe { libc::lseek(fd, 0, libc::SEEK_CUR) };
+            trestle_abi::OpenFile {
+                extent: u32::MAX,
+                fd,
+                offset: (off >= 0).then_some(off as u64),
+                path: Some(info.path.clone()),
+                flags: info.flags,
+            }
+        })
+        .collect();
+    v.sort_by_key(|f| f.fd);
+    v
+}

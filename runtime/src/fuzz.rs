@@ -94,7 +94,14 @@ impl Session {
             // SAFETY: each restored extent has `len` readable bytes at its address.
             .map(|(e, &a)| (a, unsafe { std::slice::from_raw_parts(a as *const u8, e.len as usize) }.to_vec()))
             .collect();
-        let files = req.context.graph.files.iter().filter_map(|f| f.offset.map(|o| (f.fd, o))).collect();
+        let files = req
+            .context
+            .graph
+            .files
+            .iter()
+            .chain(&req.context.fds)
+            .filter_map(|f| f.offset.map(|o| (f.fd, o)))
+            .collect();
         let pristine = Pristine { slots: set.slots.clone(), addrs: set.addrs.clone(), lens: lens.clone(), memory, files };
         Ok(Session { thunk: set.thunk, slots: set.slots, addrs: set.addrs, lens, refs, params: req.params, pristine })
     }

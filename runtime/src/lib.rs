@@ -110,6 +110,7 @@ struct Runtime {
     config: Config,
     extents: ExtentMap,
     files: files::FileTable,
+    fds: std::collections::HashMap<i32, files::FdInfo>,
     fns: Vec<FnState>,
     frames: Vec<OpenFrame>,
     writer: Option<TraceWriter>,
@@ -177,6 +178,7 @@ fn init() {
         config: Config::from_env(),
         extents,
         files: file_table,
+        fds: std::collections::HashMap::new(),
         fns,
         frames: Vec::new(),
         writer: None,
@@ -338,7 +340,8 @@ impl Runtime {
         }
         let (argv, _, graph) = self.walk(idx, &args, None, u64::MAX);
         let partial = graph.partial;
-        let context = Context { fn_id: id, args: argv, graph, locale: self.locale.clone() };
+        let fds = files::open_fds(&self.fds);
+        let context = Context { fn_id: id, args: argv, graph, locale: self.locale.clone(), fds };
         let key = trestle_abi::ids::fnv1a64(&bincode::serialize(&context).unwrap_or_default());
         if !self.fns[idx].seen.insert(key) {
             self.stats.duplicates += 1;

@@ -244,6 +244,10 @@ pub(crate) fn restore(rt: &mut crate::Runtime, ctx: &Context) -> Result<Vec<usiz
             unsafe { std::ptr::write_unaligned((addr + slot.offset as usize) as *mut u64, v) };
         }
     }
+    for of in &ctx.fds {
+        reopen(of)?;
+        rt.fds.insert(of.fd, crate::files::FdInfo { path: of.path.clone().unwrap_or_default(), flags: of.flags });
+    }
     for of in &ctx.graph.files {
         reopen(of)?;
         if let Some(&addr) = addrs.get(of.extent as usize) {

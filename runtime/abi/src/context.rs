@@ -115,6 +115,9 @@ pub struct Context {
     /// The `setlocale` calls the process had made before the invocation, in order
     /// (category, locale name as asked for); a replay repeats them.
     pub locale: Vec<(i32, String)>,
+    /// Files the program had open with `open`/`openat` (descriptor, offset, path,
+    /// flags; `extent` unused): a replay reopens them under the same numbers.
+    pub fds: Vec<OpenFile>,
 }
 
 /// The state an invocation leaves: its return value and the memory reachable from the

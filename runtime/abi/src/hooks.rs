@@ -70,6 +70,11 @@ pub const RENAMED_ALLOCATORS: &[(&str, &str)] = &[
     ("freopen64", "__trestle_freopen"),
     ("fclose", "__trestle_fclose"),
     ("setlocale", "__trestle_setlocale"),
+    ("open", "__trestle_open"),
+    ("open64", "__trestle_open"),
+    ("openat", "__trestle_openat"),
+    ("openat64", "__trestle_openat"),
+    ("close", "__trestle_close"),
 ];
 
 /// The wrapper a call to `name` is renamed to, if any.
