@@ -209,7 +209,7 @@ pub fn run(args: &ReplayArgs) -> Result<ReplaySummary> {
                 results.lock().unwrap()[i] = Some(UnitReplay { unit: f.display().to_string(), function: u.function.clone(), observed: observed_s, verdict });
                 let mut d = done.lock().unwrap();
                 *d += 1;
-                if !args.json && (*d % 50 == 0 || *d == total) {
+                if !args.json && ((*d).is_multiple_of(50) || *d == total) {
                     eprintln!("replayed {}/{total}", *d);
                 }
             });

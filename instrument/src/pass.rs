@@ -789,7 +789,7 @@ fn instrument_function<'ctx>(
             state_ptr.into(),
             slots.into(),
             i32t.const_int(nslots as u64, false).into(),
-            sp.into(),
+            sp,
         ],
         "",
     )?;
@@ -853,7 +853,7 @@ fn instrument_function<'ctx>(
         let sp = stack_pointer(builder, rt)?;
         builder.build_call(
             rt.exit,
-            &[i64t.const_int(meta.id, false).into(), state_ptr.into(), packed.into(), slots.into(), sp.into()],
+            &[i64t.const_int(meta.id, false).into(), state_ptr.into(), packed.into(), slots.into(), sp],
             "",
         )?;
     }

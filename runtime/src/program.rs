@@ -65,8 +65,8 @@ impl Program {
         for m in modules {
             for f in m.functions {
                 // Inline C++ functions appear in several modules: keep one.
-                if !by_id.contains_key(&f.id) {
-                    by_id.insert(f.id, functions.len());
+                if let std::collections::hash_map::Entry::Vacant(e) = by_id.entry(f.id) {
+                    e.insert(functions.len());
                     functions.push(f);
                 }
             }

@@ -87,7 +87,7 @@ const ARENA_CHUNK: usize = 256 << 20;
 
 /// True if `p` was handed out by the replay arena (the program must not free it).
 pub fn in_arena(p: usize) -> bool {
-    p >= ARENA_HINT && p < ARENA_HINT + (64 << 30) && {
+    (ARENA_HINT..ARENA_HINT + (64 << 30)).contains(&p) && {
         let a = ARENA.lock().unwrap_or_else(|e| e.into_inner());
         a.end != 0 && p < a.end
     }
