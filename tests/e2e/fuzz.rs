@@ -98,3 +98,26 @@ fn a_unit_without_parameters_is_refused_clearly() {
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(err.contains("no parameters"), "{err}");
 }
+
+#[test]
+fn a_parameter_that_no_longer_fits_is_a_clear_error() {
+    let c = carve_requests();
+    let row = rows(&c, "check_login").into_iter().find(|r| r["params"].as_u64().unwrap() >= 1).unwrap();
+    let path = c.units.join(row["file"].as_str().unwrap());
+    let mut unit = trestle_abi::unit::Unit::decode(&std::fs::read(&path).unwrap()).unwrap();
+    // Point the first string parameter past the end of its extent.
+    for p in &mut unit.params {
+        if let trestle_abi::unit::ParamSite::Memory { offset, .. } = &mut p.site {
+            *offset += 1 << 20;
+            break;
+        }
+    }
+    let broken = c.units.join("broken.unit");
+    std::fs::write(&broken, unit.encode()).unwrap();
+    let out = tempfile::tempdir().unwrap();
+    let o = run(&mut trestle(&[&"fuzz", &broken, &"--time", &"5s", &"--out", &out.path()]));
+    assert!(!o.status.success());
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("cannot set up") && err.contains("no longer fits"), "{err}");
+    assert!(!err.contains("panicked"), "{err}");
+}

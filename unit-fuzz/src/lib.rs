@@ -59,6 +59,9 @@ pub enum FuzzError {
     /// LibAFL refused (the harness did not start, say).
     #[error("{0}")]
     Libafl(String),
+    /// The harness could not set the unit up (its context cannot be restored here).
+    #[error("the harness cannot set up this unit: {0}")]
+    Harness(String),
     /// The unit has nothing to fuzz.
     #[error("unit of {0} has no parameters: none of its context values occur in the system input")]
     NoParams(String),
@@ -189,6 +192,34 @@ pub fn run_input(program: &Path, request: &Path, input: &Path, cwd: &Path, timeo
     }
 }
 
+/// Run the harness once on `input`; if it reports a set-up failure (its own exit
+/// status 3 with a "trestle harness:" message), return the message.
+fn setup_failure(program: &Path, request: &Path, input: &Path, cwd: &Path) -> Option<String> {
+    use std::os::unix::process::CommandExt;
+    let mut cmd = std::process::Command::new(program);
+    cmd.env(ENV_FUZZ, request)
+        .env(ENV_FUZZ_INPUT, input)
+        .current_dir(cwd)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped());
+    // SAFETY: personality() only affects the child.
+    unsafe {
+        cmd.pre_exec(|| {
+            libc_personality();
+            Ok(())
+        });
+    }
+    let child = cmd.spawn().ok()?;
+    let out = child.wait_with_output().ok()?;
+    let err = String::from_utf8_lossy(&out.stderr);
+    let msg = err.lines().find_map(|l| l.strip_prefix("trestle harness: ")).map(str::to_owned);
+    match (out.status.code(), msg) {
+        (Some(3), Some(m)) => Some(m),
+        _ => None,
+    }
+}
+
 fn pin_to_core(core: usize) {
     #[repr(C)]
     struct CpuSet([u64; 16]);
@@ -245,6 +276,14 @@ pub fn fuzz(cfg: &FuzzConfig) -> Result<FuzzReport, FuzzError> {
             std::fs::create_dir_all(parent).map_err(io("cannot create", parent))?;
         }
         std::fs::write(&p, bytes).map_err(io("cannot write", &p))?;
+    }
+    // A dry run with the recorded values: a unit the harness cannot set up is an
+    // error that says why, before any fuzzing.
+    let original: Vec<ParamValue> = unit.params.iter().map(original_value).collect();
+    let dry = out.join(".dry-run-input");
+    std::fs::write(&dry, encode_values(&original)).map_err(io("cannot write", &dry))?;
+    if let Some(why) = setup_failure(&cfg.program, &request, &dry, &cwd) {
+        return Err(FuzzError::Harness(why));
     }
     let previous_dir = std::env::current_dir().ok();
     std::env::set_current_dir(&cwd).map_err(io("cannot enter", &cwd))?;
