@@ -158,10 +158,9 @@ pub fn describe(p: &trestle_abi::unit::Param, v: &ParamValue) -> String {
     }
 }
 
-/// Run one input through the harness in a fresh process; returns the terminating
-/// signal, or `None` if it exited (or timed out, reported as `Some(-1)`).
-pub fn run_input(program: &Path, request: &Path, input: &Path, cwd: &Path, timeout: Duration) -> Option<i32> {
-    use std::os::unix::process::{CommandExt, ExitStatusExt};
+/// The harness running `input` once, in `cwd`, without address randomisation.
+fn harness_command(program: &Path, request: &Path, input: &Path, cwd: &Path) -> std::process::Command {
+    use std::os::unix::process::CommandExt;
     let mut cmd = std::process::Command::new(program);
     cmd.env(ENV_FUZZ, request)
         .env(ENV_FUZZ_INPUT, input)
@@ -176,6 +175,14 @@ pub fn run_input(program: &Path, request: &Path, input: &Path, cwd: &Path, timeo
             Ok(())
         });
     }
+    cmd
+}
+
+/// Run one input through the harness in a fresh process; returns the terminating
+/// signal, or `None` if it exited (or timed out, reported as `Some(-1)`).
+pub fn run_input(program: &Path, request: &Path, input: &Path, cwd: &Path, timeout: Duration) -> Option<i32> {
+    use std::os::unix::process::ExitStatusExt;
+    let mut cmd = harness_command(program, request, input, cwd);
     let mut child = cmd.spawn().ok()?;
     let start = Instant::now();
     loop {
@@ -195,21 +202,8 @@ pub fn run_input(program: &Path, request: &Path, input: &Path, cwd: &Path, timeo
 /// Run the harness once on `input`; if it reports a set-up failure (its own exit
 /// status 3 with a "trestle harness:" message), return the message.
 fn setup_failure(program: &Path, request: &Path, input: &Path, cwd: &Path) -> Option<String> {
-    use std::os::unix::process::CommandExt;
-    let mut cmd = std::process::Command::new(program);
-    cmd.env(ENV_FUZZ, request)
-        .env(ENV_FUZZ_INPUT, input)
-        .current_dir(cwd)
-        .stdin(std::process::Stdio::null())
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::piped());
-    // SAFETY: personality() only affects the child.
-    unsafe {
-        cmd.pre_exec(|| {
-            libc_personality();
-            Ok(())
-        });
-    }
+    let mut cmd = harness_command(program, request, input, cwd);
+    cmd.stderr(std::process::Stdio::piped());
     let child = cmd.spawn().ok()?;
     let out = child.wait_with_output().ok()?;
     let err = String::from_utf8_lossy(&out.stderr);
