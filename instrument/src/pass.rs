@@ -515,20 +515,25 @@ fn cmp_constants(f: FunctionValue<'_>) -> Vec<i64> {
 /// True when `f` is used other than as the callee of a call.
 fn address_taken(f: FunctionValue<'_>) -> bool {
     let fref = f.as_value_ref();
-    // SAFETY: walking the use list of a live function.
+    users(fref).into_iter().any(|user| {
+        // SAFETY: `user` is a live value using `f`.
+        let is_direct_call = unsafe { is_call_base(user) && llc::LLVMGetCalledValue(user) == fref };
+        !is_direct_call
+    })
+}
+
+/// The users of a live value, one per use.
+fn users(v: LLVMValueRef) -> Vec<LLVMValueRef> {
+    let mut out = Vec::new();
+    // SAFETY: walking the use list of a live value.
     unsafe {
-        let mut u = llc::LLVMGetFirstUse(fref);
+        let mut u = llc::LLVMGetFirstUse(v);
         while !u.is_null() {
-            let user = llc::LLVMGetUser(u);
-            let is_direct_call = is_call_base(user)
-                && llc::LLVMGetCalledValue(user) == fref;
-            if !is_direct_call {
-                return true;
-            }
+            out.push(llc::LLVMGetUser(u));
             u = llc::LLVMGetNextUse(u);
         }
     }
-    false
+    out
 }
 
 /// Source file and line of a function, from its debug-info subprogram.
@@ -620,30 +625,23 @@ fn is_alloca(inst: InstructionValue<'_>) -> bool {
 /// from it, stores to it, and lifetime markers.
 fn alloca_escapes(alloca: InstructionValue<'_>) -> bool {
     let aref = alloca.as_value_ref();
-    // SAFETY: walking the use list of a live instruction.
-    unsafe {
-        let mut u = llc::LLVMGetFirstUse(aref);
-        while !u.is_null() {
-            let user = llc::LLVMGetUser(u);
-            let harmless = if !llc::LLVMIsALoadInst(user).is_null() {
+    users(aref).into_iter().any(|user| {
+        // SAFETY: type and operand queries on a live user of the alloca.
+        let harmless = unsafe {
+            if !llc::LLVMIsALoadInst(user).is_null() {
                 true
             } else if !llc::LLVMIsAStoreInst(user).is_null() {
                 // operand 0 is the stored value: storing the address itself escapes it
                 llc::LLVMGetOperand(user, 0) != aref
             } else if !llc::LLVMIsAIntrinsicInst(user).is_null() {
-                let callee = llc::LLVMGetCalledValue(user);
-                let name = value_name(callee);
+                let name = value_name(llc::LLVMGetCalledValue(user));
                 name.starts_with("llvm.lifetime.") || name.starts_with("llvm.dbg.")
             } else {
                 false
-            };
-            if !harmless {
-                return true;
             }
-            u = llc::LLVMGetNextUse(u);
-        }
-    }
-    false
+        };
+        !harmless
+    })
 }
 
 /// Strip GEPs and casts (instructions and constant expressions) off a pointer.
