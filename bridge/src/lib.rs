@@ -8,6 +8,7 @@
 
 pub mod binary;
 pub mod carve;
+pub mod export;
 pub mod fuzz;
 pub mod mapping;
 pub mod record;

@@ -3,7 +3,7 @@
 
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
-use trestle_bridge::{carve, fuzz, record, replay, show};
+use trestle_bridge::{carve, export, fuzz, record, replay, show};
 
 /// trestle: a test generation bridge for C and C++ programs.
 ///
@@ -28,6 +28,8 @@ enum Command {
     Show(show::ShowArgs),
     /// Fuzz a unit's parameters with LibAFL.
     Fuzz(fuzz::FuzzArgs),
+    /// Write a unit as a standalone C file that rebuilds its context and calls the function.
+    Export(export::ExportArgs),
 }
 
 fn main() -> ExitCode {
@@ -38,6 +40,7 @@ fn main() -> ExitCode {
         Command::Replay(a) => replay::run(a).map(|_| ()),
         Command::Show(a) => show::run(a),
         Command::Fuzz(a) => fuzz::run(a).map(|_| ()),
+        Command::Export(a) => export::run(a),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
