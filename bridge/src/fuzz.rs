@@ -19,7 +19,8 @@ pub struct FuzzArgs {
     /// Output directory (AFL layout: queue/, crashes/, timeouts/).
     #[arg(long)]
     pub out: PathBuf,
-    /// Cores to fuzz on.
+    /// Cores to fuzz on: one fuzzer per core (client i on core i), sharing finds
+    /// through LibAFL's launcher and an LLMP broker on a free localhost port.
     #[arg(long, default_value_t = 1)]
     pub cores: usize,
     /// Program to fuzz in (default: the one the unit was carved from).
@@ -42,10 +43,10 @@ pub struct FuzzArgs {
     #[arg(long)]
     pub fork_per_exec: bool,
     /// Pin the fuzzer and the harness to this core (default: one picked from the
-    /// process id).
+    /// process id). Single-core only: with --cores N, client i runs on core i.
     #[arg(long, conflicts_with = "no_pin")]
     pub pin: Option<usize>,
-    /// Do not pin to a core.
+    /// Do not pin to a core. Single-core only.
     #[arg(long)]
     pub no_pin: bool,
     /// Print the report as JSON on stdout.
@@ -55,8 +56,12 @@ pub struct FuzzArgs {
 
 /// Run `trestle fuzz`.
 pub fn run(args: &FuzzArgs) -> Result<FuzzReport> {
-    if args.cores != 1 {
-        bail!("--cores {}: multi-core fuzzing is not available yet; use --cores 1", args.cores);
+    let available = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
+    if args.cores == 0 || args.cores > available {
+        bail!("--cores {}: choose 1 to {available}, the cores this process may run on", args.cores);
+    }
+    if args.cores > 1 && (args.pin.is_some() || args.no_pin) {
+        bail!("--pin and --no-pin apply to single-core fuzzing; with --cores {} client i runs on core i", args.cores);
     }
     let unit = read_unit(&args.unit)?;
     let program = args.program.clone().unwrap_or_else(|| PathBuf::from(&unit.provenance.program));
@@ -83,12 +88,12 @@ pub fn run(args: &FuzzArgs) -> Result<FuzzReport> {
         progress: !args.json,
         stop_on_crash: args.stop_on_crash,
         persistent: !args.fork_per_exec,
-        pin_core: if args.no_pin {
+        pin_core: if args.no_pin || args.cores > 1 {
             None
         } else {
-            let n = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
-            Some(args.pin.unwrap_or(std::process::id() as usize % n))
+            Some(args.pin.unwrap_or(std::process::id() as usize % available))
         },
+        cores: args.cores,
     };
     let report = trestle_unit_fuzz::fuzz(&cfg).with_context(|| format!("fuzzing {}", args.unit.display()))?;
     if args.json {

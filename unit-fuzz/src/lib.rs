@@ -9,14 +9,19 @@
 //! constants the binary describes) plus the paper's value mutations per parameter
 //! ([`mutators`]), and crash and timeout objectives.
 //!
+//! On several cores ([`FuzzConfig::cores`] > 1) LibAFL's `Launcher` runs one such
+//! fuzzer per core, each with its own harness processes, sharing finds over LLMP
+//! ([`parallel`]).
+//!
 //! Output follows AFL's layout: `queue/`, `crashes/`, `timeouts/`, with the unit in
 //! `unit.unit` and, for every crash, the decoded parameter values next to it.
 //! It owns the fuzzing loop and nothing else: no carving, no lifting.
 
 pub mod mutators;
+pub mod parallel;
 
 use libafl::corpus::{Corpus, InMemoryOnDiskCorpus, OnDiskCorpus};
-use libafl::events::SimpleEventManager;
+use libafl::events::{ProgressReporter, SimpleEventManager};
 use libafl::executors::forkserver::ForkserverExecutor;
 use libafl::executors::StdChildArgs;
 use libafl::feedbacks::{CrashFeedback, MaxMapFeedback, TimeFeedback, TimeoutFeedback};
@@ -65,6 +70,17 @@ pub enum FuzzError {
     /// The unit has nothing to fuzz.
     #[error("unit of {0} has no parameters: none of its context values occur in the system input")]
     NoParams(String),
+    /// More cores asked for than this process may run on (or none).
+    #[error("cannot fuzz on {cores} core(s): choose 1 to {available}, the cores this process may run on")]
+    Cores {
+        /// Cores asked for.
+        cores: usize,
+        /// Cores available.
+        available: usize,
+    },
+    /// Multi-core fuzzing forks; other threads would leave the children's locks held.
+    #[error("multi-core fuzzing forks and needs a single-threaded caller; this process runs {0} threads")]
+    Threads(usize),
 }
 
 fn lib(e: libafl::Error) -> FuzzError {
@@ -113,7 +129,10 @@ pub struct FuzzConfig {
     pub persistent: bool,
     /// Pin the fuzzer and the harness to this core (they hand each execution back
     /// and forth; on one core that costs a third of what it costs across two).
+    /// Single-core only: with several cores, client i runs on the i-th core.
     pub pin_core: Option<usize>,
+    /// Fuzzers to run, one per core (1: in this process; more: LibAFL's launcher).
+    pub cores: usize,
 }
 
 /// What a campaign did.
@@ -247,6 +266,10 @@ pub fn fuzz(cfg: &FuzzConfig) -> Result<FuzzReport, FuzzError> {
     if unit.params.is_empty() {
         return Err(FuzzError::NoParams(unit.function.clone()));
     }
+    let available = available_cores();
+    if cfg.cores == 0 || cfg.cores > available {
+        return Err(FuzzError::Cores { cores: cfg.cores, available });
+    }
     let out = &cfg.out;
     for d in ["queue", "crashes", "timeouts", ".solutions", "cwd"] {
         std::fs::create_dir_all(out.join(d)).map_err(io("cannot create", &out.join(d)))?;
@@ -279,19 +302,23 @@ pub fn fuzz(cfg: &FuzzConfig) -> Result<FuzzReport, FuzzError> {
     if let Some(why) = setup_failure(&cfg.program, &request, &dry, &cwd) {
         return Err(FuzzError::Harness(why));
     }
-    let previous_dir = std::env::current_dir().ok();
-    std::env::set_current_dir(&cwd).map_err(io("cannot enter", &cwd))?;
-    // Recorded addresses of C library objects stay valid only without ASLR; the
-    // harness inherits this, and the core pinning.
-    libc_personality();
-    if let Some(core) = cfg.pin_core {
-        pin_to_core(core);
-    }
-    let result = campaign(cfg, &out, &request);
-    if let Some(d) = previous_dir {
-        let _ = std::env::set_current_dir(d);
-    }
-    let mut report = result?;
+    let mut report = if cfg.cores > 1 {
+        parallel::campaign(cfg, &out, &request, &cwd)?
+    } else {
+        let previous_dir = std::env::current_dir().ok();
+        std::env::set_current_dir(&cwd).map_err(io("cannot enter", &cwd))?;
+        // Recorded addresses of C library objects stay valid only without ASLR; the
+        // harness inherits this, and the core pinning.
+        libc_personality();
+        if let Some(core) = cfg.pin_core {
+            pin_to_core(core);
+        }
+        let result = campaign(cfg, &out, &request);
+        if let Some(d) = previous_dir {
+            let _ = std::env::set_current_dir(d);
+        }
+        result?
+    };
 
     // Sort the objective's finds into crashes and timeouts by running each alone.
     for entry in std::fs::read_dir(out.join(".solutions")).map_err(io("cannot list", &out.join(".solutions")))? {
@@ -322,7 +349,33 @@ pub fn fuzz(cfg: &FuzzConfig) -> Result<FuzzReport, FuzzError> {
     Ok(report)
 }
 
+/// A fuzzer's state: the queue in memory and on disk, the solutions on disk.
+pub(crate) type UnitState = StdState<InMemoryOnDiskCorpus<BytesInput>, BytesInput, StdRand, OnDiskCorpus<BytesInput>>;
+
+/// The single-core campaign: one fuzzer in this process.
 fn campaign(cfg: &FuzzConfig, out: &Path, request: &Path) -> Result<FuzzReport, FuzzError> {
+    let mut mgr = SimpleEventManager::new(SimpleMonitor::new(|_| {}));
+    run_fuzzer(cfg, out, request, cfg.seed, &mut mgr, None, None)
+}
+
+/// One fuzzer over the unit, reporting through `mgr` until its time is up (or it
+/// finds a crash and should stop). A multi-core client passes its `client` pace
+/// (shared start and deadline, stop marker) and, after a restart, its old `state`.
+pub(crate) fn run_fuzzer<EM>(
+    cfg: &FuzzConfig,
+    out: &Path,
+    request: &Path,
+    seed: u64,
+    mgr: &mut EM,
+    restored: Option<UnitState>,
+    client: Option<&parallel::ClientPace>,
+) -> Result<FuzzReport, FuzzError>
+where
+    EM: libafl::events::EventFirer<BytesInput, UnitState>
+        + libafl::events::EventReceiver<BytesInput, UnitState>
+        + libafl::events::SendExiting
+        + ProgressReporter<UnitState>,
+{
     let unit = &cfg.unit;
     let mut sp = UnixShMemProvider::new().map_err(lib)?;
     let mut edges_shmem = sp.new_shmem(MAP_SIZE).map_err(lib)?;
@@ -335,25 +388,30 @@ fn campaign(cfg: &FuzzConfig, out: &Path, request: &Path) -> Result<FuzzReport, 
     let time_observer = TimeObserver::new("time");
     let mut feedback = feedback_or!(MaxMapFeedback::new(&edges_observer), TimeFeedback::new(&time_observer));
     let mut objective = feedback_or_fast!(CrashFeedback::new(), TimeoutFeedback::new());
-    let mut state = StdState::new(
-        StdRand::with_seed(cfg.seed),
-        InMemoryOnDiskCorpus::<BytesInput>::new(out.join("queue")).map_err(lib)?,
-        OnDiskCorpus::new(out.join(".solutions")).map_err(lib)?,
-        &mut feedback,
-        &mut objective,
-    )
-    .map_err(lib)?;
-    let mut tokens = Tokens::new();
-    tokens.add_tokens(cfg.dictionary.words.iter());
-    for i in &cfg.dictionary.ints {
-        tokens.add_token(&i.to_le_bytes().to_vec());
-        if let Ok(v) = i32::try_from(*i) {
-            tokens.add_token(&v.to_le_bytes().to_vec());
+    let mut state = match restored {
+        Some(state) => state,
+        None => {
+            let mut state = StdState::new(
+                StdRand::with_seed(seed),
+                InMemoryOnDiskCorpus::<BytesInput>::new(out.join("queue")).map_err(lib)?,
+                OnDiskCorpus::new(out.join(".solutions")).map_err(lib)?,
+                &mut feedback,
+                &mut objective,
+            )
+            .map_err(lib)?;
+            let mut tokens = Tokens::new();
+            tokens.add_tokens(cfg.dictionary.words.iter());
+            for i in &cfg.dictionary.ints {
+                tokens.add_token(&i.to_le_bytes().to_vec());
+                if let Ok(v) = i32::try_from(*i) {
+                    tokens.add_token(&v.to_le_bytes().to_vec());
+                }
+            }
+            state.add_metadata(tokens);
+            state
         }
-    }
-    state.add_metadata(tokens);
+    };
 
-    let mut mgr = SimpleEventManager::new(SimpleMonitor::new(|_| {}));
     let scheduler = IndexesLenTimeMinimizerScheduler::new(&edges_observer, QueueScheduler::new());
     let mut fuzzer = StdFuzzer::new(scheduler, feedback, objective);
 
@@ -371,10 +429,10 @@ fn campaign(cfg: &FuzzConfig, out: &Path, request: &Path) -> Result<FuzzReport, 
         .build_dynamic_map(edges_observer, tuple_list!(time_observer))
         .map_err(|e| FuzzError::Libafl(format!("cannot start the harness {program}: {e}")))?;
 
-    let original: Vec<ParamValue> = unit.params.iter().map(original_value).collect();
-    fuzzer
-        .add_input(&mut state, &mut executor, &mut mgr, BytesInput::new(encode_values(&original)))
-        .map_err(lib)?;
+    if state.corpus().count() == 0 {
+        let original: Vec<ParamValue> = unit.params.iter().map(original_value).collect();
+        fuzzer.add_input(&mut state, &mut executor, mgr, BytesInput::new(encode_values(&original))).map_err(lib)?;
+    }
 
     let mutations = havoc_mutations().merge(tokens_mutations());
     let havoc = StdMutationalStage::new(HavocScheduledMutator::new(mutations));
@@ -386,7 +444,15 @@ fn campaign(cfg: &FuzzConfig, out: &Path, request: &Path) -> Result<FuzzReport, 
         )),
         2,
     ));
-    let start = Instant::now();
+    // A single-core campaign starts its clock here, with the harness up; clients
+    // share the clock of the process that launched them.
+    let (start, end) = match client {
+        Some(c) => (c.start, c.end),
+        None => {
+            let start = Instant::now();
+            (start, start + cfg.time)
+        }
+    };
     let mut report = FuzzReport::default();
     if cfg.cmplog {
         let mut cmp_shmem = sp.uninit_on_shmem::<AflppCmpLogMap>().map_err(lib)?;
@@ -411,10 +477,10 @@ fn campaign(cfg: &FuzzConfig, out: &Path, request: &Path) -> Result<FuzzReport, 
         let tracing = TracingStage::new(cmplog_executor);
         let i2s = StdMutationalStage::new(HavocScheduledMutator::new(tuple_list!(I2SRandReplace::new())));
         let mut stages = tuple_list!(tracing, i2s, values, havoc);
-        run_loop(cfg, start, &mut report, &mut fuzzer, &mut stages, &mut executor, &mut state, &mut mgr)?;
+        run_loop(cfg, (start, end), client, &mut report, &mut fuzzer, &mut stages, &mut executor, &mut state, mgr)?;
     } else {
         let mut stages = tuple_list!(values, havoc);
-        run_loop(cfg, start, &mut report, &mut fuzzer, &mut stages, &mut executor, &mut state, &mut mgr)?;
+        run_loop(cfg, (start, end), client, &mut report, &mut fuzzer, &mut stages, &mut executor, &mut state, mgr)?;
     }
     report.executions = *state.executions();
     report.seconds = start.elapsed().as_secs_f64();
@@ -425,7 +491,8 @@ fn campaign(cfg: &FuzzConfig, out: &Path, request: &Path) -> Result<FuzzReport, 
 #[allow(clippy::too_many_arguments)]
 fn run_loop<Z, ST, E, S, EM>(
     cfg: &FuzzConfig,
-    start: Instant,
+    (start, end): (Instant, Instant),
+    client: Option<&parallel::ClientPace>,
     report: &mut FuzzReport,
     fuzzer: &mut Z,
     stages: &mut ST,
@@ -436,18 +503,32 @@ fn run_loop<Z, ST, E, S, EM>(
 where
     Z: Fuzzer<E, EM, BytesInput, S, ST>,
     S: HasExecutions + HasSolutions<BytesInput> + HasCorpus<BytesInput>,
+    EM: ProgressReporter<S>,
 {
     let mut last = Instant::now();
-    while start.elapsed() < cfg.time {
+    while Instant::now() < end {
         fuzzer.fuzz_one(stages, executor, state, mgr).map_err(lib)?;
         let solutions = state.solutions().count();
         if solutions > 0 && report.first_crash_after.is_none() {
             report.first_crash_after = Some(start.elapsed().as_secs_f64());
             if cfg.stop_on_crash {
+                if let Some(c) = client {
+                    c.stop_all();
+                }
                 break;
             }
         }
-        if cfg.progress && last.elapsed() >= Duration::from_secs(1) {
+        if let Some(c) = client {
+            // The launcher's monitor prints the status line from these reports.
+            mgr.maybe_report_progress(state, Duration::from_secs(1)).map_err(lib)?;
+            if last.elapsed() >= Duration::from_secs(1) {
+                last = Instant::now();
+                c.checkpoint(*state.executions(), report.first_crash_after);
+            }
+            if c.should_stop() {
+                break;
+            }
+        } else if cfg.progress && last.elapsed() >= Duration::from_secs(1) {
             last = Instant::now();
             let el = start.elapsed().as_secs_f64();
             let execs = *state.executions();
@@ -462,4 +543,9 @@ where
         }
     }
     Ok(())
+}
+
+/// The cores this process may run on.
+fn available_cores() -> usize {
+    std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1)
 }

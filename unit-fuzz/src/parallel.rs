@@ -1,0 +1,364 @@
+//! Multi-core unit fuzzing: LibAFL's `Launcher` runs one fuzzer per core, each the
+//! single-core campaign ([`crate::run_fuzzer`]) with its own harness processes and
+//! shared memory, and its LLMP broker passes new queue entries between them.
+//!
+//! The processes, all forks of the caller:
+//!
+//! ```text
+//! caller ── waits, enforces the time limit, reads the clients' reports
+//!  └─ launcher (fork; so the launcher's environment and signal settings stay out of the caller)
+//!      ├─ broker (forked by its restarting manager; prints the status line)
+//!      └─ respawner i, pinned to core i ── fuzzer i ── harness processes
+//! ```
+//!
+//! Every fuzzer stops at one shared deadline (an `Instant` taken before the forks,
+//! so a respawned fuzzer does not start a fresh budget), when another client found a
+//! crash and `stop_on_crash` is set (a marker file in the output directory), or when
+//! the caller is gone. Queue and solutions directories are shared: LibAFL names
+//! entries by content hash and counts writers in lock files, so nothing is clobbered.
+//! Each fuzzer writes a small report when it stops; the caller sums them.
+
+use crate::{io, lib, run_fuzzer, FuzzConfig, FuzzError, FuzzReport, UnitState};
+use libafl::events::launcher::{ClientDescription, Launcher};
+use libafl::events::{EventConfig, LlmpRestartingEventManager, SendExiting, ShouldSaveState};
+use libafl::monitors::stats::ClientStatsManager;
+use libafl::monitors::Monitor;
+use libafl_bolts::core_affinity::{get_core_ids, Cores};
+use libafl_bolts::shmem::{UnixShMem, UnixShMemProvider};
+use libafl_bolts::ClientId;
+use libafl::inputs::BytesInput;
+use libafl_bolts::shmem::ShMemProvider;
+use nix::errno::Errno;
+use nix::sys::signal::{kill, Signal};
+use nix::sys::wait::{waitpid, WaitPidFlag, WaitStatus};
+use nix::unistd::{fork, getpid, ForkResult, Pid};
+use std::collections::{HashMap, HashSet};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+/// What one fuzzer process did, written to `.clients/<client>-<pid>.json` when it stops.
+#[derive(Debug, Default, serde::Serialize, serde::Deserialize)]
+struct ClientReport {
+    /// Executions (of this process; a respawned fuzzer writes its own file).
+    executions: u64,
+    /// Seconds from the campaign start to this fuzzer's first crash.
+    first_crash_after: Option<f64>,
+    /// Why it could not fuzz.
+    error: Option<String>,
+}
+
+/// When a client stops, shared by all clients of one campaign.
+#[derive(Debug, Clone)]
+pub struct ClientPace {
+    /// The campaign's start, in the caller.
+    pub(crate) start: Instant,
+    /// The deadline every client stops at.
+    pub(crate) end: Instant,
+    /// Marker file: once it exists, every client stops.
+    stop_file: PathBuf,
+    /// The process that called [`crate::fuzz`]; clients stop when it is gone.
+    caller: Pid,
+    /// Where clients write their [`ClientReport`]s.
+    reports: PathBuf,
+    /// This client's id (from the launcher; 0 before it is known).
+    client: usize,
+}
+
+impl ClientPace {
+    /// Tell every client to stop (a crash was found and `stop_on_crash` is set).
+    pub(crate) fn stop_all(&self) {
+        let _ = std::fs::write(&self.stop_file, b"");
+    }
+
+    /// Another client asked to stop, or the caller died (Ctrl-C, killed).
+    pub(crate) fn should_stop(&self) -> bool {
+        self.stop_file.exists() || kill(self.caller, None) == Err(Errno::ESRCH)
+    }
+
+    /// Write this fuzzer process's report so far (so a fuzzer that dies, and is
+    /// respawned, still counts its executions up to its last checkpoint).
+    pub(crate) fn checkpoint(&self, executions: u64, first_crash_after: Option<f64>) {
+        self.write(&ClientReport { executions, first_crash_after, error: None });
+    }
+
+    fn write(&self, report: &ClientReport) {
+        let path = self.reports.join(format!("{}-{}.json", self.client, getpid()));
+        let tmp = path.with_extension("tmp");
+        if std::fs::write(&tmp, serde_json::to_vec(report).unwrap_or_default()).is_ok() {
+            let _ = std::fs::rename(&tmp, &path);
+        }
+    }
+}
+
+/// The launcher's monitor: one compact status line a second, summed over clients.
+struct StatusLineMonitor {
+    start: Instant,
+    last: Option<Instant>,
+    quiet: bool,
+}
+
+impl Monitor for StatusLineMonitor {
+    fn display(&mut self, stats: &mut ClientStatsManager, _event: &str, _sender: ClientId) -> Result<(), libafl::Error> {
+        if self.quiet || self.last.is_some_and(|t| t.elapsed() < Duration::from_secs(1)) {
+            return Ok(());
+        }
+        self.last = Some(Instant::now());
+        let clients: Vec<_> = stats.client_stats().values().filter(|c| c.enabled()).collect();
+        let execs: u64 = clients.iter().map(|c| c.executions()).sum();
+        // Clients share their queue entries: the largest queue is the campaign's.
+        let corpus = clients.iter().map(|c| c.corpus_size()).max().unwrap_or(0);
+        let objectives: u64 = clients.iter().map(|c| c.objective_size()).sum();
+        let el = self.start.elapsed().as_secs_f64();
+        eprintln!(
+            "[fuzz {:>4.0}s] {} execs ({:.0}/s), corpus {}, objectives {}, clients {}",
+            el,
+            execs,
+            execs as f64 / el.max(1e-9),
+            corpus,
+            objectives,
+            clients.len()
+        );
+        Ok(())
+    }
+}
+
+/// Run `cfg.cores` fuzzers until the deadline; returns the summed report (crashes
+/// and timeouts are left in `.solutions` for the caller to sort).
+pub(crate) fn campaign(cfg: &FuzzConfig, out: &Path, request: &Path, cwd: &Path) -> Result<FuzzReport, FuzzError> {
+    let threads = std::fs::read_dir("/proc/self/task").map(|d| d.count()).unwrap_or(1);
+    if threads > 1 {
+        return Err(FuzzError::Threads(threads));
+    }
+    // Client i runs on the i-th core this process may use (core i, usually).
+    let allowed = get_core_ids().map_err(lib)?;
+    if cfg.cores > allowed.len() {
+        return Err(FuzzError::Cores { cores: cfg.cores, available: allowed.len() });
+    }
+    let cores = Cores::from(allowed[..cfg.cores].iter().map(|c| c.0).collect::<Vec<_>>());
+    let port = free_port().map_err(io("cannot find a free port for the broker on", Path::new("127.0.0.1")))?;
+    let reports = out.join(".clients");
+    let _ = std::fs::remove_dir_all(&reports);
+    std::fs::create_dir_all(&reports).map_err(io("cannot create", &reports))?;
+    let stop_file = out.join(".stop");
+    let _ = std::fs::remove_file(&stop_file);
+
+    let start = Instant::now();
+    let pace = ClientPace {
+        start,
+        end: start + cfg.time,
+        stop_file,
+        caller: getpid(),
+        reports: reports.clone(),
+        client: 0,
+    };
+    // SAFETY: the caller is single-threaded (checked above); the child only runs
+    // the launcher and ends with `_exit`, never returning into the caller's code.
+    match unsafe { fork() }.map_err(|e| FuzzError::Libafl(format!("cannot fork the launcher: {e}")))? {
+        ForkResult::Child => {
+            let code = launch(cfg, out, request, cwd, &cores, port, &pace);
+            // SAFETY: ends this process without running the caller's exit handlers.
+            unsafe { libc_exit(code) }
+        }
+        ForkResult::Parent { child } => {
+            // Clients stop at the deadline after their current round; give them that
+            // and the broker's goodbye, then end whatever is left.
+            let grace = Duration::from_secs(5) + cfg.timeout * 4;
+            let finished = supervise(child, pace.end + grace);
+            let mut report = FuzzReport { seconds: start.elapsed().as_secs_f64(), ..FuzzReport::default() };
+            let mut errors = Vec::new();
+            let mut reported = 0;
+            for entry in std::fs::read_dir(&reports).map_err(io("cannot list", &reports))?.flatten() {
+                let path = entry.path();
+                let Ok(bytes) = std::fs::read(&path) else { continue };
+                if path.extension().is_some_and(|e| e == "tmp") {
+                    continue;
+                }
+                if path.extension().is_some_and(|e| e == "err") {
+                    errors.push(String::from_utf8_lossy(&bytes).into_owned());
+                    continue;
+                }
+                let Ok(r) = serde_json::from_slice::<ClientReport>(&bytes) else { continue };
+                report.executions += r.executions;
+                if let Some(t) = r.first_crash_after {
+                    report.first_crash_after = Some(report.first_crash_after.map_or(t, |u: f64| u.min(t)));
+                }
+                match r.error {
+                    Some(e) => errors.push(e),
+                    None => reported += 1,
+                }
+            }
+            report.corpus = std::fs::read_dir(out.join("queue"))
+                .map(|d| d.flatten().filter(|e| !e.file_name().to_string_lossy().starts_with('.')).count())
+                .unwrap_or(0);
+            if reported == 0 {
+                if !finished {
+                    errors.push(format!("the fuzzers did not stop within {:.0}s of the deadline", grace.as_secs_f64()));
+                }
+                errors.dedup();
+                let why = if errors.is_empty() { "no fuzzer reported".to_owned() } else { errors.join("; ") };
+                return Err(FuzzError::Libafl(format!("multi-core fuzzing failed: {why}")));
+            }
+            Ok(report)
+        }
+    }
+}
+
+/// The launcher process: start the broker and the clients, wait for them, clean up.
+/// Every process forked from here comes back through this function when its part
+/// is over; the return value is its exit status.
+#[allow(clippy::too_many_arguments)]
+fn launch(
+    cfg: &FuzzConfig,
+    out: &Path,
+    request: &Path,
+    cwd: &Path,
+    cores: &Cores,
+    port: u16,
+    pace: &ClientPace,
+) -> i32 {
+    let launcher_pid = getpid();
+    if std::env::set_current_dir(cwd).is_err() {
+        return 2;
+    }
+    // As in the single-core path: the harness processes inherit this.
+    crate::libc_personality();
+    let log = out.join("clients.log");
+    let log = log.to_str().unwrap_or("/dev/null");
+    let run_client = |restored: Option<UnitState>,
+                      mut mgr: LlmpRestartingEventManager<(), BytesInput, UnitState, UnixShMem, UnixShMemProvider>,
+                      client: ClientDescription|
+     -> Result<(), libafl::Error> {
+        let pace = ClientPace { client: client.id(), ..pace.clone() };
+        let seed = cfg.seed.wrapping_add(client.id() as u64);
+        let result = run_fuzzer(cfg, out, request, seed, &mut mgr, restored, Some(&pace));
+        pace.write(&match result {
+            Ok(r) => ClientReport { executions: r.executions, first_crash_after: r.first_crash_after, error: None },
+            Err(e) => ClientReport { error: Some(e.to_string()), ..ClientReport::default() },
+        });
+        // Tell the broker (it ends after the last client) and the respawner (it
+        // must not start this fuzzer again) that this client is done.
+        mgr.on_shutdown()?;
+        // The broker maps a client's pages when it reads them: wait for that before
+        // the pages go, but not forever (the broker may be gone).
+        let waited = Instant::now();
+        while !mgr.inner.llmp.safe_to_unmap() && waited.elapsed() < Duration::from_secs(2) {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        Ok(())
+    };
+    let shmem = match UnixShMemProvider::new() {
+        Ok(s) => s,
+        Err(e) => return launch_failed(&pace.reports, &e.to_string()),
+    };
+    let launcher = Launcher::builder()
+        .shmem_provider(shmem)
+        // Clients re-run received entries rather than trust another's observers.
+        .configuration(EventConfig::AlwaysUnique)
+        .monitor(StatusLineMonitor { start: pace.start, last: None, quiet: !cfg.progress })
+        .run_client(run_client)
+        .cores(cores)
+        .broker_port(port)
+        .stdout_file(Some(log))
+        // Keep the LLMP connection description current, so a fuzzer that dies
+        // (out of memory, say) is respawned; its state starts afresh.
+        .serialize_state(ShouldSaveState::OOMSafeNever)
+        .build();
+    let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| launcher.launch::<BytesInput, UnitState>()));
+    let code = match result {
+        Ok(Ok(())) | Ok(Err(libafl::Error::ShuttingDown)) => 0,
+        Ok(Err(e)) => launch_failed(&pace.reports, &e.to_string()),
+        Err(_) => launch_failed(&pace.reports, "a fuzzer process panicked (see clients.log)"),
+    };
+    if getpid() == launcher_pid {
+        // The broker and every client have ended; end what they may have left.
+        kill_tree(launcher_pid, false);
+        while let Ok(WaitStatus::Exited(..) | WaitStatus::Signaled(..)) = waitpid(None, Some(WaitPidFlag::WNOHANG)) {}
+    }
+    code
+}
+
+fn launch_failed(reports: &Path, why: &str) -> i32 {
+    let _ = std::fs::write(reports.join(format!("{}.err", getpid())), why);
+    1
+}
+
+/// Wait for the launcher until `hard_end`; then end it and everything under it.
+/// Returns whether it ended by itself.
+fn supervise(launcher: Pid, hard_end: Instant) -> bool {
+    loop {
+        match waitpid(launcher, Some(WaitPidFlag::WNOHANG)) {
+            Ok(WaitStatus::StillAlive) | Err(Errno::EINTR) => {}
+            Ok(_) | Err(_) => return true,
+        }
+        if Instant::now() > hard_end {
+            kill_tree(launcher, true);
+            let _ = waitpid(launcher, None);
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Stop, then kill, every descendant of `root` (and `root` itself if asked).
+/// Stopping first keeps the tree still (a respawner cannot fork a new fuzzer)
+/// while it is walked again for late arrivals.
+fn kill_tree(root: Pid, with_root: bool) {
+    let mut seen: HashSet<Pid> = HashSet::new();
+    if with_root {
+        let _ = kill(root, Signal::SIGSTOP);
+        seen.insert(root);
+    }
+    loop {
+        let fresh: Vec<Pid> = descendants(root).into_iter().filter(|p| !seen.contains(p)).collect();
+        if fresh.is_empty() {
+            break;
+        }
+        for p in fresh {
+            let _ = kill(p, Signal::SIGSTOP);
+            seen.insert(p);
+        }
+    }
+    for p in seen {
+        let _ = kill(p, Signal::SIGKILL);
+    }
+}
+
+/// Every process below `root`, from `/proc`.
+fn descendants(root: Pid) -> Vec<Pid> {
+    let mut children: HashMap<i32, Vec<i32>> = HashMap::new();
+    for entry in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
+        let Some(pid) = entry.file_name().to_str().and_then(|s| s.parse::<i32>().ok()) else { continue };
+        let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else { continue };
+        // pid (comm) state ppid ...; comm may hold spaces and parentheses.
+        let Some(ppid) = stat.rsplit_once(')').and_then(|(_, rest)| rest.split_whitespace().nth(1)?.parse().ok()) else {
+            continue;
+        };
+        children.entry(ppid).or_default().push(pid);
+    }
+    let mut found = Vec::new();
+    let mut todo = vec![root.as_raw()];
+    while let Some(p) = todo.pop() {
+        for &c in children.get(&p).into_iter().flatten() {
+            found.push(Pid::from_raw(c));
+            todo.push(c);
+        }
+    }
+    found
+}
+
+/// A TCP port on localhost nobody listens on right now.
+fn free_port() -> std::io::Result<u16> {
+    Ok(std::net::TcpListener::bind(("127.0.0.1", 0))?.local_addr()?.port())
+}
+
+/// `_exit`: end the process without exit handlers or unwinding.
+///
+/// # Safety
+/// Ends the process; nothing after it runs.
+unsafe fn libc_exit(code: i32) -> ! {
+    extern "C" {
+        fn _exit(code: std::os::raw::c_int) -> !;
+    }
+    // SAFETY: as documented.
+    unsafe { _exit(code) }
+}
