@@ -8,11 +8,17 @@
 
 pub mod binary;
 pub mod carve;
+pub mod coverage;
 pub mod export;
 pub mod fuzz;
+pub mod lift;
 pub mod mapping;
 pub mod record;
+pub mod reduce;
 pub mod replay;
+pub mod sandbox;
 pub mod show;
+pub mod signature;
 pub mod systest;
 pub mod units;
+pub mod validate;

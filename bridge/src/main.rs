@@ -3,7 +3,7 @@
 
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
-use trestle_bridge::{carve, export, fuzz, record, replay, show};
+use trestle_bridge::{carve, export, fuzz, lift, record, replay, show, validate};
 
 /// trestle: a test generation bridge for C and C++ programs.
 ///
@@ -28,6 +28,11 @@ enum Command {
     Show(show::ShowArgs),
     /// Fuzz a unit's parameters with LibAFL.
     Fuzz(fuzz::FuzzArgs),
+    /// Write unit findings back into system tests, run the real program on them in a
+    /// sandbox, and report only the crashes it confirms (reduced, with provenance).
+    Lift(lift::LiftArgs),
+    /// Run a program on system tests in the sandbox and report crashes and limits.
+    Validate(validate::ValidateArgs),
     /// Write a unit as a standalone C file that rebuilds its context and calls the function.
     Export(export::ExportArgs),
 }
@@ -41,6 +46,8 @@ fn main() -> ExitCode {
         Command::Show(a) => show::run(a),
         Command::Fuzz(a) => fuzz::run(a).map(|_| ()),
         Command::Export(a) => export::run(a),
+        Command::Lift(a) => lift::run(a).map(|_| ()),
+        Command::Validate(a) => validate::run(a).map(|_| ()),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

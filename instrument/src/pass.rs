@@ -920,6 +920,10 @@ fn build_thunk<'ctx>(
     }
     let call = builder.build_call(f, &args, "")?;
     call.set_call_convention(f.get_call_conventions());
+    // Keep the function out of its thunk: a crash in a unit must show the function's
+    // own frame (the thunk has no debug info, so an inlined copy would be nameless).
+    let noinline = inkwell::attributes::Attribute::get_named_enum_kind_id("noinline");
+    call.add_attribute(AttributeLoc::Function, ctx.create_enum_attribute(noinline, 0));
     for i in 0..meta.params.len() as u32 {
         for a in f.attributes(AttributeLoc::Param(i)) {
             call.add_attribute(AttributeLoc::Param(i), a);

@@ -1,0 +1,963 @@
+//! `trestle lift`: turn unit findings into system tests and report only what the real
+//! program confirms.
+//!
+//! For each input a unit fuzzer saved (crashes first, then queue entries), the new
+//! parameter values are written back into the unit's system test at the places the
+//! mapping found them (each place alone and all together, when a value occurred more
+//! than once), and the program — built without trestle — runs on each lifted test in
+//! the sandbox. A lifted test is a *true alarm* when the program crashes with the
+//! unit's crash signature, *effective* when it reaches system coverage nothing before
+//! it reached (coverage builds only), and otherwise the unit finding was a *false
+//! positive*: kept under `false-positives/` with the reason, never reported.
+//! True alarms are deduplicated by signature, reduced by delta debugging, exported as
+//! a C unit test, and written with their provenance under `alarms/<id>/`.
+
+use crate::binary::Binary;
+use crate::coverage::{is_coverage_build, measure, CoverageSet};
+use crate::reduce::{reduce, test_size, ReduceStats};
+use crate::sandbox::{find_tool, Limits, Sandbox, SandboxRun};
+use crate::signature::{parse_stack, signal_name, symbolise, CrashSignature, FrameFilter};
+use crate::systest::{load_tests, parse_duration, save_test, to_json};
+use crate::units::{read_unit, safe_name};
+use anyhow::{bail, Context as _, Result};
+use serde::Serialize;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+use trestle_abi::fuzz::{decode_values, original_value, ParamValue, ENV_FUZZ, ENV_FUZZ_INPUT};
+use trestle_abi::unit::{InputRef, Origin, ParamKind, SystemTest, Unit};
+
+/// Arguments of `trestle lift`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct LiftArgs {
+    /// Output directories of `trestle fuzz` (each holds unit.unit, crashes/, queue/).
+    #[arg(required = true)]
+    pub fuzz_dirs: Vec<PathBuf>,
+    /// The program to validate with, built without trestle-cc: plain, with
+    /// AddressSanitizer, or for source-based coverage (-fprofile-instr-generate
+    /// -fcoverage-mapping, which also decides "effective"). Build it with -g: crash
+    /// signatures compare function names, inlined ones included.
+    #[arg(long)]
+    pub program: PathBuf,
+    /// Output directory: alarms/, false-positives/, alarms.json, lift.json.
+    #[arg(long)]
+    pub out: PathBuf,
+    /// Seed system tests (file or directory): with a coverage build, what they cover is
+    /// the baseline a lifted test must add to in order to count as effective (default:
+    /// the units' own system tests).
+    #[arg(long)]
+    pub seeds: Option<PathBuf>,
+    /// The instrumented program the units run in, to read crash signatures of unit
+    /// findings (default: the program each unit was carved from).
+    #[arg(long)]
+    pub harness: Option<PathBuf>,
+    /// Wall-clock limit per system run.
+    #[arg(long, default_value = "10s", value_parser = parse_duration)]
+    pub timeout: Duration,
+    /// Address-space limit per system run, MiB (not applied to sanitizer builds).
+    #[arg(long, default_value_t = 4096)]
+    pub memory_mb: u64,
+    /// Lift at most this many queue entries per fuzz directory (0: crashes only).
+    #[arg(long, default_value_t = 200)]
+    pub max_queue: usize,
+    /// Runs allowed for reducing each alarm.
+    #[arg(long, default_value_t = 500)]
+    pub reduce_budget: usize,
+    /// Do not reduce alarms.
+    #[arg(long)]
+    pub no_reduce: bool,
+    /// Run lifted tests without bubblewrap (still in a fresh directory, with rlimits).
+    #[arg(long)]
+    pub no_sandbox: bool,
+    /// Print the summary as JSON on stdout.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// What lifting found, as in the paper's tables 4 and 5.
+#[derive(Debug, Clone, Default, Serialize, serde::Deserialize)]
+pub struct LiftStats {
+    /// Unit inputs that crashed the unit.
+    pub unit_crashes: usize,
+    /// Unit inputs from the queues (new unit coverage).
+    pub unit_queue: usize,
+    /// System tests made by lifting and run.
+    pub lifted_tests: usize,
+    /// Lifted tests that reached new system coverage without crashing.
+    pub effective: usize,
+    /// Lifted tests that crashed the program with the unit's signature.
+    pub true_alarm_tests: usize,
+    /// Distinct true alarms (by signature).
+    pub alarms: usize,
+    /// Lifted tests that crashed the program differently from the unit.
+    pub other_crash_tests: usize,
+    /// Unit crashes no lifted test reproduced.
+    pub false_positives: usize,
+    /// Lifted tests that ran into a resource limit.
+    pub limited: usize,
+    /// Whether coverage was measured (coverage build).
+    pub coverage_measured: bool,
+    /// Branch directions covered by the baseline and everything lifted.
+    pub branches_covered: usize,
+    /// Branch directions in the program.
+    pub branches_total: usize,
+}
+
+impl LiftStats {
+    /// Share of lifted tests that were effective or true alarms.
+    pub fn productive_share(&self) -> f64 {
+        (self.effective + self.true_alarm_tests) as f64 / self.lifted_tests.max(1) as f64
+    }
+}
+
+/// One entry of `alarms.json`.
+#[derive(Debug, Clone, Serialize, serde::Deserialize)]
+pub struct AlarmEntry {
+    /// Directory name under `alarms/`.
+    pub id: String,
+    /// The unit's function.
+    pub function: String,
+    /// The system-level crash.
+    pub signature: String,
+    /// Deduplication key.
+    pub key: String,
+    /// Whether the system crash is the unit's (else: the program crashed another way).
+    pub matches_unit: bool,
+    /// Unit findings that lifted to this crash.
+    pub candidates: usize,
+    /// Bytes of the lifted and the reduced test.
+    pub size_lifted: usize,
+    /// Bytes of the reduced test.
+    pub size_reduced: usize,
+}
+
+/// A substitution made by lifting.
+#[derive(Debug, Clone, Serialize)]
+pub struct Substitution {
+    /// Parameter index in the unit.
+    pub param: usize,
+    /// Where in the system test.
+    pub input: String,
+    /// Byte offset.
+    pub offset: u64,
+    /// Old bytes (text).
+    pub old: String,
+    /// New bytes (text).
+    pub new: String,
+}
+
+/// A unit finding to lift.
+#[derive(Debug, Clone)]
+struct Candidate {
+    input: PathBuf,
+    crash: bool,
+}
+
+/// The lifting state of one output directory; `trestle run` keeps one across rounds.
+pub struct Lifter {
+    program: PathBuf,
+    out: PathBuf,
+    sandbox: Sandbox,
+    filter: FrameFilter,
+    coverage: Option<CoverageSet>,
+    /// The figures so far.
+    pub stats: LiftStats,
+    alarms: BTreeMap<String, AlarmEntry>,
+    fp_count: usize,
+    reduce_budget: Option<usize>,
+    harness: Option<PathBuf>,
+    progress: bool,
+    binaries: BTreeMap<PathBuf, Option<Binary>>,
+}
+
+/// How a lifted test went at system level.
+#[derive(Debug, Clone, Serialize)]
+struct SystemOutcome {
+    status: String,
+    crash: Option<CrashSignature>,
+    limit: Option<String>,
+    new_coverage: Option<usize>,
+    stderr_tail: String,
+}
+
+fn outcome_of(run: &SandboxRun, new_coverage: Option<usize>) -> SystemOutcome {
+    let err = String::from_utf8_lossy(&run.stderr);
+    let tail: String = err.lines().rev().take(12).collect::<Vec<_>>().into_iter().rev().collect::<Vec<_>>().join("\n");
+    SystemOutcome {
+        status: run.status.to_string(),
+        crash: run.crash.clone(),
+        limit: run.limit.clone(),
+        new_coverage,
+        stderr_tail: tail,
+    }
+}
+
+impl Lifter {
+    /// A lifter writing to `out`. `baseline` are the tests whose coverage counts as
+    /// already reached.
+    pub fn new(program: &Path, out: &Path, sandbox: Sandbox, baseline: &[SystemTest], progress: bool) -> Result<Lifter> {
+        let program = std::fs::canonicalize(program).with_context(|| format!("validation program {}", program.display()))?;
+        if Binary::load(&program).is_ok() {
+            eprintln!(
+                "trestle lift: warning: {} was built with trestle-cc; validate with a build without it (plain, sanitizer or coverage)",
+                program.display()
+            );
+        }
+        for d in ["alarms", "false-positives"] {
+            std::fs::create_dir_all(out.join(d)).with_context(|| format!("cannot create {}", out.join(d).display()))?;
+        }
+        let filter = FrameFilter { program: Some(program.clone()), stop_after: None };
+        let mut lifter = Lifter {
+            program,
+            out: out.to_owned(),
+            sandbox,
+            filter,
+            coverage: None,
+            stats: LiftStats::default(),
+            alarms: BTreeMap::new(),
+            fp_count: 0,
+            reduce_budget: Some(500),
+            harness: None,
+            progress,
+            binaries: BTreeMap::new(),
+        };
+        lifter.load_existing()?;
+        if is_coverage_build(&lifter.program) {
+            let mut base = CoverageSet::default();
+            let dir = tempfile::tempdir()?;
+            let mut profiles = Vec::new();
+            for (i, t) in baseline.iter().enumerate() {
+                let p = dir.path().join(format!("{i}.profraw"));
+                lifter.sandbox.run(&lifter.program, t, &[], &lifter.filter, Some(&p))?;
+                if p.exists() {
+                    profiles.push(p);
+                }
+            }
+            base.extend(&measure(&lifter.program, &profiles)?);
+            lifter.stats.coverage_measured = true;
+            lifter.stats.branches_covered = base.branches();
+            lifter.stats.branches_total = base.branches_total;
+            lifter.coverage = Some(base);
+        }
+        Ok(lifter)
+    }
+
+    /// Alarms already in the output directory (a resumed campaign keeps them).
+    fn load_existing(&mut self) -> Result<()> {
+        let path = self.out.join("alarms.json");
+        if let Ok(text) = std::fs::read_to_string(&path) {
+            let list: Vec<AlarmEntry> =
+                serde_json::from_str(&text).with_context(|| format!("{} is not an alarm list", path.display()))?;
+            for a in list {
+                self.alarms.insert(a.key.clone(), a);
+            }
+        }
+        if let Ok(text) = std::fs::read_to_string(self.out.join("lift.json")) {
+            if let Ok(s) = serde_json::from_str::<LiftStats>(&text) {
+                self.stats = s;
+            }
+        }
+        self.fp_count = std::fs::read_dir(self.out.join("false-positives")).map(|d| d.count()).unwrap_or(0);
+        Ok(())
+    }
+
+    /// Reduce alarms with at most `budget` runs each; `None` turns reduction off.
+    pub fn set_reduce_budget(&mut self, budget: Option<usize>) {
+        self.reduce_budget = budget;
+    }
+
+    /// Read unit crash signatures in this program instead of the units' own.
+    pub fn set_harness(&mut self, harness: Option<PathBuf>) {
+        self.harness = harness;
+    }
+
+    /// The alarms so far.
+    pub fn alarms(&self) -> Vec<AlarmEntry> {
+        self.alarms.values().cloned().collect()
+    }
+
+    /// Lift everything one fuzz directory holds: its crashes, then up to
+    /// `max_queue` queue entries.
+    pub fn lift_dir(&mut self, dir: &Path, max_queue: usize) -> Result<()> {
+        let dir = &std::fs::canonicalize(dir).with_context(|| format!("fuzz directory {}", dir.display()))?;
+        let unit_path = dir.join("unit.unit");
+        let unit = read_unit(&unit_path).with_context(|| format!("{} is not a trestle fuzz directory", dir.display()))?;
+        let mut candidates: Vec<Candidate> = inputs_in(&dir.join("crashes"))?.into_iter().map(|input| Candidate { input, crash: true }).collect();
+        let queue = inputs_in(&dir.join("queue"))?;
+        candidates.extend(queue.into_iter().take(max_queue).map(|input| Candidate { input, crash: false }));
+        let started = Instant::now();
+        let total = candidates.len();
+        for (k, c) in candidates.iter().enumerate() {
+            self.lift_one(dir, &unit, c).with_context(|| format!("lifting {}", c.input.display()))?;
+            if self.progress && (k + 1 == total || (k + 1) % 20 == 0) {
+                eprintln!(
+                    "[lift {:>4.0}s] {}: {}/{} inputs, {} lifted tests, {} alarm(s), {} effective, {} false positive(s)",
+                    started.elapsed().as_secs_f64(),
+                    unit.function,
+                    k + 1,
+                    total,
+                    self.stats.lifted_tests,
+                    self.alarms.len(),
+                    self.stats.effective,
+                    self.stats.false_positives
+                );
+            }
+        }
+        self.write_index()
+    }
+
+    fn harness_for(&self, unit: &Unit) -> PathBuf {
+        self.harness.clone().unwrap_or_else(|| PathBuf::from(&unit.provenance.program))
+    }
+
+    fn binary(&mut self, path: &Path) -> Option<&Binary> {
+        self.binaries.entry(path.to_owned()).or_insert_with(|| Binary::load(path).ok()).as_ref()
+    }
+
+    fn lift_one(&mut self, dir: &Path, unit: &Unit, c: &Candidate) -> Result<()> {
+        let bytes = std::fs::read(&c.input).with_context(|| format!("cannot read {}", c.input.display()))?;
+        let values = decode_values(&unit.params, &bytes);
+        let unit_sig = if c.crash {
+            self.stats.unit_crashes += 1;
+            Some(self.unit_signature(dir, unit, &c.input)?)
+        } else {
+            self.stats.unit_queue += 1;
+            None
+        };
+        let variants = lift_variants(unit, &values);
+        if variants.is_empty() {
+            if c.crash {
+                self.false_positive(unit, c, &values, unit_sig.as_ref(), None, "the parameter values equal the recorded ones: nothing to lift")?;
+            }
+            return Ok(());
+        }
+        // Queue entries: the all-places variant only (they are many).
+        let variants = if c.crash { variants } else { variants.into_iter().take(1).collect() };
+        let mut last: Option<(SystemTest, SystemOutcome, Vec<Substitution>)> = None;
+        for (test, subs) in variants {
+            self.stats.lifted_tests += 1;
+            let (run, new_cov) = self.run_system(&test)?;
+            if run.limit.is_some() {
+                self.stats.limited += 1;
+            }
+            let outcome = outcome_of(&run, new_cov);
+            if let Some(sys) = &run.crash {
+                // A unit crash whose stack could not be read (a handler of the
+                // program's own took the signal) still names its function.
+                let same = unit_sig.as_ref().is_some_and(|u| {
+                    u.matches(sys)
+                        || (u.frames.is_empty()
+                            && u.class() == sys.class()
+                            && sys.frames.first().is_some_and(|f| *f == unit.function))
+                });
+                if same {
+                    self.stats.true_alarm_tests += 1;
+                } else {
+                    self.stats.other_crash_tests += 1;
+                }
+                self.alarm(dir, unit, c, &values, unit_sig.as_ref(), &test, &subs, sys, same)?;
+                return Ok(());
+            }
+            if new_cov.is_some_and(|n| n > 0) {
+                self.stats.effective += 1;
+                if c.crash {
+                    // Real coverage, but not the unit's crash.
+                    self.false_positive(unit, c, &values, unit_sig.as_ref(), Some((&test, &outcome)), "no crash at system level (the lifted test is effective: new coverage)")?;
+                }
+                return Ok(());
+            }
+            last = Some((test, outcome, subs));
+        }
+        if c.crash {
+            let reason = match &last {
+                Some((_, o, _)) if o.limit.is_some() => format!("no crash at system level: ran into the {} limit", o.limit.as_deref().unwrap_or("")),
+                Some((_, o, _)) => format!("no crash at system level ({})", o.status),
+                None => "nothing lifted".into(),
+            };
+            let lifted = last.as_ref().map(|(t, o, _)| (t, o));
+            self.false_positive(unit, c, &values, unit_sig.as_ref(), lifted, &reason)?;
+        }
+        Ok(())
+    }
+
+    fn run_system(&mut self, test: &SystemTest) -> Result<(SandboxRun, Option<usize>)> {
+        if self.coverage.is_none() {
+            return Ok((self.sandbox.run(&self.program, test, &[], &self.filter, None)?, None));
+        }
+        let dir = tempfile::tempdir()?;
+        let prof = dir.path().join("run.profraw");
+        let run = self.sandbox.run(&self.program, test, &[], &self.filter, Some(&prof))?;
+        if !prof.exists() {
+            return Ok((run, Some(0)));
+        }
+        let set = measure(&self.program, &[prof])?;
+        let cov = self.coverage.as_mut().expect("checked above");
+        let new = cov.new_in(&set);
+        cov.extend(&set);
+        self.stats.branches_covered = cov.branches();
+        Ok((run, Some(new)))
+    }
+
+    /// The unit's crash, read by running the input once more in the harness with the
+    /// crash-stack library preloaded.
+    fn unit_signature(&mut self, dir: &Path, unit: &Unit, input: &Path) -> Result<CrashSignature> {
+        let harness = self.harness_for(unit);
+        if !harness.exists() {
+            bail!("the unit harness {} is missing (pass --harness)", harness.display());
+        }
+        let preload = find_tool("libtrestle_crashstack.so")?;
+        let side = tempfile::tempdir()?;
+        let stack = side.path().join("stack");
+        let request = dir.join("request.bin");
+        let cwd = dir.join("cwd");
+        let mut cmd = std::process::Command::new(&harness);
+        cmd.env(ENV_FUZZ, &request)
+            .env(ENV_FUZZ_INPUT, input)
+            .env("LD_PRELOAD", &preload)
+            .env("TRESTLE_CRASH_STACK", &stack)
+            .current_dir(if cwd.is_dir() { cwd } else { dir.to_owned() })
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null());
+        {
+            use std::os::unix::process::CommandExt as _;
+            // SAFETY: personality() only affects the child: recorded addresses of libc
+            // objects need the layout of the recording.
+            unsafe {
+                cmd.pre_exec(|| {
+                    libc::personality(libc::ADDR_NO_RANDOMIZE as libc::c_ulong);
+                    Ok(())
+                });
+            }
+        }
+        let mut child = cmd.spawn().with_context(|| format!("cannot run the unit harness {}", harness.display()))?;
+        use wait_timeout::ChildExt as _;
+        let status = match child.wait_timeout(self.sandbox.limits.wall)? {
+            Some(s) => s,
+            None => {
+                let _ = child.kill();
+                child.wait()?
+            }
+        };
+        use std::os::unix::process::ExitStatusExt as _;
+        let filter = FrameFilter { program: Some(std::fs::canonicalize(&harness).unwrap_or(harness.clone())), stop_after: Some(unit.function.clone()) };
+        let frames = match std::fs::read_to_string(&stack) {
+            Ok(text) => symbolise(&parse_stack(&text)?)?,
+            Err(_) => Vec::new(),
+        };
+        match (status.signal(), status.code()) {
+            (Some(s), _) => Ok(filter.signature(signal_name(s), frames)),
+            (None, Some(3)) => bail!("the unit harness {} cannot set this unit up again (exit status 3)", harness.display()),
+            (None, code) => Ok(CrashSignature {
+                kind: format!("no crash (exit {}) when run alone", code.unwrap_or(-1)),
+                frames: Vec::new(),
+                stack: Vec::new(),
+            }),
+        }
+    }
+
+    fn false_positive(
+        &mut self,
+        unit: &Unit,
+        c: &Candidate,
+        values: &[ParamValue],
+        unit_sig: Option<&CrashSignature>,
+        lifted: Option<(&SystemTest, &SystemOutcome)>,
+        reason: &str,
+    ) -> Result<()> {
+        self.stats.false_positives += 1;
+        self.fp_count += 1;
+        let id = format!("{:04}-{}", self.fp_count, safe_name(&unit.function));
+        let tmp = self.out.join("false-positives").join(format!(".tmp-{id}"));
+        std::fs::create_dir_all(&tmp)?;
+        if let Some((t, _)) = lifted {
+            save_test(t, &tmp.join("lifted.json"))?;
+        }
+        let record = serde_json::json!({
+            "function": unit.function,
+            "reason": reason,
+            "unit_input": c.input,
+            "values": describe_values(unit, values),
+            "unit_signature": unit_sig.map(|s| s.to_string()),
+            "system": lifted.map(|(_, o)| o),
+            "seed_test": unit.provenance.test,
+        });
+        std::fs::write(tmp.join("reason.json"), serde_json::to_vec_pretty(&record)?)?;
+        std::fs::rename(&tmp, self.out.join("false-positives").join(&id))?;
+        Ok(())
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn alarm(
+        &mut self,
+        dir: &Path,
+        unit: &Unit,
+        c: &Candidate,
+        values: &[ParamValue],
+        unit_sig: Option<&CrashSignature>,
+        lifted: &SystemTest,
+        subs: &[Substitution],
+        sys: &CrashSignature,
+        matches_unit: bool,
+    ) -> Result<()> {
+        let key = sys.key();
+        if let Some(a) = self.alarms.get_mut(&key) {
+            a.candidates += 1;
+            return self.write_index();
+        }
+        let id = format!("{}-{:08x}", safe_name(&unit.function), fnv32(&key));
+        let final_dir = self.out.join("alarms").join(&id);
+        let tmp = self.out.join("alarms").join(format!(".tmp-{id}"));
+        let _ = std::fs::remove_dir_all(&tmp);
+        std::fs::create_dir_all(&tmp)?;
+        save_test(lifted, &tmp.join("lifted.json"))?;
+        std::fs::copy(&c.input, tmp.join("unit-input.bin"))?;
+        let (reduced, rstats) = match self.reduce_budget {
+            Some(budget) => {
+                let program = self.program.clone();
+                let sandbox = self.sandbox.clone();
+                let filter = self.filter.clone();
+                let mut keep = |t: &SystemTest| -> Result<bool> {
+                    let run = sandbox.run(&program, t, &[], &filter, None)?;
+                    Ok(run.crash.is_some_and(|s| s.key() == key))
+                };
+                reduce(lifted, budget, &mut keep)?
+            }
+            None => (
+                lifted.clone(),
+                ReduceStats { runs: 0, budget_exhausted: false, size_before: test_size(lifted), size_after: test_size(lifted) },
+            ),
+        };
+        save_test(&reduced, &tmp.join("reduced.json"))?;
+        write_script(&tmp.join("reproduce.sh"), &self.program, &reduced)?;
+        // The unit itself, as C, with the crashing values.
+        let harness = self.harness_for(unit);
+        let binary = self.binary(&harness).cloned();
+        let source = binary.as_ref().and_then(|b| b.functions.get(&unit.context.fn_id)).map(|f| {
+            format!("{}:{}", f.file.as_deref().unwrap_or("?"), f.line)
+        });
+        match crate::export::export_c(unit, binary.as_ref(), Some(values)) {
+            Ok(c_src) => std::fs::write(tmp.join("unit.c"), c_src)?,
+            Err(e) => std::fs::write(tmp.join("unit-export-error.txt"), format!("{e:#}\n"))?,
+        }
+        let provenance = serde_json::json!({
+            "seed_test": unit.provenance.test,
+            "system_test": {
+                "name": unit.provenance.test,
+                "test": to_json(&unit.system_test),
+                "trace": unit.provenance.trace,
+                "pid": unit.provenance.pid,
+            },
+            "carved_invocation": {
+                "function": unit.function,
+                "call_index": unit.provenance.call_index,
+                "carve_sequence": unit.provenance.seq,
+                "source": source,
+                "program": unit.provenance.program,
+            },
+            "unit_input": {
+                "fuzz_dir": dir,
+                "file": c.input,
+                "values": describe_values(unit, values),
+                "signature": unit_sig.map(|s| s.to_string()),
+                "stack": unit_sig.map(|s| s.stack.iter().map(|f| f.to_string()).collect::<Vec<_>>()),
+            },
+            "lifted_test": {
+                "file": "lifted.json",
+                "substitutions": subs,
+                "signature": sys.to_string(),
+                "stack": sys.stack.iter().map(|f| f.to_string()).collect::<Vec<_>>(),
+            },
+            "reduced_test": {
+                "file": "reduced.json",
+                "reduction": rstats,
+            },
+            "validated_with": self.program,
+            "sandboxed": self.sandbox.isolated(),
+        });
+        std::fs::write(tmp.join("provenance.json"), serde_json::to_vec_pretty(&provenance)?)?;
+        let summary = summary_md(unit, values, unit_sig, sys, matches_unit, lifted, &reduced, &rstats, subs, source.as_deref(), &self.program);
+        std::fs::write(tmp.join("summary.md"), summary)?;
+        let _ = std::fs::remove_dir_all(&final_dir);
+        std::fs::rename(&tmp, &final_dir)?;
+        self.alarms.insert(
+            key.clone(),
+            AlarmEntry {
+                id,
+                function: unit.function.clone(),
+                signature: sys.to_string(),
+                key,
+                matches_unit,
+                candidates: 1,
+                size_lifted: test_size(lifted),
+                size_reduced: test_size(&reduced),
+            },
+        );
+        self.stats.alarms = self.alarms.len();
+        self.write_index()
+    }
+
+    /// Write `alarms.json` and `lift.json` (atomically: a reader never sees half).
+    pub fn write_index(&self) -> Result<()> {
+        let list: Vec<&AlarmEntry> = self.alarms.values().collect();
+        write_atomic(&self.out.join("alarms.json"), &serde_json::to_vec_pretty(&list)?)?;
+        write_atomic(&self.out.join("lift.json"), &serde_json::to_vec_pretty(&self.stats)?)
+    }
+}
+
+fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
+    let tmp = path.with_extension("tmp");
+    std::fs::write(&tmp, bytes).with_context(|| format!("cannot write {}", tmp.display()))?;
+    std::fs::rename(&tmp, path).with_context(|| format!("cannot write {}", path.display()))
+}
+
+fn fnv32(s: &str) -> u32 {
+    let mut h: u32 = 0x811c9dc5;
+    for b in s.bytes() {
+        h ^= b as u32;
+        h = h.wrapping_mul(0x01000193);
+    }
+    h
+}
+
+/// Raw fuzzer inputs in `dir` (not hidden files, not the JSON descriptions).
+fn inputs_in(dir: &Path) -> Result<Vec<PathBuf>> {
+    let Ok(rd) = std::fs::read_dir(dir) else { return Ok(Vec::new()) };
+    let mut out: Vec<PathBuf> = rd
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| {
+            let name = p.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+            p.is_file() && !name.starts_with('.') && !name.ends_with(".json") && !name.ends_with(".metadata") && !name.ends_with(".lafl_lock")
+        })
+        .collect();
+    out.sort();
+    Ok(out)
+}
+
+fn describe_values(unit: &Unit, values: &[ParamValue]) -> Vec<String> {
+    unit.params.iter().zip(values).map(|(p, v)| trestle_unit_fuzz::describe(p, v)).collect()
+}
+
+/// The text a value takes in the system input: bytes as they are, integers in
+/// decimal, cut to the width the function sees.
+fn value_text(kind: ParamKind, v: &ParamValue) -> Vec<u8> {
+    match (v, kind) {
+        (ParamValue::Bytes(b), _) => b.clone(),
+        (ParamValue::Int(i), ParamKind::Int { bits }) if bits < 64 => {
+            let shift = 64 - bits as u32;
+            ((i << shift) >> shift).to_string().into_bytes()
+        }
+        (ParamValue::Int(i), _) => i.to_string().into_bytes(),
+    }
+}
+
+/// The lifted system tests for `values`: every changed parameter at all its places,
+/// then, for a parameter found at several places, each place alone. At most 16.
+pub fn lift_variants(unit: &Unit, values: &[ParamValue]) -> Vec<(SystemTest, Vec<Substitution>)> {
+    let changed: Vec<(usize, Vec<u8>)> = unit
+        .params
+        .iter()
+        .zip(values)
+        .enumerate()
+        .filter(|(_, (p, v))| **v != original_value(p))
+        .map(|(i, (p, v))| (i, value_text(p.kind, v)))
+        .filter(|(i, text)| *text != unit.params[*i].original)
+        .collect();
+    if changed.is_empty() {
+        return Vec::new();
+    }
+    let all: Vec<(usize, Origin, Vec<u8>)> = changed
+        .iter()
+        .flat_map(|(i, text)| unit.params[*i].origins.iter().map(move |o| (*i, o.clone(), text.clone())))
+        .collect();
+    let mut plans = vec![all.clone()];
+    for (i, _) in &changed {
+        let origins = &unit.params[*i].origins;
+        if origins.len() > 1 {
+            for keep in origins {
+                plans.push(all.iter().filter(|(j, o, _)| j != i || o == keep).cloned().collect());
+            }
+        }
+    }
+    let mut out: Vec<(SystemTest, Vec<Substitution>)> = Vec::new();
+    for plan in plans {
+        let (t, subs) = apply(&unit.system_test, &plan);
+        if !out.iter().any(|(u, _)| *u == t) {
+            out.push((t, subs));
+        }
+        if out.len() >= 16 {
+            break;
+        }
+    }
+    out
+}
+
+/// Write each value over its origin; later (higher) offsets first so earlier ones stay
+/// valid; an origin overlapping one already written is skipped.
+fn apply(test: &SystemTest, plan: &[(usize, Origin, Vec<u8>)]) -> (SystemTest, Vec<Substitution>) {
+    let mut by_input: BTreeMap<InputRef, Vec<&(usize, Origin, Vec<u8>)>> = BTreeMap::new();
+    for s in plan {
+        by_input.entry(s.1.input.clone()).or_default().push(s);
+    }
+    let mut t = test.clone();
+    let mut subs = Vec::new();
+    for (input, mut list) in by_input {
+        list.sort_by(|a, b| b.1.offset.cmp(&a.1.offset).then(b.1.len.cmp(&a.1.len)));
+        let mut bytes: Vec<u8> = match &input {
+            InputRef::Arg(i) => t.args.get(*i as usize).map(|a| a.as_bytes().to_vec()).unwrap_or_default(),
+            InputRef::Stdin => t.stdin.clone().unwrap_or_default(),
+            InputRef::File(n) => t.files.get(n).cloned().unwrap_or_default(),
+        };
+        let mut floor = u64::MAX;
+        for (param, o, text) in list {
+            let end = o.offset + o.len;
+            if end > bytes.len() as u64 || end > floor {
+                continue;
+            }
+            let old = bytes[o.offset as usize..end as usize].to_vec();
+            bytes.splice(o.offset as usize..end as usize, text.iter().copied());
+            floor = o.offset;
+            subs.push(Substitution {
+                param: *param,
+                input: input.to_string(),
+                offset: o.offset,
+                old: String::from_utf8_lossy(&old).into_owned(),
+                new: String::from_utf8_lossy(text).into_owned(),
+            });
+        }
+        match &input {
+            InputRef::Arg(i) => {
+                // An argument is a C string: it ends at the first NUL.
+                let cut = bytes.iter().position(|b| *b == 0).unwrap_or(bytes.len());
+                if let Some(a) = t.args.get_mut(*i as usize) {
+                    *a = String::from_utf8_lossy(&bytes[..cut]).into_owned();
+                }
+            }
+            InputRef::Stdin => t.stdin = Some(bytes),
+            InputRef::File(n) => {
+                t.files.insert(n.clone(), bytes);
+            }
+        }
+    }
+    (t, subs)
+}
+
+fn shell_quote(s: &str) -> String {
+    format!("'{}'", s.replace('\'', r"'\''"))
+}
+
+/// A shell script that recreates the test's files and runs the program on it.
+fn write_script(path: &Path, program: &Path, t: &SystemTest) -> Result<()> {
+    use base64::Engine as _;
+    let b64 = |b: &[u8]| base64::engine::general_purpose::STANDARD.encode(b);
+    let mut s = String::from("#!/bin/sh\n# Reproduce this alarm: runs the program on the reduced system test in a fresh directory.\n");
+    s += &format!("PROGRAM=\"${{1:-{}}}\"\n", program.display());
+    s += "W=$(mktemp -d)\ntrap 'rm -rf \"$W\"' EXIT\n";
+    for (name, bytes) in &t.files {
+        if let Some(parent) = Path::new(name).parent().filter(|p| !p.as_os_str().is_empty()) {
+            s += &format!("mkdir -p \"$W\"/{}\n", shell_quote(&parent.display().to_string()));
+        }
+        s += &format!("printf '%s' {} | base64 -d > \"$W\"/{}\n", shell_quote(&b64(bytes)), shell_quote(name));
+    }
+    s += &format!("printf '%s' {} | base64 -d > \"$W/.stdin\"\n", shell_quote(&b64(t.stdin.as_deref().unwrap_or_default())));
+    s += "cd \"$W\" && env";
+    for (k, v) in &t.env {
+        s += &format!(" {}", shell_quote(&format!("{k}={v}")));
+    }
+    s += " \"$PROGRAM\"";
+    for a in &t.args {
+        s += &format!(" {}", shell_quote(a));
+    }
+    s += " < .stdin\nstatus=$?\necho \"exit status $status\" >&2\nexit $status\n";
+    std::fs::write(path, s).with_context(|| format!("cannot write {}", path.display()))?;
+    use std::os::unix::fs::PermissionsExt as _;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755))?;
+    Ok(())
+}
+
+fn show_test(t: &SystemTest) -> String {
+    let mut s = String::new();
+    s += &format!("- args: `{}`\n", t.args.iter().map(|a| shell_quote(a)).collect::<Vec<_>>().join(" "));
+    if let Some(stdin) = &t.stdin {
+        let text = String::from_utf8_lossy(stdin);
+        let shown: String = text.chars().take(400).collect();
+        s += &format!("- stdin ({} bytes):\n\n```\n{}{}\n```\n", stdin.len(), shown, if text.chars().count() > 400 { "…" } else { "" });
+    }
+    for (k, v) in &t.files {
+        s += &format!("- file `{k}`: {} bytes\n", v.len());
+    }
+    for (k, v) in &t.env {
+        s += &format!("- env `{k}={v}`\n");
+    }
+    s
+}
+
+#[allow(clippy::too_many_arguments)]
+fn summary_md(
+    unit: &Unit,
+    values: &[ParamValue],
+    unit_sig: Option<&CrashSignature>,
+    sys: &CrashSignature,
+    matches_unit: bool,
+    lifted: &SystemTest,
+    reduced: &SystemTest,
+    rstats: &ReduceStats,
+    subs: &[Substitution],
+    source: Option<&str>,
+    program: &Path,
+) -> String {
+    let mut s = format!("# Alarm in `{}`\n\n", unit.function);
+    s += &format!("**{}** when running `{}`", sys, program.display());
+    s += if matches_unit { " — the same crash as the unit's (a true alarm).\n\n" } else { " — a real crash, but not the one the unit showed.\n\n" };
+    s += "## Stack (system level)\n\n";
+    for f in sys.stack.iter().take(12) {
+        s += &format!("- {f}\n");
+    }
+    s += "\n## Reduced reproducer (`reduced.json`, run `./reproduce.sh`)\n\n";
+    s += &show_test(reduced);
+    s += &format!("\nReduced from {} to {} bytes in {} runs.\n\n", rstats.size_before, rstats.size_after, rstats.runs);
+    s += "## Provenance\n\n";
+    s += &format!("1. seed system test `{}`\n", unit.provenance.test);
+    s += &format!(
+        "2. carved invocation: `{}` (call #{} in that run{})\n",
+        unit.function,
+        unit.provenance.call_index,
+        source.map(|x| format!(", defined at {x}")).unwrap_or_default()
+    );
+    s += &format!(
+        "3. unit input: {}{}\n",
+        describe_values(unit, values).join(", "),
+        unit_sig.map(|u| format!(" — crashed the unit: {u}")).unwrap_or_default()
+    );
+    s += "4. lifted system test (`lifted.json`):";
+    for sub in subs {
+        s += &format!(" {} at byte {}: {:?} → {:?};", sub.input, sub.offset, sub.old, sub.new);
+    }
+    s += "\n\n";
+    s += &show_test(lifted);
+    s += "5. reduced system test (`reduced.json`), above.\n\n";
+    s += "The unit as a standalone C test: `unit.c` (see its header for how to build it).\n";
+    s
+}
+
+/// Run `trestle lift`.
+pub fn run(args: &LiftArgs) -> Result<LiftStats> {
+    let limits = Limits { wall: args.timeout, cpu_secs: args.timeout.as_secs().max(1), memory: args.memory_mb << 20, ..Limits::default() };
+    let sandbox = Sandbox::new(limits, !args.no_sandbox)?;
+    let mut baseline = Vec::new();
+    if let Some(seeds) = &args.seeds {
+        baseline.extend(load_tests(seeds)?.into_iter().map(|n| n.test));
+    } else {
+        for d in &args.fuzz_dirs {
+            if let Ok(u) = read_unit(&d.join("unit.unit")) {
+                baseline.push(u.system_test);
+            }
+        }
+    }
+    let mut lifter = Lifter::new(&args.program, &args.out, sandbox, &baseline, !args.json)?;
+    lifter.set_reduce_budget((!args.no_reduce).then_some(args.reduce_budget));
+    lifter.set_harness(args.harness.clone());
+    for d in &args.fuzz_dirs {
+        lifter.lift_dir(d, args.max_queue)?;
+    }
+    let s = lifter.stats.clone();
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&serde_json::json!({"stats": s, "alarms": lifter.alarms()}))?);
+    } else {
+        eprintln!(
+            "lifted {} unit crash(es) and {} queue input(s) into {} system test(s): {} true alarm(s) ({} distinct), {} effective ({:.1}% productive), {} false positive(s) suppressed{}",
+            s.unit_crashes,
+            s.unit_queue,
+            s.lifted_tests,
+            s.true_alarm_tests,
+            lifter.alarms().iter().filter(|a| a.matches_unit).count(),
+            s.effective,
+            100.0 * s.productive_share(),
+            s.false_positives,
+            if s.coverage_measured { String::new() } else { " (coverage not measured: not a coverage build)".into() }
+        );
+        for a in lifter.alarms() {
+            eprintln!("  alarm {}: {}", args.out.join("alarms").join(&a.id).display(), a.signature);
+        }
+    }
+    Ok(s)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use trestle_abi::unit::{Param, ParamSite};
+
+    fn unit_with(params: Vec<Param>, test: SystemTest) -> Unit {
+        Unit {
+            magic: trestle_abi::unit::UNIT_MAGIC,
+            version: trestle_abi::unit::UNIT_VERSION,
+            binary_id: 1,
+            function: "f".into(),
+            context: trestle_abi::Context { fn_id: 1, args: vec![], graph: Default::default(), locale: vec![], fds: vec![] },
+            expected: None,
+            provenance: trestle_abi::unit::Provenance {
+                program: "/p".into(),
+                test: "seed".into(),
+                trace: "t".into(),
+                pid: 1,
+                seq: 0,
+                call_index: 0,
+            },
+            system_test: test,
+            params,
+        }
+    }
+
+    fn origin(input: InputRef, offset: u64, len: u64) -> Origin {
+        Origin { input, offset, len }
+    }
+
+    #[test]
+    fn values_go_back_where_they_came_from() {
+        let test = SystemTest {
+            args: vec!["set".into(), "7".into(), "12".into()],
+            stdin: Some(b"login guest pw\nlogin guest x\n".to_vec()),
+            ..Default::default()
+        };
+        let int = Param {
+            site: ParamSite::Arg(1),
+            kind: ParamKind::Int { bits: 64 },
+            original: b"12".to_vec(),
+            origins: vec![origin(InputRef::Arg(2), 0, 2)],
+            companions: vec![],
+        };
+        let user = Param {
+            site: ParamSite::Arg(0),
+            kind: ParamKind::Bytes { nul: true, resizable: true },
+            original: b"guest".to_vec(),
+            origins: vec![origin(InputRef::Stdin, 6, 5), origin(InputRef::Stdin, 21, 5)],
+            companions: vec![],
+        };
+        let unit = unit_with(vec![int, user], test);
+        let v = lift_variants(&unit, &[ParamValue::Int(42342531), ParamValue::Bytes(b"admin".to_vec())]);
+        // All places, then each place of the ambiguous user name alone.
+        assert_eq!(v.len(), 3);
+        assert_eq!(v[0].0.args, vec!["set", "7", "42342531"]);
+        assert_eq!(v[0].0.stdin.as_deref().unwrap(), b"login admin pw\nlogin admin x\n");
+        assert_eq!(v[1].0.stdin.as_deref().unwrap(), b"login admin pw\nlogin guest x\n");
+        assert_eq!(v[2].0.stdin.as_deref().unwrap(), b"login guest pw\nlogin admin x\n");
+        assert!(v.iter().all(|(t, _)| t.args[2] == "42342531"));
+        // Unchanged values lift to nothing.
+        assert!(lift_variants(&unit, &[ParamValue::Int(12), ParamValue::Bytes(b"guest".to_vec())]).is_empty());
+    }
+
+    #[test]
+    fn integers_are_written_as_the_function_sees_them() {
+        let p = Param {
+            site: ParamSite::Arg(0),
+            kind: ParamKind::Int { bits: 32 },
+            original: b"5".to_vec(),
+            origins: vec![origin(InputRef::Arg(0), 0, 1)],
+            companions: vec![],
+        };
+        let unit = unit_with(vec![p], SystemTest { args: vec!["5".into()], ..Default::default() });
+        let v = lift_variants(&unit, &[ParamValue::Int(0xffff_ffff)]);
+        assert_eq!(v[0].0.args, vec!["-1"]);
+    }
+}

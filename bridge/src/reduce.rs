@@ -1,0 +1,196 @@
+//! Test-case reduction: delta debugging (ddmin) over a system test's arguments,
+//! stdin and file contents, keeping whatever property the caller checks (for an
+//! alarm: the program still crashes with the same signature).
+//!
+//! Each input is reduced coarse to fine: whole arguments, then the characters of
+//! each argument; stdin and files by lines, then by bytes; then the environment.
+//! Passes repeat until one changes nothing or the run budget is spent. Every
+//! candidate is checked by actually running it; a result is never assumed.
+
+use anyhow::Result;
+use std::collections::HashSet;
+use trestle_abi::unit::SystemTest;
+
+/// What a reduction did.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct ReduceStats {
+    /// Candidates run.
+    pub runs: usize,
+    /// Whether the budget ran out before the test was 1-minimal per pass.
+    pub budget_exhausted: bool,
+    /// Size before and after (arguments + stdin + files + environment, in bytes).
+    pub size_before: usize,
+    /// Size after.
+    pub size_after: usize,
+}
+
+/// Bytes a test holds, for comparing sizes.
+pub fn test_size(t: &SystemTest) -> usize {
+    t.args.iter().map(|a| a.len() + 1).sum::<usize>()
+        + t.stdin.as_ref().map_or(0, |s| s.len())
+        + t.files.iter().map(|(k, v)| k.len() + v.len()).sum::<usize>()
+        + t.env.iter().map(|(k, v)| k.len() + v.len()).sum::<usize>()
+}
+
+struct Checker<'a> {
+    keep: &'a mut dyn FnMut(&SystemTest) -> Result<bool>,
+    budget: usize,
+    runs: usize,
+    seen: HashSet<Vec<u8>>,
+}
+
+impl Checker<'_> {
+    fn check(&mut self, t: &SystemTest) -> Result<bool> {
+        let key = bincode::serialize(t).unwrap_or_default();
+        if !self.seen.insert(key) || self.runs >= self.budget {
+            return Ok(false);
+        }
+        self.runs += 1;
+        (self.keep)(t)
+    }
+}
+
+/// Smallest subsequence of `items` (by removing chunks) for which `test` holds,
+/// assuming it holds for `items`.
+fn ddmin<T: Clone>(mut items: Vec<T>, test: &mut dyn FnMut(&[T]) -> Result<bool>) -> Result<Vec<T>> {
+    if items.is_empty() {
+        return Ok(items);
+    }
+    if test(&[])? {
+        return Ok(Vec::new());
+    }
+    let mut n = 2usize;
+    while items.len() >= 2 {
+        let chunk = items.len().div_ceil(n);
+        let mut reduced = false;
+        let mut start = 0;
+        while start < items.len() {
+            let end = (start + chunk).min(items.len());
+            let mut rest = items[..start].to_vec();
+            rest.extend_from_slice(&items[end..]);
+            if test(&rest)? {
+                items = rest;
+                n = (n - 1).max(2);
+                reduced = true;
+                break;
+            }
+            start = end;
+        }
+        if !reduced {
+            if n >= items.len() {
+                break;
+            }
+            n = (n * 2).min(items.len());
+        }
+    }
+    Ok(items)
+}
+
+fn lines(b: &[u8]) -> Vec<Vec<u8>> {
+    b.split_inclusive(|c| *c == b'\n').map(|l| l.to_vec()).collect()
+}
+
+/// Reduce `test` while `keep` holds (it must hold for `test` itself), running at
+/// most `budget` candidates.
+pub fn reduce(test: &SystemTest, budget: usize, keep: &mut dyn FnMut(&SystemTest) -> Result<bool>) -> Result<(SystemTest, ReduceStats)> {
+    let size_before = test_size(test);
+    let mut c = Checker { keep, budget, runs: 0, seen: HashSet::new() };
+    c.seen.insert(bincode::serialize(test).unwrap_or_default());
+    let mut best = test.clone();
+    loop {
+        let before = best.clone();
+        // Whole arguments.
+        let args = ddmin(best.args.clone(), &mut |a| {
+            let t = SystemTest { args: a.to_vec(), ..best.clone() };
+            c.check(&t)
+        })?;
+        best.args = args;
+        // Characters of each argument.
+        for i in 0..best.args.len() {
+            let chars: Vec<char> = best.args[i].chars().collect();
+            let kept = ddmin(chars, &mut |cs| {
+                let mut t = best.clone();
+                t.args[i] = cs.iter().collect();
+                c.check(&t)
+            })?;
+            best.args[i] = kept.into_iter().collect();
+        }
+        // Stdin: lines, then bytes.
+        if let Some(stdin) = best.stdin.clone() {
+            let kept = ddmin(lines(&stdin), &mut |ls| {
+                let t = SystemTest { stdin: Some(ls.concat()), ..best.clone() };
+                c.check(&t)
+            })?;
+            best.stdin = Some(kept.concat());
+            let bytes = best.stdin.clone().unwrap_or_default();
+            let kept = ddmin(bytes, &mut |bs| {
+                let t = SystemTest { stdin: Some(bs.to_vec()), ..best.clone() };
+                c.check(&t)
+            })?;
+            best.stdin = Some(kept);
+        }
+        // Files: lines, then bytes (the files themselves stay: arguments name them).
+        let names: Vec<String> = best.files.keys().cloned().collect();
+        for name in names {
+            let content = best.files[&name].clone();
+            let kept = ddmin(lines(&content), &mut |ls| {
+                let mut t = best.clone();
+                t.files.insert(name.clone(), ls.concat());
+                c.check(&t)
+            })?;
+            best.files.insert(name.clone(), kept.concat());
+            let bytes = best.files[&name].clone();
+            let kept = ddmin(bytes, &mut |bs| {
+                let mut t = best.clone();
+                t.files.insert(name.clone(), bs.to_vec());
+                c.check(&t)
+            })?;
+            best.files.insert(name, kept);
+        }
+        // Environment variables.
+        let env: Vec<(String, String)> = best.env.clone().into_iter().collect();
+        let kept = ddmin(env, &mut |e| {
+            let t = SystemTest { env: e.iter().cloned().collect(), ..best.clone() };
+            c.check(&t)
+        })?;
+        best.env = kept.into_iter().collect();
+        if best == before || c.runs >= c.budget {
+            break;
+        }
+    }
+    let stats = ReduceStats { runs: c.runs, budget_exhausted: c.runs >= c.budget, size_before, size_after: test_size(&best) };
+    Ok((best, stats))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keeps_only_what_the_property_needs() {
+        let t = SystemTest {
+            args: vec!["-x".into(), "set".into(), "7".into(), "42342531".into(), "junk".into()],
+            stdin: Some(b"line one\nboom here\nline three\n".to_vec()),
+            ..Default::default()
+        };
+        // Property: an argument containing "423" and stdin containing "boom".
+        let mut keep = |t: &SystemTest| -> Result<bool> {
+            let stdin = t.stdin.clone().unwrap_or_default();
+            Ok(t.args.iter().any(|a| a.contains("423")) && stdin.windows(4).any(|w| w == b"boom"))
+        };
+        let (r, stats) = reduce(&t, 1000, &mut keep).unwrap();
+        assert_eq!(r.args, vec!["423".to_string()]);
+        assert_eq!(r.stdin.unwrap(), b"boom");
+        assert!(stats.size_after < stats.size_before);
+        assert!(!stats.budget_exhausted);
+    }
+
+    #[test]
+    fn respects_the_budget() {
+        let t = SystemTest { stdin: Some(vec![b'a'; 1000]), ..Default::default() };
+        let mut keep = |t: &SystemTest| -> Result<bool> { Ok(t.stdin.as_ref().is_some_and(|s| s.len() > 10)) };
+        let (_, stats) = reduce(&t, 5, &mut keep).unwrap();
+        assert_eq!(stats.runs, 5);
+        assert!(stats.budget_exhausted);
+    }
+}

@@ -1,0 +1,347 @@
+//! Running a program on a system test where it can do no harm: bubblewrap with a
+//! read-only view of the machine, a fresh working directory, no network, its own
+//! process tree; rlimits on CPU time, address space, file size and open files; a
+//! wall-clock timeout. Lifted tests are untrusted input by design: they were made to
+//! crash things.
+//!
+//! Inside the sandbox `trestle-exec` runs the program and writes how it ended
+//! (bubblewrap alone turns a death by signal into an exit status), and
+//! `libtrestle_crashstack.so` is preloaded so a crash leaves its stack.
+//! Everything the run created is deleted when it ends.
+
+use crate::signature::{parse_sanitizer, parse_stack, signal_name, symbolise, CrashSignature, FrameFilter};
+use crate::systest::{materialise, RunStatus};
+use anyhow::{bail, Context as _, Result};
+use std::os::unix::process::{CommandExt as _, ExitStatusExt as _};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+use trestle_abi::unit::SystemTest;
+use wait_timeout::ChildExt as _;
+
+/// Resource limits for one run.
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+pub struct Limits {
+    /// Wall-clock time.
+    pub wall: Duration,
+    /// CPU seconds (RLIMIT_CPU).
+    pub cpu_secs: u64,
+    /// Address space in bytes (RLIMIT_AS; not applied to sanitizer builds, which
+    /// reserve terabytes of shadow memory).
+    pub memory: u64,
+    /// Largest file the program may write, in bytes (RLIMIT_FSIZE).
+    pub file_size: u64,
+    /// Open descriptors (RLIMIT_NOFILE).
+    pub open_files: u64,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits { wall: Duration::from_secs(10), cpu_secs: 10, memory: 4 << 30, file_size: 64 << 20, open_files: 256 }
+    }
+}
+
+/// How a sandboxed run went.
+#[derive(Debug, Clone)]
+pub struct SandboxRun {
+    /// How the program ended.
+    pub status: RunStatus,
+    /// The end of its stdout (64 KiB at most).
+    pub stdout: Vec<u8>,
+    /// The end of its stderr (64 KiB at most).
+    pub stderr: Vec<u8>,
+    /// Peak resident memory, KiB (0 if unknown).
+    pub max_rss_kib: u64,
+    /// CPU time, milliseconds.
+    pub cpu_ms: u64,
+    /// Wall time.
+    pub wall: Duration,
+    /// A limit the run ran into, in words.
+    pub limit: Option<String>,
+    /// The crash, if it crashed (signal or sanitizer report).
+    pub crash: Option<CrashSignature>,
+}
+
+impl SandboxRun {
+    /// A crash, as opposed to a clean exit, an error exit or a limit.
+    pub fn crashed(&self) -> bool {
+        self.crash.is_some()
+    }
+}
+
+/// A file trestle ships next to its own executables.
+pub fn find_tool(name: &str) -> Result<PathBuf> {
+    let mut dirs = Vec::new();
+    if let Some(d) = std::env::var_os("TRESTLE_BIN") {
+        dirs.push(PathBuf::from(d));
+    }
+    if let Ok(exe) = std::env::current_exe() {
+        if let Some(d) = exe.parent() {
+            dirs.push(d.to_owned());
+            // Test binaries run from target/<profile>/deps.
+            if let Some(up) = d.parent() {
+                dirs.push(up.to_owned());
+            }
+        }
+    }
+    for d in &dirs {
+        let p = d.join(name);
+        if p.exists() {
+            return Ok(p);
+        }
+    }
+    bail!(
+        "cannot find {name} (looked in {}); build the workspace (cargo build --release) or set TRESTLE_BIN",
+        dirs.iter().map(|d| d.display().to_string()).collect::<Vec<_>>().join(", ")
+    )
+}
+
+/// Runs programs on system tests, isolated.
+#[derive(Debug, Clone)]
+pub struct Sandbox {
+    bwrap: Option<PathBuf>,
+    exec: PathBuf,
+    preload: PathBuf,
+    /// The limits of every run.
+    pub limits: Limits,
+}
+
+/// Whether `program` carries a sanitizer runtime.
+pub fn is_sanitizer_build(program: &Path) -> bool {
+    use object::{Object as _, ObjectSymbol as _};
+    let Ok(data) = std::fs::read(program) else { return false };
+    let Ok(obj) = object::File::parse(&*data) else { return false };
+    obj.symbols().chain(obj.dynamic_symbols()).any(|s| {
+        s.name().is_ok_and(|n| n == "__asan_init" || n == "__msan_init" || n == "__ubsan_handle_builtin_unreachable")
+    })
+}
+
+impl Sandbox {
+    /// A sandbox with these limits; `isolate` uses bubblewrap (checked to work here),
+    /// otherwise runs only get a fresh directory and the rlimits.
+    pub fn new(limits: Limits, isolate: bool) -> Result<Sandbox> {
+        let exec = find_tool("trestle-exec")?;
+        let preload = find_tool("libtrestle_crashstack.so")?;
+        let bwrap = if isolate {
+            let Some(bwrap) = crate::signature::which("bwrap") else {
+                bail!("bubblewrap (bwrap) is not installed: `apt-get install bubblewrap`, or pass --no-sandbox to run lifted tests without isolation");
+            };
+            let out = Command::new(&bwrap)
+                .args(["--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--unshare-all", "--die-with-parent", "--", "/bin/true"])
+                .stdin(Stdio::null())
+                .output()
+                .with_context(|| format!("cannot run {}", bwrap.display()))?;
+            if !out.status.success() {
+                bail!(
+                    "bubblewrap does not work on this machine ({}); pass --no-sandbox to run lifted tests without isolation",
+                    String::from_utf8_lossy(&out.stderr).trim()
+                );
+            }
+            Some(bwrap)
+        } else {
+            None
+        };
+        Ok(Sandbox { bwrap, exec, preload, limits })
+    }
+
+    /// Whether runs are isolated with bubblewrap.
+    pub fn isolated(&self) -> bool {
+        self.bwrap.is_some()
+    }
+
+    /// Run `program` on `test`. `filter` says which frames of a crash are the
+    /// subject's; `profile` receives the LLVM profile if the program writes one.
+    pub fn run(
+        &self,
+        program: &Path,
+        test: &SystemTest,
+        extra_env: &[(String, String)],
+        filter: &FrameFilter,
+        profile: Option<&Path>,
+    ) -> Result<SandboxRun> {
+        let program = std::fs::canonicalize(program).with_context(|| format!("program {}", program.display()))?;
+        let base = tempfile::Builder::new().prefix("trestle-sandbox-").tempdir().context("cannot create a temporary directory")?;
+        let work = base.path().join("w");
+        let side = base.path().join("s");
+        std::fs::create_dir_all(&work)?;
+        std::fs::create_dir_all(&side)?;
+        materialise(test, &work)?;
+        let stdin_path = side.join("stdin");
+        std::fs::write(&stdin_path, test.stdin.as_deref().unwrap_or_default())?;
+        let status_path = side.join("status");
+        let stack_path = side.join("stack");
+        let profile_path = side.join("profile.profraw");
+        let sanitizer = is_sanitizer_build(&program);
+
+        let mut cmd = match &self.bwrap {
+            Some(bwrap) => {
+                let mut c = Command::new(bwrap);
+                c.args(["--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp"]);
+                // What lives under /tmp must be mounted again over the fresh /tmp.
+                for p in [&program, &self.exec, &self.preload] {
+                    c.arg("--ro-bind").arg(p).arg(p);
+                }
+                c.arg("--bind").arg(&work).arg(&work);
+                c.arg("--bind").arg(&side).arg(&side);
+                c.arg("--chdir").arg(&work);
+                c.args(["--unshare-all", "--die-with-parent", "--new-session", "--"]);
+                c.arg(&self.exec);
+                c
+            }
+            None => {
+                let mut c = Command::new(&self.exec);
+                c.current_dir(&work);
+                c
+            }
+        };
+        cmd.arg(&status_path).arg("--").arg(&program).args(&test.args);
+        for (k, _) in std::env::vars_os() {
+            if k.to_string_lossy().starts_with("TRESTLE_") || k == "LD_PRELOAD" {
+                cmd.env_remove(k);
+            }
+        }
+        cmd.envs(test.env.iter()).envs(extra_env.iter().map(|(k, v)| (k, v)));
+        cmd.env("LLVM_PROFILE_FILE", &profile_path);
+        if sanitizer {
+            let sym = crate::signature::symbolizer().map(|p| p.display().to_string()).unwrap_or_default();
+            cmd.env("ASAN_OPTIONS", "detect_leaks=0:symbolize=1:allocator_may_return_null=1:detect_stack_use_after_return=0")
+                .env("ASAN_SYMBOLIZER_PATH", &sym)
+                .env("UBSAN_OPTIONS", "print_stacktrace=1:halt_on_error=1")
+                .env("UBSAN_SYMBOLIZER_PATH", &sym);
+        } else {
+            cmd.env("LD_PRELOAD", &self.preload).env("TRESTLE_CRASH_STACK", &stack_path);
+        }
+        let stdin = std::fs::File::open(&stdin_path)?;
+        cmd.stdin(Stdio::from(stdin)).stdout(Stdio::piped()).stderr(Stdio::piped()).process_group(0);
+        let limits = self.limits.clone();
+        // SAFETY: setrlimit is async-signal-safe and affects only the child.
+        unsafe {
+            cmd.pre_exec(move || {
+                let set = |res, v: u64| {
+                    let l = libc::rlimit { rlim_cur: v, rlim_max: v };
+                    libc::setrlimit(res, &l);
+                };
+                set(libc::RLIMIT_CPU, limits.cpu_secs.max(1));
+                if !sanitizer {
+                    set(libc::RLIMIT_AS, limits.memory);
+                }
+                set(libc::RLIMIT_FSIZE, limits.file_size);
+                set(libc::RLIMIT_NOFILE, limits.open_files);
+                set(libc::RLIMIT_CORE, 0);
+                Ok(())
+            });
+        }
+        let start = Instant::now();
+        let mut child = cmd.spawn().with_context(|| format!("cannot start {}", self.exec.display()))?;
+        let out_reader = drain(child.stdout.take());
+        let err_reader = drain(child.stderr.take());
+        let waited = child.wait_timeout(self.limits.wall)?;
+        let timed_out = waited.is_none();
+        if timed_out {
+            // SAFETY: signalling the child's own process group.
+            unsafe { libc::kill(-(child.id() as i32), libc::SIGKILL) };
+        }
+        let outer = match waited {
+            Some(s) => s,
+            None => child.wait()?,
+        };
+        let wall = start.elapsed();
+        let stdout = out_reader.join().unwrap_or_default();
+        let stderr = err_reader.join().unwrap_or_default();
+
+        let report = std::fs::read_to_string(&status_path).unwrap_or_default();
+        let field = |k: &str| {
+            report.lines().find_map(|l| l.strip_prefix(k).and_then(|v| v.trim().parse::<i64>().ok()))
+        };
+        let status = if timed_out {
+            RunStatus::TimedOut
+        } else if let Some(s) = field("signal ") {
+            RunStatus::Signaled(s as i32)
+        } else if let Some(c) = field("exit ") {
+            RunStatus::Exited(c as i32)
+        } else {
+            // The supervisor itself died (a limit, or the sandbox failed to start).
+            match (outer.code(), outer.signal()) {
+                (_, Some(s)) => RunStatus::Signaled(s),
+                (Some(c), _) => {
+                    if c != 0 && self.bwrap.is_some() && String::from_utf8_lossy(&stderr).contains("bwrap:") {
+                        bail!("the sandbox failed to start: {}", String::from_utf8_lossy(&stderr).trim());
+                    }
+                    RunStatus::Exited(c)
+                }
+                _ => RunStatus::Exited(-1),
+            }
+        };
+        let max_rss_kib = field("maxrss ").unwrap_or(0).max(0) as u64;
+        let cpu_ms = field("cpu_ms ").unwrap_or(0).max(0) as u64;
+        let err_text = String::from_utf8_lossy(&stderr).into_owned();
+        let limit = self.limit_hit(&status, max_rss_kib, cpu_ms, &err_text, sanitizer);
+
+        let crash = if limit.is_some() {
+            None
+        } else if let Some((kind, frames)) = parse_sanitizer(&err_text, &program) {
+            Some(filter.signature(kind, frames))
+        } else if let RunStatus::Signaled(sig) = status {
+            let frames = match std::fs::read_to_string(&stack_path) {
+                Ok(text) => parse_stack(&text).ok().map(|raw| symbolise(&raw)).transpose()?.unwrap_or_default(),
+                Err(_) => Vec::new(),
+            };
+            is_crash_signal(sig).then(|| filter.signature(signal_name(sig), frames))
+        } else {
+            None
+        };
+        if let Some(dest) = profile {
+            if profile_path.exists() {
+                std::fs::copy(&profile_path, dest).with_context(|| format!("cannot write {}", dest.display()))?;
+            }
+        }
+        Ok(SandboxRun { status, stdout, stderr, max_rss_kib, cpu_ms, wall, limit, crash })
+    }
+
+    fn limit_hit(&self, status: &RunStatus, rss_kib: u64, cpu_ms: u64, stderr: &str, sanitizer: bool) -> Option<String> {
+        let l = &self.limits;
+        match status {
+            RunStatus::TimedOut => return Some(format!("wall-clock time ({:.1}s)", l.wall.as_secs_f64())),
+            RunStatus::Signaled(s) if *s == libc::SIGXCPU => return Some(format!("CPU time ({}s)", l.cpu_secs)),
+            RunStatus::Signaled(s) if *s == libc::SIGKILL && cpu_ms + 50 >= l.cpu_secs * 1000 => {
+                return Some(format!("CPU time ({}s)", l.cpu_secs))
+            }
+            RunStatus::Signaled(s) if *s == libc::SIGXFSZ => return Some(format!("file size ({} bytes)", l.file_size)),
+            _ => {}
+        }
+        let near = !sanitizer && rss_kib * 1024 >= l.memory / 10 * 8;
+        let said = ["memory exhausted", "Cannot allocate memory", "out of memory", "allocation-size-too-big", "requested allocation size"]
+            .iter()
+            .any(|m| stderr.contains(m));
+        (near || said).then(|| format!("memory ({} MiB address space)", l.memory >> 20))
+    }
+}
+
+/// Signals that mean the program crashed, rather than was stopped from outside.
+pub fn is_crash_signal(sig: i32) -> bool {
+    [libc::SIGSEGV, libc::SIGBUS, libc::SIGABRT, libc::SIGFPE, libc::SIGILL, libc::SIGTRAP, libc::SIGSYS].contains(&sig)
+}
+
+fn drain<R: std::io::Read + Send + 'static>(pipe: Option<R>) -> std::thread::JoinHandle<Vec<u8>> {
+    std::thread::spawn(move || {
+        let mut v = Vec::new();
+        if let Some(mut p) = pipe {
+            let mut buf = [0u8; 65536];
+            loop {
+                match p.read(&mut buf) {
+                    Ok(0) | Err(_) => break,
+                    Ok(n) => {
+                        v.extend_from_slice(&buf[..n]);
+                        if v.len() > 1 << 17 {
+                            v.drain(..v.len() - 65536);
+                        }
+                    }
+                }
+            }
+        }
+        if v.len() > 65536 {
+            v.drain(..v.len() - 65536);
+        }
+        v
+    })
+}

@@ -1,0 +1,466 @@
+//! Crash signatures: how a crash is recognised again at another level.
+//!
+//! A signature is the kind of crash (the signal, or the sanitizer's report kind) plus
+//! the innermost frames of the stack that lie in the subject's own code, as function
+//! names. Names, not addresses: the unit harness (built with trestle-cc) and the
+//! validation build (plain, coverage or sanitizer) place code differently, but they
+//! name it the same way, inlined frames included when there is debug info.
+//!
+//! Stacks come from two places: the preloaded `libtrestle_crashstack.so` (signal, pc,
+//! return addresses and the memory map, symbolised here with `llvm-symbolizer`), or a
+//! sanitizer's own report on stderr.
+
+use anyhow::{bail, Context as _, Result};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// How many frames of the subject's code a signature keeps.
+pub const SIGNATURE_FRAMES: usize = 3;
+
+/// One symbolised frame.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Frame {
+    /// Function name (as the symboliser prints it).
+    pub function: String,
+    /// Source file, if debug info has it.
+    pub file: Option<String>,
+    /// Source line (0 if unknown).
+    pub line: u32,
+    /// The module (executable or library) the code is in.
+    pub module: String,
+}
+
+impl std::fmt::Display for Frame {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match &self.file {
+            Some(file) => write!(f, "{} ({}:{})", self.function, file, self.line),
+            None => write!(f, "{} ({})", self.function, self.module),
+        }
+    }
+}
+
+/// What a crash looks like: its kind and where in the subject it happened.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CrashSignature {
+    /// `SIGSEGV`, `SIGABRT`, ..., or `asan:heap-buffer-overflow` and the like.
+    pub kind: String,
+    /// Innermost frames in the subject's code, innermost first (at most
+    /// [`SIGNATURE_FRAMES`]).
+    pub frames: Vec<String>,
+    /// The whole stack as symbolised, innermost first, for people.
+    pub stack: Vec<Frame>,
+}
+
+impl CrashSignature {
+    /// A short stable text for deduplication: kind and frames.
+    pub fn key(&self) -> String {
+        format!("{}@{}", self.class(), self.frames.join("<"))
+    }
+
+    /// Memory errors are one class whichever way they show (a SIGSEGV without a
+    /// sanitizer is a heap overflow with one); other kinds stand for themselves.
+    pub fn class(&self) -> &str {
+        if self.is_memory_error() {
+            "memory"
+        } else {
+            &self.kind
+        }
+    }
+
+    fn is_memory_error(&self) -> bool {
+        matches!(self.kind.as_str(), "SIGSEGV" | "SIGBUS")
+            || (self.kind.starts_with("asan:") && !self.kind.contains("leak"))
+    }
+
+    /// Whether `other` (seen at system level) is the crash this one (seen in the
+    /// unit) describes: the same class, and the same innermost frames as far as both
+    /// stacks reach. A stack of no frames matches nothing but the same kind.
+    pub fn matches(&self, other: &CrashSignature) -> bool {
+        let kinds = self.kind == other.kind || (self.is_memory_error() && other.is_memory_error());
+        if !kinds {
+            return false;
+        }
+        let k = self.frames.len().min(other.frames.len());
+        if k == 0 {
+            return self.frames.is_empty() && other.frames.is_empty() && self.kind == other.kind;
+        }
+        self.frames[..k] == other.frames[..k]
+    }
+}
+
+impl std::fmt::Display for CrashSignature {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if self.frames.is_empty() {
+            write!(f, "{} (no frames)", self.kind)
+        } else {
+            write!(f, "{} in {}", self.kind, self.frames.join(" < "))
+        }
+    }
+}
+
+/// The name of a signal, as in `SIGSEGV`.
+pub fn signal_name(sig: i32) -> String {
+    match sig {
+        libc::SIGSEGV => "SIGSEGV".into(),
+        libc::SIGBUS => "SIGBUS".into(),
+        libc::SIGABRT => "SIGABRT".into(),
+        libc::SIGFPE => "SIGFPE".into(),
+        libc::SIGILL => "SIGILL".into(),
+        libc::SIGKILL => "SIGKILL".into(),
+        libc::SIGXCPU => "SIGXCPU".into(),
+        libc::SIGXFSZ => "SIGXFSZ".into(),
+        libc::SIGTRAP => "SIGTRAP".into(),
+        s => format!("signal {s}"),
+    }
+}
+
+/// Which frames of a stack belong to the subject.
+#[derive(Debug, Clone, Default)]
+pub struct FrameFilter {
+    /// The subject's executable: frames elsewhere (libc, the dynamic loader, the
+    /// crash-stack library) are not the subject's.
+    pub program: Option<PathBuf>,
+    /// Cut the stack after this function (the unit's function, for a unit: what
+    /// called it is the harness).
+    pub stop_after: Option<String>,
+}
+
+impl FrameFilter {
+    fn keeps(&self, f: &Frame) -> bool {
+        let name = f.function.as_str();
+        if name == "??" || name.is_empty() {
+            return false;
+        }
+        // The trestle runtime and SanitizerCoverage callbacks live in instrumented
+        // executables; the C runtime's start files and sanitizer interceptors in any.
+        const RUNTIME: [&str; 9] =
+            ["__trestle", "trestle_runtime", "__sanitizer", "__asan", "__ubsan", "__interceptor_", "libafl", "_start", "__libc_"];
+        if RUNTIME.iter().any(|p| name.contains(p)) || name.starts_with("_ZN") && name.contains("trestle") {
+            return false;
+        }
+        if let Some(file) = &f.file {
+            if file.starts_with("csu/") || file.contains("sysdeps/") || file.contains("compiler-rt/") || file.starts_with("/rustc/") {
+                return false;
+            }
+        }
+        match &self.program {
+            Some(p) => same_file(Path::new(&f.module), p),
+            None => true,
+        }
+    }
+
+    /// The signature of a crash of `kind` with this stack.
+    pub fn signature(&self, kind: String, stack: Vec<Frame>) -> CrashSignature {
+        let mut frames = Vec::new();
+        // In a unit harness, what called the function's thunk is the harness.
+        let unit_end = match self.stop_after {
+            Some(_) => stack.iter().position(|f| f.function.starts_with("__trestle_thunk")).unwrap_or(stack.len()),
+            None => stack.len(),
+        };
+        for f in stack[..unit_end].iter().filter(|f| self.keeps(f)) {
+            frames.push(f.function.clone());
+            if self.stop_after.as_deref() == Some(f.function.as_str()) {
+                break;
+            }
+        }
+        frames.truncate(SIGNATURE_FRAMES);
+        CrashSignature { kind, frames, stack }
+    }
+}
+
+fn same_file(a: &Path, b: &Path) -> bool {
+    if a == b {
+        return true;
+    }
+    match (std::fs::canonicalize(a), std::fs::canonicalize(b)) {
+        (Ok(x), Ok(y)) => x == y,
+        _ => a.file_name() == b.file_name(),
+    }
+}
+
+/// A crash as the preload library wrote it.
+#[derive(Debug, Clone, Default)]
+pub struct RawStack {
+    /// The signal.
+    pub signal: i32,
+    /// Where it happened.
+    pub pc: Option<u64>,
+    /// The word at the stack pointer (a return address after a wild call).
+    pub sp_word: Option<u64>,
+    /// Return addresses from `backtrace()`, innermost first (including the handler's
+    /// own frames and the signal trampoline).
+    pub frames: Vec<u64>,
+    /// Memory map: (start, end, file offset, path) of file-backed mappings.
+    pub maps: Vec<(u64, u64, u64, String)>,
+}
+
+fn hex(s: &str) -> Option<u64> {
+    u64::from_str_radix(s.trim().trim_start_matches("0x"), 16).ok()
+}
+
+/// Parse the crash-stack file.
+pub fn parse_stack(text: &str) -> Result<RawStack> {
+    let mut raw = RawStack::default();
+    let mut saw_signal = false;
+    let mut in_maps = false;
+    for line in text.lines() {
+        if in_maps {
+            if line == "end-maps" {
+                in_maps = false;
+            } else if let Some(m) = parse_map_line(line) {
+                raw.maps.push(m);
+            }
+            continue;
+        }
+        let (key, value) = line.split_once(' ').unwrap_or((line, ""));
+        match key {
+            "signal" => {
+                raw.signal = value.trim().parse().context("bad signal line")?;
+                saw_signal = true;
+            }
+            "pc" => raw.pc = hex(value),
+            "spword" => raw.sp_word = hex(value),
+            "frame" => raw.frames.extend(hex(value)),
+            "maps" => in_maps = true,
+            _ => {}
+        }
+    }
+    if !saw_signal {
+        bail!("no signal line");
+    }
+    Ok(raw)
+}
+
+/// `555c1fe58000-555c1fe59000 r--p 00000000 fe:00 10273081   /path`: file-backed
+/// mappings only.
+fn parse_map_line(line: &str) -> Option<(u64, u64, u64, String)> {
+    let mut parts = line.split_whitespace();
+    let (range, _perms, off, _dev, _inode) = (parts.next()?, parts.next()?, parts.next()?, parts.next()?, parts.next()?);
+    let path: Vec<&str> = parts.collect();
+    if path.is_empty() || !path[0].starts_with('/') {
+        return None;
+    }
+    let (a, b) = range.split_once('-')?;
+    Some((hex(a)?, hex(b)?, hex(off)?, path.join(" ")))
+}
+
+impl RawStack {
+    /// The module containing `addr` and the address to give the symboliser for it
+    /// (relative to the module's load base for position-independent code).
+    fn locate(&self, addr: u64) -> Option<(String, u64)> {
+        let (_, _, _, path) = self.maps.iter().find(|(a, b, _, _)| (*a..*b).contains(&addr))?;
+        let base = self.maps.iter().filter(|m| &m.3 == path).map(|m| m.0 - m.2).min()?;
+        let pie = elf_is_dyn(Path::new(path));
+        Some((path.clone(), if pie { addr - base } else { addr }))
+    }
+
+    /// The crash's stack, innermost first: the faulting pc, then the callers.
+    pub fn addresses(&self) -> Vec<(u64, bool)> {
+        let mut out = Vec::new();
+        let in_module = |a: u64| self.maps.iter().any(|(s, e, _, _)| (*s..*e).contains(&a));
+        let callers: &[u64] = match self.pc.and_then(|pc| self.frames.iter().position(|f| *f == pc)) {
+            Some(i) => &self.frames[i + 1..],
+            None => &[],
+        };
+        if let Some(pc) = self.pc {
+            if in_module(pc) {
+                out.push((pc, true));
+            } else if let Some(ret) = self.sp_word.filter(|w| in_module(*w)) {
+                // A call to a wild address: the return address names the caller.
+                out.push((ret, false));
+            }
+        }
+        out.extend(callers.iter().map(|&a| (a, false)));
+        out
+    }
+}
+
+fn elf_is_dyn(path: &Path) -> bool {
+    use std::io::Read as _;
+    let mut head = [0u8; 18];
+    match std::fs::File::open(path).and_then(|mut f| f.read_exact(&mut head)) {
+        Ok(()) => &head[..4] == b"\x7fELF" && u16::from_le_bytes([head[16], head[17]]) == 3,
+        Err(_) => true,
+    }
+}
+
+/// The symboliser to use: `llvm-symbolizer-19`, or `llvm-symbolizer`.
+pub fn symbolizer() -> Option<PathBuf> {
+    for name in ["llvm-symbolizer-19", "llvm-symbolizer"] {
+        if let Some(p) = which(name) {
+            return Some(p);
+        }
+    }
+    let p = PathBuf::from("/usr/lib/llvm-19/bin/llvm-symbolizer");
+    p.exists().then_some(p)
+}
+
+/// A program on `PATH`.
+pub fn which(name: &str) -> Option<PathBuf> {
+    let path = std::env::var_os("PATH")?;
+    std::env::split_paths(&path).map(|d| d.join(name)).find(|p| p.is_file())
+}
+
+#[derive(Deserialize)]
+struct SymReply {
+    #[serde(rename = "Symbol", default)]
+    symbol: Vec<SymFrame>,
+}
+
+#[derive(Deserialize)]
+struct SymFrame {
+    #[serde(rename = "FunctionName", default)]
+    function: String,
+    #[serde(rename = "FileName", default)]
+    file: String,
+    #[serde(rename = "Line", default)]
+    line: u32,
+}
+
+/// Symbolise a raw stack: every address becomes one frame per inlined function.
+pub fn symbolise(raw: &RawStack) -> Result<Vec<Frame>> {
+    let addrs = raw.addresses();
+    let mut by_module: BTreeMap<String, Vec<(usize, u64)>> = BTreeMap::new();
+    let mut located = Vec::new();
+    for (i, (a, exact)) in addrs.iter().enumerate() {
+        match raw.locate(*a) {
+            Some((module, rel)) => {
+                // A return address points after the call: look up the call itself.
+                let rel = if *exact { rel } else { rel.saturating_sub(1) };
+                by_module.entry(module.clone()).or_default().push((i, rel));
+                located.push(Some(module));
+            }
+            None => located.push(None),
+        }
+    }
+    let mut frames: Vec<Vec<Frame>> = vec![Vec::new(); addrs.len()];
+    let tool = symbolizer();
+    for (module, list) in &by_module {
+        let replies: Vec<SymReply> = match &tool {
+            Some(tool) => {
+                let out = Command::new(tool)
+                    .arg(format!("--obj={module}"))
+                    .args(["--output-style=JSON", "--inlining", "--functions=linkage", "--demangle"])
+                    .args(list.iter().map(|(_, a)| format!("0x{a:x}")))
+                    .output()
+                    .with_context(|| format!("cannot run {}", tool.display()))?;
+                serde_json::from_slice(&out.stdout).unwrap_or_default()
+            }
+            None => Vec::new(),
+        };
+        for (k, (i, rel)) in list.iter().enumerate() {
+            let syms = replies.get(k).map(|r| r.symbol.as_slice()).unwrap_or_default();
+            if syms.is_empty() {
+                frames[*i].push(Frame { function: format!("{}+0x{rel:x}", short(module)), file: None, line: 0, module: module.clone() });
+            }
+            for s in syms {
+                frames[*i].push(Frame {
+                    function: if s.function.is_empty() { "??".into() } else { s.function.clone() },
+                    file: (!s.file.is_empty() && s.file != "??").then(|| s.file.clone()),
+                    line: s.line,
+                    module: module.clone(),
+                });
+            }
+        }
+    }
+    Ok(frames.into_iter().flatten().collect())
+}
+
+fn short(module: &str) -> &str {
+    module.rsplit('/').next().unwrap_or(module)
+}
+
+/// A sanitizer's report on stderr: its kind and the first stack it prints.
+pub fn parse_sanitizer(stderr: &str, program: &Path) -> Option<(String, Vec<Frame>)> {
+    let mut kind = None;
+    let mut frames = Vec::new();
+    let mut in_stack = false;
+    for line in stderr.lines() {
+        let t = line.trim();
+        if kind.is_none() {
+            for (tool, tag) in [("AddressSanitizer", "asan"), ("UndefinedBehaviorSanitizer", "ubsan"), ("LeakSanitizer", "lsan"), ("MemorySanitizer", "msan")] {
+                if let Some(rest) = t.split_once(&format!("ERROR: {tool}: ")).map(|x| x.1) {
+                    let what = rest.split_whitespace().next().unwrap_or("error");
+                    kind = Some(format!("{tag}:{what}"));
+                }
+            }
+            if kind.is_none() && t.contains("runtime error:") && t.contains(".c") {
+                kind = Some("ubsan:runtime-error".into());
+            }
+            continue;
+        }
+        if let Some(rest) = t.strip_prefix('#') {
+            in_stack = true;
+            // #1 0x557f45bd2c4a in check_login /path/requests.c:104:9
+            let Some((_, after)) = rest.split_once(" in ") else { continue };
+            let (function, loc) = after.split_once(' ').unwrap_or((after, ""));
+            let (file, line, module) = if loc.starts_with('(') {
+                let inner = loc.trim_start_matches('(').split(')').next().unwrap_or("");
+                (None, 0, inner.split('+').next().unwrap_or("").to_owned())
+            } else {
+                let mut parts = loc.split(':');
+                let file = parts.next().unwrap_or("").to_owned();
+                let line = parts.next().and_then(|l| l.parse().ok()).unwrap_or(0);
+                (Some(file), line, program.display().to_string())
+            };
+            frames.push(Frame { function: function.to_owned(), file, line, module });
+        } else if in_stack {
+            break;
+        }
+    }
+    // Frames without source locations inside the program are the sanitizer's own
+    // interceptors (strcpy, memcpy): not the subject's code.
+    frames.retain(|f| f.file.is_some());
+    kind.map(|k| (k, frames))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sig(kind: &str, frames: &[&str]) -> CrashSignature {
+        CrashSignature { kind: kind.into(), frames: frames.iter().map(|s| s.to_string()).collect(), stack: vec![] }
+    }
+
+    #[test]
+    fn matching_follows_the_shorter_stack() {
+        let unit = sig("SIGSEGV", &["store_value"]);
+        assert!(unit.matches(&sig("SIGSEGV", &["store_value", "handle_set", "dispatch_request"])));
+        assert!(unit.matches(&sig("asan:SEGV", &["store_value", "handle_set"])));
+        assert!(!unit.matches(&sig("SIGSEGV", &["handle_set", "store_value"])));
+        assert!(!unit.matches(&sig("SIGFPE", &["store_value"])));
+        assert!(!unit.matches(&sig("SIGSEGV", &[])));
+        assert!(sig("SIGABRT", &[]).matches(&sig("SIGABRT", &[])));
+        assert_eq!(unit.key(), "memory@store_value");
+    }
+
+    #[test]
+    fn asan_reports_give_kind_and_subject_frames() {
+        let report = "==1==ERROR: AddressSanitizer: heap-buffer-overflow on address 0x5 at pc 0x1\n\
+            WRITE of size 45 at 0x5 thread T0\n\
+            \x20   #0 0x557f45b78f59 in strcpy (/tmp/req+0xb2f59) (BuildId: fc)\n\
+            \x20   #1 0x557f45bd2c4a in check_login /src/requests.c:104:9\n\
+            \x20   #2 0x557f45bd2c4a in handle_login /src/requests.c:161:43\n\
+            \x20   #6 0x7efd633fe249 in __libc_start_call_main csu/../sysdeps/nptl/libc_start_call_main.h:58:16\n\
+            \n\
+            allocated by thread T0 here:\n\
+            \x20   #0 0x557f45b91799 in calloc (/tmp/req+0xcb799)\n";
+        let (kind, frames) = parse_sanitizer(report, Path::new("/tmp/req")).unwrap();
+        assert_eq!(kind, "asan:heap-buffer-overflow");
+        let s = FrameFilter { program: Some("/tmp/req".into()), stop_after: None }.signature(kind, frames);
+        assert_eq!(s.frames, vec!["check_login", "handle_login"]);
+    }
+
+    #[test]
+    fn stack_files_parse() {
+        let text = "signal 11\npc 0x1010\nspword 0x0\nmaps\n\
+            1000-2000 r-xp 00000000 fe:00 1 /bin/prog\n7000-8000 r-xp 00000000 fe:00 2 /lib/x.so\nend-maps\n\
+            frame 0x7000\nframe 0x1010\nframe 0x1200\n";
+        let raw = parse_stack(text).unwrap();
+        assert_eq!(raw.signal, 11);
+        assert_eq!(raw.addresses(), vec![(0x1010, true), (0x1200, false)]);
+        assert!(parse_stack("garbage").is_err());
+    }
+}

@@ -1,0 +1,75 @@
+//! `trestle validate`: run a program on system tests in the sandbox lifting uses, and
+//! say how each run ended: exit status, crash signature, resource limits hit.
+
+use crate::sandbox::{Limits, Sandbox};
+use crate::signature::FrameFilter;
+use crate::systest::{load_tests, parse_duration};
+use anyhow::{Context as _, Result};
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// Arguments of `trestle validate`.
+#[derive(Debug, clap::Args)]
+pub struct ValidateArgs {
+    /// System tests: a JSON file or a directory of them.
+    pub tests: PathBuf,
+    /// The program to run (built without trestle-cc; with -g for named frames).
+    #[arg(long)]
+    pub program: PathBuf,
+    /// Wall-clock limit per run.
+    #[arg(long, default_value = "10s", value_parser = parse_duration)]
+    pub timeout: Duration,
+    /// Address-space limit per run, MiB (not applied to sanitizer builds).
+    #[arg(long, default_value_t = 4096)]
+    pub memory_mb: u64,
+    /// Largest file a run may write, MiB.
+    #[arg(long, default_value_t = 64)]
+    pub file_size_mb: u64,
+    /// Run without bubblewrap (still in a fresh directory, with rlimits).
+    #[arg(long)]
+    pub no_sandbox: bool,
+    /// One JSON object per test on stdout.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Run `trestle validate`; returns how many tests crashed.
+pub fn run(args: &ValidateArgs) -> Result<usize> {
+    let limits = Limits {
+        wall: args.timeout,
+        cpu_secs: args.timeout.as_secs().max(1),
+        memory: args.memory_mb << 20,
+        file_size: args.file_size_mb << 20,
+        ..Limits::default()
+    };
+    let sandbox = Sandbox::new(limits, !args.no_sandbox)?;
+    let program = std::fs::canonicalize(&args.program).with_context(|| format!("program {}", args.program.display()))?;
+    let filter = FrameFilter { program: Some(program.clone()), stop_after: None };
+    let mut crashed = 0;
+    for t in load_tests(&args.tests)? {
+        let run = sandbox.run(&program, &t.test, &[], &filter, None).with_context(|| format!("running {}", t.path.display()))?;
+        crashed += usize::from(run.crashed());
+        if args.json {
+            let v = serde_json::json!({
+                "test": t.path,
+                "status": run.status.to_string(),
+                "crash": run.crash.as_ref().map(|c| c.to_string()),
+                "frames": run.crash.as_ref().map(|c| c.frames.clone()),
+                "limit": run.limit,
+                "max_rss_kib": run.max_rss_kib,
+                "cpu_ms": run.cpu_ms,
+                "wall_ms": run.wall.as_millis() as u64,
+                "sandboxed": sandbox.isolated(),
+            });
+            println!("{v}");
+        } else {
+            let what = match (&run.crash, &run.limit) {
+                (Some(c), _) => format!("CRASH {c}"),
+                (None, Some(l)) => format!("{} (limit: {l})", run.status),
+                (None, None) => run.status.to_string(),
+            };
+            println!("{}: {what}", t.name);
+        }
+    }
+    Ok(crashed)
+}

@@ -1,0 +1,191 @@
+//! `libtrestle_crashstack.so`: preloaded (`LD_PRELOAD`) into a program that trestle
+//! validates, so that a crash leaves its stack behind for the crash signature.
+//!
+//! When `TRESTLE_CRASH_STACK` names a file, fatal signals (SEGV, BUS, ABRT, FPE, ILL)
+//! get a handler on an alternate stack that writes, with nothing but system calls:
+//!
+//! ```text
+//! signal 11
+//! pc 0x555555555189
+//! spword 0x555555555200
+//! maps
+//! <the contents of /proc/self/maps>
+//! end-maps
+//! frame 0x7ffff7e0a050
+//! frame ...
+//! ```
+//!
+//! then restores the default action and lets the signal kill the process as it
+//! would have. The host turns addresses into functions with `llvm-symbolizer`. A
+//! program that installs its own handlers replaces this one; the host then has the
+//! signal but no frames.
+
+use std::ffi::{c_int, c_void};
+
+const PATH_MAX: usize = 4096;
+const MAX_FRAMES: usize = 64;
+const ALT_STACK: usize = 256 * 1024;
+
+/// The output path, copied at load time (the handler must not allocate).
+static mut PATH: [u8; PATH_MAX] = [0; PATH_MAX];
+
+extern "C" {
+    fn backtrace(buffer: *mut *mut c_void, size: c_int) -> c_int;
+}
+
+#[used]
+#[link_section = ".init_array"]
+static INIT: extern "C" fn() = init;
+
+extern "C" fn init() {
+    // SAFETY: getenv at load time, before the program's threads exist.
+    let p = unsafe { libc::getenv(c"TRESTLE_CRASH_STACK".as_ptr()) };
+    if p.is_null() {
+        return;
+    }
+    // SAFETY: `p` is a NUL-terminated string from the environment.
+    let bytes = unsafe { std::ffi::CStr::from_ptr(p) }.to_bytes();
+    if bytes.is_empty() || bytes.len() >= PATH_MAX {
+        return;
+    }
+    // SAFETY: single-threaded at load time; nothing else touches PATH yet.
+    unsafe {
+        let path = &mut *std::ptr::addr_of_mut!(PATH);
+        path[..bytes.len()].copy_from_slice(bytes);
+        // backtrace() loads the unwinder on first use, which is not safe inside a
+        // signal handler: use it once now.
+        let mut frames = [std::ptr::null_mut::<c_void>(); 4];
+        backtrace(frames.as_mut_ptr(), frames.len() as c_int);
+        let stack = libc::mmap(
+            std::ptr::null_mut(),
+            ALT_STACK,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+            -1,
+            0,
+        );
+        if stack != libc::MAP_FAILED {
+            let ss = libc::stack_t { ss_sp: stack, ss_flags: 0, ss_size: ALT_STACK };
+            libc::sigaltstack(&ss, std::ptr::null_mut());
+        }
+        for sig in [libc::SIGSEGV, libc::SIGBUS, libc::SIGABRT, libc::SIGFPE, libc::SIGILL] {
+            let mut sa: libc::sigaction = std::mem::zeroed();
+            sa.sa_sigaction = on_fatal as *const () as usize;
+            sa.sa_flags = libc::SA_SIGINFO | libc::SA_ONSTACK | libc::SA_RESETHAND;
+            libc::sigemptyset(&mut sa.sa_mask);
+            libc::sigaction(sig, &sa, std::ptr::null_mut());
+        }
+    }
+}
+
+/// Writes `bytes` fully (async-signal-safe).
+unsafe fn put(fd: c_int, bytes: &[u8]) {
+    let mut rest = bytes;
+    while !rest.is_empty() {
+        // SAFETY: writing from a valid slice.
+        let n = unsafe { libc::write(fd, rest.as_ptr() as *const c_void, rest.len()) };
+        if n <= 0 {
+            return;
+        }
+        rest = &rest[n as usize..];
+    }
+}
+
+/// `prefix` then `value` in hex then a newline, without allocating.
+unsafe fn put_hex(fd: c_int, prefix: &[u8], value: usize) {
+    let mut buf = [0u8; 32];
+    let mut i = buf.len();
+    i -= 1;
+    buf[i] = b'\n';
+    let mut v = value;
+    loop {
+        i -= 1;
+        buf[i] = b"0123456789abcdef"[v & 15];
+        v >>= 4;
+        if v == 0 {
+            break;
+        }
+    }
+    i -= 2;
+    buf[i] = b'0';
+    buf[i + 1] = b'x';
+    // SAFETY: plain writes.
+    unsafe {
+        put(fd, prefix);
+        put(fd, &buf[i..]);
+    }
+}
+
+unsafe fn put_dec(fd: c_int, prefix: &[u8], value: u32) {
+    let mut buf = [0u8; 16];
+    let mut i = buf.len() - 1;
+    buf[i] = b'\n';
+    let mut v = value;
+    loop {
+        i -= 1;
+        buf[i] = b'0' + (v % 10) as u8;
+        v /= 10;
+        if v == 0 {
+            break;
+        }
+    }
+    // SAFETY: plain writes.
+    unsafe {
+        put(fd, prefix);
+        put(fd, &buf[i..]);
+    }
+}
+
+extern "C" fn on_fatal(sig: c_int, _info: *mut libc::siginfo_t, ctx: *mut c_void) {
+    // SAFETY: only system calls and backtrace() (already initialised) on memory of
+    // our own; the process is about to die.
+    unsafe {
+        let fd = libc::open(
+            std::ptr::addr_of!(PATH) as *const libc::c_char,
+            libc::O_WRONLY | libc::O_CREAT | libc::O_TRUNC | libc::O_CLOEXEC,
+            0o600,
+        );
+        if fd >= 0 {
+            put_dec(fd, b"signal ", sig as u32);
+            if !ctx.is_null() {
+                let uc = &*(ctx as *const libc::ucontext_t);
+                put_hex(fd, b"pc ", uc.uc_mcontext.gregs[libc::REG_RIP as usize] as usize);
+                // After a call to a wild address the unwinder is lost, but the word at
+                // the stack pointer is still the return address into the caller.
+                // process_vm_readv reads it without faulting if the stack is bad too.
+                let sp = uc.uc_mcontext.gregs[libc::REG_RSP as usize] as usize;
+                let mut word = 0usize;
+                let local = libc::iovec { iov_base: &mut word as *mut usize as *mut c_void, iov_len: 8 };
+                let remote = libc::iovec { iov_base: sp as *mut c_void, iov_len: 8 };
+                if libc::process_vm_readv(libc::getpid(), &local, 1, &remote, 1, 0) == 8 {
+                    put_hex(fd, b"spword ", word);
+                }
+            }
+            put(fd, b"maps\n");
+            let maps = libc::open(c"/proc/self/maps".as_ptr(), libc::O_RDONLY | libc::O_CLOEXEC);
+            if maps >= 0 {
+                let mut buf = [0u8; 4096];
+                loop {
+                    let n = libc::read(maps, buf.as_mut_ptr() as *mut c_void, buf.len());
+                    if n <= 0 {
+                        break;
+                    }
+                    put(fd, &buf[..n as usize]);
+                }
+                libc::close(maps);
+            }
+            put(fd, b"end-maps\n");
+            // Last, because unwinding from a wild pc may fault in here too.
+            let mut frames = [std::ptr::null_mut::<c_void>(); MAX_FRAMES];
+            let n = backtrace(frames.as_mut_ptr(), MAX_FRAMES as c_int);
+            for f in &frames[..n.max(0) as usize] {
+                put_hex(fd, b"frame ", *f as usize);
+            }
+            libc::close(fd);
+        }
+        // SA_RESETHAND restored the default action; the signal is blocked while we
+        // run, so raising it here delivers it as soon as we return.
+        libc::signal(sig, libc::SIG_DFL);
+        libc::raise(sig);
+    }
+}

@@ -1,0 +1,174 @@
+//! Lift and validate end to end on the planted-bug subject `requests`: unit findings
+//! of the magic integer and the magic user name become true alarms whose reduced
+//! system tests crash the uninstrumented program; the unit-only crash of
+//! `first_char_class` is a false positive, suppressed; nothing else is reported.
+//! And the sandbox contains what a hostile system test tries.
+
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use trestle_tests::*;
+
+fn json(p: &Path) -> Value {
+    serde_json::from_slice(&std::fs::read(p).unwrap_or_else(|e| panic!("{}: {e}", p.display()))).unwrap()
+}
+
+/// Fuzz the first unit of `function` (with at least `min_params` parameters) until
+/// its first crash; returns the fuzz directory.
+fn fuzz_until_crash(units: &Path, index: &Value, function: &str, min_params: u64, out: &Path) -> PathBuf {
+    let row = index["units"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["function"] == function && r["params"].as_u64().unwrap() >= min_params)
+        .unwrap_or_else(|| panic!("no {function} unit with {min_params} parameter(s)"));
+    let unit = units.join(row["file"].as_str().unwrap());
+    ok(&mut trestle(&[&"fuzz", &unit, &"--time", &"60s", &"--out", &out, &"--stop-on-crash", &"--json"]));
+    let crashes = std::fs::read_dir(out.join("crashes")).unwrap().count();
+    assert!(crashes > 0, "fuzzing {function} found no crash in 60 s");
+    out.to_owned()
+}
+
+fn clang(args: &[&dyn AsRef<std::ffi::OsStr>]) {
+    let mut c = Command::new("clang-19");
+    for a in args {
+        c.arg(a.as_ref());
+    }
+    ok(&mut c);
+}
+
+#[test]
+fn planted_bugs_are_true_alarms_and_the_unit_only_crash_is_not() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let src = subject("requests").join("requests.c");
+    let harness = d.join("requests-trestle");
+    ok(Command::new(tool("trestle-cc")).args(["-O2", "-g"]).arg(&src).arg("-o").arg(&harness));
+    // Validation builds: for coverage (decides "effective"), and plain.
+    let cov = d.join("requests-cov");
+    clang(&[&"-O1", &"-g", &"-fprofile-instr-generate", &"-fcoverage-mapping", &src, &"-o", &cov]);
+    let plain = d.join("requests-plain");
+    clang(&[&"-O2", &"-g", &src, &"-o", &plain]);
+
+    let seeds = subject("requests").join("seeds");
+    ok(&mut trestle(&[&"record", &"--program", &harness, &"--tests", &seeds, &"--out", &d.join("traces")]));
+    let units = d.join("units");
+    ok(&mut trestle(&[&"carve", &d.join("traces"), &"--out", &units]));
+    let index = json(&units.join("index.json"));
+
+    let f_int = fuzz_until_crash(&units, &index, "store_value", 2, &d.join("f-store"));
+    let f_str = fuzz_until_crash(&units, &index, "check_login", 2, &d.join("f-login"));
+    let f_unit = fuzz_until_crash(&units, &index, "first_char_class", 1, &d.join("f-class"));
+
+    let out = d.join("lift");
+    let o = run(&mut trestle(&[
+        &"lift", &f_int, &f_str, &f_unit, &"--program", &cov, &"--seeds", &seeds, &"--out", &out, &"--max-queue", &"30",
+    ]));
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "lift failed:\n{stderr}");
+
+    let alarms = json(&out.join("alarms.json"));
+    let alarms = alarms.as_array().unwrap();
+    let functions: Vec<&str> = alarms.iter().map(|a| a["function"].as_str().unwrap()).collect();
+    assert!(functions.contains(&"store_value"), "magic integer not a true alarm: {alarms:?}\n{stderr}");
+    assert!(functions.contains(&"check_login"), "magic string not a true alarm: {alarms:?}\n{stderr}");
+    assert!(!functions.contains(&"first_char_class"), "the unit-only crash was reported: {alarms:?}");
+    assert_eq!(alarms.len(), 2, "exactly the two planted bugs, nothing else: {alarms:?}");
+    for a in alarms {
+        assert_eq!(a["matches_unit"], true, "{a}");
+        let id = a["id"].as_str().unwrap();
+        let ad = out.join("alarms").join(id);
+        for f in ["lifted.json", "reduced.json", "reproduce.sh", "provenance.json", "summary.md", "unit-input.bin"] {
+            assert!(ad.join(f).exists(), "{} missing in {}", f, ad.display());
+        }
+        assert!(
+            a["size_reduced"].as_u64().unwrap() <= a["size_lifted"].as_u64().unwrap(),
+            "reduced test larger than the lifted one: {a}"
+        );
+        // The reduced test crashes the plain, uninstrumented program.
+        let r = run(Command::new("sh").arg(ad.join("reproduce.sh")).arg(&plain));
+        assert_eq!(r.status.code(), Some(139), "reduced test of {id} does not crash {} with SIGSEGV: {r:?}", plain.display());
+        let prov = json(&ad.join("provenance.json"));
+        assert_eq!(prov["carved_invocation"]["function"], a["function"]);
+        assert!(prov["seed_test"].as_str().is_some_and(|s| !s.is_empty()));
+        assert!(prov["lifted_test"]["substitutions"].as_array().is_some_and(|s| !s.is_empty()));
+    }
+    // The unit-only crash was lifted, did not reproduce, and is kept with its reason.
+    let fps: Vec<Value> = std::fs::read_dir(out.join("false-positives"))
+        .unwrap()
+        .map(|e| json(&e.unwrap().path().join("reason.json")))
+        .collect();
+    assert!(
+        fps.iter().any(|r| r["function"] == "first_char_class" && r["reason"].as_str().unwrap().contains("no crash")),
+        "first_char_class not among the false positives: {fps:?}"
+    );
+    let stats = json(&out.join("lift.json"));
+    assert!(stats["coverage_measured"] == true);
+    assert!(stats["lifted_tests"].as_u64().unwrap() >= 3);
+    assert_eq!(stats["alarms"], 2);
+}
+
+const HOSTILE: &str = r#"
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+int main(int argc, char **argv) {
+    if (argc < 2) return 0;
+    if (!strcmp(argv[1], "write")) {           /* write outside the working directory */
+        FILE *f = fopen(argv[2], "w");
+        if (!f) { perror(argv[2]); return 2; }
+        fputs("escaped\n", f);
+        fclose(f);
+        return 0;
+    }
+    if (!strcmp(argv[1], "memory")) {          /* touch 16 GiB */
+        for (int i = 0; i < 16384; i++) {
+            char *p = malloc(1 << 20);
+            if (!p) { fputs("out of memory\n", stderr); return 3; }
+            memset(p, 1, 1 << 20);
+        }
+        return 0;
+    }
+    if (!strcmp(argv[1], "spin")) { for (;;) {} }
+    if (!strcmp(argv[1], "sleep")) { if (fork() == 0) { for (;;) pause(); } for (;;) pause(); }
+    if (!strcmp(argv[1], "crash")) { volatile int *p = 0; *p = 1; }
+    return 0;
+}
+"#;
+
+#[test]
+fn the_sandbox_contains_hostile_tests() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    std::fs::write(d.join("hostile.c"), HOSTILE).unwrap();
+    let prog = d.join("hostile");
+    clang(&[&"-O0", &"-g", &d.join("hostile.c"), &"-o", &prog]);
+    let outside = d.join("escaped.txt");
+    let tests = d.join("tests");
+    write_test(&tests, "write", &serde_json::json!({"args": ["write", outside.to_str().unwrap()]}));
+    write_test(&tests, "memory", &serde_json::json!({"args": ["memory"]}));
+    write_test(&tests, "spin", &serde_json::json!({"args": ["spin"]}));
+    write_test(&tests, "sleep", &serde_json::json!({"args": ["sleep"]}));
+    write_test(&tests, "crash", &serde_json::json!({"args": ["crash"]}));
+    let before: Vec<_> = std::fs::read_dir(std::env::temp_dir()).unwrap().filter_map(|e| e.ok()).map(|e| e.file_name()).filter(|n| n.to_string_lossy().starts_with("trestle-sandbox-")).collect();
+    let out = run(&mut trestle(&[&"validate", &tests, &"--program", &prog, &"--timeout", &"3s", &"--memory-mb", &"512", &"--json"]));
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let lines: Vec<Value> = String::from_utf8_lossy(&out.stdout).lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    let by = |name: &str| lines.iter().find(|l| l["test"].as_str().unwrap().ends_with(&format!("{name}.json"))).unwrap().clone();
+    assert_eq!(by("write")["sandboxed"], true);
+    assert!(!outside.exists(), "a sandboxed test wrote {}", outside.display());
+    assert_eq!(by("write")["status"], "exit 2");
+    assert!(by("memory")["limit"].as_str().is_some_and(|l| l.starts_with("memory")), "{}", by("memory"));
+    assert!(by("spin")["limit"].as_str().is_some_and(|l| l.contains("time")), "{}", by("spin"));
+    assert!(by("sleep")["limit"].as_str().is_some_and(|l| l.contains("wall-clock")), "{}", by("sleep"));
+    assert!(by("spin")["wall_ms"].as_u64().unwrap() < 8000);
+    let crash = by("crash");
+    assert!(crash["crash"].as_str().unwrap().starts_with("SIGSEGV in main"), "{crash}");
+    // Nothing left behind: no process of the hostile program, no sandbox directory.
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let ps = ok(Command::new("ps").args(["-eo", "args"]));
+    assert!(!ps.lines().any(|l| l.contains(prog.to_str().unwrap())), "a sandboxed process survived:\n{ps}");
+    let after: Vec<_> = std::fs::read_dir(std::env::temp_dir()).unwrap().filter_map(|e| e.ok()).map(|e| e.file_name()).filter(|n| n.to_string_lossy().starts_with("trestle-sandbox-") && !before.contains(n)).collect();
+    assert!(after.is_empty(), "sandbox directories left behind: {after:?}");
+}
