@@ -1,10 +1,12 @@
 //! Map and fuzz end to end on the planted-bug subject `requests`: from its seeds,
 //! record → carve → fuzz must find the magic integer and the magic user name crashes
 //! at unit level within 60 seconds each, find the unit-only crash too, and give the
-//! hashed value no parameter.
+//! hashed value no parameter. On two cores (LibAFL's launcher) the magic integer is
+//! found too, and the campaign ends with no process left behind.
 
 use serde_json::Value;
 use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
 use trestle_tests::*;
 
 struct Carved {
@@ -120,4 +122,86 @@ fn a_parameter_that_no_longer_fits_is_a_clear_error() {
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(err.contains("cannot set up") && err.contains("no longer fits"), "{err}");
     assert!(!err.contains("panicked"), "{err}");
+}
+
+/// Processes still running (not zombies) whose command line or environment names
+/// `dir`: the launcher's forks carry `--out DIR`, the harnesses `TRESTLE_FUZZ=DIR/…`.
+fn processes_naming(dir: &Path) -> Vec<String> {
+    let needle = dir.to_string_lossy().into_owned().into_bytes();
+    let mut found = Vec::new();
+    for e in std::fs::read_dir("/proc").unwrap().flatten() {
+        if !e.file_name().to_string_lossy().bytes().all(|b| b.is_ascii_digit()) {
+            continue;
+        }
+        let stat = std::fs::read_to_string(e.path().join("stat")).unwrap_or_default();
+        if stat.rsplit_once(')').is_some_and(|(_, rest)| rest.trim_start().starts_with('Z')) {
+            continue;
+        }
+        for f in ["cmdline", "environ"] {
+            let bytes = std::fs::read(e.path().join(f)).unwrap_or_default();
+            if bytes.windows(needle.len()).any(|w| w == needle.as_slice()) {
+                found.push(stat.clone());
+                break;
+            }
+        }
+    }
+    found
+}
+
+#[test]
+fn the_magic_integer_is_found_on_two_cores_and_nothing_is_left_running() {
+    let c = carve_requests();
+    let r = rows(&c, "store_value");
+    let row = r.iter().find(|r| r["params"].as_u64().unwrap() >= 2).expect("a store_value unit with idx and value mapped");
+    let unit = c.units.join(row["file"].as_str().unwrap());
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("out");
+    let started = Instant::now();
+    let json = ok(&mut trestle(&[
+        &"fuzz",
+        &unit,
+        &"--cores",
+        &"2",
+        &"--time",
+        &"60s",
+        &"--out",
+        &out,
+        &"--stop-on-crash",
+        &"--json",
+    ]));
+    let took = started.elapsed();
+    let report: Value = serde_json::from_str(&json).unwrap();
+    let first = report["first_crash_after"].as_f64().expect("a crash, with its time");
+    // Stopping on a crash ends every client, the broker and the launcher quickly:
+    // nothing waits for the 60 s budget.
+    assert!(took < Duration::from_secs(30), "took {took:?} (first crash after {first:.1}s)");
+    assert!(report["executions"].as_u64().unwrap() > 0, "{report}");
+    let mut values = Vec::new();
+    for e in std::fs::read_dir(out.join("crashes")).unwrap() {
+        let p = e.unwrap().path();
+        if p.extension().is_some_and(|x| x == "json") {
+            let f: Value = serde_json::from_slice(&std::fs::read(&p).unwrap()).unwrap();
+            assert_eq!(f["kind"], "crash");
+            assert!(Path::new(f["input"].as_str().unwrap()).exists(), "{f}");
+            values.push(f["values"].clone());
+        }
+    }
+    assert!(
+        values.iter().any(|v| v.as_array().unwrap().iter().any(|x| x == "42342531")),
+        "no crash with the magic value: {values:?}"
+    );
+    assert_eq!(report["crashes"].as_array().unwrap().len(), values.len(), "{report}");
+    let left = processes_naming(&out);
+    assert!(left.is_empty(), "processes left running after the campaign: {left:#?}");
+}
+
+#[test]
+fn a_core_count_the_machine_lacks_is_a_clear_error() {
+    let out = tempfile::tempdir().unwrap();
+    for cores in ["0", "100000"] {
+        let o = run(&mut trestle(&[&"fuzz", &"missing.unit", &"--cores", &cores, &"--out", &out.path()]));
+        assert!(!o.status.success());
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(err.contains(&format!("--cores {cores}: choose 1 to")), "{err}");
+    }
 }
