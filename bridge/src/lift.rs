@@ -15,7 +15,7 @@
 use crate::binary::Binary;
 use crate::coverage::{is_coverage_build, measure, CoverageSet};
 use crate::reduce::{reduce, test_size, ReduceStats};
-use crate::sandbox::{find_tool, Limits, Sandbox, SandboxRun};
+use crate::sandbox::{cpu_limit, find_tool, Limits, Sandbox, SandboxRun};
 use crate::signature::{parse_stack, signal_name, symbolise, CrashSignature, FrameFilter};
 use crate::systest::{load_tests, parse_duration, save_test, to_json};
 use crate::units::{read_unit, safe_name};
@@ -842,7 +842,7 @@ fn summary_md(
 
 /// Run `trestle lift`.
 pub fn run(args: &LiftArgs) -> Result<LiftStats> {
-    let limits = Limits { wall: args.timeout, cpu_secs: args.timeout.as_secs().max(1), memory: args.memory_mb << 20, ..Limits::default() };
+    let limits = Limits { wall: args.timeout, cpu_secs: cpu_limit(args.timeout), memory: args.memory_mb << 20, ..Limits::default() };
     let sandbox = Sandbox::new(limits, !args.no_sandbox)?;
     let mut baseline = Vec::new();
     if let Some(seeds) = &args.seeds {

@@ -41,6 +41,12 @@ impl Default for Limits {
     }
 }
 
+/// The CPU limit for a wall-clock limit: a little less, so that a program spinning
+/// on the CPU is told apart from one that waits.
+pub fn cpu_limit(wall: Duration) -> u64 {
+    ((wall.as_secs_f64() * 0.8).ceil() as u64).max(1)
+}
+
 /// How a sandboxed run went.
 #[derive(Debug, Clone)]
 pub struct SandboxRun {

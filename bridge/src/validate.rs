@@ -1,7 +1,7 @@
 //! `trestle validate`: run a program on system tests in the sandbox lifting uses, and
 //! say how each run ended: exit status, crash signature, resource limits hit.
 
-use crate::sandbox::{Limits, Sandbox};
+use crate::sandbox::{cpu_limit, Limits, Sandbox};
 use crate::signature::FrameFilter;
 use crate::systest::{load_tests, parse_duration};
 use anyhow::{Context as _, Result};
@@ -37,7 +37,7 @@ pub struct ValidateArgs {
 pub fn run(args: &ValidateArgs) -> Result<usize> {
     let limits = Limits {
         wall: args.timeout,
-        cpu_secs: args.timeout.as_secs().max(1),
+        cpu_secs: cpu_limit(args.timeout),
         memory: args.memory_mb << 20,
         file_size: args.file_size_mb << 20,
         ..Limits::default()

@@ -144,9 +144,13 @@ fn the_sandbox_contains_hostile_tests() {
     std::fs::write(d.join("hostile.c"), HOSTILE).unwrap();
     let prog = d.join("hostile");
     clang(&[&"-O0", &"-g", &d.join("hostile.c"), &"-o", &prog]);
-    let outside = d.join("escaped.txt");
+    // Outside the working directory: on the machine (read-only in the sandbox), and
+    // under /tmp (a private, discarded tmpfs in the sandbox).
+    let outside = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("escaped-{}.txt", std::process::id()));
+    let outside_tmp = d.join("escaped.txt");
     let tests = d.join("tests");
     write_test(&tests, "write", &serde_json::json!({"args": ["write", outside.to_str().unwrap()]}));
+    write_test(&tests, "write_tmp", &serde_json::json!({"args": ["write", outside_tmp.to_str().unwrap()]}));
     write_test(&tests, "memory", &serde_json::json!({"args": ["memory"]}));
     write_test(&tests, "spin", &serde_json::json!({"args": ["spin"]}));
     write_test(&tests, "sleep", &serde_json::json!({"args": ["sleep"]}));
@@ -159,6 +163,7 @@ fn the_sandbox_contains_hostile_tests() {
     assert_eq!(by("write")["sandboxed"], true);
     assert!(!outside.exists(), "a sandboxed test wrote {}", outside.display());
     assert_eq!(by("write")["status"], "exit 2");
+    assert!(!outside_tmp.exists(), "a sandboxed test wrote {}", outside_tmp.display());
     assert!(by("memory")["limit"].as_str().is_some_and(|l| l.starts_with("memory")), "{}", by("memory"));
     assert!(by("spin")["limit"].as_str().is_some_and(|l| l.contains("time")), "{}", by("spin"));
     assert!(by("sleep")["limit"].as_str().is_some_and(|l| l.contains("wall-clock")), "{}", by("sleep"));
