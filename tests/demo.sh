@@ -15,10 +15,15 @@ set -x
 "$B/trestle" show "$(ls "$work"/units/tree_insert/*.unit | head -1)"
 "$B/trestle" replay "$work/units" --check
 # Map and fuzz: the planted magic integer of the requests subject, found at unit level.
-"$B/trestle-cc" -O2 tests/subjects/requests/requests.c -o "$work/requests"
+"$B/trestle-cc" -O2 -g tests/subjects/requests/requests.c -o "$work/requests"
 "$B/trestle" record --program "$work/requests" --tests tests/subjects/requests/seeds --out "$work/rtraces"
 "$B/trestle" carve "$work/rtraces" --out "$work/runits"
 unit="$(python3 -c 'import json,sys; i=json.load(open(sys.argv[1])); print(next(r["file"] for r in i["units"] if r["function"]=="store_value" and r["params"]>=2))' "$work/runits/index.json")"
 "$B/trestle" show "$work/runits/$unit"
 "$B/trestle" fuzz "$work/runits/$unit" --time 60s --out "$work/fuzz" --stop-on-crash
 cat "$work"/fuzz/crashes/*.json
+# Lift and validate: the crash goes back into the system test and the real program,
+# built without trestle (here for coverage), confirms it in a sandbox.
+clang-19 -O1 -g -fprofile-instr-generate -fcoverage-mapping tests/subjects/requests/requests.c -o "$work/requests-cov"
+"$B/trestle" lift "$work/fuzz" --program "$work/requests-cov" --seeds tests/subjects/requests/seeds --out "$work/lift"
+cat "$work"/lift/alarms/*/summary.md

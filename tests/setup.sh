@@ -9,6 +9,9 @@ command -v clang-19 >/dev/null 2>&1 || need_apt+=(clang-19)
 ls /usr/lib/llvm-19/lib/clang/19/lib/linux/libclang_rt.* >/dev/null 2>&1 || need_apt+=(libclang-rt-19-dev)
 command -v python3 >/dev/null 2>&1 || need_apt+=(python3)
 command -v make >/dev/null 2>&1 || need_apt+=(make)
+# Lifted tests run in a bubblewrap sandbox.
+command -v bwrap >/dev/null 2>&1 || need_apt+=(bubblewrap)
+command -v objcopy >/dev/null 2>&1 || need_apt+=(binutils)
 # llvm-sys links these next to libLLVM.
 [ -e /usr/lib/x86_64-linux-gnu/libzstd.so ] || need_apt+=(libzstd-dev)
 [ -e /usr/lib/x86_64-linux-gnu/libz.so ] || need_apt+=(zlib1g-dev)
