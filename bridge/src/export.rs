@@ -419,7 +419,7 @@ fn c_bytes(out: &mut String, bytes: &[u8]) {
             continue;
         }
         out.push_str("    ");
-        if skipped || (k > 0 && !any) {
+        if skipped {
             let _ = write!(out, "[{}] = ", k * 16);
         }
         skipped = false;
@@ -536,7 +536,8 @@ impl<'a> Gen<'a> {
         if let Some((m, _)) = &meta {
             if m.variadic {
                 self.errors.push(format!("{name} is variadic: the recording has no values for its variable arguments"));
-            } else if !m.replayable && self.errors.is_empty() {
+            } else if !m.replayable && m.ret != ValueKind::Unsupported && self.errors.is_empty() {
+                // Neither a parameter nor the return value is the cause: an attribute is.
                 self.errors.push(format!("{name} cannot be called from C as recorded (the pass gave it no replay thunk)"));
             }
         }
@@ -573,7 +574,13 @@ impl<'a> Gen<'a> {
         match *v {
             Value::Bits(0) => "NULL".into(),
             Value::Bits(b) => format!("(void *)(uintptr_t)UINT64_C({b:#x}) /* an address trestle did not know */"),
-            Value::Ptr { extent, offset } => format!("at({extent}, {offset})"),
+            Value::Ptr { extent, offset } if (extent as usize) < self.ctx.graph.extents.len() => {
+                format!("at({extent}, {offset})")
+            }
+            Value::Ptr { extent, .. } => {
+                self.errors.push(format!("a pointer into e{extent}, which the context does not have"));
+                "NULL".into()
+            }
             Value::Func { id, offset } => match self.function(id) {
                 Some(f) if offset == 0 => format!("(void *)&{f}"),
                 Some(f) => format!("(void *)((uintptr_t)&{f} + {offset})"),
@@ -692,7 +699,7 @@ impl<'a> Gen<'a> {
             (Some(path), _) => {
                 let _ = writeln!(
                     self.setup,
-                    "    mem[{i}] = (unsigned char *)reopen_stream({}, {}, {:#o}, {}, \"{mode}\");",
+                    "    mem[{i}] = (unsigned char *)reopen_stream({}, {}, {:#x}, {}, \"{mode}\");",
                     f.fd,
                     c_string(path.as_bytes()),
                     f.flags.max(0),
@@ -744,7 +751,7 @@ impl<'a> Gen<'a> {
                 Some(path) => {
                     let _ = writeln!(
                         self.setup,
-                        "    reopen({}, {}, {:#o}, {});",
+                        "    reopen({}, {}, {:#x}, {});",
                         f.fd,
                         c_string(path.as_bytes()),
                         f.flags.max(0),
@@ -815,14 +822,10 @@ fn int_literal(bits: u64, w: u16) -> String {
     let shift = 64 - u32::from(w);
     let signed = ((bits << shift) as i64) >> shift;
     let lit = if signed == i64::MIN { "INT64_MIN".to_owned() } else { format!("INT64_C({signed})") };
-    let note = if (9..=16).contains(&w) || w <= 8 {
-        // Narrow integers are widened by the caller; a negative one would be widened
-        // by sign where the parameter is signed, and C here cannot tell.
-        if signed < 0 {
-            " /* narrow and negative: passed zero-extended; the source may say signed */"
-        } else {
-            ""
-        }
+    // The caller widens narrow integers; a negative one would be widened by sign
+    // where the parameter is signed, and the metadata does not say which it is.
+    let note = if w <= 16 && signed < 0 {
+        " /* narrow and negative: passed zero-extended; the source may say signed */"
     } else {
         ""
     };
@@ -842,12 +845,11 @@ fn render(unit: &Unit, ctx: &Context, program: &Program, values: Option<&[ParamV
     g.pointers();
     let args = g.arguments(meta.as_ref());
 
-    let originals: Vec<ParamValue> = unit.params.iter().map(original_value).collect();
-    let as_recorded = values.is_none_or(|v| v == originals.as_slice());
+    let as_recorded = as_recorded(unit, values);
     let ret = meta.as_ref().map_or(ValueKind::Void, |m| m.ret);
 
     let mut out = String::new();
-    header(&mut out, unit, meta.as_ref(), program, values, &originals, as_recorded, &g.symbols);
+    header(&mut out, unit, meta.as_ref(), values, &g.symbols);
     out.push_str(
         "#include <fcntl.h>\n#include <locale.h>\n#include <stdint.h>\n#include <stdio.h>\n#include <stdlib.h>\n#include <string.h>\n#include <unistd.h>\n\n",
     );
@@ -900,17 +902,23 @@ fn render(unit: &Unit, ctx: &Context, program: &Program, values: Option<&[ParamV
     out
 }
 
-#[allow(clippy::too_many_arguments)]
+/// True if the parameters keep their recorded values: the recorded outcome then
+/// still applies.
+fn as_recorded(unit: &Unit, values: Option<&[ParamValue]>) -> bool {
+    values.is_none_or(|v| v.len() == unit.params.len() && v.iter().zip(&unit.params).all(|(v, p)| *v == original_value(p)))
+}
+
+/// The header comment: what the test calls, where the unit came from, the values
+/// used, and the symbols `build.sh` must make linkable.
 fn header(
     out: &mut String,
     unit: &Unit,
     meta: Option<&FnMeta>,
-    program: &Program,
     values: Option<&[ParamValue]>,
-    originals: &[ParamValue],
-    as_recorded: bool,
     symbols: &BTreeMap<String, SymbolUse>,
 ) {
+    let originals: Vec<ParamValue> = unit.params.iter().map(original_value).collect();
+    let as_recorded = as_recorded(unit, values);
     let name = meta.map_or(unit.function.as_str(), |m| m.display_name());
     let _ = writeln!(out, "{MARKER}: {} */", comment(name));
     out.push_str("/*\n");
@@ -962,7 +970,7 @@ fn header(
         out.push_str(" * partial    the recording was cut off by its size bound: some memory is zero-filled\n");
     }
     out.push_str(" *\n * Build: ./build.sh SUBJECT.c (compiled at -O0), or the subject's object files.\n");
-    if !symbols.is_empty() || program.functions.is_empty() {
+    if !symbols.is_empty() {
         out.push_str(" * Symbols of the subject this test uses (read by build.sh):\n");
     }
     for s in symbols.values() {
@@ -996,17 +1004,19 @@ static int reopen(int fd, const char *path, int flags, long long offset)
     }
     if (offset >= 0)
         lseek(got, (off_t)offset, SEEK_SET);
-    if (got != fd) {
+    if (fd >= 0 && got != fd) {
         dup2(got, fd);
         close(got);
+        got = fd;
     }
-    return fd;
+    return got;
 }
 
 /* A stream on PATH, as the program had it open (on /dev/null if it is gone). */
 static FILE *reopen_stream(int fd, const char *path, int flags, long long offset, const char *mode)
 {
-    FILE *f = reopen(fd, path, flags, offset) >= 0 ? fdopen(fd, mode) : NULL;
+    int got = reopen(fd, path, flags, offset);
+    FILE *f = got >= 0 ? fdopen(got, mode) : NULL;
     return f ? f : fopen("/dev/null", mode);
 }
 
@@ -1232,7 +1242,7 @@ mod tests {
         buf.pointers.push(PtrSlot { offset: 11, target: Value::Ptr { extent: 0, offset: 0 } });
         let ctx = context(vec![buf], vec![Value::Ptr { extent: 0, offset: 5 }]);
         let p = string_param(0, 5, 5, false, b"hello");
-        let got = apply_values(&ctx, &[p.clone()], &[ParamValue::Bytes(b"hi".to_vec())]).unwrap();
+        let got = apply_values(&ctx, std::slice::from_ref(&p), &[ParamValue::Bytes(b"hi".to_vec())]).unwrap();
         assert_eq!(got.graph.extents[0].bytes.as_deref().unwrap(), b"echo\0hi\0lo\0xxxxxxxx");
         assert_eq!(got.graph.extents[0].pointers.len(), 1);
         // A value longer than the room is cut, NUL included; the pointer word it
@@ -1276,17 +1286,13 @@ mod tests {
         assert!(int_literal(0xff, 8).contains("zero-extended"));
     }
 
-    #[test]
-    fn without_a_program_globals_are_an_error_in_the_file() {
-        let mut g = heap(&[1, 2, 3, 4]);
-        g.kind = ExtentKind::Global { id: 5, constant: false };
-        let ctx = context(vec![heap(b"hi\0"), g], vec![Value::Ptr { extent: 0, offset: 0 }, Value::Bits(3)]);
-        let unit = Unit {
+    fn bare_unit(ctx: Context) -> Unit {
+        Unit {
             magic: trestle_abi::unit::UNIT_MAGIC,
             version: trestle_abi::unit::UNIT_VERSION,
             binary_id: 1,
             function: "greet".into(),
-            context: ctx.clone(),
+            context: ctx,
             expected: None,
             provenance: trestle_abi::unit::Provenance {
                 program: "/p".into(),
@@ -1298,8 +1304,29 @@ mod tests {
             },
             system_test: Default::default(),
             params: vec![],
-        };
-        let c = export_c(&unit, None, None).unwrap();
+        }
+    }
+
+    #[test]
+    fn a_cut_off_recording_is_zero_filled_and_said_so() {
+        let mut cut = heap(&[]);
+        cut.len = 40;
+        cut.bytes = None;
+        let mut ctx = context(vec![cut], vec![Value::Ptr { extent: 0, offset: 8 }, Value::Ptr { extent: 7, offset: 0 }]);
+        ctx.graph.partial = true;
+        let c = export_c(&bare_unit(ctx), None, None).unwrap();
+        assert!(c.contains("e0: heap, 40 byte(s), cut off by the recording's size bound: zero-filled"), "{c}");
+        assert!(c.contains("static unsigned char e0[40] __attribute__((aligned(16))) = {\n    0\n};"), "{c}");
+        assert!(c.contains(" * partial    the recording was cut off"), "{c}");
+        assert!(c.contains("#error \"a pointer into e7, which the context does not have\""), "{c}");
+    }
+
+    #[test]
+    fn without_a_program_globals_are_an_error_in_the_file() {
+        let mut g = heap(&[1, 2, 3, 4]);
+        g.kind = ExtentKind::Global { id: 5, constant: false };
+        let ctx = context(vec![heap(b"hi\0"), g], vec![Value::Ptr { extent: 0, offset: 0 }, Value::Bits(3)]);
+        let c = export_c(&bare_unit(ctx), None, None).unwrap();
         assert!(c.starts_with(MARKER));
         assert!(c.contains("extern void f0_greet(void *, uint64_t) __asm__(\"greet\");"), "{c}");
         assert!(c.contains("mem[0] = heap_copy(e0, sizeof e0, 16);"), "{c}");
