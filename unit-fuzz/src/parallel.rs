@@ -164,16 +164,18 @@ pub(crate) fn campaign(cfg: &FuzzConfig, out: &Path, request: &Path, cwd: &Path)
             // and the broker's goodbye, then end whatever is left.
             let grace = Duration::from_secs(5) + cfg.timeout * 4;
             let finished = supervise(child, pace.end + grace);
+            let _ = std::fs::remove_file(&pace.stop_file);
             let mut report = FuzzReport { seconds: start.elapsed().as_secs_f64(), ..FuzzReport::default() };
             let mut errors = Vec::new();
             let mut reported = 0;
             for entry in std::fs::read_dir(&reports).map_err(io("cannot list", &reports))?.flatten() {
                 let path = entry.path();
-                let Ok(bytes) = std::fs::read(&path) else { continue };
-                if path.extension().is_some_and(|e| e == "tmp") {
+                let kind = path.extension().and_then(|e| e.to_str()).unwrap_or_default();
+                if kind != "json" && kind != "err" {
                     continue;
                 }
-                if path.extension().is_some_and(|e| e == "err") {
+                let Ok(bytes) = std::fs::read(&path) else { continue };
+                if kind == "err" {
                     errors.push(String::from_utf8_lossy(&bytes).into_owned());
                     continue;
                 }
@@ -217,12 +219,13 @@ fn launch(
     pace: &ClientPace,
 ) -> i32 {
     let launcher_pid = getpid();
-    if std::env::set_current_dir(cwd).is_err() {
-        return 2;
+    if let Err(e) = std::env::set_current_dir(cwd) {
+        return launch_failed(&pace.reports, &format!("cannot enter {}: {e}", cwd.display()));
     }
     // As in the single-core path: the harness processes inherit this.
     crate::libc_personality();
-    let log = out.join("clients.log");
+    // Clients' own output (a panic, say) goes to a log, not the terminal.
+    let log = pace.reports.join("clients.log");
     let log = log.to_str().unwrap_or("/dev/null");
     let run_client = |restored: Option<UnitState>,
                       mut mgr: LlmpRestartingEventManager<(), BytesInput, UnitState, UnixShMem, UnixShMemProvider>,
@@ -267,7 +270,7 @@ fn launch(
     let code = match result {
         Ok(Ok(())) | Ok(Err(libafl::Error::ShuttingDown)) => 0,
         Ok(Err(e)) => launch_failed(&pace.reports, &e.to_string()),
-        Err(_) => launch_failed(&pace.reports, "a fuzzer process panicked (see clients.log)"),
+        Err(_) => launch_failed(&pace.reports, "a fuzzer process panicked (see .clients/clients.log)"),
     };
     if getpid() == launcher_pid {
         // The broker and every client have ended; end what they may have left.
