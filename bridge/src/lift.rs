@@ -537,7 +537,13 @@ impl Lifter {
             format!("{}:{}", f.file.as_deref().unwrap_or("?"), f.line)
         });
         match crate::export::export_c(unit, binary.as_ref(), Some(values)) {
-            Ok(c_src) => std::fs::write(tmp.join("unit.c"), c_src)?,
+            Ok(c_src) => {
+                std::fs::write(tmp.join("unit.c"), c_src)?;
+                let script = tmp.join("build.sh");
+                std::fs::write(&script, crate::export::build_script("unit.c"))?;
+                use std::os::unix::fs::PermissionsExt as _;
+                std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755))?;
+            }
             Err(e) => std::fs::write(tmp.join("unit-export-error.txt"), format!("{e:#}\n"))?,
         }
         let provenance = serde_json::json!({
@@ -836,7 +842,7 @@ fn summary_md(
     s += "\n\n";
     s += &show_test(lifted);
     s += "5. reduced system test (`reduced.json`), above.\n\n";
-    s += "The unit as a standalone C test: `unit.c` (see its header for how to build it).\n";
+    s += "The unit as a standalone C test: `unit.c`; `./build.sh SUBJECT.c` (or the subject's .o files) builds it.\n";
     s
 }
 

@@ -78,7 +78,7 @@ fn planted_bugs_are_true_alarms_and_the_unit_only_crash_is_not() {
         assert_eq!(a["matches_unit"], true, "{a}");
         let id = a["id"].as_str().unwrap();
         let ad = out.join("alarms").join(id);
-        for f in ["lifted.json", "reduced.json", "reproduce.sh", "provenance.json", "summary.md", "unit-input.bin"] {
+        for f in ["lifted.json", "reduced.json", "reproduce.sh", "provenance.json", "summary.md", "unit-input.bin", "unit.c", "build.sh"] {
             assert!(ad.join(f).exists(), "{} missing in {}", f, ad.display());
         }
         assert!(
