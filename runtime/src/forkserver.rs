@@ -29,6 +29,28 @@ pub fn edges() -> usize {
     unsafe { MAX_EDGES_FOUND }.max(1)
 }
 
+/// Passive mode under a system-level fuzzer: with `__AFL_SHM_ID` set, point the
+/// SanitizerCoverage counters at that shared memory, so that a plain spawned run
+/// reports its edges (hit counts) to the fuzzer. Without the variable this is one
+/// environment lookup. A map that cannot be attached (gone, or smaller than the
+/// program's edges) leaves the counters where they were: the run goes on, unobserved.
+pub fn attach_edge_map() {
+    if std::env::var_os("__AFL_SHM_ID").is_none() {
+        return;
+    }
+    let host_size: usize = std::env::var("AFL_MAP_SIZE").ok().and_then(|s| s.parse().ok()).unwrap_or(65536);
+    let edges = edges();
+    if edges > host_size {
+        eprintln!("trestle runtime: the program has {edges} edges, the fuzzer's map {host_size}; coverage not reported");
+        return;
+    }
+    // Called once, from the runtime's initialisation (the first hook, at the start of
+    // `main`); the counters move to a map at least `edges` long. Edges taken before
+    // that (constructors) stay in the private map.
+    let Ok(mut provider) = UnixShMemProvider::new() else { return };
+    let _ = map_shared_memory(&mut provider);
+}
+
 /// Serve executions to a fuzzer; without one (no `__AFL_SHM_ID`), run the recorded
 /// values once. Never returns.
 pub fn serve(session: &mut Session) -> ! {

@@ -4,7 +4,9 @@
 //! one of three modes, chosen once from the environment:
 //!
 //! - **passive** (no trestle variable set): every hook returns at once; the program
-//!   behaves as if uninstrumented.
+//!   behaves as if uninstrumented. Under a system-level fuzzer (`__AFL_SHM_ID` set)
+//!   its SanitizerCoverage edges go to the fuzzer's shared map
+//!   ([`forkserver::attach_edge_map`]).
 //! - **record** (`TRESTLE_TRACE_DIR`): keeps the extent map, snapshots the context of
 //!   carved invocations at entry and the state they leave at return, and appends both
 //!   to a crash-safe trace ([`writer`]).
@@ -158,6 +160,7 @@ fn init() {
     let replay = std::env::var_os(hooks::ENV_REPLAY).is_some();
     let fuzz = std::env::var_os(trestle_abi::fuzz::ENV_FUZZ).is_some();
     if record_dir.is_none() && !replay && !fuzz {
+        forkserver::attach_edge_map();
         MODE.store(MODE_PASSIVE, Ordering::Release);
         return;
     }
