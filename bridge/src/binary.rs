@@ -66,8 +66,8 @@ impl Binary {
         out
     }
 
-    /// The string literals and compared constants of the code `id` can reach: a
-    /// dictionary for fuzzing it.
+    /// The string literals (and compared constants, also in decimal) of the code `id`
+    /// can reach: a dictionary for fuzzing it.
     pub fn dictionary_for(&self, id: u64) -> (Vec<Vec<u8>>, Vec<i64>) {
         let mut words = std::collections::BTreeSet::new();
         let mut ints = std::collections::BTreeSet::new();
@@ -78,6 +78,11 @@ impl Binary {
                     words.insert(t.clone());
                 }
             }
+        }
+        // Numbers reach many functions as text (an argument, a line of input): the
+        // compared constants in decimal are words too.
+        for i in ints.iter().filter(|i| i.unsigned_abs() >= 10) {
+            words.insert(i.to_string().into_bytes());
         }
         (words.into_iter().take(1000).collect(), ints.into_iter().take(1000).collect())
     }

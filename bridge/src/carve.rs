@@ -20,6 +20,9 @@ pub struct CarveArgs {
     /// The program (default: the one named in the trace directory).
     #[arg(long)]
     pub program: Option<PathBuf>,
+    /// Print nothing but errors (for campaigns, which show their own progress).
+    #[arg(skip)]
+    pub quiet: bool,
 }
 
 /// Figures of one carve.
@@ -209,23 +212,25 @@ pub fn run(args: &CarveArgs) -> Result<CarveSummary> {
     for r in &uindex.units {
         *per_fn.entry(&r.function).or_default() += 1;
     }
-    eprintln!(
-        "carved {} unit(s) of {} function(s) from {} invocation(s) ({} duplicate(s) dropped) into {}",
-        summary.units,
-        summary.functions,
-        summary.invocations,
-        summary.duplicates,
-        args.out.display()
-    );
-    eprintln!("{} of {} called function(s) carved", summary.called - summary.not_carved.len(), summary.called);
-    eprintln!(
-        "{} unit(s) have parameters mapped to the system input ({} parameters: {})",
-        summary.parameterized,
-        summary.params,
-        summary.param_kinds.iter().map(|(k, n)| format!("{n} {k}")).collect::<Vec<_>>().join(", ")
-    );
-    for (name, why) in &summary.not_carved {
-        eprintln!("  not carved: {name} ({why})");
+    if !args.quiet {
+        eprintln!(
+            "carved {} unit(s) of {} function(s) from {} invocation(s) ({} duplicate(s) dropped) into {}",
+            summary.units,
+            summary.functions,
+            summary.invocations,
+            summary.duplicates,
+            args.out.display()
+        );
+        eprintln!("{} of {} called function(s) carved", summary.called - summary.not_carved.len(), summary.called);
+        eprintln!(
+            "{} unit(s) have parameters mapped to the system input ({} parameters: {})",
+            summary.parameterized,
+            summary.params,
+            summary.param_kinds.iter().map(|(k, n)| format!("{n} {k}")).collect::<Vec<_>>().join(", ")
+        );
+        for (name, why) in &summary.not_carved {
+            eprintln!("  not carved: {name} ({why})");
+        }
     }
     if summary.bad_traces > 0 {
         bail!("{} trace file(s) could not be read (see the errors above); the units of the others were written", summary.bad_traces);

@@ -16,6 +16,8 @@ pub struct CoverageSet {
     pub items: BTreeSet<String>,
     /// Branch directions in the program, taken or not.
     pub branches_total: usize,
+    /// Every instrumented line, `file:line`, run or not.
+    pub lines_total: BTreeSet<String>,
 }
 
 impl CoverageSet {
@@ -29,9 +31,25 @@ impl CoverageSet {
         other.items.difference(&self.items).count()
     }
 
+    /// Instrumented lines not run yet, by file.
+    pub fn uncovered_lines(&self) -> std::collections::BTreeMap<String, Vec<u32>> {
+        let mut out: std::collections::BTreeMap<String, Vec<u32>> = Default::default();
+        for l in &self.lines_total {
+            if !self.items.contains(&format!("L {l}")) {
+                if let Some((file, n)) = l.rsplit_once(':') {
+                    if let Ok(n) = n.parse() {
+                        out.entry(file.to_owned()).or_default().push(n);
+                    }
+                }
+            }
+        }
+        out
+    }
+
     /// Add `other`'s items.
     pub fn extend(&mut self, other: &CoverageSet) {
         self.items.extend(other.items.iter().cloned());
+        self.lines_total.extend(other.lines_total.iter().cloned());
         self.branches_total = self.branches_total.max(other.branches_total);
     }
 }
@@ -95,6 +113,7 @@ pub fn parse_lcov(text: &str) -> CoverageSet {
         } else if let Some(rest) = line.strip_prefix("DA:") {
             let mut p = rest.split(',');
             if let (Some(l), Some(c)) = (p.next(), p.next()) {
+                set.lines_total.insert(format!("{file}:{l}"));
                 if c.parse::<u64>().is_ok_and(|c| c > 0) {
                     set.items.insert(format!("L {file}:{l}"));
                 }

@@ -122,13 +122,21 @@ pub struct AlarmEntry {
     /// Deduplication key.
     pub key: String,
     /// Whether the system crash is the unit's (else: the program crashed another way).
+    /// True for crashes system-level fuzzing found directly (nothing to compare).
     pub matches_unit: bool,
+    /// `unit` (a lifted unit finding) or `system` (found by system-level fuzzing).
+    #[serde(default = "unit_source")]
+    pub source: String,
     /// Unit findings that lifted to this crash.
     pub candidates: usize,
     /// Bytes of the lifted and the reduced test.
     pub size_lifted: usize,
     /// Bytes of the reduced test.
     pub size_reduced: usize,
+}
+
+fn unit_source() -> String {
+    "unit".into()
 }
 
 /// A substitution made by lifting.
@@ -168,6 +176,7 @@ pub struct Lifter {
     harness: Option<PathBuf>,
     progress: bool,
     binaries: BTreeMap<PathBuf, Option<Binary>>,
+    effective_tests: Vec<SystemTest>,
 }
 
 /// How a lifted test went at system level.
@@ -220,6 +229,7 @@ impl Lifter {
             harness: None,
             progress,
             binaries: BTreeMap::new(),
+            effective_tests: Vec::new(),
         };
         lifter.load_existing()?;
         if is_coverage_build(&lifter.program) {
@@ -271,6 +281,108 @@ impl Lifter {
         self.harness = harness;
     }
 
+    /// The effective lifted tests found since the last call (a campaign hands them to
+    /// its system-level fuzzer).
+    pub fn take_effective(&mut self) -> Vec<SystemTest> {
+        std::mem::take(&mut self.effective_tests)
+    }
+
+    /// Whether "effective" is measured (the validation program is a coverage build).
+    pub fn measures_coverage(&self) -> bool {
+        self.coverage.is_some()
+    }
+
+    /// Run `test` (a system test the campaign ran) on the coverage build, so that
+    /// what it covers no longer counts as new for lifted tests.
+    pub fn observe(&mut self, test: &SystemTest) -> Result<()> {
+        if self.coverage.is_some() {
+            self.run_system(test)?;
+        }
+        Ok(())
+    }
+
+    /// Lines of each source file not covered so far, by file; `None` without coverage.
+    pub fn uncovered_lines(&self) -> Option<BTreeMap<String, Vec<u32>>> {
+        self.coverage.as_ref().map(|c| c.uncovered_lines())
+    }
+
+    /// A crash system-level fuzzing found (`name`, in `source`): validated with the
+    /// validation program like a lifted test, and reported if it reproduces. Returns
+    /// whether it did.
+    pub fn system_crash(&mut self, test: &SystemTest, name: &str, source: &Path) -> Result<bool> {
+        let run = self.sandbox.run(&self.program, test, &[], &self.filter, None)?;
+        let Some(sys) = run.crash else { return Ok(false) };
+        let key = sys.key();
+        if let Some(a) = self.alarms.get_mut(&key) {
+            a.candidates += 1;
+            self.write_index()?;
+            return Ok(true);
+        }
+        let function = sys.frames.first().cloned().unwrap_or_else(|| "unknown".into());
+        let id = format!("{}-{:08x}", safe_name(&function), fnv32(&key));
+        let tmp = self.out.join("alarms").join(format!(".tmp-{id}"));
+        let _ = std::fs::remove_dir_all(&tmp);
+        std::fs::create_dir_all(&tmp)?;
+        save_test(test, &tmp.join("lifted.json"))?;
+        let (reduced, rstats) = self.reduce_alarm(test, &key)?;
+        save_test(&reduced, &tmp.join("reduced.json"))?;
+        write_script(&tmp.join("reproduce.sh"), &self.program, &reduced)?;
+        let provenance = serde_json::json!({
+            "found_by": "system-level fuzzing",
+            "system_test": {"name": name, "file": source, "test": to_json(test)},
+            "signature": sys.to_string(),
+            "stack": sys.stack.iter().map(|f| f.to_string()).collect::<Vec<_>>(),
+            "reduced_test": {"file": "reduced.json", "reduction": rstats},
+            "validated_with": self.program,
+            "sandboxed": self.sandbox.isolated(),
+        });
+        std::fs::write(tmp.join("provenance.json"), serde_json::to_vec_pretty(&provenance)?)?;
+        let mut md = format!("# Crash found by system-level fuzzing\n\n**{sys}** when running `{}`.\n\n## Stack\n\n", self.program.display());
+        for f in sys.stack.iter().take(12) {
+            md += &format!("- {f}\n");
+        }
+        md += "\n## Reduced reproducer (`reduced.json`, run `./reproduce.sh`)\n\n";
+        md += &show_test(&reduced);
+        md += &format!("\nReduced from {} to {} bytes in {} runs. Found as `{}` ({}).\n", rstats.size_before, rstats.size_after, rstats.runs, name, source.display());
+        std::fs::write(tmp.join("summary.md"), md)?;
+        let final_dir = self.out.join("alarms").join(&id);
+        let _ = std::fs::remove_dir_all(&final_dir);
+        std::fs::rename(&tmp, &final_dir)?;
+        self.alarms.insert(
+            key.clone(),
+            AlarmEntry {
+                id,
+                function,
+                signature: sys.to_string(),
+                key,
+                matches_unit: true,
+                source: "system".into(),
+                candidates: 1,
+                size_lifted: test_size(test),
+                size_reduced: test_size(&reduced),
+            },
+        );
+        self.stats.alarms = self.alarms.len();
+        self.write_index()?;
+        Ok(true)
+    }
+
+    fn reduce_alarm(&self, test: &SystemTest, key: &str) -> Result<(SystemTest, ReduceStats)> {
+        match self.reduce_budget {
+            Some(budget) => {
+                let mut keep = |t: &SystemTest| -> Result<bool> {
+                    let run = self.sandbox.run(&self.program, t, &[], &self.filter, None)?;
+                    Ok(run.crash.is_some_and(|s| s.key() == key))
+                };
+                reduce(test, budget, &mut keep)
+            }
+            None => Ok((
+                test.clone(),
+                ReduceStats { runs: 0, budget_exhausted: false, size_before: test_size(test), size_after: test_size(test) },
+            )),
+        }
+    }
+
     /// The alarms so far.
     pub fn alarms(&self) -> Vec<AlarmEntry> {
         self.alarms.values().cloned().collect()
@@ -282,7 +394,12 @@ impl Lifter {
         let dir = &std::fs::canonicalize(dir).with_context(|| format!("fuzz directory {}", dir.display()))?;
         let unit_path = dir.join("unit.unit");
         let unit = read_unit(&unit_path).with_context(|| format!("{} is not a trestle fuzz directory", dir.display()))?;
-        let mut candidates: Vec<Candidate> = inputs_in(&dir.join("crashes"))?.into_iter().map(|input| Candidate { input, crash: true }).collect();
+        // An interrupted fuzz run leaves its objectives unsorted in .solutions.
+        let mut candidates: Vec<Candidate> = inputs_in(&dir.join("crashes"))?
+            .into_iter()
+            .chain(inputs_in(&dir.join(".solutions"))?)
+            .map(|input| Candidate { input, crash: true })
+            .collect();
         let queue = inputs_in(&dir.join("queue"))?;
         candidates.extend(queue.into_iter().take(max_queue).map(|input| Candidate { input, crash: false }));
         let started = Instant::now();
@@ -360,6 +477,7 @@ impl Lifter {
             }
             if new_cov.is_some_and(|n| n > 0) {
                 self.stats.effective += 1;
+                self.effective_tests.push(test.clone());
                 if c.crash {
                     // Real coverage, but not the unit's crash.
                     self.false_positive(unit, c, &values, unit_sig.as_ref(), Some((&test, &outcome)), "no crash at system level (the lifted test is effective: new coverage)")?;
@@ -512,22 +630,7 @@ impl Lifter {
         std::fs::create_dir_all(&tmp)?;
         save_test(lifted, &tmp.join("lifted.json"))?;
         std::fs::copy(&c.input, tmp.join("unit-input.bin"))?;
-        let (reduced, rstats) = match self.reduce_budget {
-            Some(budget) => {
-                let program = self.program.clone();
-                let sandbox = self.sandbox.clone();
-                let filter = self.filter.clone();
-                let mut keep = |t: &SystemTest| -> Result<bool> {
-                    let run = sandbox.run(&program, t, &[], &filter, None)?;
-                    Ok(run.crash.is_some_and(|s| s.key() == key))
-                };
-                reduce(lifted, budget, &mut keep)?
-            }
-            None => (
-                lifted.clone(),
-                ReduceStats { runs: 0, budget_exhausted: false, size_before: test_size(lifted), size_after: test_size(lifted) },
-            ),
-        };
+        let (reduced, rstats) = self.reduce_alarm(lifted, &key)?;
         save_test(&reduced, &tmp.join("reduced.json"))?;
         write_script(&tmp.join("reproduce.sh"), &self.program, &reduced)?;
         // The unit itself, as C, with the crashing values.
@@ -594,6 +697,7 @@ impl Lifter {
                 signature: sys.to_string(),
                 key,
                 matches_unit,
+                source: unit_source(),
                 candidates: 1,
                 size_lifted: test_size(lifted),
                 size_reduced: test_size(&reduced),

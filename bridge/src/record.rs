@@ -26,6 +26,9 @@ pub struct RecordArgs {
     /// Distinct contexts carved per function and process.
     #[arg(long, default_value_t = 5)]
     pub max_per_fn: u32,
+    /// Print nothing but warnings (for campaigns, which show their own progress).
+    #[arg(skip)]
+    pub quiet: bool,
 }
 
 /// `record.json`: what was recorded, for `carve`.
@@ -97,6 +100,7 @@ pub fn run(args: &RecordArgs) -> Result<()> {
             .collect();
         traces.sort();
         let bytes: u64 = traces.iter().filter_map(|f| std::fs::metadata(dir.join(f)).ok()).map(|m| m.len()).sum();
+        if !args.quiet {
         eprintln!(
             "[{}/{n}] {}: {}, {} trace file(s), {} KiB",
             i + 1,
@@ -105,7 +109,8 @@ pub fn run(args: &RecordArgs) -> Result<()> {
             traces.len(),
             bytes.div_ceil(1024)
         );
-        if traces.is_empty() {
+        }
+        if traces.is_empty() && !args.quiet {
             let err = String::from_utf8_lossy(&r.stderr);
             eprintln!("    warning: no trace written{}", if err.is_empty() { String::new() } else { format!("; stderr: {}", err.trim()) });
         }
@@ -113,6 +118,8 @@ pub fn run(args: &RecordArgs) -> Result<()> {
         // Keep the index current, so an interrupted run still describes what it did.
         std::fs::write(out.join(RECORD_INDEX), serde_json::to_vec_pretty(&index)?)?;
     }
-    eprintln!("recorded {n} system test(s) into {}", out.display());
+    if !args.quiet {
+        eprintln!("recorded {n} system test(s) into {}", out.display());
+    }
     Ok(())
 }
