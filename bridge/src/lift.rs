@@ -206,12 +206,6 @@ impl Lifter {
     /// already reached.
     pub fn new(program: &Path, out: &Path, sandbox: Sandbox, baseline: &[SystemTest], progress: bool) -> Result<Lifter> {
         let program = std::fs::canonicalize(program).with_context(|| format!("validation program {}", program.display()))?;
-        if Binary::load(&program).is_ok() {
-            eprintln!(
-                "trestle lift: warning: {} was built with trestle-cc; validate with a build without it (plain, sanitizer or coverage)",
-                program.display()
-            );
-        }
         for d in ["alarms", "false-positives"] {
             std::fs::create_dir_all(out.join(d)).with_context(|| format!("cannot create {}", out.join(d).display()))?;
         }
@@ -954,6 +948,12 @@ fn summary_md(
 pub fn run(args: &LiftArgs) -> Result<LiftStats> {
     let limits = Limits { wall: args.timeout, cpu_secs: cpu_limit(args.timeout), memory: args.memory_mb << 20, ..Limits::default() };
     let sandbox = Sandbox::new(limits, !args.no_sandbox)?;
+    if Binary::load(&args.program).is_ok() {
+        eprintln!(
+            "trestle lift: warning: {} was built with trestle-cc; validate with a build without it (plain, sanitizer or coverage)",
+            args.program.display()
+        );
+    }
     let mut baseline = Vec::new();
     if let Some(seeds) = &args.seeds {
         baseline.extend(load_tests(seeds)?.into_iter().map(|n| n.test));
