@@ -11,14 +11,14 @@
 //!
 //! On several cores ([`FuzzConfig::cores`] > 1) LibAFL's `Launcher` runs one such
 //! fuzzer per core, each with its own harness processes, sharing finds over LLMP
-//! ([`parallel`]).
+//! (`parallel.rs`).
 //!
 //! Output follows AFL's layout: `queue/`, `crashes/`, `timeouts/`, with the unit in
 //! `unit.unit` and, for every crash, the decoded parameter values next to it.
 //! It owns the fuzzing loop and nothing else: no carving, no lifting.
 
 pub mod mutators;
-pub mod parallel;
+mod parallel;
 
 use libafl::corpus::{Corpus, InMemoryOnDiskCorpus, OnDiskCorpus};
 use libafl::events::{ProgressReporter, SimpleEventManager};

@@ -49,7 +49,7 @@ struct ClientReport {
 
 /// When a client stops, shared by all clients of one campaign.
 #[derive(Debug, Clone)]
-pub struct ClientPace {
+pub(crate) struct ClientPace {
     /// The campaign's start, in the caller.
     pub(crate) start: Instant,
     /// The deadline every client stops at.
