@@ -19,6 +19,7 @@ pub mod replay;
 pub mod sandbox;
 pub mod show;
 pub mod signature;
+pub mod sysfuzz;
 pub mod systest;
 pub mod units;
 pub mod validate;

@@ -35,6 +35,8 @@ enum Command {
     Validate(validate::ValidateArgs),
     /// Write a unit as a standalone C file that rebuilds its context and calls the function.
     Export(export::ExportArgs),
+    /// Fuzz a program at system level (arguments, stdin, files) from seed system tests.
+    Sysfuzz(trestle_bridge::sysfuzz::SysFuzzArgs),
 }
 
 fn main() -> ExitCode {
@@ -48,6 +50,7 @@ fn main() -> ExitCode {
         Command::Export(a) => export::run(a),
         Command::Lift(a) => lift::run(a).map(|_| ()),
         Command::Validate(a) => validate::run(a).map(|_| ()),
+        Command::Sysfuzz(a) => trestle_bridge::sysfuzz::run(a).map(|_| ()),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
