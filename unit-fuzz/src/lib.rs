@@ -10,8 +10,8 @@
 //! ([`mutators`]), and crash and timeout objectives.
 //!
 //! On several cores ([`FuzzConfig::cores`] > 1) LibAFL's `Launcher` runs one such
-//! fuzzer per core, each with its own harness processes, sharing finds over LLMP
-//! (`parallel.rs`).
+//! fuzzer per core, each with its own harness processes, sharing finds over LLMP,
+//! in a launcher process of its own ([`LAUNCHER`], see [`launcher_main`]).
 //!
 //! Output follows AFL's layout: `queue/`, `crashes/`, `timeouts/`, with the unit in
 //! `unit.unit` and, for every crash, the decoded parameter values next to it.
@@ -19,6 +19,8 @@
 
 pub mod mutators;
 mod parallel;
+
+pub use parallel::{launcher_main, LAUNCHER};
 
 use libafl::corpus::{Corpus, InMemoryOnDiskCorpus, OnDiskCorpus};
 use libafl::events::{ProgressReporter, SimpleEventManager};
@@ -78,9 +80,9 @@ pub enum FuzzError {
         /// Cores available.
         available: usize,
     },
-    /// Multi-core fuzzing forks; other threads would leave the children's locks held.
-    #[error("multi-core fuzzing forks and needs a single-threaded caller; this process runs {0} threads")]
-    Threads(usize),
+    /// The multi-core launcher program is not where it should be.
+    #[error("cannot find the multi-core launcher {}: build the workspace (cargo build --workspace) or set TRESTLE_FUZZ_LAUNCHER", .0.display())]
+    NoLauncher(PathBuf),
 }
 
 fn lib(e: libafl::Error) -> FuzzError {
@@ -92,7 +94,7 @@ fn io<'a>(what: &'static str, path: &'a Path) -> impl FnOnce(std::io::Error) -> 
 }
 
 /// Words and integers the mutators may insert.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, serde::Serialize, serde::Deserialize)]
 pub struct Dictionary {
     /// Byte strings (string literals of the program).
     pub words: Vec<Vec<u8>>,
@@ -101,7 +103,7 @@ pub struct Dictionary {
 }
 
 /// One fuzzing campaign over one unit.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 pub struct FuzzConfig {
     /// The instrumented program the unit was carved from.
     pub program: PathBuf,
