@@ -1,0 +1,175 @@
+//! System-level fuzzing end to end (`trestle sysfuzz`): on the planted-bug subject
+//! `requests`, 30 seconds from its seeds grow the queue and the edges covered, every
+//! file written is a valid system test, and a second run resumes from the queue. On a
+//! tiny subject that crashes on a stdin line starting with "boom", seeds holding
+//! "boot" lead to that crash within 60 seconds, written under `crashes/`.
+//!
+//! Whether the system fuzzer finds `requests`' magic integer is not asserted either
+//! way: that is what a campaign compares against, not a property of this step.
+
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+use trestle_tests::*;
+
+/// A content value of the system-test format: text or `{"base64": …}`.
+fn is_content(v: &Value) -> bool {
+    v.is_string() || v.as_object().is_some_and(|o| o.len() == 1 && o.get("base64").is_some_and(Value::is_string))
+}
+
+/// The file is a system test in the JSON format of DESIGN.md (and nothing else).
+fn assert_system_test(p: &Path) -> Value {
+    let text = std::fs::read(p).unwrap_or_else(|e| panic!("cannot read {}: {e}", p.display()));
+    let v: Value = serde_json::from_slice(&text).unwrap_or_else(|e| panic!("{} is not JSON: {e}", p.display()));
+    let o = v.as_object().unwrap_or_else(|| panic!("{} is not an object", p.display()));
+    for (k, x) in o {
+        let ok = match k.as_str() {
+            "args" => x.as_array().is_some_and(|a| a.iter().all(Value::is_string)),
+            "stdin" => is_content(x),
+            "files" => x.as_object().is_some_and(|f| f.values().all(is_content)),
+            "env" => x.as_object().is_some_and(|e| e.values().all(Value::is_string)),
+            _ => false,
+        };
+        assert!(ok, "{}: bad field {k:?}: {x}", p.display());
+    }
+    v
+}
+
+fn json_files(dir: &Path) -> Vec<PathBuf> {
+    std::fs::read_dir(dir)
+        .unwrap_or_else(|e| panic!("cannot list {}: {e}", dir.display()))
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|x| x == "json"))
+        .collect()
+}
+
+fn sysfuzz(program: &Path, seeds: &Path, out: &Path, time: &str, extra: &[&str]) -> Value {
+    let mut cmd = trestle(&[&"sysfuzz", &"--program", &program, &"--seeds", &seeds, &"--out", &out, &"--time", &time, &"--json"]);
+    cmd.args(extra);
+    let stdout = ok(&mut cmd);
+    serde_json::from_str(&stdout).unwrap_or_else(|e| panic!("report is not JSON ({e}):\n{stdout}"))
+}
+
+fn num(report: &Value, key: &str) -> u64 {
+    report[key].as_u64().unwrap_or_else(|| panic!("no {key} in {report}"))
+}
+
+#[test]
+fn system_fuzzing_requests_grows_queue_and_edges_and_writes_only_system_tests() {
+    let dir = tempfile::tempdir().unwrap();
+    let prog = dir.path().join("requests");
+    build_subject(&subject("requests"), "-O2", &prog);
+    let seeds = subject("requests").join("seeds");
+    let n_seeds = json_files(&seeds).len() as u64;
+    let out = dir.path().join("out");
+
+    let report = sysfuzz(&prog, &seeds, &out, "30s", &[]);
+    let rate = num(&report, "executions") as f64 / report["seconds"].as_f64().unwrap();
+    eprintln!(
+        "requests: {} executions ({rate:.0}/s overall, {:.0}/s fuzzing), queue {} -> {}, edges {} -> {}, {} crash(es)",
+        num(&report, "executions"),
+        report["execs_per_sec"].as_f64().unwrap(),
+        num(&report, "initial_queue"),
+        num(&report, "queue"),
+        num(&report, "initial_edges"),
+        num(&report, "edges"),
+        report["crashes"].as_array().unwrap().len()
+    );
+    assert_eq!(num(&report, "seeds"), n_seeds);
+    // Seeds are in the queue; every seed of requests covers something of its own.
+    assert_eq!(num(&report, "initial_queue"), n_seeds, "{report}");
+    assert!(num(&report, "initial_edges") > 0, "{report}");
+    assert!(num(&report, "queue") > n_seeds, "the queue did not grow beyond the seeds: {report}");
+    assert!(num(&report, "edges") > num(&report, "initial_edges"), "no new edges: {report}");
+    assert!(num(&report, "executions") > 1000, "too few executions for 30 s: {report}");
+
+    let queue = json_files(&out.join("queue"));
+    assert_eq!(queue.len() as u64, num(&report, "queue"), "queue/ and the report disagree");
+    for p in report["new_queue"].as_array().unwrap() {
+        assert!(Path::new(p.as_str().unwrap()).exists(), "reported queue entry {p} is missing");
+    }
+    let mut findings = json_files(&out.join("crashes"));
+    findings.extend(json_files(&out.join("timeouts")));
+    for p in queue.iter().chain(&findings) {
+        assert_system_test(p);
+    }
+    // A crash written is a crash: it reproduces on a plain run.
+    for p in &findings {
+        if p.parent().unwrap().ends_with("crashes") {
+            let v = assert_system_test(p);
+            assert!(v.get("files").is_none(), "requests reads no files: {}", p.display());
+            let args: Vec<&str> = v["args"].as_array().map(|a| a.iter().map(|x| x.as_str().unwrap()).collect()).unwrap_or_default();
+            let stdin = match v.get("stdin") {
+                None => "",
+                Some(Value::String(s)) => s.as_str(),
+                Some(_) => continue, // bytes in base64: not decoded here
+            };
+            let mut child = std::process::Command::new(&prog)
+                .args(&args)
+                .stdin(std::process::Stdio::piped())
+                .stdout(std::process::Stdio::null())
+                .stderr(std::process::Stdio::null())
+                .spawn()
+                .unwrap();
+            use std::io::Write;
+            let _ = child.stdin.take().unwrap().write_all(stdin.as_bytes());
+            let status = child.wait().unwrap();
+            assert!(status.code().is_none(), "{} did not crash on a plain run ({status})", p.display());
+        }
+    }
+
+    // Resume: the queue is reloaded (through the system-test loader) and covers what it did.
+    let again = sysfuzz(&prog, &seeds, &out, "2s", &[]);
+    assert!(num(&again, "initial_queue") >= num(&report, "queue"), "{again}");
+    assert!(num(&again, "initial_edges") >= num(&report, "edges"), "{again}");
+    assert!(again["crashes"].as_array().unwrap().iter().all(|c| !report["crashes"].as_array().unwrap().contains(c)));
+}
+
+const BOOM: &str = r#"
+#include <stdio.h>
+#include <string.h>
+
+/* Planted bug: a line starting with "boom" dereferences NULL. */
+static int check(const char *line) {
+    if (strncmp(line, "boom", 4) == 0) {
+        volatile int *p = NULL;
+        return *p;
+    }
+    return line[0] == 'b';
+}
+
+int main(void) {
+    char line[256];
+    int n = 0;
+    while (fgets(line, sizeof line, stdin))
+        n += check(line);
+    printf("%d line(s) starting with b\n", n);
+    return 0;
+}
+"#;
+
+#[test]
+fn system_fuzzing_finds_the_boom_line_from_a_boot_seed() {
+    let dir = tempfile::tempdir().unwrap();
+    let prog = build_c(dir.path(), "boom", BOOM, "-O2");
+    let seeds = dir.path().join("seeds");
+    write_test(&seeds, "boot", &serde_json::json!({ "stdin": "hello\nboot\nbye\n" }));
+    write_test(&seeds, "quiet", &serde_json::json!({ "stdin": "zzz\n" }));
+    let out = dir.path().join("out");
+    let start = Instant::now();
+    let report = sysfuzz(&prog, &seeds, &out, "60s", &["--stop-on-crash"]);
+    let took = start.elapsed();
+    let crashes = report["crashes"].as_array().unwrap();
+    assert!(!crashes.is_empty(), "no crash in 60 s: {report}");
+    assert!(took < Duration::from_secs(90), "took {took:?}");
+    let mut boom = false;
+    for c in crashes {
+        let p = Path::new(c.as_str().unwrap());
+        assert!(p.starts_with(out.join("crashes")) || p.parent().unwrap().ends_with("crashes"), "{}", p.display());
+        let v = assert_system_test(p);
+        let stdin = v["stdin"].as_str().unwrap_or("");
+        boom |= stdin.lines().any(|l| l.starts_with("boom"));
+    }
+    assert!(boom, "no crash has a line starting with boom: {report}");
+    eprintln!("boom found after {:.1}s, {} executions", report["seconds"].as_f64().unwrap(), num(&report, "executions"));
+}
