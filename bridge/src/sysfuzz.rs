@@ -121,6 +121,18 @@ impl SysInput {
         format!("{:016x}.json", trestle_abi::ids::fnv1a64(&self.to_json()))
     }
 
+    /// A test whose files would land outside its working directory is refused (the
+    /// loader refuses such files too; tests made in memory are checked here).
+    fn check(t: &SystemTest) -> Result<()> {
+        for name in t.files.keys() {
+            let p = Path::new(name);
+            if name.is_empty() || p.is_absolute() || p.components().any(|c| !matches!(c, std::path::Component::Normal(_))) {
+                bail!("file name {name:?} must be a relative path inside the test directory");
+            }
+        }
+        Ok(())
+    }
+
     /// Bound the sizes; make arguments what a command line can carry and JSON can hold.
     fn normalise(&mut self) {
         self.args.truncate(MAX_ARGS);
@@ -242,6 +254,12 @@ impl<OT> SysExecutor<OT> {
             self.slot += 1;
         }
         Ok(kind)
+    }
+}
+
+impl<OT> Drop for SysExecutor<OT> {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.work);
     }
 }
 
@@ -1120,6 +1138,7 @@ impl SysFuzzer {
         }
         *found.lock().unwrap_or_else(|p| p.into_inner()) = Found::default();
         for seed in &cfg.seeds {
+            SysInput::check(&seed.test).with_context(|| format!("seed {}", seed.path.display()))?;
             let input = SysInput::from_test(&seed.test);
             if seen.insert(input.file_name()) {
                 engine.add(&mut state, &mut mgr, input).map_err(lib)?;
@@ -1202,6 +1221,7 @@ impl SysFuzzer {
     /// Run an external test (a lifted one, say); true if it reached new coverage and
     /// joined the queue. A crash or timeout it causes is reported by the next slice.
     pub fn add_test(&mut self, t: &SystemTest) -> Result<bool> {
+        SysInput::check(t)?;
         let input = SysInput::from_test(t);
         let r = self.engine.evaluate(&mut self.state, &mut self.mgr, &input).map_err(lib)?;
         Ok(r == ExecuteInputResult::Corpus)
@@ -1378,6 +1398,18 @@ mod tests {
         assert!(std::str::from_utf8(&i.args[1]).is_ok());
         assert_eq!(i.args[2].len(), MAX_ARG_LEN);
         assert_eq!(i.args.len(), MAX_ARGS);
+    }
+
+    #[test]
+    fn tests_with_files_outside_their_directory_are_refused() {
+        let mut t = SystemTest::default();
+        t.files.insert("d/in.txt".into(), vec![]);
+        assert!(SysInput::check(&t).is_ok());
+        for bad in ["/etc/passwd", "../x", "a/../../x", ""] {
+            let mut t = SystemTest::default();
+            t.files.insert(bad.into(), vec![]);
+            assert!(SysInput::check(&t).is_err(), "{bad:?} accepted");
+        }
     }
 
     #[test]
