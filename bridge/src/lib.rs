@@ -16,6 +16,8 @@ pub mod mapping;
 pub mod record;
 pub mod reduce;
 pub mod replay;
+pub mod report;
+pub mod run;
 pub mod sandbox;
 pub mod show;
 pub mod signature;

@@ -95,6 +95,13 @@ pub struct LiftStats {
     pub false_positives: usize,
     /// Lifted tests that ran into a resource limit.
     pub limited: usize,
+    /// Unit crashes not lifted because others with the same unit crash signature
+    /// already were (confirmed, or tried often enough).
+    #[serde(default)]
+    pub same_signature_skipped: usize,
+    /// Unit inputs left unlifted when the time for lifting ran out (still on disk).
+    #[serde(default)]
+    pub not_lifted_for_time: usize,
     /// Whether coverage was measured (coverage build).
     pub coverage_measured: bool,
     /// Branch directions covered by the baseline and everything lifted.
@@ -115,8 +122,12 @@ impl LiftStats {
 pub struct AlarmEntry {
     /// Directory name under `alarms/`.
     pub id: String,
-    /// The unit's function.
+    /// Where it crashes: the innermost function of the subject on the stack.
     pub function: String,
+    /// The function of the unit whose finding lifted to it (none for system-level
+    /// finds).
+    #[serde(default)]
+    pub unit_function: Option<String>,
     /// The system-level crash.
     pub signature: String,
     /// Deduplication key.
@@ -177,6 +188,18 @@ pub struct Lifter {
     progress: bool,
     binaries: BTreeMap<PathBuf, Option<Binary>>,
     effective_tests: Vec<SystemTest>,
+    deadline: Option<Instant>,
+}
+
+/// Unit crashes of one unit with the same crash signature lifted at most this often
+/// unless one of them is confirmed (then the rest are duplicates of that alarm).
+pub const LIFTS_PER_UNIT_SIGNATURE: usize = 4;
+
+/// What became of the unit crashes of one signature in one fuzz directory.
+#[derive(Default)]
+struct SignatureTally {
+    tried: usize,
+    confirmed: bool,
 }
 
 /// How a lifted test went at system level.
@@ -224,6 +247,7 @@ impl Lifter {
             progress,
             binaries: BTreeMap::new(),
             effective_tests: Vec::new(),
+            deadline: None,
         };
         lifter.load_existing()?;
         if is_coverage_build(&lifter.program) {
@@ -270,6 +294,11 @@ impl Lifter {
         self.reduce_budget = budget;
     }
 
+    /// Stop lifting (what is left stays on disk, counted as not lifted) at `deadline`.
+    pub fn set_deadline(&mut self, deadline: Option<Instant>) {
+        self.deadline = deadline;
+    }
+
     /// Read unit crash signatures in this program instead of the units' own.
     pub fn set_harness(&mut self, harness: Option<PathBuf>) {
         self.harness = harness;
@@ -286,12 +315,26 @@ impl Lifter {
         self.coverage.is_some()
     }
 
-    /// Run `test` (a system test the campaign ran) on the coverage build, so that
-    /// what it covers no longer counts as new for lifted tests.
-    pub fn observe(&mut self, test: &SystemTest) -> Result<()> {
-        if self.coverage.is_some() {
-            self.run_system(test)?;
+    /// Run `tests` (system tests the campaign made) on the coverage build, so that
+    /// what they cover no longer counts as new for lifted tests and no longer draws
+    /// the campaign to the functions it is in.
+    pub fn observe(&mut self, tests: &[SystemTest]) -> Result<()> {
+        if self.coverage.is_none() || tests.is_empty() {
+            return Ok(());
         }
+        let dir = tempfile::tempdir()?;
+        let mut profiles = Vec::new();
+        for (i, t) in tests.iter().enumerate() {
+            let p = dir.path().join(format!("{i}.profraw"));
+            self.sandbox.run(&self.program, t, &[], &self.filter, Some(&p))?;
+            if p.exists() {
+                profiles.push(p);
+            }
+        }
+        let set = measure(&self.program, &profiles)?;
+        let cov = self.coverage.as_mut().expect("checked above");
+        cov.extend(&set);
+        self.stats.branches_covered = cov.branches();
         Ok(())
     }
 
@@ -347,6 +390,7 @@ impl Lifter {
             AlarmEntry {
                 id,
                 function,
+                unit_function: None,
                 signature: sys.to_string(),
                 key,
                 matches_unit: true,
@@ -398,8 +442,13 @@ impl Lifter {
         candidates.extend(queue.into_iter().take(max_queue).map(|input| Candidate { input, crash: false }));
         let started = Instant::now();
         let total = candidates.len();
+        let mut tally: BTreeMap<String, SignatureTally> = BTreeMap::new();
         for (k, c) in candidates.iter().enumerate() {
-            self.lift_one(dir, &unit, c).with_context(|| format!("lifting {}", c.input.display()))?;
+            if self.deadline.is_some_and(|d| Instant::now() >= d) {
+                self.stats.not_lifted_for_time += total - k;
+                break;
+            }
+            self.lift_one(dir, &unit, c, &mut tally).with_context(|| format!("lifting {}", c.input.display()))?;
             if self.progress && (k + 1 == total || (k + 1) % 20 == 0) {
                 eprintln!(
                     "[lift {:>4.0}s] {}: {}/{} inputs, {} lifted tests, {} alarm(s), {} effective, {} false positive(s)",
@@ -425,12 +474,19 @@ impl Lifter {
         self.binaries.entry(path.to_owned()).or_insert_with(|| Binary::load(path).ok()).as_ref()
     }
 
-    fn lift_one(&mut self, dir: &Path, unit: &Unit, c: &Candidate) -> Result<()> {
+    fn lift_one(&mut self, dir: &Path, unit: &Unit, c: &Candidate, tally: &mut BTreeMap<String, SignatureTally>) -> Result<()> {
         let bytes = std::fs::read(&c.input).with_context(|| format!("cannot read {}", c.input.display()))?;
         let values = decode_values(&unit.params, &bytes);
         let unit_sig = if c.crash {
             self.stats.unit_crashes += 1;
-            Some(self.unit_signature(dir, unit, &c.input)?)
+            let sig = self.unit_signature(dir, unit, &c.input)?;
+            let t = tally.entry(sig.key()).or_default();
+            if t.confirmed || t.tried >= LIFTS_PER_UNIT_SIGNATURE {
+                self.stats.same_signature_skipped += 1;
+                return Ok(());
+            }
+            t.tried += 1;
+            Some(sig)
         } else {
             self.stats.unit_queue += 1;
             None
@@ -463,6 +519,9 @@ impl Lifter {
                 });
                 if same {
                     self.stats.true_alarm_tests += 1;
+                    if let Some(u) = &unit_sig {
+                        tally.entry(u.key()).or_default().confirmed = true;
+                    }
                 } else {
                     self.stats.other_crash_tests += 1;
                 }
@@ -554,7 +613,7 @@ impl Lifter {
         use std::os::unix::process::ExitStatusExt as _;
         let filter = FrameFilter { program: Some(std::fs::canonicalize(&harness).unwrap_or(harness.clone())), stop_after: Some(unit.function.clone()) };
         let frames = match std::fs::read_to_string(&stack) {
-            Ok(text) => symbolise(&parse_stack(&text)?)?,
+            Ok(text) => symbolise(&parse_stack(&text)?, filter.program.as_deref())?,
             Err(_) => Vec::new(),
         };
         match (status.signal(), status.code()) {
@@ -617,7 +676,8 @@ impl Lifter {
             a.candidates += 1;
             return self.write_index();
         }
-        let id = format!("{}-{:08x}", safe_name(&unit.function), fnv32(&key));
+        let crash_fn = sys.frames.first().cloned().unwrap_or_else(|| unit.function.clone());
+        let id = format!("{}-{:08x}", safe_name(&crash_fn), fnv32(&key));
         let final_dir = self.out.join("alarms").join(&id);
         let tmp = self.out.join("alarms").join(format!(".tmp-{id}"));
         let _ = std::fs::remove_dir_all(&tmp);
@@ -687,7 +747,8 @@ impl Lifter {
             key.clone(),
             AlarmEntry {
                 id,
-                function: unit.function.clone(),
+                function: crash_fn,
+                unit_function: Some(unit.function.clone()),
                 signature: sys.to_string(),
                 key,
                 matches_unit,

@@ -3,7 +3,7 @@
 
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
-use trestle_bridge::{carve, export, fuzz, lift, record, replay, show, validate};
+use trestle_bridge::{carve, export, fuzz, lift, record, replay, report, run, show, validate};
 
 /// trestle: a test generation bridge for C and C++ programs.
 ///
@@ -18,6 +18,11 @@ struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Command {
+    /// The whole bridge in one campaign: system fuzzing, carving, unit fuzzing,
+    /// lifting and validation, until the time is up.
+    Run(run::RunArgs),
+    /// Write a campaign's report (Markdown and HTML, or JSON).
+    Report(report::ReportArgs),
     /// Run system tests with recording on; writes traces.
     Record(record::RecordArgs),
     /// Turn traces into unit files (deduplicated).
@@ -42,6 +47,8 @@ enum Command {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match &cli.command {
+        Command::Run(a) => run::run(a).map(|_| ()),
+        Command::Report(a) => report::run(a),
         Command::Record(a) => record::run(a),
         Command::Carve(a) => carve::run(a).map(|_| ()),
         Command::Replay(a) => replay::run(a).map(|_| ()),

@@ -289,7 +289,7 @@ impl Sandbox {
             Some(filter.signature(kind, frames))
         } else if let RunStatus::Signaled(sig) = status {
             let frames = match std::fs::read_to_string(&stack_path) {
-                Ok(text) => parse_stack(&text).ok().map(|raw| symbolise(&raw)).transpose()?.unwrap_or_default(),
+                Ok(text) => parse_stack(&text).ok().map(|raw| symbolise(&raw, filter.program.as_deref())).transpose()?.unwrap_or_default(),
                 Err(_) => Vec::new(),
             };
             is_crash_signal(sig).then(|| filter.signature(signal_name(sig), frames))

@@ -320,7 +320,9 @@ struct SymFrame {
 }
 
 /// Symbolise a raw stack: every address becomes one frame per inlined function.
-pub fn symbolise(raw: &RawStack) -> Result<Vec<Frame>> {
+/// With `only`, addresses in other modules (the C library, the loader) are not looked
+/// up, only named by module and offset: one symboliser run instead of several.
+pub fn symbolise(raw: &RawStack, only: Option<&Path>) -> Result<Vec<Frame>> {
     let addrs = raw.addresses();
     let mut by_module: BTreeMap<String, Vec<(usize, u64)>> = BTreeMap::new();
     let mut located = Vec::new();
@@ -338,8 +340,9 @@ pub fn symbolise(raw: &RawStack) -> Result<Vec<Frame>> {
     let mut frames: Vec<Vec<Frame>> = vec![Vec::new(); addrs.len()];
     let tool = symbolizer();
     for (module, list) in &by_module {
+        let wanted = only.is_none_or(|p| same_file(Path::new(module), p));
         let replies: Vec<SymReply> = match &tool {
-            Some(tool) => {
+            Some(tool) if wanted => {
                 let out = Command::new(tool)
                     .arg(format!("--obj={module}"))
                     .args(["--output-style=JSON", "--inlining", "--functions=linkage", "--demangle"])
@@ -348,7 +351,7 @@ pub fn symbolise(raw: &RawStack) -> Result<Vec<Frame>> {
                     .with_context(|| format!("cannot run {}", tool.display()))?;
                 serde_json::from_slice(&out.stdout).unwrap_or_default()
             }
-            None => Vec::new(),
+            _ => Vec::new(),
         };
         for (k, (i, rel)) in list.iter().enumerate() {
             let syms = replies.get(k).map(|r| r.symbol.as_slice()).unwrap_or_default();

@@ -35,7 +35,7 @@ use libafl::observers::{CanTrack, HitcountsMapObserver, StdMapObserver, TimeObse
 use libafl::schedulers::{IndexesLenTimeMinimizerScheduler, QueueScheduler};
 use libafl::stages::{StdMutationalStage, TracingStage};
 use libafl::state::{HasCorpus, HasExecutions, HasSolutions, StdState};
-use libafl::{feedback_or, feedback_or_fast, HasMetadata};
+use libafl::{feedback_and_fast, feedback_or, feedback_or_fast, HasMetadata};
 use libafl_bolts::rands::StdRand;
 use libafl_bolts::shmem::{ShMem, ShMemProvider, UnixShMemProvider};
 use libafl_bolts::tuples::{tuple_list, Merge};
@@ -389,7 +389,12 @@ where
         unsafe { HitcountsMapObserver::new(StdMapObserver::new("edges", &mut edges_shmem[..])).track_indices() };
     let time_observer = TimeObserver::new("time");
     let mut feedback = feedback_or!(MaxMapFeedback::new(&edges_observer), TimeFeedback::new(&time_observer));
-    let mut objective = feedback_or_fast!(CrashFeedback::new(), TimeoutFeedback::new());
+    // A crash or timeout is kept only when its path covers something no earlier one
+    // did: one input per way to crash, not thousands of copies of the same crash.
+    let mut objective = feedback_and_fast!(
+        feedback_or_fast!(CrashFeedback::new(), TimeoutFeedback::new()),
+        MaxMapFeedback::with_name("objective_edges", &edges_observer)
+    );
     let mut state = match restored {
         Some(state) => state,
         None => {

@@ -1,0 +1,356 @@
+//! `trestle report DIR`: what a campaign found and why it is real, as Markdown and
+//! as one self-contained HTML page (the coverage plot is inline SVG), or as JSON.
+
+use crate::lift::{AlarmEntry, LiftStats};
+use crate::run::Campaign;
+use anyhow::{Context as _, Result};
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+
+/// Arguments of `trestle report`.
+#[derive(Debug, clap::Args)]
+pub struct ReportArgs {
+    /// A campaign directory (from `trestle run`).
+    pub dir: PathBuf,
+    /// A system-only campaign with the same budget and seeds, to compare coverage with
+    /// (default: DIR/baseline if there is one).
+    #[arg(long)]
+    pub baseline: Option<PathBuf>,
+    /// Print the report as JSON on stdout instead of writing files.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// One sample of a campaign's timeline.
+#[derive(Debug, Clone, Copy, serde::Serialize)]
+pub struct Sample {
+    /// Seconds since the start.
+    pub seconds: f64,
+    /// Edges covered at system level.
+    pub edges: u64,
+    /// Alarms so far.
+    pub alarms: u64,
+}
+
+/// Read `timeline.csv`.
+pub fn read_timeline(dir: &Path) -> Result<Vec<Sample>> {
+    let path = dir.join("timeline.csv");
+    let text = std::fs::read_to_string(&path).with_context(|| format!("cannot read {}", path.display()))?;
+    let mut lines = text.lines();
+    let header: Vec<&str> = lines.next().unwrap_or_default().split(',').collect();
+    let col = |name: &str| header.iter().position(|h| *h == name);
+    let (Some(s), Some(e), Some(a)) = (col("seconds"), col("edges"), col("alarms")) else {
+        anyhow::bail!("{} has no seconds/edges/alarms columns", path.display());
+    };
+    let mut out = Vec::new();
+    for line in lines {
+        let f: Vec<&str> = line.split(',').collect();
+        // A kill may cut the last line short: skip what does not parse.
+        if let (Some(Ok(seconds)), Some(Ok(edges)), Some(Ok(alarms))) =
+            (f.get(s).map(|x| x.parse()), f.get(e).map(|x| x.parse()), f.get(a).map(|x| x.parse()))
+        {
+            out.push(Sample { seconds, edges, alarms });
+        }
+    }
+    Ok(out)
+}
+
+/// Everything the report says, in one value (the `--json` output).
+#[derive(Debug, serde::Serialize)]
+pub struct Report {
+    /// The campaign directory.
+    pub dir: PathBuf,
+    /// Its state.
+    pub campaign: Campaign,
+    /// Coverage over time.
+    pub timeline: Vec<Sample>,
+    /// The baseline's coverage over time.
+    pub baseline: Option<Vec<Sample>>,
+    /// Lifting figures.
+    pub lifting: LiftStats,
+    /// Alarms.
+    pub alarms: Vec<AlarmEntry>,
+    /// Reduced reproducer and provenance of each alarm, by id.
+    pub details: Vec<serde_json::Value>,
+}
+
+fn read_json<T: serde::de::DeserializeOwned + Default>(path: &Path) -> Result<T> {
+    match std::fs::read_to_string(path) {
+        Ok(t) => serde_json::from_str(&t).with_context(|| format!("corrupted {}", path.display())),
+        Err(_) => Ok(T::default()),
+    }
+}
+
+/// Gather a report.
+pub fn gather(dir: &Path, baseline: Option<&Path>) -> Result<Report> {
+    let cpath = dir.join("campaign.json");
+    let campaign: Campaign = serde_json::from_str(
+        &std::fs::read_to_string(&cpath).with_context(|| format!("{} is not a campaign directory (no campaign.json)", dir.display()))?,
+    )
+    .with_context(|| format!("corrupted {}", cpath.display()))?;
+    let timeline = read_timeline(dir)?;
+    let base_dir = baseline.map(Path::to_owned).or_else(|| Some(dir.join("baseline")).filter(|d| d.join("timeline.csv").exists()));
+    let baseline = base_dir.map(|d| read_timeline(&d)).transpose()?;
+    let lifting: LiftStats = read_json(&dir.join("lift.json"))?;
+    let alarms: Vec<AlarmEntry> = read_json(&dir.join("alarms.json"))?;
+    let mut details = Vec::new();
+    for a in &alarms {
+        let ad = dir.join("alarms").join(&a.id);
+        let reduced: serde_json::Value = read_json(&ad.join("reduced.json"))?;
+        let provenance: serde_json::Value = read_json(&ad.join("provenance.json"))?;
+        details.push(serde_json::json!({"id": a.id, "reduced": reduced, "provenance": provenance}));
+    }
+    Ok(Report { dir: dir.to_owned(), campaign, timeline, baseline, lifting, alarms, details })
+}
+
+fn esc(s: &str) -> String {
+    s.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;").replace('"', "&quot;")
+}
+
+/// The coverage plot: edges over time, the campaign and (if given) the baseline.
+pub fn svg_plot(main: &[Sample], baseline: Option<&[Sample]>, main_label: &str) -> String {
+    let (w, h, l, r, t, b) = (720.0, 360.0, 70.0, 20.0, 20.0, 50.0);
+    let all = main.iter().chain(baseline.unwrap_or_default());
+    let max_x = all.clone().map(|s| s.seconds).fold(1.0f64, f64::max);
+    let max_y = all.map(|s| s.edges as f64).fold(1.0f64, f64::max) * 1.1;
+    let x = |v: f64| l + (w - l - r) * v / max_x;
+    let y = |v: f64| h - b - (h - t - b) * v / max_y;
+    let mut s = format!(
+        "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{w}\" height=\"{h}\" viewBox=\"0 0 {w} {h}\" font-family=\"sans-serif\" font-size=\"12\">\n\
+         <rect width=\"{w}\" height=\"{h}\" fill=\"white\"/>\n"
+    );
+    for i in 0..=5 {
+        let vy = max_y * i as f64 / 5.0;
+        let vx = max_x * i as f64 / 5.0;
+        let _ = writeln!(s, "<line x1=\"{l}\" x2=\"{}\" y1=\"{:.1}\" y2=\"{:.1}\" stroke=\"#ddd\"/>", w - r, y(vy), y(vy));
+        let _ = writeln!(s, "<text x=\"{}\" y=\"{:.1}\" text-anchor=\"end\">{:.0}</text>", l - 6.0, y(vy) + 4.0, vy);
+        let _ = writeln!(s, "<text x=\"{:.1}\" y=\"{}\" text-anchor=\"middle\">{:.0}s</text>", x(vx), h - b + 18.0, vx);
+    }
+    let _ = writeln!(s, "<line x1=\"{l}\" x2=\"{l}\" y1=\"{t}\" y2=\"{}\" stroke=\"black\"/>", h - b);
+    let _ = writeln!(s, "<line x1=\"{l}\" x2=\"{}\" y1=\"{}\" y2=\"{}\" stroke=\"black\"/>", w - r, h - b, h - b);
+    let _ = writeln!(s, "<text x=\"{}\" y=\"{}\" text-anchor=\"middle\">time</text>", (l + w - r) / 2.0, h - 8.0);
+    let _ = writeln!(s, "<text x=\"16\" y=\"{}\" text-anchor=\"middle\" transform=\"rotate(-90 16 {})\">edges covered (system level)</text>", (t + h - b) / 2.0, (t + h - b) / 2.0);
+    let mut curve = |samples: &[Sample], color: &str, label: &str, k: usize| {
+        let pts: Vec<String> = samples.iter().map(|p| format!("{:.1},{:.1}", x(p.seconds), y(p.edges as f64))).collect();
+        let _ = writeln!(s, "<polyline class=\"curve\" data-label=\"{}\" fill=\"none\" stroke=\"{color}\" stroke-width=\"2\" points=\"{}\"/>", esc(label), pts.join(" "));
+        let ly = t + 14.0 + 18.0 * k as f64;
+        let _ = writeln!(s, "<line x1=\"{}\" x2=\"{}\" y1=\"{ly}\" y2=\"{ly}\" stroke=\"{color}\" stroke-width=\"3\"/>", l + 12.0, l + 36.0);
+        let _ = writeln!(s, "<text x=\"{}\" y=\"{}\">{}</text>", l + 42.0, ly + 4.0, esc(label));
+    };
+    curve(main, "#c0392b", main_label, 0);
+    if let Some(bl) = baseline {
+        curve(bl, "#2c6fbb", "system only", 1);
+    }
+    s += "</svg>\n";
+    s
+}
+
+fn show_test(v: &serde_json::Value) -> String {
+    let args: Vec<String> = v["args"].as_array().map(|a| a.iter().map(|x| x.as_str().unwrap_or("").to_owned()).collect()).unwrap_or_default();
+    let mut s = format!("args: {}", args.iter().map(|a| format!("'{}'", a.replace('\'', r"'\''"))).collect::<Vec<_>>().join(" "));
+    if let Some(stdin) = v["stdin"].as_str() {
+        if !stdin.is_empty() {
+            let shown: String = stdin.chars().take(300).collect();
+            let _ = write!(s, "\nstdin: {shown:?}");
+        }
+    }
+    if let Some(files) = v["files"].as_object() {
+        for (k, f) in files {
+            let _ = write!(s, "\nfile {k}: {} bytes", f.as_str().map_or(0, str::len));
+        }
+    }
+    s
+}
+
+fn provenance_lines(p: &serde_json::Value) -> Vec<String> {
+    if p["found_by"].is_string() {
+        return vec![
+            format!("found by {}", p["found_by"].as_str().unwrap_or("")),
+            format!("system test {}", p["system_test"]["name"].as_str().unwrap_or("?")),
+            "reduced test: reduced.json".into(),
+        ];
+    }
+    vec![
+        format!("seed system test `{}`", p["seed_test"].as_str().unwrap_or("?")),
+        format!(
+            "carved invocation: `{}` (call #{}{})",
+            p["carved_invocation"]["function"].as_str().unwrap_or("?"),
+            p["carved_invocation"]["call_index"],
+            p["carved_invocation"]["source"].as_str().map(|s| format!(", {s}")).unwrap_or_default()
+        ),
+        format!(
+            "unit input: {} ({})",
+            p["unit_input"]["values"].as_array().map(|v| v.iter().map(|x| x.as_str().unwrap_or("").to_owned()).collect::<Vec<_>>().join(", ")).unwrap_or_default(),
+            p["unit_input"]["signature"].as_str().unwrap_or("")
+        ),
+        format!(
+            "lifted test: {}",
+            p["lifted_test"]["substitutions"]
+                .as_array()
+                .map(|v| v.iter().map(|x| format!("{} {:?} → {:?}", x["input"].as_str().unwrap_or(""), x["old"].as_str().unwrap_or(""), x["new"].as_str().unwrap_or(""))).collect::<Vec<_>>().join("; "))
+                .unwrap_or_default()
+        ),
+        format!(
+            "reduced test: {} → {} bytes",
+            p["reduced_test"]["reduction"]["size_before"], p["reduced_test"]["reduction"]["size_after"]
+        ),
+    ]
+}
+
+/// The report as Markdown.
+pub fn markdown(r: &Report) -> String {
+    let c = &r.campaign;
+    let mode = if c.settings.system_only { "system-only" } else { "bridge" };
+    let mut s = format!("# trestle campaign report\n\n`{}` ({mode}), program `{}`, seeds `{}`.\n\n", r.dir.display(), c.settings.program.display(), c.settings.seeds.display());
+    let last = r.timeline.last().map_or(0, |x| x.edges);
+    s += "| | this campaign | system only |\n|---|---|---|\n";
+    let base_last = r.baseline.as_ref().and_then(|b| b.last()).map(|x| x.edges);
+    let _ = writeln!(s, "| time | {:.0}s of {:.0}s | {} |", c.elapsed, c.settings.budget, r.baseline.as_ref().and_then(|b| b.last()).map_or("—".into(), |x| format!("{:.0}s", x.seconds)));
+    let _ = writeln!(s, "| edges covered | {last} | {} |", base_last.map_or("—".into(), |v| v.to_string()));
+    if let Some(bl) = base_last.filter(|v| *v > 0) {
+        let _ = writeln!(s, "| ratio | {:.2}x | 1.00x |", last as f64 / bl as f64);
+    }
+    let _ = writeln!(s, "| system executions | {} | |", c.system_executions);
+    let _ = writeln!(s, "| unit executions | {} | |", c.unit_executions);
+    let _ = writeln!(s, "| alarms | {} | |", r.alarms.len());
+    s += "\n## Coverage over time\n\nSee `report.html` for the plot (SVG); the samples are in `timeline.csv`.\n\n";
+    s += "## Alarms\n\n";
+    if r.alarms.is_empty() {
+        s += "None.\n\n";
+    }
+    for (a, d) in r.alarms.iter().zip(&r.details) {
+        let _ = writeln!(s, "### `{}`: {}\n", a.id, a.signature);
+        let _ = writeln!(s, "From {} ({} candidate(s)); reproduce with `alarms/{}/reproduce.sh`.\n", if a.source == "system" { "system-level fuzzing" } else { "a lifted unit finding" }, a.candidates, a.id);
+        let _ = writeln!(s, "Reduced reproducer ({} bytes, lifted {}):\n\n```\n{}\n```\n", a.size_reduced, a.size_lifted, show_test(&d["reduced"]));
+        s += "Provenance:\n\n";
+        for (i, line) in provenance_lines(&d["provenance"]).iter().enumerate() {
+            let _ = writeln!(s, "{}. {line}", i + 1);
+        }
+        s += "\n";
+    }
+    let l = &r.lifting;
+    s += "## Carving, mapping, lifting\n\n";
+    let _ = writeln!(s, "- system tests recorded: {}; units carved: {}, with parameters: {}", c.recorded.len(), c.units_carved, c.units_parameterized);
+    let _ = writeln!(s, "- units fuzzed: {}; unit crashes: {}; queue inputs lifted: {}", c.fuzzed.len(), l.unit_crashes, l.unit_queue);
+    let _ = writeln!(
+        s,
+        "- lifted system tests: {}; effective: {}; true-alarm tests: {}; other crashes: {}; false positives suppressed: {}; productive share {:.1}%",
+        l.lifted_tests,
+        l.effective,
+        l.true_alarm_tests,
+        l.other_crash_tests,
+        l.false_positives,
+        100.0 * l.productive_share()
+    );
+    let _ = writeln!(s, "- system crashes from system-level fuzzing validated: {}\n", c.system_crashes);
+    s += "## Most productive units\n\n| function | unit executions | unit crashes | alarms | effective lifted tests |\n|---|---|---|---|---|\n";
+    let mut units: Vec<_> = c.fuzzed.iter().collect();
+    units.sort_by_key(|f| std::cmp::Reverse((f.new_alarms, f.effective, f.crashes)));
+    for f in units.iter().take(10) {
+        let _ = writeln!(s, "| `{}` | {} | {} | {} | {} |", f.function, f.executions, f.crashes, f.new_alarms, f.effective);
+    }
+    let errs: Vec<_> = c.fuzzed.iter().filter_map(|f| f.error.as_ref().map(|e| (f, e))).collect();
+    if !errs.is_empty() {
+        s += "\nUnits that could not be fuzzed or lifted:\n\n";
+        for (f, e) in errs {
+            let _ = writeln!(s, "- `{}`: {e}", f.function);
+        }
+    }
+    s
+}
+
+/// The report as one HTML page.
+pub fn html(r: &Report) -> String {
+    let md = markdown(r);
+    let plot = svg_plot(&r.timeline, r.baseline.as_deref(), if r.campaign.settings.system_only { "this campaign (system only)" } else { "bridge (trestle run)" });
+    let mut body = String::new();
+    let mut in_code = false;
+    let mut in_table = false;
+    for line in md.lines() {
+        if line.starts_with("```") {
+            body += if in_code { "</pre>\n" } else { "<pre>" };
+            in_code = !in_code;
+            continue;
+        }
+        if in_code {
+            body += &esc(line);
+            body += "\n";
+            continue;
+        }
+        if line.starts_with('|') {
+            if line.starts_with("|---") {
+                continue;
+            }
+            if !in_table {
+                body += "<table>\n";
+                in_table = true;
+            }
+            let cells: Vec<&str> = line.trim_matches('|').split('|').collect();
+            body += "<tr>";
+            for c in cells {
+                let _ = write!(body, "<td>{}</td>", inline(c.trim()));
+            }
+            body += "</tr>\n";
+            continue;
+        } else if in_table {
+            body += "</table>\n";
+            in_table = false;
+        }
+        if let Some(h) = line.strip_prefix("### ") {
+            let _ = writeln!(body, "<h3>{}</h3>", inline(h));
+        } else if let Some(h) = line.strip_prefix("## ") {
+            let _ = writeln!(body, "<h2>{}</h2>", inline(h));
+            if h == "Coverage over time" {
+                body += &plot;
+            }
+        } else if let Some(h) = line.strip_prefix("# ") {
+            let _ = writeln!(body, "<h1>{}</h1>", inline(h));
+        } else if let Some(item) = line.strip_prefix("- ") {
+            let _ = writeln!(body, "<li>{}</li>", inline(item));
+        } else if line.chars().next().is_some_and(|c| c.is_ascii_digit()) && line.contains(". ") {
+            let _ = writeln!(body, "<li>{}</li>", inline(line.split_once(". ").map_or(line, |x| x.1)));
+        } else if !line.is_empty() && !line.starts_with("See `report.html`") {
+            let _ = writeln!(body, "<p>{}</p>", inline(line));
+        }
+    }
+    if in_table {
+        body += "</table>\n";
+    }
+    format!(
+        "<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>trestle report</title>\n<style>\n\
+         body {{ font-family: sans-serif; max-width: 960px; margin: 2em auto; color: #222; }}\n\
+         table {{ border-collapse: collapse; margin: 1em 0; }} td {{ border: 1px solid #ccc; padding: 4px 10px; }}\n\
+         pre {{ background: #f4f4f4; padding: 8px; overflow-x: auto; }} code {{ background: #f4f4f4; }}\n\
+         </style></head><body>\n{body}</body></html>\n"
+    )
+}
+
+fn inline(s: &str) -> String {
+    let e = esc(s);
+    let mut out = String::new();
+    let mut code = false;
+    for part in e.split('`') {
+        if code {
+            let _ = write!(out, "<code>{part}</code>");
+        } else {
+            out += &part.replace("**", "");
+        }
+        code = !code;
+    }
+    out
+}
+
+/// Run `trestle report`.
+pub fn run(args: &ReportArgs) -> Result<()> {
+    let r = gather(&args.dir, args.baseline.as_deref())?;
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&r)?);
+        return Ok(());
+    }
+    let md = args.dir.join("report.md");
+    let page = args.dir.join("report.html");
+    std::fs::write(&md, markdown(&r)).with_context(|| format!("cannot write {}", md.display()))?;
+    std::fs::write(&page, html(&r)).with_context(|| format!("cannot write {}", page.display()))?;
+    eprintln!("wrote {} and {}", md.display(), page.display());
+    Ok(())
+}

@@ -1,0 +1,199 @@
+//! The campaign end to end on the planted-bug subject `requests`: `trestle run` finds
+//! the magic integer and the magic string as true alarms and nothing else, a
+//! system-only run with the same budget does not find the magic integer, a changed
+//! function is fuzzed first, a campaign killed with SIGKILL resumes without losing an
+//! alarm or a unit, and the report renders with both coverage curves.
+
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+use trestle_tests::*;
+
+fn json(p: &Path) -> Value {
+    serde_json::from_slice(&std::fs::read(p).unwrap_or_else(|e| panic!("{}: {e}", p.display()))).unwrap()
+}
+
+struct Builds {
+    _dir: tempfile::TempDir,
+    dir: PathBuf,
+    harness: PathBuf,
+    plain: PathBuf,
+}
+
+fn builds(src: &Path) -> Builds {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path().to_owned();
+    let harness = d.join("requests");
+    ok(Command::new(tool("trestle-cc")).args(["-O2", "-g"]).arg(src).arg("-o").arg(&harness));
+    let plain = d.join("requests-plain");
+    ok(Command::new("clang-19").args(["-O2", "-g"]).arg(src).arg("-o").arg(&plain));
+    Builds { _dir: dir, dir: d, harness, plain }
+}
+
+fn seeds() -> PathBuf {
+    subject("requests").join("seeds")
+}
+
+fn alarm_functions(out: &Path) -> Vec<String> {
+    let a = json(&out.join("alarms.json"));
+    a.as_array().unwrap().iter().map(|x| x["function"].as_str().unwrap().to_owned()).collect()
+}
+
+#[test]
+fn the_bridge_finds_both_planted_bugs_and_system_only_misses_the_magic_integer() {
+    let b = builds(&subject("requests").join("requests.c"));
+    let out = b.dir.join("bridge");
+    let o = run(&mut trestle(&[
+        &"run", &"--program", &b.harness, &"--seeds", &seeds(), &"--time", &"240s", &"--out", &out,
+        &"--validate-with", &b.plain, &"--plain",
+    ]));
+    let log = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "trestle run failed:\n{log}");
+    let functions = alarm_functions(&out);
+    assert!(functions.iter().any(|f| f == "store_value"), "magic integer not reported: {functions:?}\n{log}");
+    assert!(functions.iter().any(|f| f == "check_login"), "magic string not reported: {functions:?}\n{log}");
+    // No false alarm: every alarm is one of the two planted bugs, and its reduced test
+    // crashes the plain program.
+    assert_eq!(functions.len(), 2, "only the two planted bugs: {functions:?}");
+    for a in json(&out.join("alarms.json")).as_array().unwrap() {
+        let script = out.join("alarms").join(a["id"].as_str().unwrap()).join("reproduce.sh");
+        let r = run(Command::new("sh").arg(&script).arg(&b.plain));
+        assert_eq!(r.status.code(), Some(139), "{} does not crash the plain program", script.display());
+    }
+    let c = json(&out.join("campaign.json"));
+    assert!(c["finished"] == true);
+    assert!(c["unit_executions"].as_u64().unwrap() > 0 && c["system_executions"].as_u64().unwrap() > 0);
+
+    // The baseline: same budget, system-level fuzzing only.
+    let base = b.dir.join("system-only");
+    let o = run(&mut trestle(&[
+        &"run", &"--program", &b.harness, &"--seeds", &seeds(), &"--time", &"240s", &"--out", &base,
+        &"--validate-with", &b.plain, &"--system-only", &"--plain",
+    ]));
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let base_functions = alarm_functions(&base);
+    assert!(!base_functions.iter().any(|f| f == "store_value"), "system-only found the magic integer: {base_functions:?}");
+    assert_eq!(json(&base.join("campaign.json"))["unit_executions"], 0);
+
+    // The report renders, with both curves.
+    ok(&mut trestle(&[&"report", &out, &"--baseline", &base]));
+    let html = std::fs::read_to_string(out.join("report.html")).unwrap();
+    assert_eq!(html.matches("class=\"curve\"").count(), 2, "two curves in the plot");
+    assert!(html.contains("store_value") && html.contains("check_login"));
+    let md = std::fs::read_to_string(out.join("report.md")).unwrap();
+    assert!(md.contains("Provenance") && md.contains("reduced"), "{md}");
+    let r: Value = serde_json::from_str(&ok(&mut trestle(&[&"report", &out, &"--baseline", &base, &"--json"]))).unwrap();
+    assert_eq!(r["alarms"].as_array().unwrap().len(), 2);
+    screenshot(&out.join("report.html"), &b.dir.join("report.png"));
+}
+
+/// Render the page in headless Chromium when it is installed (tests/run.sh installs
+/// it) and check the screenshot is a real image.
+fn screenshot(page: &Path, png: &Path) {
+    let Some(chromium) = ["/usr/bin/chromium", "/usr/bin/chromium-browser"].iter().map(PathBuf::from).find(|p| p.exists()) else {
+        eprintln!("chromium not installed: report screenshot skipped");
+        return;
+    };
+    let profile = tempfile::tempdir().unwrap();
+    let o = run(Command::new(chromium)
+        .args(["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking", "--disable-component-update", "--disable-sync", "--window-size=1000,1400"])
+        .arg(format!("--user-data-dir={}", profile.path().display()))
+        .arg(format!("--screenshot={}", png.display()))
+        .arg(format!("file://{}", page.display())));
+    assert!(png.exists(), "no screenshot: {}", String::from_utf8_lossy(&o.stderr));
+    let bytes = std::fs::read(png).unwrap();
+    assert_eq!(&bytes[1..4], b"PNG");
+    assert!(bytes.len() > 20_000, "screenshot suspiciously small ({} bytes)", bytes.len());
+    if let Ok(keep) = std::env::var("TRESTLE_KEEP_SCREENSHOT") {
+        let _ = std::fs::copy(png, keep);
+    }
+}
+
+#[test]
+fn a_changed_function_is_fuzzed_first() {
+    // A work tree with the subject at revision A, then a change to describe_word.
+    let repo_dir = tempfile::tempdir().unwrap();
+    let r = repo_dir.path();
+    let src = r.join("requests.c");
+    std::fs::copy(subject("requests").join("requests.c"), &src).unwrap();
+    let git = |args: &[&str]| ok(Command::new("git").arg("-C").arg(r).args(["-c", "user.name=t", "-c", "user.email=t@t"]).args(args));
+    git(&["init", "-q"]);
+    git(&["add", "requests.c"]);
+    git(&["commit", "-qm", "A"]);
+    let text = std::fs::read_to_string(&src).unwrap();
+    let changed = text.replacen("static void describe_word(const char *w)\n{", "static void describe_word(const char *w)\n{\n    if (w[0] == '~') { puts(\"tilde\"); }", 1);
+    assert_ne!(changed, text, "the subject's describe_word no longer has the expected shape");
+    std::fs::write(&src, changed).unwrap();
+    let b = builds(&src);
+    let out = b.dir.join("changed");
+    let o = run(&mut trestle(&[
+        &"run", &"--program", &b.harness, &"--seeds", &seeds(), &"--time", &"30s", &"--out", &out,
+        &"--validate-with", &b.plain, &"--changed-since", &"HEAD", &"--source", &r, &"--plain", &"--unit-slice", &"5s",
+    ]));
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let c = json(&out.join("campaign.json"));
+    assert_eq!(c["settings"]["changed"], serde_json::json!(["describe_word"]), "{}", c["settings"]);
+    assert_eq!(c["fuzzed"][0]["function"], "describe_word", "fuzzed first: {}", c["fuzzed"][0]);
+}
+
+#[test]
+fn a_killed_campaign_resumes_without_losing_alarms_or_units() {
+    let b = builds(&subject("requests").join("requests.c"));
+    let out = b.dir.join("killed");
+    let mut child = trestle(&[
+        &"run", &"--program", &b.harness, &"--seeds", &seeds(), &"--time", &"300s", &"--out", &out,
+        &"--validate-with", &b.plain, &"--plain", &"--focus", &"store_value", &"--unit-slice", &"5s",
+    ])
+    .stderr(Stdio::null())
+    .spawn()
+    .unwrap();
+    // Wait for the first alarm, then kill -9 in the middle of whatever comes next.
+    let start = Instant::now();
+    loop {
+        let n = std::fs::read(out.join("alarms.json")).ok().and_then(|b| serde_json::from_slice::<Value>(&b).ok()).map_or(0, |v| v.as_array().map_or(0, |a| a.len()));
+        if n > 0 {
+            break;
+        }
+        assert!(start.elapsed() < Duration::from_secs(200), "no alarm within 200 s");
+        assert!(child.try_wait().unwrap().is_none(), "the campaign ended early");
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    std::thread::sleep(Duration::from_secs(3));
+    child.kill().unwrap(); // SIGKILL
+    child.wait().unwrap();
+    let alarms_before: Vec<String> = json(&out.join("alarms.json")).as_array().unwrap().iter().map(|a| a["id"].as_str().unwrap().to_owned()).collect();
+    let c = json(&out.join("campaign.json"));
+    let units_before: Vec<String> = c["fuzzed"].as_array().unwrap().iter().map(|f| f["unit"].as_str().unwrap().to_owned()).collect();
+    let elapsed_before = c["elapsed"].as_f64().unwrap();
+    assert!(!units_before.is_empty());
+
+    // Resume; after a while, interrupt it with SIGINT (Ctrl-C) rather than wait for
+    // the rest of the budget.
+    let mut resumed = trestle(&[&"run", &"--resume", &out, &"--plain"]).stderr(Stdio::piped()).spawn().unwrap();
+    std::thread::sleep(Duration::from_secs(20));
+    // SAFETY: signalling our own child.
+    unsafe { libc_kill(resumed.id() as i32, 2) };
+    let o = resumed.wait_with_output().unwrap();
+    let log = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "resume failed:\n{log}");
+    assert!(log.contains("--resume"), "an interrupted campaign says how to go on:\n{log}");
+    let after: Vec<String> = json(&out.join("alarms.json")).as_array().unwrap().iter().map(|a| a["id"].as_str().unwrap().to_owned()).collect();
+    for a in &alarms_before {
+        assert!(after.contains(a), "alarm {a} lost on resume");
+        assert!(out.join("alarms").join(a).join("reduced.json").exists());
+    }
+    let c = json(&out.join("campaign.json"));
+    let units_after: Vec<String> = c["fuzzed"].as_array().unwrap().iter().map(|f| f["unit"].as_str().unwrap().to_owned()).collect();
+    for u in &units_before {
+        assert!(units_after.contains(u), "unit {u} lost on resume");
+        assert!(Path::new(u).exists());
+    }
+    assert!(c["fuzzed"].as_array().unwrap().iter().all(|f| f["lifted"] == true || f == c["fuzzed"].as_array().unwrap().last().unwrap()));
+    assert!(c["elapsed"].as_f64().unwrap() > elapsed_before, "time goes on from where it stopped");
+}
+
+extern "C" {
+    #[link_name = "kill"]
+    fn libc_kill(pid: i32, sig: i32) -> i32;
+}
