@@ -1,29 +1,28 @@
 #!/usr/bin/env bash
-# trestle's main job on the bundled `linked` subject: build it with trestle-cc,
-# record its seed system tests, carve unit tests out of them, replay every unit and
-# check it against the recording.
+# trestle's main job on the bundled planted-bug subject `requests`: one campaign
+# (`trestle run`: system fuzzing, carving, unit fuzzing, lifting, validation), the
+# system-only baseline with the same budget, and the report comparing them.
+#
+# usage: bash tests/demo.sh [WORK_DIR] (TRESTLE_DEMO_TIME=3m by default)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source tests/setup.sh
 work="${1:-$(mktemp -d /tmp/trestle-demo.XXXXXX)}"
+budget="${TRESTLE_DEMO_TIME:-3m}"
 mkdir -p "$work"
+rm -rf "$work/campaign" "$work/system-only"
 B="$TRESTLE_BIN"
 set -x
-"$B/trestle-cc" -O2 tests/subjects/linked/linked.c -o "$work/linked"
-"$B/trestle" record --program "$work/linked" --tests tests/subjects/linked/seeds --out "$work/traces"
-"$B/trestle" carve "$work/traces" --out "$work/units"
-"$B/trestle" show "$(ls "$work"/units/tree_insert/*.unit | head -1)"
-"$B/trestle" replay "$work/units" --check
-# Map and fuzz: the planted magic integer of the requests subject, found at unit level.
+# The program built with trestle-cc (carving, unit harness, system coverage), and
+# built plainly for validation: alarms are confirmed on what users run.
 "$B/trestle-cc" -O2 -g tests/subjects/requests/requests.c -o "$work/requests"
-"$B/trestle" record --program "$work/requests" --tests tests/subjects/requests/seeds --out "$work/rtraces"
-"$B/trestle" carve "$work/rtraces" --out "$work/runits"
-unit="$(python3 -c 'import json,sys; i=json.load(open(sys.argv[1])); print(next(r["file"] for r in i["units"] if r["function"]=="store_value" and r["params"]>=2))' "$work/runits/index.json")"
-"$B/trestle" show "$work/runits/$unit"
-"$B/trestle" fuzz "$work/runits/$unit" --time 60s --out "$work/fuzz" --stop-on-crash
-cat "$work"/fuzz/crashes/*.json
-# Lift and validate: the crash goes back into the system test and the real program,
-# built without trestle (here for coverage), confirms it in a sandbox.
-clang-19 -O1 -g -fprofile-instr-generate -fcoverage-mapping tests/subjects/requests/requests.c -o "$work/requests-cov"
-"$B/trestle" lift "$work/fuzz" --program "$work/requests-cov" --seeds tests/subjects/requests/seeds --out "$work/lift"
-cat "$work"/lift/alarms/*/summary.md
+clang-19 -O2 -g tests/subjects/requests/requests.c -o "$work/requests-plain"
+"$B/trestle" run --program "$work/requests" --seeds tests/subjects/requests/seeds \
+    --validate-with "$work/requests-plain" --time "$budget" --out "$work/campaign"
+"$B/trestle" run --program "$work/requests" --seeds tests/subjects/requests/seeds \
+    --validate-with "$work/requests-plain" --time "$budget" --out "$work/system-only" --system-only
+"$B/trestle" report "$work/campaign" --baseline "$work/system-only"
+set +x
+cat "$work"/campaign/alarms/*/summary.md
+echo
+echo "alarms: $work/campaign/alarms.json; report: $work/campaign/report.html (and report.md)"

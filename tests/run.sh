@@ -5,6 +5,14 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source tests/setup.sh
+# The campaign test renders its HTML report in headless Chromium.
+if ! command -v chromium >/dev/null 2>&1; then
+  echo "run: installing chromium (report screenshot test)" >&2
+  SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO=sudo
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq chromium >/dev/null 2>&1 \
+    || { $SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq chromium >/dev/null; } \
+    || echo "run: chromium could not be installed; the screenshot check will be skipped" >&2
+fi
 log="$(mktemp /tmp/trestle-test.XXXXXX)"
 trap 'rm -f "$log"' EXIT
 status=0

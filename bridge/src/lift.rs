@@ -189,6 +189,7 @@ pub struct Lifter {
     binaries: BTreeMap<PathBuf, Option<Binary>>,
     effective_tests: Vec<SystemTest>,
     deadline: Option<Instant>,
+    seeds: Vec<(String, SystemTest)>,
 }
 
 /// Unit crashes of one unit with the same crash signature lifted at most this often
@@ -248,6 +249,7 @@ impl Lifter {
             binaries: BTreeMap::new(),
             effective_tests: Vec::new(),
             deadline: None,
+            seeds: Vec::new(),
         };
         lifter.load_existing()?;
         if is_coverage_build(&lifter.program) {
@@ -292,6 +294,21 @@ impl Lifter {
     /// Reduce alarms with at most `budget` runs each; `None` turns reduction off.
     pub fn set_reduce_budget(&mut self, budget: Option<usize>) {
         self.reduce_budget = budget;
+    }
+
+    /// The seed system tests by name, so provenance can tell a seed from a system test
+    /// that system-level fuzzing made of one.
+    pub fn set_seeds(&mut self, seeds: Vec<(String, SystemTest)>) {
+        self.seeds = seeds;
+    }
+
+    /// Where a unit's system test came from, in words.
+    fn origin_of(&self, unit: &Unit) -> (String, Option<String>) {
+        match self.seeds.iter().find(|(_, t)| *t == unit.system_test) {
+            Some((name, _)) => (name.clone(), None),
+            None if self.seeds.is_empty() => (unit.provenance.test.clone(), None),
+            None => ("(a seed)".into(), Some(unit.provenance.test.clone())),
+        }
     }
 
     /// Stop lifting (what is left stays on disk, counted as not lifted) at `deadline`.
@@ -651,7 +668,7 @@ impl Lifter {
             "values": describe_values(unit, values),
             "unit_signature": unit_sig.map(|s| s.to_string()),
             "system": lifted.map(|(_, o)| o),
-            "seed_test": unit.provenance.test,
+            "seed_test": self.origin_of(unit).0,
         });
         std::fs::write(tmp.join("reason.json"), serde_json::to_vec_pretty(&record)?)?;
         std::fs::rename(&tmp, self.out.join("false-positives").join(&id))?;
@@ -703,8 +720,10 @@ impl Lifter {
             }
             Err(e) => std::fs::write(tmp.join("unit-export-error.txt"), format!("{e:#}\n"))?,
         }
+        let (seed, mutation) = self.origin_of(unit);
         let provenance = serde_json::json!({
-            "seed_test": unit.provenance.test,
+            "seed_test": seed,
+            "system_mutation": mutation,
             "system_test": {
                 "name": unit.provenance.test,
                 "test": to_json(&unit.system_test),
@@ -739,7 +758,11 @@ impl Lifter {
             "sandboxed": self.sandbox.isolated(),
         });
         std::fs::write(tmp.join("provenance.json"), serde_json::to_vec_pretty(&provenance)?)?;
-        let summary = summary_md(unit, values, unit_sig, sys, matches_unit, lifted, &reduced, &rstats, subs, source.as_deref(), &self.program);
+        let origin = match &mutation {
+            Some(m) => format!("system test `{m}`, made from the seeds by system-level fuzzing"),
+            None => format!("seed system test `{seed}`"),
+        };
+        let summary = summary_md(unit, values, unit_sig, sys, matches_unit, lifted, &reduced, &rstats, subs, source.as_deref(), &self.program, &origin);
         std::fs::write(tmp.join("summary.md"), summary)?;
         let _ = std::fs::remove_dir_all(&final_dir);
         std::fs::rename(&tmp, &final_dir)?;
@@ -970,8 +993,10 @@ fn summary_md(
     subs: &[Substitution],
     source: Option<&str>,
     program: &Path,
+    origin: &str,
 ) -> String {
-    let mut s = format!("# Alarm in `{}`\n\n", unit.function);
+    let place = sys.frames.first().map_or(unit.function.as_str(), String::as_str);
+    let mut s = format!("# Alarm in `{place}` (found through a unit of `{}`)\n\n", unit.function);
     s += &format!("**{}** when running `{}`", sys, program.display());
     s += if matches_unit { " — the same crash as the unit's (a true alarm).\n\n" } else { " — a real crash, but not the one the unit showed.\n\n" };
     s += "## Stack (system level)\n\n";
@@ -982,7 +1007,7 @@ fn summary_md(
     s += &show_test(reduced);
     s += &format!("\nReduced from {} to {} bytes in {} runs.\n\n", rstats.size_before, rstats.size_after, rstats.runs);
     s += "## Provenance\n\n";
-    s += &format!("1. seed system test `{}`\n", unit.provenance.test);
+    s += &format!("1. {origin}\n");
     s += &format!(
         "2. carved invocation: `{}` (call #{} in that run{})\n",
         unit.function,

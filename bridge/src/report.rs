@@ -66,6 +66,10 @@ pub struct Report {
     pub timeline: Vec<Sample>,
     /// The baseline's coverage over time.
     pub baseline: Option<Vec<Sample>>,
+    /// The baseline campaign.
+    pub baseline_campaign: Option<Campaign>,
+    /// The baseline's alarms.
+    pub baseline_alarms: Vec<AlarmEntry>,
     /// Lifting figures.
     pub lifting: LiftStats,
     /// Alarms.
@@ -90,7 +94,15 @@ pub fn gather(dir: &Path, baseline: Option<&Path>) -> Result<Report> {
     .with_context(|| format!("corrupted {}", cpath.display()))?;
     let timeline = read_timeline(dir)?;
     let base_dir = baseline.map(Path::to_owned).or_else(|| Some(dir.join("baseline")).filter(|d| d.join("timeline.csv").exists()));
-    let baseline = base_dir.map(|d| read_timeline(&d)).transpose()?;
+    let baseline = base_dir.as_deref().map(read_timeline).transpose()?;
+    let baseline_campaign = base_dir
+        .as_deref()
+        .and_then(|d| std::fs::read_to_string(d.join("campaign.json")).ok())
+        .and_then(|t| serde_json::from_str(&t).ok());
+    let baseline_alarms: Vec<AlarmEntry> = match &base_dir {
+        Some(d) => read_json(&d.join("alarms.json"))?,
+        None => Vec::new(),
+    };
     let lifting: LiftStats = read_json(&dir.join("lift.json"))?;
     let alarms: Vec<AlarmEntry> = read_json(&dir.join("alarms.json"))?;
     let mut details = Vec::new();
@@ -100,7 +112,7 @@ pub fn gather(dir: &Path, baseline: Option<&Path>) -> Result<Report> {
         let provenance: serde_json::Value = read_json(&ad.join("provenance.json"))?;
         details.push(serde_json::json!({"id": a.id, "reduced": reduced, "provenance": provenance}));
     }
-    Ok(Report { dir: dir.to_owned(), campaign, timeline, baseline, lifting, alarms, details })
+    Ok(Report { dir: dir.to_owned(), campaign, timeline, baseline, baseline_campaign, baseline_alarms, lifting, alarms, details })
 }
 
 fn esc(s: &str) -> String {
@@ -133,9 +145,11 @@ pub fn svg_plot(main: &[Sample], baseline: Option<&[Sample]>, main_label: &str) 
     let mut curve = |samples: &[Sample], color: &str, label: &str, k: usize| {
         let pts: Vec<String> = samples.iter().map(|p| format!("{:.1},{:.1}", x(p.seconds), y(p.edges as f64))).collect();
         let _ = writeln!(s, "<polyline class=\"curve\" data-label=\"{}\" fill=\"none\" stroke=\"{color}\" stroke-width=\"2\" points=\"{}\"/>", esc(label), pts.join(" "));
-        let ly = t + 14.0 + 18.0 * k as f64;
-        let _ = writeln!(s, "<line x1=\"{}\" x2=\"{}\" y1=\"{ly}\" y2=\"{ly}\" stroke=\"{color}\" stroke-width=\"3\"/>", l + 12.0, l + 36.0);
-        let _ = writeln!(s, "<text x=\"{}\" y=\"{}\">{}</text>", l + 42.0, ly + 4.0, esc(label));
+        // Legend in the lower right, where rising curves are not.
+        let ly = h - b - 44.0 + 18.0 * k as f64;
+        let lx = w - r - 220.0;
+        let _ = writeln!(s, "<line x1=\"{lx}\" x2=\"{}\" y1=\"{ly}\" y2=\"{ly}\" stroke=\"{color}\" stroke-width=\"3\"/>", lx + 24.0);
+        let _ = writeln!(s, "<text x=\"{}\" y=\"{}\">{}</text>", lx + 30.0, ly + 4.0, esc(label));
     };
     curve(main, "#c0392b", main_label, 0);
     if let Some(bl) = baseline {
@@ -210,9 +224,18 @@ pub fn markdown(r: &Report) -> String {
     if let Some(bl) = base_last.filter(|v| *v > 0) {
         let _ = writeln!(s, "| ratio | {:.2}x | 1.00x |", last as f64 / bl as f64);
     }
-    let _ = writeln!(s, "| system executions | {} | |", c.system_executions);
-    let _ = writeln!(s, "| unit executions | {} | |", c.unit_executions);
-    let _ = writeln!(s, "| alarms | {} | |", r.alarms.len());
+    let bc = r.baseline_campaign.as_ref();
+    let or_dash = |v: Option<String>| v.unwrap_or_else(|| "—".into());
+    let _ = writeln!(s, "| system executions | {} | {} |", c.system_executions, or_dash(bc.map(|b| b.system_executions.to_string())));
+    let _ = writeln!(s, "| unit executions | {} | {} |", c.unit_executions, or_dash(bc.map(|b| b.unit_executions.to_string())));
+    let names = |a: &[AlarmEntry]| a.iter().map(|x| format!("`{}`", x.function)).collect::<Vec<_>>().join(", ");
+    let _ = writeln!(
+        s,
+        "| alarms | {} ({}) | {} |",
+        r.alarms.len(),
+        names(&r.alarms),
+        or_dash(bc.map(|_| format!("{} ({})", r.baseline_alarms.len(), names(&r.baseline_alarms))))
+    );
     s += "\n## Coverage over time\n\nSee `report.html` for the plot (SVG); the samples are in `timeline.csv`.\n\n";
     s += "## Alarms\n\n";
     if r.alarms.is_empty() {

@@ -770,6 +770,7 @@ pub fn run(args: &RunArgs) -> Result<Campaign> {
     let mut lifter = Lifter::new(&s.validate_with, &out, sandbox, &baseline, false)?;
     lifter.set_reduce_budget(Some(300));
     lifter.set_harness(Some(s.program.clone()));
+    lifter.set_seeds(seeds.iter().map(|n| (n.name.clone(), n.test.clone())).collect());
 
     STOP.store(false, Ordering::SeqCst);
     // SAFETY: installing a handler that only stores to an atomic.
