@@ -170,7 +170,7 @@ fn a_killed_campaign_resumes_without_losing_alarms_or_units() {
 
     // Resume; after a while, interrupt it with SIGINT (Ctrl-C) rather than wait for
     // the rest of the budget.
-    let mut resumed = trestle(&[&"run", &"--resume", &out, &"--plain"]).stderr(Stdio::piped()).spawn().unwrap();
+    let resumed = trestle(&[&"run", &"--resume", &out, &"--plain"]).stderr(Stdio::piped()).spawn().unwrap();
     std::thread::sleep(Duration::from_secs(20));
     // SAFETY: signalling our own child.
     unsafe { libc_kill(resumed.id() as i32, 2) };
