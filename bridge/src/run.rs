@@ -631,9 +631,9 @@ impl Runner {
     fn lift_pending(&mut self) -> Result<()> {
         let Some(mut lifter) = self.lifter.take() else { return Ok(()) };
         let pending: Vec<usize> = (0..self.c.fuzzed.len()).filter(|&i| !self.c.fuzzed[i].lifted).collect();
-        // Lifting gets a slice of its own: at most a minute, at least 15 s even when
+        // Lifting gets a slice of its own: at most a minute, at least 5 s even when
         // the budget is spent (what is left stays in the fuzz directory, counted).
-        let slice = self.remaining().clamp(15.0, 60.0);
+        let slice = self.remaining().clamp(5.0, 60.0);
         lifter.set_deadline(Some(Instant::now() + Duration::from_secs_f64(slice)));
         let mut result = Ok(());
         for i in pending {
