@@ -367,7 +367,7 @@ impl Lifter {
         let run = self.sandbox.run(&self.program, test, &[], &self.filter, None)?;
         let Some(sys) = run.crash else { return Ok(false) };
         let key = sys.key();
-        if let Some(a) = self.alarms.get_mut(&key) {
+        if let Some(a) = self.alarms.values_mut().find(|a| CrashSignature::keys_match(&a.key, &key)) {
             a.candidates += 1;
             self.write_index()?;
             return Ok(true);
@@ -689,7 +689,7 @@ impl Lifter {
         matches_unit: bool,
     ) -> Result<()> {
         let key = sys.key();
-        if let Some(a) = self.alarms.get_mut(&key) {
+        if let Some(a) = self.alarms.values_mut().find(|a| CrashSignature::keys_match(&a.key, &key)) {
             a.candidates += 1;
             return self.write_index();
         }

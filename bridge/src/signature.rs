@@ -74,6 +74,18 @@ impl CrashSignature {
             || (self.kind.starts_with("asan:") && !self.kind.contains("leak"))
     }
 
+    /// Whether two deduplication keys ([`CrashSignature::key`]) name the same crash:
+    /// the same class and the same innermost frames as far as both reach.
+    pub fn keys_match(a: &str, b: &str) -> bool {
+        let split = |k: &str| -> (String, Vec<String>) {
+            let (class, frames) = k.split_once('@').unwrap_or((k, ""));
+            (class.to_owned(), frames.split('<').filter(|f| !f.is_empty()).map(str::to_owned).collect())
+        };
+        let ((ca, fa), (cb, fb)) = (split(a), split(b));
+        let n = fa.len().min(fb.len());
+        ca == cb && (if n == 0 { fa.is_empty() && fb.is_empty() } else { fa[..n] == fb[..n] })
+    }
+
     /// Whether `other` (seen at system level) is the crash this one (seen in the
     /// unit) describes: the same class, and the same innermost frames as far as both
     /// stacks reach. A stack of no frames matches nothing but the same kind.
@@ -159,7 +171,10 @@ impl FrameFilter {
             Some(_) => stack.iter().position(|f| f.function.starts_with("__trestle_thunk")).unwrap_or(stack.len()),
             None => stack.len(),
         };
-        for f in stack[..unit_end].iter().filter(|f| self.keeps(f)) {
+        // With debug info, code without a source line is not the subject's own (start
+        // files, PLT stubs, or where a wild jump landed).
+        let with_source = stack.iter().any(|f| f.file.is_some());
+        for f in stack[..unit_end].iter().filter(|f| self.keeps(f) && (!with_source || f.file.is_some())) {
             frames.push(f.function.clone());
             if self.stop_after.as_deref() == Some(f.function.as_str()) {
                 break;
@@ -323,7 +338,17 @@ struct SymFrame {
 /// With `only`, addresses in other modules (the C library, the loader) are not looked
 /// up, only named by module and offset: one symboliser run instead of several.
 pub fn symbolise(raw: &RawStack, only: Option<&Path>) -> Result<Vec<Frame>> {
-    let addrs = raw.addresses();
+    let mut addrs = raw.addresses();
+    // The word at the stack pointer, looked up too: when the pc turns out to be
+    // somewhere without source (a jump through a corrupted pointer that happened to
+    // land inside the program), it is the way back to the caller.
+    let sp_index = match raw.sp_word.filter(|w| raw.locate(*w).is_some()) {
+        Some(w) if addrs.first().is_some_and(|a| a.1) => {
+            addrs.push((w, false));
+            Some(addrs.len() - 1)
+        }
+        _ => None,
+    };
     let mut by_module: BTreeMap<String, Vec<(usize, u64)>> = BTreeMap::new();
     let mut located = Vec::new();
     for (i, (a, exact)) in addrs.iter().enumerate() {
@@ -366,6 +391,13 @@ pub fn symbolise(raw: &RawStack, only: Option<&Path>) -> Result<Vec<Frame>> {
                     module: module.clone(),
                 });
             }
+        }
+    }
+    if let Some(i) = sp_index {
+        let sp_frames = std::mem::take(&mut frames[i]);
+        let pc_without_source = frames.first().is_some_and(|f| f.iter().all(|f| f.file.is_none()));
+        if pc_without_source && sp_frames.iter().any(|f| f.file.is_some()) {
+            frames.insert(1, sp_frames);
         }
     }
     Ok(frames.into_iter().flatten().collect())
@@ -437,6 +469,9 @@ mod tests {
         assert!(!unit.matches(&sig("SIGSEGV", &[])));
         assert!(sig("SIGABRT", &[]).matches(&sig("SIGABRT", &[])));
         assert_eq!(unit.key(), "memory@store_value");
+        assert!(CrashSignature::keys_match("memory@check_login", "memory@check_login<handle_login<dispatch_request"));
+        assert!(!CrashSignature::keys_match("memory@check_login", "SIGFPE@check_login"));
+        assert!(!CrashSignature::keys_match("memory@main", "memory@store_value<main"));
     }
 
     #[test]
