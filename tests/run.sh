@@ -16,7 +16,7 @@ fi
 log="$(mktemp /tmp/trestle-test.XXXXXX)"
 trap 'rm -f "$log"' EXIT
 status=0
-cargo test --workspace --release 2>&1 | tee "$log" || status=1
+cargo test --workspace --release --no-fail-fast 2>&1 | tee "$log" || status=1
 passed=$(grep -Eo '^test result: [a-zA-Z]+\. [0-9]+ passed' "$log" | awk '{s+=$4} END {print s+0}')
 failed=$(grep -Eo '[0-9]+ failed' "$log" | awk '{s+=$1} END {print s+0}')
 if [ "${TRESTLE_SKIP_COREUTILS:-0}" != 1 ]; then
