@@ -966,7 +966,7 @@ fn write_script(path: &Path, program: &Path, t: &SystemTest) -> Result<()> {
 fn show_test(t: &SystemTest) -> String {
     let mut s = String::new();
     s += &format!("- args: `{}`\n", t.args.iter().map(|a| shell_quote(a)).collect::<Vec<_>>().join(" "));
-    if let Some(stdin) = &t.stdin {
+    if let Some(stdin) = t.stdin.as_ref().filter(|s| !s.is_empty()) {
         let text = String::from_utf8_lossy(stdin);
         let shown: String = text.chars().take(400).collect();
         s += &format!("- stdin ({} bytes):\n\n```\n{}{}\n```\n", stdin.len(), shown, if text.chars().count() > 400 { "…" } else { "" });
@@ -996,7 +996,11 @@ fn summary_md(
     origin: &str,
 ) -> String {
     let place = sys.frames.first().map_or(unit.function.as_str(), String::as_str);
-    let mut s = format!("# Alarm in `{place}` (found through a unit of `{}`)\n\n", unit.function);
+    let mut s = if place == unit.function {
+        format!("# Alarm in `{place}`\n\n")
+    } else {
+        format!("# Alarm in `{place}` (found through a unit of `{}`)\n\n", unit.function)
+    };
     s += &format!("**{}** when running `{}`", sys, program.display());
     s += if matches_unit { " — the same crash as the unit's (a true alarm).\n\n" } else { " — a real crash, but not the one the unit showed.\n\n" };
     s += "## Stack (system level)\n\n";
