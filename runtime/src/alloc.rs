@@ -4,8 +4,11 @@
 //! C++ `operator new`/`delete` are defined here outright instead (replacing them is
 //! what the language provides for): that is the only way to see the allocations
 //! libstdc++ makes inside its own shared library, e.g. for `std::string` buffers.
+//!
+//! During in-process fuzzing the program's allocations come from the unit's own heap
+//! instead of glibc's ([`crate::unit_heap`]), emptied after every execution.
 
-use crate::{lock, tracking};
+use crate::{lock, tracking, unit_heap};
 use libc::{c_char, c_int, c_void, size_t};
 use trestle_abi::ExtentKind;
 
@@ -47,6 +50,9 @@ fn untrack(p: *mut c_void) {
 /// As `malloc`.
 #[no_mangle]
 pub unsafe extern "C" fn __trestle_malloc(size: size_t) -> *mut c_void {
+    if unit_heap::active() {
+        return unit_heap::alloc(size, 16);
+    }
     // SAFETY: forwarding.
     let p = unsafe { libc::malloc(size) };
     track(p, size);
@@ -59,6 +65,15 @@ pub unsafe extern "C" fn __trestle_malloc(size: size_t) -> *mut c_void {
 /// As `calloc`.
 #[no_mangle]
 pub unsafe extern "C" fn __trestle_calloc(n: size_t, size: size_t) -> *mut c_void {
+    if unit_heap::active() {
+        let Some(len) = n.checked_mul(size) else { return std::ptr::null_mut() };
+        let p = unit_heap::alloc(len, 16);
+        if !p.is_null() {
+            // SAFETY: a fresh block of `len` bytes (reused memory: zero it).
+            unsafe { std::ptr::write_bytes(p as *mut u8, 0, len) };
+        }
+        return p;
+    }
     // SAFETY: forwarding.
     let p = unsafe { libc::calloc(n, size) };
     track(p, n.saturating_mul(size));
@@ -71,6 +86,17 @@ pub unsafe extern "C" fn __trestle_calloc(n: size_t, size: size_t) -> *mut c_voi
 /// As `realloc`.
 #[no_mangle]
 pub unsafe extern "C" fn __trestle_realloc(old: *mut c_void, size: size_t) -> *mut c_void {
+    if unit_heap::active() && (old.is_null() || unit_heap::contains(old)) {
+        if !old.is_null() && size == 0 {
+            return std::ptr::null_mut(); // freed, as glibc's realloc(p, 0) does
+        }
+        let p = unit_heap::alloc(size, 16);
+        if !p.is_null() && !old.is_null() {
+            // SAFETY: both blocks are at least this long.
+            unsafe { std::ptr::copy_nonoverlapping(old as *const u8, p as *mut u8, unit_heap::size_of(old).min(size)) };
+        }
+        return p;
+    }
     if crate::replay::in_arena(old as usize) {
         // A restored extent: move it to the heap, leave the arena copy alone.
         let old_len = lock().as_ref().and_then(|rt| rt.extents.find(old as usize, 0)).map_or(0, |f| f.len);
@@ -126,6 +152,9 @@ pub unsafe extern "C" fn __trestle_reallocarray(old: *mut c_void, n: size_t, siz
 /// As `free`.
 #[no_mangle]
 pub unsafe extern "C" fn __trestle_free(p: *mut c_void) {
+    if unit_heap::contains(p) {
+        return; // given back when the execution ends
+    }
     untrack(p);
     if crate::replay::in_arena(p as usize) {
         return; // restored extents are not the allocator's
@@ -150,6 +179,10 @@ pub unsafe extern "C" fn __trestle_free_sized(p: *mut c_void, _size: size_t) {
 /// As `strdup`.
 #[no_mangle]
 pub unsafe extern "C" fn __trestle_strdup(s: *const c_char) -> *mut c_char {
+    if unit_heap::active() {
+        // SAFETY: `s` is NUL-terminated, per strdup's contract.
+        return unsafe { unit_heap_copy(s, libc::strlen(s)) };
+    }
     // SAFETY: forwarding; the result is NUL-terminated.
     let p = unsafe { libc::strdup(s) };
     if !p.is_null() {
@@ -165,6 +198,10 @@ pub unsafe extern "C" fn __trestle_strdup(s: *const c_char) -> *mut c_char {
 /// As `strndup`.
 #[no_mangle]
 pub unsafe extern "C" fn __trestle_strndup(s: *const c_char, n: size_t) -> *mut c_char {
+    if unit_heap::active() {
+        // SAFETY: `s` holds a NUL within `n` bytes or at least `n` bytes.
+        return unsafe { unit_heap_copy(s, libc::strnlen(s, n)) };
+    }
     // SAFETY: forwarding; the result is NUL-terminated.
     let p = unsafe { libc::strndup(s, n) };
     if !p.is_null() {
@@ -180,6 +217,9 @@ pub unsafe extern "C" fn __trestle_strndup(s: *const c_char, n: size_t) -> *mut 
 /// As `aligned_alloc`.
 #[no_mangle]
 pub unsafe extern "C" fn __trestle_aligned_alloc(align: size_t, size: size_t) -> *mut c_void {
+    if unit_heap::active() {
+        return if align.is_power_of_two() { unit_heap::alloc(size, align) } else { std::ptr::null_mut() };
+    }
     // SAFETY: forwarding.
     let p = unsafe { libc::aligned_alloc(align, size) };
     track(p, size);
@@ -192,6 +232,9 @@ pub unsafe extern "C" fn __trestle_aligned_alloc(align: size_t, size: size_t) ->
 /// As `memalign`.
 #[no_mangle]
 pub unsafe extern "C" fn __trestle_memalign(align: size_t, size: size_t) -> *mut c_void {
+    if unit_heap::active() {
+        return if align.is_power_of_two() { unit_heap::alloc(size, align) } else { std::ptr::null_mut() };
+    }
     // SAFETY: forwarding.
     let p = unsafe { libc::memalign(align, size) };
     track(p, size);
@@ -204,6 +247,18 @@ pub unsafe extern "C" fn __trestle_memalign(align: size_t, size: size_t) -> *mut
 /// As `posix_memalign`.
 #[no_mangle]
 pub unsafe extern "C" fn __trestle_posix_memalign(out: *mut *mut c_void, align: size_t, size: size_t) -> c_int {
+    if unit_heap::active() {
+        if !align.is_power_of_two() || align < std::mem::size_of::<usize>() {
+            return libc::EINVAL;
+        }
+        let p = unit_heap::alloc(size, align);
+        if p.is_null() {
+            return libc::ENOMEM;
+        }
+        // SAFETY: `out` is writable, per posix_memalign's contract.
+        unsafe { *out = p };
+        return 0;
+    }
     // SAFETY: forwarding.
     let r = unsafe { libc::posix_memalign(out, align, size) };
     if r == 0 {
@@ -211,6 +266,22 @@ pub unsafe extern "C" fn __trestle_posix_memalign(out: *mut *mut c_void, align: 
         track(unsafe { *out }, size);
     }
     r
+}
+
+/// A NUL-terminated copy of `len` bytes at `s`, on the unit's heap.
+///
+/// # Safety
+/// `s` must have `len` readable bytes.
+unsafe fn unit_heap_copy(s: *const c_char, len: usize) -> *mut c_char {
+    let p = unit_heap::alloc(len + 1, 16) as *mut c_char;
+    if !p.is_null() {
+        // SAFETY: `p` has room for the bytes and the NUL.
+        unsafe {
+            std::ptr::copy_nonoverlapping(s, p, len);
+            *p.add(len) = 0;
+        }
+    }
+    p
 }
 
 fn new_or_abort(size: size_t) -> *mut c_void {
@@ -306,6 +377,17 @@ pub unsafe extern "C" fn __trestle_getdelim(
 ) -> libc::ssize_t {
     // SAFETY: forwarding; `lineptr` is valid per getdelim's contract.
     unsafe {
+        if !lineptr.is_null() && !n.is_null() && unit_heap::contains(*lineptr as *const c_void) {
+            // The C library grows the buffer with its own realloc: hand it a copy
+            // from its own heap instead of a block of the unit's.
+            let copy = libc::malloc((*n).max(1)) as *mut c_char;
+            if copy.is_null() {
+                *libc::__errno_location() = libc::ENOMEM;
+                return -1;
+            }
+            std::ptr::copy_nonoverlapping(*lineptr, copy, *n);
+            *lineptr = copy;
+        }
         let before = if lineptr.is_null() { std::ptr::null_mut() } else { *lineptr as *mut c_void };
         let r = getdelim(lineptr, n, delim, stream);
         track_line_buffer(before, lineptr, n);

@@ -1,16 +1,18 @@
 //! Unit harness mode: the program restores one carved context and then executes the
 //! function again and again with new values for the unit's parameters.
 //!
-//! The context is restored once, in the process that serves the fuzzer; every
-//! execution runs in a fork of it, so nothing one execution does (writes, frees,
-//! `exit`, a crash) reaches the next. An execution decodes the input
+//! The context is restored once, in the process that serves the fuzzer. Executions
+//! then run in forks of it (one per execution, or many per fork with the context
+//! reset in between: [`crate::forkserver`]), or, in-process, in the fuzzer's own
+//! process, which the fuzzer library loaded into this one ([`crate::inproc`]).
+//! An execution decodes the input
 //! (`trestle_abi::fuzz`), writes each value at its site — a string of a new length
 //! gets a fresh extent and every pointer to the old one is moved to it, a length
 //! companion follows — and calls the function through its thunk.
 
-use crate::replay::{arena_alloc, set_up};
+use crate::replay::{arena_alloc, arena_mark, arena_rewind, set_up};
 use crate::lock;
-use trestle_abi::fuzz::{decode_values, FuzzRequest, ParamValue, ENV_FUZZ, ENV_FUZZ_INPUT};
+use trestle_abi::fuzz::{decode_values, FuzzRequest, ParamValue, ENV_FUZZ, ENV_FUZZ_INPROC, ENV_FUZZ_INPUT};
 use trestle_abi::unit::{Param, ParamKind, ParamSite};
 use trestle_abi::Value;
 
@@ -42,6 +44,9 @@ struct Pristine {
     lens: Vec<u64>,
     memory: Vec<(usize, Vec<u8>)>,
     files: Vec<(i32, u64)>,
+    /// The replay arena's fill level after set-up: fresh extents for resized strings
+    /// come after it and are given back on reset.
+    arena: usize,
 }
 
 impl Session {
@@ -102,7 +107,8 @@ impl Session {
             .chain(&req.context.fds)
             .filter_map(|f| f.offset.map(|o| (f.fd, o)))
             .collect();
-        let pristine = Pristine { slots: set.slots.clone(), addrs: set.addrs.clone(), lens: lens.clone(), memory, files };
+        let pristine =
+            Pristine { slots: set.slots.clone(), addrs: set.addrs.clone(), lens: lens.clone(), memory, files, arena: arena_mark() };
         Ok(Session { thunk: set.thunk, slots: set.slots, addrs: set.addrs, lens, refs, params: req.params, pristine })
     }
 
@@ -110,7 +116,9 @@ impl Session {
     /// the changes are not undone.
     pub fn apply(&mut self, input: &[u8]) {
         let values = decode_values(&self.params, input);
-        for (p, v) in self.params.clone().iter().zip(values) {
+        // Taken out for the loop (the writes below borrow `self`), put back after.
+        let params = std::mem::take(&mut self.params);
+        for (p, v) in params.iter().zip(values) {
             match (p.site, p.kind, v) {
                 (ParamSite::Arg(k), ParamKind::Int { bits }, ParamValue::Int(x)) => {
                     self.set_arg(k as usize, x, bits);
@@ -138,6 +146,7 @@ impl Session {
                 _ => {}
             }
         }
+        self.params = params;
     }
 
     fn set_arg(&mut self, k: usize, x: i64, bits: u16) {
@@ -188,9 +197,10 @@ impl Session {
     }
 
     /// Put the restored context back as it was before the first execution: memory,
-    /// argument slots, file offsets. What the function allocated is not freed, and
-    /// state outside the context (the C library's own) is not reset: a persistent
-    /// harness therefore starts a fresh process every so many executions.
+    /// argument slots, file offsets, the arena extents of resized strings. What the
+    /// function allocated is not freed, and state outside the context (the C
+    /// library's own) is not reset: a persistent harness therefore starts a fresh
+    /// process every so many executions.
     pub fn reset(&mut self) {
         let p = &self.pristine;
         for (addr, bytes) in &p.memory {
@@ -204,6 +214,7 @@ impl Session {
         self.slots.clone_from(&p.slots);
         self.addrs.clone_from(&p.addrs);
         self.lens.clone_from(&p.lens);
+        arena_rewind(p.arena);
     }
 
     /// Call the function once with the current values.
@@ -213,6 +224,19 @@ impl Session {
             let f: extern "C" fn(*const u64) -> u64 = std::mem::transmute(self.thunk);
             f(self.slots.as_ptr())
         }
+    }
+
+    /// Call the function once with the current values, such that `exit()` or a
+    /// crash inside it ends the call rather than the process (the crash once
+    /// [`crate::inproc`]'s signal handlers are in place). Returns `0` if it returned,
+    /// `1` if it called `exit()`, `2 +` the signal number if it crashed.
+    pub fn execute_catching(&mut self) -> i32 {
+        extern "C" {
+            fn __trestle_call_catching(thunk: usize, slots: *const u64) -> i32;
+        }
+        // SAFETY: as in `execute`; the call (unit_call.c) only adds the jump target
+        // that the exit hook and the crash handler return to.
+        unsafe { __trestle_call_catching(self.thunk, self.slots.as_ptr()) }
     }
 }
 
@@ -236,13 +260,17 @@ fn die(msg: &str) -> ! {
     unsafe { libc::_exit(3) }
 }
 
-/// Serve the unit: run one input from a file (`TRESTLE_FUZZ_INPUT`), or serve a
-/// fuzzer through the forkserver protocol. Never returns.
+/// Serve the unit: fuzz it in-process (`TRESTLE_FUZZ_INPROC`), run one input from a
+/// file (`TRESTLE_FUZZ_INPUT`), or serve a fuzzer through the forkserver protocol.
+/// Never returns.
 pub fn run() -> ! {
     let mut session = match crate::guard("harness setup", Session::from_env) {
         Ok(s) => s,
         Err(e) => die(&e),
     };
+    if let Some(plan) = std::env::var_os(ENV_FUZZ_INPROC) {
+        crate::inproc::serve(&mut session, &plan)
+    }
     if let Some(path) = std::env::var_os(ENV_FUZZ_INPUT) {
         let input = std::fs::read(&path).unwrap_or_else(|e| die(&format!("cannot read input: {e}")));
         session.apply(&input);

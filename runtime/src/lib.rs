@@ -1,7 +1,7 @@
 //! trestle's runtime: the library linked into every instrumented program.
 //!
 //! It implements the hooks the pass inserts (names in `trestle_abi::hooks`) and runs in
-//! one of three modes, chosen once from the environment:
+//! one of four modes, chosen once from the environment:
 //!
 //! - **passive** (no trestle variable set): every hook returns at once; the program
 //!   behaves as if uninstrumented. Under a system-level fuzzer (`__AFL_SHM_ID` set)
@@ -13,6 +13,10 @@
 //! - **replay** (`TRESTLE_REPLAY`): at the start of `main`, restores a recorded context
 //!   into fresh memory, relocates its pointers, calls the function through its thunk,
 //!   writes how it ended, and exits.
+//! - **fuzz** (`TRESTLE_FUZZ`): at the start of `main`, restores a carved unit's
+//!   context once and serves executions with new parameter values ([`fuzz`]):
+//!   through the forkserver protocol to a fuzzer on the host ([`forkserver`]), or to
+//!   a fuzzer library loaded into this process (`TRESTLE_FUZZ_INPROC`, [`inproc`]).
 //!
 //! It owns nothing on the host side and must stay lean: it runs inside the subject.
 //! Every `extern "C"` entry point catches panics and aborts; nothing unwinds into C.
@@ -22,6 +26,8 @@ pub mod extents;
 pub mod files;
 pub mod forkserver;
 pub mod fuzz;
+pub mod inproc;
+pub mod unit_heap;
 pub mod walk;
 pub mod writer;
 
@@ -541,9 +547,14 @@ pub unsafe extern "C" fn __trestle_exit_call(code: libc::c_int) -> ! {
             }
         }),
         MODE_REPLAY => replay::exited(code),
-        // In a unit harness, exit() ends the execution, not the fuzzing.
-        // SAFETY: ends this (forked) execution.
-        MODE_FUZZ => unsafe { libc::_exit(0) },
+        // In a unit harness, exit() ends the execution, not the fuzzing: in-process
+        // it returns to the fuzzer (nothing of ours on the stack below needs
+        // dropping); otherwise it ends this forked execution.
+        // SAFETY: a jump to the catching call, or the end of the process.
+        MODE_FUZZ => unsafe {
+            inproc::exit_to_caller();
+            libc::_exit(0)
+        },
         _ => {}
     }
     // SAFETY: plain libc exit.

@@ -128,6 +128,22 @@ pub(crate) fn arena_alloc(len: usize, align: usize) -> Result<usize, String> {
     Ok(start)
 }
 
+/// Where the next arena allocation will go: a mark for [`arena_rewind`].
+pub(crate) fn arena_mark() -> usize {
+    ARENA.lock().unwrap_or_else(|e| e.into_inner()).next
+}
+
+/// Hand out again the arena space allocated since `mark` (from [`arena_mark`]): the
+/// caller no longer uses anything placed there. The arena's chunks are contiguous,
+/// so the space stays mapped and is simply reused.
+pub(crate) fn arena_rewind(mark: usize) {
+    let mut a = ARENA.lock().unwrap_or_else(|e| e.into_inner());
+    if a.end != 0 {
+        // A mark taken before the arena existed is its start.
+        a.next = if mark == 0 { ARENA_HINT } else { mark.min(a.next) };
+    }
+}
+
 type Prepared = (OpenFrame, usize, Vec<u64>);
 
 fn prepare() -> Result<Prepared, String> {

@@ -18,6 +18,63 @@ pub const ENV_FUZZ_INPUT: &str = "TRESTLE_FUZZ_INPUT";
 /// Longest string value a harness accepts (longer ones are cut).
 pub const MAX_STRING_VALUE: usize = 1 << 16;
 
+/// Environment variable, next to [`ENV_FUZZ`]: path of an in-process fuzzing plan.
+/// The harness restores the context once, loads the fuzzer library
+/// ([`ENV_FUZZ_INPROC_LIB`]) into itself and hands it an [`InProcessTarget`]; the
+/// plan's format belongs to that library and the host, not to the runtime.
+pub const ENV_FUZZ_INPROC: &str = "TRESTLE_FUZZ_INPROC";
+/// Environment variable: path of the in-process fuzzer library (a shared object
+/// exporting [`INPROC_ENTRY`]).
+pub const ENV_FUZZ_INPROC_LIB: &str = "TRESTLE_FUZZ_INPROC_LIB";
+/// The in-process fuzzer library's entry point, an [`InProcessEntry`].
+pub const INPROC_ENTRY: &str = "trestle_inproc_fuzz";
+/// Version of [`InProcessTarget`]; the library refuses a harness of another.
+pub const INPROC_ABI_VERSION: u32 = 1;
+/// [`InProcessTarget::run`]: the function returned.
+pub const EXEC_RETURNED: i32 = 0;
+/// [`InProcessTarget::run`]: the function called `exit()`; the execution ended there.
+pub const EXEC_EXITED: i32 = 1;
+/// [`InProcessTarget::run`]: the function crashed (caught, see
+/// [`InProcessTarget::catch_crashes`]); `EXEC_CRASHED + signal` is returned.
+pub const EXEC_CRASHED: i32 = 2;
+
+/// What the harness hands the in-process fuzzer: one execution as a callback, and
+/// the maps its instrumentation writes (the library's observers read them in place).
+#[repr(C)]
+#[derive(Debug)]
+pub struct InProcessTarget {
+    /// [`INPROC_ABI_VERSION`].
+    pub abi_version: u32,
+    /// One execution: write the values encoded in `input[..len]` into the restored
+    /// context, call the function, put the context back. Returns [`EXEC_RETURNED`],
+    /// [`EXEC_EXITED`] or, for a crash caught by [`InProcessTarget::catch_crashes`]'s
+    /// handlers, [`EXEC_CRASHED`] plus the signal. A hang, or a crash while those
+    /// handlers are not installed, does not return (the fuzzer's handlers see it).
+    pub run: unsafe extern "C" fn(session: *mut core::ffi::c_void, input: *const u8, len: usize) -> i32,
+    /// Install the harness's crash signal handlers in front of the ones in place
+    /// (the fuzzer's): a crash inside the function then ends just that execution
+    /// (`run` returns [`EXEC_CRASHED`]), with the context put back; a crash anywhere
+    /// else goes on to the handler that was there before. Call it after the fuzzer
+    /// installed its own. Returns 0, or an errno.
+    pub catch_crashes: unsafe extern "C" fn() -> i32,
+    /// The restored unit, passed back to `run`.
+    pub session: *mut core::ffi::c_void,
+    /// SanitizerCoverage edge counters (hit counts), one byte per edge.
+    pub edges: *mut u8,
+    /// Edges the program has (the counters' length).
+    pub edges_len: usize,
+    /// The CmpLog map the `trace-cmp` hooks write (LibAFL's `CmpLogMap` layout).
+    pub cmplog_map: *mut core::ffi::c_void,
+    /// The hooks write `cmplog_map` only while this byte is non-zero.
+    pub cmplog_enabled: *mut u8,
+    /// The plan file (NUL-terminated path), from [`ENV_FUZZ_INPROC`].
+    pub plan: *const core::ffi::c_char,
+}
+
+/// Signature of [`INPROC_ENTRY`]: fuzz until the plan says stop; returns the exit
+/// status the harness process ends with.
+pub type InProcessEntry = unsafe extern "C" fn(target: *const InProcessTarget) -> i32;
+
 /// Sets up a unit harness.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct FuzzRequest {
