@@ -42,6 +42,11 @@ pub struct FuzzArgs {
     /// context between executions (slower, fully isolated).
     #[arg(long)]
     pub fork_per_exec: bool,
+    /// Run the fuzzer inside the harness process and call the unit directly, with no
+    /// process round trip per execution (much faster; one core; crashes and timeouts
+    /// restart the fuzzer from a fork of the restored harness).
+    #[arg(long, conflicts_with = "fork_per_exec")]
+    pub in_process: bool,
     /// Pin the fuzzer and the harness to this core (default: one picked from the
     /// process id). Single-core only: with --cores N, client i runs on core i.
     #[arg(long, conflicts_with = "no_pin")]
@@ -59,6 +64,9 @@ pub fn run(args: &FuzzArgs) -> Result<FuzzReport> {
     let available = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
     if args.cores == 0 || args.cores > available {
         bail!("--cores {}: choose 1 to {available}, the cores this process may run on", args.cores);
+    }
+    if args.cores > 1 && args.in_process {
+        bail!("--in-process runs on one core; --cores {} needs the forkserver harness", args.cores);
     }
     if args.cores > 1 && (args.pin.is_some() || args.no_pin) {
         bail!("--pin and --no-pin apply to single-core fuzzing; with --cores {} client i runs on core i", args.cores);
@@ -95,7 +103,12 @@ pub fn run(args: &FuzzArgs) -> Result<FuzzReport> {
         },
         cores: args.cores,
     };
-    let report = trestle_unit_fuzz::fuzz(&cfg).with_context(|| format!("fuzzing {}", args.unit.display()))?;
+    let report = if args.in_process {
+        trestle_unit_fuzz::fuzz_in_process(&cfg)
+    } else {
+        trestle_unit_fuzz::fuzz(&cfg)
+    }
+    .with_context(|| format!("fuzzing {}", args.unit.display()))?;
     if args.json {
         println!("{}", serde_json::to_string_pretty(&report)?);
     } else {

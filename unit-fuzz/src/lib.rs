@@ -13,10 +13,15 @@
 //! fuzzer per core, each with its own harness processes, sharing finds over LLMP,
 //! in a launcher process of its own ([`LAUNCHER`], see [`launcher_main`]).
 //!
+//! In-process ([`fuzz_in_process`]) the same fuzzer runs inside the harness instead,
+//! loaded as a library (`unit-fuzz/inproc`), and calls the unit directly: no round
+//! trip per execution ([`inprocess`]).
+//!
 //! Output follows AFL's layout: `queue/`, `crashes/`, `timeouts/`, with the unit in
 //! `unit.unit` and, for every crash, the decoded parameter values next to it.
 //! It owns the fuzzing loop and nothing else: no carving, no lifting.
 
+pub mod inprocess;
 pub mod mutators;
 mod parallel;
 
@@ -80,6 +85,12 @@ pub enum FuzzError {
         /// Cores available.
         available: usize,
     },
+    /// In-process fuzzing asked for on several cores.
+    #[error("in-process fuzzing runs on one core; --cores {0} needs the forkserver harness")]
+    InProcessCores(usize),
+    /// The in-process fuzzer library is not where it should be.
+    #[error("cannot find the in-process fuzzer library {}: build the workspace (cargo build --workspace) or set TRESTLE_INPROC_LIB", .0.display())]
+    NoInProcessLibrary(PathBuf),
     /// The multi-core launcher program is not where it should be.
     #[error("cannot find the multi-core launcher {}: build the workspace (cargo build --workspace) or set TRESTLE_FUZZ_LAUNCHER", .0.display())]
     NoLauncher(PathBuf),
@@ -100,6 +111,22 @@ pub struct Dictionary {
     pub words: Vec<Vec<u8>>,
     /// Integers (constants the program compares against).
     pub ints: Vec<i64>,
+}
+
+impl Dictionary {
+    /// The token mutators' dictionary: the words, and each integer as 8 (and, if it
+    /// fits, 4) little-endian bytes.
+    pub fn tokens(&self) -> Tokens {
+        let mut tokens = Tokens::new();
+        tokens.add_tokens(self.words.iter());
+        for i in &self.ints {
+            tokens.add_token(&i.to_le_bytes().to_vec());
+            if let Ok(v) = i32::try_from(*i) {
+                tokens.add_token(&v.to_le_bytes().to_vec());
+            }
+        }
+        tokens
+    }
 }
 
 /// One fuzzing campaign over one unit.
@@ -262,8 +289,20 @@ fn libc_personality() {
     }
 }
 
-/// Fuzz one unit.
+/// Fuzz one unit, the harness serving executions through the forkserver (one
+/// fuzzer per core with [`FuzzConfig::cores`] > 1).
 pub fn fuzz(cfg: &FuzzConfig) -> Result<FuzzReport, FuzzError> {
+    fuzz_with(cfg, false)
+}
+
+/// Fuzz one unit in-process: the fuzzer runs inside the harness and calls the unit
+/// directly ([`inprocess`]); [`FuzzConfig::persistent`] and [`FuzzConfig::cores`]
+/// (which must be 1) do not apply. Output and report are those of [`fuzz`].
+pub fn fuzz_in_process(cfg: &FuzzConfig) -> Result<FuzzReport, FuzzError> {
+    fuzz_with(cfg, true)
+}
+
+fn fuzz_with(cfg: &FuzzConfig, in_process: bool) -> Result<FuzzReport, FuzzError> {
     let unit = &cfg.unit;
     if unit.params.is_empty() {
         return Err(FuzzError::NoParams(unit.function.clone()));
@@ -271,6 +310,9 @@ pub fn fuzz(cfg: &FuzzConfig) -> Result<FuzzReport, FuzzError> {
     let available = available_cores();
     if cfg.cores == 0 || cfg.cores > available {
         return Err(FuzzError::Cores { cores: cfg.cores, available });
+    }
+    if in_process && cfg.cores > 1 {
+        return Err(FuzzError::InProcessCores(cfg.cores));
     }
     let out = &cfg.out;
     for d in ["queue", "crashes", "timeouts", ".solutions", "cwd"] {
@@ -304,7 +346,9 @@ pub fn fuzz(cfg: &FuzzConfig) -> Result<FuzzReport, FuzzError> {
     if let Some(why) = setup_failure(&cfg.program, &request, &dry, &cwd) {
         return Err(FuzzError::Harness(why));
     }
-    let mut report = if cfg.cores > 1 {
+    let mut report = if in_process {
+        inprocess::campaign(cfg, &out, &request, &cwd)?
+    } else if cfg.cores > 1 {
         parallel::campaign(cfg, &out, &request, &cwd)?
     } else {
         let previous_dir = std::env::current_dir().ok();
@@ -406,15 +450,7 @@ where
                 &mut objective,
             )
             .map_err(lib)?;
-            let mut tokens = Tokens::new();
-            tokens.add_tokens(cfg.dictionary.words.iter());
-            for i in &cfg.dictionary.ints {
-                tokens.add_token(&i.to_le_bytes().to_vec());
-                if let Ok(v) = i32::try_from(*i) {
-                    tokens.add_token(&v.to_le_bytes().to_vec());
-                }
-            }
-            state.add_metadata(tokens);
+            state.add_metadata(cfg.dictionary.tokens());
             state
         }
     };
@@ -550,6 +586,20 @@ where
         }
     }
     Ok(())
+}
+
+/// A file built with the workspace: the path in `env` if set, else `name` next to the
+/// running executable or one directory up (test binaries run from
+/// `target/<profile>/deps`). The error is the path that was expected.
+fn find_next_to_exe(name: &str, env: &str) -> Result<PathBuf, PathBuf> {
+    if let Some(p) = std::env::var_os(env) {
+        let p = PathBuf::from(p);
+        return if p.is_file() { Ok(p) } else { Err(p) };
+    }
+    let exe = std::env::current_exe().unwrap_or_default();
+    let here = exe.parent().map(|d| d.join(name)).unwrap_or_else(|| PathBuf::from(name));
+    let up = exe.parent().and_then(Path::parent).map(|d| d.join(name));
+    [Some(here.clone()), up].into_iter().flatten().find(|p| p.is_file()).ok_or(here)
 }
 
 /// The cores this process may run on.

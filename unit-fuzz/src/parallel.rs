@@ -233,14 +233,7 @@ pub(crate) fn campaign(cfg: &FuzzConfig, out: &Path, request: &Path, cwd: &Path)
 /// [`LAUNCHER`]: `TRESTLE_FUZZ_LAUNCHER`, or next to the running executable (or one
 /// directory up, for test binaries in `target/<profile>/deps`).
 fn launcher_path() -> Result<PathBuf, FuzzError> {
-    if let Some(p) = std::env::var_os("TRESTLE_FUZZ_LAUNCHER") {
-        let p = PathBuf::from(p);
-        return if p.is_file() { Ok(p) } else { Err(FuzzError::NoLauncher(p)) };
-    }
-    let exe = std::env::current_exe().unwrap_or_default();
-    let here = exe.parent().map(|d| d.join(LAUNCHER)).unwrap_or_else(|| PathBuf::from(LAUNCHER));
-    let up = exe.parent().and_then(Path::parent).map(|d| d.join(LAUNCHER));
-    [Some(here.clone()), up].into_iter().flatten().find(|p| p.is_file()).ok_or(FuzzError::NoLauncher(here))
+    crate::find_next_to_exe(LAUNCHER, "TRESTLE_FUZZ_LAUNCHER").map_err(FuzzError::NoLauncher)
 }
 
 /// The launcher program's body: read the plan, start the broker and one client per

@@ -1,0 +1,642 @@
+//! trestle's in-process unit fuzzer: a LibAFL fuzzer that runs inside the unit harness.
+//!
+//! The runtime restores the unit's context, loads this library with `dlopen` and
+//! calls [`trestle_inproc_fuzz`] with a `trestle_abi::fuzz::InProcessTarget`: a
+//! callback that runs one execution (write the values, call the function, reset the
+//! context) and the edge and CmpLog maps the program's hooks write. The fuzzer here
+//! reads those maps in place and calls the unit through the callback: no process
+//! boundary per execution.
+//!
+//! It is the fuzzer of `trestle_unit_fuzz::run_fuzzer` with an `InProcessExecutor`:
+//! edge hit counts and execution time as feedback; crash and timeout objectives kept
+//! only when they cover new edges; havoc and dictionary mutations plus the
+//! parameter-aware value mutations; CmpLog through a shadow tracing run that switches
+//! the runtime's `trace-cmp` hooks on, and input-to-state replacement.
+//!
+//! A crash inside the unit ends just that execution: the runtime's crash handlers,
+//! put in front of LibAFL's, jump back to the callback, which puts the context back
+//! and reports the crash, and the crash objective judges it like any other
+//! execution. Everything else that ends a fuzzer process — a hang (LibAFL's timeout
+//! handler), a crash outside the unit, a fuzzer process killed — must not end the
+//! campaign either. The process that restored the context (the *respawner*, the
+//! caller of [`trestle_inproc_fuzz`]) never fuzzes: it forks the fuzzer and waits.
+//! LibAFL's handlers save the input as an objective and the fuzzer's state into
+//! shared memory before the process ends, and the respawner forks the next fuzzer,
+//! which takes the state up (from the restored context again, not from what the
+//! hang left). A fuzzer also hands over every [`FRESH_PROCESS_EVERY`] executions, for
+//! the reason a persistent forkserver harness does (the C library's own state would
+//! drift), and one that dies without saving its state is followed by one that starts
+//! from the queue on disk. The respawner ends a fuzzer that stops executing or
+//! outlives the deadline.
+//!
+//! The plan and the report are `trestle_unit_fuzz::inprocess`'s; this library owns
+//! the fuzzing loop inside the harness and nothing else.
+
+use libafl::corpus::{Corpus, CorpusId, HasCurrentCorpusId, InMemoryOnDiskCorpus, OnDiskCorpus};
+use libafl::events::{EventRestarter, Restorable, RestartingEventManager, SimpleEventManager};
+use libafl::executors::hooks::inprocess::HasTimeout;
+use libafl::executors::hooks::timer::TimerStruct;
+use libafl::executors::inprocess::HasInProcessHooks;
+use libafl::executors::{Executor, ExitKind, HasObservers, InProcessExecutor, ShadowExecutor};
+use libafl::feedbacks::{CrashFeedback, MaxMapFeedback, TimeFeedback, TimeoutFeedback};
+use libafl::fuzzer::{Evaluator, Fuzzer, StdFuzzer};
+use libafl::inputs::{BytesInput, HasTargetBytes};
+use libafl::monitors::NopMonitor;
+use libafl::mutators::{havoc_mutations, tokens_mutations, HavocScheduledMutator, I2SRandReplace};
+use libafl::observers::{CanTrack, HitcountsMapObserver, Observer, StdMapObserver, TimeObserver};
+use libafl::schedulers::{IndexesLenTimeMinimizerScheduler, QueueScheduler};
+use libafl::stages::{Restartable, ShadowTracingStage, Stage, StdMutationalStage};
+use libafl::state::{HasCorpus, HasExecutions, HasSolutions, StdState};
+use libafl::{feedback_and_fast, feedback_or, feedback_or_fast, Error, HasMetadata};
+use libafl_bolts::rands::StdRand;
+use libafl_bolts::shmem::{ShMem, ShMemProvider, UnixShMemProvider};
+use libafl_bolts::staterestore::StateRestorer;
+use libafl_bolts::tuples::{tuple_list, Merge};
+use libafl_bolts::Named;
+use libafl_targets::{CmpLogMap, CmpLogObserver};
+use std::borrow::Cow;
+use std::ffi::CStr;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::{Duration, Instant, SystemTime};
+use trestle_abi::fuzz::{encode_values, original_value, InProcessTarget, EXEC_CRASHED, INPROC_ABI_VERSION};
+use trestle_unit_fuzz::inprocess::{InProcessPlan, InProcessReport};
+use trestle_unit_fuzz::mutators::ParamValueMutator;
+
+/// Executions one fuzzer process runs before it hands its state to a fresh fork of
+/// the respawner (see the crate docs); a hand-over costs about a millisecond.
+pub const FRESH_PROCESS_EVERY: u64 = 100_000;
+
+/// Shared memory for the fuzzer's state across processes; a larger state goes
+/// through a temporary file (LibAFL's `StateRestorer` does that by itself).
+const STATE_MAP_SIZE: usize = 64 << 20;
+
+/// Fuzzer processes in a row that may die without saving their state or executing
+/// anything before the campaign is given up.
+const MAX_BARREN_DEATHS: u32 = 3;
+
+type UnitState = StdState<InMemoryOnDiskCorpus<BytesInput>, BytesInput, StdRand, OnDiskCorpus<BytesInput>>;
+type Inner = SimpleEventManager<BytesInput, NopMonitor, UnitState>;
+type Manager = RestartingEventManager<Inner, UnixShMemProvider>;
+type RestartState = <Inner as Restorable<UnitState, UnixShMemProvider>>::RestartState;
+
+/// What the respawner and its fuzzer processes share (an anonymous shared mapping
+/// made before the first fork).
+#[repr(C)]
+struct Shared {
+    /// A fuzzer stopped by itself: the campaign is over.
+    done: AtomicBool,
+    /// The next fuzzer starts without a saved state: reload the queue from disk.
+    afresh: AtomicBool,
+    /// Executions so far (kept current by the fuzzer, for one that dies unsaved).
+    executions: AtomicU64,
+    /// Milliseconds from the start to the first objective; `u64::MAX` before.
+    first_objective_ms: AtomicU64,
+    /// Fuzzer processes started after the first.
+    restarts: AtomicU64,
+    /// Executions started, counted by the harness callback (the respawner's sign
+    /// of life: a fuzzer stuck outside the target does not move it).
+    beats: AtomicU64,
+}
+
+impl Shared {
+    fn map() -> Result<&'static Shared, String> {
+        // SAFETY: a fresh anonymous mapping, zeroed, never unmapped: it lives as long
+        // as the process and is inherited by every fork.
+        unsafe {
+            let p = libc::mmap(
+                std::ptr::null_mut(),
+                std::mem::size_of::<Shared>(),
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_SHARED | libc::MAP_ANONYMOUS,
+                -1,
+                0,
+            );
+            if p == libc::MAP_FAILED {
+                return Err(format!("cannot map shared memory: {}", std::io::Error::last_os_error()));
+            }
+            let shared = &*(p as *const Shared);
+            shared.first_objective_ms.store(u64::MAX, Ordering::Relaxed);
+            Ok(shared)
+        }
+    }
+}
+
+/// The campaign's clock and where to report, as this process sees them.
+struct Campaign<'a> {
+    plan: &'a InProcessPlan,
+    target: &'a InProcessTarget,
+    shared: &'static Shared,
+    start: Instant,
+    end: Instant,
+}
+
+impl Campaign<'_> {
+    fn report(&self, executions: u64, corpus: usize, objectives: usize, done: bool, error: Option<String>) {
+        let first = self.shared.first_objective_ms.load(Ordering::Relaxed);
+        let r = InProcessReport {
+            executions,
+            corpus,
+            objectives,
+            first_crash_after: (first != u64::MAX).then(|| first as f64 / 1000.0),
+            restarts: self.shared.restarts.load(Ordering::Relaxed),
+            done,
+            error,
+        };
+        write_report(&self.plan.report, &r);
+    }
+
+    fn failed(&self, why: String) {
+        self.report(self.shared.executions.load(Ordering::Relaxed), 0, 0, false, Some(why));
+    }
+}
+
+fn write_report(path: &Path, r: &InProcessReport) {
+    let tmp = path.with_extension("tmp");
+    if std::fs::write(&tmp, serde_json::to_vec(r).unwrap_or_default()).is_ok() {
+        let _ = std::fs::rename(&tmp, path);
+    }
+}
+
+/// The in-process fuzzer's entry point (`trestle_abi::fuzz::INPROC_ENTRY`): fuzz the
+/// unit behind `target` as its plan says, until the deadline (or the first crash,
+/// if asked). Returns the exit status for the harness process.
+///
+/// # Safety
+/// `target` must point to a valid [`InProcessTarget`] whose callback and maps stay
+/// valid while this runs, in a single-threaded process.
+#[no_mangle]
+pub unsafe extern "C" fn trestle_inproc_fuzz(target: *const InProcessTarget) -> i32 {
+    // SAFETY: as the contract says.
+    let target = unsafe { &*target };
+    match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| run(target))) {
+        Ok(code) => code,
+        Err(_) => {
+            eprintln!("trestle in-process fuzzer: internal error");
+            3
+        }
+    }
+}
+
+fn run(target: &InProcessTarget) -> i32 {
+    if target.abi_version != INPROC_ABI_VERSION {
+        eprintln!(
+            "trestle in-process fuzzer: the harness speaks version {} of the interface, this library {INPROC_ABI_VERSION}; rebuild both",
+            target.abi_version
+        );
+        return 3;
+    }
+    // SAFETY: a NUL-terminated path, per the interface.
+    let plan_file = PathBuf::from(std::ffi::OsStr::new(
+        // SAFETY: as above.
+        &*String::from_utf8_lossy(unsafe { CStr::from_ptr(target.plan) }.to_bytes()),
+    ));
+    let plan: InProcessPlan = match std::fs::read(&plan_file)
+        .map_err(|e| e.to_string())
+        .and_then(|b| bincode::deserialize(&b).map_err(|e| e.to_string()))
+    {
+        Ok(p) => p,
+        Err(e) => {
+            eprintln!("trestle in-process fuzzer: cannot read the plan {}: {e}", plan_file.display());
+            return 3;
+        }
+    };
+    // LibAFL's errors capture a backtrace when backtraces are on, and in a crash
+    // handler the stack to walk is the crashed unit's, which can be anything.
+    std::env::set_var("RUST_LIB_BACKTRACE", "0");
+    let shared = match Shared::map() {
+        Ok(s) => s,
+        Err(e) => {
+            write_report(&plan.report, &InProcessReport { error: Some(e), ..InProcessReport::default() });
+            return 1;
+        }
+    };
+    // Wall-clock times become this process's `Instant`s, which its forks share.
+    let (now, wall) = (Instant::now(), SystemTime::now());
+    let start = now - wall.duration_since(plan.start).unwrap_or_default();
+    let end = now + plan.end.duration_since(wall).unwrap_or_default();
+    let campaign = Campaign { plan: &plan, target, shared, start, end };
+    match respawn(&campaign) {
+        Ok(()) => 0,
+        Err(e) => {
+            campaign.failed(e);
+            1
+        }
+    }
+}
+
+/// The unit writes to standard output and error as it likes (usage messages on every
+/// execution, say): send both to /dev/null. Returns our own diagnostics channel, the
+/// original standard error.
+fn silence_the_unit() -> std::fs::File {
+    use std::os::fd::FromRawFd;
+    // SAFETY: plain descriptor juggling on this process's own descriptors.
+    unsafe {
+        let diag = libc::fcntl(2, libc::F_DUPFD_CLOEXEC, 3);
+        let null = libc::open(c"/dev/null".as_ptr(), libc::O_WRONLY | libc::O_CLOEXEC);
+        if null >= 0 {
+            libc::dup2(null, 1);
+            libc::dup2(null, 2);
+            libc::close(null);
+        }
+        std::fs::File::from_raw_fd(if diag >= 0 { diag } else { libc::dup(2) })
+    }
+}
+
+/// The respawner: fork a fuzzer, wait for it, fork the next, until one says the
+/// campaign is over.
+fn respawn(c: &Campaign) -> Result<(), String> {
+    let mut diag = silence_the_unit();
+    let mut provider = UnixShMemProvider::new().map_err(|e| format!("shared memory: {e}"))?;
+    let shmem = provider.new_shmem(STATE_MAP_SIZE).map_err(|e| format!("shared memory for the state: {e}"))?;
+    // Marked for removal at once: the forks inherit the attachment, and nothing is
+    // left behind however this process ends.
+    let id: i32 = shmem.id().into();
+    // SAFETY: plain System V call on a segment this process created.
+    unsafe { libc::shmctl(id, libc::IPC_RMID, std::ptr::null_mut()) };
+    let mut restorer = std::mem::ManuallyDrop::new(StateRestorer::new(shmem));
+    // SAFETY: plain libc query.
+    let respawner = unsafe { libc::getpid() };
+    let mut barren = 0;
+    // A fuzzer stops by itself at the deadline, after its current round; one stuck
+    // outside the target (where LibAFL's timeout does not reach) is ended.
+    let grace = Duration::from_secs(2) + c.plan.timeout * 2;
+    let stall = Duration::from_secs(10) + c.plan.timeout * 3;
+    loop {
+        let before = c.shared.beats.load(Ordering::Relaxed);
+        // SAFETY: the process is single-threaded (the runtime starts no threads).
+        let pid = unsafe { libc::fork() };
+        if pid < 0 {
+            return Err(format!("cannot fork a fuzzer: {}", std::io::Error::last_os_error()));
+        }
+        if pid == 0 {
+            // SAFETY: prctl on this process; a fuzzer must not outlive its respawner.
+            unsafe {
+                libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
+                if libc::getppid() != respawner {
+                    libc::_exit(0);
+                }
+            }
+            // SAFETY: this fork owns its copy of the restorer from here on; the
+            // respawner's is never touched in this process again.
+            let restorer = unsafe { std::mem::ManuallyDrop::take(&mut restorer) };
+            let code = match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| fuzz(c, restorer))) {
+                Ok(Ok(())) => 0,
+                Ok(Err(e)) => {
+                    c.failed(format!("the fuzzer failed: {e}"));
+                    c.shared.done.store(true, Ordering::SeqCst);
+                    1
+                }
+                Err(_) => {
+                    c.failed("the fuzzer panicked".into());
+                    c.shared.done.store(true, Ordering::SeqCst);
+                    1
+                }
+            };
+            // SAFETY: the fuzzer process ends here, never returning into the respawner's loop.
+            unsafe { libc::_exit(code) }
+        }
+        let (status, stuck) = watch(c, pid, grace, stall);
+        if c.shared.done.load(Ordering::SeqCst) {
+            return Ok(());
+        }
+        if stuck && Instant::now() >= c.end {
+            // Past the deadline: the campaign is over, with what the reports say.
+            let last = std::fs::read(&c.plan.report)
+                .ok()
+                .and_then(|b| serde_json::from_slice::<InProcessReport>(&b).ok())
+                .unwrap_or_default();
+            let executions = c.shared.executions.load(Ordering::Relaxed).max(last.executions);
+            c.report(executions, last.corpus, last.objectives, true, None);
+            return Ok(());
+        }
+        c.shared.restarts.fetch_add(1, Ordering::Relaxed);
+        if restorer.has_content() {
+            // A crash, a timeout or a fresh start: the state was saved.
+            barren = 0;
+            continue;
+        }
+        let _ = writeln!(
+            diag,
+            "trestle in-process fuzzer: a fuzzer process ended ({}) without saving its state; the next starts from the queue",
+            describe_status(status)
+        );
+        if c.shared.beats.load(Ordering::Relaxed) == before {
+            barren += 1;
+            if barren >= MAX_BARREN_DEATHS {
+                return Err(format!(
+                    "{barren} fuzzer processes in a row ended without executing anything (last: {})",
+                    describe_status(status)
+                ));
+            }
+        } else {
+            barren = 0;
+        }
+        c.shared.afresh.store(true, Ordering::SeqCst);
+    }
+}
+
+/// Wait for the fuzzer `pid`; end it if it runs `grace` past the deadline or makes
+/// no execution for `stall`. Returns its wait status and whether it had to be ended.
+fn watch(c: &Campaign, pid: libc::pid_t, grace: Duration, stall: Duration) -> (i32, bool) {
+    let mut status = 0;
+    let mut beats = c.shared.beats.load(Ordering::Relaxed);
+    let mut moved = Instant::now();
+    // A descriptor that polls readable when the child ends: the respawner wakes at
+    // once (a crashing unit restarts the fuzzer often), not at its next check.
+    // SAFETY: plain system call on our own child.
+    let pidfd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) } as i32;
+    loop {
+        if pidfd >= 0 {
+            let mut fds = libc::pollfd { fd: pidfd, events: libc::POLLIN, revents: 0 };
+            // SAFETY: one valid pollfd.
+            unsafe { libc::poll(&mut fds, 1, 100) };
+        } else {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        // SAFETY: polls the child this process forked.
+        if unsafe { libc::waitpid(pid, &mut status, libc::WNOHANG) } != 0 {
+            break;
+        }
+        let now = Instant::now();
+        let b = c.shared.beats.load(Ordering::Relaxed);
+        if b != beats {
+            (beats, moved) = (b, now);
+        }
+        if now > c.end + grace || now - moved > stall {
+            // SAFETY: ends and reaps the child this process forked.
+            unsafe {
+                libc::kill(pid, libc::SIGKILL);
+                libc::waitpid(pid, &mut status, 0);
+            }
+            if pidfd >= 0 {
+                // SAFETY: our descriptor.
+                unsafe { libc::close(pidfd) };
+            }
+            return (status, true);
+        }
+    }
+    if pidfd >= 0 {
+        // SAFETY: our descriptor.
+        unsafe { libc::close(pidfd) };
+    }
+    (status, false)
+}
+
+fn describe_status(status: i32) -> String {
+    if libc::WIFSIGNALED(status) {
+        format!("signal {}", libc::WTERMSIG(status))
+    } else {
+        format!("exit status {}", libc::WEXITSTATUS(status))
+    }
+}
+
+/// The unit's CmpLog observer: LibAFL's, over the map the runtime's `trace-cmp`
+/// hooks write, switching those hooks on for the tracing run only (the runtime has
+/// its own switch, not the one `CmpLogObserver` flips in this library).
+struct HarnessCmpLogObserver {
+    inner: CmpLogObserver,
+    enabled: *mut u8,
+}
+
+impl Named for HarnessCmpLogObserver {
+    fn name(&self) -> &Cow<'static, str> {
+        self.inner.name()
+    }
+}
+
+impl<I, S: HasMetadata> Observer<I, S> for HarnessCmpLogObserver {
+    fn pre_exec(&mut self, state: &mut S, input: &I) -> Result<(), Error> {
+        self.inner.pre_exec(state, input)?;
+        // SAFETY: the runtime's switch byte, valid for the process's life.
+        unsafe { self.enabled.write_volatile(1) };
+        Ok(())
+    }
+
+    fn post_exec(&mut self, state: &mut S, input: &I, exit_kind: &ExitKind) -> Result<(), Error> {
+        // SAFETY: as above.
+        unsafe { self.enabled.write_volatile(0) };
+        self.inner.post_exec(state, input, exit_kind)
+    }
+}
+
+/// A stage the unit interrupted (a crash, a hang) is simply performed again by the
+/// next fuzzer process. LibAFL's own stages give up on a corpus entry after a few
+/// interrupted runs, which suits stages that crash the fuzzer, not a unit that
+/// crashes under mutation all the time: with a small queue, every stage would soon
+/// be skipped for every entry and the fuzzer would spin without executing.
+struct RetryAlways<ST>(ST);
+
+impl<E, EM, S, Z, ST: Stage<E, EM, S, Z>> Stage<E, EM, S, Z> for RetryAlways<ST> {
+    fn perform(&mut self, fuzzer: &mut Z, executor: &mut E, state: &mut S, manager: &mut EM) -> Result<(), Error> {
+        self.0.perform(fuzzer, executor, state, manager)
+    }
+}
+
+impl<S, ST> Restartable<S> for RetryAlways<ST> {
+    fn should_restart(&mut self, _state: &mut S) -> Result<bool, Error> {
+        Ok(true)
+    }
+
+    fn clear_progress(&mut self, _state: &mut S) -> Result<(), Error> {
+        Ok(())
+    }
+}
+
+/// The CmpLog tracing run, skipped when the entry to fuzz is the one traced last:
+/// its comparisons are already in the state's metadata, and a tracing run reads the
+/// whole CmpLog map (the largest cost per round once executions are cheap, with a
+/// queue of one or two entries).
+struct TraceOnceEach<ST> {
+    inner: ST,
+    last: Option<CorpusId>,
+}
+
+impl<E, EM, S: HasCurrentCorpusId, Z, ST: Stage<E, EM, S, Z>> Stage<E, EM, S, Z> for TraceOnceEach<ST> {
+    fn perform(&mut self, fuzzer: &mut Z, executor: &mut E, state: &mut S, manager: &mut EM) -> Result<(), Error> {
+        let id = state.current_corpus_id()?;
+        if id.is_some() && id == self.last {
+            return Ok(());
+        }
+        self.inner.perform(fuzzer, executor, state, manager)?;
+        self.last = id;
+        Ok(())
+    }
+}
+
+impl<S, ST> Restartable<S> for TraceOnceEach<ST> {
+    fn should_restart(&mut self, _state: &mut S) -> Result<bool, Error> {
+        Ok(true)
+    }
+
+    fn clear_progress(&mut self, _state: &mut S) -> Result<(), Error> {
+        Ok(())
+    }
+}
+
+/// One fuzzer process: take the saved state up (or start one), fuzz until the
+/// deadline, the first crash (if asked) or [`FRESH_PROCESS_EVERY`] executions.
+fn fuzz(c: &Campaign, mut restorer: StateRestorer<<UnixShMemProvider as ShMemProvider>::ShMem, UnixShMemProvider>) -> Result<(), Error> {
+    let plan = c.plan;
+    let t = c.target;
+    let saved = restorer.restore::<(Option<UnitState>, RestartState)>()?;
+    restorer.reset();
+    let saved = saved.and_then(|(s, _)| s);
+    let afresh = c.shared.afresh.swap(false, Ordering::SeqCst);
+    let mut mgr: Manager = RestartingEventManager::new(SimpleEventManager::new(NopMonitor::new()), restorer);
+
+    // SAFETY: the runtime's edge counters, `edges_len` long, live as long as the
+    // process; the observer only reads and clears them between executions.
+    let edges_observer = unsafe {
+        HitcountsMapObserver::new(StdMapObserver::from_mut_ptr("edges", t.edges, t.edges_len.max(1))).track_indices()
+    };
+    let time_observer = TimeObserver::new("time");
+    let mut feedback = feedback_or!(MaxMapFeedback::new(&edges_observer), TimeFeedback::new(&time_observer));
+    // As in run_fuzzer: one objective per way to crash, not copies of one crash.
+    let mut objective = feedback_and_fast!(
+        feedback_or_fast!(CrashFeedback::new(), TimeoutFeedback::new()),
+        MaxMapFeedback::with_name("objective_edges", &edges_observer)
+    );
+    let mut state = match saved {
+        Some(state) => state,
+        None => {
+            let mut state = StdState::new(
+                StdRand::with_seed(plan.seed),
+                InMemoryOnDiskCorpus::<BytesInput>::new(plan.out.join("queue"))?,
+                OnDiskCorpus::new(plan.out.join(".solutions"))?,
+                &mut feedback,
+                &mut objective,
+            )?;
+            state.add_metadata(plan.dictionary.tokens());
+            if afresh {
+                *state.executions_mut() = c.shared.executions.load(Ordering::Relaxed);
+            }
+            state
+        }
+    };
+    let scheduler = IndexesLenTimeMinimizerScheduler::new(&edges_observer, QueueScheduler::new());
+    let mut fuzzer = StdFuzzer::new(scheduler, feedback, objective);
+
+    let beats = &c.shared.beats;
+    let mut harness = |input: &BytesInput| {
+        // One writer (this process): a plain add, no locked instruction.
+        beats.store(beats.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
+        let bytes = input.target_bytes();
+        // SAFETY: the runtime's callback with its session, on `len` readable bytes.
+        if unsafe { (t.run)(t.session, bytes.as_ptr(), bytes.len()) } >= EXEC_CRASHED {
+            ExitKind::Crash
+        } else {
+            ExitKind::Ok
+        }
+    };
+    let mut executor = InProcessExecutor::builder()
+        .harness(&mut harness)
+        .observers(tuple_list!(edges_observer, time_observer))
+        .fuzzer(&mut fuzzer)
+        .state(&mut state)
+        .event_mgr(&mut mgr)
+        .timeout(plan.timeout)
+        // A crash report would symbolise a backtrace (tens of milliseconds per crash,
+        // and crashing units crash often); the host reruns each objective instead.
+        .crashdump(false)
+        .build()?;
+    // Arming and disarming a timer around every execution costs two system calls,
+    // more than a cheap unit: batch mode arms it once for many executions (a hang is
+    // then caught within one to two timeouts).
+    *executor.inprocess_hooks_mut().timer_mut() = TimerStruct::batch_mode(plan.timeout);
+    // The executor has put LibAFL's signal handlers in place; the harness's go in
+    // front of them, so a crash inside the unit ends just that execution (reported
+    // as a crash, to the same objective) instead of this process.
+    // SAFETY: the runtime's function, called once the fuzzer's handlers exist.
+    let err = unsafe { (t.catch_crashes)() };
+    if err != 0 {
+        return Err(Error::unknown(format!("cannot install the crash handlers: {}", std::io::Error::from_raw_os_error(err))));
+    }
+
+    // The mutational stages are typed by their executor: built in each branch.
+    macro_rules! havoc {
+        () => {
+            RetryAlways(StdMutationalStage::new(HavocScheduledMutator::new(havoc_mutations().merge(tokens_mutations()))))
+        };
+    }
+    macro_rules! values {
+        () => {
+            RetryAlways(StdMutationalStage::new(HavocScheduledMutator::with_max_stack_pow(
+                tuple_list!(ParamValueMutator::new(
+                    plan.params.clone(),
+                    plan.dictionary.words.clone(),
+                    plan.dictionary.ints.clone()
+                )),
+                2,
+            )))
+        };
+    }
+    if plan.cmplog {
+        // SAFETY: the runtime's CmpLog map and switch, valid for the process's life.
+        let cmplog = HarnessCmpLogObserver {
+            inner: unsafe { CmpLogObserver::with_map_ptr("cmplog", t.cmplog_map as *mut CmpLogMap, true) },
+            enabled: t.cmplog_enabled,
+        };
+        let mut executor = ShadowExecutor::new(executor, tuple_list!(cmplog));
+        let i2s = RetryAlways(StdMutationalStage::new(HavocScheduledMutator::new(tuple_list!(I2SRandReplace::new()))));
+        let tracing = TraceOnceEach { inner: ShadowTracingStage::new(), last: None };
+        let mut stages = tuple_list!(tracing, i2s, values!(), havoc!());
+        fuzz_loop(c, afresh, &mut fuzzer, &mut stages, &mut executor, &mut state, &mut mgr)
+    } else {
+        let mut executor = executor;
+        let mut stages = tuple_list!(values!(), havoc!());
+        fuzz_loop(c, afresh, &mut fuzzer, &mut stages, &mut executor, &mut state, &mut mgr)
+    }
+}
+
+fn fuzz_loop<Z, ST, E>(
+    c: &Campaign,
+    afresh: bool,
+    fuzzer: &mut Z,
+    stages: &mut ST,
+    executor: &mut E,
+    state: &mut UnitState,
+    mgr: &mut Manager,
+) -> Result<(), Error>
+where
+    Z: Fuzzer<E, Manager, BytesInput, UnitState, ST> + Evaluator<E, Manager, BytesInput, UnitState>,
+    E: Executor<Manager, BytesInput, UnitState, Z> + HasObservers,
+{
+    let plan = c.plan;
+    if state.corpus().count() == 0 {
+        let queue = plan.out.join("queue");
+        if afresh {
+            // The previous fuzzer died with its state: take its queue up from disk.
+            state.load_initial_inputs(fuzzer, executor, mgr, &[queue])?;
+        }
+        let original = plan.params.iter().map(original_value).collect::<Vec<_>>();
+        fuzzer.add_input(state, executor, mgr, BytesInput::new(encode_values(&original)))?;
+    }
+    let first = *state.executions();
+    let mut last = Instant::now();
+    loop {
+        let executions = *state.executions();
+        c.shared.executions.store(executions, Ordering::Relaxed);
+        let objectives = state.solutions().count();
+        if objectives > 0 && c.shared.first_objective_ms.load(Ordering::Relaxed) == u64::MAX {
+            c.shared.first_objective_ms.store(c.start.elapsed().as_millis() as u64, Ordering::Relaxed);
+        }
+        if Instant::now() >= c.end || (plan.stop_on_crash && objectives > 0) {
+            c.report(executions, state.corpus().count(), objectives, true, None);
+            c.shared.done.store(true, Ordering::SeqCst);
+            return Ok(());
+        }
+        if executions - first >= FRESH_PROCESS_EVERY {
+            c.report(executions, state.corpus().count(), objectives, false, None);
+            // Hand the state to the next fuzzer process (the respawner sees it saved).
+            mgr.on_restart(state)?;
+            return Ok(());
+        }
+        if last.elapsed() >= Duration::from_secs(1) {
+            last = Instant::now();
+            c.report(executions, state.corpus().count(), objectives, false, None);
+        }
+        fuzzer.fuzz_one(stages, executor, state, mgr)?;
+    }
+}
