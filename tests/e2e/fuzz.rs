@@ -2,7 +2,10 @@
 //! record → carve → fuzz must find the magic integer and the magic user name crashes
 //! at unit level within 60 seconds each, find the unit-only crash too, and give the
 //! hashed value no parameter. On two cores (LibAFL's launcher) the magic integer is
-//! found too, and the campaign ends with no process left behind.
+//! found too, and the campaign ends with no process left behind. In-process
+//! (`--in-process`, the fuzzer inside the harness) finds the same three crashes,
+//! goes on past a unit that calls `exit()` or crashes, and reports a hang as a
+//! timeout.
 
 use serde_json::Value;
 use std::path::{Path, PathBuf};
@@ -33,8 +36,20 @@ fn rows<'a>(c: &'a Carved, function: &str) -> Vec<&'a Value> {
 
 /// Fuzz `unit` until the first crash (at most 60 s); the decoded values of every crash.
 fn crash_values(units: &Path, row: &Value, out: &Path) -> Vec<Vec<String>> {
+    crash_values_with(units, row, out, &[])
+}
+
+/// [`crash_values`] with more `trestle fuzz` arguments.
+fn crash_values_with(units: &Path, row: &Value, out: &Path, extra: &[&str]) -> Vec<Vec<String>> {
     let unit = units.join(row["file"].as_str().unwrap());
-    ok(&mut trestle(&[&"fuzz", &unit, &"--time", &"60s", &"--out", &out, &"--stop-on-crash", &"--json"]));
+    let mut cmd = trestle(&[&"fuzz", &unit, &"--time", &"60s", &"--out", &out, &"--stop-on-crash", &"--json"]);
+    cmd.args(extra);
+    ok(&mut cmd);
+    found_crashes(out)
+}
+
+/// The decoded values of every crash in a campaign's output.
+fn found_crashes(out: &Path) -> Vec<Vec<String>> {
     let mut found = Vec::new();
     for e in std::fs::read_dir(out.join("crashes")).unwrap() {
         let p = e.unwrap().path();
@@ -204,4 +219,150 @@ fn a_core_count_the_machine_lacks_is_a_clear_error() {
         let err = String::from_utf8_lossy(&o.stderr);
         assert!(err.contains(&format!("--cores {cores}: choose 1 to")), "{err}");
     }
+}
+
+#[test]
+fn in_process_fuzzing_finds_the_magic_integer_and_leaves_nothing_running() {
+    let c = carve_requests();
+    let r = rows(&c, "store_value");
+    let row = r.iter().find(|r| r["params"].as_u64().unwrap() >= 2).expect("a store_value unit with idx and value mapped");
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("out");
+    let started = Instant::now();
+    let crashes = crash_values_with(&c.units, row, &out, &["--in-process"]);
+    assert!(
+        crashes.iter().any(|v| v.iter().any(|x| x == "42342531")),
+        "no crash with the magic value: {crashes:?}"
+    );
+    assert!(started.elapsed() < Duration::from_secs(60), "took {:?}", started.elapsed());
+    let left = processes_naming(&out);
+    assert!(left.is_empty(), "processes left running after the campaign: {left:#?}");
+}
+
+#[test]
+fn in_process_fuzzing_finds_the_magic_user_name() {
+    let c = carve_requests();
+    let mut tried = 0;
+    for row in rows(&c, "check_login").iter().filter(|r| r["params"].as_u64().unwrap() >= 2) {
+        tried += 1;
+        let out = tempfile::tempdir().unwrap();
+        let crashes = crash_values_with(&c.units, row, out.path(), &["--in-process"]);
+        if crashes.iter().any(|v| v.iter().any(|x| x == "\"admin\"")) {
+            return;
+        }
+    }
+    panic!("no check_login unit ({tried} tried) crashed in-process with user \"admin\"");
+}
+
+#[test]
+fn in_process_fuzzing_finds_the_unit_only_crash() {
+    let c = carve_requests();
+    let r = rows(&c, "first_char_class");
+    let row = r.iter().find(|r| r["params"].as_u64().unwrap() >= 1).expect("a mapped first_char_class unit");
+    let out = tempfile::tempdir().unwrap();
+    assert!(
+        !crash_values_with(&c.units, row, out.path(), &["--in-process"]).is_empty(),
+        "first_char_class did not crash at unit level in-process"
+    );
+}
+
+/// A unit that exits on its recorded input, aborts for "XY…", hangs for 7777.
+const EXITS_ABORTS_HANGS: &str = r#"
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+int check(const char *s, int n)
+{
+    if (strcmp(s, "bye") == 0)
+        exit(3);
+    if (n == 7777 && s[0] == 'z')
+        for (;;) {}
+    if (s[0] == 'X' && s[1] == 'Y')
+        abort();
+    return (int)strlen(s) + n;
+}
+int main(int argc, char **argv)
+{
+    if (argc < 3)
+        return 1;
+    printf("%d\n", check(argv[1], atoi(argv[2])));
+    return 0;
+}
+"#;
+
+/// `check` carved from a run where it called `exit(3)`.
+fn carve_exiting_unit(dir: &Path) -> PathBuf {
+    let prog = build_c(dir, "exits", EXITS_ABORTS_HANGS, "-O2");
+    let tests = dir.join("tests");
+    write_test(&tests, "bye", &serde_json::json!({ "args": ["bye", "12"] }));
+    let (traces, units) = (dir.join("traces"), dir.join("units"));
+    ok(&mut trestle(&[&"record", &"--program", &prog, &"--tests", &tests, &"--out", &traces]));
+    ok(&mut trestle(&[&"carve", &traces, &"--out", &units]));
+    let index: Value = serde_json::from_slice(&std::fs::read(units.join("index.json")).unwrap()).unwrap();
+    let row = index["units"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["function"] == "check" && r["params"].as_u64().unwrap() >= 2)
+        .expect("a check unit with both parameters mapped");
+    units.join(row["file"].as_str().unwrap())
+}
+
+#[test]
+fn in_process_fuzzing_goes_on_past_exit_and_an_abort() {
+    let dir = tempfile::tempdir().unwrap();
+    let unit = carve_exiting_unit(dir.path());
+    let out = dir.path().join("out");
+    // The recorded input exits: were exit() to end the fuzzer, the campaign would
+    // not get far. Ten seconds, no stopping at the first crash: aborts are caught
+    // and the fuzzing goes on in the same process. A short time limit, so that
+    // finding the hang too does not eat the budget.
+    let json = ok(&mut trestle(&[
+        &"fuzz",
+        &unit,
+        &"--time",
+        &"10s",
+        &"--timeout",
+        &"50ms",
+        &"--out",
+        &out,
+        &"--in-process",
+        &"--json",
+    ]));
+    let report: Value = serde_json::from_str(&json).unwrap();
+    assert!(report["executions"].as_u64().unwrap() > 10_000, "{report}");
+    let crashes = found_crashes(&out);
+    assert!(crashes.iter().any(|v| v[0].starts_with("\"XY")), "no abort for \"XY…\": {crashes:?}");
+}
+
+#[test]
+fn in_process_fuzzing_reports_a_hang_as_a_timeout() {
+    let dir = tempfile::tempdir().unwrap();
+    let unit = carve_exiting_unit(dir.path());
+    let out = dir.path().join("out");
+    let started = Instant::now();
+    let json = ok(&mut trestle(&[
+        &"fuzz",
+        &unit,
+        &"--time",
+        &"60s",
+        &"--timeout",
+        &"100ms",
+        &"--out",
+        &out,
+        &"--in-process",
+        &"--stop-on-crash",
+        &"--json",
+    ]));
+    let report: Value = serde_json::from_str(&json).unwrap();
+    let timeouts = report["timeouts"].as_array().unwrap();
+    assert!(!timeouts.is_empty(), "no timeout: {report}");
+    let finding: Value =
+        serde_json::from_slice(&std::fs::read(Path::new(timeouts[0].as_str().unwrap()).with_extension("json")).unwrap())
+            .unwrap();
+    assert_eq!(finding["kind"], "timeout");
+    assert_eq!(finding["values"][1], "7777", "{finding}");
+    assert!(started.elapsed() < Duration::from_secs(60), "took {:?}", started.elapsed());
+    let left = processes_naming(&out);
+    assert!(left.is_empty(), "processes left running after the campaign: {left:#?}");
 }
