@@ -131,6 +131,9 @@ pub(crate) fn campaign(cfg: &FuzzConfig, out: &Path, request: &Path, cwd: &Path)
                 // forks can be ended together.
                 crate::libc_personality();
                 let _ = setpgid(Pid::from_raw(0), Pid::from_raw(0));
+                // Out of the caller's process group, Ctrl-C no longer reaches it:
+                // it ends with the caller instead (and its fuzzers with it).
+                let _ = nix::sys::prctl::set_pdeathsig(Signal::SIGKILL);
                 if let Some(core) = pin {
                     crate::pin_to_core(core);
                 }
