@@ -47,6 +47,49 @@ struct Pristine {
     /// The replay arena's fill level after set-up: fresh extents for resized strings
     /// come after it and are given back on reset.
     arena: usize,
+    libc: LibcState,
+}
+
+extern "C" {
+    static mut optind: libc::c_int;
+    static mut opterr: libc::c_int;
+    static mut optopt: libc::c_int;
+    static mut optarg: *mut libc::c_char;
+}
+
+/// C library state that a unit changes and no context holds: getopt's cursor and
+/// errno. Taken when the session is set up (a fresh process's values) and put back
+/// on reset, so that every execution parses its options as the first one did — a
+/// carved `main` otherwise finds `optind` past its arguments from the second
+/// execution on, and takes the same usage error every time.
+#[derive(Debug, Clone, Copy)]
+struct LibcState {
+    optind: libc::c_int,
+    opterr: libc::c_int,
+    optopt: libc::c_int,
+    optarg: *mut libc::c_char,
+    errno: libc::c_int,
+}
+
+impl LibcState {
+    fn capture() -> LibcState {
+        // SAFETY: reads of the C library's own globals, single-threaded.
+        unsafe { LibcState { optind, opterr, optopt, optarg, errno: *libc::__errno_location() } }
+    }
+
+    fn restore(&self) {
+        // SAFETY: writes of the C library's own globals, single-threaded.
+        unsafe {
+            // glibc keeps more of getopt's cursor privately; `optind = 0` is its
+            // documented way to start scanning afresh, as a fresh process's first
+            // call does (a unit that reads `optind` before calling getopt sees 0).
+            optind = if self.optind == 1 { 0 } else { self.optind };
+            opterr = self.opterr;
+            optopt = self.optopt;
+            optarg = self.optarg;
+            *libc::__errno_location() = self.errno;
+        }
+    }
 }
 
 impl Session {
@@ -107,8 +150,15 @@ impl Session {
             .chain(&req.context.fds)
             .filter_map(|f| f.offset.map(|o| (f.fd, o)))
             .collect();
-        let pristine =
-            Pristine { slots: set.slots.clone(), addrs: set.addrs.clone(), lens: lens.clone(), memory, files, arena: arena_mark() };
+        let pristine = Pristine {
+            slots: set.slots.clone(),
+            addrs: set.addrs.clone(),
+            lens: lens.clone(),
+            memory,
+            files,
+            arena: arena_mark(),
+            libc: LibcState::capture(),
+        };
         Ok(Session { thunk: set.thunk, slots: set.slots, addrs: set.addrs, lens, refs, params: req.params, pristine })
     }
 
@@ -197,10 +247,11 @@ impl Session {
     }
 
     /// Put the restored context back as it was before the first execution: memory,
-    /// argument slots, file offsets, the arena extents of resized strings. What the
-    /// function allocated is not freed, and state outside the context (the C
-    /// library's own) is not reset: a persistent harness therefore starts a fresh
-    /// process every so many executions.
+    /// argument slots, file offsets, the arena extents of resized strings, getopt's
+    /// cursor and errno. What the function allocated is not freed (in-process, the
+    /// unit heap is emptied instead), and the rest of the C library's own state is
+    /// not reset: a persistent harness therefore starts a fresh process every so
+    /// many executions.
     pub fn reset(&mut self) {
         let p = &self.pristine;
         for (addr, bytes) in &p.memory {
@@ -215,6 +266,7 @@ impl Session {
         self.addrs.clone_from(&p.addrs);
         self.lens.clone_from(&p.lens);
         arena_rewind(p.arena);
+        p.libc.restore();
     }
 
     /// Call the function once with the current values.
