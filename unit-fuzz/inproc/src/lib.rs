@@ -43,7 +43,7 @@ use libafl::fuzzer::{Evaluator, Fuzzer, StdFuzzer};
 use libafl::inputs::{BytesInput, HasTargetBytes};
 use libafl::monitors::NopMonitor;
 use libafl::mutators::{havoc_mutations, tokens_mutations, HavocScheduledMutator, I2SRandReplace};
-use libafl::observers::{CanTrack, HitcountsMapObserver, Observer, StdMapObserver, TimeObserver};
+use libafl::observers::{CanTrack, CmpValues, CmpValuesMetadata, HitcountsMapObserver, Observer, StdMapObserver, TimeObserver};
 use libafl::schedulers::{IndexesLenTimeMinimizerScheduler, QueueScheduler};
 use libafl::stages::{Restartable, ShadowTracingStage, Stage, StdMutationalStage};
 use libafl::state::{HasCorpus, HasExecutions, HasSolutions, StdState};
@@ -444,23 +444,35 @@ impl<S, ST> Restartable<S> for RetryAlways<ST> {
     }
 }
 
-/// The CmpLog tracing run, skipped when the entry to fuzz is the one traced last:
-/// its comparisons are already in the state's metadata, and a tracing run reads the
-/// whole CmpLog map (the largest cost per round once executions are cheap, with a
-/// queue of one or two entries).
+/// The CmpLog tracing run, once per queue entry: an entry traced before gets its
+/// comparisons back from a cache instead (the unit is deterministic, so a second
+/// trace would find the same ones). A tracing run reads the whole CmpLog map, the
+/// largest cost per round once executions are cheap.
 struct TraceOnceEach<ST> {
     inner: ST,
-    last: Option<CorpusId>,
+    seen: std::collections::HashMap<CorpusId, Vec<CmpValues>>,
 }
 
-impl<E, EM, S: HasCurrentCorpusId, Z, ST: Stage<E, EM, S, Z>> Stage<E, EM, S, Z> for TraceOnceEach<ST> {
+/// Entries whose comparisons [`TraceOnceEach`] keeps; past that, it traces again.
+const TRACES_KEPT: usize = 4096;
+
+impl<E, EM, S, Z, ST> Stage<E, EM, S, Z> for TraceOnceEach<ST>
+where
+    S: HasCurrentCorpusId + HasMetadata,
+    ST: Stage<E, EM, S, Z>,
+{
     fn perform(&mut self, fuzzer: &mut Z, executor: &mut E, state: &mut S, manager: &mut EM) -> Result<(), Error> {
         let id = state.current_corpus_id()?;
-        if id.is_some() && id == self.last {
+        if let Some(list) = id.and_then(|id| self.seen.get(&id)) {
+            state.metadata_or_insert_with(CmpValuesMetadata::new).list.clone_from(list);
             return Ok(());
         }
         self.inner.perform(fuzzer, executor, state, manager)?;
-        self.last = id;
+        if let (Some(id), Ok(meta)) = (id, state.metadata::<CmpValuesMetadata>()) {
+            if self.seen.len() < TRACES_KEPT {
+                self.seen.insert(id, meta.list.clone());
+            }
+        }
         Ok(())
     }
 }
@@ -580,7 +592,7 @@ fn fuzz(c: &Campaign, mut restorer: StateRestorer<<UnixShMemProvider as ShMemPro
         };
         let mut executor = ShadowExecutor::new(executor, tuple_list!(cmplog));
         let i2s = RetryAlways(StdMutationalStage::new(HavocScheduledMutator::new(tuple_list!(I2SRandReplace::new()))));
-        let tracing = TraceOnceEach { inner: ShadowTracingStage::new(), last: None };
+        let tracing = TraceOnceEach { inner: ShadowTracingStage::new(), seen: Default::default() };
         let mut stages = tuple_list!(tracing, i2s, values!(), havoc!());
         fuzz_loop(c, afresh, &mut fuzzer, &mut stages, &mut executor, &mut state, &mut mgr)
     } else {
