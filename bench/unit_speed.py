@@ -6,8 +6,9 @@
 System rate: the program (an instrumented build, recording off) spawned on each seed
 in a fresh directory, as `trestle record` would, for --seconds in all. Unit rate:
 `trestle fuzz` on up to three parameterized units of each named function (default:
-the five functions with the most parameterized units), --seconds each, persistent
-harness with CmpLog (the default) and with one process per execution. Appends a
+the five functions with the most parameterized units), --seconds each, with CmpLog:
+the persistent forkserver harness (the default), one process per execution
+(--fork-per-exec), and the fuzzer inside the harness (--in-process). Appends a
 Markdown table to bench/results/unit-speed.md.
 """
 import argparse, base64, ctypes, json, os, platform, statistics, subprocess, sys, tempfile, time
@@ -77,11 +78,15 @@ def main():
         units = [r for r in rows if r["function"] == f][:3]
         pers = [x for x in (unit_rate(Path(a.units, u["file"]), a.seconds, []) for u in units) if x]
         fork = [x for x in (unit_rate(Path(a.units, u["file"]), a.seconds, ["--fork-per-exec"]) for u in units) if x]
+        inproc = [x for x in (unit_rate(Path(a.units, u["file"]), a.seconds, ["--in-process"]) for u in units) if x]
         if not pers:
             continue
-        p, k = statistics.median(pers), (statistics.median(fork) if fork else float("nan"))
-        print(f"{f}: persistent {p:.0f}/s ({p/sys_rate:.0f}x), fork {k:.0f}/s ({k/sys_rate:.0f}x)", file=sys.stderr)
-        lines.append(f"| {a.name or Path(a.program).name} | {f} | {len(pers)} | {p:.0f} | {p/sys_rate:.0f}x | {k:.0f} | {k/sys_rate:.0f}x |")
+        med = lambda xs: statistics.median(xs) if xs else float("nan")
+        p, k, i = med(pers), med(fork), med(inproc)
+        print(f"{f}: persistent {p:.0f}/s ({p/sys_rate:.0f}x), fork {k:.0f}/s ({k/sys_rate:.0f}x), "
+              f"in-process {i:.0f}/s ({i/sys_rate:.0f}x)", file=sys.stderr)
+        lines.append(f"| {a.name or Path(a.program).name} | {f} | {len(pers)} | {p:.0f} | {p/sys_rate:.0f}x "
+                     f"| {k:.0f} | {k/sys_rate:.0f}x | {i:.0f} | {i/sys_rate:.0f}x |")
     out = REPO / "bench/results/unit-speed.md"
     header = not out.exists()
     with out.open("a") as fh:
@@ -89,9 +94,11 @@ def main():
             fh.write("# Unit executions against system test executions\n\n"
                      f"Machine: {platform.machine()}, {os.cpu_count()} cores. Unit rates are medians over up to 3 units "
                      "per function, `trestle fuzz` with CmpLog on; 'persistent' is the default harness, 'fork' is "
-                     "`--fork-per-exec`. System rate: the same program spawned on its seeds.\n\n")
+                     "`--fork-per-exec`, 'in-process' is `--in-process`. System rate: the same program spawned on "
+                     "its seeds.\n\n")
         fh.write(f"Command: `python3 bench/unit_speed.py {' '.join(sys.argv[1:])}` — system tests: {sys_rate:.1f}/s\n\n")
-        fh.write("| program | function | units | persistent exec/s | vs system | fork exec/s | vs system |\n|---|---|---|---|---|---|---|\n")
+        fh.write("| program | function | units | persistent exec/s | vs system | fork exec/s | vs system "
+                 "| in-process exec/s | vs system |\n|---|---|---|---|---|---|---|---|---|\n")
         fh.write("\n".join(lines) + "\n\n")
     print(f"appended to {out}", file=sys.stderr)
 
