@@ -43,8 +43,8 @@ pub struct FuzzArgs {
     #[arg(long)]
     pub fork_per_exec: bool,
     /// Run the fuzzer inside the harness process and call the unit directly, with no
-    /// process round trip per execution (much faster; one core; crashes and timeouts
-    /// restart the fuzzer from a fork of the restored harness).
+    /// process round trip per execution (much faster; one core). A crash ends just
+    /// its execution; a hang restarts the fuzzer from a fork of the restored harness.
     #[arg(long, conflicts_with = "fork_per_exec")]
     pub in_process: bool,
     /// Pin the fuzzer and the harness to this core (default: one picked from the
