@@ -57,6 +57,7 @@ use libafl_targets::{CmpLogMap, CmpLogObserver};
 use std::borrow::Cow;
 use std::ffi::CStr;
 use std::io::Write;
+use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant, SystemTime};
@@ -188,10 +189,7 @@ fn run(target: &InProcessTarget) -> i32 {
         return 3;
     }
     // SAFETY: a NUL-terminated path, per the interface.
-    let plan_file = PathBuf::from(std::ffi::OsStr::new(
-        // SAFETY: as above.
-        &*String::from_utf8_lossy(unsafe { CStr::from_ptr(target.plan) }.to_bytes()),
-    ));
+    let plan_file = PathBuf::from(std::ffi::OsStr::from_bytes(unsafe { CStr::from_ptr(target.plan) }.to_bytes()));
     let plan: InProcessPlan = match std::fs::read(&plan_file)
         .map_err(|e| e.to_string())
         .and_then(|b| bincode::deserialize(&b).map_err(|e| e.to_string()))
@@ -313,7 +311,8 @@ fn respawn(c: &Campaign) -> Result<(), String> {
         }
         c.shared.restarts.fetch_add(1, Ordering::Relaxed);
         if restorer.has_content() {
-            // A crash, a timeout or a fresh start: the state was saved.
+            // A hang (LibAFL's timeout handler), a crash outside the unit, or a
+            // fresh start: the state was saved.
             barren = 0;
             continue;
         }
