@@ -49,6 +49,20 @@ impl Binary {
         Ok(Binary { path, id: binary_id(bytes), functions, strings })
     }
 
+    /// Fail unless `unit` (read from `unit_path`) was carved from this binary.
+    pub fn check_unit(&self, unit: &trestle_abi::unit::Unit, unit_path: &Path) -> Result<()> {
+        if self.id != unit.binary_id {
+            bail!(
+                "unit {} was carved from another binary (id {:016x}); {} is {:016x}",
+                unit_path.display(),
+                unit.binary_id,
+                self.path.display(),
+                self.id
+            );
+        }
+        Ok(())
+    }
+
     /// Functions reachable from `id` through direct calls (itself included).
     pub fn callees_closure(&self, id: u64) -> Vec<&FnMeta> {
         let mut seen = std::collections::HashSet::new();

@@ -67,15 +67,7 @@ pub fn run(args: &ExportArgs) -> Result<()> {
     let binary = Binary::load(&program).with_context(|| {
         format!("exporting {}: cannot read the program it was carved from (pass --program)", args.unit.display())
     })?;
-    if binary.id != unit.binary_id {
-        bail!(
-            "unit {} was carved from another binary (id {:016x}); {} is {:016x}",
-            args.unit.display(),
-            unit.binary_id,
-            program.display(),
-            binary.id
-        );
-    }
+    binary.check_unit(&unit, &args.unit)?;
     let values = match &args.input {
         None => None,
         Some(path) => {

@@ -74,15 +74,7 @@ pub fn run(args: &FuzzArgs) -> Result<FuzzReport> {
     let unit = read_unit(&args.unit)?;
     let program = args.program.clone().unwrap_or_else(|| PathBuf::from(&unit.provenance.program));
     let binary = Binary::load(&program).with_context(|| format!("fuzzing {}", args.unit.display()))?;
-    if binary.id != unit.binary_id {
-        bail!(
-            "unit {} was carved from another binary (id {:016x}); {} is {:016x}",
-            args.unit.display(),
-            unit.binary_id,
-            program.display(),
-            binary.id
-        );
-    }
+    binary.check_unit(&unit, &args.unit)?;
     let (words, ints) = binary.dictionary_for(unit.context.fn_id);
     let cfg = FuzzConfig {
         program: binary.path.clone(),

@@ -253,17 +253,7 @@ impl Lifter {
         };
         lifter.load_existing()?;
         if is_coverage_build(&lifter.program) {
-            let mut base = CoverageSet::default();
-            let dir = tempfile::tempdir()?;
-            let mut profiles = Vec::new();
-            for (i, t) in baseline.iter().enumerate() {
-                let p = dir.path().join(format!("{i}.profraw"));
-                lifter.sandbox.run(&lifter.program, t, &[], &lifter.filter, Some(&p))?;
-                if p.exists() {
-                    profiles.push(p);
-                }
-            }
-            base.extend(&measure(&lifter.program, &profiles)?);
+            let base = lifter.coverage_of(baseline)?;
             lifter.stats.coverage_measured = true;
             lifter.stats.branches_covered = base.branches();
             lifter.stats.branches_total = base.branches_total;
@@ -332,13 +322,8 @@ impl Lifter {
         self.coverage.is_some()
     }
 
-    /// Run `tests` (system tests the campaign made) on the coverage build, so that
-    /// what they cover no longer counts as new for lifted tests and no longer draws
-    /// the campaign to the functions it is in.
-    pub fn observe(&mut self, tests: &[SystemTest]) -> Result<()> {
-        if self.coverage.is_none() || tests.is_empty() {
-            return Ok(());
-        }
+    /// What `tests` cover together, run on the coverage build (one llvm-cov call).
+    fn coverage_of(&self, tests: &[SystemTest]) -> Result<CoverageSet> {
         let dir = tempfile::tempdir()?;
         let mut profiles = Vec::new();
         for (i, t) in tests.iter().enumerate() {
@@ -348,7 +333,17 @@ impl Lifter {
                 profiles.push(p);
             }
         }
-        let set = measure(&self.program, &profiles)?;
+        measure(&self.program, &profiles)
+    }
+
+    /// Run `tests` (system tests the campaign made) on the coverage build, so that
+    /// what they cover no longer counts as new for lifted tests and no longer draws
+    /// the campaign to the functions it is in.
+    pub fn observe(&mut self, tests: &[SystemTest]) -> Result<()> {
+        if self.coverage.is_none() || tests.is_empty() {
+            return Ok(());
+        }
+        let set = self.coverage_of(tests)?;
         let cov = self.coverage.as_mut().expect("checked above");
         cov.extend(&set);
         self.stats.branches_covered = cov.branches();
@@ -793,7 +788,8 @@ impl Lifter {
     }
 }
 
-fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
+/// Write `path` whole or not at all (a temporary file renamed over it).
+pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
     let tmp = path.with_extension("tmp");
     std::fs::write(&tmp, bytes).with_context(|| format!("cannot write {}", tmp.display()))?;
     std::fs::rename(&tmp, path).with_context(|| format!("cannot write {}", path.display()))

@@ -15,7 +15,7 @@
 
 use crate::binary::Binary;
 use crate::carve::{self, CarveArgs};
-use crate::lift::Lifter;
+use crate::lift::{write_atomic, Lifter};
 use crate::record::{self, RecordArgs};
 use crate::sandbox::{cpu_limit, Limits, Sandbox};
 use crate::systest::{load_test, load_tests, parse_duration, NamedTest};
@@ -181,12 +181,6 @@ static STOP: AtomicBool = AtomicBool::new(false);
 
 extern "C" fn on_stop(_sig: libc::c_int) {
     STOP.store(true, Ordering::SeqCst);
-}
-
-fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
-    let tmp = path.with_extension("tmp");
-    std::fs::write(&tmp, bytes).with_context(|| format!("cannot write {}", tmp.display()))?;
-    std::fs::rename(&tmp, path).with_context(|| format!("cannot write {}", path.display()))
 }
 
 struct Live {
@@ -535,7 +529,7 @@ impl Runner {
                     continue;
                 }
                 let s = &self.c.settings;
-                if !s.focus.is_empty() && !s.focus.iter().any(|f| *f == row.function) {
+                if !s.focus.is_empty() && !s.focus.contains(&row.function) {
                     continue;
                 }
                 let id = u64::from_str_radix(&row.fn_id, 16).unwrap_or(0);
@@ -553,7 +547,7 @@ impl Runner {
                 let reach: f64 = closure.iter().map(|f| if f.id == id { own(f) } else { 0.2 * own(f) }).sum::<f64>() + 0.1;
                 let n = *times.get(row.function.as_str()).unwrap_or(&0) as f64;
                 let mut score = reach / (1.0 + 2.0 * n) * (1.0 + 0.1 * row.params.min(5) as f64);
-                if s.changed.iter().any(|f| *f == row.function) && n == 0.0 {
+                if s.changed.contains(&row.function) && n == 0.0 {
                     score += 1e12;
                 }
                 if best.as_ref().is_none_or(|b| score > b.0) {
