@@ -542,6 +542,11 @@ impl Lifter {
             }
             if new_cov.is_some_and(|n| n > 0) {
                 self.stats.effective += 1;
+                // Kept on disk: the system tests a campaign produced are its queue,
+                // its crashes and these.
+                let eff_dir = self.out.join("effective");
+                std::fs::create_dir_all(&eff_dir).with_context(|| format!("cannot create {}", eff_dir.display()))?;
+                save_test(&test, &eff_dir.join(format!("{:06}.json", self.stats.effective)))?;
                 self.effective_tests.push(test.clone());
                 if c.crash {
                     // Real coverage, but not the unit's crash.

@@ -51,6 +51,12 @@ pub struct RunArgs {
     /// Cores for unit fuzzing (LibAFL launcher, one client per core).
     #[arg(long, default_value_t = 1)]
     pub cores: usize,
+    /// Unit fuzzing through the persistent forkserver (a round trip between fuzzer
+    /// and harness per execution) instead of in-process, where the fuzzer runs inside
+    /// the harness (`trestle fuzz --in-process`, about ten times the executions).
+    /// Implied by --cores above 1.
+    #[arg(long)]
+    pub forkserver: bool,
     /// Fuzz only units of these functions.
     #[arg(long, num_args = 1..)]
     pub focus: Vec<String>,
@@ -100,6 +106,10 @@ pub struct Settings {
     pub budget: f64,
     /// Unit fuzzing cores.
     pub cores: usize,
+    /// Unit fuzzing in-process (else the forkserver; campaigns of earlier versions
+    /// used only that).
+    #[serde(default)]
+    pub in_process: bool,
     /// --focus.
     pub focus: Vec<String>,
     /// Functions changed since the revision, when --changed-since was given.
@@ -594,9 +604,16 @@ impl Runner {
         });
         self.save()?;
         let phase = format!("unit fuzzing {function}");
+        let in_process = self.c.settings.in_process;
         let t = Instant::now();
         let result = std::thread::scope(|scope| {
-            let h = scope.spawn(|| trestle_unit_fuzz::fuzz(&cfg));
+            let h = scope.spawn(|| {
+                if in_process {
+                    trestle_unit_fuzz::fuzz_in_process(&cfg)
+                } else {
+                    trestle_unit_fuzz::fuzz(&cfg)
+                }
+            });
             while !h.is_finished() {
                 std::thread::sleep(Duration::from_millis(500));
                 self.status(&phase);
@@ -684,6 +701,7 @@ fn settings_from(args: &RunArgs) -> Result<Settings> {
         seeds,
         budget: args.time.as_secs_f64(),
         cores: args.cores,
+        in_process: !args.forkserver && args.cores == 1,
         focus: args.focus.clone(),
         changed,
         changed_since: args.changed_since.clone(),

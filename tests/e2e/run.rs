@@ -135,6 +135,20 @@ fn a_changed_function_is_fuzzed_first() {
     let c = json(&out.join("campaign.json"));
     assert_eq!(c["settings"]["changed"], serde_json::json!(["describe_word"]), "{}", c["settings"]);
     assert_eq!(c["fuzzed"][0]["function"], "describe_word", "fuzzed first: {}", c["fuzzed"][0]);
+    // One core: units are fuzzed in-process.
+    assert_eq!(c["settings"]["in_process"], true);
+    assert!(c["unit_executions"].as_u64().unwrap() > 0);
+
+    // --forkserver: the same campaign through the persistent forkserver harness.
+    let fs = b.dir.join("forkserver");
+    let o = run(&mut trestle(&[
+        &"run", &"--program", &b.harness, &"--seeds", &seeds(), &"--time", &"20s", &"--out", &fs,
+        &"--validate-with", &b.plain, &"--forkserver", &"--plain", &"--unit-slice", &"5s",
+    ]));
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let c = json(&fs.join("campaign.json"));
+    assert_eq!(c["settings"]["in_process"], false);
+    assert!(c["unit_executions"].as_u64().unwrap() > 0, "{c}");
 }
 
 #[test]
