@@ -23,7 +23,7 @@ use crate::sysfuzz::{SysFuzzConfig, SysFuzzer};
 use crate::units::{read_unit, UnitIndex, UNIT_INDEX};
 use anyhow::{bail, Context as _, Result};
 use serde::{Deserialize, Serialize};
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::io::{IsTerminal as _, Write as _};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -523,11 +523,36 @@ impl Runner {
             *times.entry(&f.function).or_default() += 1;
         }
         let uncovered = self.lifter.as_ref().and_then(|l| l.uncovered_lines());
-        let spans = function_lines(&self.binary);
-        let uncovered_in = |id: u64| -> usize {
-            let Some(unc) = &uncovered else { return 0 };
-            let Some((file, start, end)) = spans.get(&id) else { return 0 };
-            unc.iter().filter(|(f, _)| same_source(Path::new(f), file)).flat_map(|(_, ls)| ls).filter(|l| (*start..*end).contains(l)).count()
+        // Each function's own score once per pick (uncovered lines in its span; without
+        // coverage, its compared constants), and each function's reach once: a campaign
+        // carves thousands of units of a few hundred functions.
+        let own: HashMap<u64, f64> = match &uncovered {
+            Some(unc) => {
+                let mut by_debug_file: HashMap<&str, Option<&Vec<u32>>> = HashMap::new();
+                function_lines(&self.binary)
+                    .iter()
+                    .map(|(id, (file, start, end))| {
+                        let lines = *by_debug_file
+                            .entry(file.as_str())
+                            .or_insert_with(|| unc.iter().find(|(f, _)| same_source(Path::new(f), file)).map(|(_, ls)| ls));
+                        let n = lines.map_or(0, |ls| ls.iter().filter(|l| (*start..*end).contains(*l)).count());
+                        (*id, n as f64)
+                    })
+                    .collect()
+            }
+            None => self.binary.functions.values().map(|f| (f.id, 1.0 + f.cmp_constants.len() as f64)).collect(),
+        };
+        let mut reach_memo: HashMap<u64, f64> = HashMap::new();
+        let mut reach = |id: u64| -> f64 {
+            *reach_memo.entry(id).or_insert_with(|| {
+                // Code still uncovered in the function, and (less) in what it calls.
+                self.binary
+                    .callees_closure(id)
+                    .iter()
+                    .map(|f| own.get(&f.id).copied().unwrap_or(0.0) * if f.id == id { 1.0 } else { 0.2 })
+                    .sum::<f64>()
+                    + 0.1
+            })
         };
         let mut best: Option<(f64, PathBuf, String)> = None;
         for dir in &self.c.unit_dirs {
@@ -543,18 +568,7 @@ impl Runner {
                     continue;
                 }
                 let id = u64::from_str_radix(&row.fn_id, 16).unwrap_or(0);
-                // Code still uncovered in the function, and (less) in what it calls;
-                // without coverage, how much it decides (compared constants) and
-                // reaches.
-                let own = |f: &trestle_abi::meta::FnMeta| -> f64 {
-                    if uncovered.is_some() {
-                        uncovered_in(f.id) as f64
-                    } else {
-                        1.0 + f.cmp_constants.len() as f64
-                    }
-                };
-                let closure = self.binary.callees_closure(id);
-                let reach: f64 = closure.iter().map(|f| if f.id == id { own(f) } else { 0.2 * own(f) }).sum::<f64>() + 0.1;
+                let reach = reach(id);
                 let n = *times.get(row.function.as_str()).unwrap_or(&0) as f64;
                 let mut score = reach / (1.0 + 2.0 * n) * (1.0 + 0.1 * row.params.min(5) as f64);
                 if s.changed.contains(&row.function) && n == 0.0 {
