@@ -162,8 +162,9 @@ def run_test(binary, test, env_extra, timeout=5.0):
         return p.returncode
 
 
-def branch_coverage(cov_bin, tests, scratch):
-    """Branch (and line) coverage of the program's own sources over `tests`."""
+def branch_coverage(cov_bin, tests, scratch, keep_profile=False):
+    """Branch (and line) coverage of the program's own sources over `tests`; with
+    keep_profile, the merged profile stays in scratch/merged.profdata."""
     prof = scratch / "prof"
     shutil.rmtree(prof, ignore_errors=True)
     prof.mkdir(parents=True)
@@ -177,6 +178,8 @@ def branch_coverage(cov_bin, tests, scratch):
     out = subprocess.run(["llvm-cov-19", "export", "-summary-only", "-instr-profile", str(merged), str(cov_bin)],
                          check=True, capture_output=True, text=True).stdout
     shutil.rmtree(prof, ignore_errors=True)
+    if not keep_profile:
+        merged.unlink()
     res = {"branches": 0, "branches_total": 0, "lines": 0, "lines_total": 0, "files": []}
     for f in json.loads(out)["data"][0]["files"]:
         if "/src/" not in f["filename"]:
@@ -188,6 +191,59 @@ def branch_coverage(cov_bin, tests, scratch):
         res["lines_total"] += s["lines"]["count"]
         res["files"].append(f["filename"].split("/src/", 1)[1])
     return res
+
+
+def unreached_branches(cov_bin, profdata):
+    """The branch directions of the program's own files no test took: {file: [[line,
+    "true"/"false"/"both", source text]]}, and how many sit in macro expansions."""
+    out = subprocess.run(["llvm-cov-19", "export", "-instr-profile", str(profdata), str(cov_bin)],
+                         check=True, capture_output=True, text=True).stdout
+    res, in_macros = {}, 0
+    for f in json.loads(out)["data"][0]["files"]:
+        if "/src/" not in f["filename"]:
+            continue
+        try:
+            text = Path(f["filename"]).read_text(errors="replace").splitlines()
+        except OSError:
+            text = []
+        rows = []
+        for b in f["branches"]:
+            line, t, fl = b[0], b[4], b[5]
+            dirs = "both" if t == 0 and fl == 0 else "true" if t == 0 else "false" if fl == 0 else None
+            if dirs:
+                src = text[line - 1].strip() if 0 < line <= len(text) else ""
+                rows.append([line, dirs, src[:70]])
+        for e in f.get("expansions", []):
+            in_macros += sum((b[4] == 0) + (b[5] == 0) for b in e.get("branches", []))
+        if rows:
+            res[f["filename"].split("/src/", 1)[1]] = sorted(rows)
+    return res, in_macros
+
+
+def union_coverage(subj, work, builds):
+    """Coverage of every test any run of the subject produced (both modes together),
+    and the branches none of them reached."""
+    f = work / "union" / f"{subj}.json"
+    if f.exists():
+        return json.loads(f.read_text())
+    seeds = REPO / "tests/coreutils" / subj / "seeds"
+    seen, tests = set(), []
+    for d in sorted((work / "runs").glob(f"{subj}-*")):
+        for t in produced_tests(d / "campaign", seeds):
+            k = json.dumps(t, sort_keys=True)
+            if k not in seen:
+                seen.add(k)
+                tests.append(t)
+    scratch = work / "union" / subj
+    shutil.rmtree(scratch, ignore_errors=True)
+    scratch.mkdir(parents=True)
+    log(f"{subj}: coverage of all runs together ({len(tests)} tests)")
+    cov = branch_coverage(builds["cov"] / subj, tests, scratch, keep_profile=True)
+    cov["unreached"], cov["unreached_in_macros"] = unreached_branches(builds["cov"] / subj, scratch / "merged.profdata")
+    cov["tests"] = len(tests)
+    shutil.rmtree(scratch, ignore_errors=True)
+    write_atomic(f, json.dumps(cov, indent=1))
+    return cov
 
 
 # ---------------------------------------------------------------------------------
@@ -307,13 +363,14 @@ def fmt_range(xs):
     return f"{statistics.median(xs):.0f} [{min(xs):.0f}–{max(xs):.0f}]" if xs else "–"
 
 
-def write_results(a, work, builds, results, speeds, seeds_cov, out):
+def write_results(a, work, builds, results, speeds, seeds_cov, out, unions=None):
+    unions = unions or {}
     lines = ["# trestle against the paper on GNU coreutils", ""]
     lines.append(f"Machine: {platform.machine()}, {os.cpu_count()} cores, "
                  f"{os.sysconf('SC_PAGE_SIZE') * os.sysconf('SC_PHYS_PAGES') / 2**30:.0f} GiB, {platform.system()} "
                  f"{platform.release()}; {a.jobs} runs at a time. Written {time.strftime('%Y-%m-%d %H:%M')}.")
     lines.append("")
-    lines.append(f"Command: `python3 bench/paper.py {' '.join(sys.argv[1:])}`")
+    lines.append(f"Command: `{' '.join(['python3', 'bench/paper.py'] + sys.argv[1:])}`")
     lines.append("")
     lines.append(f"Budget {a.time} s per run, {a.reps} repetitions per mode (random seeds 1..{a.reps}, the same for "
                  "both modes). Branch coverage: clang source-based coverage (llvm-cov, both directions of every "
@@ -324,8 +381,8 @@ def write_results(a, work, builds, results, speeds, seeds_cov, out):
     lines.append("## Branch coverage (the paper's table 2)")
     lines.append("")
     lines.append("| subject | branches | seeds only | system-only | bridge | bridge / system-only (medians) "
-                 "| ceiling | runs |")
-    lines.append("|---|---|---|---|---|---|---|---|")
+                 "| all runs together | ceiling | runs |")
+    lines.append("|---|---|---|---|---|---|---|---|---|")
     for s in a.subjects:
         sysv = [r["coverage"]["branches"] for r in results if r["subject"] == s and r["mode"] == "system"]
         brv = [r["coverage"]["branches"] for r in results if r["subject"] == s and r["mode"] == "bridge"]
@@ -334,10 +391,13 @@ def write_results(a, work, builds, results, speeds, seeds_cov, out):
         # The most any run could reach over the system-only median: every branch.
         ceiling = f"{total / statistics.median(sysv):.2f}x" if sysv and total else "–"
         sc = seeds_cov.get(s)
+        u = unions.get(s)
         lines.append(f"| {s} | {total or '–'} | {sc['branches'] if sc else '–'} | {fmt_range(sysv)} | "
-                     f"{fmt_range(brv)} | {ratio} | {ceiling} | {len(sysv)} + {len(brv)} |")
+                     f"{fmt_range(brv)} | {ratio} | {u['branches'] if u else '–'} | {ceiling} | "
+                     f"{len(sysv)} + {len(brv)} |")
     lines.append("")
-    lines.append("Ceiling: all branches of the program's files over the system-only median, the largest ratio "
+    lines.append("All runs together: the branches the tests of every run of the subject (both modes) reach. "
+                 "Ceiling: all branches of the program's files over the system-only median, the largest ratio "
                  "the bridge could have reached.")
     lines.append("")
     lines.append("## Runs")
@@ -370,6 +430,31 @@ def write_results(a, work, builds, results, speeds, seeds_cov, out):
     lines.append("")
     lines.append(f"Alarms, bridge: {', '.join(sorted({x for r in results if r['mode'] == 'bridge' for x in r['alarms']})) or 'none'}; "
                  f"system-only: {', '.join(sys_alarms) or 'none'}.")
+    if unions:
+        lines.append("")
+        lines.append("## Branches no run reached")
+        lines.append("")
+        lines.append("Line, the direction never taken, and the line's source, for the branches of the program's "
+                     "own files that no test of any run took (both modes together); branches inside macro "
+                     "expansions are counted only.")
+        for s in a.subjects:
+            u = unions.get(s)
+            if not u:
+                continue
+            n = sum(len(v) for v in u["unreached"].values())
+            lines.append("")
+            lines.append(f"<details><summary>{s}: {n} branch(es) with a direction never taken, and "
+                         f"{u['unreached_in_macros']} direction(s) in macro expansions</summary>")
+            lines.append("")
+            for f, rows in u["unreached"].items():
+                seen = {}
+                for line, dirs, src in rows:
+                    seen[(line, dirs, src)] = seen.get((line, dirs, src), 0) + 1
+                for (line, dirs, src), k in seen.items():
+                    times = f" (x{k})" if k > 1 else ""
+                    lines.append(f"- `{f}:{line}` {dirs}{times}: `{src.replace('`', chr(39))}`")
+            lines.append("")
+            lines.append("</details>")
     if speeds:
         lines.append("")
         lines.append("## Speed (the paper's table 6)")
@@ -466,6 +551,15 @@ def main():
                 failed.append(f"{t}: {e}")
                 log(f"run {t} failed: {e}")
             write_results(a, work, builds, results, {}, seeds_cov, out)
+    unions = {}
+    for s in a.subjects:
+        if sum(1 for r in results if r["subject"] == s) == 2 * a.reps:
+            try:
+                unions[s] = union_coverage(s, work, builds)
+            except Exception as e:
+                failed.append(f"union {s}: {e}")
+                log(f"union {s} failed: {e}")
+    write_results(a, work, builds, results, {}, seeds_cov, out, unions)
     speeds = {}
     if not a.no_speed:
         for s in a.subjects:
@@ -474,8 +568,8 @@ def main():
             except Exception as e:
                 failed.append(f"speed {s}: {e}")
                 log(f"speed {s} failed: {e}")
-            write_results(a, work, builds, results, speeds, seeds_cov, out)
-    text = write_results(a, work, builds, results, speeds, seeds_cov, out)
+            write_results(a, work, builds, results, speeds, seeds_cov, out, unions)
+    text = write_results(a, work, builds, results, speeds, seeds_cov, out, unions)
     print(text)
     if failed:
         sys.exit("paper: some runs failed:\n  " + "\n  ".join(failed))
