@@ -21,7 +21,7 @@ same command again skips finished runs, resumes interrupted campaigns (`trestle 
 --resume`) and rewrites the table. Default work dir: ~/.cache/trestle/bench-paper
 (--smoke: ...-smoke). --smoke is a short budget: 120 s, 2 repetitions.
 """
-import argparse, base64, hashlib, json, os, platform, shutil, signal, statistics, subprocess, sys, tempfile, time
+import argparse, hashlib, json, os, platform, shutil, signal, statistics, subprocess, sys, tempfile, time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -44,8 +44,7 @@ def write_atomic(path, text):
     os.replace(tmp, path)
 
 
-def content(c):
-    return base64.b64decode(c["base64"]) if isinstance(c, dict) else c.encode()
+content = unit_speed.content  # a test's file or stdin: text, or {"base64": ...}
 
 
 # ---------------------------------------------------------------------------------
@@ -115,8 +114,7 @@ def produced_tests(campaign, seeds):
     seen, tests = set(), []
     for f in files:
         try:
-            raw = f.read_bytes()
-            t = json.loads(raw)
+            t = json.loads(f.read_bytes())
         except (OSError, ValueError):
             continue
         h = hashlib.sha1(json.dumps(t, sort_keys=True).encode()).hexdigest()
