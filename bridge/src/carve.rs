@@ -48,25 +48,54 @@ pub struct CarveSummary {
     pub params: usize,
     /// Parameters by where they live and what they hold, e.g. "heap string".
     pub param_kinds: BTreeMap<String, usize>,
+    /// Units with at least one parameter of each kind.
+    pub units_by_kind: BTreeMap<String, usize>,
+    /// Input streams read by a call but not made parameters, by reason.
+    pub unmapped_streams: BTreeMap<String, usize>,
 }
 
-/// "argument int", "heap string", … for a parameter of a context.
-fn param_class(ctx: &trestle_abi::Context, p: &trestle_abi::unit::Param) -> String {
-    use trestle_abi::unit::{ParamKind, ParamSite};
-    let site = match p.site {
-        ParamSite::Arg(_) => "argument",
-        ParamSite::Memory { extent, .. } => match ctx.graph.extents.get(extent as usize).map(|e| e.kind) {
-            Some(trestle_abi::ExtentKind::Global { .. }) => "global",
-            Some(trestle_abi::ExtentKind::Stack) => "stack",
-            Some(trestle_abi::ExtentKind::Arg) => "argv",
-            _ => "heap",
-        },
-    };
-    let kind = match p.kind {
-        ParamKind::Bytes { .. } => "string",
-        ParamKind::Int { .. } => "int",
-    };
-    format!("{site} {kind}")
+/// "argument int", "heap string", "token string", "number", "stream" for a
+/// parameter of a context: where a string lives, unless it is a token cut out of a
+/// larger buffer; numbers and streams by kind alone.
+pub fn param_class(ctx: &trestle_abi::Context, p: &trestle_abi::unit::Param) -> String {
+    use trestle_abi::unit::{ParamKind, ParamSite, Resize};
+    match (p.kind, p.site) {
+        (ParamKind::Stream { .. }, _) => "stream".into(),
+        (ParamKind::Decimal { .. }, _) => "number".into(),
+        (ParamKind::Bytes { resize: Resize::Token, .. }, _) => "token string".into(),
+        (ParamKind::Int { .. }, _) => "argument int".into(),
+        (ParamKind::Bytes { .. }, ParamSite::Memory { extent, .. }) => {
+            let site = match ctx.graph.extents.get(extent as usize).map(|e| e.kind) {
+                Some(trestle_abi::ExtentKind::Global { .. }) => "global",
+                Some(trestle_abi::ExtentKind::Stack) => "stack",
+                Some(trestle_abi::ExtentKind::Arg) => "argv",
+                _ => "heap",
+            };
+            format!("{site} string")
+        }
+        (ParamKind::Bytes { .. }, _) => "string".into(),
+    }
+}
+
+/// Bytes of the system input that `params` cover, overlaps counted once.
+pub fn input_bytes(params: &[trestle_abi::unit::Param]) -> u64 {
+    let mut ranges: BTreeMap<&trestle_abi::unit::InputRef, Vec<(u64, u64)>> = BTreeMap::new();
+    for o in params.iter().flat_map(|p| &p.origins) {
+        ranges.entry(&o.input).or_default().push((o.offset, o.offset + o.len));
+    }
+    let mut total = 0;
+    for list in ranges.values_mut() {
+        list.sort();
+        let mut reach = 0;
+        for &(a, b) in list.iter() {
+            let a = a.max(reach);
+            if b > a {
+                total += b - a;
+                reach = b;
+            }
+        }
+    }
+    total
 }
 
 /// Run `trestle carve`.
@@ -132,22 +161,39 @@ pub fn run(args: &CarveArgs) -> Result<CarveSummary> {
             for (_, r) in trace.records {
                 let Record::Enter { seq, call_index, context } = r else { continue };
                 summary.invocations += 1;
-                let key = trestle_abi::ids::fnv1a64(&bincode::serialize(&context)?);
+                let expected = exits.remove(&seq);
+                let mapping =
+                    crate::mapping::map_params(&context, binary.functions.get(&context.fn_id), &system_test, expected.as_ref());
+                // Equal contexts that read different rests of their input are
+                // different units: the unread input they read belongs to the key.
+                let mut keyed = bincode::serialize(&context)?;
+                for p in mapping.params.iter().filter(|p| matches!(p.site, trestle_abi::unit::ParamSite::Stream { .. })) {
+                    keyed.extend_from_slice(&p.original);
+                }
+                let key = trestle_abi::ids::fnv1a64(&keyed);
                 if !seen.insert(key) {
                     summary.duplicates += 1;
                     continue;
                 }
                 let function = binary.function_name(context.fn_id);
-                let params = crate::mapping::map_params(&context, binary.functions.get(&context.fn_id), &system_test);
+                let params = mapping.params;
+                for why in mapping.unmapped_streams {
+                    *summary.unmapped_streams.entry(why).or_default() += 1;
+                }
                 summary.params += params.len();
-                for p in &params {
-                    *summary.param_kinds.entry(param_class(&context, p)).or_default() += 1;
+                let mut classes: Vec<String> = params.iter().map(|p| param_class(&context, p)).collect();
+                for c in &classes {
+                    *summary.param_kinds.entry(c.clone()).or_default() += 1;
+                }
+                classes.sort();
+                classes.dedup();
+                for c in &classes {
+                    *summary.units_by_kind.entry(c.clone()).or_default() += 1;
                 }
                 if !params.is_empty() {
                     summary.parameterized += 1;
                 }
                 let partial = context.graph.partial;
-                let expected = exits.remove(&seq);
                 let unit = Unit {
                     magic: UNIT_MAGIC,
                     version: UNIT_VERSION,
@@ -180,6 +226,9 @@ pub fn run(args: &CarveArgs) -> Result<CarveSummary> {
                     call_index,
                     has_oracle: unit.expected.is_some(),
                     params: unit.params.len(),
+                    param_kinds: classes,
+                    input_bytes: input_bytes(&unit.params),
+                    value_hashes: crate::units::value_hashes(&unit.params),
                     partial,
                 });
             }
@@ -205,6 +254,8 @@ pub fn run(args: &CarveArgs) -> Result<CarveSummary> {
         not_carved: summary.not_carved.iter().map(|(n, r)| format!("{n}: {r}")).collect(),
         parameterized_units: summary.parameterized,
         param_kinds: summary.param_kinds.clone(),
+        units_by_param_kind: summary.units_by_kind.clone(),
+        unmapped_streams: summary.unmapped_streams.clone(),
         units: rows,
     };
     std::fs::write(args.out.join(UNIT_INDEX), serde_json::to_vec_pretty(&uindex)?)?;
@@ -228,6 +279,15 @@ pub fn run(args: &CarveArgs) -> Result<CarveSummary> {
             summary.params,
             summary.param_kinds.iter().map(|(k, n)| format!("{n} {k}")).collect::<Vec<_>>().join(", ")
         );
+        if !summary.units_by_kind.is_empty() {
+            eprintln!(
+                "units with a parameter of each kind: {}",
+                summary.units_by_kind.iter().map(|(k, n)| format!("{k} {n}")).collect::<Vec<_>>().join(", ")
+            );
+        }
+        for (why, n) in &summary.unmapped_streams {
+            eprintln!("  {n} stream(s) read but not mapped: {why}");
+        }
         for (name, why) in &summary.not_carved {
             eprintln!("  not carved: {name} ({why})");
         }

@@ -31,7 +31,7 @@ use std::path::{Path, PathBuf};
 use trestle_abi::context::{Context, Extent, ExtentKind, OpenFile, Outcome, Value};
 use trestle_abi::fuzz::{decode_values, original_value, ParamValue};
 use trestle_abi::meta::{decode_meta_section, FnMeta, GlobalMeta, ParamMeta, ValueKind, SECTION_GLOBALS, SECTION_META};
-use trestle_abi::unit::{Param, ParamKind, ParamSite, Unit};
+use trestle_abi::unit::{Param, ParamKind, ParamSite, Resize, Unit};
 
 /// Arguments of `trestle export`.
 #[derive(Debug, clap::Args)]
@@ -125,21 +125,31 @@ pub fn export_c(unit: &Unit, binary: Option<&Binary>, values: Option<&[ParamValu
 
 /// The context with `values` written at the parameters' sites, as the unit harness
 /// writes them (`Session::apply` in `runtime/src/fuzz.rs`): integer arguments are cut
-/// to their width; a string of a new length in a resizable extent replaces that
-/// extent (every pointer to it follows, since pointers name extents by index), any
-/// other string is written in place, cut to the room there is; length companions
-/// follow the length written.
+/// to their width; numbers held as text are written in decimal; a string of a new
+/// length that fills its extent replaces that extent (every pointer to it follows,
+/// since pointers name extents by index), a token of a new length moves to an extent
+/// of its own with the pointers into it, any other string is written in place, cut
+/// to the room there is; length companions follow the length written. Stream values
+/// are not memory: the caller serves them as the program's input.
 pub fn apply_values(ctx: &Context, params: &[Param], values: &[ParamValue]) -> Result<Context> {
     if values.len() != params.len() {
         bail!("{} value(s) for {} parameter(s)", values.len(), params.len());
     }
     let mut ctx = ctx.clone();
     for (i, (p, v)) in params.iter().zip(values).enumerate() {
-        match (p.site, p.kind, v) {
+        let text = match (p.kind, v) {
+            (ParamKind::Decimal { .. }, ParamValue::Int(x)) => ParamValue::Bytes(x.to_string().into_bytes()),
+            (_, v) => v.clone(),
+        };
+        match (p.site, p.kind, &text) {
             (ParamSite::Arg(k), ParamKind::Int { bits }, ParamValue::Int(x)) => set_arg(&mut ctx, k as usize, *x, bits),
-            (ParamSite::Memory { extent, offset, len }, ParamKind::Bytes { nul, resizable }, ParamValue::Bytes(b)) => {
-                let e = extent_mut(&mut ctx, extent, i)?;
-                let written = write_string(e, offset, len, nul, resizable, b);
+            (
+                ParamSite::Memory { extent, offset, len },
+                ParamKind::Bytes { nul, resize } | ParamKind::Decimal { nul, resize },
+                ParamValue::Bytes(b),
+            ) => {
+                extent_mut(&mut ctx, extent, i)?;
+                let written = write_string(&mut ctx, extent, offset, len, nul, resize, b);
                 for c in &p.companions {
                     let value = written as i64 + c.delta;
                     match c.site {
@@ -153,6 +163,7 @@ pub fn apply_values(ctx: &Context, params: &[Param], values: &[ParamValue]) -> R
                                 write_bytes(e, offset, &(value as i32).to_le_bytes());
                             }
                         }
+                        ParamSite::Stream { .. } => {}
                     }
                 }
             }
@@ -180,19 +191,40 @@ fn set_arg(ctx: &mut Context, k: usize, x: i64, bits: u16) {
     }
 }
 
-/// Write a string value into `e`; returns the length written.
-fn write_string(e: &mut Extent, offset: u64, len: u64, nul: bool, resizable: bool, b: &[u8]) -> usize {
+/// Write a string value into extent `extent` of `ctx`; returns the length written.
+fn write_string(ctx: &mut Context, extent: u32, offset: u64, len: u64, nul: bool, resize: Resize, b: &[u8]) -> usize {
     let term = nul as usize;
-    if resizable && b.len() as u64 != len {
-        let mut bytes = b.to_vec();
-        if nul {
-            bytes.push(0);
-        }
-        e.len = bytes.len() as u64;
-        e.bytes = Some(bytes);
-        e.pointers.clear();
-        return b.len();
+    let mut bytes = b.to_vec();
+    if nul {
+        bytes.push(0);
     }
+    if b.len() as u64 != len {
+        match resize {
+            Resize::Extent => {
+                let e = &mut ctx.graph.extents[extent as usize];
+                e.len = bytes.len() as u64;
+                e.bytes = Some(bytes);
+                e.pointers.clear();
+                return b.len();
+            }
+            Resize::Token => {
+                let new = ctx.graph.extents.len() as u32;
+                ctx.graph.extents.push(Extent { kind: ExtentKind::Heap, len: bytes.len() as u64, align: 16, bytes: Some(bytes), pointers: vec![] });
+                let moved = |v: &mut Value| {
+                    if let Value::Ptr { extent: e, offset: o } = *v {
+                        if e == extent && (offset..=offset + len).contains(&o) {
+                            *v = Value::Ptr { extent: new, offset: o - offset };
+                        }
+                    }
+                };
+                ctx.args.iter_mut().for_each(moved);
+                ctx.graph.extents.iter_mut().flat_map(|x| x.pointers.iter_mut()).for_each(|p| moved(&mut p.target));
+                return b.len();
+            }
+            Resize::Fixed => {}
+        }
+    }
+    let e = &mut ctx.graph.extents[extent as usize];
     let room = (e.len.saturating_sub(offset) as usize).saturating_sub(term);
     let n = b.len().min(room);
     let mut data = b[..n].to_vec();
@@ -942,9 +974,13 @@ fn header(
         out.push_str(" * parameters none\n");
     }
     for (i, p) in unit.params.iter().enumerate() {
-        let site = match p.site {
-            ParamSite::Arg(k) => format!("argument {k}"),
-            ParamSite::Memory { extent, offset, .. } => format!("e{extent}+{offset}"),
+        let site = match (p.site, p.origins.first()) {
+            (ParamSite::Arg(k), _) => format!("argument {k}"),
+            (ParamSite::Memory { extent, offset, .. }, _) => format!("e{extent}+{offset}"),
+            // The harness serves a stream's value; a standalone test reads its input
+            // as given: the lifted system test holds the whole of it.
+            (ParamSite::Stream { fd, .. }, Some(o)) => format!("rest of descriptor {fd} ({} from byte {}; give it as that input)", o.input, o.offset),
+            (ParamSite::Stream { fd, .. }, None) => format!("rest of descriptor {fd}"),
         };
         let now = values.and_then(|v| v.get(i)).unwrap_or(&originals[i]);
         let recorded = if values.is_some() && now != &originals[i] {
@@ -1184,7 +1220,7 @@ mod tests {
     fn string_param(extent: u32, offset: u64, len: u64, resizable: bool, original: &[u8]) -> Param {
         Param {
             site: ParamSite::Memory { extent, offset, len },
-            kind: ParamKind::Bytes { nul: true, resizable },
+            kind: ParamKind::Bytes { nul: true, resize: if resizable { Resize::Extent } else { Resize::Fixed } },
             original: original.to_vec(),
             origins: vec![],
             companions: vec![],
@@ -1192,7 +1228,29 @@ mod tests {
     }
 
     fn context(extents: Vec<Extent>, args: Vec<Value>) -> Context {
-        Context { fn_id: 1, args, graph: Graph { extents, ..Graph::default() }, locale: vec![], fds: vec![] }
+        Context { fn_id: 1, args, graph: Graph { extents, ..Graph::default() }, locale: vec![], fds: vec![], streams: vec![] }
+    }
+
+    #[test]
+    fn a_token_of_a_new_length_moves_out_with_the_pointers_into_it() {
+        // A line cut in place: "set\0ab\05\0", with an array of pointers to its words.
+        let mut words = heap(&[0; 24]);
+        for (i, o) in [0u64, 4, 7].into_iter().enumerate() {
+            words.pointers.push(PtrSlot { offset: 8 * i as u64, target: Value::Ptr { extent: 1, offset: o } });
+        }
+        let ctx = context(vec![words, heap(b"set\0ab\05\0")], vec![Value::Ptr { extent: 0, offset: 0 }]);
+        let key = Param { kind: ParamKind::Bytes { nul: true, resize: Resize::Token }, ..string_param(1, 4, 2, false, b"ab") };
+        let num = Param { kind: ParamKind::Decimal { nul: true, resize: Resize::Token }, ..string_param(1, 7, 1, false, b"5") };
+        let got = apply_values(&ctx, &[key, num], &[ParamValue::Bytes(b"longkey".to_vec()), ParamValue::Int(90210)]).unwrap();
+        // Each grown word has an extent of its own; the verb's pointer did not move.
+        let p = &got.graph.extents[0].pointers;
+        assert_eq!(p[0].target, Value::Ptr { extent: 1, offset: 0 });
+        assert_eq!(p[1].target, Value::Ptr { extent: 2, offset: 0 });
+        assert_eq!(p[2].target, Value::Ptr { extent: 3, offset: 0 });
+        assert_eq!(got.graph.extents[2].bytes.as_deref(), Some(&b"longkey\0"[..]));
+        assert_eq!(got.graph.extents[3].bytes.as_deref(), Some(&b"90210\0"[..]));
+        // The rest of the line stays where it was.
+        assert_eq!(got.graph.extents[1].bytes.as_deref(), Some(&b"set\0ab\05\0"[..]));
     }
 
     #[test]

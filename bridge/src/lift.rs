@@ -601,7 +601,7 @@ impl Lifter {
         let mut cmd = std::process::Command::new(&harness);
         cmd.env(ENV_FUZZ, &request)
             .env(ENV_FUZZ_INPUT, input)
-            .env("LD_PRELOAD", &preload)
+            .env(trestle_abi::fuzz::ENV_CRASH_STACK_LIB, &preload)
             .env("TRESTLE_CRASH_STACK", &stack)
             .current_dir(if cwd.is_dir() { cwd } else { dir.to_owned() })
             .stdin(std::process::Stdio::null())
@@ -1095,7 +1095,7 @@ mod tests {
             version: trestle_abi::unit::UNIT_VERSION,
             binary_id: 1,
             function: "f".into(),
-            context: trestle_abi::Context { fn_id: 1, args: vec![], graph: Default::default(), locale: vec![], fds: vec![] },
+            context: trestle_abi::Context { fn_id: 1, args: vec![], graph: Default::default(), locale: vec![], fds: vec![], streams: vec![] },
             expected: None,
             provenance: trestle_abi::unit::Provenance {
                 program: "/p".into(),
@@ -1115,6 +1115,33 @@ mod tests {
     }
 
     #[test]
+    fn a_stream_value_replaces_the_unread_rest_and_keeps_the_consumed_prefix() {
+        let input = b"set ab 5\nget ab\nlist\n".to_vec();
+        let test = SystemTest { stdin: Some(input.clone()), ..Default::default() };
+        let number = Param {
+            site: ParamSite::Memory { extent: 0, offset: 7, len: 1 },
+            kind: ParamKind::Decimal { nul: true, resize: trestle_abi::unit::Resize::Token },
+            original: b"5".to_vec(),
+            origins: vec![origin(InputRef::Stdin, 7, 1)],
+            companions: vec![],
+        };
+        let stream = Param {
+            site: ParamSite::Stream { fd: 0, file: None, buffered: true },
+            kind: ParamKind::Stream { cut: 0 },
+            original: input[9..].to_vec(),
+            origins: vec![origin(InputRef::Stdin, 9, 12)],
+            companions: vec![],
+        };
+        let unit = unit_with(vec![number, stream], test);
+        let v = lift_variants(&unit, &[ParamValue::Int(90210), ParamValue::Bytes(b"swap ab zz\n".to_vec())]);
+        // The number is written in decimal, the consumed prefix is kept byte for
+        // byte, and the new rest follows it.
+        assert_eq!(v[0].0.stdin.as_deref().unwrap(), b"set ab 90210\nswap ab zz\n");
+        let only_stream = lift_variants(&unit, &[ParamValue::Int(5), ParamValue::Bytes(b"".to_vec())]);
+        assert_eq!(only_stream[0].0.stdin.as_deref().unwrap(), &input[..9]);
+    }
+
+    #[test]
     fn values_go_back_where_they_came_from() {
         let test = SystemTest {
             args: vec!["set".into(), "7".into(), "12".into()],
@@ -1130,7 +1157,7 @@ mod tests {
         };
         let user = Param {
             site: ParamSite::Arg(0),
-            kind: ParamKind::Bytes { nul: true, resizable: true },
+            kind: ParamKind::Bytes { nul: true, resize: trestle_abi::unit::Resize::Extent },
             original: b"guest".to_vec(),
             origins: vec![origin(InputRef::Stdin, 6, 5), origin(InputRef::Stdin, 21, 5)],
             companions: vec![],

@@ -1,25 +1,49 @@
 //! Mapping: which values of a carved context also occur in the system input.
 //!
-//! A byte string of the context (from a pointer argument, a pointer inside the
-//! context's memory, or the start of an extent, up to its NUL) that is a substring of
-//! an argument, of stdin or of an input file becomes a *parameter*; so does an integer
-//! argument whose decimal form occurs there as a whole token. Each parameter remembers
-//! every place it occurs (its origins), so lifting can write a new value back; integer
-//! arguments equal to a string parameter's length (or length + 1) become its length
-//! companions. This is the string-comparison mapping of the bridge paper: quick, and
-//! imprecise in ways lifting later filters out.
+//! - A byte string of the context (from a pointer argument, a pointer inside the
+//!   context's memory, or the start of an extent, up to its NUL) that is a substring
+//!   of an argument, of stdin or of an input file becomes a *parameter*. A one-byte
+//!   string counts only where it is a whole token of the input (between separators,
+//!   argument boundaries or line ends), not wherever the byte happens to occur.
+//! - A string that is a decimal integer and occurs as a whole number token is a
+//!   *number* parameter: fuzzed as an integer, written back as decimal text.
+//! - A NUL-terminated string inside a larger extent that something points at (a word
+//!   `strtok` cut out of a line) is a *token*: a value of another length moves to
+//!   room of its own with the pointers into it, the rest of the buffer stays.
+//! - An integer argument whose decimal form occurs as a whole token is an integer
+//!   parameter; one equal to a string parameter's length (or length + 1) is that
+//!   string's length companion instead.
+//! - The unread rest of an input stream (stdin or an input file, from the point the
+//!   program had consumed, read-ahead in a `FILE` buffer included) is a *stream*
+//!   parameter of a unit whose call reads from it.
+//!
+//! Each parameter remembers every place it occurs (its origins), so lifting can write
+//! a new value back. This is the string-comparison mapping of the bridge paper:
+//! quick, and imprecise in ways lifting later filters out.
 
 use std::collections::BTreeSet;
 use trestle_abi::meta::{FnMeta, ValueKind};
-use trestle_abi::unit::{Companion, InputRef, Origin, Param, ParamKind, ParamSite, SystemTest};
-use trestle_abi::{Context, ExtentKind, Value};
+use trestle_abi::unit::{Companion, InputRef, Origin, Param, ParamKind, ParamSite, Resize, SystemTest};
+use trestle_abi::{Context, ExtentKind, Outcome, StreamPos, Value};
 
-/// Strings shorter than this are not mapped (too many chance matches).
+/// Strings shorter than this are mapped only where they are whole tokens.
 pub const MIN_STRING: usize = 2;
 /// Strings longer than this are not mapped (whole files and stream buffers).
 pub const MAX_STRING: usize = 4096;
 /// Origins kept per parameter.
 pub const MAX_ORIGINS: usize = 16;
+/// A stream parameter covers at most this many bytes of what is left to read; the
+/// rest stays as recorded (and the cut is kept in the parameter).
+pub const STREAM_CAP: usize = 4096;
+
+/// The parameters of one context, and the streams that could not be parameters.
+#[derive(Debug, Default)]
+pub struct Mapping {
+    /// The parameters, stream parameters last.
+    pub params: Vec<Param>,
+    /// For each input stream the call read that is no parameter: why not.
+    pub unmapped_streams: Vec<String>,
+}
 
 /// The inputs of a system test, each with its bytes.
 pub fn inputs(test: &SystemTest) -> Vec<(InputRef, &[u8])> {
@@ -38,7 +62,18 @@ pub fn inputs(test: &SystemTest) -> Vec<(InputRef, &[u8])> {
     v
 }
 
-fn occurrences(inputs: &[(InputRef, &[u8])], needle: &[u8], token: bool) -> Vec<Origin> {
+/// Which occurrences of a needle count.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Match {
+    /// Anywhere.
+    Substring,
+    /// Not inside a longer number.
+    Number,
+    /// Between separators (or the ends of the input).
+    Token,
+}
+
+fn occurrences(inputs: &[(InputRef, &[u8])], needle: &[u8], rule: Match) -> Vec<Origin> {
     let mut out = Vec::new();
     if needle.is_empty() {
         return out;
@@ -49,10 +84,12 @@ fn occurrences(inputs: &[(InputRef, &[u8])], needle: &[u8], token: bool) -> Vec<
             let Some(pos) = hay[from..].windows(needle.len()).position(|w| w == needle) else { break };
             let at = from + pos;
             let end = at + needle.len();
-            let boundary_ok = !token || {
-                let before_ok = at == 0 || !is_number_char(hay[at - 1]);
-                let after_ok = end == hay.len() || !hay[end].is_ascii_digit();
-                before_ok && after_ok
+            let boundary_ok = match rule {
+                Match::Substring => true,
+                Match::Number => {
+                    (at == 0 || !is_number_char(hay[at - 1])) && (end == hay.len() || !hay[end].is_ascii_digit())
+                }
+                Match::Token => (at == 0 || is_separator(hay[at - 1])) && (end == hay.len() || is_separator(hay[end])),
             };
             if boundary_ok {
                 out.push(Origin { input: input.clone(), offset: at as u64, len: needle.len() as u64 });
@@ -67,6 +104,19 @@ fn is_number_char(b: u8) -> bool {
     b.is_ascii_digit() || b == b'-' || b == b'+'
 }
 
+/// Bytes that end a token: anything but letters, digits, `_` and non-ASCII bytes.
+fn is_separator(b: u8) -> bool {
+    !(b.is_ascii_alphanumeric() || b == b'_' || b >= 0x80)
+}
+
+/// The value of `s` if it is a decimal integer written the way the harness writes
+/// one (no `+`, no leading zeros), so that writing the recorded value back gives
+/// the same text.
+fn canonical_decimal(s: &[u8]) -> Option<i64> {
+    let v: i64 = std::str::from_utf8(s).ok()?.parse().ok()?;
+    (v.to_string().as_bytes() == s).then_some(v)
+}
+
 fn sign_extend(v: u64, bits: u16) -> i64 {
     if bits == 0 || bits >= 64 {
         return v as i64;
@@ -75,11 +125,19 @@ fn sign_extend(v: u64, bits: u16) -> i64 {
     ((v << shift) as i64) >> shift
 }
 
-/// Find the parameters of `ctx` in `test`. `meta` gives the argument kinds.
-pub fn map_params(ctx: &Context, meta: Option<&FnMeta>, test: &SystemTest) -> Vec<Param> {
+/// Find the parameters of `ctx` in `test`. `meta` gives the argument kinds;
+/// `outcome`, how the recorded call ended, tells which streams it read.
+pub fn map_params(ctx: &Context, meta: Option<&FnMeta>, test: &SystemTest, outcome: Option<&Outcome>) -> Mapping {
     let inputs = inputs(test);
-    let extents = &ctx.graph.extents;
+    let mut params = string_params(ctx, &inputs);
+    int_params(ctx, meta, &inputs, &mut params);
+    let mut mapping = Mapping { params, unmapped_streams: Vec::new() };
+    stream_params(ctx, test, outcome, &mut mapping);
+    mapping
+}
 
+fn string_params(ctx: &Context, inputs: &[(InputRef, &[u8])]) -> Vec<Param> {
+    let extents = &ctx.graph.extents;
     // Buffers of FILE objects hold whole stretches of input: not values of the program.
     let mut stream_buffers = BTreeSet::new();
     for e in extents.iter().filter(|e| e.kind == ExtentKind::File) {
@@ -91,19 +149,21 @@ pub fn map_params(ctx: &Context, meta: Option<&FnMeta>, test: &SystemTest) -> Ve
     }
 
     // Where strings may start: pointer arguments, pointers in memory, extent starts.
-    let mut starts = BTreeSet::new();
+    // The first two are places something points at.
+    let mut pointed = BTreeSet::new();
     for a in &ctx.args {
         if let Value::Ptr { extent, offset } = a {
-            starts.insert((*extent, *offset));
+            pointed.insert((*extent, *offset));
         }
     }
     for e in extents {
         for p in &e.pointers {
             if let Value::Ptr { extent, offset } = p.target {
-                starts.insert((extent, offset));
+                pointed.insert((extent, offset));
             }
         }
     }
+    let mut starts = pointed.clone();
     for (i, e) in extents.iter().enumerate() {
         if e.bytes.is_some() {
             starts.insert((i as u32, 0));
@@ -122,27 +182,45 @@ pub fn map_params(ctx: &Context, meta: Option<&FnMeta>, test: &SystemTest) -> Ve
             Some(n) => (&rest[..n], true),
             None => (rest, false),
         };
-        if s.len() < MIN_STRING || s.len() > MAX_STRING {
+        if s.is_empty() || s.len() > MAX_STRING || (s.len() < MIN_STRING && !nul) {
             continue;
         }
-        let origins = occurrences(&inputs, s, false);
+        let whole = off == 0 && (s.len() as u64 + nul as u64) == e.len && !matches!(e.kind, ExtentKind::Global { .. });
+        let resize = if whole {
+            Resize::Extent
+        } else if nul && pointed.contains(&(ext, off)) {
+            Resize::Token
+        } else {
+            Resize::Fixed
+        };
+        let site = ParamSite::Memory { extent: ext, offset: off, len: s.len() as u64 };
+        let number = canonical_decimal(s).map(|_| occurrences(inputs, s, Match::Number)).filter(|o| !o.is_empty());
+        let (kind, origins) = match number {
+            Some(origins) => (ParamKind::Decimal { nul, resize }, origins),
+            None => {
+                let rule = if s.len() < MIN_STRING { Match::Token } else { Match::Substring };
+                (ParamKind::Bytes { nul, resize }, occurrences(inputs, s, rule))
+            }
+        };
         if origins.is_empty() {
             continue;
         }
-        let resizable = off == 0
-            && (s.len() as u64 + nul as u64) == e.len
-            && !matches!(e.kind, ExtentKind::Global { .. });
-        params.push(Param {
-            site: ParamSite::Memory { extent: ext, offset: off, len: s.len() as u64 },
-            kind: ParamKind::Bytes { nul, resizable },
-            original: s.to_vec(),
-            origins,
-            companions: Vec::new(),
-        });
+        params.push(Param { site, kind, original: s.to_vec(), origins, companions: Vec::new() });
     }
+    params
+}
 
-    // Integer arguments, and length companions of the strings.
+/// Integer arguments, and length companions of the strings.
+fn int_params(ctx: &Context, meta: Option<&FnMeta>, inputs: &[(InputRef, &[u8])], params: &mut Vec<Param>) {
     let kinds: Vec<ValueKind> = meta.map(|m| m.params.iter().map(|p| p.kind).collect()).unwrap_or_default();
+    let pointed: Vec<(u32, u64)> = ctx
+        .args
+        .iter()
+        .filter_map(|a| match a {
+            Value::Ptr { extent, offset } => Some((*extent, *offset)),
+            _ => None,
+        })
+        .collect();
     for (i, a) in ctx.args.iter().enumerate() {
         let Some(ValueKind::Int(bits)) = kinds.get(i).copied() else { continue };
         if bits < 8 {
@@ -153,18 +231,17 @@ pub fn map_params(ctx: &Context, meta: Option<&FnMeta>, test: &SystemTest) -> Ve
         let site = ParamSite::Arg(i as u32);
         // A length companion: prefer an exact length over length + 1, and a string
         // that an argument points at over one elsewhere.
-        let pointed: Vec<(u32, u64)> = ctx
-            .args
-            .iter()
-            .filter_map(|a| match a {
-                Value::Ptr { extent, offset } => Some((*extent, *offset)),
-                _ => None,
-            })
-            .collect();
         let mut companion_of: Option<(usize, i64, u8)> = None;
         for (k, p) in params.iter().enumerate() {
-            let (ParamKind::Bytes { .. }, ParamSite::Memory { extent, offset, .. }) = (p.kind, p.site) else { continue };
+            let (ParamKind::Bytes { .. } | ParamKind::Decimal { .. }, ParamSite::Memory { extent, offset, .. }) = (p.kind, p.site)
+            else {
+                continue;
+            };
             let len = p.original.len() as i64;
+            // A one-byte value's length is 1: any flag or counter would match.
+            if len < MIN_STRING as i64 {
+                continue;
+            }
             let delta = v - len;
             if delta != 0 && delta != 1 {
                 continue;
@@ -174,19 +251,76 @@ pub fn map_params(ctx: &Context, meta: Option<&FnMeta>, test: &SystemTest) -> Ve
                 companion_of = Some((k, delta, rank));
             }
         }
-        let companion_of = companion_of.map(|(k, d, _)| (k, d));
-        if let Some((k, delta)) = companion_of {
+        if let Some((k, delta, _)) = companion_of {
             params[k].companions.push(Companion { site, bits, delta });
             continue;
         }
         let text = v.to_string();
-        let origins = occurrences(&inputs, text.as_bytes(), true);
+        let origins = occurrences(inputs, text.as_bytes(), Match::Number);
         if origins.is_empty() {
             continue;
         }
         params.push(Param { site, kind: ParamKind::Int { bits }, original: text.into_bytes(), origins, companions: Vec::new() });
     }
-    params
+}
+
+/// The input a stream reads, if it is one of the system test's.
+fn stream_input(s: &StreamPos, test: &SystemTest) -> Option<InputRef> {
+    match &s.path {
+        None if s.fd == 0 => test.stdin.as_ref().map(|_| InputRef::Stdin),
+        None => None,
+        Some(p) => {
+            let p = p.strip_prefix("./").unwrap_or(p);
+            test.files.contains_key(p).then(|| InputRef::File(p.to_owned()))
+        }
+    }
+}
+
+/// True if the call moved the stream on: the rest of it is input the call reads.
+/// A call whose end was not recorded (it crashed, or the process ended in it)
+/// counts as reading.
+fn reads(s: &StreamPos, outcome: Option<&Outcome>) -> bool {
+    let after = match outcome {
+        Some(Outcome::Returned(st)) | Some(Outcome::Exited { state: st, .. }) => &st.streams,
+        Some(Outcome::Crashed { .. }) | None => return true,
+    };
+    after.iter().find(|a| a.fd == s.fd).is_some_and(|a| a.consumed() != s.consumed() || a.offset != s.offset)
+}
+
+/// Stream parameters: what was left to read of each input stream the call read.
+fn stream_params(ctx: &Context, test: &SystemTest, outcome: Option<&Outcome>, mapping: &mut Mapping) {
+    for s in &ctx.streams {
+        let Some(input) = stream_input(s, test) else { continue };
+        if !reads(s, outcome) {
+            continue;
+        }
+        if let Some(problem) = &s.problem {
+            mapping.unmapped_streams.push(problem.clone());
+            continue;
+        }
+        let bytes = match &input {
+            InputRef::Stdin => test.stdin.as_deref().unwrap_or_default(),
+            InputRef::File(n) => test.files.get(n).map(Vec::as_slice).unwrap_or_default(),
+            InputRef::Arg(_) => continue,
+        };
+        let Some(consumed) = s.consumed().filter(|&c| c <= bytes.len() as u64) else {
+            mapping.unmapped_streams.push("read position outside the input (the file changed while it was read)".into());
+            continue;
+        };
+        if s.file.is_some_and(|e| ctx.graph.extents.get(e as usize).is_none_or(|x| x.bytes.is_none())) {
+            mapping.unmapped_streams.push("its FILE was cut from the context".into());
+            continue;
+        }
+        let rest = &bytes[consumed as usize..];
+        let value = &rest[..rest.len().min(STREAM_CAP)];
+        mapping.params.push(Param {
+            site: ParamSite::Stream { fd: s.fd, file: s.file, buffered: s.buffered },
+            kind: ParamKind::Stream { cut: (rest.len() - value.len()) as u64 },
+            original: value.to_vec(),
+            origins: vec![Origin { input, offset: consumed, len: value.len() as u64 }],
+            companions: Vec::new(),
+        });
+    }
 }
 
 #[cfg(test)]
@@ -194,7 +328,7 @@ mod tests {
     use super::*;
     use trestle_abi::context::Graph;
     use trestle_abi::meta::ParamMeta;
-    use trestle_abi::Extent;
+    use trestle_abi::{Extent, PtrSlot};
 
     fn heap(bytes: &[u8]) -> Extent {
         Extent { kind: ExtentKind::Heap, len: bytes.len() as u64, align: 16, bytes: Some(bytes.to_vec()), pointers: vec![] }
@@ -228,6 +362,7 @@ mod tests {
             graph: Graph { extents: vec![heap(b"admin\0")], ..Graph::default() },
             locale: vec![],
             fds: vec![],
+            streams: vec![],
         };
         let test = SystemTest {
             args: vec!["login".into(), "admin".into()],
@@ -235,10 +370,10 @@ mod tests {
             ..Default::default()
         };
         let m = meta(&[ValueKind::Ptr, ValueKind::Int(32), ValueKind::Int(64), ValueKind::Int(32)]);
-        let params = map_params(&ctx, Some(&m), &test);
+        let params = map_params(&ctx, Some(&m), &test, None).params;
         let s = &params[0];
         assert_eq!(s.original, b"admin");
-        assert_eq!(s.kind, ParamKind::Bytes { nul: true, resizable: true });
+        assert_eq!(s.kind, ParamKind::Bytes { nul: true, resize: Resize::Extent });
         assert_eq!(s.origins, vec![Origin { input: InputRef::Arg(1), offset: 0, len: 5 }]);
         // 5 is the string's length: a companion, not a parameter of its own.
         assert_eq!(s.companions, vec![Companion { site: ParamSite::Arg(2), bits: 64, delta: 0 }]);
@@ -253,8 +388,97 @@ mod tests {
     #[test]
     fn a_processed_value_gets_no_parameter() {
         // A hash of the input never occurs in it.
-        let ctx = Context { fn_id: 1, args: vec![Value::Bits(0x9e3779b97f4a7c15)], graph: Graph::default(), locale: vec![], fds: vec![] };
+        let ctx = Context { fn_id: 1, args: vec![Value::Bits(0x9e3779b97f4a7c15)], graph: Graph::default(), locale: vec![], fds: vec![], streams: vec![] };
         let test = SystemTest { args: vec!["token".into(), "s3cret".into()], ..Default::default() };
-        assert!(map_params(&ctx, Some(&meta(&[ValueKind::Int(64)])), &test).is_empty());
+        assert!(map_params(&ctx, Some(&meta(&[ValueKind::Int(64)])), &test, None).params.is_empty());
+    }
+
+    /// A line `strtok` cut in place, with an argv-like array pointing at its words.
+    fn tokenized(line: &[u8], starts: &[u64]) -> Context {
+        let mut words = heap(&vec![0u8; 8 * starts.len()]);
+        words.pointers = starts.iter().enumerate().map(|(i, &o)| PtrSlot { offset: 8 * i as u64, target: Value::Ptr { extent: 1, offset: o } }).collect();
+        let mut buf = heap(line);
+        buf.len = 64;
+        buf.bytes.as_mut().unwrap().resize(64, 0);
+        Context {
+            fn_id: 1,
+            args: vec![Value::Ptr { extent: 0, offset: 0 }],
+            graph: Graph { extents: vec![words, buf], ..Graph::default() },
+            locale: vec![],
+            fds: vec![],
+            streams: vec![],
+        }
+    }
+
+    #[test]
+    fn words_inside_a_line_are_tokens_and_numbers_are_numbers() {
+        let ctx = tokenized(b"set\0ab\05\0", &[0, 4, 7]);
+        let test = SystemTest { stdin: Some(b"get ab\nset ab 5\n".to_vec()), ..Default::default() };
+        let params = map_params(&ctx, Some(&meta(&[ValueKind::Ptr])), &test, None).params;
+        let by_value = |v: &[u8]| params.iter().find(|p| p.original == v).unwrap_or_else(|| panic!("no parameter {v:?}"));
+        // The verb starts the buffer but does not fill it: a token, not the extent.
+        assert_eq!(by_value(b"set").kind, ParamKind::Bytes { nul: true, resize: Resize::Token });
+        assert_eq!(by_value(b"ab").kind, ParamKind::Bytes { nul: true, resize: Resize::Token });
+        assert_eq!(by_value(b"ab").origins.len(), 2);
+        // The one-digit count is a whole token and a number.
+        let n = by_value(b"5");
+        assert_eq!(n.kind, ParamKind::Decimal { nul: true, resize: Resize::Token });
+        assert_eq!(n.origins, vec![Origin { input: InputRef::Stdin, offset: 14, len: 1 }]);
+    }
+
+    #[test]
+    fn a_single_byte_maps_only_where_it_is_a_whole_token() {
+        let ctx = tokenized(b"x\0", &[0]);
+        // "x" occurs inside "max" and "x1" but never alone.
+        let test = SystemTest { stdin: Some(b"max x1\n".to_vec()), ..Default::default() };
+        assert!(map_params(&ctx, None, &test, None).params.is_empty());
+        let test = SystemTest { args: vec!["-d".into(), "x".into()], ..Default::default() };
+        let params = map_params(&ctx, None, &test, None).params;
+        assert_eq!(params.len(), 1);
+        assert_eq!(params[0].origins, vec![Origin { input: InputRef::Arg(1), offset: 0, len: 1 }]);
+    }
+
+    fn stdin_at(offset: u64, pending: u64) -> StreamPos {
+        StreamPos { fd: 0, file: None, buffered: true, path: None, offset: Some(offset), pending, problem: None }
+    }
+
+    fn returned(streams: Vec<StreamPos>) -> Outcome {
+        Outcome::Returned(trestle_abi::State { ret: Value::Bits(0), graph: Graph::default(), streams })
+    }
+
+    #[test]
+    fn the_unread_rest_of_a_stream_the_call_reads_is_a_parameter() {
+        let input = b"set ab 5\nget ab\nlist\n".to_vec();
+        let mut ctx = tokenized(b"", &[]);
+        // The FILE read the whole input ahead; the program consumed the first line.
+        ctx.streams = vec![stdin_at(input.len() as u64, input.len() as u64 - 9)];
+        let test = SystemTest { stdin: Some(input.clone()), ..Default::default() };
+        let after = returned(vec![stdin_at(input.len() as u64, 0)]);
+        let m = map_params(&ctx, None, &test, Some(&after));
+        let p = m.params.last().expect("a stream parameter");
+        assert_eq!(p.site, ParamSite::Stream { fd: 0, file: None, buffered: true });
+        assert_eq!(p.kind, ParamKind::Stream { cut: 0 });
+        assert_eq!(p.original, b"get ab\nlist\n");
+        assert_eq!(p.origins, vec![Origin { input: InputRef::Stdin, offset: 9, len: 12 }]);
+        // A call that left the stream where it was does not read it.
+        let same = returned(ctx.streams.clone());
+        assert!(map_params(&ctx, None, &test, Some(&same)).params.iter().all(|p| p.kind != ParamKind::Stream { cut: 0 }));
+        // A long rest is capped, and the cut recorded.
+        let long = vec![b'a'; STREAM_CAP + 100];
+        let mut ctx2 = ctx.clone();
+        ctx2.streams = vec![stdin_at(0, 0)];
+        let test2 = SystemTest { stdin: Some(long), ..Default::default() };
+        let p = map_params(&ctx2, None, &test2, Some(&after)).params.pop().unwrap();
+        assert_eq!((p.original.len(), p.kind), (STREAM_CAP, ParamKind::Stream { cut: 100 }));
+    }
+
+    #[test]
+    fn a_stream_that_cannot_be_restored_is_no_parameter_and_says_why() {
+        let mut ctx = tokenized(b"", &[]);
+        ctx.streams = vec![StreamPos { offset: None, problem: Some("not seekable (a pipe, socket or terminal)".into()), ..stdin_at(0, 0) }];
+        let test = SystemTest { stdin: Some(b"a\n".to_vec()), ..Default::default() };
+        let m = map_params(&ctx, None, &test, None);
+        assert!(m.params.is_empty());
+        assert_eq!(m.unmapped_streams, vec!["not seekable (a pipe, socket or terminal)".to_owned()]);
     }
 }

@@ -272,6 +272,11 @@ pub fn markdown(r: &Report) -> String {
     for f in units.iter().take(10) {
         let _ = writeln!(s, "| `{}` | {} | {} | {} | {} |", f.function, f.executions, f.crashes, f.new_alarms, f.effective);
     }
+    s += "\n## Why each unit was fuzzed\n\n| # | function | chosen because |\n|---|---|---|\n";
+    for (i, f) in c.fuzzed.iter().enumerate() {
+        let why = if f.reason.is_empty() { "(not recorded by this version)" } else { &f.reason };
+        let _ = writeln!(s, "| {} | `{}` | {} |", i + 1, f.function, why.replace('|', "\\|"));
+    }
     let errs: Vec<_> = c.fuzzed.iter().filter_map(|f| f.error.as_ref().map(|e| (f, e))).collect();
     if !errs.is_empty() {
         s += "\nUnits that could not be fuzzed or lifted:\n\n";

@@ -153,6 +153,29 @@ pub struct FuzzedUnit {
     pub effective: usize,
     /// Why it could not be fuzzed, if it could not.
     pub error: Option<String>,
+    /// Why it was picked.
+    #[serde(default)]
+    pub reason: String,
+    /// Its value hashes ([`crate::units::UnitRow::value_hashes`]).
+    #[serde(default)]
+    pub value_hashes: Vec<u64>,
+}
+
+/// A unit chosen to fuzz next.
+struct Pick {
+    path: PathBuf,
+    function: String,
+    reason: String,
+    value_hashes: Vec<u64>,
+}
+
+/// How much a unit's parameters promise, between its function's units: more input
+/// covered and more kinds of parameter, with streams and numbers above the rest.
+fn unit_weight(row: &crate::units::UnitRow) -> f64 {
+    let kinds = row.param_kinds.len().max(usize::from(row.params > 0)) as f64;
+    let stream = row.param_kinds.iter().any(|k| k == "stream") as u8 as f64;
+    let number = row.param_kinds.iter().any(|k| k == "number") as u8 as f64;
+    (1.0 + 0.1 * row.params.min(5) as f64) * (1.0 + 0.2 * kinds + 0.5 * stream + 0.3 * number) * (1.0 + (1.0 + row.input_bytes as f64).log2() / 16.0)
 }
 
 /// `campaign.json`: everything needed to report on or resume a campaign.
@@ -514,13 +537,21 @@ impl Runner {
         self.save()
     }
 
-    /// The next unit to fuzz: (unit file, function).
-    fn pick(&self) -> Option<(PathBuf, String)> {
+    /// The next unit to fuzz.
+    ///
+    /// Functions are ranked by the code still uncovered in them and (at a fifth) in
+    /// what they call, less each time they were fuzzed; changed functions come first.
+    /// Among the units of a function, those whose parameters cover more of the input
+    /// and more kinds (streams and numbers above all) come first, and a unit whose
+    /// parameter values all occur in a unit of the function already fuzzed is skipped.
+    fn pick(&self) -> Option<Pick> {
         let mut fuzzed_units: BTreeSet<&Path> = BTreeSet::new();
         let mut times: BTreeMap<&str, usize> = BTreeMap::new();
+        let mut seen_values: BTreeMap<&str, Vec<&[u64]>> = BTreeMap::new();
         for f in &self.c.fuzzed {
             fuzzed_units.insert(&f.unit);
             *times.entry(&f.function).or_default() += 1;
+            seen_values.entry(&f.function).or_default().push(&f.value_hashes);
         }
         let uncovered = self.lifter.as_ref().and_then(|l| l.uncovered_lines());
         // Each function's own score once per pick (uncovered lines in its span; without
@@ -542,6 +573,7 @@ impl Runner {
             }
             None => self.binary.functions.values().map(|f| (f.id, 1.0 + f.cmp_constants.len() as f64)).collect(),
         };
+        let measure = if uncovered.is_some() { "uncovered lines" } else { "compared constants" };
         let mut reach_memo: HashMap<u64, f64> = HashMap::new();
         let mut reach = |id: u64| -> f64 {
             *reach_memo.entry(id).or_insert_with(|| {
@@ -554,7 +586,7 @@ impl Runner {
                     + 0.1
             })
         };
-        let mut best: Option<(f64, PathBuf, String)> = None;
+        let mut best: Option<(f64, Pick)> = None;
         for dir in &self.c.unit_dirs {
             let Ok(bytes) = std::fs::read(dir.join(UNIT_INDEX)) else { continue };
             let Ok(index) = serde_json::from_slice::<UnitIndex>(&bytes) else { continue };
@@ -567,23 +599,36 @@ impl Runner {
                 if !s.focus.is_empty() && !s.focus.contains(&row.function) {
                     continue;
                 }
+                let near_copy = seen_values
+                    .get(row.function.as_str())
+                    .is_some_and(|seen| seen.iter().any(|v| !v.is_empty() && row.value_hashes.iter().all(|h| v.binary_search(h).is_ok())));
+                if near_copy {
+                    continue;
+                }
                 let id = u64::from_str_radix(&row.fn_id, 16).unwrap_or(0);
                 let reach = reach(id);
                 let n = *times.get(row.function.as_str()).unwrap_or(&0) as f64;
-                let mut score = reach / (1.0 + 2.0 * n) * (1.0 + 0.1 * row.params.min(5) as f64);
-                if s.changed.contains(&row.function) && n == 0.0 {
+                let mut score = reach / (1.0 + 2.0 * n) * unit_weight(row);
+                let changed = s.changed.contains(&row.function) && n == 0.0;
+                if changed {
                     score += 1e12;
                 }
                 if best.as_ref().is_none_or(|b| score > b.0) {
-                    best = Some((score, path, row.function.clone()));
+                    let reason = format!(
+                        "{}{reach:.1} {measure} in reach, fuzzed {n} time(s) before; parameters: {} covering {} input byte(s)",
+                        if changed { "changed since the given revision; " } else { "" },
+                        if row.param_kinds.is_empty() { format!("{}", row.params) } else { row.param_kinds.join(", ") },
+                        row.input_bytes
+                    );
+                    best = Some((score, Pick { path, function: row.function.clone(), reason, value_hashes: row.value_hashes.clone() }));
                 }
             }
         }
-        best.map(|(_, p, f)| (p, f))
+        best.map(|(_, p)| p)
     }
 
     fn unit_round(&mut self) -> Result<bool> {
-        let Some((unit_path, function)) = self.pick() else { return Ok(false) };
+        let Some(Pick { path: unit_path, function, reason, value_hashes }) = self.pick() else { return Ok(false) };
         let unit = read_unit(&unit_path)?;
         let k = self.c.fuzzed.iter().filter(|f| f.function == function).count();
         let dir = self.out.join("fuzz").join(format!("{}-{k}", crate::units::safe_name(&function)));
@@ -615,6 +660,8 @@ impl Runner {
             new_alarms: 0,
             effective: 0,
             error: None,
+            reason,
+            value_hashes,
         });
         self.save()?;
         let phase = format!("unit fuzzing {function}");

@@ -4,7 +4,7 @@ use crate::units::read_unit;
 use anyhow::Result;
 use std::fmt::Write as _;
 use std::path::PathBuf;
-use trestle_abi::unit::{ParamKind, ParamSite, Unit};
+use trestle_abi::unit::{ParamKind, ParamSite, Resize, Unit};
 use trestle_abi::{ExtentKind, Outcome};
 
 /// Arguments of `trestle show`.
@@ -95,21 +95,34 @@ pub fn render(unit: &Unit, full: bool) -> String {
         let site = match p.site {
             ParamSite::Arg(a) => format!("argument {a}"),
             ParamSite::Memory { extent, offset, len } => format!("e{extent}+{offset} ({len} bytes)"),
+            ParamSite::Stream { fd, file: Some(e), .. } => format!("stream fd {fd} (FILE e{e})"),
+            ParamSite::Stream { fd, file: None, buffered: true } => format!("stream fd {fd} (the C library's FILE)"),
+            ParamSite::Stream { fd, file: None, buffered: false } => format!("stream fd {fd} (read(2))"),
+        };
+        let resize = |r: Resize| match r {
+            Resize::Fixed => "",
+            Resize::Extent => ", resizable",
+            Resize::Token => ", token (resizable)",
         };
         let kind = match p.kind {
-            ParamKind::Bytes { nul, resizable } => format!(
-                "string{}{}",
-                if nul { ", NUL-terminated" } else { "" },
-                if resizable { ", resizable" } else { "" }
-            ),
+            ParamKind::Bytes { nul, resize: r } => format!("string{}{}", if nul { ", NUL-terminated" } else { "" }, resize(r)),
+            ParamKind::Decimal { resize: r, .. } => format!("number as decimal text{}", resize(r)),
             ParamKind::Int { bits } => format!("int{bits}"),
+            ParamKind::Stream { cut: 0 } => "unread input".to_owned(),
+            ParamKind::Stream { cut } => format!("unread input (capped: {cut} more byte(s) stay as recorded)"),
         };
         let origins: Vec<String> = p.origins.iter().map(|o| format!("{} @{}+{}", o.input, o.offset, o.len)).collect();
-        let _ = writeln!(s, "    p{i}  {site}  {kind}  = {:?}  from {}", String::from_utf8_lossy(&p.original), origins.join(", "));
+        let value = if p.original.len() > 60 {
+            format!("{:?}… ({} bytes)", String::from_utf8_lossy(&p.original[..48]), p.original.len())
+        } else {
+            format!("{:?}", String::from_utf8_lossy(&p.original))
+        };
+        let _ = writeln!(s, "    p{i}  {site}  {kind}  = {value}  from {}", origins.join(", "));
         for c in &p.companions {
             let site = match c.site {
                 ParamSite::Arg(a) => format!("argument {a}"),
                 ParamSite::Memory { extent, offset, .. } => format!("e{extent}+{offset}"),
+                ParamSite::Stream { fd, .. } => format!("stream fd {fd}"),
             };
             let _ = writeln!(s, "          length companion: {site} = length{:+}", c.delta);
         }

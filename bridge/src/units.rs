@@ -29,6 +29,12 @@ pub struct UnitIndex {
     /// Parameters by site and kind ("heap string": 12, …).
     #[serde(default)]
     pub param_kinds: std::collections::BTreeMap<String, usize>,
+    /// Units with at least one parameter of each kind.
+    #[serde(default)]
+    pub units_by_param_kind: std::collections::BTreeMap<String, usize>,
+    /// Input streams that calls read but that are no parameter, by reason.
+    #[serde(default)]
+    pub unmapped_streams: std::collections::BTreeMap<String, usize>,
     /// One row per unit.
     pub units: Vec<UnitRow>,
 }
@@ -53,6 +59,34 @@ pub struct UnitRow {
     /// Parameters mapped to the system input.
     #[serde(default)]
     pub params: usize,
+    /// The kinds of its parameters ("stream", "number", "token string", …), sorted.
+    #[serde(default)]
+    pub param_kinds: Vec<String>,
+    /// Bytes of the system input its parameters cover (overlaps counted once).
+    #[serde(default)]
+    pub input_bytes: u64,
+    /// Hashes of its parameters' values (a stream's by line), sorted: a unit whose
+    /// values all occur in one already fuzzed adds nothing new to fuzz.
+    #[serde(default)]
+    pub value_hashes: Vec<u64>,
+}
+
+/// The value hashes of a unit's parameters ([`UnitRow::value_hashes`]).
+pub fn value_hashes(params: &[trestle_abi::unit::Param]) -> Vec<u64> {
+    let mut out = Vec::new();
+    for p in params {
+        let tag = p.kind.name().as_bytes();
+        let pieces: Vec<&[u8]> = match p.kind {
+            trestle_abi::unit::ParamKind::Stream { .. } => p.original.split_inclusive(|&b| b == b'\n').take(256).collect(),
+            _ => vec![&p.original[..]],
+        };
+        for piece in pieces {
+            out.push(trestle_abi::ids::fnv1a64(&[tag, b":", piece].concat()));
+        }
+    }
+    out.sort_unstable();
+    out.dedup();
+    out
 }
 
 /// Read one unit file.

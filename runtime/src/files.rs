@@ -32,6 +32,19 @@ pub fn is_edge_offset(offset: usize) -> bool {
     EDGE_OFFSETS.contains(&offset)
 }
 
+const OFF_READ_PTR: usize = 8;
+const OFF_READ_END: usize = 16;
+const OFF_READ_BASE: usize = 24;
+const OFF_OLD_OFFSET: usize = 120;
+const OFF_OFFSET: usize = 144;
+const OFF_MODE: usize = 192;
+/// `_flags` bits (glibc's `libio.h`).
+const IO_NO_READS: i32 = 0x4;
+const IO_EOF_SEEN: i32 = 0x10;
+const IO_ERR_SEEN: i32 = 0x20;
+const IO_IN_BACKUP: i32 = 0x100;
+const IO_CURRENTLY_PUTTING: i32 = 0x800;
+
 /// `sizeof(struct _IO_FILE_plus)`: the standard streams are this big.
 const STD_FILE_SIZE: usize = 224;
 
@@ -348,4 +361,132 @@ pub fn open_fds(fds: &HashMap<i32, FdInfo>) -> Vec<trestle_abi::OpenFile> {
         .collect();
     v.sort_by_key(|f| f.fd);
     v
+}
+
+/// The read position of the stream `FILE` at `fp`, opened as `open` says; `None`
+/// for a stream that cannot read (an output stream).
+///
+/// # Safety
+/// `fp` must be a live `FILE`.
+pub unsafe fn stream_pos(fp: usize, open: &trestle_abi::OpenFile) -> Option<trestle_abi::StreamPos> {
+    // SAFETY: reading fields of a live FILE.
+    let (flags, ptr, end, mode) = unsafe {
+        (
+            *(fp as *const i32),
+            *((fp + OFF_READ_PTR) as *const usize),
+            *((fp + OFF_READ_END) as *const usize),
+            *((fp + OFF_MODE) as *const i32),
+        )
+    };
+    if flags & IO_NO_READS != 0 {
+        return None;
+    }
+    let problem = if open.fd < 0 {
+        Some("no descriptor (a stream with its own buffering functions)".to_owned())
+    } else if flags & IO_IN_BACKUP != 0 {
+        Some("bytes pushed back with ungetc".to_owned())
+    } else if mode > 0 {
+        Some("a wide-character stream".to_owned())
+    } else if flags & IO_CURRENTLY_PUTTING != 0 {
+        Some("a stream in the middle of writing".to_owned())
+    } else if open.offset.is_none() {
+        Some("not seekable (a pipe, socket or terminal)".to_owned())
+    } else {
+        None
+    };
+    Some(trestle_abi::StreamPos {
+        fd: open.fd,
+        file: None,
+        buffered: true,
+        path: open.path.clone(),
+        offset: open.offset,
+        pending: end.saturating_sub(ptr) as u64,
+        problem,
+    })
+}
+
+/// The read positions of every input stream a context may read from: the `FILE`s
+/// the walk met (`found`), then the C library's `stdin` and the descriptors opened
+/// with `open` that none of those covers. A descriptor in `mapped` was mapped into
+/// memory: its stream cannot be replaced.
+pub fn stream_positions(
+    found: Vec<trestle_abi::StreamPos>,
+    fds: &HashMap<i32, FdInfo>,
+    mapped: &std::collections::HashSet<i32>,
+) -> Vec<trestle_abi::StreamPos> {
+    let mut out = found;
+    if !out.iter().any(|s| s.fd == 0) {
+        // SAFETY: reading the C library's stream pointer; the stream is live.
+        let fp = unsafe { stdin } as usize;
+        // SAFETY: lseek only queries the descriptor.
+        let off = unsafe { libc::lseek(0, 0, libc::SEEK_CUR) };
+        let open = trestle_abi::OpenFile { extent: u32::MAX, fd: 0, offset: (off >= 0).then_some(off as u64), path: None, flags: -1 };
+        // SAFETY: stdin is a live FILE.
+        if fp != 0 {
+            if let Some(s) = unsafe { stream_pos(fp, &open) } {
+                out.push(s);
+            }
+        }
+    }
+    for f in open_fds(fds) {
+        let readable = f.flags & libc::O_ACCMODE != libc::O_WRONLY;
+        if readable && !out.iter().any(|s| s.fd == f.fd) {
+            let problem = f.offset.is_none().then(|| "not seekable (a pipe, socket or terminal)".to_owned());
+            out.push(trestle_abi::StreamPos { fd: f.fd, file: None, buffered: false, path: f.path, offset: f.offset, pending: 0, problem });
+        }
+    }
+    for s in &mut out {
+        if s.problem.is_none() && mapped.contains(&s.fd) {
+            s.problem = Some("mapped into memory with mmap".to_owned());
+        }
+    }
+    out
+}
+
+/// `mmap`, tracked: a mapped descriptor's content is in memory the runtime does not
+/// know, so its stream is never a parameter.
+///
+/// # Safety
+/// As `mmap`.
+#[no_mangle]
+pub unsafe extern "C" fn __trestle_mmap(
+    addr: *mut libc::c_void,
+    len: libc::size_t,
+    prot: c_int,
+    flags: c_int,
+    fd: c_int,
+    off: libc::off_t,
+) -> *mut libc::c_void {
+    if fd >= 0 && tracking() {
+        if let Some(rt) = lock().as_mut() {
+            rt.mapped_fds.insert(fd);
+        }
+    }
+    // SAFETY: forwarding.
+    unsafe { libc::mmap(addr, len, prot, flags, fd, off) }
+}
+
+/// Make the `FILE` at `fp` read afresh from its descriptor: its buffer empty, its
+/// end-of-file and error marks cleared, its cached offset forgotten. The next read
+/// fills the buffer from wherever the descriptor now stands.
+///
+/// # Safety
+/// `fp` must be a live `FILE` that no other thread uses.
+pub unsafe fn drop_read_ahead(fp: usize) {
+    // SAFETY: writing fields of a live FILE, as glibc's own seek would.
+    unsafe {
+        let base = *((fp + OFF_BUF_BASE) as *const usize);
+        for off in [OFF_READ_PTR, OFF_READ_END, OFF_READ_BASE] {
+            *((fp + off) as *mut usize) = base;
+        }
+        *(fp as *mut i32) &= !(IO_EOF_SEEN | IO_ERR_SEEN);
+        *((fp + OFF_OLD_OFFSET) as *mut i64) = -1;
+        *((fp + OFF_OFFSET) as *mut i64) = -1;
+    }
+}
+
+/// The C library's `stdin`.
+pub fn c_stdin() -> usize {
+    // SAFETY: reading the C library's stream pointer.
+    unsafe { stdin as usize }
 }

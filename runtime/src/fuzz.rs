@@ -12,8 +12,8 @@
 
 use crate::replay::{arena_alloc, arena_mark, arena_rewind, set_up};
 use crate::lock;
-use trestle_abi::fuzz::{decode_values, FuzzRequest, ParamValue, ENV_FUZZ, ENV_FUZZ_INPROC, ENV_FUZZ_INPUT};
-use trestle_abi::unit::{Param, ParamKind, ParamSite};
+use trestle_abi::fuzz::{decode_values, FuzzRequest, ParamValue, ENV_CRASH_STACK_LIB, ENV_FUZZ, ENV_FUZZ_INPROC, ENV_FUZZ_INPUT};
+use trestle_abi::unit::{Param, ParamKind, ParamSite, Resize};
 use trestle_abi::Value;
 
 /// A pointer to an extent, to be moved when the extent is replaced.
@@ -33,8 +33,79 @@ pub struct Session {
     lens: Vec<u64>,
     refs: Vec<Vec<Ref>>,
     params: Vec<Param>,
+    /// The stream parameters' descriptors, by parameter index.
+    streams: Vec<Option<StreamSlot>>,
     /// The restored state, for resetting between executions of one process.
     pristine: Pristine,
+}
+
+/// Where a stream parameter's value is served from: a memory file put under the
+/// stream's descriptor, holding the value and then the rest of the recorded stream
+/// past the cap (`tail`).
+struct StreamSlot {
+    fd: i32,
+    /// The `FILE` to empty before each execution, if a `FILE` reads the descriptor.
+    file: Option<usize>,
+    tail: Vec<u8>,
+}
+
+impl StreamSlot {
+    /// Put a memory file under `fd` in place of the recorded stream, keeping what the
+    /// stream holds past `value_end` (the end of the parameter's value in it).
+    fn open(fd: i32, file: Option<usize>, value_end: u64) -> Result<StreamSlot, String> {
+        let mut tail = Vec::new();
+        let mut buf = [0u8; 65536];
+        let mut at = value_end as libc::off_t;
+        loop {
+            // SAFETY: reads into a local buffer from a descriptor number.
+            let n = unsafe { libc::pread(fd, buf.as_mut_ptr().cast(), buf.len(), at) };
+            if n <= 0 {
+                break;
+            }
+            tail.extend_from_slice(&buf[..n as usize]);
+            at += n as libc::off_t;
+        }
+        // SAFETY: creates a descriptor; the name is a NUL-terminated literal.
+        let mem = unsafe { libc::memfd_create(c"trestle-stream".as_ptr(), libc::MFD_CLOEXEC) };
+        if mem < 0 {
+            return Err(format!("cannot create a memory file for descriptor {fd}: {}", std::io::Error::last_os_error()));
+        }
+        // SAFETY: plain descriptor calls on numbers this process owns.
+        unsafe {
+            if libc::dup2(mem, fd) < 0 {
+                let e = std::io::Error::last_os_error();
+                libc::close(mem);
+                return Err(format!("cannot serve a stream on descriptor {fd}: {e}"));
+            }
+            libc::close(mem);
+        }
+        Ok(StreamSlot { fd, file, tail })
+    }
+
+    /// Make `value` (then the tail) what is left to read.
+    fn serve(&self, value: &[u8]) {
+        // SAFETY: plain descriptor calls on the memory file this slot owns; the FILE
+        // (if any) is a live stream of this single-threaded process.
+        unsafe {
+            libc::ftruncate(self.fd, 0);
+            let mut at = 0usize;
+            for part in [value, &self.tail[..]] {
+                let mut done = 0;
+                while done < part.len() {
+                    let n = libc::pwrite(self.fd, part[done..].as_ptr().cast(), part.len() - done, (at + done) as libc::off_t);
+                    if n <= 0 {
+                        break;
+                    }
+                    done += n as usize;
+                }
+                at += part.len();
+            }
+            libc::lseek(self.fd, 0, libc::SEEK_SET);
+            if let Some(fp) = self.file {
+                crate::files::drop_read_ahead(fp);
+            }
+        }
+    }
 }
 
 /// The restored context as it was before the first execution.
@@ -123,6 +194,7 @@ impl Session {
                 }
             }
         }
+        let mut streams = Vec::with_capacity(req.params.len());
         for p in &req.params {
             if let ParamSite::Memory { extent, offset, len } = p.site {
                 let fits = req.context.graph.extents.get(extent as usize).is_some_and(|e| offset + len <= e.len);
@@ -130,6 +202,18 @@ impl Session {
                     return Err(format!("parameter at e{extent}+{offset} no longer fits its extent"));
                 }
             }
+            streams.push(match p.site {
+                ParamSite::Stream { fd, file, buffered } => {
+                    let fp = match file {
+                        Some(e) => Some(*set.addrs.get(e as usize).ok_or("a stream parameter's FILE is not in the context")?),
+                        None if buffered && fd == 0 => Some(crate::files::c_stdin()),
+                        None => None,
+                    };
+                    let start = p.origins.first().map_or(0, |o| o.offset);
+                    Some(StreamSlot::open(fd, fp, start + p.original.len() as u64)?)
+                }
+                _ => None,
+            });
         }
         let lens: Vec<u64> = req.context.graph.extents.iter().map(|e| e.len).collect();
         let memory = req
@@ -159,7 +243,7 @@ impl Session {
             arena: arena_mark(),
             libc: LibcState::capture(),
         };
-        Ok(Session { thunk: set.thunk, slots: set.slots, addrs: set.addrs, lens, refs, params: req.params, pristine })
+        Ok(Session { thunk: set.thunk, slots: set.slots, addrs: set.addrs, lens, refs, params: req.params, streams, pristine })
     }
 
     /// Write `input`'s values into the restored context. Meant for a forked child:
@@ -168,13 +252,26 @@ impl Session {
         let values = decode_values(&self.params, input);
         // Taken out for the loop (the writes below borrow `self`), put back after.
         let params = std::mem::take(&mut self.params);
-        for (p, v) in params.iter().zip(values) {
-            match (p.site, p.kind, v) {
+        for (i, (p, v)) in params.iter().zip(values).enumerate() {
+            let text = match (p.kind, v) {
+                (ParamKind::Decimal { .. }, ParamValue::Int(x)) => ParamValue::Bytes(x.to_string().into_bytes()),
+                (_, v) => v,
+            };
+            match (p.site, p.kind, text) {
                 (ParamSite::Arg(k), ParamKind::Int { bits }, ParamValue::Int(x)) => {
                     self.set_arg(k as usize, x, bits);
                 }
-                (ParamSite::Memory { extent, offset, len }, ParamKind::Bytes { nul, resizable }, ParamValue::Bytes(b)) => {
-                    let new_len = self.write_string(extent as usize, offset, len, nul, resizable, &b);
+                (ParamSite::Stream { .. }, _, ParamValue::Bytes(b)) => {
+                    if let Some(Some(slot)) = self.streams.get(i) {
+                        slot.serve(&b);
+                    }
+                }
+                (
+                    ParamSite::Memory { extent, offset, len },
+                    ParamKind::Bytes { nul, resize } | ParamKind::Decimal { nul, resize },
+                    ParamValue::Bytes(b),
+                ) => {
+                    let new_len = self.write_string(extent as usize, offset, len, nul, resize, &b);
                     for c in &p.companions {
                         let value = new_len as i64 + c.delta;
                         match c.site {
@@ -190,6 +287,7 @@ impl Session {
                                     }
                                 }
                             }
+                            ParamSite::Stream { .. } => {}
                         }
                     }
                 }
@@ -207,10 +305,11 @@ impl Session {
     }
 
     /// Write a string value; returns the length written.
-    fn write_string(&mut self, extent: usize, offset: u64, len: u64, nul: bool, resizable: bool, b: &[u8]) -> usize {
+    fn write_string(&mut self, extent: usize, offset: u64, len: u64, nul: bool, resize: Resize, b: &[u8]) -> usize {
         let term = nul as usize;
-        if resizable && b.len() as u64 != len {
-            // A fresh extent of the new length; move every pointer to the old one.
+        if resize != Resize::Fixed && b.len() as u64 != len {
+            // Fresh room of the new length; move the pointers to the old place: all
+            // of the extent's, or, for a token, those into the token.
             let Ok(new) = arena_alloc(b.len() + term, 16) else { return len as usize };
             // SAFETY: `new` has room for the bytes and the terminator.
             unsafe {
@@ -219,17 +318,24 @@ impl Session {
                     *((new + b.len()) as *mut u8) = 0;
                 }
             }
+            let token = resize == Resize::Token;
+            let base = if token { offset } else { 0 };
             for r in &self.refs[extent] {
+                let (Ref::Arg { offset: o, .. } | Ref::Word { offset: o, .. }) = *r;
+                if token && !(offset..=offset + len).contains(&o) {
+                    continue;
+                }
+                let target = (new as u64).wrapping_add(o - base);
                 match *r {
-                    Ref::Arg { k, offset } => self.slots[k] = (new as u64).wrapping_add(offset),
+                    Ref::Arg { k, .. } => self.slots[k] = target,
                     // SAFETY: `at` is a pointer word inside a restored extent.
-                    Ref::Word { at, offset } => unsafe {
-                        std::ptr::write_unaligned(at as *mut u64, (new as u64).wrapping_add(offset))
-                    },
+                    Ref::Word { at, .. } => unsafe { std::ptr::write_unaligned(at as *mut u64, target) },
                 }
             }
-            self.addrs[extent] = new;
-            self.lens[extent] = (b.len() + term) as u64;
+            if !token {
+                self.addrs[extent] = new;
+                self.lens[extent] = (b.len() + term) as u64;
+            }
             return b.len();
         }
         // In place, cut to the room there is.
@@ -306,6 +412,19 @@ fn give_stdin(bytes: &[u8]) -> Result<(), String> {
     Ok(())
 }
 
+/// Load a shared library into the harness (its constructors run now).
+fn load_library(path: &std::ffi::OsStr) -> Result<(), String> {
+    use std::os::unix::ffi::OsStrExt as _;
+    let c = std::ffi::CString::new(path.as_bytes()).map_err(|_| "a library path with a NUL byte".to_owned())?;
+    // SAFETY: dlopen with a NUL-terminated path; the library's constructors only
+    // install signal handlers.
+    let h = unsafe { libc::dlopen(c.as_ptr(), libc::RTLD_NOW | libc::RTLD_LOCAL) };
+    if h.is_null() {
+        return Err(format!("cannot load {}", std::path::Path::new(path).display()));
+    }
+    Ok(())
+}
+
 fn die(msg: &str) -> ! {
     eprintln!("trestle harness: {msg}");
     // SAFETY: ends the process.
@@ -325,6 +444,9 @@ pub fn run() -> ! {
     }
     if let Some(path) = std::env::var_os(ENV_FUZZ_INPUT) {
         let input = std::fs::read(&path).unwrap_or_else(|e| die(&format!("cannot read input: {e}")));
+        if let Some(lib) = std::env::var_os(ENV_CRASH_STACK_LIB) {
+            load_library(&lib).unwrap_or_else(|e| die(&e));
+        }
         session.apply(&input);
         session.execute();
         // SAFETY: ends the process.

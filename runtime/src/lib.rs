@@ -119,6 +119,8 @@ struct Runtime {
     extents: ExtentMap,
     files: files::FileTable,
     fds: std::collections::HashMap<i32, files::FdInfo>,
+    /// Descriptors the program mapped into memory.
+    mapped_fds: HashSet<i32>,
     fns: Vec<FnState>,
     frames: Vec<OpenFrame>,
     writer: Option<TraceWriter>,
@@ -188,6 +190,7 @@ fn init() {
         extents,
         files: file_table,
         fds: std::collections::HashMap::new(),
+        mapped_fds: HashSet::new(),
         fns,
         frames: Vec::new(),
         writer: None,
@@ -281,7 +284,7 @@ impl Runtime {
 
     /// Walk the memory reachable from `args` (as passed to the function at `fn_idx`),
     /// `ret` (when it is a pointer) and the function's root globals.
-    fn walk(&mut self, fn_idx: usize, args: &[u64], ret: Option<u64>, stack_cutoff: u64) -> (Vec<Value>, Value, Graph) {
+    fn walk(&mut self, fn_idx: usize, args: &[u64], ret: Option<u64>, stack_cutoff: u64) -> (Vec<Value>, Value, Graph, Vec<trestle_abi::StreamPos>) {
         let roots = self.roots(fn_idx);
         files::refresh_buffers(&mut self.files, &mut self.extents);
         let meta = &self.program.functions[fn_idx];
@@ -299,15 +302,16 @@ impl Runtime {
         for g in roots {
             w.visit_global(g);
         }
-        (argv, retv, w.finish())
+        let (graph, found) = w.finish_with_streams();
+        (argv, retv, graph, files::stream_positions(found, &self.fds, &self.mapped_fds))
     }
 
     fn post_state(&mut self, frame: &OpenFrame, ret: Option<u64>) -> State {
-        let (_, ret, graph) = self.walk(frame.fn_idx, &frame.args, ret, frame.stack_seq);
+        let (_, ret, graph, streams) = self.walk(frame.fn_idx, &frame.args, ret, frame.stack_seq);
         if graph.partial {
             self.stats.partial += 1;
         }
-        State { ret, graph }
+        State { ret, graph, streams }
     }
 
     fn enter(&mut self, id: u64, state: &AtomicU32, slots: *const u64, nslots: u32, sp: usize) {
@@ -347,15 +351,18 @@ impl Runtime {
                 self.extents.insert_stack(*a as usize, size as usize);
             }
         }
-        let (argv, _, graph) = self.walk(idx, &args, None, u64::MAX);
+        let (argv, _, graph, streams) = self.walk(idx, &args, None, u64::MAX);
         let partial = graph.partial;
         let fds = files::open_fds(&self.fds);
-        let context = Context { fn_id: id, args: argv, graph, locale: self.locale.clone(), fds };
+        let mut context = Context { fn_id: id, args: argv, graph, locale: self.locale.clone(), fds, streams: Vec::new() };
+        // Contexts that differ only in how far the input was read are duplicates:
+        // the first one's stream positions stand for them.
         let key = trestle_abi::ids::fnv1a64(&bincode::serialize(&context).unwrap_or_default());
         if !self.fns[idx].seen.insert(key) {
             self.stats.duplicates += 1;
             return;
         }
+        context.streams = streams;
         self.fns[idx].carved += 1;
         self.stats.carved += 1;
         if partial {

@@ -9,7 +9,7 @@ use crate::extents::{ExtentMap, Found};
 use std::collections::{HashMap, VecDeque};
 use trestle_abi::context::Graph;
 use crate::files::FileTable;
-use trestle_abi::{Extent, ExtentKind, OpenFile, PtrSlot, Value};
+use trestle_abi::{Extent, ExtentKind, OpenFile, PtrSlot, StreamPos, Value};
 
 /// Limits on one snapshot.
 #[derive(Debug, Clone, Copy)]
@@ -41,6 +41,7 @@ pub struct Walker<'a> {
     partial: bool,
     file_table: Option<&'a FileTable>,
     files: Vec<OpenFile>,
+    streams: Vec<StreamPos>,
 }
 
 impl<'a> Walker<'a> {
@@ -58,6 +59,7 @@ impl<'a> Walker<'a> {
             copied: 0,
             partial: false,
             file_table: None,
+            streams: Vec::new(),
             files: Vec::new(),
         }
     }
@@ -113,7 +115,13 @@ impl<'a> Walker<'a> {
     }
 
     /// Explore everything queued and return the graph.
-    pub fn finish(mut self) -> Graph {
+    pub fn finish(self) -> Graph {
+        self.finish_with_streams().0
+    }
+
+    /// Finish the walk ([`Walker::finish`]); also the read positions of the input
+    /// streams whose `FILE` the graph holds.
+    pub fn finish_with_streams(mut self) -> (Graph, Vec<StreamPos>) {
         while let Some(i) = self.queue.pop_front() {
             let f = self.found[i as usize];
             let constant = matches!(f.kind, ExtentKind::Global { constant: true, .. });
@@ -160,16 +168,21 @@ impl<'a> Walker<'a> {
                 let fd = unsafe { crate::files::fileno_of(f.start) };
                 // SAFETY: lseek on a descriptor number only queries it.
                 let off = unsafe { libc::lseek(fd, 0, libc::SEEK_CUR) };
-                self.files.push(OpenFile {
+                let open = OpenFile {
                     extent: i,
                     fd,
                     offset: (off >= 0).then_some(off as u64),
                     path: info.and_then(|i| i.path.clone()),
                     flags: info.map_or(-1, |i| i.flags),
-                });
+                };
+                // SAFETY: a registered FILE is live.
+                if let Some(s) = unsafe { crate::files::stream_pos(f.start, &open) } {
+                    self.streams.push(StreamPos { file: Some(i), ..s });
+                }
+                self.files.push(open);
             }
         }
-        Graph { extents: self.extents, partial: self.partial, files: self.files }
+        (Graph { extents: self.extents, partial: self.partial, files: self.files }, self.streams)
     }
 }
 

@@ -202,6 +202,7 @@ pub fn describe(p: &trestle_abi::unit::Param, v: &ParamValue) -> String {
             ((i << shift) >> shift).to_string()
         }
         (ParamValue::Int(i), _) => i.to_string(),
+        (ParamValue::Bytes(b), _) if b.len() > 80 => format!("{:?}… ({} bytes)", String::from_utf8_lossy(&b[..64]), b.len()),
         (ParamValue::Bytes(b), _) => format!("{:?}", String::from_utf8_lossy(b)),
     }
 }

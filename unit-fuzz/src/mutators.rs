@@ -1,7 +1,10 @@
 //! Parameter-aware mutators: the value mutations of the bridge paper, applied to one
 //! decoded parameter at a time (0, INT_MIN, INT_MAX, bit flips and random values for
-//! integers; bit flips, random bytes, random ASCII, NUL runs, 0xFF runs and repeated
-//! pieces of the recorded value for strings; a dictionary word for either).
+//! integers and numbers held as text; bit flips, random bytes, random ASCII, NUL
+//! runs, 0xFF runs and repeated pieces of the recorded value for strings; a
+//! dictionary word for either), and structure-keeping edits for the unread rest of
+//! a stream (a word or number put in place of one, a line repeated, dropped or
+//! swapped), which keep the rest of the input intact.
 
 use libafl::inputs::{BytesInput, HasMutatorBytes};
 use libafl::mutators::{MutationResult, Mutator};
@@ -60,7 +63,11 @@ impl<S: HasRand> Mutator<BytesInput, S> for ParamValueMutator {
         let k = rand.below(nz(self.params.len()));
         let p = &self.params[k];
         let new = match (&values[k], p.kind) {
-            (ParamValue::Int(v), ParamKind::Int { bits }) => {
+            (ParamValue::Int(v), ParamKind::Int { .. } | ParamKind::Decimal { .. }) => {
+                let bits = match p.kind {
+                    ParamKind::Int { bits } => bits,
+                    _ => 64,
+                };
                 let (lo, hi) = int_limits(bits.max(8));
                 let x = match rand.below(nz(7)) {
                     0 => 0,
@@ -117,6 +124,9 @@ impl<S: HasRand> Mutator<BytesInput, S> for ParamValueMutator {
                 b.truncate(MAX_LEN);
                 ParamValue::Bytes(b)
             }
+            (ParamValue::Bytes(b), ParamKind::Stream { .. }) => {
+                ParamValue::Bytes(mutate_stream(rand, b, &self.words, &self.ints))
+            }
             (v, _) => v.clone(),
         };
         if new == values[k] {
@@ -130,4 +140,97 @@ impl<S: HasRand> Mutator<BytesInput, S> for ParamValueMutator {
     fn post_exec(&mut self, _state: &mut S, _new: Option<libafl::corpus::CorpusId>) -> Result<(), Error> {
         Ok(())
     }
+}
+
+/// Runs of bytes that are not separators: the words and numbers of a stream.
+fn words_of(b: &[u8]) -> Vec<(usize, usize)> {
+    let mut out = Vec::new();
+    let mut start = None;
+    for (i, &c) in b.iter().chain(std::iter::once(&b' ')).enumerate() {
+        let sep = !(c.is_ascii_alphanumeric() || c == b'_' || c == b'-' || c == b'.' || c >= 0x80);
+        match (sep, start) {
+            (false, None) => start = Some(i),
+            (true, Some(s)) => {
+                out.push((s, i));
+                start = None;
+            }
+            _ => {}
+        }
+    }
+    out
+}
+
+/// Line spans (each with its newline).
+fn lines_of(b: &[u8]) -> Vec<(usize, usize)> {
+    let mut out = Vec::new();
+    let mut s = 0;
+    for (i, &c) in b.iter().enumerate() {
+        if c == b'\n' {
+            out.push((s, i + 1));
+            s = i + 1;
+        }
+    }
+    if s < b.len() {
+        out.push((s, b.len()));
+    }
+    out
+}
+
+/// One structure-keeping edit of a stream's unread rest.
+fn mutate_stream<R: Rand>(rand: &mut R, b: &[u8], words: &[Vec<u8>], ints: &[i64]) -> Vec<u8> {
+    let mut out = b.to_vec();
+    let toks = words_of(b);
+    let lines = lines_of(b);
+    match rand.below(nz(6)) {
+        // A word of the stream becomes a dictionary word.
+        0 if !toks.is_empty() && !words.is_empty() => {
+            let (s, e) = toks[rand.below(nz(toks.len()))];
+            out.splice(s..e, words[rand.below(nz(words.len()))].iter().copied());
+        }
+        // A word becomes an interesting number.
+        1 if !toks.is_empty() => {
+            let (s, e) = toks[rand.below(nz(toks.len()))];
+            let n = match rand.below(nz(5)) {
+                0 if !ints.is_empty() => ints[rand.below(nz(ints.len()))],
+                1 => -1,
+                2 => i32::MAX as i64 + 1,
+                3 => rand.below(nz(100000)) as i64,
+                _ => 0,
+            };
+            out.splice(s..e, n.to_string().into_bytes());
+        }
+        // A line is repeated.
+        2 if !lines.is_empty() => {
+            let (s, e) = lines[rand.below(nz(lines.len()))];
+            let line = b[s..e].to_vec();
+            let at = lines[rand.below(nz(lines.len()))].0;
+            out.splice(at..at, line);
+        }
+        // A line is dropped.
+        3 if lines.len() > 1 => {
+            let (s, e) = lines[rand.below(nz(lines.len()))];
+            out.drain(s..e);
+        }
+        // A dictionary word starts a line of its own.
+        4 if !words.is_empty() => {
+            let at = lines.get(rand.below(nz(lines.len().max(1)))).map_or(0, |l| l.0);
+            let mut line = words[rand.below(nz(words.len()))].clone();
+            line.push(b' ');
+            out.splice(at..at, line);
+        }
+        // Two words swap places.
+        _ if toks.len() > 1 => {
+            let (a, b2) = (toks[rand.below(nz(toks.len()))], toks[rand.below(nz(toks.len()))]);
+            let (first, second) = if a.0 <= b2.0 { (a, b2) } else { (b2, a) };
+            if first.1 <= second.0 {
+                let w1 = b[first.0..first.1].to_vec();
+                let w2 = b[second.0..second.1].to_vec();
+                out.splice(second.0..second.1, w1);
+                out.splice(first.0..first.1, w2);
+            }
+        }
+        _ => {}
+    }
+    out.truncate(MAX_LEN * 4);
+    out
 }

@@ -118,6 +118,43 @@ pub struct Context {
     /// Files the program had open with `open`/`openat` (descriptor, offset, path,
     /// flags; `extent` unused): a replay reopens them under the same numbers.
     pub fds: Vec<OpenFile>,
+    /// How far each input stream had been consumed ([`StreamPos`]): standard input
+    /// and the files the program reads. Not part of what a replay restores; carving
+    /// turns the unread rest of a stream into a parameter.
+    pub streams: Vec<StreamPos>,
+}
+
+/// The read position of one input stream at a moment of the recording.
+///
+/// The program has consumed `offset - pending` bytes of the file: the descriptor
+/// stands at `offset`, and the `FILE` (if any) still holds `pending` bytes it read
+/// ahead but has not handed to the program yet.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct StreamPos {
+    /// The descriptor.
+    pub fd: i32,
+    /// The `FILE` extent reading from it, if the context holds one; `None` for the C
+    /// library's own `stdin` (not reachable from the program's memory) or a bare
+    /// descriptor read with `read(2)`.
+    pub file: Option<u32>,
+    /// True if a `FILE` reads from the descriptor (the C library's `stdin` included).
+    pub buffered: bool,
+    /// The path it was opened with; `None` for standard input.
+    pub path: Option<String>,
+    /// The descriptor's offset; `None` if it cannot be told (a pipe, a socket).
+    pub offset: Option<u64>,
+    /// Bytes read ahead into the `FILE`'s buffer and not yet consumed.
+    pub pending: u64,
+    /// Why the stream's position cannot be restored with another content (a
+    /// wide-character stream, pushed-back bytes, …); `None` when it can.
+    pub problem: Option<String>,
+}
+
+impl StreamPos {
+    /// Bytes of the file the program has consumed, when that can be told.
+    pub fn consumed(&self) -> Option<u64> {
+        self.offset.and_then(|o| o.checked_sub(self.pending))
+    }
 }
 
 /// The state an invocation leaves: its return value and the memory reachable from the
@@ -128,6 +165,9 @@ pub struct State {
     pub ret: Value,
     /// Memory after the call.
     pub graph: Graph,
+    /// The input streams' positions after the call (not compared: a replay serves
+    /// its input from elsewhere).
+    pub streams: Vec<StreamPos>,
 }
 
 /// How an invocation ended.
@@ -267,7 +307,7 @@ mod tests {
 
     #[test]
     fn a_changed_byte_is_a_difference() {
-        let a = State { ret: Value::Bits(1), graph: Graph { extents: vec![heap(b"abc")], ..Graph::default() } };
+        let a = State { ret: Value::Bits(1), graph: Graph { extents: vec![heap(b"abc")], ..Graph::default() }, streams: vec![] };
         let mut b = a.clone();
         assert_eq!(diff_states(&a, &b), None);
         b.graph.extents[0].bytes = Some(b"abd".to_vec());

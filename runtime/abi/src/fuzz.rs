@@ -2,10 +2,13 @@
 //! harness up, and how a fuzzer input encodes new values for a unit's parameters.
 //!
 //! An input is the parameters' values one after another: an integer as 8 bytes little
-//! endian (so input-to-state replacement finds the bytes a comparison saw), a string
-//! as a 4-byte little-endian length and its bytes. Decoding never fails: a short or
-//! damaged input leaves the remaining parameters at their recorded values, and a
-//! length past the end takes what is there.
+//! endian (so input-to-state replacement finds the bytes a comparison saw; numbers
+//! held as decimal text are integers here too), a string or stream as a 4-byte
+//! little-endian length and its bytes. The last parameter, when it is a string or a
+//! stream, takes every byte after its length word whatever the length says, so
+//! that insertions and deletions of a byte-level mutator change its length.
+//! Decoding never fails: a short or damaged input leaves the remaining parameters
+//! at their recorded values, and a length past the end takes what is there.
 
 use crate::context::Context;
 use crate::unit::{Param, ParamKind};
@@ -15,6 +18,11 @@ use serde::{Deserialize, Serialize};
 pub const ENV_FUZZ: &str = "TRESTLE_FUZZ";
 /// Environment variable: run one input from this file instead of serving a fuzzer.
 pub const ENV_FUZZ_INPUT: &str = "TRESTLE_FUZZ_INPUT";
+/// Environment variable, with [`ENV_FUZZ_INPUT`]: a crash-stack library
+/// (`libtrestle_crashstack.so`) the harness loads once the unit is restored. Loaded
+/// then rather than preloaded, it leaves the C library where the recording had it:
+/// a restored `FILE` holds pointers into the C library that a preload would move.
+pub const ENV_CRASH_STACK_LIB: &str = "TRESTLE_CRASH_STACK_LIB";
 /// Longest string value a harness accepts (longer ones are cut).
 pub const MAX_STRING_VALUE: usize = 1 << 16;
 
@@ -100,11 +108,10 @@ pub enum ParamValue {
 
 /// The recorded value of a parameter.
 pub fn original_value(p: &Param) -> ParamValue {
-    match p.kind {
-        ParamKind::Bytes { .. } => ParamValue::Bytes(p.original.clone()),
-        ParamKind::Int { .. } => {
-            ParamValue::Int(std::str::from_utf8(&p.original).ok().and_then(|s| s.parse().ok()).unwrap_or(0))
-        }
+    if p.kind.is_int() {
+        ParamValue::Int(std::str::from_utf8(&p.original).ok().and_then(|s| s.parse().ok()).unwrap_or(0))
+    } else {
+        ParamValue::Bytes(p.original.clone())
     }
 }
 
@@ -126,9 +133,10 @@ pub fn encode_values(values: &[ParamValue]) -> Vec<u8> {
 /// Decode a fuzzer input into one value per parameter.
 pub fn decode_values(params: &[Param], mut input: &[u8]) -> Vec<ParamValue> {
     let mut out = Vec::with_capacity(params.len());
-    for p in params {
+    for (i, p) in params.iter().enumerate() {
+        let last = i + 1 == params.len();
         match p.kind {
-            ParamKind::Int { .. } => {
+            ParamKind::Int { .. } | ParamKind::Decimal { .. } => {
                 if input.len() >= 8 {
                     out.push(ParamValue::Int(i64::from_le_bytes(input[..8].try_into().unwrap())));
                     input = &input[8..];
@@ -137,10 +145,11 @@ pub fn decode_values(params: &[Param], mut input: &[u8]) -> Vec<ParamValue> {
                     out.push(original_value(p));
                 }
             }
-            ParamKind::Bytes { .. } => {
+            ParamKind::Bytes { .. } | ParamKind::Stream { .. } => {
                 if input.len() >= 4 {
                     let n = u32::from_le_bytes(input[..4].try_into().unwrap()) as usize;
-                    let n = n.min(input.len() - 4).min(MAX_STRING_VALUE);
+                    let n = if last { input.len() - 4 } else { n.min(input.len() - 4) };
+                    let n = n.min(MAX_STRING_VALUE);
                     out.push(ParamValue::Bytes(input[4..4 + n].to_vec()));
                     input = &input[4 + n..];
                 } else {
@@ -156,7 +165,7 @@ pub fn decode_values(params: &[Param], mut input: &[u8]) -> Vec<ParamValue> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::unit::ParamSite;
+    use crate::unit::{ParamSite, Resize};
 
     fn param(kind: ParamKind, original: &[u8]) -> Param {
         Param { site: ParamSite::Arg(0), kind, original: original.to_vec(), origins: vec![], companions: vec![] }
@@ -164,7 +173,7 @@ mod tests {
 
     #[test]
     fn values_round_trip_and_damage_falls_back_to_the_recording() {
-        let ps = vec![param(ParamKind::Int { bits: 32 }, b"-7"), param(ParamKind::Bytes { nul: true, resizable: true }, b"guest")];
+        let ps = vec![param(ParamKind::Int { bits: 32 }, b"-7"), param(ParamKind::Bytes { nul: true, resize: Resize::Extent }, b"guest")];
         let vals = vec![ParamValue::Int(42342531), ParamValue::Bytes(b"admin".to_vec())];
         assert_eq!(decode_values(&ps, &encode_values(&vals)), vals);
         assert_eq!(decode_values(&ps, &[]), vec![ParamValue::Int(-7), ParamValue::Bytes(b"guest".to_vec())]);
@@ -172,5 +181,20 @@ mod tests {
         let mut bad = encode_values(&vals);
         bad[8] = 200;
         assert_eq!(decode_values(&ps, &bad)[1], ParamValue::Bytes(b"admin".to_vec()));
+    }
+
+    #[test]
+    fn the_last_string_takes_every_byte_after_its_length_word() {
+        let ps = vec![
+            param(ParamKind::Bytes { nul: true, resize: Resize::Token }, b"k"),
+            param(ParamKind::Decimal { nul: true, resize: Resize::Token }, b"5"),
+            param(ParamKind::Stream { cut: 0 }, b"get k\n"),
+        ];
+        assert_eq!(original_value(&ps[1]), ParamValue::Int(5));
+        let mut input = encode_values(&[ParamValue::Bytes(b"key".to_vec()), ParamValue::Int(90210), ParamValue::Bytes(b"x".to_vec())]);
+        // A byte-level mutator appended to the stream without fixing its length word.
+        input.extend_from_slice(b"yz");
+        let v = decode_values(&ps, &input);
+        assert_eq!(v, vec![ParamValue::Bytes(b"key".to_vec()), ParamValue::Int(90210), ParamValue::Bytes(b"xyz".to_vec())]);
     }
 }

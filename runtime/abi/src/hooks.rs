@@ -75,6 +75,9 @@ pub const RENAMED_ALLOCATORS: &[(&str, &str)] = &[
     ("openat", "__trestle_openat"),
     ("openat64", "__trestle_openat"),
     ("close", "__trestle_close"),
+    // A file mapped into memory is input no stream parameter can replace.
+    ("mmap", "__trestle_mmap"),
+    ("mmap64", "__trestle_mmap"),
 ];
 
 /// The wrapper a call to `name` is renamed to, if any.

@@ -17,5 +17,5 @@ pub mod meta;
 pub mod trace;
 pub mod unit;
 
-pub use context::{Context, Extent, ExtentKind, OpenFile, Outcome, PtrSlot, State, Value};
+pub use context::{Context, Extent, ExtentKind, OpenFile, Outcome, PtrSlot, State, StreamPos, Value};
 pub use meta::{FnMeta, GlobalMeta, ModuleMeta, ParamMeta, ValueKind};

@@ -13,7 +13,7 @@ use serde::{Deserialize, Serialize};
 /// Magic at the start of a header body.
 pub const TRACE_MAGIC: [u8; 8] = *b"TRSTRACE";
 /// Trace format version.
-pub const TRACE_VERSION: u32 = 4;
+pub const TRACE_VERSION: u32 = 5;
 /// Bytes before a frame's body.
 pub const FRAME_HEADER: usize = 8;
 
@@ -224,7 +224,7 @@ mod tests {
     fn exit_rec() -> Record {
         Record::Exit {
             seq: 3,
-            outcome: Outcome::Returned(State { ret: Value::Bits(5), graph: Graph::default() }),
+            outcome: Outcome::Returned(State { ret: Value::Bits(5), graph: Graph::default(), streams: vec![] }),
         }
     }
 

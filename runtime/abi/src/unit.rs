@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 /// Magic at the start of a unit file.
 pub const UNIT_MAGIC: [u8; 8] = *b"TRSTUNIT";
 /// Unit format version.
-pub const UNIT_VERSION: u32 = 5;
+pub const UNIT_VERSION: u32 = 6;
 
 /// One system test, as in `DESIGN.md`, decoded: arguments (without the program name),
 /// stdin, files created in a fresh working directory, environment. The JSON form
@@ -71,24 +71,82 @@ pub enum ParamSite {
         /// Length in bytes (without a NUL terminator).
         len: u64,
     },
+    /// The unread rest of an input stream read through descriptor `fd`: the
+    /// harness serves the value as what is left to read, at the position the
+    /// recording had reached.
+    Stream {
+        /// The descriptor.
+        fd: i32,
+        /// The `FILE` extent reading from it, if the context holds one.
+        file: Option<u32>,
+        /// A `FILE` reads from it (the C library's `stdin` when `file` is `None`):
+        /// its buffer is emptied so that the next read sees the new value.
+        buffered: bool,
+    },
+}
+
+/// How a string parameter of a new length finds room.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum Resize {
+    /// It cannot grow; a longer value is cut to the room there is.
+    Fixed,
+    /// It fills its extent: a new length gets a fresh extent, and every pointer to
+    /// the old one moves to it.
+    Extent,
+    /// A NUL-terminated token inside a larger extent (a word `strtok` cut out of a
+    /// line): a new length gets a fresh extent of its own, the pointers into the
+    /// token move to it, and the rest of the extent stays where it was.
+    Token,
 }
 
 /// What kind of value a parameter holds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum ParamKind {
-    /// A byte string. `nul` if a NUL terminator followed it; `resizable` if it fills
-    /// its extent, so a value of another length gets a fresh extent.
+    /// A byte string. `nul` if a NUL terminator followed it.
     Bytes {
         /// NUL-terminated.
         nul: bool,
-        /// Fills its extent (a new length means a new extent).
-        resizable: bool,
+        /// How a value of another length finds room.
+        resize: Resize,
     },
     /// An integer of `bits` bits, written in decimal in the system input.
     Int {
         /// Width.
         bits: u16,
     },
+    /// A decimal integer held as text in memory (a number token of the input
+    /// before the program parsed it): fuzzed as an integer, so comparison solving
+    /// sees the number the program compares, and written as decimal text, its
+    /// length following the value.
+    Decimal {
+        /// NUL-terminated.
+        nul: bool,
+        /// How a value of another length finds room.
+        resize: Resize,
+    },
+    /// The unread rest of an input stream ([`ParamSite::Stream`]). The value covers
+    /// at most a cap's worth of bytes; `cut` bytes after it stay as recorded.
+    Stream {
+        /// Bytes of the stream after the value, kept as they were.
+        cut: u64,
+    },
+}
+
+impl ParamKind {
+    /// True if values of this kind are integers ([`crate::fuzz::ParamValue::Int`]).
+    pub fn is_int(&self) -> bool {
+        matches!(self, ParamKind::Int { .. } | ParamKind::Decimal { .. })
+    }
+
+    /// A short name of the kind: `int`, `string`, `number`, `stream`.
+    pub fn name(&self) -> &'static str {
+        match self {
+            ParamKind::Bytes { .. } => "string",
+            ParamKind::Int { .. } => "int",
+            ParamKind::Decimal { .. } => "number",
+            ParamKind::Stream { .. } => "stream",
+        }
+    }
 }
 
 /// An integer that was equal to a string parameter's length (plus `delta`) and
