@@ -144,6 +144,10 @@ pub struct AlarmEntry {
     pub size_lifted: usize,
     /// Bytes of the reduced test.
     pub size_reduced: usize,
+    /// Seconds from the start of the campaign (of `trestle lift`, run alone) until
+    /// the alarm was confirmed.
+    #[serde(default)]
+    pub found_at: Option<f64>,
 }
 
 fn unit_source() -> String {
@@ -190,6 +194,8 @@ pub struct Lifter {
     effective_tests: Vec<SystemTest>,
     deadline: Option<Instant>,
     seeds: Vec<(String, SystemTest)>,
+    /// When the work this lifter serves started: an alarm's `found_at` counts from it.
+    epoch: Instant,
 }
 
 /// Unit crashes of one unit with the same crash signature lifted at most this often
@@ -250,6 +256,7 @@ impl Lifter {
             effective_tests: Vec::new(),
             deadline: None,
             seeds: Vec::new(),
+            epoch: Instant::now(),
         };
         lifter.load_existing()?;
         if is_coverage_build(&lifter.program) {
@@ -259,6 +266,8 @@ impl Lifter {
             lifter.stats.branches_total = base.branches_total;
             lifter.coverage = Some(base);
         }
+        // Readers find the lists even when nothing is ever found.
+        lifter.write_index()?;
         Ok(lifter)
     }
 
@@ -279,6 +288,12 @@ impl Lifter {
         }
         self.fp_count = std::fs::read_dir(self.out.join("false-positives")).map(|d| d.count()).unwrap_or(0);
         Ok(())
+    }
+
+    /// Count alarm times (`found_at`) from `epoch` (a campaign's start, earlier
+    /// sessions included).
+    pub fn set_epoch(&mut self, epoch: Instant) {
+        self.epoch = epoch;
     }
 
     /// Reduce alarms with at most `budget` runs each; `None` turns reduction off.
@@ -410,6 +425,7 @@ impl Lifter {
                 candidates: 1,
                 size_lifted: test_size(test),
                 size_reduced: test_size(&reduced),
+                found_at: Some(self.epoch.elapsed().as_secs_f64()),
             },
         );
         self.stats.alarms = self.alarms.len();
@@ -779,6 +795,7 @@ impl Lifter {
                 candidates: 1,
                 size_lifted: test_size(lifted),
                 size_reduced: test_size(&reduced),
+                found_at: Some(self.epoch.elapsed().as_secs_f64()),
             },
         );
         self.stats.alarms = self.alarms.len();

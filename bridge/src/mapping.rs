@@ -284,7 +284,12 @@ fn reads(s: &StreamPos, outcome: Option<&Outcome>) -> bool {
         Some(Outcome::Returned(st)) | Some(Outcome::Exited { state: st, .. }) => &st.streams,
         Some(Outcome::Crashed { .. }) | None => return true,
     };
-    after.iter().find(|a| a.fd == s.fd).is_some_and(|a| a.consumed() != s.consumed() || a.offset != s.offset)
+    // A descriptor that became something else during the call (a pipe put over
+    // stdin, say) was replaced, not read.
+    after.iter().find(|a| a.fd == s.fd).is_some_and(|a| {
+        a.offset.is_some() == s.offset.is_some()
+            && (a.consumed() != s.consumed() || a.offset != s.offset || a.mark != s.mark || a.pending != s.pending)
+    })
 }
 
 /// Stream parameters: what was left to read of each input stream the call read.
@@ -439,7 +444,7 @@ mod tests {
     }
 
     fn stdin_at(offset: u64, pending: u64) -> StreamPos {
-        StreamPos { fd: 0, file: None, buffered: true, path: None, offset: Some(offset), pending, problem: None }
+        StreamPos { fd: 0, file: None, buffered: true, path: None, offset: Some(offset), pending, mark: 0, problem: None }
     }
 
     fn returned(streams: Vec<StreamPos>) -> Outcome {

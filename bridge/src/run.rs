@@ -161,6 +161,14 @@ pub struct FuzzedUnit {
     pub value_hashes: Vec<u64>,
 }
 
+/// True if the unit index in `dir` lists no unit (or cannot be read).
+fn index_is_empty(dir: &Path) -> bool {
+    std::fs::read(dir.join(UNIT_INDEX))
+        .ok()
+        .and_then(|b| serde_json::from_slice::<UnitIndex>(&b).ok())
+        .is_none_or(|i| i.units.is_empty())
+}
+
 /// A unit chosen to fuzz next.
 struct Pick {
     path: PathBuf,
@@ -517,7 +525,12 @@ impl Runner {
         self.status("carving");
         let summary = carve::run(&CarveArgs { traces, out: units.clone(), program: None, quiet: true });
         if let Err(e) = summary {
-            // Units of readable traces were written; say why the rest were not.
+            // Nothing carved from the seeds is no campaign: the program and this
+            // trestle disagree (another trestle's runtime, say). Later batches keep
+            // the units of their readable traces.
+            if round == 0 && index_is_empty(&units) {
+                bail!("carving the seeds failed, so the bridge would have no unit to fuzz: {e:#}");
+            }
             eprintln!("trestle run: carving batch {round}: {e:#}");
         }
         let index: UnitIndex = serde_json::from_slice(&std::fs::read(units.join(UNIT_INDEX)).unwrap_or_default()).unwrap_or_default();
@@ -843,6 +856,7 @@ pub fn run(args: &RunArgs) -> Result<Campaign> {
     let mut lifter = Lifter::new(&s.validate_with, &out, sandbox, &baseline, false)?;
     lifter.set_reduce_budget(Some(300));
     lifter.set_harness(Some(s.program.clone()));
+    lifter.set_epoch(Instant::now() - Duration::from_secs_f64(campaign.elapsed.max(0.0)));
     lifter.set_seeds(seeds.iter().map(|n| (n.name.clone(), n.test.clone())).collect());
 
     STOP.store(false, Ordering::SeqCst);

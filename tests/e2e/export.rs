@@ -151,7 +151,7 @@ fn the_admin_login_with_a_long_password_crashes_the_test() {
                 let CtxValue::Ptr { extent, offset: 0 } = unit.context.args[arg] else { return None };
                 unit.params.iter().position(|p| {
                     matches!(p.site, ParamSite::Memory { extent: e, offset: 0, .. } if e == extent)
-                        && matches!(p.kind, ParamKind::Bytes { resizable: true, .. })
+                        && matches!(p.kind, ParamKind::Bytes { resize: trestle_abi::unit::Resize::Extent, .. })
                 })
             };
             let (u, p) = (param_at(0)?, param_at(1)?);
