@@ -1,0 +1,953 @@
+#!/usr/bin/env python3
+"""Time to bug: the bridge (`trestle run`) against the system-level fuzzer alone
+(`trestle run --system-only`) and against AFL++ at full strength, on subjects with
+planted bugs.
+
+    python3 bench/bugs.py [--subjects requests,kvshell] [--reps 5] [--time 300]
+                          [--columns bridge,system-only,aflpp] [--jobs 1]
+                          [--smoke] [--table-only] [--self-check] [--work DIR]
+
+Columns (one core each; --jobs 2 runs two at a time on a 2-core machine):
+  bridge       trestle run --program TRESTLE_BUILD --seeds SEEDS --validate-with COV_BUILD
+               --time T --out DIR --seed REP+1 --plain
+  system-only  the same with --system-only
+  aflpp        Debian's afl++ (afl-fuzz, one instance): an afl-clang-fast build, a CmpLog
+               build (AFL_LLVM_CMPLOG=1) passed with -c and `-l 2AT`, the dictionary
+               AFL_LLVM_DICT2FILE wrote while compiling passed with -x, the subject's seeds
+               turned into AFL inputs, -V T, -s REP+1.
+
+Every crash a column reports is classified by the innermost function of the subject's
+own code on its crash stack when the crashing system test runs on the plain build
+(clang-19 -O2 -g) under `trestle validate --json`: a bug is found when that function is
+the bug's; a crash elsewhere is an "other crash" (with its signature); a reported crash
+that does not crash the plain build is kept as "unreproduced".
+
+Times (seconds since the start of the run):
+  trestle  an alarm's `found_at` in alarms.json when present; otherwise the first row of
+           timeline.csv whose `alarms` column reaches the alarm's rank, the alarms ranked
+           by the time their files under alarms/<id>/ were written (alarms.json is sorted
+           by deduplication key, not by discovery). timeline.csv is sampled every ~2 s
+           while system fuzzing and once per round, so this is an upper bound that can be
+           late by up to one unit round (~10-20 s).
+  AFL++    `time:` (ms since the fuzzer started) in the name of each file of
+           out/default/crashes/.
+A bug's time is the earliest crash classified to it; a run that does not find it counts
+as the full budget in medians and tests.
+
+Outputs: bench/results/bugs/<subject>/<column>-<rep>.json per run, written when the run
+ends (re-running skips finished runs; an interrupted trestle campaign goes on with
+`trestle run --resume`, an interrupted AFL++ run starts again), and
+bench/results/bugs/<subject>.md, rewritten after every run. Builds, campaign and AFL++
+output directories live in WORK (default ~/.cache/trestle/bench-bugs).
+"""
+import argparse, base64, hashlib, itertools, json, math, os, platform, re, shutil, signal, statistics, subprocess
+import sys, threading, time
+from concurrent.futures import ThreadPoolExecutor, as_completed
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+RELEASE = REPO / "target" / "release"
+RESULTS = REPO / "bench" / "results" / "bugs"
+TOOLS = ["trestle", "trestle-exec", "trestle-fuzz-launcher", "libtrestle_crashstack.so", "libtrestle_inproc.so"]
+COLUMNS = ["bridge", "system-only", "aflpp"]
+COV_FLAGS = ["-O1", "-g", "-fprofile-instr-generate", "-fcoverage-mapping"]
+PLAIN_FLAGS = ["-O2", "-g"]
+AFL_ENV = {"AFL_NO_UI": "1", "AFL_SKIP_CPUFREQ": "1", "AFL_I_DONT_CARE_ABOUT_MISSING_CRASHES": "1",
+           "AFL_NO_AFFINITY": "1"}
+
+# ---------------------------------------------------------------------------------
+# Subjects. dir: under the repository; sources: file names in dir (None: every *.c /
+# *.cc / *.cpp in it); seeds / crashers: sub-directories of dir; afl: how a system test
+# maps to an AFL++ input:
+#   {"mode": "stdin"}                          the test's stdin bytes; its args are dropped
+#   {"mode": "file", "args": [...], "file": N} `prog ARGS... @@`; the input is the test's
+#                                               file N (or its only file)
+# bugs: {bug name: innermost function of the crash on the plain build}.
+# ---------------------------------------------------------------------------------
+SUBJECTS = {
+    "requests": {
+        "dir": "tests/subjects/requests",
+        "sources": ["requests.c"],
+        "seeds": "seeds",
+        "crashers": "crashers",
+        # The seeds use arguments and stdin; AFL++ fuzzes stdin only (no arguments), so
+        # it gets the stdin of the five seeds that have one (set, login, token, echo/sum,
+        # mixed) and never the args-only seeds (set_args, login_args).
+        "afl": {"mode": "stdin"},
+        "bugs": {"store_value": "store_value", "check_login": "check_login"},
+        "note": "AFL++ fuzzes stdin only: the seeds' arguments are dropped (set_args and login_args give "
+                "no AFL++ input; the others give their stdin). Every request can be written on stdin, so "
+                "no bug is out of AFL++'s reach.",
+    },
+    "kvshell": {
+        "dir": "tests/subjects/kvshell",
+        "sources": ["kvshell.c"],
+        "seeds": "seeds",
+        "crashers": "crashers",
+        "afl": {"mode": "stdin"},
+        # From tests/subjects/kvshell/SUBJECT.md: bug 1 (set KEY 90210 with a 5..15
+        # character key) and bug 2 (swap with a missing second key). Bug 3 (key_hash) is
+        # unit-only, so a crash there would be an "other crash" (a false alarm).
+        "bugs": {"store_value": "store_value", "swap_values": "swap_values"},
+        "note": "stdin-driven (arguments ignored): AFL++ gets exactly the seeds' stdin.",
+    },
+}
+
+
+def log(msg):
+    print(f"[bugs {time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
+
+
+def write_atomic(path, text):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(text)
+    os.replace(tmp, path)
+
+
+def content(c):
+    """A test's stdin or file: text, or {"base64": ...}; bytes."""
+    if c is None:
+        return b""
+    if isinstance(c, dict):
+        return base64.b64decode(c["base64"])
+    return c.encode()
+
+
+def sha1_files(paths):
+    h = hashlib.sha1()
+    for p in paths:
+        h.update(str(p).encode())
+        h.update(Path(p).read_bytes() if Path(p).exists() else b"-")
+    return h.hexdigest()
+
+
+def subject_dir(name):
+    return REPO / SUBJECTS[name]["dir"]
+
+
+def subject_sources(name):
+    cfg = SUBJECTS[name]
+    d = subject_dir(name)
+    if cfg["sources"]:
+        return [d / s for s in cfg["sources"]]
+    return sorted(p for p in d.iterdir() if p.suffix in (".c", ".cc", ".cpp", ".cxx"))
+
+
+def is_cxx(sources):
+    return any(p.suffix != ".c" for p in sources)
+
+
+def subject_problem(name):
+    """Why the subject cannot run yet, or None."""
+    cfg = SUBJECTS[name]
+    d = subject_dir(name)
+    if not d.is_dir():
+        return f"{d} does not exist yet"
+    if not cfg["bugs"]:
+        return f"its bug table is a TODO in bench/bugs.py (fill it in from {d / 'SUBJECT.md'})"
+    if not subject_sources(name):
+        return f"no sources in {d}"
+    if not (d / cfg["seeds"]).is_dir():
+        return f"no seeds in {d / cfg['seeds']}"
+    return None
+
+
+# ---------------------------------------------------------------------------------
+# system test <-> AFL++ input
+# ---------------------------------------------------------------------------------
+
+def test_to_afl(test, afl):
+    """The AFL++ input of a system test, or None when it has none."""
+    if afl["mode"] == "stdin":
+        data = content(test.get("stdin"))
+    elif afl["mode"] == "file":
+        files = test.get("files", {})
+        if afl.get("file"):
+            data = content(files.get(afl["file"])) if afl["file"] in files else b""
+        else:
+            data = content(next(iter(files.values()))) if len(files) == 1 else b""
+    else:
+        raise ValueError(f"unknown AFL++ input mode {afl['mode']}")
+    return data or None  # afl-fuzz skips empty inputs
+
+
+def afl_to_test(data, afl):
+    """The system test an AFL++ input stands for."""
+    if afl["mode"] == "stdin":
+        t = {"stdin": {"base64": base64.b64encode(data).decode()}}
+        if afl.get("args"):
+            t["args"] = list(afl["args"])
+        return t
+    name = afl.get("file") or "input"
+    return {"args": list(afl.get("args", [])) + [name], "files": {name: {"base64": base64.b64encode(data).decode()}}}
+
+
+def afl_target_args(afl):
+    if afl["mode"] == "stdin":
+        return list(afl.get("args", []))
+    return list(afl.get("args", [])) + ["@@"]
+
+
+# ---------------------------------------------------------------------------------
+# classification: trestle validate on the plain build
+# ---------------------------------------------------------------------------------
+
+def validate(trestle, plain, tests, scratch):
+    """Run the system tests (list of dicts) on the plain build with `trestle validate
+    --json`; returns one dict per test (status, crash, frames), in order."""
+    if not tests:
+        return []
+    shutil.rmtree(scratch, ignore_errors=True)
+    scratch.mkdir(parents=True)
+    paths = []
+    for i, t in enumerate(tests):
+        p = scratch / f"t{i:05d}.json"
+        p.write_text(json.dumps(t))
+        paths.append(p)
+    r = subprocess.run([str(trestle), "validate", "--program", str(plain), "--json", "--timeout", "5s", str(scratch)],
+                       capture_output=True, text=True)
+    by_path = {}
+    for line in r.stdout.splitlines():
+        line = line.strip()
+        if line.startswith("{"):
+            try:
+                o = json.loads(line)
+            except ValueError:
+                continue
+            by_path[str(Path(o.get("test", "")).resolve())] = o
+    out = []
+    for p in paths:
+        o = by_path.get(str(p.resolve()))
+        if o is None:
+            raise RuntimeError(f"trestle validate gave no result for {p} (exit {r.returncode}): {r.stderr[-2000:]}")
+        out.append(o)
+    shutil.rmtree(scratch, ignore_errors=True)
+    return out
+
+
+def classify(v, bugs):
+    """(kind, what): ("bug", name), ("other", signature) or ("none", status)."""
+    if not v.get("crash"):
+        return "none", v.get("status") or "?"
+    frames = v.get("frames") or []
+    by_fn = {fn: b for b, fn in bugs.items()}
+    if frames and frames[0] in by_fn:
+        return "bug", by_fn[frames[0]]
+    return "other", v["crash"]
+
+
+# ---------------------------------------------------------------------------------
+# setup: tools and builds
+# ---------------------------------------------------------------------------------
+
+def ensure_afl():
+    if shutil.which("afl-fuzz") and shutil.which("afl-clang-fast"):
+        return
+    log("afl-fuzz missing: apt-get install -y afl++")
+    sudo = [] if os.geteuid() == 0 else ["sudo"]
+    env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
+    r = subprocess.run(sudo + ["apt-get", "install", "-y", "-qq", "afl++"], env=env, stdout=subprocess.DEVNULL)
+    if r.returncode != 0:
+        subprocess.run(sudo + ["apt-get", "update", "-qq"], env=env, check=True)
+        subprocess.run(sudo + ["apt-get", "install", "-y", "-qq", "afl++"], env=env, check=True,
+                       stdout=subprocess.DEVNULL)
+    if not shutil.which("afl-fuzz"):
+        sys.exit("bugs: afl-fuzz still missing after installing afl++")
+
+
+def copy_tools(work):
+    """A copy of trestle's binaries in WORK/bin, so a rebuild during the benchmark
+    changes nothing (the same as bench/paper.py)."""
+    if not (RELEASE / "trestle").exists():
+        sys.exit(f"bugs: {RELEASE / 'trestle'} missing; build trestle first (cargo build --workspace --release)")
+    bin_dir = work / "bin"
+    bin_dir.mkdir(parents=True, exist_ok=True)
+    for t in TOOLS:
+        src = RELEASE / t
+        if not src.exists():
+            sys.exit(f"bugs: {src} missing; build trestle first")
+        dst = bin_dir / t
+        if not dst.exists() or dst.read_bytes() != src.read_bytes():
+            shutil.copy2(src, dst)
+    for tool in ["clang-19", "bwrap"]:
+        if not shutil.which(tool):
+            sys.exit(f"bugs: {tool} not found (bash tests/setup.sh installs it)")
+    return bin_dir
+
+
+def build_variant(subj, variant, work):
+    """Build one variant of a subject (rebuilt when the sources, the compiler or the
+    command change). Returns the binary (and for afl, the dictionary next to it)."""
+    srcs = subject_sources(subj)
+    cxx = is_cxx(srcs)
+    d = work / "build" / subj
+    d.mkdir(parents=True, exist_ok=True)
+    out = d / f"{subj}-{variant}"
+    env = dict(os.environ)
+    if variant == "trestle":
+        cc = str(RELEASE / ("trestle-cxx" if cxx else "trestle-cc"))
+        cmd = [cc] + PLAIN_FLAGS
+        identity = [RELEASE / "trestle-cc", RELEASE / "libtrestle_runtime.a"]
+    elif variant == "plain":
+        cmd = ["clang++-19" if cxx else "clang-19"] + PLAIN_FLAGS
+        identity = []
+    elif variant == "cov":
+        cmd = ["clang++-19" if cxx else "clang-19"] + COV_FLAGS
+        identity = []
+    elif variant == "afl":
+        cmd = ["afl-clang-fast++" if cxx else "afl-clang-fast"] + PLAIN_FLAGS
+        env["AFL_LLVM_DICT2FILE"] = str(d / "dict.txt")
+        identity = [Path(shutil.which(cmd[0]) or cmd[0])]
+    elif variant == "cmplog":
+        cmd = ["afl-clang-fast++" if cxx else "afl-clang-fast"] + PLAIN_FLAGS
+        env["AFL_LLVM_CMPLOG"] = "1"
+        identity = [Path(shutil.which(cmd[0]) or cmd[0])]
+    else:
+        raise ValueError(variant)
+    cmd = cmd + [str(s) for s in srcs] + ["-o", str(out)]
+    if not cxx:
+        cmd.append("-lm")
+    stamp = d / f"{subj}-{variant}.stamp"
+    key = hashlib.sha1((json.dumps(cmd) + variant + sha1_files(srcs + identity)).encode()).hexdigest()
+    if out.exists() and stamp.exists() and stamp.read_text() == key:
+        return out
+    log(f"{subj}: building the {variant} variant")
+    if variant == "afl":
+        (d / "dict.txt").unlink(missing_ok=True)
+    logf = d / f"{variant}.log"
+    with logf.open("w") as fh:
+        fh.write(" ".join(cmd) + "\n")
+        fh.flush()
+        r = subprocess.run(cmd, stdout=fh, stderr=fh, env=env)
+    if r.returncode != 0:
+        sys.exit(f"bugs: building {subj} ({variant}) failed; see {logf}")
+    stamp.write_text(key)
+    return out
+
+
+def build_subject(subj, work, columns):
+    variants = ["plain"]
+    if "bridge" in columns or "system-only" in columns:
+        variants += ["trestle", "cov"]
+    if "aflpp" in columns:
+        variants += ["afl", "cmplog"]
+    return {v: build_variant(subj, v, work) for v in variants}
+
+
+# ---------------------------------------------------------------------------------
+# trestle columns
+# ---------------------------------------------------------------------------------
+
+def run_guarded(cmd, logf, env, limit, cwd=None):
+    """Run cmd (its own process group), output to logf; after `limit` seconds send it
+    SIGINT, 60 s later SIGKILL. Returns (exit code, wall seconds, overran)."""
+    t0 = time.monotonic()
+    with logf.open("a") as fh:
+        fh.write(f"$ {' '.join(cmd)}\n")
+        fh.flush()
+        p = subprocess.Popen(cmd, stdout=fh, stderr=fh, env=env, cwd=cwd, start_new_session=True)
+        overran = False
+        try:
+            p.wait(timeout=limit)
+        except subprocess.TimeoutExpired:
+            overran = True
+            os.killpg(p.pid, signal.SIGINT)
+            try:
+                p.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                os.killpg(p.pid, signal.SIGKILL)
+                p.wait()
+    return p.returncode, time.monotonic() - t0, overran
+
+
+def read_timeline(camp):
+    rows = []
+    f = camp / "timeline.csv"
+    if not f.exists():
+        return rows
+    lines = f.read_text().splitlines()
+    if not lines:
+        return rows
+    head = lines[0].split(",")
+    for line in lines[1:]:
+        vals = line.split(",")
+        if len(vals) != len(head):
+            continue
+        try:
+            rows.append({k: float(v) for k, v in zip(head, vals)})
+        except ValueError:
+            continue
+    return rows
+
+
+def alarm_times(camp, alarms):
+    """{alarm id: (seconds, source)}: found_at when alarms.json has it, otherwise the
+    first timeline row whose alarm count reaches the alarm's rank in discovery order
+    (by the write time of its files under alarms/<id>/)."""
+    res = {}
+    missing = [a for a in alarms if a.get("found_at") is None]
+    for a in alarms:
+        if a.get("found_at") is not None:
+            res[a["id"]] = (float(a["found_at"]), "found_at")
+    if missing:
+        def written(a):
+            d = camp / "alarms" / a["id"]
+            ts = [p.stat().st_mtime for p in d.iterdir()] if d.is_dir() else []
+            return min(ts) if ts else float("inf")
+        order = sorted(alarms, key=lambda a: (written(a), a["id"]))
+        rows = read_timeline(camp)
+        for rank, a in enumerate(order, 1):
+            if a.get("found_at") is not None:
+                continue
+            t = next((r["seconds"] for r in rows if r.get("alarms", 0) >= rank), None)
+            if t is None:  # not sampled yet when the campaign ended: its last row
+                t = rows[-1]["seconds"] if rows else None
+            res[a["id"]] = (t, "timeline")
+    return res
+
+
+def trestle_run(task, a, work, bin_dir, builds):
+    subj, col, rep = task
+    cfg = SUBJECTS[subj]
+    d = work / "runs" / subj / f"{col}-{rep}"
+    camp = d / "campaign"
+    d.mkdir(parents=True, exist_ok=True)
+    t = bin_dir / "trestle"
+    env = dict(os.environ, TRESTLE_BIN=str(bin_dir))
+    seeds = subject_dir(subj) / cfg["seeds"]
+    cj = camp / "campaign.json"
+    state = json.loads(cj.read_text()) if cj.exists() else None
+    if state is not None and state["settings"]["budget"] != float(a.time):
+        state = None  # another budget: start again
+    first_cmd = [str(t), "run", "--program", str(builds["trestle"]), "--seeds", str(seeds),
+                 "--validate-with", str(builds["cov"]), "--time", f"{a.time}s", "--out", str(camp),
+                 "--seed", str(rep + 1), "--plain"] + (["--system-only"] if col == "system-only" else [])
+    resumed = False
+    wall = 0.0
+    overran = False
+    if state is None:
+        shutil.rmtree(camp, ignore_errors=True)
+        (d / "run.log").unlink(missing_ok=True)
+        cmd = first_cmd
+    elif not state.get("finished") and state["elapsed"] < state["settings"]["budget"] - 1:
+        cmd = [str(t), "run", "--resume", str(camp), "--plain"]
+        resumed = True
+    else:
+        cmd = None
+    if cmd:
+        log(f"{subj} {col}-{rep}: {'resuming' if resumed else 'starting'} ({a.time} s)")
+        rc, wall, overran = run_guarded(cmd, d / "run.log", env, a.time + max(180, a.time))
+        if rc != 0 and not overran:
+            raise RuntimeError(f"trestle run exited {rc}; see {d / 'run.log'}")
+    c = json.loads(cj.read_text())
+    af = camp / "alarms.json"
+    alarms = json.loads(af.read_text()) if af.exists() else []  # not written while there is none
+    times = alarm_times(camp, alarms)
+    # Classify every alarm on the plain build: its reduced test, else its lifted test.
+    tests, which = [], []
+    for al in alarms:
+        for name in ("reduced.json", "lifted.json"):
+            p = camp / "alarms" / al["id"] / name
+            if p.exists():
+                tests.append(json.loads(p.read_text()))
+                which.append((al, name))
+    verdicts = validate(t, builds["plain"], tests, d / "validate")
+    plain = {}
+    for (al, name), v in zip(which, verdicts):
+        if al["id"] not in plain or plain[al["id"]][0] == "none":
+            plain[al["id"]] = classify(v, cfg["bugs"]) + (name,)
+    found = {b: None for b in cfg["bugs"]}
+    others, unreproduced, crashes = {}, [], []
+    for al in alarms:
+        sec, src = times.get(al["id"], (None, "?"))
+        kind, what, name = plain.get(al["id"], ("none", "no test", None))
+        crashes.append({"id": al["id"], "function": al.get("function"), "signature": al.get("signature"),
+                        "source": al.get("source"), "seconds": sec, "time_from": src,
+                        "plain": {"kind": kind, "what": what, "test": name}})
+        if kind == "bug":
+            if found[what] is None or (sec is not None and sec < found[what]):
+                found[what] = sec
+        elif kind == "other":
+            if what not in others or (sec is not None and sec < others[what]):
+                others[what] = sec
+        else:
+            unreproduced.append({"id": al["id"], "signature": al.get("signature"), "seconds": sec})
+    degenerate = None
+    if col == "bridge" and not c.get("fuzzed"):
+        degenerate = "no unit was fuzzed (see run.log): the run was system-only in effect"
+    return {
+        "subject": subj, "column": col, "rep": rep, "seed": rep + 1, "budget": float(a.time),
+        "bugs": found, "execs": c["system_executions"] + c["unit_executions"],
+        "system_execs": c["system_executions"], "unit_execs": c["unit_executions"],
+        "units_carved": c.get("units_carved"), "units_fuzzed": len(c.get("fuzzed", [])),
+        "other_crashes": [{"signature": s, "seconds": v} for s, v in sorted(others.items())],
+        "unreproduced": unreproduced, "crashes": crashes,
+        "time_source": sorted({x["time_from"] for x in crashes}),
+        "elapsed": c["elapsed"], "wall_time": wall, "resumed": resumed, "overran": overran,
+        "degenerate": degenerate, "command": first_cmd, "trestle_sha1": sha1_files([t])[:12],
+    }
+
+
+# ---------------------------------------------------------------------------------
+# AFL++ column
+# ---------------------------------------------------------------------------------
+
+ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
+
+
+def afl_seeds(subj, dest):
+    """Write the subject's seeds as AFL++ inputs into dest; returns (written, dropped)."""
+    cfg = SUBJECTS[subj]
+    shutil.rmtree(dest, ignore_errors=True)
+    dest.mkdir(parents=True)
+    seen, dropped = set(), []
+    for p in sorted((subject_dir(subj) / cfg["seeds"]).glob("*.json")):
+        data = test_to_afl(json.loads(p.read_text()), cfg["afl"])
+        if data is None:
+            dropped.append(p.stem)
+            continue
+        h = hashlib.sha1(data).hexdigest()
+        if h in seen:
+            dropped.append(p.stem)
+            continue
+        seen.add(h)
+        (dest / p.stem).write_bytes(data)
+    return sorted(seen), dropped
+
+
+def afl_crashes(crash_dir, cfg, trestle, plain, scratch):
+    """Classify every file of AFL++'s crashes/ on the plain build: (bug times, other
+    crashes, unreproduced, all crashes)."""
+    files = sorted(p for p in crash_dir.glob("id:*"))
+    tests, meta = [], []
+    for p in files:
+        m = re.search(r"time:(\d+)", p.name)
+        e = re.search(r"execs:(\d+)", p.name)
+        meta.append({"file": p.name, "seconds": int(m.group(1)) / 1000 if m else None,
+                     "execs": int(e.group(1)) if e else None})
+        tests.append(afl_to_test(p.read_bytes(), cfg["afl"]))
+    verdicts = validate(trestle, plain, tests, scratch)
+    found = {b: None for b in cfg["bugs"]}
+    others, unreproduced, crashes = {}, [], []
+    for m, v in zip(meta, verdicts):
+        kind, what = classify(v, cfg["bugs"])
+        sec = m["seconds"]
+        crashes.append(dict(m, plain={"kind": kind, "what": what}))
+        if kind == "bug":
+            if found[what] is None or (sec is not None and sec < found[what]):
+                found[what] = sec
+        elif kind == "other":
+            if what not in others or (sec is not None and sec < others[what]):
+                others[what] = sec
+        else:
+            unreproduced.append(dict(m, status=what))
+    return found, others, unreproduced, crashes
+
+
+def afl_run(task, a, work, bin_dir, builds):
+    subj, col, rep = task
+    cfg = SUBJECTS[subj]
+    d = work / "runs" / subj / f"{col}-{rep}"
+    shutil.rmtree(d, ignore_errors=True)  # an AFL++ run cut short starts again
+    d.mkdir(parents=True)
+    inputs, dropped = afl_seeds(subj, d / "in")
+    if not inputs:
+        raise RuntimeError("no seed gives an AFL++ input")
+    dict_file = builds["afl"].parent / "dict.txt"
+    cmd = ["afl-fuzz", "-i", str(d / "in"), "-o", str(d / "out"), "-c", str(builds["cmplog"]), "-l", "2AT"]
+    if dict_file.exists() and dict_file.stat().st_size > 0:
+        cmd += ["-x", str(dict_file)]
+    cmd += ["-V", str(a.time), "-s", str(rep + 1), "--", str(builds["afl"])] + afl_target_args(cfg["afl"])
+    env = dict(os.environ, **AFL_ENV)
+    log(f"{subj} {col}-{rep}: starting ({a.time} s, {len(inputs)} inputs)")
+    rc, wall, overran = run_guarded(cmd, d / "run.log", env, a.time + 120, cwd=d)
+    out = d / "out" / "default"
+    stats = {}
+    if (out / "fuzzer_stats").exists():
+        for line in (out / "fuzzer_stats").read_text().splitlines():
+            k, _, v = line.partition(":")
+            stats[k.strip()] = v.strip()
+    if rc != 0 and not stats:
+        raise RuntimeError(f"afl-fuzz exited {rc}; see {d / 'run.log'}")
+    logtext = ANSI.sub("", (d / "run.log").read_text(errors="replace"))
+    ops = {}
+    for q in (out / "queue").glob("id:*"):
+        m = re.search(r"op:([a-z0-9_]+)", q.name)
+        op = m.group(1) if m else ("seed" if "orig:" in q.name else "?")
+        ops[op] = ops.get(op, 0) + 1
+    cmplog = {"forkserver_started": "Cmplog forkserver successfully started" in logtext,
+              "level": (re.search(r"CmpLog level: (\S+)", logtext) or [None, None])[1],
+              "queue_from_colorization": ops.get("colorization", 0), "queue_by_op": ops,
+              "dict_tokens": int((re.search(r"Loaded (\d+) extra tokens", logtext) or [0, 0])[1]),
+              "fuzzer_stats_command_line": stats.get("command_line")}
+    found, others, unreproduced, crashes = afl_crashes(out / "crashes", cfg, bin_dir / "trestle", builds["plain"],
+                                                       d / "validate")
+    execs = int(stats.get("execs_done", 0) or 0)
+    return {
+        "subject": subj, "column": col, "rep": rep, "seed": rep + 1, "budget": float(a.time),
+        "bugs": found, "execs": execs, "execs_per_sec": float(stats.get("execs_per_sec", 0) or 0),
+        "other_crashes": [{"signature": s, "seconds": v} for s, v in sorted(others.items())],
+        "unreproduced": unreproduced, "crashes": crashes, "time_source": ["afl-filename"],
+        "elapsed": float(stats.get("run_time", 0) or 0), "wall_time": wall, "overran": overran,
+        "afl_exit": rc, "afl_inputs": len(inputs), "seeds_without_afl_input": dropped,
+        "saved_crashes": int(stats.get("saved_crashes", 0) or 0), "edges_found": stats.get("edges_found"),
+        "corpus_count": stats.get("corpus_count"), "cmplog": cmplog, "afl_version": stats.get("afl_version"),
+        "command": cmd, "env": AFL_ENV, "degenerate": None if cmplog["forkserver_started"] else "CmpLog did not start",
+    }
+
+
+def one_run(task, a, work, bin_dir, builds):
+    subj, col, rep = task
+    res_file = RESULTS / subj / f"{col}-{rep}.json"
+    t0 = time.time()
+    res = (afl_run if col == "aflpp" else trestle_run)(task, a, work, bin_dir, builds[subj])
+    # A campaign can run past its budget (trestle finishes the unit round it is in):
+    # what it finds after the budget does not count.
+    late = {b: v for b, v in res["bugs"].items() if v is not None and v > res["budget"]}
+    for b in late:
+        res["bugs"][b] = None
+    res["found_after_budget"] = late
+    res["finished_at"] = time.strftime("%Y-%m-%d %H:%M:%S")
+    res["script_seconds"] = round(time.time() - t0, 1)
+    write_atomic(res_file, json.dumps(res, indent=1) + "\n")
+    got = ", ".join(f"{b} {'-' if s is None else f'{s:.1f}s'}" for b, s in res["bugs"].items())
+    log(f"{subj} {col}-{rep}: {got}; {res['execs']} execs; {len(res['other_crashes'])} other crash(es)"
+        + (f"; DEGENERATE: {res['degenerate']}" if res.get("degenerate") else ""))
+    return res
+
+
+# ---------------------------------------------------------------------------------
+# statistics
+# ---------------------------------------------------------------------------------
+
+def midranks(values):
+    order = sorted(range(len(values)), key=lambda i: values[i])
+    ranks = [0.0] * len(values)
+    i = 0
+    while i < len(order):
+        j = i
+        while j + 1 < len(order) and values[order[j + 1]] == values[order[i]]:
+            j += 1
+        for k in range(i, j + 1):
+            ranks[order[k]] = (i + j) / 2 + 1
+        i = j + 1
+    return ranks
+
+
+def mann_whitney(x, y, exact_limit=200000):
+    """Two-sided Mann-Whitney U test. Exact (the permutation distribution of the rank
+    sum with mid-ranks for ties, over every split of the pooled values) when there are
+    at most exact_limit splits, else the normal approximation with the tie correction
+    and a continuity correction. Returns (U of x, p, method)."""
+    n1, n2 = len(x), len(y)
+    if not n1 or not n2:
+        return None, None, None
+    ranks = midranks(list(x) + list(y))
+    r1 = sum(ranks[:n1])
+    u1 = r1 - n1 * (n1 + 1) / 2
+    mean = n1 * n2 / 2
+    if len(set(ranks)) == 1:
+        return u1, 1.0, "exact"
+    if math.comb(n1 + n2, n1) <= exact_limit:
+        obs = abs(r1 - n1 * (n1 + n2 + 1) / 2)
+        hits = total = 0
+        for comb in itertools.combinations(ranks, n1):
+            total += 1
+            if abs(sum(comb) - n1 * (n1 + n2 + 1) / 2) >= obs - 1e-9:
+                hits += 1
+        return u1, hits / total, "exact"
+    n = n1 + n2
+    counts = {}
+    for r in ranks:
+        counts[r] = counts.get(r, 0) + 1
+    tie = sum(t ** 3 - t for t in counts.values())
+    var = n1 * n2 / 12 * ((n + 1) - tie / (n * (n - 1)))
+    if var <= 0:
+        return u1, 1.0, "normal"
+    z = (abs(u1 - mean) - 0.5) / math.sqrt(var)
+    p = math.erfc(max(z, 0) / math.sqrt(2))
+    return u1, min(1.0, p), "normal"
+
+
+def a12_faster(x, y):
+    """Vargha-Delaney A12 for times: P(a run of x finds it sooner than one of y) plus
+    half the ties. Above 0.5: x is faster."""
+    if not x or not y:
+        return None
+    s = sum(1.0 if a < b else 0.5 if a == b else 0.0 for a in x for b in y)
+    return s / (len(x) * len(y))
+
+
+# ---------------------------------------------------------------------------------
+# the table
+# ---------------------------------------------------------------------------------
+
+def load_results(subj, budget=None):
+    rs = []
+    for f in sorted((RESULTS / subj).glob("*.json")):
+        try:
+            r = json.loads(f.read_text())
+        except (OSError, ValueError):
+            continue
+        if budget is None or r.get("budget") == float(budget):
+            rs.append(r)
+    return rs
+
+
+def table_budget(subj, a):
+    if a.time_given:
+        return float(a.time)
+    budgets = [r.get("budget") for r in load_results(subj)]
+    if not budgets:
+        return float(a.time)
+    return max(set(budgets), key=lambda b: (budgets.count(b), b))
+
+
+def fmt_s(v):
+    return "–" if v is None else f"{v:.0f}" if v >= 10 else f"{v:.1f}"
+
+
+def write_table(subj, a):
+    budget = table_budget(subj, a)
+    rs = load_results(subj, budget)
+    if not rs:
+        log(f"{subj}: no result files yet; no table")
+        return ""
+    cfg = SUBJECTS[subj]
+    bugs = list(cfg["bugs"] or sorted({b for r in rs for b in r["bugs"]}))
+    cols = [c for c in COLUMNS if any(r["column"] == c for r in rs)]
+    runs = {c: sorted((r for r in rs if r["column"] == c), key=lambda r: r["rep"]) for c in cols}
+    L = [f"# Time to bug: {subj}", ""]
+    L.append(f"Machine: {platform.machine()}, {os.cpu_count()} cores, {platform.system()} {platform.release()}. "
+             f"Written {time.strftime('%Y-%m-%d %H:%M')} by `python3 bench/bugs.py` "
+             f"(last command: `{' '.join(['python3', 'bench/bugs.py'] + sys.argv[1:])}`).")
+    L.append("")
+    L.append(f"Budget {budget:.0f} s per run, one core per run; runs per column: "
+             + ", ".join(f"{c} {len(runs[c])}" for c in cols) + ". Random seed of run r: r+1 (trestle `--seed`, "
+             "afl-fuzz `-s`). Columns: **bridge** `trestle run` (units fuzzed in-process, validated on a clang-19 "
+             "coverage build); **system-only** `trestle run --system-only`; **aflpp** Debian's afl++ "
+             f"{next((r.get('afl_version') for r in runs.get('aflpp', []) if r.get('afl_version')), '')}: "
+             "afl-clang-fast -O2 -g build, CmpLog build (`-c`, `-l 2AT`), the AFL_LLVM_DICT2FILE dictionary "
+             "(`-x`), the seeds as AFL++ inputs.")
+    if cfg.get("note"):
+        L.append("")
+        L.append(f"Subject: {cfg['note']}")
+    L.append("")
+    L.append("A crash counts for a bug when the crashing test, run on the plain build (clang-19 -O2 -g) with "
+             "`trestle validate`, crashes with the bug's function innermost: "
+             + ", ".join(f"{b} → `{fn}`" for b, fn in (cfg["bugs"] or {}).items()) + ". Time: seconds from the "
+             "start of the run to the first such crash (trestle: the alarm's `found_at`, or the first "
+             "timeline.csv sample whose alarm count reaches the alarm's rank; AFL++: `time:` in the crash file's "
+             "name); a crash found after the budget (a trestle campaign ends the unit round it is in) does not count. A run that misses a bug counts as the full budget. Median [min–max] over all runs, "
+             "misses included.")
+    L.append("")
+    L.append("p: two-sided Mann-Whitney U test of bridge against the column (exact permutation distribution "
+             "with mid-ranks for ties when there are at most 200,000 splits, as here; otherwise the normal "
+             "approximation with tie correction). A12: Vargha-Delaney, the probability that a bridge run finds the "
+             "bug sooner than a run of the column (ties count half; above 0.5: the bridge is faster).")
+    L.append("")
+    L.append("| bug | column | found | median s | range s | p (bridge vs) | A12 (bridge faster) |")
+    L.append("|---|---|---|---|---|---|---|")
+    for b in bugs:
+        bridge = [budget if r["bugs"].get(b) is None else r["bugs"][b] for r in runs.get("bridge", [])]
+        for c in cols:
+            ts = [budget if r["bugs"].get(b) is None else r["bugs"][b] for r in runs[c]]
+            k = sum(1 for r in runs[c] if r["bugs"].get(b) is not None)
+            if c != "bridge" and bridge:
+                _, p, _ = mann_whitney(bridge, ts)
+                a12 = a12_faster(bridge, ts)
+                ps, as_ = (f"{p:.3f}" if p is not None else "–"), (f"{a12:.2f}" if a12 is not None else "–")
+            else:
+                ps = as_ = ""
+            med = fmt_s(statistics.median(ts)) if ts else "–"
+            rng = f"{fmt_s(min(ts))}–{fmt_s(max(ts))}" if ts else "–"
+            L.append(f"| {b} | {c} | {k}/{len(ts)} | {med} | {rng} | {ps} | {as_} |")
+    L.append("")
+    L.append("## Runs")
+    L.append("")
+    L.append("| run | " + " | ".join(bugs) + " | execs | other crashes | unreproduced | wall s | notes |")
+    L.append("|---|" + "---|" * len(bugs) + "---|---|---|---|---|")
+    for c in cols:
+        for r in runs[c]:
+            notes = []
+            if r.get("degenerate"):
+                notes.append(f"**{r['degenerate']}**")
+            if r.get("overran"):
+                notes.append("overran its budget, stopped")
+            if r.get("found_after_budget"):
+                notes.append("after the budget (not counted): " + ", ".join(
+                    f"{b} {fmt_s(v)} s" for b, v in r["found_after_budget"].items()))
+            if r.get("elapsed", 0) > r["budget"] + 1:
+                notes.append(f"ran {r['elapsed']:.0f} s")
+            if r.get("resumed"):
+                notes.append("resumed")
+            if c == "aflpp":
+                cm = r.get("cmplog", {})
+                notes.append(f"CmpLog {'on' if cm.get('forkserver_started') else 'OFF'} (level {cm.get('level')}, "
+                             f"{cm.get('queue_from_colorization', 0)} queue entries from it), "
+                             f"{cm.get('dict_tokens', 0)} dict tokens, {r.get('afl_inputs')} inputs, "
+                             f"{r.get('saved_crashes')} crash files")
+            elif "time_source" in r and r["time_source"]:
+                notes.append("time from " + "/".join(r["time_source"]))
+            if c == "bridge":
+                notes.append(f"{r.get('units_fuzzed')} units fuzzed")
+            L.append(f"| {c} {r['rep']} | " + " | ".join(fmt_s(r["bugs"].get(b)) for b in bugs)
+                     + f" | {r['execs']} | {len(r['other_crashes'])} | {len(r.get('unreproduced', []))} | "
+                     f"{r.get('wall_time', 0):.0f} | {'; '.join(notes)} |")
+    other = {}
+    for c in cols:
+        for r in runs[c]:
+            for o in r["other_crashes"]:
+                other.setdefault(o["signature"], {}).setdefault(c, []).append(o["seconds"])
+    L.append("")
+    L.append("## Other crashes")
+    L.append("")
+    if not other:
+        L.append("None: every crash that reproduced on the plain build was one of the planted bugs.")
+    else:
+        L.append("| signature (plain build) | " + " | ".join(cols) + " |")
+        L.append("|---|" + "---|" * len(cols))
+        for sig, per in sorted(other.items()):
+            cells = [f"{len(per[c])} run(s), first {fmt_s(min((x for x in per[c] if x is not None), default=None))} s"
+                     if c in per else "–" for c in cols]
+            L.append(f"| `{sig}` | " + " | ".join(cells) + " |")
+    unrep = sum(len(r.get("unreproduced", [])) for c in cols for r in runs[c])
+    if unrep:
+        L.append("")
+        L.append(f"{unrep} reported crash(es) did not crash the plain build (listed as `unreproduced` in the "
+                 "run files).")
+    text = "\n".join(L) + "\n"
+    write_atomic(RESULTS / f"{subj}.md", text)
+    return text
+
+
+# ---------------------------------------------------------------------------------
+# self-check
+# ---------------------------------------------------------------------------------
+
+def self_check(subjects, work):
+    bin_dir = copy_tools(work)
+    ok = True
+    for s in subjects:
+        cfg = SUBJECTS[s]
+        crashers = subject_dir(s) / cfg["crashers"]
+        files = sorted(crashers.glob("*.json"))
+        if not files:
+            log(f"self-check {s}: no crashers in {crashers}")
+            ok = False
+            continue
+        plain = build_variant(s, "plain", work)
+        tests = [json.loads(p.read_text()) for p in files]
+        # The same crashers as AFL++ would hand them back (stdin / file only).
+        afl_tests, afl_names = [], []
+        for p, t in zip(files, tests):
+            data = test_to_afl(t, cfg["afl"])
+            if data is not None:
+                afl_tests.append(afl_to_test(data, cfg["afl"]))
+                afl_names.append(p.stem + " (as AFL++ input)")
+        verdicts = validate(bin_dir / "trestle", plain, tests + afl_tests, work / "self-check" / s)
+        hit = set()
+        for name, v in zip([p.stem for p in files] + afl_names, verdicts):
+            kind, what = classify(v, cfg["bugs"])
+            good = kind == "bug"
+            ok &= good
+            hit.add(what if good else None)
+            log(f"self-check {s}: {name}: {'OK' if good else 'FAIL'} {kind} {what} ({v.get('crash') or v.get('status')})")
+        for b in cfg["bugs"]:
+            if b not in hit:
+                log(f"self-check {s}: no crasher reaches bug {b}")
+                ok = False
+        seeds, dropped = afl_seeds(s, work / "self-check" / f"{s}-afl-in")
+        log(f"self-check {s}: {len(seeds)} AFL++ input(s) from the seeds; without one: {', '.join(dropped) or 'none'}")
+    if not ok:
+        sys.exit("bugs: self-check FAILED")
+    log("self-check passed")
+
+
+# ---------------------------------------------------------------------------------
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--subjects", default=",".join(SUBJECTS), help="comma-separated (default: all declared)")
+    ap.add_argument("--reps", type=int, help="repetitions per column (default 5; --smoke 1)")
+    ap.add_argument("--time", type=int, help="seconds per run (default 300; --smoke 30)")
+    ap.add_argument("--columns", default=",".join(COLUMNS), help=f"comma-separated subset of {','.join(COLUMNS)}")
+    ap.add_argument("--jobs", type=int, default=1, help="runs at a time (default 1; 2 on a 2-core machine)")
+    ap.add_argument("--smoke", action="store_true", help="1 repetition of 30 s")
+    ap.add_argument("--table-only", action="store_true", help="only rewrite the tables from the result files")
+    ap.add_argument("--self-check", action="store_true", help="classify each subject's crashers (also as AFL++ "
+                    "inputs) and check each maps to a known bug")
+    ap.add_argument("--work", help="builds and run directories (default ~/.cache/trestle/bench-bugs)")
+    a = ap.parse_args()
+    a.time_given = a.time is not None
+    a.time = a.time or (30 if a.smoke else 300)
+    a.reps = a.reps or (1 if a.smoke else 5)
+    a.columns = [c for c in a.columns.split(",") if c]
+    for c in a.columns:
+        if c not in COLUMNS:
+            sys.exit(f"bugs: unknown column {c} (columns: {', '.join(COLUMNS)})")
+    a.subjects = [s for s in a.subjects.split(",") if s]
+    for s in a.subjects:
+        if s not in SUBJECTS:
+            sys.exit(f"bugs: unknown subject {s} (declared: {', '.join(SUBJECTS)})")
+    work = Path(a.work) if a.work else Path(os.environ.get("HOME", "/root")) / ".cache/trestle/bench-bugs"
+    ready = []
+    for s in a.subjects:
+        why = subject_problem(s)
+        if why:
+            log(f"skipping {s}: {why}")
+        else:
+            ready.append(s)
+    if not a.table_only:
+        a.time_given = True  # the table follows the budget being run
+    if a.table_only:
+        for s in ready:
+            print(write_table(s, a))
+        return
+    work.mkdir(parents=True, exist_ok=True)
+    if a.self_check:
+        self_check(ready, work)
+        return
+    if not ready:
+        sys.exit("bugs: no subject to run")
+    if "aflpp" in a.columns:
+        ensure_afl()
+    bin_dir = copy_tools(work)
+    builds = {s: build_subject(s, work, a.columns) for s in ready}
+    tasks = []
+    for rep in range(a.reps):
+        for s in ready:
+            for c in a.columns:
+                f = RESULTS / s / f"{c}-{rep}.json"
+                if f.exists():
+                    try:
+                        old = json.loads(f.read_text())
+                    except ValueError:
+                        old = {}
+                    if old.get("budget") == float(a.time):
+                        continue
+                    log(f"{s} {c}-{rep}: the result file is for a budget of {old.get('budget')} s; running it again")
+                tasks.append((s, c, rep))
+    log(f"work directory {work}; {len(tasks)} run(s) to do, {a.jobs} at a time, {a.time} s each")
+    failed = []
+    lock = threading.Lock()
+    with ThreadPoolExecutor(max_workers=max(1, a.jobs)) as pool:
+        futures = {pool.submit(one_run, t, a, work, bin_dir, builds): t for t in tasks}
+        for fut in as_completed(futures):
+            t = futures[fut]
+            try:
+                fut.result()
+            except Exception as e:  # one broken run must not lose the others
+                failed.append(f"{t}: {e}")
+                log(f"run {t} failed: {e}")
+            with lock:
+                write_table(t[0], a)
+    for s in ready:
+        print(write_table(s, a))
+    if failed:
+        sys.exit("bugs: some runs failed:\n  " + "\n  ".join(failed))
+
+
+if __name__ == "__main__":
+    main()
