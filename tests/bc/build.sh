@@ -1,0 +1,235 @@
+#!/usr/bin/env bash
+# Build GNU bc 1.07.1 (bc and dc) with a given C compiler.
+#
+# usage: build.sh --cc COMPILER --out DIR [--cflags "..."]
+#
+# The upstream source (bc_1.07.1.orig.tar.gz from Debian bookworm's source
+# package bc 1.07.1-3, hash-checked by apt and against a pinned SHA-256) is
+# downloaded once and kept unpacked in $TRESTLE_CACHE/bc-1.07.1-src
+# (TRESTLE_CACHE defaults to ~/.cache/trestle). Each build copies it to a fresh
+# DIR/bc-1.07.1-build, configures it with CC=COMPILER (no readline, no
+# libedit), builds only bc/bc and dc/dc and copies them to DIR/bin/.
+#
+# The tarball ships the generated parser and scanner (bc.c, scan.c), so no
+# bison or flex is needed; bc's math library (libmath.h) is made at build time
+# by running a first bc built with COMPILER, and the upstream helper that
+# formats it uses ed, which is installed when missing.
+set -euo pipefail
+
+PKG=bc
+VERSION=1.07.1
+# the source package of bookworm's bc 1.07.1-3+b1 (a binNMU) and dc
+DEB_VERSIONS=(1.07.1-3)
+ORIG=bc_$VERSION.orig.tar.gz
+ORIG_SHA256=62adfca89b0a1c0164c2cdca59ca210c1d44c3ffc46daf9931cf4942664cb02a
+CACHE="${TRESTLE_CACHE:-${HOME:-/root}/.cache/trestle}/bc-${VERSION}-src"
+
+STEP="startup"
+die() { echo "build.sh: error in step '$STEP': $*" >&2; exit 1; }
+trap 'rc=$?; if [ $rc -ne 0 ]; then echo "build.sh: FAILED in step: $STEP (exit $rc)" >&2; fi' EXIT
+step() { STEP="$1"; echo "== [${SECONDS}s] $1" >&2; }
+
+usage() {
+    trap - EXIT
+    sed -n '2,4p' "$0" | sed 's/^# \{0,1\}//' >&2
+    exit 2
+}
+
+CC_ARG=""
+OUT=""
+CFLAGS_ARG="-O2 -g"
+while [ $# -gt 0 ]; do
+    case "$1" in
+        --cc) [ $# -ge 2 ] || usage; CC_ARG="$2"; shift 2 ;;
+        --cc=*) CC_ARG="${1#--cc=}"; shift ;;
+        --out) [ $# -ge 2 ] || usage; OUT="$2"; shift 2 ;;
+        --out=*) OUT="${1#--out=}"; shift ;;
+        --cflags) [ $# -ge 2 ] || usage; CFLAGS_ARG="$2"; shift 2 ;;
+        --cflags=*) CFLAGS_ARG="${1#--cflags=}"; shift ;;
+        -h|--help) usage ;;
+        *) echo "build.sh: unknown argument: $1" >&2; usage ;;
+    esac
+done
+[ -n "$CC_ARG" ] || { echo "build.sh: --cc is required" >&2; usage; }
+[ -n "$OUT" ] || { echo "build.sh: --out is required" >&2; usage; }
+
+SUDO=""
+if [ "$(id -u)" -ne 0 ]; then
+    command -v sudo >/dev/null 2>&1 && SUDO="sudo" || true
+fi
+
+APT_UPDATED=0
+apt_update() {
+    if [ $APT_UPDATED -eq 0 ]; then
+        $SUDO apt-get update -qq || die "apt-get update failed"
+        APT_UPDATED=1
+    fi
+}
+apt_install() {
+    apt_update
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "$@" >/dev/null \
+        || die "apt-get install $* failed"
+}
+
+# ---------------------------------------------------------------------------
+step "check compiler"
+if [[ "$CC_ARG" == */* ]]; then
+    CC_PATH="$(cd "$(dirname "$CC_ARG")" 2>/dev/null && pwd)/$(basename "$CC_ARG")" \
+        || die "compiler directory not found: $CC_ARG"
+    [ -x "$CC_PATH" ] || die "compiler not executable: $CC_PATH"
+else
+    CC_PATH="$(command -v "$CC_ARG" || true)"
+    [ -n "$CC_PATH" ] || die "compiler not found in PATH: $CC_ARG"
+fi
+
+# ---------------------------------------------------------------------------
+step "install build tools"
+need=()
+command -v make >/dev/null 2>&1 || need+=(make)
+command -v xz >/dev/null 2>&1 || need+=(xz-utils)
+command -v tar >/dev/null 2>&1 || need+=(tar)
+command -v sha256sum >/dev/null 2>&1 || need+=(coreutils)
+command -v gzip >/dev/null 2>&1 || need+=(gzip)
+# bc/fix-libmath_h (run by make to format libmath.h) is an ed script
+command -v ed >/dev/null 2>&1 || need+=(ed)
+# configure needs a C library's headers and a linker even when CC is clang
+[ -e /usr/include/stdio.h ] || need+=(libc6-dev)
+command -v ld >/dev/null 2>&1 || need+=(binutils)
+if [ ${#need[@]} -gt 0 ]; then
+    echo "installing: ${need[*]}" >&2
+    apt_install "${need[@]}"
+fi
+
+# ---------------------------------------------------------------------------
+fetch_source() {
+    step "enable deb-src for bookworm"
+    local have_src=0
+    if grep -qsE '^[[:space:]]*deb-src[[:space:]].*bookworm' /etc/apt/sources.list /etc/apt/sources.list.d/*.list 2>/dev/null; then
+        have_src=1
+    fi
+    for f in /etc/apt/sources.list.d/*.sources; do
+        [ -e "$f" ] || continue
+        # a deb822 stanza with deb-src among its Types and bookworm among its Suites
+        if awk 'BEGIN{RS=""} /(^|\n)Types:[^\n]*deb-src/ && /(^|\n)Suites:[^\n]*bookworm([ \t\n]|$)/ && !/(^|\n)Enabled:[ \t]*no/ {f=1} END{exit !f}' "$f"; then
+            have_src=1
+        fi
+    done
+    if [ $have_src -eq 0 ]; then
+        # same file name and content as tests/coreutils/build.sh writes
+        echo "adding /etc/apt/sources.list.d/trestle-deb-src.sources" >&2
+        local keyring=/usr/share/keyrings/debian-archive-keyring.gpg
+        [ -e "$keyring" ] || apt_install debian-archive-keyring
+        $SUDO tee /etc/apt/sources.list.d/trestle-deb-src.sources >/dev/null <<EOF || die "cannot write deb-src entry"
+# added by trestle tests/bc/build.sh to fetch source packages
+Types: deb-src
+URIs: http://deb.debian.org/debian
+Suites: bookworm
+Components: main
+Signed-By: $keyring
+EOF
+        APT_UPDATED=0
+        apt_update
+    fi
+
+    step "download $PKG ${DEB_VERSIONS[0]} source package"
+    local parent tmp
+    parent="$(dirname "$CACHE")"
+    mkdir -p "$parent" || die "cannot create cache dir $parent"
+    tmp="$(mktemp -d "$parent/.$PKG-dl.XXXXXX")"
+    # --download-only: we unpack the pristine upstream tarball ourselves,
+    # without the Debian patches (and without needing dpkg-source).
+    # Try the pinned versions, then whatever bookworm has; if all fail the
+    # package lists may be stale, so update once and try again.
+    local ok=0 try v
+    for try in 1 2; do
+        for v in "${DEB_VERSIONS[@]}" ""; do
+            if (cd "$tmp" && apt-get source --download-only -qq "$PKG${v:+=$v}" >&2 2>"$tmp/.apt-err"); then
+                echo "downloaded source package $PKG=${v:-(current bookworm version)}" >&2
+                ok=1; break 2
+            fi
+        done
+        [ $try -eq 1 ] && { APT_UPDATED=0; apt_update; }
+    done
+    [ $ok -eq 1 ] || { cat "$tmp/.apt-err" >&2; rm -rf "$tmp"; die "apt-get source $PKG failed (deb-src entry or network missing?)"; }
+    local orig="$tmp/$ORIG"
+    [ -f "$orig" ] || { ls -l "$tmp" >&2; rm -rf "$tmp"; die "no $ORIG downloaded (wrong version?)"; }
+    echo "$ORIG_SHA256  $orig" | sha256sum -c --quiet - >&2 \
+        || { rm -rf "$tmp"; die "$ORIG does not have the expected SHA-256"; }
+
+    step "unpack $PKG $VERSION source into cache"
+    tar -C "$tmp" -xf "$orig" || { rm -rf "$tmp"; die "cannot unpack $orig"; }
+    [ -x "$tmp/$PKG-$VERSION/configure" ] || { rm -rf "$tmp"; die "unpacked tree has no configure"; }
+    grep -q "^PACKAGE_VERSION='$VERSION'" "$tmp/$PKG-$VERSION/configure" \
+        || { rm -rf "$tmp"; die "unpacked source is not $PKG $VERSION"; }
+    touch "$tmp/$PKG-$VERSION/.trestle-complete"
+    rm -rf "$CACHE"
+    mv "$tmp/$PKG-$VERSION" "$CACHE" || die "cannot move source into $CACHE"
+    rm -rf "$tmp"
+}
+
+if [ -f "$CACHE/.trestle-complete" ]; then
+    echo "using cached source: $CACHE" >&2
+else
+    fetch_source
+fi
+
+# ---------------------------------------------------------------------------
+step "copy source to build dir"
+mkdir -p "$OUT" || die "cannot create $OUT"
+OUT="$(cd "$OUT" && pwd)"
+BUILD="$OUT/$PKG-$VERSION-build"
+rm -rf "$BUILD"
+# -a keeps timestamps, so make does not try to rerun autoconf/automake or
+# bison/flex (bc.c and scan.c are newer than bc.y and scan.l)
+cp -a "$CACHE" "$BUILD" || die "cannot copy $CACHE to $BUILD"
+rm -f "$BUILD/.trestle-complete"
+
+# ---------------------------------------------------------------------------
+step "configure (CC=$CC_PATH)"
+cd "$BUILD"
+# --disable-dependency-tracking: faster one-shot builds.
+# --without-readline/--without-libedit (the defaults, made explicit) keep the
+# build free of optional libraries; bc has no NLS. configure appends
+# "-Wall -funsigned-char" to CFLAGS, as upstream's build does.
+# TRESTLE_CONFIG_CACHE=FILE (optional) shares configure results between builds
+# with the SAME compiler and flags (the caller picks one file per compiler).
+cache_opt=()
+if [ -n "${TRESTLE_CONFIG_CACHE:-}" ]; then
+    mkdir -p "$(dirname "$TRESTLE_CONFIG_CACHE")"
+    cache_opt=(--cache-file="$(cd "$(dirname "$TRESTLE_CONFIG_CACHE")" && pwd)/$(basename "$TRESTLE_CONFIG_CACHE")")
+fi
+if ! ./configure --quiet "${cache_opt[@]}" \
+        CC="$CC_PATH" CFLAGS="$CFLAGS_ARG" \
+        --disable-dependency-tracking --without-readline --without-libedit \
+        >"$BUILD/trestle-configure.log" 2>&1; then
+    tail -n 30 "$BUILD/trestle-configure.log" >&2
+    die "configure failed; see $BUILD/trestle-configure.log and $BUILD/config.log"
+fi
+
+# ---------------------------------------------------------------------------
+JOBS="${TRESTLE_JOBS:-$(nproc 2>/dev/null || echo 2)}"
+step "make bc/bc and dc/dc"
+# Only lib/libbc.a, bc/bc and dc/dc: not 'all', which would also make the
+# info manuals (makeinfo). bc/libmath.h is made on its own and with -j1: its
+# rule links and runs a first bc ("fbc") to compile libmath.b, and builds
+# global.o through a recursive make (a dependency cycle that upstream relies
+# on make to break).
+if ! { make -C lib -j"$JOBS" libbc.a \
+        && make -C bc -j1 libmath.h \
+        && make -C bc -j"$JOBS" bc \
+        && make -C dc -j"$JOBS" dc; } >"$BUILD/trestle-make.log" 2>&1; then
+    tail -n 40 "$BUILD/trestle-make.log" >&2
+    die "make failed; see $BUILD/trestle-make.log"
+fi
+grep -q '^{"' bc/libmath.h || die "bc/libmath.h was not generated (see $BUILD/trestle-make.log)"
+
+# ---------------------------------------------------------------------------
+step "install binaries to $OUT/bin"
+mkdir -p "$OUT/bin"
+for p in bc/bc dc/dc; do
+    [ -x "$p" ] || die "$p was not built"
+    cp -f "$p" "$OUT/bin/"
+    echo "built $OUT/bin/$(basename "$p")" >&2
+done
+STEP="done"
+echo "== [${SECONDS}s] done" >&2
