@@ -838,10 +838,10 @@ pub fn run(args: &RunArgs) -> Result<Campaign> {
         out: out.join("system"),
         timeout: Duration::from_secs_f64(s.timeout),
         seed: s.seed,
-        // The program's string literals, as AFL's dictionaries give them; the
-        // constants it compares against are left to the unit fuzzer's CmpLog, which is
-        // what the bridge adds over fuzzing at system level.
-        dictionary: binary.strings.values().cloned().collect::<BTreeSet<_>>().into_iter().take(2000).collect(),
+        // What a user of a system fuzzer would give it (as AFL++'s compile-time
+        // dictionary does): the program's string literals and the constants it
+        // compares against. The same in both modes: the baseline is at full strength.
+        dictionary: crate::sysfuzz::dictionary(&binary),
     })
     .context("starting the system-level fuzzer")?;
     // Validation and lifting, also in system-only mode: a system crash is reported
