@@ -10,6 +10,7 @@ pub mod binary;
 pub mod carve;
 pub mod coverage;
 pub mod export;
+pub mod forkserver;
 pub mod fuzz;
 pub mod lift;
 pub mod mapping;

@@ -20,6 +20,7 @@
 //! progress output (the caller reports; errors are returned).
 
 use crate::binary::Binary;
+use crate::forkserver::ForkServer;
 use crate::sandbox::is_crash_signal;
 use crate::systest::{self, parse_duration, NamedTest};
 use anyhow::{bail, Context as _, Result};
@@ -178,9 +179,11 @@ impl HasLen for SysInput {
 
 /// Runs the program on one input: the test's files in a fresh working directory, stdin
 /// from a file, stdout and stderr discarded, its own process group (killed whole on
-/// timeout), no core dumps, bounded file writes. Mirrors [`systest::run_test`] without
-/// its capture threads. A death by a crash signal is a crash; exceeding the wall limit
-/// is a timeout; any exit status is a normal end.
+/// timeout), no core dumps, bounded file writes. A program built with `trestle-cc`
+/// runs as a forkserver ([`ForkServer`]): started once, it forks a child per input
+/// at the start of `main`; any other program is spawned per input (said once). A
+/// death by a crash signal is a crash; exceeding the wall limit is a timeout; any exit
+/// status is a normal end.
 pub struct SysExecutor<OT> {
     program: PathBuf,
     work: PathBuf,
@@ -190,9 +193,42 @@ pub struct SysExecutor<OT> {
     observers: OT,
     /// Suffix of the working directory; moves on when one cannot be removed.
     slot: u64,
+    /// The forkserver, once started.
+    server: Option<ForkServer>,
+    /// How the program runs: `None` until the first run decides.
+    serving: Option<bool>,
+    /// Forkservers started after the first (one died).
+    pub restarts: u64,
 }
 
 impl<OT> SysExecutor<OT> {
+    /// The program with its environment and limits, for one run or for a server.
+    fn command(&self) -> Command {
+        let mut cmd = Command::new(&self.program);
+        // A fuzzed run is a plain run: never recording, replaying or serving units.
+        cmd.env_remove(trestle_abi::hooks::ENV_TRACE_DIR)
+            .env_remove(trestle_abi::hooks::ENV_REPLAY)
+            .env_remove(trestle_abi::fuzz::ENV_FUZZ)
+            .env_remove(trestle_abi::sysserver::ENV_SYS_FORKSERVER)
+            .env("ASAN_OPTIONS", "abort_on_error=1:detect_leaks=0:symbolize=0")
+            .envs(self.env.iter().map(|(k, v)| (k, v)))
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .process_group(0);
+        // SAFETY: setrlimit is async-signal-safe and touches only the child (and,
+        // for a server, the children it forks).
+        unsafe {
+            cmd.pre_exec(|| {
+                let core = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
+                libc::setrlimit(libc::RLIMIT_CORE, &core);
+                let fsize = libc::rlimit { rlim_cur: MAX_WRITE, rlim_max: MAX_WRITE };
+                libc::setrlimit(libc::RLIMIT_FSIZE, &fsize);
+                Ok(())
+            });
+        }
+        cmd
+    }
+
     fn run(&mut self, input: &SysInput) -> Result<ExitKind, libafl::Error> {
         let mut dir = self.work.join(format!("cwd-{}", self.slot));
         while dir.exists() && std::fs::remove_dir_all(&dir).is_err() {
@@ -210,31 +246,67 @@ impl<OT> SysExecutor<OT> {
         // Outside the working directory, as in `run_test`.
         let stdin_path = self.work.join("stdin");
         std::fs::write(&stdin_path, &input.stdin)?;
-        let stdin = std::fs::File::open(&stdin_path)?;
-        let mut cmd = Command::new(&self.program);
-        cmd.args(input.args.iter().map(|a| OsStr::from_bytes(a)))
-            .current_dir(&dir)
-            // A fuzzed run is a plain run: never recording, replaying or serving units.
-            .env_remove(trestle_abi::hooks::ENV_TRACE_DIR)
-            .env_remove(trestle_abi::hooks::ENV_REPLAY)
-            .env_remove(trestle_abi::fuzz::ENV_FUZZ)
-            .env("ASAN_OPTIONS", "abort_on_error=1:detect_leaks=0:symbolize=0")
-            .envs(&input.env)
-            .envs(self.env.iter().map(|(k, v)| (k, v)))
-            .stdin(Stdio::from(stdin))
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .process_group(0);
-        // SAFETY: setrlimit is async-signal-safe and touches only the child.
-        unsafe {
-            cmd.pre_exec(|| {
-                let core = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
-                libc::setrlimit(libc::RLIMIT_CORE, &core);
-                let fsize = libc::rlimit { rlim_cur: MAX_WRITE, rlim_max: MAX_WRITE };
-                libc::setrlimit(libc::RLIMIT_FSIZE, &fsize);
-                Ok(())
-            });
+        let kind = match self.serve(input, &dir, &stdin_path)? {
+            Some(kind) => kind,
+            None => self.spawn(input, &dir, &stdin_path)?,
+        };
+        if std::fs::remove_dir_all(&dir).is_err() {
+            self.slot += 1;
         }
+        Ok(kind)
+    }
+
+    /// Run through the forkserver; `None` if the program is no server (or the
+    /// server died during this run: the next run starts a new one).
+    fn serve(&mut self, input: &SysInput, dir: &Path, stdin: &Path) -> Result<Option<ExitKind>, libafl::Error> {
+        if self.serving == Some(false) {
+            return Ok(None);
+        }
+        if self.server.is_none() {
+            let started = ForkServer::start(self.command())
+                .map_err(|e| libafl::Error::unknown(format!("cannot run program {}: {e}", self.program.display())))?;
+            match (started, self.serving) {
+                (Some(s), first) => {
+                    self.restarts += u64::from(first.is_some());
+                    self.server = Some(s);
+                    self.serving = Some(true);
+                }
+                (None, None) => {
+                    eprintln!(
+                        "trestle: {} does not serve system tests (not built with trestle-cc, or it never reaches main): starting it for every test",
+                        self.program.display()
+                    );
+                    self.serving = Some(false);
+                    return Ok(None);
+                }
+                (None, Some(_)) => return Ok(None),
+            }
+        }
+        let server = self.server.as_mut().expect("started above");
+        let mut argv: Vec<&[u8]> = vec![self.program.as_os_str().as_bytes()];
+        argv.extend(input.args.iter().map(Vec::as_slice));
+        let env: Vec<(&[u8], &[u8])> = input.env.iter().map(|(k, v)| (k.as_bytes(), v.as_bytes())).collect();
+        let cwd = std::path::absolute(dir)?;
+        let stdin = std::path::absolute(stdin)?;
+        Ok(match server.run(&argv, &env, &cwd, &stdin, self.timeout) {
+            crate::forkserver::RunEnd::Status(status) => Some(if libc::WIFSIGNALED(status) && is_crash_signal(libc::WTERMSIG(status)) {
+                ExitKind::Crash
+            } else {
+                ExitKind::Ok
+            }),
+            crate::forkserver::RunEnd::Timeout => Some(ExitKind::Timeout),
+            crate::forkserver::RunEnd::ServerDied => {
+                self.server = None;
+                None
+            }
+        })
+    }
+
+    /// Start the program for this input alone.
+    fn spawn(&mut self, input: &SysInput, dir: &Path, stdin_path: &Path) -> Result<ExitKind, libafl::Error> {
+        let stdin = std::fs::File::open(stdin_path)?;
+        let mut cmd = self.command();
+        cmd.args(input.args.iter().map(|a| OsStr::from_bytes(a))).current_dir(dir).envs(&input.env).envs(self.env.iter().map(|(k, v)| (k, v))).stdin(Stdio::from(stdin));
         let mut child = cmd
             .spawn()
             .map_err(|e| libafl::Error::unknown(format!("cannot run program {}: {e}", self.program.display())))?;
@@ -250,9 +322,6 @@ impl<OT> SysExecutor<OT> {
                 ExitKind::Timeout
             }
         };
-        if std::fs::remove_dir_all(&dir).is_err() {
-            self.slot += 1;
-        }
         Ok(kind)
     }
 }
@@ -1114,6 +1183,9 @@ impl SysFuzzer {
             ],
             observers: tuple_list!(edges_observer, time_observer),
             slot: 0,
+            server: None,
+            serving: None,
+            restarts: 0,
         };
         let stage = StdMutationalStage::with_max_iterations(
             sys_mutator(&cfg.dictionary),

@@ -401,6 +401,7 @@ pub unsafe fn stream_pos(fp: usize, open: &trestle_abi::OpenFile) -> Option<tres
         path: open.path.clone(),
         offset: open.offset,
         pending: end.saturating_sub(ptr) as u64,
+        mark: ptr as u64,
         problem,
     })
 }
@@ -432,7 +433,7 @@ pub fn stream_positions(
         let readable = f.flags & libc::O_ACCMODE != libc::O_WRONLY;
         if readable && !out.iter().any(|s| s.fd == f.fd) {
             let problem = f.offset.is_none().then(|| "not seekable (a pipe, socket or terminal)".to_owned());
-            out.push(trestle_abi::StreamPos { fd: f.fd, file: None, buffered: false, path: f.path, offset: f.offset, pending: 0, problem });
+            out.push(trestle_abi::StreamPos { fd: f.fd, file: None, buffered: false, path: f.path, offset: f.offset, pending: 0, mark: 0, problem });
         }
     }
     for s in &mut out {

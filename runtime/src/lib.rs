@@ -26,6 +26,7 @@ pub mod extents;
 pub mod files;
 pub mod forkserver;
 pub mod fuzz;
+pub mod sysserver;
 pub mod inproc;
 pub mod unit_heap;
 pub mod walk;
@@ -506,6 +507,9 @@ pub unsafe extern "C" fn __trestle_alloca(addr: *mut u8, size: u64) {
 pub unsafe extern "C" fn __trestle_main(argc: i32, argv: *const *const libc::c_char, envp: *const *const libc::c_char) {
     let m = mode();
     if m == MODE_PASSIVE {
+        // A host may ask for system tests to be served from here (returns in every
+        // child, and at once when not asked).
+        sysserver::maybe_serve();
         return;
     }
     guard("the main hook", || {

@@ -145,6 +145,9 @@ pub struct StreamPos {
     pub offset: Option<u64>,
     /// Bytes read ahead into the `FILE`'s buffer and not yet consumed.
     pub pending: u64,
+    /// Where the `FILE`'s read pointer stood (an address, compared only: it moves
+    /// when the program reads, also on a stream whose offset cannot be told).
+    pub mark: u64,
     /// Why the stream's position cannot be restored with another content (a
     /// wide-character stream, pushed-back bytes, …); `None` when it can.
     pub problem: Option<String>,

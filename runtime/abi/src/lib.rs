@@ -14,6 +14,7 @@ pub mod fuzz;
 pub mod hooks;
 pub mod ids;
 pub mod meta;
+pub mod sysserver;
 pub mod trace;
 pub mod unit;
 

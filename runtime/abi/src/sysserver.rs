@@ -1,0 +1,41 @@
+//! The system-test forkserver: how a host runs an instrumented program on many system
+//! tests without starting it anew for each.
+//!
+//! With [`ENV_SYS_FORKSERVER`] set, the runtime stops at the start of `main` and
+//! serves: it writes [`HELLO`] on descriptor [`STATUS_FD`], then for every request
+//! read from [`CONTROL_FD`] forks; the child takes the request's working directory,
+//! standard input and environment and calls `main` afresh with the request's
+//! arguments, while the server reports the child's pid and then its wait status. A
+//! hang is the host's to end: it kills the child's process group (the child leads its
+//! own), and the server reports the status as for any end. Unlike AFL's forkserver,
+//! every execution has its own arguments, input files and environment, because
+//! system tests do.
+//!
+//! Frames on both descriptors: a little-endian `u32` length, then that many bytes
+//! (a bincode [`SysRun`] towards the server; a `u32` towards the host).
+
+use serde::{Deserialize, Serialize};
+
+/// Environment variable: serve system tests (see the module documentation).
+pub const ENV_SYS_FORKSERVER: &str = "TRESTLE_SYS_FORKSERVER";
+/// Descriptor the server reads requests from.
+pub const CONTROL_FD: i32 = 198;
+/// Descriptor the server writes its hello, pids and statuses to.
+pub const STATUS_FD: i32 = 199;
+/// First word the server writes: it is there, and speaks this version.
+pub const HELLO: u32 = 0x5453_5301;
+/// Largest request the server accepts.
+pub const MAX_REQUEST: u32 = 16 << 20;
+
+/// One execution.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SysRun {
+    /// `argv[0]` and the arguments (no NUL bytes).
+    pub argv: Vec<Vec<u8>>,
+    /// Variables to set on top of the server's environment.
+    pub env: Vec<(Vec<u8>, Vec<u8>)>,
+    /// Working directory (absolute).
+    pub cwd: Vec<u8>,
+    /// A file to open as standard input (absolute).
+    pub stdin: Vec<u8>,
+}

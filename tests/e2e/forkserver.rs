@@ -1,0 +1,152 @@
+//! The system-test forkserver on a real program built with trestle-cc: every
+//! execution gets its own arguments, stdin, files and environment; crashes, hangs,
+//! `exit()` and a child that closes every descriptor are each one execution's end;
+//! the server survives thousands of executions that corrupt the heap; a program not
+//! built with trestle-cc is no server; a dead server is reported.
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+use trestle_bridge::forkserver::{ForkServer, RunEnd};
+use trestle_tests::*;
+
+const PROGRAM: &str = r#"
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+static int boot_count;
+__attribute__((constructor)) static void boot(void) { boot_count++; }
+int main(int argc, char **argv) {
+    const char *what = argc > 1 ? argv[1] : "";
+    if (!strcmp(what, "crash")) { volatile int *p = 0; *p = 1; }
+    if (!strcmp(what, "hang")) for (;;) pause();
+    if (!strcmp(what, "exit")) exit(7);
+    if (!strcmp(what, "closefds")) { for (int fd = 0; fd < 1024; fd++) close(fd); return 0; }
+    if (!strcmp(what, "corrupt")) {
+        char *a = malloc(32), *b = malloc(32);
+        memset(a, 0x41, 80);   /* over b's chunk header */
+        free(b);
+        free(a);
+        return 0;
+    }
+    FILE *out = fopen("seen.txt", "w");
+    fprintf(out, "boot=%d argc=%d", boot_count, argc);
+    for (int i = 1; i < argc; i++) fprintf(out, " [%s]", argv[i]);
+    char line[256] = "";
+    if (!fgets(line, sizeof line, stdin)) strcpy(line, "(none)");
+    line[strcspn(line, "\n")] = 0;
+    fprintf(out, " stdin=%s", line);
+    FILE *in = argc > 2 ? fopen(argv[2], "r") : NULL;
+    char body[256] = "(none)";
+    if (in && fgets(body, sizeof body, in)) body[strcspn(body, "\n")] = 0;
+    fprintf(out, " file=%s env=%s\n", body, getenv("KV_MODE") ? getenv("KV_MODE") : "(unset)");
+    fclose(out);
+    return 3;
+}
+"#;
+
+fn server(prog: &Path) -> ForkServer {
+    let mut cmd = std::process::Command::new(prog);
+    cmd.stdout(std::process::Stdio::null()).stderr(std::process::Stdio::null());
+    ForkServer::start(cmd).unwrap().expect("a program built with trestle-cc serves")
+}
+
+fn exit_code(end: RunEnd) -> Option<i32> {
+    match end {
+        RunEnd::Status(s) if libc::WIFEXITED(s) => Some(libc::WEXITSTATUS(s)),
+        _ => None,
+    }
+}
+
+fn signal(end: RunEnd) -> Option<i32> {
+    match end {
+        RunEnd::Status(s) if libc::WIFSIGNALED(s) => Some(libc::WTERMSIG(s)),
+        _ => None,
+    }
+}
+
+#[test]
+fn every_execution_sees_its_own_arguments_stdin_files_and_environment() {
+    let dir = tempfile::tempdir().unwrap();
+    let prog = build_c(dir.path(), "served", PROGRAM, "-O1");
+    let mut fs = server(&prog);
+    let name = prog.as_os_str().as_encoded_bytes();
+    for k in 0..3 {
+        let cwd = dir.path().join(format!("cwd-{k}"));
+        std::fs::create_dir(&cwd).unwrap();
+        std::fs::write(cwd.join("in.txt"), format!("content {k}\n")).unwrap();
+        let stdin = dir.path().join(format!("stdin-{k}"));
+        std::fs::write(&stdin, format!("line {k}\n")).unwrap();
+        let arg = format!("arg{k}");
+        let mode = format!("m{k}");
+        let env: Vec<(&[u8], &[u8])> = if k == 1 { vec![] } else { vec![(b"KV_MODE", mode.as_bytes())] };
+        let end = fs.run(&[name, arg.as_bytes(), b"in.txt"], &env, &cwd, &stdin, Duration::from_secs(5));
+        assert_eq!(exit_code(end), Some(3), "{end:?}");
+        let seen = std::fs::read_to_string(cwd.join("seen.txt")).unwrap();
+        let env_seen = if k == 1 { "(unset)".to_owned() } else { mode.clone() };
+        // The constructors ran once, in the server, before main: a fresh main each time.
+        assert_eq!(seen.trim(), format!("boot=1 argc=3 [{arg}] [in.txt] stdin=line {k} file=content {k} env={env_seen}"));
+    }
+}
+
+#[test]
+fn crashes_hangs_exits_and_closed_descriptors_end_one_execution_only() {
+    let dir = tempfile::tempdir().unwrap();
+    let prog = build_c(dir.path(), "served", PROGRAM, "-O1");
+    let mut fs = server(&prog);
+    let name = prog.as_os_str().as_encoded_bytes();
+    let stdin = dir.path().join("stdin");
+    std::fs::write(&stdin, "x\n").unwrap();
+    let cwd = dir.path();
+    let run = |fs: &mut ForkServer, what: &[u8], t: u64| fs.run(&[name, what], &[], cwd, &stdin, Duration::from_secs(t));
+    assert_eq!(signal(run(&mut fs, b"crash", 5)), Some(libc::SIGSEGV));
+    let t = Instant::now();
+    assert_eq!(run(&mut fs, b"hang", 1), RunEnd::Timeout);
+    assert!(t.elapsed() < Duration::from_secs(4), "the hang was killed at its limit: {:?}", t.elapsed());
+    assert_eq!(exit_code(run(&mut fs, b"exit", 5)), Some(7));
+    assert_eq!(exit_code(run(&mut fs, b"closefds", 5)), Some(0));
+    // After all of that, the server still serves.
+    assert_eq!(exit_code(run(&mut fs, b"plain", 5)), Some(3));
+}
+
+#[test]
+fn the_server_survives_ten_thousand_executions_that_corrupt_the_heap() {
+    let dir = tempfile::tempdir().unwrap();
+    let prog = build_c(dir.path(), "served", PROGRAM, "-O1");
+    let mut fs = server(&prog);
+    let name = prog.as_os_str().as_encoded_bytes();
+    let stdin = dir.path().join("stdin");
+    std::fs::write(&stdin, "").unwrap();
+    let mut ends = std::collections::BTreeMap::new();
+    for _ in 0..10_000 {
+        let end = fs.run(&[name, b"corrupt"], &[], dir.path(), &stdin, Duration::from_secs(5));
+        assert_ne!(end, RunEnd::ServerDied);
+        *ends.entry(format!("{:?}", signal(end).map_or("exit".to_owned(), |s| format!("signal {s}")))).or_insert(0) += 1;
+    }
+    assert_eq!(exit_code(fs.run(&[name, b"plain"], &[], dir.path(), &stdin, Duration::from_secs(5))), Some(3), "{ends:?}");
+}
+
+#[test]
+fn a_plain_program_is_no_server_and_a_dead_server_is_reported() {
+    let dir = tempfile::tempdir().unwrap();
+    let src = dir.path().join("plain.c");
+    std::fs::write(&src, PROGRAM).unwrap();
+    let plain = dir.path().join("plain");
+    ok(std::process::Command::new("clang-19").arg("-O1").arg(&src).arg("-o").arg(&plain));
+    let mut cmd = std::process::Command::new(&plain);
+    cmd.stdout(std::process::Stdio::null());
+    let t = Instant::now();
+    assert!(ForkServer::start(cmd).unwrap().is_none());
+    assert!(t.elapsed() < Duration::from_secs(5), "a program that exits is not waited for");
+
+    let prog = build_c(dir.path(), "served", PROGRAM, "-O1");
+    let mut fs = server(&prog);
+    // SAFETY: killing the server this test started.
+    unsafe { libc::kill(fs.pid() as i32, libc::SIGKILL) };
+    std::thread::sleep(Duration::from_millis(100));
+    let stdin = dir.path().join("stdin");
+    std::fs::write(&stdin, "").unwrap();
+    let name = prog.as_os_str().as_encoded_bytes();
+    assert_eq!(fs.run(&[name], &[], dir.path(), &stdin, Duration::from_secs(5)), RunEnd::ServerDied);
+}
