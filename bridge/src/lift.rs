@@ -16,7 +16,7 @@ use crate::binary::Binary;
 use crate::coverage::{is_coverage_build, measure, CoverageSet};
 use crate::reduce::{reduce, test_size, ReduceStats};
 use crate::sandbox::{cpu_limit, find_tool, Limits, Sandbox, SandboxRun};
-use crate::signature::{parse_stack, signal_name, symbolise, CrashSignature, FrameFilter};
+use crate::signature::{parse_stack, signal_name, signal_number, symbolise, CrashSignature, FrameFilter};
 use crate::systest::{load_tests, parse_duration, save_test, to_json};
 use crate::units::{read_unit, safe_name};
 use anyhow::{bail, Context as _, Result};
@@ -24,7 +24,7 @@ use serde::Serialize;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
-use trestle_abi::fuzz::{decode_values, original_value, ParamValue, ENV_FUZZ, ENV_FUZZ_INPUT};
+use trestle_abi::fuzz::{decode_values, encode_values, original_value, ParamValue, ENV_FUZZ, ENV_FUZZ_INPUT};
 use trestle_abi::unit::{InputRef, Origin, ParamKind, SystemTest, Unit};
 
 /// Arguments of `trestle lift`.
@@ -519,6 +519,11 @@ impl Lifter {
             self.stats.unit_queue += 1;
             None
         };
+        // A crash lifts only the values it needs (when the harness can tell).
+        let values = match unit_sig.as_ref().and_then(|s| signal_number(&s.kind)) {
+            Some(signal) => self.essential_values(dir, unit, &values, signal)?,
+            None => values,
+        };
         let variants = lift_variants(unit, &values);
         if variants.is_empty() {
             if c.crash {
@@ -604,45 +609,78 @@ impl Lifter {
 
     /// The unit's crash, read by running the input once more in the harness with the
     /// crash-stack library preloaded.
-    fn unit_signature(&mut self, dir: &Path, unit: &Unit, input: &Path) -> Result<CrashSignature> {
+    /// The unit harness running `input` once (no output, no address randomisation).
+    fn harness_command(&self, dir: &Path, unit: &Unit, input: &Path) -> Result<std::process::Command> {
         let harness = self.harness_for(unit);
         if !harness.exists() {
             bail!("the unit harness {} is missing (pass --harness)", harness.display());
         }
-        let preload = find_tool("libtrestle_crashstack.so")?;
-        let side = tempfile::tempdir()?;
-        let stack = side.path().join("stack");
-        let request = dir.join("request.bin");
         let cwd = dir.join("cwd");
         let mut cmd = std::process::Command::new(&harness);
-        cmd.env(ENV_FUZZ, &request)
+        cmd.env(ENV_FUZZ, dir.join("request.bin"))
             .env(ENV_FUZZ_INPUT, input)
-            .env(trestle_abi::fuzz::ENV_CRASH_STACK_LIB, &preload)
-            .env("TRESTLE_CRASH_STACK", &stack)
             .current_dir(if cwd.is_dir() { cwd } else { dir.to_owned() })
             .stdin(std::process::Stdio::null())
             .stdout(std::process::Stdio::null())
             .stderr(std::process::Stdio::null());
-        {
-            use std::os::unix::process::CommandExt as _;
-            // SAFETY: personality() only affects the child: recorded addresses of libc
-            // objects need the layout of the recording.
-            unsafe {
-                cmd.pre_exec(|| {
-                    libc::personality(libc::ADDR_NO_RANDOMIZE as libc::c_ulong);
-                    Ok(())
-                });
-            }
+        use std::os::unix::process::CommandExt as _;
+        // SAFETY: personality() only affects the child: recorded addresses of libc
+        // objects need the layout of the recording.
+        unsafe {
+            cmd.pre_exec(|| {
+                libc::personality(libc::ADDR_NO_RANDOMIZE as libc::c_ulong);
+                Ok(())
+            });
         }
+        Ok(cmd)
+    }
+
+    fn wait_harness(&self, mut cmd: std::process::Command, harness: &Path) -> Result<std::process::ExitStatus> {
         let mut child = cmd.spawn().with_context(|| format!("cannot run the unit harness {}", harness.display()))?;
         use wait_timeout::ChildExt as _;
-        let status = match child.wait_timeout(self.sandbox.limits.wall)? {
+        Ok(match child.wait_timeout(self.sandbox.limits.wall)? {
             Some(s) => s,
             None => {
                 let _ = child.kill();
                 child.wait()?
             }
-        };
+        })
+    }
+
+    /// The parameter values of a unit crash that it needs: each changed value is put
+    /// back to the recorded one while the unit still dies of the same signal. Values
+    /// the crash does not depend on (a verb the function never looks at, mutated
+    /// freely) would otherwise be lifted too and steer the system test off the path.
+    fn essential_values(&self, dir: &Path, unit: &Unit, values: &[ParamValue], signal: i32) -> Result<Vec<ParamValue>> {
+        use std::os::unix::process::ExitStatusExt as _;
+        let harness = self.harness_for(unit);
+        let side = tempfile::tempdir()?;
+        let input = side.path().join("input");
+        let mut cur = values.to_vec();
+        for (i, p) in unit.params.iter().enumerate().take(32) {
+            let original = original_value(p);
+            if cur[i] == original {
+                continue;
+            }
+            let mut trial = cur.clone();
+            trial[i] = original;
+            std::fs::write(&input, encode_values(&trial)).with_context(|| format!("cannot write {}", input.display()))?;
+            let status = self.wait_harness(self.harness_command(dir, unit, &input)?, &harness)?;
+            if status.signal() == Some(signal) {
+                cur = trial;
+            }
+        }
+        Ok(cur)
+    }
+
+    fn unit_signature(&mut self, dir: &Path, unit: &Unit, input: &Path) -> Result<CrashSignature> {
+        let harness = self.harness_for(unit);
+        let preload = find_tool("libtrestle_crashstack.so")?;
+        let side = tempfile::tempdir()?;
+        let stack = side.path().join("stack");
+        let mut cmd = self.harness_command(dir, unit, input)?;
+        cmd.env(trestle_abi::fuzz::ENV_CRASH_STACK_LIB, &preload).env("TRESTLE_CRASH_STACK", &stack);
+        let status = self.wait_harness(cmd, &harness)?;
         use std::os::unix::process::ExitStatusExt as _;
         let filter = FrameFilter { program: Some(std::fs::canonicalize(&harness).unwrap_or(harness.clone())), stop_after: Some(unit.function.clone()) };
         let frames = match std::fs::read_to_string(&stack) {

@@ -128,6 +128,13 @@ pub fn signal_name(sig: i32) -> String {
     }
 }
 
+/// The signal [`signal_name`] named, if it named one.
+pub fn signal_number(name: &str) -> Option<i32> {
+    [libc::SIGSEGV, libc::SIGBUS, libc::SIGABRT, libc::SIGFPE, libc::SIGILL, libc::SIGKILL, libc::SIGXCPU, libc::SIGXFSZ, libc::SIGTRAP]
+        .into_iter()
+        .find(|&s| signal_name(s) == name)
+}
+
 /// Which frames of a stack belong to the subject.
 #[derive(Debug, Clone, Default)]
 pub struct FrameFilter {
