@@ -4,6 +4,7 @@
 use crate::lift::{AlarmEntry, LiftStats};
 use crate::run::Campaign;
 use anyhow::{Context as _, Result};
+use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
@@ -276,6 +277,17 @@ pub fn markdown(r: &Report) -> String {
     for (i, f) in c.fuzzed.iter().enumerate() {
         let why = if f.reason.is_empty() { "(not recorded by this version)" } else { &f.reason };
         let _ = writeln!(s, "| {} | `{}` | {} |", i + 1, f.function, why.replace('|', "\\|"));
+    }
+    // Units the dry run refused, by reason (the reason is the error's last part).
+    let mut skipped: BTreeMap<&str, usize> = BTreeMap::new();
+    for e in c.fuzzed.iter().filter_map(|f| f.error.as_deref()) {
+        *skipped.entry(e.rsplit(": ").next().unwrap_or(e)).or_default() += 1;
+    }
+    if !skipped.is_empty() {
+        s += "\n## Units skipped\n\n| reason | units |\n|---|---|\n";
+        for (why, n) in &skipped {
+            let _ = writeln!(s, "| {} | {n} |", why.replace('|', "\\|"));
+        }
     }
     let errs: Vec<_> = c.fuzzed.iter().filter_map(|f| f.error.as_ref().map(|e| (f, e))).collect();
     if !errs.is_empty() {

@@ -254,7 +254,7 @@ impl Live {
                 "\x1b[1mtrestle run\x1b[0m ({mode})  {:>5.0}s of {:.0}s  round {}\n\
                  \x20 now       : {}\n\
                  \x20 system    : {} execs ({:.0}/s), {} edges\n\
-                 \x20 units     : {} carved, {} with parameters, {} fuzzed, {} execs ({:.0}/s)\n\
+                 \x20 units     : {} carved, {} with parameters, {} fuzzed ({} skipped), {} execs ({:.0}/s)\n\
                  \x20 findings  : {} unit crash(es), {} effective lifted test(s), {} false positive(s) suppressed\n\
                  \x20 \x1b[1malarms    : {}\x1b[0m\n",
                 el,
@@ -267,6 +267,7 @@ impl Live {
                 s.c.units_carved,
                 s.c.units_parameterized,
                 s.c.fuzzed.len(),
+                s.c.fuzzed.iter().filter(|f| f.error.is_some()).count(),
                 s.c.unit_executions,
                 s.unit_rate,
                 s.candidates,
@@ -286,7 +287,7 @@ impl Live {
             self.last_plain = Instant::now();
             self.lines = 1;
             eprintln!(
-                "[run {:>5.0}s/{:.0}s] {} | system {} execs, {} edges | units {} carved, {} fuzzed, {} execs | {} candidates, {} alarm(s)",
+                "[run {:>5.0}s/{:.0}s] {} | system {} execs, {} edges | units {} carved, {} fuzzed ({} skipped), {} execs | {} candidates, {} alarm(s)",
                 el,
                 budget,
                 s.phase,
@@ -294,6 +295,7 @@ impl Live {
                 s.edges,
                 s.c.units_carved,
                 s.c.fuzzed.len(),
+                s.c.fuzzed.iter().filter(|f| f.error.is_some()).count(),
                 s.c.unit_executions,
                 s.candidates,
                 s.alarms

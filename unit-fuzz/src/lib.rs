@@ -248,17 +248,42 @@ pub fn run_input(program: &Path, request: &Path, input: &Path, cwd: &Path, timeo
     }
 }
 
-/// Run the harness once on `input`; if it reports a set-up failure (its own exit
-/// status 3 with a "trestle harness:" message), return the message.
-fn setup_failure(program: &Path, request: &Path, input: &Path, cwd: &Path) -> Option<String> {
+/// Run the harness once on `input` (the recorded values): the unit works if it
+/// returns within `timeout` (or calls `exit`). Otherwise why not: the harness's own
+/// set-up failure (exit status 3 with a "trestle harness:" message), a crash on the
+/// recorded values, or a hang, which is killed.
+fn dry_run(program: &Path, request: &Path, input: &Path, cwd: &Path, timeout: Duration) -> Option<String> {
+    use std::os::unix::process::ExitStatusExt;
+    let log_path = input.with_extension("log");
+    let log = std::fs::File::options().create(true).truncate(true).read(true).write(true).open(&log_path).ok()?;
     let mut cmd = harness_command(program, request, input, cwd);
-    cmd.stderr(std::process::Stdio::piped());
-    let child = cmd.spawn().ok()?;
-    let out = child.wait_with_output().ok()?;
-    let err = String::from_utf8_lossy(&out.stderr);
+    cmd.stderr(log.try_clone().ok()?);
+    let mut child = cmd.spawn().ok()?;
+    // Setting the context up costs more than one execution: allow for it.
+    let limit = timeout * 2 + Duration::from_secs(2);
+    let start = Instant::now();
+    let status = loop {
+        match child.try_wait() {
+            Ok(Some(st)) => break st,
+            Ok(None) if start.elapsed() > limit => {
+                let _ = child.kill();
+                let _ = child.wait();
+                return Some(format!("does not finish on its recorded values within {:.1}s (a hang)", limit.as_secs_f64()));
+            }
+            Ok(None) => std::thread::sleep(Duration::from_millis(2)),
+            Err(_) => return None,
+        }
+    };
+    let err = {
+        use std::io::Read as _;
+        let mut text = String::new();
+        let _ = std::fs::File::open(&log_path).map(|f| f.take(1 << 16).read_to_string(&mut text));
+        text
+    };
     let msg = err.lines().find_map(|l| l.strip_prefix("trestle harness: ")).map(str::to_owned);
-    match (out.status.code(), msg) {
-        (Some(3), Some(m)) => Some(m),
+    match (status.code(), status.signal(), msg) {
+        (Some(3), _, Some(m)) => Some(m),
+        (_, Some(sig), _) => Some(format!("crashes on its recorded values (signal {sig})")),
         _ => None,
     }
 }
@@ -344,7 +369,7 @@ fn fuzz_with(cfg: &FuzzConfig, in_process: bool) -> Result<FuzzReport, FuzzError
     let original: Vec<ParamValue> = unit.params.iter().map(original_value).collect();
     let dry = out.join(".dry-run-input");
     std::fs::write(&dry, encode_values(&original)).map_err(io("cannot write", &dry))?;
-    if let Some(why) = setup_failure(&cfg.program, &request, &dry, &cwd) {
+    if let Some(why) = dry_run(&cfg.program, &request, &dry, &cwd, cfg.timeout) {
         return Err(FuzzError::Harness(why));
     }
     let mut report = if in_process {
@@ -367,9 +392,15 @@ fn fuzz_with(cfg: &FuzzConfig, in_process: bool) -> Result<FuzzReport, FuzzError
         result?
     };
 
-    // Sort the objective's finds into crashes and timeouts by running each alone.
+    // Sort the objective's finds into crashes and timeouts by running each alone,
+    // within a bound of its own: many hangs must not hold the caller past its time
+    // (what is left stays in `.solutions`).
+    let sort_end = Instant::now() + Duration::from_secs(5) + cfg.timeout * 8;
     for entry in std::fs::read_dir(out.join(".solutions")).map_err(io("cannot list", &out.join(".solutions")))? {
         let Ok(entry) = entry else { continue };
+        if Instant::now() > sort_end {
+            break;
+        }
         let path = entry.path();
         let name = entry.file_name().to_string_lossy().into_owned();
         if name.starts_with('.') || path.extension().is_some_and(|e| e == "json" || e == "metadata") {
