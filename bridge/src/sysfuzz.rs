@@ -199,6 +199,8 @@ pub struct SysExecutor<OT> {
     serving: Option<bool>,
     /// Forkservers started after the first (one died).
     pub restarts: u64,
+    /// What the stdin file holds now.
+    last_stdin: Option<Vec<u8>>,
 }
 
 impl<OT> SysExecutor<OT> {
@@ -231,11 +233,15 @@ impl<OT> SysExecutor<OT> {
 
     fn run(&mut self, input: &SysInput) -> Result<ExitKind, libafl::Error> {
         let mut dir = self.work.join(format!("cwd-{}", self.slot));
-        while dir.exists() && std::fs::remove_dir_all(&dir).is_err() {
-            self.slot += 1;
-            dir = self.work.join(format!("cwd-{}", self.slot));
+        // An empty directory left by the last run is as fresh as a new one.
+        let reusable = std::fs::read_dir(&dir).is_ok_and(|mut d| d.next().is_none());
+        if !reusable {
+            while dir.exists() && std::fs::remove_dir_all(&dir).is_err() {
+                self.slot += 1;
+                dir = self.work.join(format!("cwd-{}", self.slot));
+            }
+            std::fs::create_dir(&dir)?;
         }
-        std::fs::create_dir(&dir)?;
         for (name, bytes) in &input.files {
             let p = dir.join(name);
             if let Some(parent) = p.parent() {
@@ -243,14 +249,19 @@ impl<OT> SysExecutor<OT> {
             }
             std::fs::write(&p, bytes)?;
         }
-        // Outside the working directory, as in `run_test`.
+        // Outside the working directory, as in `run_test`; written only when it
+        // changed (the program opens it afresh every run).
         let stdin_path = self.work.join("stdin");
-        std::fs::write(&stdin_path, &input.stdin)?;
+        if self.last_stdin.as_deref() != Some(&input.stdin[..]) {
+            std::fs::write(&stdin_path, &input.stdin)?;
+            self.last_stdin = Some(input.stdin.clone());
+        }
         let kind = match self.serve(input, &dir, &stdin_path)? {
             Some(kind) => kind,
             None => self.spawn(input, &dir, &stdin_path)?,
         };
-        if std::fs::remove_dir_all(&dir).is_err() {
+        let empty = std::fs::read_dir(&dir).is_ok_and(|mut d| d.next().is_none());
+        if !empty && std::fs::remove_dir_all(&dir).is_err() {
             self.slot += 1;
         }
         Ok(kind)
@@ -1186,6 +1197,7 @@ impl SysFuzzer {
             server: None,
             serving: None,
             restarts: 0,
+            last_stdin: None,
         };
         let stage = StdMutationalStage::with_max_iterations(
             sys_mutator(&cfg.dictionary),
