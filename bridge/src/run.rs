@@ -844,6 +844,7 @@ pub fn run(args: &RunArgs) -> Result<Campaign> {
         // dictionary does): the program's string literals and the constants it
         // compares against. The same in both modes: the baseline is at full strength.
         dictionary: crate::sysfuzz::dictionary(&binary),
+        no_forkserver: false,
     })
     .context("starting the system-level fuzzer")?;
     // Validation and lifting, also in system-only mode: a system crash is reported

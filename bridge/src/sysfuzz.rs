@@ -1099,6 +1099,9 @@ pub struct SysFuzzConfig {
     pub seed: u64,
     /// Tokens to insert ([`dictionary`]).
     pub dictionary: Vec<Vec<u8>>,
+    /// Start the program for every execution even if it could serve them
+    /// (measuring what the forkserver saves).
+    pub no_forkserver: bool,
 }
 
 /// What one slice of fuzzing did.
@@ -1195,7 +1198,7 @@ impl SysFuzzer {
             observers: tuple_list!(edges_observer, time_observer),
             slot: 0,
             server: None,
-            serving: None,
+            serving: if cfg.no_forkserver { Some(false) } else { None },
             restarts: 0,
             last_stdin: None,
         };
@@ -1350,9 +1353,15 @@ pub struct SysFuzzArgs {
     /// baseline).
     #[arg(long)]
     pub no_dict: bool,
-    /// Print the report as JSON on stdout.
+    /// Print the report as JSON on stdout: seeds, initial_queue, initial_edges, queue,
+    /// edges, executions, seconds, execs_per_sec, new_queue, crashes and timeouts (lists
+    /// of system-test files).
     #[arg(long)]
     pub json: bool,
+    /// Start the program anew for every execution instead of forking it from a
+    /// server at the start of `main` (slower; for comparison and debugging).
+    #[arg(long)]
+    pub no_forkserver: bool,
 }
 
 /// What `trestle sysfuzz` did.
@@ -1393,6 +1402,7 @@ pub fn run(args: &SysFuzzArgs) -> Result<SysFuzzReport> {
         timeout: args.timeout,
         seed: args.seed,
         dictionary: if args.no_dict { Vec::new() } else { dictionary(&binary) },
+        no_forkserver: args.no_forkserver,
     };
     let n_seeds = cfg.seeds.len();
     let mut f = SysFuzzer::new(cfg)?;

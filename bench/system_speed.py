@@ -1,0 +1,211 @@
+#!/usr/bin/env python3
+"""System-level fuzzing speed: `trestle sysfuzz` against AFL++, executions per second.
+
+    python3 bench/system_speed.py [--subjects kvshell,cut,sed] [--reps 3] [--time 60]
+                                  [--work DIR] [--table-only]
+
+Per subject, one after the other on one core (never two runs at once):
+  trestle     `trestle sysfuzz --time T --json` on a trestle-cc -O2 -g build, from the
+              subject's own seeds (arguments, stdin and files vary): the forkserver at
+              the start of main;
+  spawn       the same with --no-forkserver: the program started for every test
+              (what the forkserver saves);
+  aflpp       afl-fuzz -V T on an afl-clang-fast -O2 -g build (Debian's afl++,
+              forkserver, no CmpLog: its fastest), the seeds' stdin (kvshell) or their
+              input file behind fixed arguments with @@ (cut, sed);
+  roundtrip   the trestle build's forkserver alone: requests for one fixed small test
+              sent as fast as the server answers (fork, run, exit, wait; no fuzzer,
+              no files): the floor of an execution.
+The ratio is trestle / aflpp (medians). Results: bench/results/system-speed/<subject>-
+<column>-<rep>.json as each run ends (finished runs are skipped when the command runs
+again); the table bench/results/system-speed.md is rewritten after every run.
+"""
+import argparse, json, os, shutil, statistics, struct, subprocess, sys, tempfile, time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+RELEASE = REPO / "target" / "release"
+RESULTS = REPO / "bench" / "results" / "system-speed"
+CFLAGS = "-O2 -g"
+AFL_ENV = {"AFL_NO_UI": "1", "AFL_SKIP_CPUFREQ": "1", "AFL_I_DONT_CARE_ABOUT_MISSING_CRASHES": "1", "AFL_NO_AFFINITY": "1"}
+SUBJECTS = {
+    "kvshell": {"seeds": "tests/subjects/kvshell/seeds", "afl": ["@stdin"]},
+    "cut": {"seeds": "tests/coreutils/cut/seeds", "afl": ["-d", ":", "-f", "1,3-", "@@"]},
+    "sed": {"seeds": "tests/sed/seeds", "afl": ["-n", "-E", "s/([a-z]+) ([0-9]+)/\\2 \\1/gp", "@@"]},
+}
+COLUMNS = ["trestle", "spawn", "aflpp", "roundtrip"]
+
+
+def log(msg):
+    print(f"[system-speed {time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
+
+
+def content(c):
+    if c is None:
+        return b""
+    if isinstance(c, dict):
+        import base64
+        return base64.b64decode(c["base64"])
+    return c.encode()
+
+
+def build(subject, cc, work, tag):
+    out = work / f"build-{subject}-{tag}"
+    prog = out / "bin" / subject
+    if prog.exists():
+        return prog
+    out.mkdir(parents=True, exist_ok=True)
+    if subject == "kvshell":
+        (out / "bin").mkdir(exist_ok=True)
+        subprocess.run([cc, *CFLAGS.split(), str(REPO / "tests/subjects/kvshell/kvshell.c"), "-o", str(prog)], check=True)
+    elif subject == "sed":
+        subprocess.run(["bash", str(REPO / "tests/sed/build.sh"), "--cc", cc, "--out", str(out)], check=True, stdout=subprocess.DEVNULL)
+    else:
+        subprocess.run(["bash", str(REPO / "tests/coreutils/build.sh"), "--cc", cc, "--out", str(out), "--prog", subject],
+                       check=True, stdout=subprocess.DEVNULL)
+    return prog
+
+
+def afl_inputs(subject, dest):
+    """The seeds as AFL++ inputs: stdin, or the (first) input file."""
+    dest.mkdir(parents=True, exist_ok=True)
+    n = 0
+    for p in sorted((REPO / SUBJECTS[subject]["seeds"]).glob("*.json")):
+        t = json.loads(p.read_text())
+        data = content(t.get("stdin")) if SUBJECTS[subject]["afl"] == ["@stdin"] else \
+            next((content(v) for v in (t.get("files") or {}).values()), content(t.get("stdin")))
+        if data:
+            (dest / p.stem).write_bytes(data)
+            n += 1
+    return n
+
+
+def run_trestle(prog, subject, secs, work, spawn):
+    out = Path(tempfile.mkdtemp(prefix="sysfuzz-", dir=work))
+    cmd = [str(RELEASE / "trestle"), "sysfuzz", "--program", str(prog), "--seeds", str(REPO / SUBJECTS[subject]["seeds"]),
+           "--time", f"{secs}s", "--out", str(out / "o"), "--json"] + (["--no-forkserver"] if spawn else [])
+    r = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, check=True)
+    d = json.loads(r.stdout)
+    shutil.rmtree(out, ignore_errors=True)
+    return {"execs": d["executions"], "seconds": d["seconds"], "execs_per_sec": d["execs_per_sec"], "edges": d["edges"]}
+
+
+def run_afl(prog, subject, secs, work, rep):
+    d = Path(tempfile.mkdtemp(prefix="afl-", dir=work))
+    n = afl_inputs(subject, d / "in")
+    args = SUBJECTS[subject]["afl"]
+    target = [str(prog)] + ([] if args == ["@stdin"] else args)
+    env = dict(os.environ, **AFL_ENV)
+    subprocess.run(["afl-fuzz", "-i", str(d / "in"), "-o", str(d / "out"), "-V", str(secs), "-s", str(rep + 1), "--", *target],
+                   env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False)
+    stats = {}
+    for line in (d / "out" / "default" / "fuzzer_stats").read_text().splitlines():
+        k, _, v = line.partition(":")
+        stats[k.strip()] = v.strip()
+    execs = int(stats["execs_done"])
+    seconds = int(stats["last_update"]) - int(stats["start_time"])
+    shutil.rmtree(d, ignore_errors=True)
+    return {"execs": execs, "seconds": seconds, "execs_per_sec": execs / max(seconds, 1), "inputs": n,
+            "edges": int(stats.get("edges_found", 0))}
+
+
+def run_roundtrip(prog, secs, work):
+    """Requests for one small fixed test, as fast as the server answers."""
+    cwd = Path(tempfile.mkdtemp(prefix="rt-", dir=work))
+    (cwd / "stdin").write_bytes(b"set ab 5\nget ab\n")
+    cr, cw = os.pipe()
+    sr, sw = os.pipe()
+
+    def pre():
+        os.dup2(cr, 198)
+        os.dup2(sw, 199)
+    p = subprocess.Popen([str(prog)], env=dict(os.environ, TRESTLE_SYS_FORKSERVER="1"), preexec_fn=pre, close_fds=False,
+                         stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    os.close(cr)
+    os.close(sw)
+
+    def word():
+        b = os.read(sr, 8)
+        return struct.unpack("<II", b)[1]
+    assert word() == 0x54535301, "no hello from the forkserver"
+
+    def vec(b):
+        return struct.pack("<Q", len(b)) + b
+    body = struct.pack("<Q", 1) + vec(str(prog).encode()) + struct.pack("<Q", 0) + vec(str(cwd).encode()) + vec(str(cwd / "stdin").encode())
+    msg = struct.pack("<I", len(body)) + body
+    n, start = 0, time.time()
+    while time.time() - start < secs:
+        for _ in range(100):
+            os.write(cw, msg)
+            word()
+            word()
+        n += 100
+    secs = time.time() - start
+    p.kill()
+    p.wait()
+    shutil.rmtree(cwd, ignore_errors=True)
+    return {"execs": n, "seconds": secs, "execs_per_sec": n / secs}
+
+
+def table():
+    rows = [json.loads(p.read_text()) for p in sorted(RESULTS.glob("*.json"))]
+    out = ["# System-level fuzzing speed", "",
+           "Executions per second, median (range) over repetitions, one run at a time on one core",
+           "(`python3 bench/system_speed.py`). trestle: `trestle sysfuzz` (forkserver); spawn: the same",
+           "starting the program per test; aflpp: afl-fuzz, afl-clang-fast build, no CmpLog; roundtrip: the",
+           "trestle build's forkserver alone on one fixed small test (the floor of an execution).", "",
+           "| subject | trestle | spawn | aflpp | roundtrip | trestle / aflpp |", "|---|---|---|---|---|---|"]
+    for s in SUBJECTS:
+        cells, med = [], {}
+        for c in COLUMNS:
+            v = [r["execs_per_sec"] for r in rows if r["subject"] == s and r["column"] == c]
+            if v:
+                med[c] = statistics.median(v)
+                cells.append(f"{med[c]:.0f} ({min(v):.0f}-{max(v):.0f}, n={len(v)})")
+            else:
+                cells.append("–")
+        ratio = f"{med['trestle'] / med['aflpp']:.2f}x" if "trestle" in med and "aflpp" in med else "–"
+        out.append(f"| {s} | " + " | ".join(cells) + f" | {ratio} |")
+    (REPO / "bench" / "results" / "system-speed.md").write_text("\n".join(out) + "\n")
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--subjects", default=",".join(SUBJECTS))
+    ap.add_argument("--reps", type=int, default=3)
+    ap.add_argument("--time", type=int, default=60)
+    ap.add_argument("--work", type=Path, default=Path.home() / ".cache" / "trestle" / "bench-system-speed")
+    ap.add_argument("--table-only", action="store_true")
+    a = ap.parse_args()
+    if not a.table_only:
+        if not shutil.which("afl-fuzz"):
+            subprocess.run(["apt-get", "install", "-y", "-qq", "afl++"], check=True)
+        a.work.mkdir(parents=True, exist_ok=True)
+        RESULTS.mkdir(parents=True, exist_ok=True)
+        for s in a.subjects.split(","):
+            tprog = build(s, str(RELEASE / "trestle-cc"), a.work, "trestle")
+            aprog = build(s, "afl-clang-fast", a.work, "afl")
+            for rep in range(a.reps):
+                for c in COLUMNS:
+                    dest = RESULTS / f"{s}-{c}-{rep}.json"
+                    if dest.exists():
+                        continue
+                    log(f"{s} {c} {rep}: {a.time} s")
+                    if c == "trestle":
+                        r = run_trestle(tprog, s, a.time, a.work, False)
+                    elif c == "spawn":
+                        r = run_trestle(tprog, s, a.time, a.work, True)
+                    elif c == "aflpp":
+                        r = run_afl(aprog, s, a.time, a.work, rep)
+                    else:
+                        r = run_roundtrip(tprog, min(a.time, 10), a.work)
+                    r.update({"subject": s, "column": c, "rep": rep, "time": a.time})
+                    dest.write_text(json.dumps(r, indent=2))
+                    log(f"{s} {c} {rep}: {r['execs_per_sec']:.0f} execs/s")
+                    table()
+    table()
+    print((REPO / "bench" / "results" / "system-speed.md").read_text())
+
+
+if __name__ == "__main__":
+    main()
