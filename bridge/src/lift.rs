@@ -60,9 +60,12 @@ pub struct LiftArgs {
     /// Lift at most this many queue entries per fuzz directory (0: crashes only).
     #[arg(long, default_value_t = 200)]
     pub max_queue: usize,
-    /// Runs allowed for reducing each alarm.
-    #[arg(long, default_value_t = 500)]
+    /// Runs allowed for reducing each alarm (the time bound usually ends it first).
+    #[arg(long, default_value_t = 100_000)]
     pub reduce_budget: usize,
+    /// Time allowed for reducing each alarm to 1-minimal.
+    #[arg(long, default_value = "120s", value_parser = crate::systest::parse_duration)]
+    pub reduce_time: std::time::Duration,
     /// Do not reduce alarms.
     #[arg(long)]
     pub no_reduce: bool,
@@ -188,6 +191,7 @@ pub struct Lifter {
     alarms: BTreeMap<String, AlarmEntry>,
     fp_count: usize,
     reduce_budget: Option<usize>,
+    reduce_time: Duration,
     harness: Option<PathBuf>,
     progress: bool,
     binaries: BTreeMap<PathBuf, Option<Binary>>,
@@ -249,7 +253,8 @@ impl Lifter {
             stats: LiftStats::default(),
             alarms: BTreeMap::new(),
             fp_count: 0,
-            reduce_budget: Some(500),
+            reduce_budget: Some(100_000),
+            reduce_time: Duration::from_secs(120),
             harness: None,
             progress,
             binaries: BTreeMap::new(),
@@ -299,6 +304,11 @@ impl Lifter {
     /// Reduce alarms with at most `budget` runs each; `None` turns reduction off.
     pub fn set_reduce_budget(&mut self, budget: Option<usize>) {
         self.reduce_budget = budget;
+    }
+
+    /// Reduce each alarm for at most `time`.
+    pub fn set_reduce_time(&mut self, time: Duration) {
+        self.reduce_time = time;
     }
 
     /// The seed system tests by name, so provenance can tell a seed from a system test
@@ -440,7 +450,7 @@ impl Lifter {
                     let run = self.sandbox.run(&self.program, t, &[], &self.filter, None)?;
                     Ok(run.crash.is_some_and(|s| s.key() == key))
                 };
-                reduce(test, budget, &mut keep)
+                reduce(test, budget, Some(Instant::now() + self.reduce_time), &mut keep)
             }
             None => Ok((
                 test.clone(),
@@ -1112,6 +1122,7 @@ pub fn run(args: &LiftArgs) -> Result<LiftStats> {
     }
     let mut lifter = Lifter::new(&args.program, &args.out, sandbox, &baseline, !args.json)?;
     lifter.set_reduce_budget((!args.no_reduce).then_some(args.reduce_budget));
+    lifter.set_reduce_time(args.reduce_time);
     lifter.set_harness(args.harness.clone());
     for d in &args.fuzz_dirs {
         lifter.lift_dir(d, args.max_queue)?;

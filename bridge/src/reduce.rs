@@ -4,8 +4,10 @@
 //!
 //! Each input is reduced coarse to fine: whole arguments, then the characters of
 //! each argument; stdin and files by lines, then by bytes; then the environment.
-//! Passes repeat until one changes nothing or the run budget is spent. Every
-//! candidate is checked by actually running it; a result is never assumed.
+//! Passes repeat until one changes nothing (the test is then 1-minimal: no single
+//! argument, character, line or byte can go) or the run budget or the time bound is
+//! spent. Every candidate is checked by actually running it; a result is never
+//! assumed.
 
 use anyhow::Result;
 use std::collections::HashSet;
@@ -16,7 +18,8 @@ use trestle_abi::unit::SystemTest;
 pub struct ReduceStats {
     /// Candidates run.
     pub runs: usize,
-    /// Whether the budget ran out before the test was 1-minimal per pass.
+    /// Whether the run budget or the time bound ran out before the test was
+    /// 1-minimal.
     pub budget_exhausted: bool,
     /// Size before and after (arguments + stdin + files + environment, in bytes).
     pub size_before: usize,
@@ -35,14 +38,19 @@ pub fn test_size(t: &SystemTest) -> usize {
 struct Checker<'a> {
     keep: &'a mut dyn FnMut(&SystemTest) -> Result<bool>,
     budget: usize,
+    deadline: Option<std::time::Instant>,
     runs: usize,
     seen: HashSet<Vec<u8>>,
 }
 
 impl Checker<'_> {
+    fn spent(&self) -> bool {
+        self.runs >= self.budget || self.deadline.is_some_and(|d| std::time::Instant::now() >= d)
+    }
+
     fn check(&mut self, t: &SystemTest) -> Result<bool> {
         let key = bincode::serialize(t).unwrap_or_default();
-        if !self.seen.insert(key) || self.runs >= self.budget {
+        if !self.seen.insert(key) || self.spent() {
             return Ok(false);
         }
         self.runs += 1;
@@ -91,10 +99,15 @@ fn lines(b: &[u8]) -> Vec<Vec<u8>> {
 }
 
 /// Reduce `test` while `keep` holds (it must hold for `test` itself), running at
-/// most `budget` candidates.
-pub fn reduce(test: &SystemTest, budget: usize, keep: &mut dyn FnMut(&SystemTest) -> Result<bool>) -> Result<(SystemTest, ReduceStats)> {
+/// most `budget` candidates and none after `deadline`.
+pub fn reduce(
+    test: &SystemTest,
+    budget: usize,
+    deadline: Option<std::time::Instant>,
+    keep: &mut dyn FnMut(&SystemTest) -> Result<bool>,
+) -> Result<(SystemTest, ReduceStats)> {
     let size_before = test_size(test);
-    let mut c = Checker { keep, budget, runs: 0, seen: HashSet::new() };
+    let mut c = Checker { keep, budget, deadline, runs: 0, seen: HashSet::new() };
     c.seen.insert(bincode::serialize(test).unwrap_or_default());
     let mut best = test.clone();
     loop {
@@ -154,11 +167,11 @@ pub fn reduce(test: &SystemTest, budget: usize, keep: &mut dyn FnMut(&SystemTest
             c.check(&t)
         })?;
         best.env = kept.into_iter().collect();
-        if best == before || c.runs >= c.budget {
+        if best == before || c.spent() {
             break;
         }
     }
-    let stats = ReduceStats { runs: c.runs, budget_exhausted: c.runs >= c.budget, size_before, size_after: test_size(&best) };
+    let stats = ReduceStats { runs: c.runs, budget_exhausted: c.spent(), size_before, size_after: test_size(&best) };
     Ok((best, stats))
 }
 
@@ -178,7 +191,7 @@ mod tests {
             let stdin = t.stdin.clone().unwrap_or_default();
             Ok(t.args.iter().any(|a| a.contains("423")) && stdin.windows(4).any(|w| w == b"boom"))
         };
-        let (r, stats) = reduce(&t, 1000, &mut keep).unwrap();
+        let (r, stats) = reduce(&t, 1000, None, &mut keep).unwrap();
         assert_eq!(r.args, vec!["423".to_string()]);
         assert_eq!(r.stdin.unwrap(), b"boom");
         assert!(stats.size_after < stats.size_before);
@@ -189,8 +202,32 @@ mod tests {
     fn respects_the_budget() {
         let t = SystemTest { stdin: Some(vec![b'a'; 1000]), ..Default::default() };
         let mut keep = |t: &SystemTest| -> Result<bool> { Ok(t.stdin.as_ref().is_some_and(|s| s.len() > 10)) };
-        let (_, stats) = reduce(&t, 5, &mut keep).unwrap();
+        let (_, stats) = reduce(&t, 5, None, &mut keep).unwrap();
         assert_eq!(stats.runs, 5);
         assert!(stats.budget_exhausted);
+        let past = std::time::Instant::now();
+        let (_, stats) = reduce(&t, 1000, Some(past), &mut keep).unwrap();
+        assert_eq!(stats.runs, 0);
+        assert!(stats.budget_exhausted);
+    }
+
+    #[test]
+    fn the_result_is_one_minimal_by_lines_and_bytes() {
+        // Property: stdin holds "ab" somewhere before "cd" on a later line.
+        let t = SystemTest { stdin: Some(b"xx\nzzabq\nyy\nqcdz\nww\n".to_vec()), ..Default::default() };
+        let holds = |s: &[u8]| {
+            let a = s.windows(2).position(|w| w == b"ab");
+            let c = s.windows(2).rposition(|w| w == b"cd");
+            matches!((a, c), (Some(a), Some(c)) if a < c && s[a..c].contains(&b'\n'))
+        };
+        let mut keep = |t: &SystemTest| -> Result<bool> { Ok(holds(t.stdin.as_deref().unwrap_or_default())) };
+        let (r, stats) = reduce(&t, 100_000, None, &mut keep).unwrap();
+        let s = r.stdin.unwrap();
+        assert!(!stats.budget_exhausted);
+        for i in 0..s.len() {
+            let mut less = s.clone();
+            less.remove(i);
+            assert!(!holds(&less), "byte {i} of {s:?} can go");
+        }
     }
 }

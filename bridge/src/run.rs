@@ -857,7 +857,9 @@ pub fn run(args: &RunArgs) -> Result<Campaign> {
     let sandbox = Sandbox::new(limits, !s.no_sandbox)?;
     let baseline: Vec<_> = seeds.iter().map(|n| n.test.clone()).collect();
     let mut lifter = Lifter::new(&s.validate_with, &out, sandbox, &baseline, false)?;
-    lifter.set_reduce_budget(Some(300));
+    // Reduced to 1-minimal while the campaign waits: bounded in time, not in runs.
+    lifter.set_reduce_budget(Some(100_000));
+    lifter.set_reduce_time(Duration::from_secs(30));
     lifter.set_harness(Some(s.program.clone()));
     lifter.set_epoch(Instant::now() - Duration::from_secs_f64(campaign.elapsed.max(0.0)));
     lifter.set_seeds(seeds.iter().map(|n| (n.name.clone(), n.test.clone())).collect());

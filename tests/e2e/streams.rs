@@ -29,6 +29,20 @@ fn builds(dir: &Path) -> (PathBuf, PathBuf) {
     (harness, plain)
 }
 
+/// True if `prog` dies of SIGSEGV on `stdin`.
+fn crashes(prog: &Path, stdin: &[u8]) -> bool {
+    use std::io::Write as _;
+    use std::os::unix::process::ExitStatusExt as _;
+    let mut child = Command::new(prog)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let _ = child.stdin.take().unwrap().write_all(stdin);
+    child.wait().unwrap().signal() == Some(libc::SIGSEGV)
+}
+
 #[test]
 fn streams_tokens_and_numbers_are_parameters_and_replay_faithfully() {
     let dir = tempfile::tempdir().unwrap();
@@ -131,6 +145,18 @@ fn a_campaign_on_one_core_reports_both_planted_bugs_and_not_the_unit_only_crash(
         let script = out.join("alarms").join(a["id"].as_str().unwrap()).join("reproduce.sh");
         let r = run(Command::new("sh").arg(&script).arg(&plain));
         assert_eq!(r.status.code(), Some(139), "{} does not crash the plain program", script.display());
+    }
+    // Every reduced test is 1-minimal: without any one of its bytes the plain build
+    // no longer crashes.
+    for a in alarms.as_array().unwrap() {
+        let reduced = json_file(&out.join("alarms").join(a["id"].as_str().unwrap()).join("reduced.json"));
+        let stdin = reduced["stdin"].as_str().expect("kvshell alarms are stdin tests").as_bytes().to_vec();
+        assert!(crashes(&plain, &stdin), "the reduced test crashes: {reduced}");
+        for i in 0..stdin.len() {
+            let mut less = stdin.clone();
+            less.remove(i);
+            assert!(!crashes(&plain, &less), "byte {i} of {:?} can be removed", String::from_utf8_lossy(&stdin));
+        }
     }
     // The magic number is reached by the bridge (a unit finding), and the report
     // says why each fuzzed unit was chosen.
