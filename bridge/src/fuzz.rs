@@ -94,6 +94,7 @@ pub fn run(args: &FuzzArgs) -> Result<FuzzReport> {
             Some(args.pin.unwrap_or(std::process::id() as usize % available))
         },
         cores: args.cores,
+        plateau: None,
     };
     let report = if args.in_process {
         trestle_unit_fuzz::fuzz_in_process(&cfg)

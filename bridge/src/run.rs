@@ -664,6 +664,9 @@ impl Runner {
             persistent: true,
             pin_core: None,
             cores: self.c.settings.cores,
+            // A unit that stops finding anything gives the rest of its slice to the
+            // next round.
+            plateau: Some(Duration::from_secs(3)),
         };
         self.c.fuzzed.push(FuzzedUnit {
             unit: unit_path.clone(),

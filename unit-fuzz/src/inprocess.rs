@@ -148,6 +148,10 @@ pub(crate) fn campaign(cfg: &FuzzConfig, out: &Path, request: &Path, cwd: &Path)
     let grace = Duration::from_secs(5) + cfg.timeout * 4;
     let hard_end = start + cfg.time + grace;
     let mut last = Instant::now();
+    // Progress as (queue, objectives) and when it last moved, for `plateau`.
+    let mut progress = (0usize, 0usize);
+    let mut moved = Instant::now();
+    let mut checked = Instant::now();
     let finished = loop {
         match child.try_wait() {
             Ok(Some(_)) | Err(_) => break true,
@@ -157,6 +161,21 @@ pub(crate) fn campaign(cfg: &FuzzConfig, out: &Path, request: &Path, cwd: &Path)
             let _ = killpg(Pid::from_raw(pgid), Signal::SIGKILL);
             let _ = child.wait();
             break false;
+        }
+        if let Some(plateau) = cfg.plateau.filter(|_| checked.elapsed() >= Duration::from_millis(500)) {
+            checked = Instant::now();
+            if let Some(r) = read_report(&report_file) {
+                if (r.corpus, r.objectives) != progress {
+                    progress = (r.corpus, r.objectives);
+                    moved = Instant::now();
+                } else if moved.elapsed() >= plateau && r.executions > 0 {
+                    // Nothing new for a while: stop here. The report is at most a
+                    // second old; what the fuzzer kept is on disk already.
+                    let _ = killpg(Pid::from_raw(pgid), Signal::SIGKILL);
+                    let _ = child.wait();
+                    break true;
+                }
+            }
         }
         if cfg.progress && last.elapsed() >= Duration::from_secs(1) {
             last = Instant::now();

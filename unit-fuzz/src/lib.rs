@@ -162,6 +162,10 @@ pub struct FuzzConfig {
     pub pin_core: Option<usize>,
     /// Fuzzers to run, one per core (1: in this process; more: LibAFL's launcher).
     pub cores: usize,
+    /// In-process only: end early once this long has passed with neither a new queue
+    /// entry nor a new objective (a unit that has given what it has; a campaign then
+    /// moves on to the next one).
+    pub plateau: Option<Duration>,
 }
 
 /// What a campaign did.
