@@ -24,6 +24,9 @@ import argparse, json, os, shutil, statistics, struct, subprocess, sys, tempfile
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import unit_speed  # noqa: E402  (a test's file or stdin: text, or {"base64": ...})
+
 RELEASE = REPO / "target" / "release"
 RESULTS = REPO / "bench" / "results" / "system-speed"
 CFLAGS = "-O2 -g"
@@ -41,12 +44,7 @@ def log(msg):
 
 
 def content(c):
-    if c is None:
-        return b""
-    if isinstance(c, dict):
-        import base64
-        return base64.b64decode(c["base64"])
-    return c.encode()
+    return b"" if c is None else unit_speed.content(c)
 
 
 def build(subject, cc, work, tag):
