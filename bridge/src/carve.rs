@@ -162,12 +162,11 @@ pub fn run(args: &CarveArgs) -> Result<CarveSummary> {
                 let Record::Enter { seq, call_index, context } = r else { continue };
                 summary.invocations += 1;
                 let expected = exits.remove(&seq);
-                let mapping =
-                    crate::mapping::map_params(&context, binary.functions.get(&context.fn_id), &system_test, expected.as_ref());
                 // Equal contexts that read different rests of their input are
                 // different units: the unread input they read belongs to the key.
+                let streams = crate::mapping::map_streams(&context, &system_test, expected.as_ref());
                 let mut keyed = bincode::serialize(&context)?;
-                for p in mapping.params.iter().filter(|p| matches!(p.site, trestle_abi::unit::ParamSite::Stream { .. })) {
+                for p in &streams.params {
                     keyed.extend_from_slice(&p.original);
                 }
                 let key = trestle_abi::ids::fnv1a64(&keyed);
@@ -175,6 +174,7 @@ pub fn run(args: &CarveArgs) -> Result<CarveSummary> {
                     summary.duplicates += 1;
                     continue;
                 }
+                let mapping = crate::mapping::map_rest(&context, binary.functions.get(&context.fn_id), &system_test, streams);
                 let function = binary.function_name(context.fn_id);
                 let params = mapping.params;
                 for why in mapping.unmapped_streams {

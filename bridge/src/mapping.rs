@@ -128,12 +128,23 @@ fn sign_extend(v: u64, bits: u16) -> i64 {
 /// Find the parameters of `ctx` in `test`. `meta` gives the argument kinds;
 /// `outcome`, how the recorded call ended, tells which streams it read.
 pub fn map_params(ctx: &Context, meta: Option<&FnMeta>, test: &SystemTest, outcome: Option<&Outcome>) -> Mapping {
+    map_rest(ctx, meta, test, map_streams(ctx, test, outcome))
+}
+
+/// The stream parameters alone (cheap: what carving needs to tell duplicates apart).
+pub fn map_streams(ctx: &Context, test: &SystemTest, outcome: Option<&Outcome>) -> Mapping {
+    let mut mapping = Mapping::default();
+    stream_params(ctx, test, outcome, &mut mapping);
+    mapping
+}
+
+/// The other parameters of `ctx`, before the stream parameters `streams` found.
+pub fn map_rest(ctx: &Context, meta: Option<&FnMeta>, test: &SystemTest, streams: Mapping) -> Mapping {
     let inputs = inputs(test);
     let mut params = string_params(ctx, &inputs);
     int_params(ctx, meta, &inputs, &mut params);
-    let mut mapping = Mapping { params, unmapped_streams: Vec::new() };
-    stream_params(ctx, test, outcome, &mut mapping);
-    mapping
+    params.extend(streams.params);
+    Mapping { params, unmapped_streams: streams.unmapped_streams }
 }
 
 fn string_params(ctx: &Context, inputs: &[(InputRef, &[u8])]) -> Vec<Param> {
