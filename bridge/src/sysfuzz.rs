@@ -186,7 +186,9 @@ impl HasLen for SysInput {
 /// status is a normal end.
 pub struct SysExecutor<OT> {
     program: PathBuf,
-    work: PathBuf,
+    /// Working directories and the stdin file, in memory where possible; removed
+    /// with the executor.
+    work: tempfile::TempDir,
     timeout: Duration,
     /// Set for every run, after the test's own environment.
     env: Vec<(String, String)>,
@@ -232,13 +234,13 @@ impl<OT> SysExecutor<OT> {
     }
 
     fn run(&mut self, input: &SysInput) -> Result<ExitKind, libafl::Error> {
-        let mut dir = self.work.join(format!("cwd-{}", self.slot));
+        let mut dir = self.work.path().join(format!("cwd-{}", self.slot));
         // An empty directory left by the last run is as fresh as a new one.
         let reusable = std::fs::read_dir(&dir).is_ok_and(|mut d| d.next().is_none());
         if !reusable {
             while dir.exists() && std::fs::remove_dir_all(&dir).is_err() {
                 self.slot += 1;
-                dir = self.work.join(format!("cwd-{}", self.slot));
+                dir = self.work.path().join(format!("cwd-{}", self.slot));
             }
             std::fs::create_dir(&dir)?;
         }
@@ -251,7 +253,7 @@ impl<OT> SysExecutor<OT> {
         }
         // Outside the working directory, as in `run_test`; written only when it
         // changed (the program opens it afresh every run).
-        let stdin_path = self.work.join("stdin");
+        let stdin_path = self.work.path().join("stdin");
         if self.last_stdin.as_deref() != Some(&input.stdin[..]) {
             std::fs::write(&stdin_path, &input.stdin)?;
             self.last_stdin = Some(input.stdin.clone());
@@ -274,7 +276,11 @@ impl<OT> SysExecutor<OT> {
             return Ok(None);
         }
         if self.server.is_none() {
-            let started = ForkServer::start(self.command())
+            let mut cmd = self.command();
+            // Resolve every symbol once in the server, not lazily in every child
+            // (AFL++ does the same).
+            cmd.env("LD_BIND_NOW", "1");
+            let started = ForkServer::start(cmd)
                 .map_err(|e| libafl::Error::unknown(format!("cannot run program {}: {e}", self.program.display())))?;
             match (started, self.serving) {
                 (Some(s), first) => {
@@ -334,12 +340,6 @@ impl<OT> SysExecutor<OT> {
             }
         };
         Ok(kind)
-    }
-}
-
-impl<OT> Drop for SysExecutor<OT> {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.work);
     }
 }
 
@@ -1145,11 +1145,11 @@ impl SysFuzzer {
     /// found before are re-run (so they count as known) but not reported again.
     pub fn new(cfg: SysFuzzConfig) -> Result<SysFuzzer> {
         let out = &cfg.out;
-        for d in ["queue", "crashes", "timeouts", ".work"] {
+        for d in ["queue", "crashes", "timeouts"] {
             std::fs::create_dir_all(out.join(d)).with_context(|| format!("cannot create {}", out.join(d).display()))?;
         }
         let out = std::fs::canonicalize(out).with_context(|| format!("cannot resolve {}", out.display()))?;
-        let work = out.join(".work");
+        let work = crate::systest::scratch_dir("trestle-sysfuzz-")?;
         let program =
             std::fs::canonicalize(&cfg.program).with_context(|| format!("program not found: {}", cfg.program.display()))?;
         let resumed = json_files(&out.join("queue"));

@@ -156,6 +156,30 @@ pub fn materialise(test: &SystemTest, dir: &Path) -> Result<()> {
     Ok(())
 }
 
+/// Where per-run files go when `TRESTLE_TMPDIR` is not set: memory, if the machine has
+/// a writable `/dev/shm`.
+const MEMORY_DIR: &str = "/dev/shm";
+
+/// A fresh directory for one or many runs' files (working directories, stdin). It
+/// lives in memory where it can (`TRESTLE_TMPDIR`, else `/dev/shm`, else the system's
+/// temporary directory): on a disk, every input file truncated or deleted is a
+/// filesystem operation, and on one mounted with `discard` a device request the
+/// fuzzer waits for, thousands of times a second. Removed when dropped.
+pub fn scratch_dir(prefix: &str) -> Result<tempfile::TempDir> {
+    let builder = || {
+        let mut b = tempfile::Builder::new();
+        b.prefix(prefix);
+        b
+    };
+    if let Some(root) = std::env::var_os("TRESTLE_TMPDIR") {
+        return builder().tempdir_in(&root).with_context(|| format!("cannot create a directory in TRESTLE_TMPDIR={}", Path::new(&root).display()));
+    }
+    if let Ok(d) = builder().tempdir_in(MEMORY_DIR) {
+        return Ok(d);
+    }
+    builder().tempdir().context("cannot create a temporary directory")
+}
+
 /// How a run ended.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum RunStatus {
@@ -202,11 +226,11 @@ pub struct RunResult {
 /// Run `program` on `test` in a fresh working directory, with address-space
 /// randomisation off so that recorded addresses of libc objects stay valid.
 pub fn run_test(program: &Path, test: &SystemTest, opts: &RunOptions) -> Result<RunResult> {
-    let dir = tempfile::Builder::new().prefix("trestle-run-").tempdir().context("cannot create a temporary directory")?;
+    let dir = scratch_dir("trestle-run-")?;
     materialise(test, dir.path())?;
     // Stdin comes from a file, not a pipe: a replay can then seek it to where the
     // recording had read up to. It lives outside the working directory.
-    let stdin_dir = tempfile::Builder::new().prefix("trestle-stdin-").tempdir().context("cannot create a temporary directory")?;
+    let stdin_dir = scratch_dir("trestle-stdin-")?;
     let stdin_path = stdin_dir.path().join("stdin");
     std::fs::write(&stdin_path, test.stdin.as_deref().unwrap_or_default())
         .with_context(|| format!("cannot write {}", stdin_path.display()))?;
