@@ -1,15 +1,21 @@
 #!/usr/bin/env python3
-"""The paper's comparison on GNU coreutils: the bridge (`trestle run`) against a
-coverage-guided system fuzzer (`trestle run --system-only`), same budget and seeds.
+"""The paper's comparison on GNU coreutils, sed and dc: the bridge (`trestle run`) against
+a coverage-guided system fuzzer (`trestle run --system-only`), same budget and seeds.
 
     python3 bench/paper.py [--smoke] [--time S] [--reps N] [--jobs J]
-                           [--subjects cut,paste,tac,b2sum] [--work DIR] [--out FILE]
+                           [--subjects cut,paste,tac,b2sum,sed,dc] [--work DIR] [--out FILE]
 
-Figures, per subject (coreutils 9.1 from Debian's source package, built at run time):
+Subjects (SUBJECTS below; default cut,paste,tac,b2sum): coreutils 9.1 programs (any
+with seeds in tests/coreutils/PROG/seeds), GNU sed 4.9 and dc from GNU bc 1.07.1, each
+from Debian's source package, built at run time by its tests/*/build.sh.
+
+Figures, per subject:
   coverage  branch coverage (clang source-based coverage, llvm-cov) of the program's own
-            source files (the build tree's src/) over every system test a run produced:
-            the seeds, the system fuzzer's queue and crashes, the lifted tests that were
-            effective and the alarms' tests; median and range over --reps runs per mode;
+            source files (coreutils: the build tree's src/; sed: sed/; dc: dc/ and bc's
+            number library lib/number.c; never gnulib) over every system test a run
+            produced: the seeds, the system fuzzer's queue and crashes, the lifted tests
+            that were effective and the alarms' tests; median and range over --reps runs
+            per mode;
   speed     unit executions per second (in-process and persistent forkserver harness)
             against spawning the program on its seeds; recording overhead;
   lifting   unit crashes and queue inputs lifted, lifted tests, effective share, true
@@ -29,9 +35,66 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import unit_speed, record_overhead  # noqa: E402
 
-SUBJECTS = ["cut", "paste", "tac", "b2sum"]
+# The build scripts: each copies its package's source to a fresh tree DIR/TREE, builds the
+# programs asked for with the given compiler and flags and copies them to DIR/bin (which
+# the others leave alone, so the packages share one DIR per variant).
+PACKAGES = {
+    "coreutils": {"script": "tests/coreutils/build.sh", "tree": "coreutils-9.1-build", "prog_args": True},
+    "sed": {"script": "tests/sed/build.sh", "tree": "sed-4.9-build", "prog_args": False},  # gnulib's regex
+    "bc": {"script": "tests/bc/build.sh", "tree": "bc-1.07.1-build", "prog_args": False},  # bin/bc, bin/dc
+}
+
+
+def coreutils(prog):
+    return {"package": "coreutils", "seeds": f"tests/coreutils/{prog}/seeds", "group": "coreutils",
+            # the program's own files: src/ of the build tree, shown without the "src/"
+            "own": ["src/"], "strip": "src/", "own_text": "coreutils `src/`, not gnulib"}
+
+
+# The subjects, by program name (the binary DIR/bin/NAME): build script, seeds, which
+# files of the build tree are the program's own (a trailing "/": a directory) for the
+# coverage figures, and the prefix dropped from their names in the tables. Any other
+# coreutils program with seeds in tests/coreutils/PROG/seeds works too.
+SUBJECTS = {p: coreutils(p) for p in ["cut", "paste", "tac", "b2sum"]}
+SUBJECTS["sed"] = {"package": "sed", "seeds": "tests/sed/seeds", "group": "sed", "own": ["sed/"], "strip": "",
+                   "own_text": "sed `sed/`, not gnulib and its regex matcher"}
+SUBJECTS["dc"] = {"package": "bc", "seeds": "tests/bc/dc-seeds", "group": "dc", "own": ["dc/", "lib/number.c"],
+                  "strip": "", "own_text": "dc `dc/` and bc's number library `lib/number.c`"}
+DEFAULT_SUBJECTS = ["cut", "paste", "tac", "b2sum"]
 COV_FLAGS = "-O1 -g -fprofile-instr-generate -fcoverage-mapping"
 TOOLS = ["trestle", "trestle-exec", "trestle-fuzz-launcher", "libtrestle_crashstack.so", "libtrestle_inproc.so"]
+
+
+def subject(name):
+    """The registry entry of a subject (see SUBJECTS), or None."""
+    if name in SUBJECTS:
+        return SUBJECTS[name]
+    if "/" not in name and (REPO / "tests/coreutils" / name / "seeds").is_dir():
+        return coreutils(name)
+    return None
+
+
+def seeds_of(subj):
+    return REPO / subject(subj)["seeds"]
+
+
+def own_file(subj, filename):
+    """The short name of `filename` (a path in llvm-cov's output) if it is one of the
+    subject's own source files, else None (gnulib, other libraries, system headers)."""
+    s = subject(subj)
+    marker = "/" + PACKAGES[s["package"]]["tree"] + "/"
+    if marker not in filename:
+        return None
+    rel = os.path.normpath(filename.rsplit(marker, 1)[1])
+    if not any(rel == o or (o.endswith("/") and rel.startswith(o)) for o in s["own"]):
+        return None
+    return rel[len(s["strip"]):] if s["strip"] and rel.startswith(s["strip"]) else rel
+
+
+def describe(subjects):
+    """What the subjects are, for the table's heading: "GNU coreutils", "GNU sed and dc"."""
+    groups = list(dict.fromkeys(subject(s)["group"] for s in subjects))
+    return "GNU " + (", ".join(groups[:-1]) + " and " + groups[-1] if len(groups) > 1 else groups[0])
 
 
 def log(msg):
@@ -76,26 +139,34 @@ def setup(work):
 
 def build_subjects(work, built, subjects):
     """trestle-cc -O2 -g (fuzzing, carving, unit harness), clang-19 -O2 -g (recording
-    overhead), clang-19 coverage build (validation, effective tests, measuring)."""
+    overhead), clang-19 coverage build (validation, effective tests, measuring): each
+    variant in WORK/build/VARIANT, each build script run once for its subjects."""
     variants = {
         "trestle": (str(built / "trestle-cc"), "-O2 -g"),
         "plain": ("clang-19", "-O2 -g"),
         "cov": ("clang-19", COV_FLAGS),
     }
+    packages = {}
+    for s in subjects:
+        packages.setdefault(subject(s)["package"], []).append(s)
     out = {}
     for name, (cc, flags) in variants.items():
         d = work / "build" / name
-        missing = [s for s in subjects if not (d / "bin" / s).exists()]
-        if missing:
-            log(f"building {', '.join(subjects)} with {cc} {flags} (a few minutes)")
-            logf = work / "build" / f"{name}.log"
+        for pkg, progs in packages.items():
+            if all((d / "bin" / s).exists() for s in progs):
+                continue
+            log(f"building {', '.join(progs)} ({pkg}) with {cc} {flags} (a few minutes)")
+            logf = work / "build" / f"{name}-{pkg}.log"
             logf.parent.mkdir(parents=True, exist_ok=True)
+            cmd = ["bash", str(REPO / PACKAGES[pkg]["script"]), "--cc", cc, "--cflags", flags, "--out", str(d)]
+            if PACKAGES[pkg]["prog_args"]:
+                cmd += ["--prog", ",".join(progs)]
+            # one configure cache per package and variant (compiler and flags)
+            cache = work / "build" / f"{name}-{pkg}.config.cache"
             with logf.open("w") as fh:
-                r = subprocess.run(["bash", str(REPO / "tests/coreutils/build.sh"), "--cc", cc, "--cflags", flags,
-                                    "--out", str(d), "--prog", ",".join(subjects)], stdout=fh, stderr=fh,
-                                   env=dict(os.environ, TRESTLE_CONFIG_CACHE=str(work / "build" / f"{name}.config.cache")))
-            if r.returncode != 0:
-                sys.exit(f"paper: building the {name} variant failed; see {logf}")
+                r = subprocess.run(cmd, stdout=fh, stderr=fh, env=dict(os.environ, TRESTLE_CONFIG_CACHE=str(cache)))
+            if r.returncode != 0 or not all((d / "bin" / s).exists() for s in progs):
+                sys.exit(f"paper: building the {name} variant of {pkg} failed; see {logf}")
         out[name] = d / "bin"
     return out
 
@@ -160,9 +231,9 @@ def run_test(binary, test, env_extra, timeout=5.0):
         return p.returncode
 
 
-def branch_coverage(cov_bin, tests, scratch, keep_profile=False):
-    """Branch (and line) coverage of the program's own sources over `tests`; with
-    keep_profile, the merged profile stays in scratch/merged.profdata."""
+def branch_coverage(subj, cov_bin, tests, scratch, keep_profile=False):
+    """Branch (and line) coverage of the program's own sources (own_file) over `tests`;
+    with keep_profile, the merged profile stays in scratch/merged.profdata."""
     prof = scratch / "prof"
     shutil.rmtree(prof, ignore_errors=True)
     prof.mkdir(parents=True)
@@ -180,28 +251,32 @@ def branch_coverage(cov_bin, tests, scratch, keep_profile=False):
         merged.unlink()
     res = {"branches": 0, "branches_total": 0, "lines": 0, "lines_total": 0, "files": []}
     for f in json.loads(out)["data"][0]["files"]:
-        if "/src/" not in f["filename"]:
+        name = own_file(subj, f["filename"])
+        if name is None:
             continue  # gnulib (lib/) and system headers are not the program's own code
         s = f["summary"]
         res["branches"] += s["branches"]["covered"]
         res["branches_total"] += s["branches"]["count"]
         res["lines"] += s["lines"]["covered"]
         res["lines_total"] += s["lines"]["count"]
-        res["files"].append(f["filename"].split("/src/", 1)[1])
+        res["files"].append(name)
     return res
 
 
-def unreached_branches(cov_bin, profdata):
+def unreached_branches(subj, cov_bin, profdata):
     """The branch directions of the program's own files no test took: {file: [[line,
     "true"/"false"/"both", source text]]}, and how many sit in macro expansions."""
     out = subprocess.run(["llvm-cov-19", "export", "-instr-profile", str(profdata), str(cov_bin)],
                          check=True, capture_output=True, text=True).stdout
     res, in_macros = {}, 0
     for f in json.loads(out)["data"][0]["files"]:
-        if "/src/" not in f["filename"]:
+        name = own_file(subj, f["filename"])
+        if name is None:
             continue
         try:
-            text = Path(f["filename"]).read_text(errors="replace").splitlines()
+            # split on newlines only, as llvm-cov counts lines (dc's sources hold form feeds,
+            # which splitlines would count as line breaks too)
+            text = Path(f["filename"]).read_text(errors="replace").split("\n")
         except OSError:
             text = []
         rows = []
@@ -214,7 +289,7 @@ def unreached_branches(cov_bin, profdata):
         for e in f.get("expansions", []):
             in_macros += sum((b[4] == 0) + (b[5] == 0) for b in e.get("branches", []))
         if rows:
-            res[f["filename"].split("/src/", 1)[1]] = sorted(rows)
+            res[name] = sorted(rows)
     return res, in_macros
 
 
@@ -224,7 +299,7 @@ def union_coverage(subj, work, builds):
     f = work / "union" / f"{subj}.json"
     if f.exists():
         return json.loads(f.read_text())
-    seeds = REPO / "tests/coreutils" / subj / "seeds"
+    seeds = seeds_of(subj)
     seen, tests = set(), []
     for d in sorted((work / "runs").glob(f"{subj}-*")):
         for t in produced_tests(d / "campaign", seeds):
@@ -236,8 +311,9 @@ def union_coverage(subj, work, builds):
     shutil.rmtree(scratch, ignore_errors=True)
     scratch.mkdir(parents=True)
     log(f"{subj}: coverage of all runs together ({len(tests)} tests)")
-    cov = branch_coverage(builds["cov"] / subj, tests, scratch, keep_profile=True)
-    cov["unreached"], cov["unreached_in_macros"] = unreached_branches(builds["cov"] / subj, scratch / "merged.profdata")
+    cov = branch_coverage(subj, builds["cov"] / subj, tests, scratch, keep_profile=True)
+    cov["unreached"], cov["unreached_in_macros"] = unreached_branches(subj, builds["cov"] / subj,
+                                                                      scratch / "merged.profdata")
     cov["tests"] = len(tests)
     shutil.rmtree(scratch, ignore_errors=True)
     write_atomic(f, json.dumps(cov, indent=1))
@@ -256,7 +332,7 @@ def campaign_run(task, a, work, bin_dir, builds):
         return json.loads(result.read_text())
     d.mkdir(parents=True, exist_ok=True)
     camp = d / "campaign"
-    seeds = REPO / "tests/coreutils" / subj / "seeds"
+    seeds = seeds_of(subj)
     t = bin_dir / "trestle"
     env = dict(os.environ, TRESTLE_BIN=str(bin_dir))
     cj = camp / "campaign.json"
@@ -283,7 +359,7 @@ def campaign_run(task, a, work, bin_dir, builds):
     c = json.loads(cj.read_text())
     log(f"{d.name}: measuring coverage")
     tests = produced_tests(camp, seeds)
-    cov = branch_coverage(builds["cov"] / subj, tests, d)
+    cov = branch_coverage(subj, builds["cov"] / subj, tests, d)
     lift = json.loads((camp / "lift.json").read_text()) if (camp / "lift.json").exists() else {}
     alarms = json.loads((camp / "alarms.json").read_text()) if (camp / "alarms.json").exists() else []
     # A false alarm is a reported alarm whose reduced test does not crash the program
@@ -321,7 +397,7 @@ def speed(subj, work, bin_dir, builds, seconds):
     shutil.rmtree(d, ignore_errors=True)
     d.mkdir(parents=True)
     t = bin_dir / "trestle"
-    seeds = REPO / "tests/coreutils" / subj / "seeds"
+    seeds = seeds_of(subj)
     env = dict(os.environ, TRESTLE_BIN=str(bin_dir))
     log(f"speed {subj}: recording and carving the seeds")
     subprocess.run([str(t), "record", "--program", str(builds["trestle"] / subj), "--tests", str(seeds),
@@ -363,7 +439,7 @@ def fmt_range(xs):
 
 def write_results(a, work, builds, results, speeds, seeds_cov, out, unions=None):
     unions = unions or {}
-    lines = ["# trestle against the paper on GNU coreutils", ""]
+    lines = [f"# trestle against the paper on {describe(a.subjects)}", ""]
     lines.append(f"Machine: {platform.machine()}, {os.cpu_count()} cores, "
                  f"{os.sysconf('SC_PAGE_SIZE') * os.sysconf('SC_PHYS_PAGES') / 2**30:.0f} GiB, {platform.system()} "
                  f"{platform.release()}; {a.jobs} runs at a time. Written {time.strftime('%Y-%m-%d %H:%M')}.")
@@ -372,9 +448,10 @@ def write_results(a, work, builds, results, speeds, seeds_cov, out, unions=None)
     lines.append("")
     lines.append(f"Budget {a.time} s per run, {a.reps} repetitions per mode (random seeds 1..{a.reps}, the same for "
                  "both modes). Branch coverage: clang source-based coverage (llvm-cov, both directions of every "
-                 "branch counted) of the program's own files (coreutils `src/`, not gnulib) over every system test "
-                 "the run produced (seeds, system fuzzer queue and crashes, effective lifted tests, alarms). "
-                 "Median [min–max].")
+                 "branch counted) of the program's own files ("
+                 + "; ".join(dict.fromkeys(subject(s)["own_text"] for s in a.subjects))
+                 + ") over every system test the run produced (seeds, system fuzzer queue and crashes, effective "
+                 "lifted tests, alarms). Median [min–max].")
     lines.append("")
     lines.append("## Branch coverage (the paper's table 2)")
     lines.append("")
@@ -501,7 +578,9 @@ def main():
     ap.add_argument("--time", type=int, help="seconds per run (default 600; --smoke 120)")
     ap.add_argument("--reps", type=int, help="repetitions per mode (default 3; --smoke 2)")
     ap.add_argument("--jobs", type=int, default=2, help="runs at a time (default 2: one per core)")
-    ap.add_argument("--subjects", default=",".join(SUBJECTS))
+    ap.add_argument("--subjects", default=",".join(DEFAULT_SUBJECTS),
+                    help=f"comma-separated (default {','.join(DEFAULT_SUBJECTS)}; known: {','.join(SUBJECTS)}, "
+                    "and any coreutils program with seeds in tests/coreutils/PROG/seeds)")
     ap.add_argument("--forkserver", action="store_true", help="bridge runs fuzz units through the forkserver, "
                     "not in-process")
     ap.add_argument("--speed-seconds", type=int, default=3, help="seconds per speed measurement")
@@ -513,8 +592,11 @@ def main():
     a.reps = a.reps or (2 if a.smoke else 3)
     a.subjects = [s for s in a.subjects.split(",") if s]
     for s in a.subjects:
-        if not (REPO / "tests/coreutils" / s / "seeds").is_dir():
-            sys.exit(f"paper: no seeds for {s} (tests/coreutils/{s}/seeds)")
+        if subject(s) is None:
+            sys.exit(f"paper: unknown subject {s} (known: {', '.join(SUBJECTS)}, or a coreutils program with "
+                     f"tests/coreutils/{s}/seeds)")
+        if not seeds_of(s).is_dir():
+            sys.exit(f"paper: no seeds for {s} ({subject(s)['seeds']})")
     cache = Path(os.environ.get("HOME", "/root")) / ".cache/trestle"
     work = Path(a.work) if a.work else cache / ("bench-paper-smoke" if a.smoke else "bench-paper")
     work.mkdir(parents=True, exist_ok=True)
@@ -533,8 +615,8 @@ def main():
         f = work / "seeds" / f"{s}.json"
         if not f.exists():
             f.parent.mkdir(parents=True, exist_ok=True)
-            tests = [json.loads(p.read_text()) for p in sorted((REPO / "tests/coreutils" / s / "seeds").glob("*.json"))]
-            write_atomic(f, json.dumps(branch_coverage(builds["cov"] / s, tests, f.parent)))
+            tests = [json.loads(p.read_text()) for p in sorted(seeds_of(s).glob("*.json"))]
+            write_atomic(f, json.dumps(branch_coverage(s, builds["cov"] / s, tests, f.parent)))
         seeds_cov[s] = json.loads(f.read_text())
 
     # A bridge run and its system-only twin go side by side, so both see the same load.
