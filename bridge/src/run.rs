@@ -848,6 +848,8 @@ pub fn run(args: &RunArgs) -> Result<Campaign> {
         // compares against. The same in both modes: the baseline is at full strength.
         dictionary: crate::sysfuzz::dictionary(&binary),
         no_forkserver: false,
+        // Input-to-state on the system input, as AFL++'s -c: also in both modes.
+        cmplog: true,
     })
     .context("starting the system-level fuzzer")?;
     // Validation and lifting, also in system-only mode: a system crash is reported

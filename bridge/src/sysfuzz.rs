@@ -19,6 +19,8 @@
 //! It owns the system-level fuzzing loop only: no recording, carving or lifting, and no
 //! progress output (the caller reports; errors are returned).
 
+mod i2s;
+
 use crate::binary::Binary;
 use crate::forkserver::ForkServer;
 use crate::sandbox::is_crash_signal;
@@ -34,13 +36,14 @@ use libafl::monitors::NopMonitor;
 use libafl::mutators::{HavocScheduledMutator, MutationResult, Mutator};
 use libafl::observers::{CanTrack, HitcountsMapObserver, StdMapObserver, TimeObserver};
 use libafl::schedulers::{IndexesLenTimeMinimizerScheduler, QueueScheduler};
-use libafl::stages::StdMutationalStage;
+use libafl::stages::{StdMutationalStage, TracingStage};
 use libafl::state::{HasCorpus, HasExecutions, HasRand, StdState};
 use libafl::{feedback_and_fast, feedback_or, HasNamedMetadata};
 use libafl_bolts::rands::{Rand, StdRand};
 use libafl_bolts::shmem::{ShMem, ShMemProvider, UnixShMem, UnixShMemProvider};
 use libafl_bolts::tuples::{tuple_list, RefIndexable};
 use libafl_bolts::{HasLen, Named};
+use libafl_targets::{AflppCmpLogMap, CmpLogMap, CmpLogObserver};
 use serde::{Deserialize, Serialize};
 use std::borrow::Cow;
 use std::collections::{BTreeMap, BTreeSet, HashSet};
@@ -203,9 +206,28 @@ pub struct SysExecutor<OT> {
     pub restarts: u64,
     /// What the stdin file holds now.
     last_stdin: Option<Vec<u8>>,
+    /// Say so when the program cannot serve (the main executor does; a second one
+    /// for the same program need not).
+    notice: bool,
 }
 
 impl<OT> SysExecutor<OT> {
+    fn new(program: &Path, timeout: Duration, env: Vec<(String, String)>, observers: OT, no_forkserver: bool) -> Result<Self> {
+        Ok(SysExecutor {
+            program: program.to_path_buf(),
+            work: systest::scratch_dir("trestle-sysfuzz-")?,
+            timeout,
+            env,
+            observers,
+            slot: 0,
+            server: None,
+            serving: if no_forkserver { Some(false) } else { None },
+            restarts: 0,
+            last_stdin: None,
+            notice: true,
+        })
+    }
+
     /// The program with its environment and limits, for one run or for a server.
     fn command(&self) -> Command {
         let mut cmd = Command::new(&self.program);
@@ -289,10 +311,12 @@ impl<OT> SysExecutor<OT> {
                     self.serving = Some(true);
                 }
                 (None, None) => {
-                    eprintln!(
+                    if self.notice {
+                        eprintln!(
                         "trestle: {} does not serve system tests (not built with trestle-cc, or it never reaches main): starting it for every test",
                         self.program.display()
-                    );
+                        );
+                    }
                     self.serving = Some(false);
                     return Ok(None);
                 }
@@ -1102,6 +1126,9 @@ pub struct SysFuzzConfig {
     /// Start the program for every execution even if it could serve them
     /// (measuring what the forkserver saves).
     pub no_forkserver: bool,
+    /// Input-to-state replacement from the operands of the program's comparisons
+    /// (one extra, tracing execution per picked queue entry).
+    pub cmplog: bool,
 }
 
 /// What one slice of fuzzing did.
@@ -1125,6 +1152,7 @@ pub struct SysFuzzer {
     state: SysState,
     mgr: SysManager,
     _edges_map: UnixShMem,
+    _cmp_map: Option<UnixShMem>,
     out: PathBuf,
     found: Arc<Mutex<Found>>,
     /// Corpus ids from here on are not reported yet.
@@ -1149,7 +1177,6 @@ impl SysFuzzer {
             std::fs::create_dir_all(out.join(d)).with_context(|| format!("cannot create {}", out.join(d).display()))?;
         }
         let out = std::fs::canonicalize(out).with_context(|| format!("cannot resolve {}", out.display()))?;
-        let work = crate::systest::scratch_dir("trestle-sysfuzz-")?;
         let program =
             std::fs::canonicalize(&cfg.program).with_context(|| format!("program not found: {}", cfg.program.display()))?;
         let resumed = json_files(&out.join("queue"));
@@ -1187,26 +1214,38 @@ impl SysFuzzer {
             // Structured mutations often repeat an input; running it again says nothing.
             .input_filter(BloomInputFilter::new(1 << 20, 1e-4))
             .build();
-        let executor = SysExecutor {
-            program,
-            work,
-            timeout: cfg.timeout,
-            env: vec![
-                ("__AFL_SHM_ID".into(), edges_map.id().to_string()),
-                ("AFL_MAP_SIZE".into(), MAP_SIZE.to_string()),
-            ],
-            observers: tuple_list!(edges_observer, time_observer),
-            slot: 0,
-            server: None,
-            serving: if cfg.no_forkserver { Some(false) } else { None },
-            restarts: 0,
-            last_stdin: None,
-        };
+        let coverage_env = vec![
+            ("__AFL_SHM_ID".to_string(), edges_map.id().to_string()),
+            ("AFL_MAP_SIZE".to_string(), MAP_SIZE.to_string()),
+        ];
+        let executor = SysExecutor::new(&program, cfg.timeout, coverage_env.clone(), tuple_list!(edges_observer, time_observer), cfg.no_forkserver)?;
         let stage = StdMutationalStage::with_max_iterations(
             sys_mutator(&cfg.dictionary),
             NonZeroUsize::new(EXECS_PER_PICK).expect("non-zero"),
         );
-        let mut engine: Box<dyn Engine> = Box::new(Parts { fuzzer, executor, stages: tuple_list!(stage) });
+        let mut cmp_map = None;
+        let mut engine: Box<dyn Engine> = if cfg.cmplog {
+            // Input-to-state: each picked entry runs once more with the trace-cmp
+            // hooks logging into this map (a second server, its own environment).
+            let mut map = provider.uninit_on_shmem::<AflppCmpLogMap>().map_err(lib).context("cannot create the CmpLog map")?;
+            let mut env = coverage_env;
+            env.push(("__AFL_CMPLOG_SHM_ID".to_string(), map.id().to_string()));
+            // SAFETY: the map outlives the observer (dropped after the engine, like the
+            // edge map); the hooks write LibAFL's CmpLogMap layout into the (larger)
+            // AFL++-sized segment.
+            let observer = unsafe { CmpLogObserver::with_map_ptr("cmplog", map.as_mut_ptr() as *mut CmpLogMap, true) };
+            cmp_map = Some(map);
+            let mut tracer = SysExecutor::new(&program, cfg.timeout * 2, env, tuple_list!(observer), cfg.no_forkserver)?;
+            tracer.notice = false;
+            let i2s = StdMutationalStage::with_max_iterations(
+                // One to four replacements at a time (each scans the input).
+                HavocScheduledMutator::with_max_stack_pow(tuple_list!(i2s::I2SMutator), 2),
+                NonZeroUsize::new(EXECS_PER_PICK).expect("non-zero"),
+            );
+            Box::new(Parts { fuzzer, executor, stages: tuple_list!(TracingStage::new(tracer), i2s, stage) })
+        } else {
+            Box::new(Parts { fuzzer, executor, stages: tuple_list!(stage) })
+        };
         let mut mgr = SimpleEventManager::new(NopMonitor::new());
 
         let mut seen = HashSet::new();
@@ -1231,7 +1270,7 @@ impl SysFuzzer {
                 engine.add(&mut state, &mut mgr, input).map_err(lib)?;
             }
         }
-        let mut f = SysFuzzer { engine, state, mgr, _edges_map: edges_map, out, found, next_id: 0 };
+        let mut f = SysFuzzer { engine, state, mgr, _edges_map: edges_map, _cmp_map: cmp_map, out, found, next_id: 0 };
         f.next_id = f.state.corpus().ids().map(|id| id.0 + 1).max().unwrap_or(0);
         if f.state.corpus().count() == 0 {
             bail!("every seed crashes or times out: nothing to fuzz from (see {})", f.out.display());
@@ -1362,6 +1401,10 @@ pub struct SysFuzzArgs {
     /// server at the start of `main` (slower; for comparison and debugging).
     #[arg(long)]
     pub no_forkserver: bool,
+    /// No input-to-state replacement (CmpLog): do not run each picked input once more
+    /// to log the operands of the program's comparisons.
+    #[arg(long)]
+    pub no_cmplog: bool,
 }
 
 /// What `trestle sysfuzz` did.
@@ -1403,6 +1446,7 @@ pub fn run(args: &SysFuzzArgs) -> Result<SysFuzzReport> {
         seed: args.seed,
         dictionary: if args.no_dict { Vec::new() } else { dictionary(&binary) },
         no_forkserver: args.no_forkserver,
+        cmplog: !args.no_cmplog,
     };
     let n_seeds = cfg.seeds.len();
     let mut f = SysFuzzer::new(cfg)?;

@@ -49,6 +49,12 @@ pub fn attach_edge_map() {
     // that (constructors) stay in the private map.
     let Ok(mut provider) = UnixShMemProvider::new() else { return };
     let _ = map_shared_memory(&mut provider);
+    // A system-level CmpLog run: the trace-cmp hooks log the operands of every
+    // comparison, for input-to-state solving on the system input.
+    if std::env::var_os("__AFL_CMPLOG_SHM_ID").is_some() && map_cmplog_shared_memory(&mut provider).is_ok() {
+        // SAFETY: single-threaded initialisation, before `main` runs.
+        unsafe { CMPLOG_ENABLED = 1 };
+    }
 }
 
 /// Serve executions to a fuzzer; without one (no `__AFL_SHM_ID`), run the recorded

@@ -2,7 +2,9 @@
 //! `requests`, 30 seconds from its seeds grow the queue and the edges covered, every
 //! file written is a valid system test, and a second run resumes from the queue. On a
 //! tiny subject that crashes on a stdin line starting with "boom", seeds holding
-//! "boot" lead to that crash within 60 seconds, written under `crashes/`.
+//! "boot" lead to that crash within 60 seconds, written under `crashes/`. Without
+//! any dictionary, input-to-state replacement (CmpLog) spells two decimal numbers the
+//! program compares, one in an argument and one in stdin.
 //!
 //! Whether the system fuzzer finds `requests`' magic integer is not asserted either
 //! way: that is what a campaign compares against, not a property of this step.
@@ -172,4 +174,58 @@ fn system_fuzzing_finds_the_boom_line_from_a_boot_seed() {
     }
     assert!(boom, "no crash has a line starting with boom: {report}");
     eprintln!("boom found after {:.1}s, {} executions", report["seconds"].as_f64().unwrap(), num(&report, "executions"));
+}
+
+const MAGIC: &str = r#"
+#include <stdio.h>
+#include <stdlib.h>
+
+/* Planted bug: a quantity of exactly 48813 on a line of stdin, parsed with strtol,
+   while the option given as the first argument parses to 3117. Seeds hold other
+   numbers in both places, and the program has no string literal that spells them. */
+static long limit;
+
+static int take(const char *line) {
+    long n = strtol(line, NULL, 10);
+    if (n == 48813 && limit == 3117) {
+        volatile int *p = NULL;
+        return *p;
+    }
+    return n > limit;
+}
+
+int main(int argc, char **argv) {
+    char line[128];
+    int over = 0;
+    limit = argc > 1 ? strtol(argv[1], NULL, 10) : 10;
+    while (fgets(line, sizeof line, stdin))
+        over += take(line);
+    printf("%d over\n", over);
+    return 0;
+}
+"#;
+
+/// Input-to-state on the system input: without any dictionary, the operands the
+/// program compares lead the fuzzer to both decimal numbers (one in an argument, one
+/// in stdin, of other lengths than the seeds'), and `--no-cmplog` turns that off.
+#[test]
+fn cmplog_solves_decimal_numbers_in_arguments_and_stdin_without_a_dictionary() {
+    let dir = tempfile::tempdir().unwrap();
+    let prog = build_c(dir.path(), "magic", MAGIC, "-O2");
+    let seeds = dir.path().join("seeds");
+    write_test(&seeds, "small", &serde_json::json!({ "args": ["5"], "stdin": "1\n7\n12\n" }));
+    let out = dir.path().join("out");
+    let report = sysfuzz(&prog, &seeds, &out, "60s", &["--stop-on-crash", "--no-dict"]);
+    let crashes = report["crashes"].as_array().unwrap();
+    assert!(!crashes.is_empty(), "no crash in 60 s: {report}");
+    let v = assert_system_test(Path::new(crashes[0].as_str().unwrap()));
+    let text = v.to_string();
+    assert!(text.contains("48813") && text.contains("3117"), "the crash does not spell both numbers: {text}");
+    eprintln!("magic found after {:.1}s, {} executions", report["seconds"].as_f64().unwrap(), num(&report, "executions"));
+
+    // Without CmpLog (and without a dictionary) the numbers are out of reach in a
+    // short run: the crash above is the mechanism's doing.
+    let out2 = dir.path().join("out2");
+    let blind = sysfuzz(&prog, &seeds, &out2, "10s", &["--stop-on-crash", "--no-dict", "--no-cmplog"]);
+    assert!(blind["crashes"].as_array().unwrap().is_empty(), "found without CmpLog: {blind}");
 }
