@@ -21,7 +21,7 @@ use crate::systest::{load_tests, parse_duration, save_test, to_json};
 use crate::units::{read_unit, safe_name};
 use anyhow::{bail, Context as _, Result};
 use serde::Serialize;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 use trestle_abi::fuzz::{decode_values, encode_values, original_value, ParamValue, ENV_FUZZ, ENV_FUZZ_INPUT};
@@ -105,6 +105,11 @@ pub struct LiftStats {
     /// Unit inputs left unlifted when the time for lifting ran out (still on disk).
     #[serde(default)]
     pub not_lifted_for_time: usize,
+    /// Queue entries not lifted because every edge they reach in the unit, the
+    /// system fuzzer (or the unit's recorded values) had reached already, or
+    /// [`LIFTS_PER_NEW_EDGES`] entries reaching the same new edges were lifted.
+    #[serde(default)]
+    pub queue_already_covered: usize,
     /// Whether coverage was measured (coverage build).
     pub coverage_measured: bool,
     /// Branch directions covered by the baseline and everything lifted.
@@ -197,6 +202,9 @@ pub struct Lifter {
     binaries: BTreeMap<PathBuf, Option<Binary>>,
     effective_tests: Vec<SystemTest>,
     deadline: Option<Instant>,
+    /// The edges (indices of the trestle build's coverage map) system-level runs have
+    /// reached; set by a campaign, whose system fuzzer runs the same build.
+    system_edges: Option<Vec<bool>>,
     seeds: Vec<(String, SystemTest)>,
     /// When the work this lifter serves started: an alarm's `found_at` counts from it.
     epoch: Instant,
@@ -205,6 +213,10 @@ pub struct Lifter {
 /// Unit crashes of one unit with the same crash signature lifted at most this often
 /// unless one of them is confirmed (then the rest are duplicates of that alarm).
 pub const LIFTS_PER_UNIT_SIGNATURE: usize = 4;
+
+/// Queue entries of one unit lifted at most for the same set of edges new to the
+/// system (when the system fuzzer's edges are known).
+pub const LIFTS_PER_NEW_EDGES: usize = 2;
 
 /// What became of the unit crashes of one signature in one fuzz directory.
 #[derive(Default)]
@@ -260,6 +272,7 @@ impl Lifter {
             binaries: BTreeMap::new(),
             effective_tests: Vec::new(),
             deadline: None,
+            system_edges: None,
             seeds: Vec::new(),
             epoch: Instant::now(),
         };
@@ -329,6 +342,13 @@ impl Lifter {
     /// Stop lifting (what is left stays on disk, counted as not lifted) at `deadline`.
     pub fn set_deadline(&mut self, deadline: Option<Instant>) {
         self.deadline = deadline;
+    }
+
+    /// The edges of the units' program that system-level runs have reached
+    /// (`covered[i]`: edge `i`). With it, a queue entry is lifted only if it reaches an
+    /// edge outside that set, those reaching more such edges first.
+    pub fn set_system_edges(&mut self, covered: Option<Vec<bool>>) {
+        self.system_edges = covered;
     }
 
     /// Read unit crash signatures in this program instead of the units' own.
@@ -476,7 +496,13 @@ impl Lifter {
             .chain(inputs_in(&dir.join(".solutions"))?)
             .map(|input| Candidate { input, crash: true })
             .collect();
-        let queue = inputs_in(&dir.join("queue"))?;
+        let mut queue = inputs_in(&dir.join("queue"))?;
+        if let Some(covered) = &self.system_edges {
+            let before = queue.len();
+            let seed = std::fs::read(dir.join(trestle_unit_fuzz::DRY_RUN_INPUT)).ok();
+            queue = beyond_system_edges(queue, covered, seed.as_deref());
+            self.stats.queue_already_covered += before - queue.len();
+        }
         candidates.extend(queue.into_iter().take(max_queue).map(|input| Candidate { input, crash: false }));
         let started = Instant::now();
         let total = candidates.len();
@@ -888,6 +914,81 @@ fn inputs_in(dir: &Path) -> Result<Vec<PathBuf>> {
     Ok(out)
 }
 
+/// The edge indices a unit fuzzer's queue entry reached, from the metadata LibAFL
+/// keeps beside it (`.NAME_N.metadata`, MapIndexesMetadata); `None` if there is none.
+fn entry_edges(input: &Path) -> Option<Vec<usize>> {
+    let dir = input.parent()?;
+    let name = input.file_name()?.to_str()?;
+    let meta = std::fs::read_dir(dir).ok()?.filter_map(|e| e.ok()).map(|e| e.path()).find(|p| {
+        p.file_name().and_then(|n| n.to_str()).is_some_and(|n| {
+            n.strip_prefix('.').and_then(|n| n.strip_prefix(name)).is_some_and(|rest| rest.ends_with(".metadata"))
+        })
+    })?;
+    let v: serde_json::Value = serde_json::from_slice(&std::fs::read(meta).ok()?).ok()?;
+    // The map's keys are type ids; the entry with a `list` and a `tcref` is the
+    // indexes metadata.
+    v.get("metadata")?.get("map")?.as_object()?.values().find_map(|e| {
+        let m = e.get(1)?;
+        m.get("tcref")?;
+        m.get("list")?.as_array()?.iter().map(|i| i.as_u64().map(|i| i as usize)).collect()
+    })
+}
+
+/// The queue entries that reach an edge neither `covered` (the system fuzzer's) nor
+/// the unit's own starting point holds, those reaching more of them first; entries
+/// whose edges are unknown are kept, after those. The starting point is what the
+/// recorded values reach (the queue entry equal to the dry run's input, `seed`) and
+/// what every entry reaches: edges a replayed context takes whatever the values
+/// (the harness's own way into the function) say nothing about the system.
+fn beyond_system_edges(queue: Vec<PathBuf>, covered: &[bool], seed: Option<&[u8]>) -> Vec<PathBuf> {
+    let mut known: Vec<(PathBuf, Vec<usize>)> = Vec::new();
+    let mut unknown = Vec::new();
+    for input in queue {
+        match entry_edges(&input) {
+            Some(edges) => known.push((input, edges)),
+            None => unknown.push(input),
+        }
+    }
+    let mut start: BTreeSet<usize> = match known.split_first() {
+        Some(((_, first), rest)) => {
+            let mut all: BTreeSet<usize> = first.iter().copied().collect();
+            for (_, e) in rest {
+                let e: BTreeSet<usize> = e.iter().copied().collect();
+                all.retain(|i| e.contains(i));
+            }
+            all
+        }
+        None => BTreeSet::new(),
+    };
+    if let Some(seed) = seed {
+        if let Some((_, e)) = known.iter().find(|(p, _)| std::fs::read(p).is_ok_and(|b| b == seed)) {
+            start.extend(e.iter().copied());
+        }
+    }
+    let mut ranked: Vec<(Vec<usize>, PathBuf)> = known
+        .into_iter()
+        .filter_map(|(input, edges)| {
+            let new: Vec<usize> =
+                edges.into_iter().filter(|&i| !covered.get(i).copied().unwrap_or(false) && !start.contains(&i)).collect();
+            (!new.is_empty()).then_some((new, input))
+        })
+        .collect();
+    ranked.sort_by(|a, b| b.0.len().cmp(&a.0.len()).then_with(|| a.1.cmp(&b.1)));
+    // Entries that reach the same new edges mostly lift to the same system
+    // behaviour: a few of each kind.
+    let mut per_kind: BTreeMap<Vec<usize>, usize> = BTreeMap::new();
+    ranked
+        .into_iter()
+        .filter(|(new, _)| {
+            let n = per_kind.entry(new.clone()).or_default();
+            *n += 1;
+            *n <= LIFTS_PER_NEW_EDGES
+        })
+        .map(|(_, p)| p)
+        .chain(unknown)
+        .collect()
+}
+
 fn describe_values(unit: &Unit, values: &[ParamValue]) -> Vec<String> {
     unit.params.iter().zip(values).map(|(p, v)| trestle_unit_fuzz::describe(p, v)).collect()
 }
@@ -1169,6 +1270,36 @@ pub fn run(args: &LiftArgs) -> Result<LiftStats> {
 mod tests {
     use super::*;
     use trestle_abi::unit::{Param, ParamSite};
+
+    /// A queue entry as LibAFL leaves it: the input, and beside it a metadata file
+    /// whose indexes entry lists the edges the input reached.
+    fn entry(dir: &Path, name: &str, bytes: &[u8], edges: &[usize]) -> PathBuf {
+        let p = dir.join(name);
+        std::fs::write(&p, bytes).unwrap();
+        let meta = serde_json::json!({"metadata": {"map": {"1234": [1234, {"list": edges, "tcref": 0}]}}, "executions": 0});
+        std::fs::write(dir.join(format!(".{name}_1.metadata")), meta.to_string()).unwrap();
+        p
+    }
+
+    #[test]
+    fn only_queue_entries_reaching_edges_new_to_the_system_are_lifted_richest_first() {
+        let d = tempfile::tempdir().unwrap();
+        let seed = entry(d.path(), "seed", b"s", &[1, 2, 9]);
+        // 9: every entry reaches it (the harness's way in); 7: the system reached it.
+        let old = entry(d.path(), "old", b"o", &[1, 7, 9]);
+        let one = entry(d.path(), "one", b"a", &[1, 3, 9]);
+        let two = entry(d.path(), "two", b"b", &[3, 4, 9]);
+        let same = [entry(d.path(), "same1", b"c", &[3, 9]), entry(d.path(), "same2", b"d", &[3, 9])];
+        let unknown = d.path().join("unknown");
+        std::fs::write(&unknown, b"u").unwrap();
+        let mut covered = vec![false; 16];
+        covered[7] = true;
+        let all = vec![seed, old, one.clone(), two.clone(), same[0].clone(), same[1].clone(), unknown.clone()];
+        let picked = beyond_system_edges(all, &covered, Some(b"s"));
+        // two reaches 3 and 4; one, same1 and same2 reach only 3: two of those.
+        assert_eq!(picked, vec![two, one, same[0].clone(), unknown]);
+    }
+
 
     fn unit_with(params: Vec<Param>, test: SystemTest) -> Unit {
         Unit {

@@ -732,6 +732,9 @@ impl Runner {
                 self.status(&format!("lifting {}", f.function));
                 let before = lifter.alarms().len();
                 let eff_before = lifter.stats.effective;
+                // The system fuzzer runs the very build the units were carved from:
+                // its edges and the units' are the same map.
+                lifter.set_system_edges(Some(self.sys.covered_edges()));
                 if let Err(e) = lifter.lift_dir(&f.dir, 50) {
                     // A unit the harness cannot set up again is that unit's problem,
                     // not the campaign's.

@@ -1334,6 +1334,14 @@ impl SysFuzzer {
             .map_or(0, |m| m.num_covered_map_indexes)
     }
 
+    /// Which map entries (edges) any queue entry ever covered: `covered[i]`.
+    pub fn covered_edges(&self) -> Vec<bool> {
+        self.state
+            .named_metadata_map()
+            .get::<MapFeedbackMetadata<u8>>("edges")
+            .map_or_else(Vec::new, |m| m.history_map.iter().map(|&v| v > 0).collect())
+    }
+
     /// Entries in the queue.
     pub fn queue_len(&self) -> usize {
         self.state.corpus().count()

@@ -55,6 +55,10 @@ use trestle_abi::unit::Unit;
 /// Edge map size offered to the harness.
 pub const MAP_SIZE: usize = 1 << 16;
 
+/// The file in a fuzz directory holding the recorded values as an input (the dry
+/// run's; the queue's first entry has the same bytes).
+pub const DRY_RUN_INPUT: &str = ".dry-run-input";
+
 /// What went wrong.
 #[derive(Debug, thiserror::Error)]
 pub enum FuzzError {
@@ -371,7 +375,7 @@ fn fuzz_with(cfg: &FuzzConfig, in_process: bool) -> Result<FuzzReport, FuzzError
     // A dry run with the recorded values: a unit the harness cannot set up is an
     // error that says why, before any fuzzing.
     let original: Vec<ParamValue> = unit.params.iter().map(original_value).collect();
-    let dry = out.join(".dry-run-input");
+    let dry = out.join(DRY_RUN_INPUT);
     std::fs::write(&dry, encode_values(&original)).map_err(io("cannot write", &dry))?;
     if let Some(why) = dry_run(&cfg.program, &request, &dry, &cwd, cfg.timeout) {
         return Err(FuzzError::Harness(why));
