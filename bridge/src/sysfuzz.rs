@@ -20,6 +20,7 @@
 //! progress output (the caller reports; errors are returned).
 
 mod i2s;
+mod trim;
 
 use crate::binary::Binary;
 use crate::forkserver::ForkServer;
@@ -70,6 +71,9 @@ const MAP_SIZE: usize = trestle_unit_fuzz::MAP_SIZE;
 const MAX_WRITE: u64 = 64 << 20;
 /// Executions per corpus entry each time it is picked (bounds how far a slice overruns).
 const EXECS_PER_PICK: usize = 32;
+
+/// Executions at most for trimming one queue entry.
+const MAX_TRIM_RUNS: usize = 256;
 
 // ---------------------------------------------------------------------------------
 // Input
@@ -1223,6 +1227,8 @@ impl SysFuzzer {
             sys_mutator(&cfg.dictionary),
             NonZeroUsize::new(EXECS_PER_PICK).expect("non-zero"),
         );
+        // SAFETY: the edge map lives in the SysFuzzer, dropped after the engine.
+        let trim = unsafe { trim::TrimStage::new(edges_map.as_ptr(), MAP_SIZE) };
         let mut cmp_map = None;
         let mut engine: Box<dyn Engine> = if cfg.cmplog {
             // Input-to-state: each picked entry runs once more with the trace-cmp
@@ -1242,9 +1248,9 @@ impl SysFuzzer {
                 HavocScheduledMutator::with_max_stack_pow(tuple_list!(i2s::I2SMutator), 2),
                 NonZeroUsize::new(EXECS_PER_PICK).expect("non-zero"),
             );
-            Box::new(Parts { fuzzer, executor, stages: tuple_list!(TracingStage::new(tracer), i2s, stage) })
+            Box::new(Parts { fuzzer, executor, stages: tuple_list!(trim, TracingStage::new(tracer), i2s, stage) })
         } else {
-            Box::new(Parts { fuzzer, executor, stages: tuple_list!(stage) })
+            Box::new(Parts { fuzzer, executor, stages: tuple_list!(trim, stage) })
         };
         let mut mgr = SimpleEventManager::new(NopMonitor::new());
 

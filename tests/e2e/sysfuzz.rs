@@ -229,3 +229,37 @@ fn cmplog_solves_decimal_numbers_in_arguments_and_stdin_without_a_dictionary() {
     let blind = sysfuzz(&prog, &seeds, &out2, "10s", &["--stop-on-crash", "--no-dict", "--no-cmplog"]);
     assert!(blind["crashes"].as_array().unwrap().is_empty(), "found without CmpLog: {blind}");
 }
+
+const LINES: &str = r#"
+#include <stdio.h>
+
+int main(void) {
+    char line[64];
+    while (fgets(line, sizeof line, stdin))
+        if (line[0] == 'b')
+            puts("a line starting with b");
+    return 0;
+}
+"#;
+
+/// A queue entry is trimmed the first time it is picked: lines that change nothing the
+/// program covers are removed (hit-count buckets included) and the queue file is
+/// rewritten, so fuzzing goes on from the short input.
+#[test]
+fn queue_entries_are_trimmed_to_what_their_coverage_needs() {
+    let dir = tempfile::tempdir().unwrap();
+    let prog = build_c(dir.path(), "lines", LINES, "-O2");
+    let seeds = dir.path().join("seeds");
+    // 300 lines: the loop's hit-count bucket needs 128 of them, the b branch "boot".
+    let long: String = "zzz\n".repeat(299) + "boot\n";
+    write_test(&seeds, "long", &serde_json::json!({ "stdin": long }));
+    let out = dir.path().join("out");
+    let report = sysfuzz(&prog, &seeds, &out, "5s", &["--no-cmplog"]);
+    assert!(num(&report, "executions") > 100, "{report}");
+    let stdins: Vec<String> =
+        json_files(&out.join("queue")).iter().map(|p| assert_system_test(p)["stdin"].as_str().unwrap_or("").to_owned()).collect();
+    // The seed's entry was rewritten: the untrimmed input is no longer in the queue.
+    assert!(!stdins.contains(&long), "the seed's queue entry was not trimmed");
+    let shortest = stdins.iter().filter(|s| s.contains("boot")).min_by_key(|s| s.len()).expect("an entry with the boot line");
+    assert!(shortest.len() < long.len() * 3 / 4, "trimmed too little: {} of {} bytes", shortest.len(), long.len());
+}
