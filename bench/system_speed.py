@@ -2,12 +2,13 @@
 """System-level fuzzing speed: `trestle sysfuzz` against AFL++, executions per second.
 
     python3 bench/system_speed.py [--subjects kvshell,cut,sed] [--reps 3] [--time 60]
-                                  [--work DIR] [--table-only]
+                                  [--work DIR] [--table-only] [--profile]
 
 Per subject, one after the other on one core (never two runs at once):
-  trestle     `trestle sysfuzz --time T --json` on a trestle-cc -O2 -g build, from the
-              subject's own seeds (arguments, stdin and files vary): the forkserver at
-              the start of main;
+  trestle     `trestle sysfuzz --time T --json --no-cmplog` on a trestle-cc -O2 -g build,
+              from the subject's own seeds (arguments, stdin and files vary): the
+              forkserver at the start of main; without CmpLog, as the aflpp column
+              (both count trimming executions, as afl-fuzz does);
   spawn       the same with --no-forkserver: the program started for every test
               (what the forkserver saves);
   aflpp       afl-fuzz -V T on an afl-clang-fast -O2 -g build (Debian's afl++,
@@ -20,7 +21,7 @@ The ratio is trestle / aflpp (medians). Results: bench/results/system-speed/<sub
 <column>-<rep>.json as each run ends (finished runs are skipped when the command runs
 again); the table bench/results/system-speed.md is rewritten after every run.
 """
-import argparse, json, os, shutil, statistics, struct, subprocess, sys, tempfile, time
+import argparse, hashlib, json, os, shutil, statistics, struct, subprocess, sys, tempfile, time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
@@ -48,10 +49,19 @@ def content(c):
 
 
 def build(subject, cc, work, tag):
+    """The subject built with `cc`; built again when the compiler (trestle-cc and the
+    runtime it links, or afl-clang-fast) changed since."""
     out = work / f"build-{subject}-{tag}"
     prog = out / "bin" / subject
-    if prog.exists():
+    stamp = out / "compiler.sha1"
+    cc_path = Path(shutil.which(cc) or cc)
+    ident = hashlib.sha1(cc_path.read_bytes()).hexdigest()
+    if tag == "trestle":  # the runtime is a static library beside the wrapper
+        for lib in sorted(cc_path.parent.glob("libtrestle_runtime*.a")):
+            ident += hashlib.sha1(lib.read_bytes()).hexdigest()
+    if prog.exists() and stamp.exists() and stamp.read_text() == ident:
         return prog
+    shutil.rmtree(out, ignore_errors=True)
     out.mkdir(parents=True, exist_ok=True)
     if subject == "kvshell":
         (out / "bin").mkdir(exist_ok=True)
@@ -61,6 +71,7 @@ def build(subject, cc, work, tag):
     else:
         subprocess.run(["bash", str(REPO / "tests/coreutils/build.sh"), "--cc", cc, "--out", str(out), "--prog", subject],
                        check=True, stdout=subprocess.DEVNULL)
+    stamp.write_text(ident)
     return prog
 
 
@@ -81,7 +92,7 @@ def afl_inputs(subject, dest):
 def run_trestle(prog, subject, secs, work, spawn):
     out = Path(tempfile.mkdtemp(prefix="sysfuzz-", dir=work))
     cmd = [str(RELEASE / "trestle"), "sysfuzz", "--program", str(prog), "--seeds", str(REPO / SUBJECTS[subject]["seeds"]),
-           "--time", f"{secs}s", "--out", str(out / "o"), "--json"] + (["--no-forkserver"] if spawn else [])
+           "--time", f"{secs}s", "--out", str(out / "o"), "--json", "--no-cmplog"] + (["--no-forkserver"] if spawn else [])
     r = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, check=True)
     d = json.loads(r.stdout)
     shutil.rmtree(out, ignore_errors=True)
@@ -145,11 +156,41 @@ def run_roundtrip(prog, secs, work):
     return {"execs": n, "seconds": secs, "execs_per_sec": n / secs}
 
 
+def run_profile(prog, subject, secs, work):
+    """`perf record` of one `trestle sysfuzz` run: the share of all CPU samples (self
+    time) per process (host: trestle; target: the program's server and children),
+    kernel or user space, and per object; and the target's busiest kernel functions."""
+    data = work / "perf.data"
+    out = Path(tempfile.mkdtemp(prefix="sysfuzz-", dir=work))
+    cmd = [str(RELEASE / "trestle"), "sysfuzz", "--program", str(prog), "--seeds", str(REPO / SUBJECTS[subject]["seeds"]),
+           "--time", f"{secs}s", "--out", str(out / "o"), "--no-cmplog"]
+    subprocess.run(["perf", "record", "-q", "-o", str(data), "--", *cmd], check=True,
+                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    shutil.rmtree(out, ignore_errors=True)
+
+    def report(*args):
+        r = subprocess.run(["perf", "report", "-i", str(data), "--stdio", "--no-children", *args],
+                           capture_output=True, text=True, check=True)
+        return [l.split() for l in r.stdout.splitlines() if l.strip() and not l.startswith("#")]
+    res = {"by_object": {}, "target_kernel_top": []}
+    for f in report("--sort", "comm,dso"):
+        who = "host" if f[1] == "trestle" else "target"
+        obj = "kernel" if f[2] == "[kernel.kallsyms]" else ("the program" if who == "target" and f[2] == Path(prog).name else f[2])
+        key = f"{who}: {obj}"
+        res["by_object"][key] = res["by_object"].get(key, 0.0) + float(f[0].rstrip("%"))
+    target = Path(prog).name[:15]  # the kernel keeps 15 characters of a command name
+    for f in report("--comm", target, "--dso", "[kernel.kallsyms]", "--sort", "sym", "--percentage", "absolute")[:8]:
+        res["target_kernel_top"].append([f[-1], float(f[0].rstrip("%"))])
+    if not os.environ.get("KEEP_PERF"):
+        data.unlink(missing_ok=True)
+    return res
+
+
 def table():
     rows = [json.loads(p.read_text()) for p in sorted(RESULTS.glob("*.json"))]
     out = ["# System-level fuzzing speed", "",
            "Executions per second, median (range) over repetitions, one run at a time on one core",
-           "(`python3 bench/system_speed.py`). trestle: `trestle sysfuzz` (forkserver); spawn: the same",
+           "(`python3 bench/system_speed.py`). trestle: `trestle sysfuzz --no-cmplog` (forkserver); spawn: the same",
            "starting the program per test; aflpp: afl-fuzz, afl-clang-fast build, no CmpLog; roundtrip: the",
            "trestle build's forkserver alone on one fixed small test (the floor of an execution).", "",
            "| subject | trestle | spawn | aflpp | roundtrip | trestle / aflpp |", "|---|---|---|---|---|---|"]
@@ -164,6 +205,22 @@ def table():
                 cells.append("–")
         ratio = f"{med['trestle'] / med['aflpp']:.2f}x" if "trestle" in med and "aflpp" in med else "–"
         out.append(f"| {s} | " + " | ".join(cells) + f" | {ratio} |")
+    profiles = {s: json.loads((RESULTS / f"{s}-profile.json").read_text()) for s in SUBJECTS
+                if (RESULTS / f"{s}-profile.json").exists()}
+    if profiles:
+        subs = list(profiles)
+        out += ["", "## Where the time per execution goes", "",
+                "Share of all CPU samples (self time) of one `trestle sysfuzz --no-cmplog` run under `perf record`",
+                "(`--profile`), by process (host: trestle's fuzzer; target: the program's forkserver and its children)",
+                "and object. System fuzzing runs no sandbox. Below, the target's busiest kernel functions.", "",
+                "| process: object | " + " | ".join(subs) + " |", "|---|" + "---|" * len(subs)]
+        keys = sorted({k for p in profiles.values() for k in p["by_object"]},
+                      key=lambda k: -sum(p["by_object"].get(k, 0.0) for p in profiles.values()))
+        for k in keys:
+            out.append(f"| {k} | " + " | ".join(f"{profiles[x]['by_object'].get(k, 0.0):.1f}%" for x in subs) + " |")
+        for x in subs:
+            top = ", ".join(f"`{sym}` {pct:.1f}%" for sym, pct in profiles[x]["target_kernel_top"])
+            out += ["", f"{x}, target kernel: {top}"]
     (REPO / "bench" / "results" / "system-speed.md").write_text("\n".join(out) + "\n")
 
 
@@ -174,6 +231,7 @@ def main():
     ap.add_argument("--time", type=int, default=60)
     ap.add_argument("--work", type=Path, default=Path.home() / ".cache" / "trestle" / "bench-system-speed")
     ap.add_argument("--table-only", action="store_true")
+    ap.add_argument("--profile", action="store_true", help="also profile one trestle run per subject with perf")
     a = ap.parse_args()
     if not a.table_only:
         if not shutil.which("afl-fuzz"):
@@ -201,6 +259,14 @@ def main():
                     dest.write_text(json.dumps(r, indent=2))
                     log(f"{s} {c} {rep}: {r['execs_per_sec']:.0f} execs/s")
                     table()
+            dest = RESULTS / f"{s}-profile.json"
+            if a.profile and not dest.exists():
+                if shutil.which("perf"):
+                    log(f"{s}: profiling {min(a.time, 20)} s")
+                    dest.write_text(json.dumps(run_profile(tprog, s, min(a.time, 20), a.work), indent=2))
+                    table()
+                else:
+                    log("perf not found: no profile (apt-get install linux-perf)")
     table()
     print((REPO / "bench" / "results" / "system-speed.md").read_text())
 
