@@ -12,6 +12,7 @@ pub mod coverage;
 pub mod export;
 pub mod forkserver;
 pub mod fuzz;
+pub mod launch;
 pub mod lift;
 pub mod mapping;
 pub mod record;

@@ -10,14 +10,14 @@
 //! Everything the run created is deleted when it ends.
 
 use crate::signature::{parse_sanitizer, parse_stack, signal_name, symbolise, CrashSignature, FrameFilter};
-use crate::systest::{materialise, RunStatus};
+use crate::launch::{run_to_end, Capture, Layout};
+use crate::systest::RunStatus;
 use anyhow::{bail, Context as _, Result};
 use std::os::unix::process::{CommandExt as _, ExitStatusExt as _};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 use trestle_abi::unit::SystemTest;
-use wait_timeout::ChildExt as _;
 
 /// Resource limits for one run.
 #[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
@@ -166,14 +166,8 @@ impl Sandbox {
         profile: Option<&Path>,
     ) -> Result<SandboxRun> {
         let program = std::fs::canonicalize(program).with_context(|| format!("program {}", program.display()))?;
-        let base = tempfile::Builder::new().prefix("trestle-sandbox-").tempdir().context("cannot create a temporary directory")?;
-        let work = base.path().join("w");
-        let side = base.path().join("s");
-        std::fs::create_dir_all(&work)?;
-        std::fs::create_dir_all(&side)?;
-        materialise(test, &work)?;
-        let stdin_path = side.join("stdin");
-        std::fs::write(&stdin_path, test.stdin.as_deref().unwrap_or_default())?;
+        let layout = Layout::new(test)?;
+        let (work, side) = (&layout.cwd, &layout.side);
         let status_path = side.join("status");
         let stack_path = side.join("stack");
         let profile_path = side.join("profile.profraw");
@@ -187,16 +181,16 @@ impl Sandbox {
                 for p in [&program, &self.exec, &self.preload] {
                     c.arg("--ro-bind").arg(p).arg(p);
                 }
-                c.arg("--bind").arg(&work).arg(&work);
-                c.arg("--bind").arg(&side).arg(&side);
-                c.arg("--chdir").arg(&work);
+                c.arg("--bind").arg(work).arg(work);
+                c.arg("--bind").arg(side).arg(side);
+                c.arg("--chdir").arg(work);
                 c.args(["--unshare-all", "--die-with-parent", "--new-session", "--"]);
                 c.arg(&self.exec);
                 c
             }
             None => {
                 let mut c = Command::new(&self.exec);
-                c.current_dir(&work);
+                c.current_dir(work);
                 c
             }
         };
@@ -217,8 +211,6 @@ impl Sandbox {
         } else {
             cmd.env("LD_PRELOAD", &self.preload).env("TRESTLE_CRASH_STACK", &stack_path);
         }
-        let stdin = std::fs::File::open(&stdin_path)?;
-        cmd.stdin(Stdio::from(stdin)).stdout(Stdio::piped()).stderr(Stdio::piped()).process_group(0);
         let limits = self.limits.clone();
         // SAFETY: setrlimit is async-signal-safe and affects only the child.
         unsafe {
@@ -237,24 +229,10 @@ impl Sandbox {
                 Ok(())
             });
         }
-        let start = Instant::now();
-        let mut child = cmd.spawn().with_context(|| format!("cannot start {}", self.exec.display()))?;
-        let out_reader = drain(child.stdout.take());
-        let err_reader = drain(child.stderr.take());
-        let waited = child.wait_timeout(self.limits.wall)?;
-        let timed_out = waited.is_none();
-        if timed_out {
-            // SAFETY: signalling the child's own process group.
-            unsafe { libc::kill(-(child.id() as i32), libc::SIGKILL) };
-        }
-        let outer = match waited {
-            Some(s) => s,
-            None => child.wait()?,
-        };
-        let wall = start.elapsed();
-        let stdout = out_reader.join().unwrap_or_default();
-        let stderr = err_reader.join().unwrap_or_default();
-
+        let capture = Capture { stdout: true, stderr: true };
+        let ended = run_to_end(&mut cmd, &layout.stdin, capture, self.limits.wall)
+            .with_context(|| format!("cannot start {}", self.exec.display()))?;
+        let (timed_out, wall, stdout, stderr) = (ended.status == RunStatus::TimedOut, ended.wall, ended.stdout, ended.stderr);
         let report = std::fs::read_to_string(&status_path).unwrap_or_default();
         let field = |k: &str| {
             report.lines().find_map(|l| l.strip_prefix(k).and_then(|v| v.trim().parse::<i64>().ok()))
@@ -267,6 +245,7 @@ impl Sandbox {
             RunStatus::Exited(c as i32)
         } else {
             // The supervisor itself died (a limit, or the sandbox failed to start).
+            let outer = ended.raw.expect("a run that did not time out has an exit status");
             match (outer.code(), outer.signal()) {
                 (_, Some(s)) => RunStatus::Signaled(s),
                 (Some(c), _) => {
@@ -328,26 +307,3 @@ pub fn is_crash_signal(sig: i32) -> bool {
     [libc::SIGSEGV, libc::SIGBUS, libc::SIGABRT, libc::SIGFPE, libc::SIGILL, libc::SIGTRAP, libc::SIGSYS].contains(&sig)
 }
 
-fn drain<R: std::io::Read + Send + 'static>(pipe: Option<R>) -> std::thread::JoinHandle<Vec<u8>> {
-    std::thread::spawn(move || {
-        let mut v = Vec::new();
-        if let Some(mut p) = pipe {
-            let mut buf = [0u8; 65536];
-            loop {
-                match p.read(&mut buf) {
-                    Ok(0) | Err(_) => break,
-                    Ok(n) => {
-                        v.extend_from_slice(&buf[..n]);
-                        if v.len() > 1 << 17 {
-                            v.drain(..v.len() - 65536);
-                        }
-                    }
-                }
-            }
-        }
-        if v.len() > 65536 {
-            v.drain(..v.len() - 65536);
-        }
-        v
-    })
-}

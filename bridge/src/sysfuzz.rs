@@ -51,13 +51,12 @@ use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::ffi::OsStr;
 use std::num::NonZeroUsize;
 use std::os::unix::ffi::OsStrExt as _;
-use std::os::unix::process::{CommandExt as _, ExitStatusExt as _};
+use std::os::unix::process::CommandExt as _;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use trestle_abi::unit::SystemTest;
-use wait_timeout::ChildExt as _;
 
 /// Longest stdin or file content a mutation makes.
 pub const MAX_CONTENT: usize = 64 << 10;
@@ -349,25 +348,16 @@ impl<OT> SysExecutor<OT> {
 
     /// Start the program for this input alone.
     fn spawn(&mut self, input: &SysInput, dir: &Path, stdin_path: &Path) -> Result<ExitKind, libafl::Error> {
-        let stdin = std::fs::File::open(stdin_path)?;
         let mut cmd = self.command();
-        cmd.args(input.args.iter().map(|a| OsStr::from_bytes(a))).current_dir(dir).envs(&input.env).envs(self.env.iter().map(|(k, v)| (k, v))).stdin(Stdio::from(stdin));
-        let mut child = cmd
-            .spawn()
-            .map_err(|e| libafl::Error::unknown(format!("cannot run program {}: {e}", self.program.display())))?;
-        let kind = match child.wait_timeout(self.timeout)? {
-            Some(status) => match status.signal() {
-                Some(sig) if is_crash_signal(sig) => ExitKind::Crash,
-                _ => ExitKind::Ok,
-            },
-            None => {
-                // SAFETY: signalling the child's own process group.
-                unsafe { libc::kill(-(child.id() as i32), libc::SIGKILL) };
-                let _ = child.wait();
-                ExitKind::Timeout
-            }
-        };
-        Ok(kind)
+        cmd.args(input.args.iter().map(|a| OsStr::from_bytes(a))).current_dir(dir).envs(&input.env).envs(self.env.iter().map(|(k, v)| (k, v)));
+        let quiet = crate::launch::Capture { stdout: false, stderr: false };
+        let ended = crate::launch::run_to_end(&mut cmd, stdin_path, quiet, self.timeout)
+            .map_err(|e| libafl::Error::unknown(format!("cannot run program {}: {e:#}", self.program.display())))?;
+        Ok(match ended.status {
+            systest::RunStatus::Signaled(sig) if is_crash_signal(sig) => ExitKind::Crash,
+            systest::RunStatus::TimedOut => ExitKind::Timeout,
+            _ => ExitKind::Ok,
+        })
     }
 }
 

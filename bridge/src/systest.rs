@@ -3,9 +3,9 @@
 
 use anyhow::{bail, Context as _, Result};
 use base64::Engine as _;
-use std::os::unix::process::{CommandExt as _, ExitStatusExt as _};
+use std::os::unix::process::CommandExt as _;
 use std::path::{Component, Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::time::Duration;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -66,7 +66,6 @@ pub fn to_json(t: &SystemTest) -> JsonTest {
 pub fn save_test(t: &SystemTest, path: &Path) -> Result<()> {
     std::fs::write(path, serde_json::to_vec_pretty(&to_json(t))?).with_context(|| format!("cannot write {}", path.display()))
 }
-use wait_timeout::ChildExt as _;
 
 /// A system test and where it came from.
 #[derive(Debug, Clone)]
@@ -226,24 +225,11 @@ pub struct RunResult {
 /// Run `program` on `test` in a fresh working directory, with address-space
 /// randomisation off so that recorded addresses of libc objects stay valid.
 pub fn run_test(program: &Path, test: &SystemTest, opts: &RunOptions) -> Result<RunResult> {
-    let dir = scratch_dir("trestle-run-")?;
-    materialise(test, dir.path())?;
     // Stdin comes from a file, not a pipe: a replay can then seek it to where the
-    // recording had read up to. It lives outside the working directory.
-    let stdin_dir = scratch_dir("trestle-stdin-")?;
-    let stdin_path = stdin_dir.path().join("stdin");
-    std::fs::write(&stdin_path, test.stdin.as_deref().unwrap_or_default())
-        .with_context(|| format!("cannot write {}", stdin_path.display()))?;
-    let stdin_file = std::fs::File::open(&stdin_path).with_context(|| format!("cannot open {}", stdin_path.display()))?;
+    // recording had read up to.
+    let layout = crate::launch::Layout::new(test)?;
     let mut cmd = Command::new(program);
-    cmd.args(&test.args)
-        .current_dir(dir.path())
-        .envs(test.env.iter())
-        .envs(opts.env.iter().map(|(k, v)| (k, v)))
-        .stdin(Stdio::from(stdin_file))
-        .stdout(if opts.capture_stdout { Stdio::piped() } else { Stdio::null() })
-        .stderr(Stdio::piped())
-        .process_group(0);
+    cmd.args(&test.args).current_dir(&layout.cwd).envs(test.env.iter()).envs(opts.env.iter().map(|(k, v)| (k, v)));
     // SAFETY: personality() is async-signal-safe and touches only this child.
     unsafe {
         cmd.pre_exec(|| {
@@ -251,41 +237,10 @@ pub fn run_test(program: &Path, test: &SystemTest, opts: &RunOptions) -> Result<
             Ok(())
         });
     }
-    let mut child = cmd.spawn().with_context(|| format!("cannot run program {}", program.display()))?;
-    let mut out = child.stdout.take();
-    let mut err = child.stderr.take();
-    let out_reader = std::thread::spawn(move || {
-        let mut v = Vec::new();
-        if let Some(o) = out.as_mut() {
-            let _ = std::io::Read::read_to_end(o, &mut v);
-        }
-        v
-    });
-    let err_reader = std::thread::spawn(move || {
-        let mut v = Vec::new();
-        if let Some(e) = err.as_mut() {
-            let _ = std::io::Read::read_to_end(e, &mut v);
-        }
-        if v.len() > 65536 {
-            v.drain(..v.len() - 65536);
-        }
-        v
-    });
-    let status = match child.wait_timeout(opts.timeout)? {
-        Some(s) => match s.code() {
-            Some(c) => RunStatus::Exited(c),
-            None => RunStatus::Signaled(s.signal().unwrap_or(0)),
-        },
-        None => {
-            // SAFETY: signalling the child's own process group.
-            unsafe { libc::kill(-(child.id() as i32), libc::SIGKILL) };
-            let _ = child.wait();
-            RunStatus::TimedOut
-        }
-    };
-    let stdout = out_reader.join().unwrap_or_default();
-    let stderr = err_reader.join().unwrap_or_default();
-    Ok(RunResult { status, stdout, stderr })
+    let capture = crate::launch::Capture { stdout: opts.capture_stdout, stderr: true };
+    let e = crate::launch::run_to_end(&mut cmd, &layout.stdin, capture, opts.timeout)
+        .with_context(|| format!("cannot run program {}", program.display()))?;
+    Ok(RunResult { status: e.status, stdout: e.stdout, stderr: e.stderr })
 }
 
 /// Parse a duration such as `10s`, `500ms`, `2m`, `1h` or a plain number of seconds.

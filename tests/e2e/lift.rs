@@ -155,8 +155,11 @@ fn the_sandbox_contains_hostile_tests() {
     write_test(&tests, "spin", &serde_json::json!({"args": ["spin"]}));
     write_test(&tests, "sleep", &serde_json::json!({"args": ["sleep"]}));
     write_test(&tests, "crash", &serde_json::json!({"args": ["crash"]}));
-    let before: Vec<_> = std::fs::read_dir(std::env::temp_dir()).unwrap().filter_map(|e| e.ok()).map(|e| e.file_name()).filter(|n| n.to_string_lossy().starts_with("trestle-sandbox-")).collect();
-    let out = run(&mut trestle(&[&"validate", &tests, &"--program", &prog, &"--timeout", &"3s", &"--memory-mb", &"512", &"--json"]));
+    // Each run's directories go here (in memory by default): all of them must be gone.
+    let scratch = d.join("scratch");
+    std::fs::create_dir(&scratch).unwrap();
+    let out = run(trestle(&[&"validate", &tests, &"--program", &prog, &"--timeout", &"3s", &"--memory-mb", &"512", &"--json"])
+        .env("TRESTLE_TMPDIR", &scratch));
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let lines: Vec<Value> = String::from_utf8_lossy(&out.stdout).lines().map(|l| serde_json::from_str(l).unwrap()).collect();
     let by = |name: &str| lines.iter().find(|l| l["test"].as_str().unwrap().ends_with(&format!("{name}.json"))).unwrap().clone();
@@ -174,6 +177,6 @@ fn the_sandbox_contains_hostile_tests() {
     std::thread::sleep(std::time::Duration::from_millis(300));
     let ps = ok(Command::new("ps").args(["-eo", "args"]));
     assert!(!ps.lines().any(|l| l.contains(prog.to_str().unwrap())), "a sandboxed process survived:\n{ps}");
-    let after: Vec<_> = std::fs::read_dir(std::env::temp_dir()).unwrap().filter_map(|e| e.ok()).map(|e| e.file_name()).filter(|n| n.to_string_lossy().starts_with("trestle-sandbox-") && !before.contains(n)).collect();
-    assert!(after.is_empty(), "sandbox directories left behind: {after:?}");
+    let after: Vec<_> = std::fs::read_dir(&scratch).unwrap().filter_map(|e| e.ok()).map(|e| e.file_name()).collect();
+    assert!(after.is_empty(), "run directories left behind: {after:?}");
 }

@@ -1,0 +1,155 @@
+//! How a system test becomes a run of the program, the same for everything that runs
+//! one: recording and replay ([`crate::systest::run_test`]), validation, lifting and
+//! reduction ([`crate::sandbox::Sandbox::run`]) and system fuzzing
+//! ([`crate::sysfuzz`], whose forkserver requests carry the same layout).
+//!
+//! - **Layout** ([`Layout`]): a fresh working directory holding the test's files, and
+//!   its stdin in a file beside it, never a pipe (a replay seeks it to where the
+//!   recording had read, and the fuzzer's forkserver child opens it); both in memory
+//!   where the machine allows ([`crate::systest::scratch_dir`]).
+//! - **Running** ([`run_to_end`]): the program leads its own process group, reads
+//!   stdin from that file, has its output captured (the last 64 KiB) or discarded, and
+//!   is killed with everything it started when it overstays its time.
+
+use crate::systest::{materialise, scratch_dir, RunStatus};
+use anyhow::{Context as _, Result};
+use std::os::unix::process::{CommandExt as _, ExitStatusExt as _};
+use std::path::{Path, PathBuf};
+use std::process::{Command, ExitStatus, Stdio};
+use std::time::{Duration, Instant};
+use trestle_abi::unit::SystemTest;
+use wait_timeout::ChildExt as _;
+
+/// How much of a run's stdout and stderr is kept: the end.
+pub const OUTPUT_TAIL: usize = 64 << 10;
+
+/// A system test laid out for one run; removed when dropped.
+pub struct Layout {
+    _root: tempfile::TempDir,
+    /// The working directory, holding the test's files.
+    pub cwd: PathBuf,
+    /// A directory beside it for the run's side files (its stdin, a status report,
+    /// a crash stack, a coverage profile).
+    pub side: PathBuf,
+    /// The file the program reads as stdin.
+    pub stdin: PathBuf,
+}
+
+impl Layout {
+    /// Lay out `test`: its files in a fresh working directory, its stdin beside it.
+    pub fn new(test: &SystemTest) -> Result<Layout> {
+        let root = scratch_dir("trestle-run-")?;
+        let cwd = root.path().join("w");
+        let side = root.path().join("s");
+        std::fs::create_dir(&cwd).with_context(|| format!("cannot create {}", cwd.display()))?;
+        std::fs::create_dir(&side).with_context(|| format!("cannot create {}", side.display()))?;
+        materialise(test, &cwd)?;
+        let stdin = side.join("stdin");
+        std::fs::write(&stdin, test.stdin.as_deref().unwrap_or_default()).with_context(|| format!("cannot write {}", stdin.display()))?;
+        Ok(Layout { _root: root, cwd, side, stdin })
+    }
+}
+
+/// How a run ended.
+pub struct Ended {
+    /// Exit status, signal, or timeout.
+    pub status: RunStatus,
+    /// What the process itself returned (`None` after a timeout).
+    pub raw: Option<ExitStatus>,
+    /// The end of its stdout, if captured.
+    pub stdout: Vec<u8>,
+    /// The end of its stderr, if captured.
+    pub stderr: Vec<u8>,
+    /// Wall-clock time from start to end.
+    pub wall: Duration,
+}
+
+/// What to keep of a run's output.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Capture {
+    /// Keep the end of stdout.
+    pub stdout: bool,
+    /// Keep the end of stderr.
+    pub stderr: bool,
+}
+
+/// Start `cmd` (program, arguments, environment and working directory set) with
+/// stdin from the file `stdin`, in a process group of its own, and wait at most
+/// `timeout`; past it the whole group is killed and the run is a timeout.
+pub fn run_to_end(cmd: &mut Command, stdin: &Path, capture: Capture, timeout: Duration) -> Result<Ended> {
+    let input = std::fs::File::open(stdin).with_context(|| format!("cannot open {}", stdin.display()))?;
+    let pipe_or_null = |keep: bool| if keep { Stdio::piped() } else { Stdio::null() };
+    cmd.stdin(Stdio::from(input)).stdout(pipe_or_null(capture.stdout)).stderr(pipe_or_null(capture.stderr)).process_group(0);
+    let start = Instant::now();
+    let mut child = cmd.spawn().with_context(|| format!("cannot run {}", cmd.get_program().to_string_lossy()))?;
+    let out = drain(child.stdout.take());
+    let err = drain(child.stderr.take());
+    let raw = child.wait_timeout(timeout)?;
+    if raw.is_none() {
+        // SAFETY: signalling the child's own process group.
+        unsafe { libc::kill(-(child.id() as i32), libc::SIGKILL) };
+        let _ = child.wait();
+    }
+    let wall = start.elapsed();
+    let status = match raw {
+        None => RunStatus::TimedOut,
+        Some(s) => match (s.code(), s.signal()) {
+            (Some(c), _) => RunStatus::Exited(c),
+            (None, sig) => RunStatus::Signaled(sig.unwrap_or(0)),
+        },
+    };
+    Ok(Ended { status, raw, stdout: out.join().unwrap_or_default(), stderr: err.join().unwrap_or_default(), wall })
+}
+
+/// Read a pipe to its end on a thread of its own, keeping the last [`OUTPUT_TAIL`] bytes.
+fn drain<R: std::io::Read + Send + 'static>(pipe: Option<R>) -> std::thread::JoinHandle<Vec<u8>> {
+    std::thread::spawn(move || {
+        let mut v = Vec::new();
+        if let Some(mut p) = pipe {
+            let mut buf = [0u8; 65536];
+            loop {
+                match p.read(&mut buf) {
+                    Ok(0) | Err(_) => break,
+                    Ok(n) => {
+                        v.extend_from_slice(&buf[..n]);
+                        if v.len() > 2 * OUTPUT_TAIL {
+                            v.drain(..v.len() - OUTPUT_TAIL);
+                        }
+                    }
+                }
+            }
+        }
+        if v.len() > OUTPUT_TAIL {
+            v.drain(..v.len() - OUTPUT_TAIL);
+        }
+        v
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_test_is_laid_out_and_run_with_stdin_from_a_file_and_a_time_limit() {
+        let mut test = SystemTest::default();
+        test.files.insert("d/in.txt".into(), b"file".to_vec());
+        test.stdin = Some(b"from stdin".to_vec());
+        let l = Layout::new(&test).unwrap();
+        assert_eq!(std::fs::read(l.cwd.join("d/in.txt")).unwrap(), b"file");
+        assert!(!l.stdin.starts_with(&l.cwd), "stdin lives outside the working directory");
+        let mut cmd = Command::new("sh");
+        // stdin is a regular file (seekable), not a pipe.
+        cmd.args(["-c", "cat; cat d/in.txt; test -f /dev/stdin && echo seekable >&2"]).current_dir(&l.cwd);
+        let e = run_to_end(&mut cmd, &l.stdin, Capture { stdout: true, stderr: true }, Duration::from_secs(10)).unwrap();
+        assert_eq!(e.status, RunStatus::Exited(0));
+        assert_eq!(e.stdout, b"from stdinfile");
+        assert_eq!(e.stderr, b"seekable\n");
+        let mut sleeper = Command::new("sh");
+        sleeper.args(["-c", "sleep 30 & wait"]);
+        let t = Instant::now();
+        let e = run_to_end(&mut sleeper, &l.stdin, Capture { stdout: false, stderr: false }, Duration::from_millis(200)).unwrap();
+        assert_eq!(e.status, RunStatus::TimedOut);
+        assert!(t.elapsed() < Duration::from_secs(5), "the group was not killed at the limit");
+    }
+}
