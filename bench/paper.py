@@ -196,18 +196,24 @@ def produced_tests(campaign, seeds):
 
 
 def run_test(binary, test, env_extra, timeout=5.0):
-    """Run one JSON system test in a fresh directory; returns the return code (negative:
-    signal), or None on a timeout or a test that cannot be laid out."""
-    with tempfile.TemporaryDirectory(prefix="trestle-paper-") as d:
+    """Run one JSON system test as trestle does (bridge/src/launch.rs): a fresh working
+    directory holding its files, stdin read from a file beside it (not a pipe, so a
+    program that seeks or stats its input sees what it saw while fuzzing), its own
+    process group. Returns the return code (negative: signal), or None on a timeout or
+    a test that cannot be laid out."""
+    with tempfile.TemporaryDirectory(prefix="trestle-paper-") as root:
+        d = Path(root, "w")
         try:
+            d.mkdir()
             for name, c in test.get("files", {}).items():
                 rel = Path(name)
                 if rel.is_absolute() or ".." in rel.parts:
                     continue
-                p = Path(d, rel)
+                p = d / rel
                 p.parent.mkdir(parents=True, exist_ok=True)
                 p.write_bytes(content(c))
-            stdin = content(test["stdin"]) if test.get("stdin") is not None else b""
+            stdin_path = Path(root, "stdin")
+            stdin_path.write_bytes(content(test["stdin"]) if test.get("stdin") is not None else b"")
         except (OSError, ValueError, TypeError):
             return None
         env = {"PATH": "/usr/bin:/bin"}
@@ -215,19 +221,18 @@ def run_test(binary, test, env_extra, timeout=5.0):
         env.update(env_extra)
         argv0 = Path(binary).name
         try:
-            p = subprocess.Popen([argv0] + test.get("args", []), executable=str(binary), cwd=d, env=env,
-                                 stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                                 start_new_session=True)
+            with stdin_path.open("rb") as stdin:
+                p = subprocess.Popen([argv0] + test.get("args", []), executable=str(binary), cwd=d, env=env,
+                                     stdin=stdin, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                     start_new_session=True)
         except OSError:
             return None
         try:
-            p.communicate(stdin, timeout=timeout)
+            p.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
             os.killpg(p.pid, signal.SIGKILL)
             p.wait()
             return None
-        except BrokenPipeError:
-            p.wait()
         return p.returncode
 
 
