@@ -182,6 +182,9 @@ pub struct Substitution {
 struct Candidate {
     input: PathBuf,
     crash: bool,
+    /// For a queue entry, when the system fuzzer's edges are known: the edges it
+    /// reaches that the system had not (at the time the unit's lifting began).
+    new_edges: Option<Vec<usize>>,
 }
 
 /// The lifting state of one output directory; `trestle run` keeps one across rounds.
@@ -494,16 +497,20 @@ impl Lifter {
         let mut candidates: Vec<Candidate> = inputs_in(&dir.join("crashes"))?
             .into_iter()
             .chain(inputs_in(&dir.join(".solutions"))?)
-            .map(|input| Candidate { input, crash: true })
+            .map(|input| Candidate { input, crash: true, new_edges: None })
             .collect();
-        let mut queue = inputs_in(&dir.join("queue"))?;
-        if let Some(covered) = &self.system_edges {
-            let before = queue.len();
-            let seed = std::fs::read(dir.join(trestle_unit_fuzz::DRY_RUN_INPUT)).ok();
-            queue = beyond_system_edges(queue, covered, seed.as_deref());
-            self.stats.queue_already_covered += before - queue.len();
-        }
-        candidates.extend(queue.into_iter().take(max_queue).map(|input| Candidate { input, crash: false }));
+        let queue = inputs_in(&dir.join("queue"))?;
+        let queue: Vec<(PathBuf, Option<Vec<usize>>)> = match &self.system_edges {
+            Some(covered) => {
+                let before = queue.len();
+                let seed = std::fs::read(dir.join(trestle_unit_fuzz::DRY_RUN_INPUT)).ok();
+                let ranked = beyond_system_edges(queue, covered, seed.as_deref());
+                self.stats.queue_already_covered += before - ranked.len();
+                ranked
+            }
+            None => queue.into_iter().map(|p| (p, None)).collect(),
+        };
+        candidates.extend(queue.into_iter().take(max_queue).map(|(input, new_edges)| Candidate { input, crash: false, new_edges }));
         let started = Instant::now();
         let total = candidates.len();
         let mut tally: BTreeMap<String, SignatureTally> = BTreeMap::new();
@@ -512,7 +519,23 @@ impl Lifter {
                 self.stats.not_lifted_for_time += total - k;
                 break;
             }
+            // An entry whose new edges a test lifted before it reached already (one
+            // that was effective) adds nothing now.
+            if let (Some(new), Some(covered)) = (&c.new_edges, &self.system_edges) {
+                if new.iter().all(|&i| covered.get(i).copied().unwrap_or(false)) {
+                    self.stats.queue_already_covered += 1;
+                    continue;
+                }
+            }
+            let effective_before = self.stats.effective;
             self.lift_one(dir, &unit, c, &mut tally).with_context(|| format!("lifting {}", c.input.display()))?;
+            if let (true, Some(new), Some(covered)) = (self.stats.effective > effective_before, &c.new_edges, &mut self.system_edges) {
+                for &i in new {
+                    if let Some(e) = covered.get_mut(i) {
+                        *e = true;
+                    }
+                }
+            }
             if self.progress && (k + 1 == total || (k + 1) % 20 == 0) {
                 eprintln!(
                     "[lift {:>4.0}s] {}: {}/{} inputs, {} lifted tests, {} alarm(s), {} effective, {} false positive(s)",
@@ -940,7 +963,7 @@ fn entry_edges(input: &Path) -> Option<Vec<usize>> {
 /// recorded values reach (the queue entry equal to the dry run's input, `seed`) and
 /// what every entry reaches: edges a replayed context takes whatever the values
 /// (the harness's own way into the function) say nothing about the system.
-fn beyond_system_edges(queue: Vec<PathBuf>, covered: &[bool], seed: Option<&[u8]>) -> Vec<PathBuf> {
+fn beyond_system_edges(queue: Vec<PathBuf>, covered: &[bool], seed: Option<&[u8]>) -> Vec<(PathBuf, Option<Vec<usize>>)> {
     let mut known: Vec<(PathBuf, Vec<usize>)> = Vec::new();
     let mut unknown = Vec::new();
     for input in queue {
@@ -984,8 +1007,8 @@ fn beyond_system_edges(queue: Vec<PathBuf>, covered: &[bool], seed: Option<&[u8]
             *n += 1;
             *n <= LIFTS_PER_NEW_EDGES
         })
-        .map(|(_, p)| p)
-        .chain(unknown)
+        .map(|(new, p)| (p, Some(new)))
+        .chain(unknown.into_iter().map(|p| (p, None)))
         .collect()
 }
 
@@ -1295,7 +1318,7 @@ mod tests {
         let mut covered = vec![false; 16];
         covered[7] = true;
         let all = vec![seed, old, one.clone(), two.clone(), same[0].clone(), same[1].clone(), unknown.clone()];
-        let picked = beyond_system_edges(all, &covered, Some(b"s"));
+        let picked: Vec<PathBuf> = beyond_system_edges(all, &covered, Some(b"s")).into_iter().map(|(p, _)| p).collect();
         // two reaches 3 and 4; one, same1 and same2 reach only 3: two of those.
         assert_eq!(picked, vec![two, one, same[0].clone(), unknown]);
     }
