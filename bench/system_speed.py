@@ -136,11 +136,13 @@ def run_roundtrip(prog, secs, work):
     def word():
         b = os.read(sr, 8)
         return struct.unpack("<II", b)[1]
-    assert word() == 0x54535301, "no hello from the forkserver"
+    assert word() == 0x54535302, "no hello from the forkserver (version 2)"
 
     def vec(b):
         return struct.pack("<Q", len(b)) + b
-    body = struct.pack("<Q", 1) + vec(str(prog).encode()) + struct.pack("<Q", 0) + vec(str(cwd).encode()) + vec(str(cwd / "stdin").encode())
+    # SysRun: argv, env, cwd, stdin, limits (cpu, address space, open files: none).
+    body = struct.pack("<Q", 1) + vec(str(prog).encode()) + struct.pack("<Q", 0) + vec(str(cwd).encode()) + \
+        vec(str(cwd / "stdin").encode()) + struct.pack("<QQQ", 0, 0, 0)
     msg = struct.pack("<I", len(body)) + body
     n, start = 0, time.time()
     while time.time() - start < secs:

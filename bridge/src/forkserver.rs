@@ -14,7 +14,7 @@ use std::os::unix::process::CommandExt as _;
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
-use trestle_abi::sysserver::{SysRun, CONTROL_FD, ENV_SYS_FORKSERVER, HELLO, STATUS_FD};
+use trestle_abi::sysserver::{ChildLimits, SysRun, CONTROL_FD, ENV_SYS_FORKSERVER, HELLO, STATUS_FD};
 
 /// How long a starting program has to say hello.
 const HELLO_WAIT: Duration = Duration::from_secs(10);
@@ -106,14 +106,15 @@ impl ForkServer {
     }
 
     /// Run `argv` in `cwd` with `stdin` and `env` on top of the server's environment,
-    /// within `timeout`.
-    pub fn run(&mut self, argv: &[&[u8]], env: &[(&[u8], &[u8])], cwd: &Path, stdin: &Path, timeout: Duration) -> RunEnd {
+    /// within `timeout`; the child sets `limits` on itself.
+    pub fn run(&mut self, argv: &[&[u8]], env: &[(&[u8], &[u8])], cwd: &Path, stdin: &Path, limits: ChildLimits, timeout: Duration) -> RunEnd {
         use std::io::Write as _;
         let req = SysRun {
             argv: argv.iter().map(|a| a.to_vec()).collect(),
             env: env.iter().map(|(k, v)| (k.to_vec(), v.to_vec())).collect(),
             cwd: cwd.as_os_str().as_bytes().to_vec(),
             stdin: stdin.as_os_str().as_bytes().to_vec(),
+            limits,
         };
         let body = bincode::serialize(&req).expect("plain data serialises");
         let mut frame = (body.len() as u32).to_le_bytes().to_vec();

@@ -853,6 +853,7 @@ pub fn run(args: &RunArgs) -> Result<Campaign> {
         no_forkserver: false,
         // Input-to-state on the system input, as AFL++'s -c: also in both modes.
         cmplog: true,
+        memory: if crate::sandbox::is_sanitizer_build(&s.program) { 0 } else { Limits::default().memory },
     })
     .context("starting the system-level fuzzer")?;
     // Validation and lifting, also in system-only mode: a system crash is reported

@@ -24,6 +24,7 @@ mod trim;
 
 use crate::binary::Binary;
 use crate::forkserver::ForkServer;
+use trestle_abi::sysserver::ChildLimits;
 use crate::sandbox::is_crash_signal;
 use crate::systest::{self, parse_duration, NamedTest};
 use anyhow::{bail, Context as _, Result};
@@ -212,11 +213,15 @@ pub struct SysExecutor<OT> {
     /// Say so when the program cannot serve (the main executor does; a second one
     /// for the same program need not).
     notice: bool,
+    /// Limits of every run (a forkserver child sets them on itself).
+    limits: ChildLimits,
 }
 
 impl<OT> SysExecutor<OT> {
-    fn new(program: &Path, timeout: Duration, env: Vec<(String, String)>, observers: OT, no_forkserver: bool) -> Result<Self> {
+    fn new(program: &Path, timeout: Duration, memory: u64, env: Vec<(String, String)>, observers: OT, no_forkserver: bool) -> Result<Self> {
+        let limits = ChildLimits { cpu_secs: crate::sandbox::cpu_limit(timeout), address_space: memory, open_files: 0 };
         Ok(SysExecutor {
+            limits,
             program: program.to_path_buf(),
             work: systest::scratch_dir("trestle-sysfuzz-")?,
             timeout,
@@ -332,7 +337,7 @@ impl<OT> SysExecutor<OT> {
         let env: Vec<(&[u8], &[u8])> = input.env.iter().map(|(k, v)| (k.as_bytes(), v.as_bytes())).collect();
         let cwd = std::path::absolute(dir)?;
         let stdin = std::path::absolute(stdin)?;
-        Ok(match server.run(&argv, &env, &cwd, &stdin, self.timeout) {
+        Ok(match server.run(&argv, &env, &cwd, &stdin, self.limits, self.timeout) {
             crate::forkserver::RunEnd::Status(status) => Some(if libc::WIFSIGNALED(status) && is_crash_signal(libc::WTERMSIG(status)) {
                 ExitKind::Crash
             } else {
@@ -350,6 +355,18 @@ impl<OT> SysExecutor<OT> {
     fn spawn(&mut self, input: &SysInput, dir: &Path, stdin_path: &Path) -> Result<ExitKind, libafl::Error> {
         let mut cmd = self.command();
         cmd.args(input.args.iter().map(|a| OsStr::from_bytes(a))).current_dir(dir).envs(&input.env).envs(self.env.iter().map(|(k, v)| (k, v)));
+        let limits = self.limits;
+        // SAFETY: setrlimit is async-signal-safe and touches only the child.
+        unsafe {
+            cmd.pre_exec(move || {
+                for (resource, value) in [(libc::RLIMIT_CPU, limits.cpu_secs), (libc::RLIMIT_AS, limits.address_space)] {
+                    if value > 0 {
+                        libc::setrlimit(resource, &libc::rlimit { rlim_cur: value, rlim_max: value });
+                    }
+                }
+                Ok(())
+            });
+        }
         let quiet = crate::launch::Capture { stdout: false, stderr: false };
         let ended = crate::launch::run_to_end(&mut cmd, stdin_path, quiet, self.timeout)
             .map_err(|e| libafl::Error::unknown(format!("cannot run program {}: {e:#}", self.program.display())))?;
@@ -1123,6 +1140,10 @@ pub struct SysFuzzConfig {
     /// Input-to-state replacement from the operands of the program's comparisons
     /// (one extra, tracing execution per picked queue entry).
     pub cmplog: bool,
+    /// Address-space limit of each run in bytes (0: none; sanitizer builds reserve
+    /// terabytes of shadow memory and take none). Each run also gets a CPU limit a
+    /// little under its time limit.
+    pub memory: u64,
 }
 
 /// What one slice of fuzzing did.
@@ -1212,7 +1233,7 @@ impl SysFuzzer {
             ("__AFL_SHM_ID".to_string(), edges_map.id().to_string()),
             ("AFL_MAP_SIZE".to_string(), MAP_SIZE.to_string()),
         ];
-        let executor = SysExecutor::new(&program, cfg.timeout, coverage_env.clone(), tuple_list!(edges_observer, time_observer), cfg.no_forkserver)?;
+        let executor = SysExecutor::new(&program, cfg.timeout, cfg.memory, coverage_env.clone(), tuple_list!(edges_observer, time_observer), cfg.no_forkserver)?;
         let stage = StdMutationalStage::with_max_iterations(
             sys_mutator(&cfg.dictionary),
             NonZeroUsize::new(EXECS_PER_PICK).expect("non-zero"),
@@ -1231,7 +1252,7 @@ impl SysFuzzer {
             // AFL++-sized segment.
             let observer = unsafe { CmpLogObserver::with_map_ptr("cmplog", map.as_mut_ptr() as *mut CmpLogMap, true) };
             cmp_map = Some(map);
-            let mut tracer = SysExecutor::new(&program, cfg.timeout * 2, env, tuple_list!(observer), cfg.no_forkserver)?;
+            let mut tracer = SysExecutor::new(&program, cfg.timeout * 2, cfg.memory, env, tuple_list!(observer), cfg.no_forkserver)?;
             tracer.notice = false;
             let i2s = StdMutationalStage::with_max_iterations(
                 // One to four replacements at a time (each scans the input).
@@ -1409,6 +1430,10 @@ pub struct SysFuzzArgs {
     /// to log the operands of the program's comparisons.
     #[arg(long)]
     pub no_cmplog: bool,
+    /// Address-space limit per execution, MiB (0: none; not applied to sanitizer
+    /// builds). Each execution also gets a CPU-time limit just under --timeout.
+    #[arg(long, default_value_t = 4096)]
+    pub memory_mb: u64,
 }
 
 /// What `trestle sysfuzz` did.
@@ -1451,6 +1476,7 @@ pub fn run(args: &SysFuzzArgs) -> Result<SysFuzzReport> {
         dictionary: if args.no_dict { Vec::new() } else { dictionary(&binary) },
         no_forkserver: args.no_forkserver,
         cmplog: !args.no_cmplog,
+        memory: if crate::sandbox::is_sanitizer_build(&binary.path) { 0 } else { args.memory_mb << 20 },
     };
     let n_seeds = cfg.seeds.len();
     let mut f = SysFuzzer::new(cfg)?;

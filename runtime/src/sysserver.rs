@@ -8,7 +8,7 @@
 //! already past and goes on.
 
 use std::sync::atomic::{AtomicBool, Ordering};
-use trestle_abi::sysserver::{SysRun, CONTROL_FD, ENV_SYS_FORKSERVER, HELLO, MAX_REQUEST, STATUS_FD};
+use trestle_abi::sysserver::{ChildLimits, SysRun, CONTROL_FD, ENV_SYS_FORKSERVER, HELLO, MAX_REQUEST, STATUS_FD};
 
 /// Set in a child (and in the server once it started): the hook must not serve again.
 static STARTED: AtomicBool = AtomicBool::new(false);
@@ -83,10 +83,11 @@ pub fn maybe_serve() {
         let env: Vec<(std::ffi::CString, std::ffi::CString)> = run.env.iter().map(|(k, v)| (c_string(k), c_string(v))).collect();
         let cwd = c_string(&run.cwd);
         let stdin = c_string(&run.stdin);
+        let limits = run.limits;
         // SAFETY: the server is single-threaded; the child only uses what is above.
         let pid = unsafe { libc::fork() };
         if pid == 0 {
-            child(&argv, &env, &cwd, &stdin);
+            child(&argv, &env, &cwd, &stdin, limits);
         }
         if pid < 0 || !write_word(STATUS_FD, pid.max(0) as u32) {
             // SAFETY: ends the server.
@@ -106,12 +107,22 @@ pub fn maybe_serve() {
     }
 }
 
-/// The child: take the request's directory, input and environment, run `main`.
-fn child(argv: &[std::ffi::CString], env: &[(std::ffi::CString, std::ffi::CString)], cwd: &std::ffi::CStr, stdin: &std::ffi::CStr) -> ! {
+/// The child: take the request's limits, directory, input and environment, run `main`.
+fn child(argv: &[std::ffi::CString], env: &[(std::ffi::CString, std::ffi::CString)], cwd: &std::ffi::CStr, stdin: &std::ffi::CStr, limits: ChildLimits) -> ! {
     // SAFETY: plain calls in a fresh, single-threaded child; `main` is the program's.
     unsafe {
         libc::close(CONTROL_FD);
         libc::close(STATUS_FD);
+        for (resource, value) in [
+            (libc::RLIMIT_CPU, limits.cpu_secs),
+            (libc::RLIMIT_AS, limits.address_space),
+            (libc::RLIMIT_NOFILE, limits.open_files),
+        ] {
+            if value > 0 {
+                let l = libc::rlimit { rlim_cur: value, rlim_max: value };
+                libc::setrlimit(resource, &l);
+            }
+        }
         // Its own process group: the host ends a hang with everything it started.
         libc::setpgid(0, 0);
         if libc::chdir(cwd.as_ptr()) != 0 {

@@ -1,13 +1,17 @@
 //! The system-test forkserver on a real program built with trestle-cc: every
 //! execution gets its own arguments, stdin, files and environment; crashes, hangs,
 //! `exit()` and a child that closes every descriptor are each one execution's end;
-//! the server survives thousands of executions that corrupt the heap; a program not
-//! built with trestle-cc is no server; a dead server is reported.
+//! the server survives thousands of executions that corrupt the heap; each child
+//! takes its request's resource limits, the server none; a program not built with
+//! trestle-cc is no server; a dead server is reported.
 
 use std::path::Path;
 use std::time::{Duration, Instant};
+use trestle_abi::sysserver::ChildLimits;
 use trestle_bridge::forkserver::{ForkServer, RunEnd};
 use trestle_tests::*;
+
+const NONE: ChildLimits = ChildLimits { cpu_secs: 0, address_space: 0, open_files: 0 };
 
 const PROGRAM: &str = r#"
 #include <signal.h>
@@ -22,6 +26,14 @@ int main(int argc, char **argv) {
     if (!strcmp(what, "crash")) { volatile int *p = 0; *p = 1; }
     if (!strcmp(what, "hang")) for (;;) pause();
     if (!strcmp(what, "exit")) exit(7);
+    if (!strcmp(what, "hog")) {   /* 1 GiB: refused under a 256 MiB address-space limit */
+        char *p = malloc(1u << 30);
+        if (!p) return 12;
+        memset(p, 1, 1u << 30);
+        free(p);
+        return 0;
+    }
+    if (!strcmp(what, "spin")) for (volatile unsigned long i = 0;; i++) {}
     if (!strcmp(what, "closefds")) { for (int fd = 0; fd < 1024; fd++) close(fd); return 0; }
     if (!strcmp(what, "corrupt")) {
         char *a = malloc(32), *b = malloc(32);
@@ -81,7 +93,7 @@ fn every_execution_sees_its_own_arguments_stdin_files_and_environment() {
         let arg = format!("arg{k}");
         let mode = format!("m{k}");
         let env: Vec<(&[u8], &[u8])> = if k == 1 { vec![] } else { vec![(b"KV_MODE", mode.as_bytes())] };
-        let end = fs.run(&[name, arg.as_bytes(), b"in.txt"], &env, &cwd, &stdin, Duration::from_secs(5));
+        let end = fs.run(&[name, arg.as_bytes(), b"in.txt"], &env, &cwd, &stdin, NONE, Duration::from_secs(5));
         assert_eq!(exit_code(end), Some(3), "{end:?}");
         let seen = std::fs::read_to_string(cwd.join("seen.txt")).unwrap();
         let env_seen = if k == 1 { "(unset)".to_owned() } else { mode.clone() };
@@ -99,7 +111,7 @@ fn crashes_hangs_exits_and_closed_descriptors_end_one_execution_only() {
     let stdin = dir.path().join("stdin");
     std::fs::write(&stdin, "x\n").unwrap();
     let cwd = dir.path();
-    let run = |fs: &mut ForkServer, what: &[u8], t: u64| fs.run(&[name, what], &[], cwd, &stdin, Duration::from_secs(t));
+    let run = |fs: &mut ForkServer, what: &[u8], t: u64| fs.run(&[name, what], &[], cwd, &stdin, NONE, Duration::from_secs(t));
     assert_eq!(signal(run(&mut fs, b"crash", 5)), Some(libc::SIGSEGV));
     let t = Instant::now();
     assert_eq!(run(&mut fs, b"hang", 1), RunEnd::Timeout);
@@ -120,11 +132,11 @@ fn the_server_survives_ten_thousand_executions_that_corrupt_the_heap() {
     std::fs::write(&stdin, "").unwrap();
     let mut ends = std::collections::BTreeMap::new();
     for _ in 0..10_000 {
-        let end = fs.run(&[name, b"corrupt"], &[], dir.path(), &stdin, Duration::from_secs(5));
+        let end = fs.run(&[name, b"corrupt"], &[], dir.path(), &stdin, NONE, Duration::from_secs(5));
         assert_ne!(end, RunEnd::ServerDied);
         *ends.entry(format!("{:?}", signal(end).map_or("exit".to_owned(), |s| format!("signal {s}")))).or_insert(0) += 1;
     }
-    assert_eq!(exit_code(fs.run(&[name, b"plain"], &[], dir.path(), &stdin, Duration::from_secs(5))), Some(3), "{ends:?}");
+    assert_eq!(exit_code(fs.run(&[name, b"plain"], &[], dir.path(), &stdin, NONE, Duration::from_secs(5))), Some(3), "{ends:?}");
 }
 
 #[test]
@@ -148,5 +160,26 @@ fn a_plain_program_is_no_server_and_a_dead_server_is_reported() {
     let stdin = dir.path().join("stdin");
     std::fs::write(&stdin, "").unwrap();
     let name = prog.as_os_str().as_encoded_bytes();
-    assert_eq!(fs.run(&[name], &[], dir.path(), &stdin, Duration::from_secs(5)), RunEnd::ServerDied);
+    assert_eq!(fs.run(&[name], &[], dir.path(), &stdin, NONE, Duration::from_secs(5)), RunEnd::ServerDied);
+}
+
+#[test]
+fn each_child_takes_its_own_limits_and_the_server_none() {
+    let dir = tempfile::tempdir().unwrap();
+    let prog = build_c(dir.path(), "served", PROGRAM, "-O1");
+    let mut fs = server(&prog);
+    let name = prog.as_os_str().as_encoded_bytes();
+    let stdin = dir.path().join("stdin");
+    std::fs::write(&stdin, "").unwrap();
+    let small = ChildLimits { cpu_secs: 1, address_space: 256 << 20, open_files: 0 };
+    // Memory: the allocation fails under the limit, succeeds without it.
+    assert_eq!(exit_code(fs.run(&[name, b"hog"], &[], dir.path(), &stdin, small, Duration::from_secs(10))), Some(12));
+    assert_eq!(exit_code(fs.run(&[name, b"hog"], &[], dir.path(), &stdin, NONE, Duration::from_secs(10))), Some(0));
+    // CPU: a spinning child is stopped by its own limit (SIGXCPU) before the wall-clock one.
+    let t = Instant::now();
+    let end = fs.run(&[name, b"spin"], &[], dir.path(), &stdin, small, Duration::from_secs(20));
+    assert!(matches!(end, RunEnd::Status(s) if libc::WIFSIGNALED(s) && [libc::SIGXCPU, libc::SIGKILL].contains(&libc::WTERMSIG(s))), "{end:?}");
+    assert!(t.elapsed() < Duration::from_secs(5), "{:?}", t.elapsed());
+    // The server itself kept no limit: it goes on serving.
+    assert_eq!(exit_code(fs.run(&[name, b"plain"], &[], dir.path(), &stdin, NONE, Duration::from_secs(5))), Some(3));
 }

@@ -22,8 +22,9 @@ pub const ENV_SYS_FORKSERVER: &str = "TRESTLE_SYS_FORKSERVER";
 pub const CONTROL_FD: i32 = 198;
 /// Descriptor the server writes its hello, pids and statuses to.
 pub const STATUS_FD: i32 = 199;
-/// First word the server writes: it is there, and speaks this version.
-pub const HELLO: u32 = 0x5453_5301;
+/// First word the server writes: it is there, and speaks this version (2: requests
+/// carry [`ChildLimits`]).
+pub const HELLO: u32 = 0x5453_5302;
 /// Largest request the server accepts.
 pub const MAX_REQUEST: u32 = 16 << 20;
 
@@ -38,4 +39,18 @@ pub struct SysRun {
     pub cwd: Vec<u8>,
     /// A file to open as standard input (absolute).
     pub stdin: Vec<u8>,
+    /// Resource limits the child sets on itself before `main`.
+    pub limits: ChildLimits,
+}
+
+/// Resource limits of one child (0: none). The server, which only forks and waits,
+/// runs without them.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ChildLimits {
+    /// CPU seconds (RLIMIT_CPU).
+    pub cpu_secs: u64,
+    /// Address space in bytes (RLIMIT_AS).
+    pub address_space: u64,
+    /// Open descriptors (RLIMIT_NOFILE).
+    pub open_files: u64,
 }
