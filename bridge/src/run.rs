@@ -177,6 +177,12 @@ struct Pick {
     value_hashes: Vec<u64>,
 }
 
+/// One pick in this many goes to a function never fuzzed, whatever its coverage.
+const EXPLORE_EVERY: usize = 3;
+
+/// Added to the score of a changed function not fuzzed yet: above any other.
+const CHANGED_FIRST: f64 = 1e12;
+
 /// How much a unit's parameters promise, between its function's units: more input
 /// covered and more kinds of parameter, with streams and numbers above the rest.
 fn unit_weight(row: &crate::units::UnitRow) -> f64 {
@@ -556,6 +562,8 @@ impl Runner {
     ///
     /// Functions are ranked by the code still uncovered in them and (at a fifth) in
     /// what they call, less each time they were fuzzed; changed functions come first.
+    /// Every [`EXPLORE_EVERY`]th pick goes to a function not fuzzed yet, larger first,
+    /// whatever its coverage: a buffer overflow in code the seeds run is no less a bug.
     /// Among the units of a function, those whose parameters cover more of the input
     /// and more kinds (streams and numbers above all) come first, and a unit whose
     /// parameter values all occur in a unit of the function already fuzzed is skipped.
@@ -601,7 +609,16 @@ impl Runner {
                     + 0.1
             })
         };
+        // Every third pick explores: a function never fuzzed, covered or not (memory
+        // errors hide in code the system tests already run), larger ones first.
+        let explore = self.c.fuzzed.len() % EXPLORE_EVERY == EXPLORE_EVERY - 1;
+        let spans: HashMap<u64, f64> = if explore {
+            function_lines(&self.binary).into_iter().map(|(id, (_, start, end))| (id, end.saturating_sub(start).min(200) as f64)).collect()
+        } else {
+            HashMap::new()
+        };
         let mut best: Option<(f64, Pick)> = None;
+        let mut best_new: Option<(f64, Pick)> = None;
         for dir in &self.c.unit_dirs {
             let Ok(bytes) = std::fs::read(dir.join(UNIT_INDEX)) else { continue };
             let Ok(index) = serde_json::from_slice::<UnitIndex>(&bytes) else { continue };
@@ -626,7 +643,19 @@ impl Runner {
                 let mut score = reach / (1.0 + 2.0 * n) * unit_weight(row);
                 let changed = s.changed.contains(&row.function) && n == 0.0;
                 if changed {
-                    score += 1e12;
+                    score += CHANGED_FIRST;
+                }
+                if explore && n == 0.0 {
+                    let span = spans.get(&id).copied().unwrap_or(0.0);
+                    let score = unit_weight(row) * (1.0 + span / 20.0);
+                    if best_new.as_ref().is_none_or(|b| score > b.0) {
+                        let reason = format!(
+                            "exploring (one pick in {EXPLORE_EVERY}): a function not fuzzed before, {span:.0} source line(s), {reach:.1} {measure} in reach; parameters: {} covering {} input byte(s)",
+                            if row.param_kinds.is_empty() { format!("{}", row.params) } else { row.param_kinds.join(", ") },
+                            row.input_bytes
+                        );
+                        best_new = Some((score, Pick { path: path.clone(), function: row.function.clone(), reason, value_hashes: row.value_hashes.clone() }));
+                    }
                 }
                 if best.as_ref().is_none_or(|b| score > b.0) {
                     let reason = format!(
@@ -639,7 +668,11 @@ impl Runner {
                 }
             }
         }
-        best.map(|(_, p)| p)
+        // A changed function not fuzzed yet still comes first.
+        match (best, best_new) {
+            (Some(b), _) if b.0 >= CHANGED_FIRST => Some(b.1),
+            (b, n) => n.or(b).map(|(_, p)| p),
+        }
     }
 
     fn unit_round(&mut self) -> Result<bool> {
