@@ -408,7 +408,7 @@ fn c_type(kind: ValueKind) -> Option<&'static str> {
         ValueKind::Float => "float",
         ValueKind::Double => "double",
         ValueKind::Ptr => "void *",
-        ValueKind::Unsupported => return None,
+        ValueKind::Aggregate(_) | ValueKind::Word | ValueKind::Unsupported => return None,
     })
 }
 
@@ -559,7 +559,7 @@ impl<'a> Gen<'a> {
         }
         if let Some((m, _)) = &meta {
             if m.variadic {
-                self.errors.push(format!("{name} is variadic: the recording has no values for its variable arguments"));
+                self.errors.push(format!("{name} is variadic: a C prototype cannot pass its recorded variable argument words"));
             } else if !m.replayable && m.ret != ValueKind::Unsupported && self.errors.is_empty() {
                 // Neither a parameter nor the return value is the cause: an attribute is.
                 self.errors.push(format!("{name} cannot be called from C as recorded (the pass gave it no replay thunk)"));

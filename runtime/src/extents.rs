@@ -45,6 +45,9 @@ pub struct ExtentMap {
     heap: BTreeMap<usize, (usize, ExtentKind)>,
     stack: Vec<StackExt>,
     funcs: HashMap<usize, u64>,
+    /// A returned aggregate's copy, while the post-state is walked: it lies in a frame
+    /// whose stale stack extents (the optimiser shares stack slots) it must shadow.
+    ret_copy: Option<(usize, usize)>,
     next_stack_seq: u64,
     lo: usize,
     hi: usize,
@@ -103,6 +106,15 @@ impl ExtentMap {
         self.heap.remove(&start);
     }
 
+    /// Make `[start, start + len)` a stack extent that shadows every other until
+    /// called with `None`: a returned aggregate's copy.
+    pub fn set_return_copy(&mut self, copy: Option<(usize, usize)>) {
+        self.ret_copy = copy;
+        if let Some((start, len)) = copy {
+            self.widen(start, len);
+        }
+    }
+
     /// Drop stack extents below `marker`: their frames have returned.
     pub fn purge_stack_below(&mut self, marker: usize) {
         while let Some(last) = self.stack.last() {
@@ -158,6 +170,11 @@ impl ExtentMap {
     }
 
     fn find_containing(&self, addr: usize, stack_cutoff: u64) -> Option<Found> {
+        if let Some((start, len)) = self.ret_copy {
+            if (start..start + len).contains(&addr) {
+                return Some(Found { start, len, kind: ExtentKind::Stack });
+            }
+        }
         // Stack.
         let pos = self.stack.partition_point(|e| e.start > addr);
         if let Some(e) = self.stack.get(pos) {

@@ -293,10 +293,14 @@ impl Runtime {
         let argv = args
             .iter()
             .zip(&meta.params)
-            .map(|(&a, p)| if p.kind == ValueKind::Ptr { w.value_of(a) } else { Value::Bits(a) })
+            .map(|(&a, p)| match p.kind {
+                ValueKind::Ptr | ValueKind::Word => w.value_of(a),
+                _ => Value::Bits(a),
+            })
             .collect();
         let retv = match (ret, meta.ret) {
-            (Some(r), ValueKind::Ptr) => w.value_of(r),
+            // An aggregate's copy is registered by `post_state`.
+            (Some(r), ValueKind::Ptr | ValueKind::Aggregate(_)) => w.value_of(r),
             (Some(r), _) => Value::Bits(r),
             (None, _) => Value::Bits(0),
         };
@@ -308,7 +312,15 @@ impl Runtime {
     }
 
     fn post_state(&mut self, frame: &OpenFrame, ret: Option<u64>) -> State {
+        // A returned aggregate (in the returning frame, or in the replay's slots) is an
+        // extent for the length of this walk: its bytes and pointers are compared.
+        let aggregate = match (ret, self.program.functions[frame.fn_idx].ret) {
+            (Some(r), ValueKind::Aggregate(size)) => Some((r as usize, size as usize)),
+            _ => None,
+        };
+        self.extents.set_return_copy(aggregate);
         let (_, ret, graph, streams) = self.walk(frame.fn_idx, &frame.args, ret, frame.stack_seq);
+        self.extents.set_return_copy(None);
         if graph.partial {
             self.stats.partial += 1;
         }

@@ -144,3 +144,159 @@ fn a_crashing_subject_keeps_every_record_written_before_the_crash() {
         "exactly the call on \"crash\" crashed: {shown:#?}"
     );
 }
+
+/// Record → carve → replay of a one-file C subject at -O2 on the given seed tests;
+/// returns the replay summary and the unit index.
+fn carve_c(name: &str, source: &str, seeds: &[(&str, Value)]) -> (Value, Value, tempfile::TempDir) {
+    let dir = tempfile::tempdir().unwrap();
+    let prog = build_c(dir.path(), name, source, "-O2");
+    let seed_dir = dir.path().join("seeds");
+    for (test, json) in seeds {
+        write_test(&seed_dir, test, json);
+    }
+    let (summary, index) = pipeline(&prog, &seed_dir, dir.path());
+    (summary, index, dir)
+}
+
+/// The functions whose units replayed unfaithfully, with the first difference.
+fn unfaithful(summary: &Value) -> Vec<(String, String)> {
+    summary["failures"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| (f["function"].as_str().unwrap().to_owned(), f["verdict"].to_string()))
+        .collect()
+}
+
+fn units_of(index: &Value, function: &str) -> usize {
+    index["units"].as_array().unwrap().iter().filter(|r| r["function"] == function).count()
+}
+
+const STRUCT_RETURNS: &str = r#"
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+typedef struct { int tag; char *text; } item;          /* 16 bytes: two registers */
+typedef struct { double re, im; } cplx;                /* two SSE registers */
+typedef struct { long a, b, c; char name[16]; } big;   /* 40 bytes: returned through sret */
+typedef struct { long pid; const char *who; } stamp;
+static item make_item(const char *s, size_t len) {
+    item it;
+    it.tag = (int)len;
+    it.text = malloc(len + 1);
+    memcpy(it.text, s, len);
+    it.text[len] = 0;
+    return it;
+}
+static cplx mul(cplx x, cplx y) {
+    cplx z = { x.re * y.re - x.im * y.im, x.re * y.im + x.im * y.re };
+    return z;
+}
+static big describe(const item *it) {
+    big b;
+    memset(&b, 0, sizeof b);
+    b.a = it->tag;
+    b.b = it->text[0];
+    b.c = (long)strlen(it->text) * 3;
+    strncpy(b.name, it->text, sizeof b.name - 1);
+    return b;
+}
+/* Differs in every process: its replay must not be judged faithful. */
+static stamp stamp_now(const char *who) {
+    stamp s = { (long)getpid(), who };
+    return s;
+}
+int main(int argc, char **argv) {
+    for (int i = 1; i < argc; i++) {
+        item it = make_item(argv[i], strlen(argv[i]));
+        big b = describe(&it);
+        cplx z = mul((cplx){ (double)b.a, (double)b.b }, (cplx){ 1.5, -2.0 });
+        printf("%s %ld %ld %g %g\n", b.name, b.c, (long)it.tag, z.re, z.im);
+        free(it.text);
+    }
+    stamp s = stamp_now(argv[0]);
+    printf("%d\n", s.pid > 0);
+    return 0;
+}
+"#;
+
+#[test]
+fn functions_returning_structs_by_value_are_carved_and_replayed() {
+    let (summary, index, _dir) = carve_c(
+        "structret",
+        STRUCT_RETURNS,
+        &[("words", json!({"args": ["alpha", "be", "gamma-delta"]})), ("one", json!({"args": ["x"]}))],
+    );
+    let not_carved = index["not_carved"].as_array().unwrap();
+    assert!(not_carved.is_empty(), "called but not carved: {not_carved:?}");
+    for f in ["make_item", "mul", "describe", "stamp_now"] {
+        assert!(units_of(&index, f) > 0, "no unit of {f}: {:#}", index["units"]);
+    }
+    // Every replay is faithful but the one whose result holds the process id.
+    let bad = unfaithful(&summary);
+    assert!(bad.iter().all(|(f, _)| f == "stamp_now"), "{bad:#?}");
+    assert!(bad.iter().any(|(f, _)| f == "stamp_now"), "a changed return struct must be seen: {summary:#}");
+}
+
+const VARIADIC: &str = r#"
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+static int errors;
+static char last[128];
+/* The error reporter of bc and dc: a format and its arguments. */
+static void report(const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(last, sizeof last, fmt, ap);
+    va_end(ap);
+    errors++;
+    fprintf(stderr, "error: %s\n", last);
+}
+/* More arguments than registers: the rest comes on the stack. */
+static long sum(int n, ...) {
+    va_list ap;
+    va_start(ap, n);
+    long s = 0;
+    for (int i = 0; i < n; i++) s += va_arg(ap, long) * (i + 1);
+    va_end(ap);
+    return s;
+}
+static double mean(int n, ...) {
+    va_list ap;
+    va_start(ap, n);
+    double s = 0;
+    for (int i = 0; i < n; i++) s += va_arg(ap, double);
+    va_end(ap);
+    return n ? s / n : 0;
+}
+int main(int argc, char **argv) {
+    long total = 0;
+    for (int i = 1; i < argc; i++) {
+        char *end;
+        long v = strtol(argv[i], &end, 10);
+        if (*end) report("not a number: %s (argument %d of %d)", argv[i], i, argc - 1);
+        else total += v;
+    }
+    long s = sum(9, total, 2L, 3L, 4L, 5L, 6L, 7L, 8L, (long)argc);
+    double m = mean(3, (double)total, 2.5, (double)argc);
+    printf("%ld %ld %g %d %s\n", total, s, m, errors, last);
+    return errors != 0;
+}
+"#;
+
+#[test]
+fn variadic_functions_are_carved_and_replayed() {
+    let (summary, index, _dir) = carve_c(
+        "variadic",
+        VARIADIC,
+        &[("numbers", json!({"args": ["1", "22", "333"]})), ("words", json!({"args": ["7", "seven", "x9"]}))],
+    );
+    let not_carved = index["not_carved"].as_array().unwrap();
+    assert!(not_carved.is_empty(), "called but not carved: {not_carved:?}");
+    for f in ["report", "sum", "mean"] {
+        assert!(units_of(&index, f) > 0, "no unit of {f}: {:#}", index["units"]);
+    }
+    assert_eq!(summary["faithful"], summary["units"], "{summary:#}");
+}
