@@ -646,6 +646,8 @@ impl<'a> Gen<'a> {
                 ExtentKind::Heap => self.array(i, e, "heap"),
                 ExtentKind::Stack => self.array(i, e, "stack"),
                 ExtentKind::Arg => self.array(i, e, "argv/envp"),
+                // Never read or freed again by a correct program: any storage will do.
+                ExtentKind::Freed => self.array(i, e, "freed heap, pointed at by a stale pointer"),
             }
         }
         if !unused.is_empty() {

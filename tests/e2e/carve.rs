@@ -300,3 +300,98 @@ fn variadic_functions_are_carved_and_replayed() {
     }
     assert_eq!(summary["faithful"], summary["units"], "{summary:#}");
 }
+
+const FREE_LIST: &str = r#"
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+/* bc's number cache: a freed number keeps its (dangling) digit pointer and goes on
+   a free list, from which the next number is taken. */
+struct num { int refs; int len; struct num *next; char *digits; char *value; };
+static struct num *free_list;
+static struct num *new_num(int len) {
+    struct num *n;
+    if (free_list) {
+        n = free_list;
+        free_list = n->next;
+    } else {
+        n = malloc(sizeof *n);
+    }
+    n->refs = 1;
+    n->len = len;
+    n->digits = malloc(len);
+    memset(n->digits, '0', len);
+    n->value = n->digits;
+    return n;
+}
+static void free_num(struct num **p) {
+    if (!*p) return;
+    if (--(*p)->refs == 0) {
+        free((*p)->digits);
+        (*p)->next = free_list;
+        free_list = *p;
+    }
+    *p = NULL;
+}
+static struct num *parse(const char *s) {
+    int len = (int)strlen(s);
+    struct num *n = new_num(len);
+    for (int i = 0; i < len; i++) n->digits[len - 1 - i] = (s[i] >= '0' && s[i] <= '9') ? s[i] : '0';
+    return n;
+}
+static struct num *add(struct num *a, struct num *b) {
+    int len = (a->len > b->len ? a->len : b->len) + 1;
+    struct num *r = new_num(len);
+    int carry = 0;
+    for (int i = 0; i < len; i++) {
+        int d = carry + (i < a->len ? a->digits[i] - '0' : 0) + (i < b->len ? b->digits[i] - '0' : 0);
+        r->digits[i] = (char)('0' + d % 10);
+        carry = d / 10;
+    }
+    return r;
+}
+static void print_num(const struct num *n) {
+    int i = n->len - 1;
+    while (i > 0 && n->digits[i] == '0') i--;
+    for (; i >= 0; i--) putchar(n->digits[i]);
+    putchar('\n');
+}
+/* Reads a freed number's digits: what it sees is not part of any context, so its
+   replay must not be judged faithful. */
+static int stale_digit(const struct num *n) {
+    return n && n->digits ? *(volatile char *)n->digits : -1;
+}
+int main(int argc, char **argv) {
+    struct num *sum = new_num(1);
+    for (int i = 1; i < argc; i++) {
+        struct num *x = parse(argv[i]);
+        struct num *s = add(sum, x);
+        free_num(&x);
+        free_num(&sum);
+        sum = s;
+        print_num(sum);
+    }
+    print_num(sum);
+    free_num(&sum);
+    printf("%d\n", stale_digit(free_list));
+    return 0;
+}
+"#;
+
+#[test]
+fn numbers_on_a_free_list_keep_their_dangling_pointers_faithfully() {
+    let (summary, index, _dir) = carve_c(
+        "freelist",
+        FREE_LIST,
+        &[
+            ("sum", json!({"args": ["12", "989", "5", "70001", "3", "44"]})),
+            ("big", json!({"args": ["99999999", "1", "123456789012345", "7"]})),
+        ],
+    );
+    for f in ["new_num", "free_num", "add", "parse", "print_num", "stale_digit"] {
+        assert!(units_of(&index, f) > 0, "no unit of {f}: {:#}", index["units"]);
+    }
+    let bad = unfaithful(&summary);
+    assert!(bad.iter().all(|(f, _)| f == "stale_digit"), "{bad:#?}");
+    assert!(bad.iter().any(|(f, _)| f == "stale_digit"), "a read of freed memory must not replay faithfully: {summary:#}");
+}

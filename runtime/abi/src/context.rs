@@ -48,6 +48,11 @@ pub enum ExtentKind {
     Arg,
     /// A C library `FILE` object; [`Graph::files`] says which file it had open.
     File,
+    /// Heap memory the program has freed, still pointed at (a cache's stale pointer,
+    /// say). While recording and replaying, freed blocks are held back from reuse, so
+    /// a stale pointer keeps meaning "freed" instead of aliasing a newer allocation.
+    /// Compared as a pointer target only: its bytes are not recorded or restored.
+    Freed,
 }
 
 /// The open file behind a [`ExtentKind::File`] extent, so a replay can open the same
@@ -257,6 +262,7 @@ pub fn diff_graphs(a: &Graph, b: &Graph) -> Option<String> {
         let same_kind = match (x.kind, y.kind) {
             (ExtentKind::Global { id: p, .. }, ExtentKind::Global { id: q, .. }) => p == q,
             (ExtentKind::Global { .. }, _) | (_, ExtentKind::Global { .. }) => false,
+            (ExtentKind::Freed, k) | (k, ExtentKind::Freed) => k == ExtentKind::Freed,
             _ => true,
         };
         if !same_kind {
@@ -315,6 +321,14 @@ mod tests {
         assert_eq!(diff_states(&a, &b), None);
         b.graph.extents[0].bytes = Some(b"abd".to_vec());
         assert!(diff_states(&a, &b).unwrap().contains("byte 2"));
+    }
+
+    #[test]
+    fn a_pointer_to_freed_memory_differs_from_one_to_live_memory() {
+        let freed = Extent { kind: ExtentKind::Freed, bytes: None, ..heap(&[0; 8]) };
+        let g = |e| Graph { extents: vec![e], ..Graph::default() };
+        assert_eq!(diff_graphs(&g(freed.clone()), &g(freed.clone())), None);
+        assert!(diff_graphs(&g(freed), &g(heap(&[0; 8]))).unwrap().contains("Freed recorded, Heap in replay"));
     }
 
     #[test]
