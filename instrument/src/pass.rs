@@ -150,6 +150,8 @@ struct Analysis<'ctx> {
     globals: Vec<(GlobalValue<'ctx>, GlobalMeta)>,
     /// Functions to instrument, with their metadata.
     functions: Vec<(FunctionValue<'ctx>, FnMeta)>,
+    /// Ids of declared functions whose address this module takes.
+    address_taken: Vec<u64>,
 }
 
 /// Instrument `module` in place. See the module documentation for what is inserted.
@@ -299,10 +301,18 @@ fn analyse<'ctx>(module: &Module<'ctx>, td: &TargetData) -> Analysis<'ctx> {
     }
 
     let mut functions = Vec::new();
+    let mut address_taken_elsewhere = Vec::new();
     let mut f = module.get_first_function();
     while let Some(fv) = f {
         f = fv.get_next_function();
         let name = cstr(fv.get_name());
+        if fv.count_basic_blocks() == 0
+            && !name.starts_with("llvm.")
+            && !name.starts_with("__trestle")
+            && address_taken(fv)
+        {
+            address_taken_elsewhere.push(symbol_id(&module_name, &name, is_local(fv.get_linkage())));
+        }
         if fv.count_basic_blocks() == 0
             || name.starts_with("llvm.")
             || name.starts_with("__trestle")
@@ -314,7 +324,7 @@ fn analyse<'ctx>(module: &Module<'ctx>, td: &TargetData) -> Analysis<'ctx> {
         let meta = function_meta(&module_name, fv, name, &global_ids, td, sysv_x86_64);
         functions.push((fv, meta));
     }
-    Analysis { module_name, globals, functions }
+    Analysis { module_name, globals, functions, address_taken: address_taken_elsewhere }
 }
 
 fn function_meta(
@@ -1180,6 +1190,7 @@ fn emit_tables<'ctx>(
         module: analysis.module_name.clone(),
         functions: analysis.functions.iter().map(|(_, m)| m.clone()).collect(),
         globals: analysis.globals.iter().map(|(_, m)| m.clone()).collect(),
+        address_taken: analysis.address_taken.clone(),
     };
     let blob = encode_module_meta(&meta);
     let blob_val = ctx.const_string(&blob, false);

@@ -395,3 +395,77 @@ fn numbers_on_a_free_list_keep_their_dangling_pointers_faithfully() {
     assert!(bad.iter().all(|(f, _)| f == "stale_digit"), "{bad:#?}");
     assert!(bad.iter().any(|(f, _)| f == "stale_digit"), "a read of freed memory must not replay faithfully: {summary:#}");
 }
+
+/// dc's numeric.c: the operations and the constant they copy.
+const CALLBACKS_NUMERIC: &str = r#"
+#include <stdlib.h>
+struct num { int refs; long v; };
+struct num *zero;   /* set once at start-up; the operations copy it */
+void init_numbers(void) {
+    zero = calloc(1, sizeof *zero);
+    zero->refs = 1;
+}
+static struct num *copy_num(struct num *n) {
+    n->refs++;
+    return n;
+}
+int add_nums(long a, long b, long *out) {
+    struct num *z = copy_num(zero);
+    *out = a + b + z->v;
+    z->refs--;
+    return 0;
+}
+int mul_nums(long a, long b, long *out) {
+    struct num *z = copy_num(zero);
+    *out = a * b + z->v;
+    z->refs--;
+    return 0;
+}
+"#;
+
+/// dc's eval.c and stack.c: the operations are passed by address, from another file.
+const CALLBACKS_EVAL: &str = r#"
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+void init_numbers(void);
+int add_nums(long, long, long *);
+int mul_nums(long, long, long *);
+static long stack[16];
+static int top;
+void binop(int (*op)(long, long, long *)) {
+    long r;
+    if (top < 2) return;
+    if (op(stack[top - 2], stack[top - 1], &r) == 0) {
+        top--;
+        stack[top - 1] = r;
+    }
+}
+int main(int argc, char **argv) {
+    init_numbers();
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "+") == 0) binop(add_nums);
+        else if (strcmp(argv[i], "*") == 0) binop(mul_nums);
+        else if (top < 16) stack[top++] = atol(argv[i]);
+    }
+    printf("%ld\n", top ? stack[top - 1] : 0);
+    return 0;
+}
+"#;
+
+#[test]
+fn a_callback_defined_in_another_file_brings_its_globals_into_the_context() {
+    let dir = tempfile::tempdir().unwrap();
+    let src = dir.path().join("src");
+    std::fs::create_dir_all(&src).unwrap();
+    std::fs::write(src.join("numeric.c"), CALLBACKS_NUMERIC).unwrap();
+    std::fs::write(src.join("eval.c"), CALLBACKS_EVAL).unwrap();
+    let prog = dir.path().join("calc");
+    build_subject(&src, "-O2", &prog);
+    let seeds = dir.path().join("seeds");
+    write_test(&seeds, "rpn", &json!({"args": ["2", "3", "+", "4", "*", "10", "+"]}));
+    let (summary, index) = pipeline(&prog, &seeds, dir.path());
+    assert!(units_of(&index, "binop") > 0, "{:#}", index["units"]);
+    // Without `zero` in binop's context, add_nums would read a null pointer.
+    assert_eq!(summary["faithful"], summary["units"], "{summary:#}");
+}

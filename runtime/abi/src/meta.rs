@@ -180,6 +180,10 @@ pub struct ModuleMeta {
     pub functions: Vec<FnMeta>,
     /// Defined globals.
     pub globals: Vec<GlobalMeta>,
+    /// Ids of functions defined elsewhere whose address this module takes (dc's
+    /// eval.c passes `dc_add`, defined in numeric.c, to `dc_binop`): the defining
+    /// module cannot see that use, and a call through a pointer may reach them.
+    pub address_taken: Vec<u64>,
 }
 
 /// Frame a module's metadata for [`SECTION_META`]: magic, version, length, bincode.
