@@ -772,6 +772,15 @@ impl<'a> Gen<'a> {
         for (category, name) in &ctx.locale {
             let _ = writeln!(self.setup, "    setlocale({}, {});", locale_category(*category), c_string(name.as_bytes()));
         }
+        for &(fd, mode, size) in &ctx.stdio_modes {
+            let stream = ["stdin", "stdout", "stderr"].get(fd as usize).copied().unwrap_or("stdout");
+            let mode = match mode {
+                libc::_IOLBF => "_IOLBF",
+                libc::_IONBF => "_IONBF",
+                _ => "_IOFBF",
+            };
+            let _ = writeln!(self.setup, "    setvbuf({stream}, NULL, {mode}, {size});");
+        }
         for f in &ctx.fds {
             match &f.path {
                 Some(path) => {
@@ -1230,7 +1239,7 @@ mod tests {
     }
 
     fn context(extents: Vec<Extent>, args: Vec<Value>) -> Context {
-        Context { fn_id: 1, args, graph: Graph { extents, ..Graph::default() }, locale: vec![], fds: vec![], streams: vec![] }
+        Context { fn_id: 1, args, graph: Graph { extents, ..Graph::default() }, locale: vec![], stdio_modes: vec![], fds: vec![], streams: vec![] }
     }
 
     #[test]

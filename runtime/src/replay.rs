@@ -192,6 +192,12 @@ pub(crate) fn set_up(rt: &mut crate::Runtime, binary_id: u64, ctx: &Context) -> 
         // SAFETY: plain setlocale with a NUL-terminated name.
         unsafe { libc::setlocale(*category, c.as_ptr()) };
     }
+    for &(fd, mode, size) in &ctx.stdio_modes {
+        if let Some(fp) = crate::files::std_stream(fd) {
+            // SAFETY: a standard stream, no buffer of ours: as the recording called it.
+            unsafe { libc::setvbuf(fp, std::ptr::null_mut(), mode, size as usize) };
+        }
+    }
     let addrs = restore(rt, ctx)?;
     let mut slots = Vec::with_capacity(nparams.max(1));
     for a in &ctx.args {

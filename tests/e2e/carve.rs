@@ -469,3 +469,31 @@ fn a_callback_defined_in_another_file_brings_its_globals_into_the_context() {
     // Without `zero` in binop's context, add_nums would read a null pointer.
     assert_eq!(summary["faithful"], summary["units"], "{summary:#}");
 }
+
+/// bc's main makes stdout line-buffered; its scanner picks stdout up on first use.
+const LINE_BUFFERED: &str = r#"
+#include <stdio.h>
+#include <string.h>
+static FILE *out;
+static int echo(const char *word) {
+    if (!out) out = stdout;   /* first call: stdout is not in the context yet */
+    fputs(word, out);
+    fputc(strlen(word) > 3 ? '\n' : ' ', out);
+    return (int)strlen(word);
+}
+int main(int argc, char **argv) {
+    setvbuf(stdout, NULL, _IOLBF, 0);
+    int n = 0;
+    for (int i = 1; i < argc; i++) n += echo(argv[i]);
+    printf("%d\n", n);
+    return 0;
+}
+"#;
+
+#[test]
+fn a_stream_made_line_buffered_in_main_is_line_buffered_in_replay() {
+    let (summary, index, _dir) =
+        carve_c("linebuf", LINE_BUFFERED, &[("words", json!({"args": ["a", "longer", "word", "b"]}))]);
+    assert!(units_of(&index, "echo") > 0, "{:#}", index["units"]);
+    assert_eq!(summary["faithful"], summary["units"], "{summary:#}");
+}

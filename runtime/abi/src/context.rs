@@ -120,6 +120,11 @@ pub struct Context {
     /// The `setlocale` calls the process had made before the invocation, in order
     /// (category, locale name as asked for); a replay repeats them.
     pub locale: Vec<(i32, String)>,
+    /// The `setvbuf` calls the process had made on the standard streams with no
+    /// buffer of its own (descriptor, mode, size), in order; a replay repeats them. bc
+    /// makes stdout line-buffered in `main`: a unit that reaches stdout only through
+    /// the C library's `stdout` would otherwise find it fully buffered.
+    pub stdio_modes: Vec<(i32, i32, u64)>,
     /// Files the program had open with `open`/`openat` (descriptor, offset, path,
     /// flags; `extent` unused): a replay reopens them under the same numbers.
     pub fds: Vec<OpenFile>,
