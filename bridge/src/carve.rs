@@ -239,7 +239,7 @@ pub fn run(args: &CarveArgs) -> Result<CarveSummary> {
     summary.called = called.len();
     for id in called.difference(&functions) {
         let reason = match binary.functions.get(id) {
-            Some(f) if f.variadic => "variadic: no replay thunk".to_owned(),
+            Some(f) if f.variadic && !f.replayable => "variadic: no replay thunk on this target".to_owned(),
             Some(f) if !f.replayable => "a parameter or return type a 64-bit slot cannot carry".to_owned(),
             Some(_) => "every call ended without a carvable context (or was only called at exit)".to_owned(),
             None => "unknown function".to_owned(),

@@ -408,7 +408,7 @@ fn c_type(kind: ValueKind) -> Option<&'static str> {
         ValueKind::Float => "float",
         ValueKind::Double => "double",
         ValueKind::Ptr => "void *",
-        ValueKind::Unsupported => return None,
+        ValueKind::Aggregate(_) | ValueKind::Word | ValueKind::Unsupported => return None,
     })
 }
 
@@ -559,7 +559,7 @@ impl<'a> Gen<'a> {
         }
         if let Some((m, _)) = &meta {
             if m.variadic {
-                self.errors.push(format!("{name} is variadic: the recording has no values for its variable arguments"));
+                self.errors.push(format!("{name} is variadic: a C prototype cannot pass its recorded variable argument words"));
             } else if !m.replayable && m.ret != ValueKind::Unsupported && self.errors.is_empty() {
                 // Neither a parameter nor the return value is the cause: an attribute is.
                 self.errors.push(format!("{name} cannot be called from C as recorded (the pass gave it no replay thunk)"));
@@ -646,6 +646,8 @@ impl<'a> Gen<'a> {
                 ExtentKind::Heap => self.array(i, e, "heap"),
                 ExtentKind::Stack => self.array(i, e, "stack"),
                 ExtentKind::Arg => self.array(i, e, "argv/envp"),
+                // Never read or freed again by a correct program: any storage will do.
+                ExtentKind::Freed => self.array(i, e, "freed heap, pointed at by a stale pointer"),
             }
         }
         if !unused.is_empty() {
@@ -769,6 +771,15 @@ impl<'a> Gen<'a> {
         let ctx = self.ctx;
         for (category, name) in &ctx.locale {
             let _ = writeln!(self.setup, "    setlocale({}, {});", locale_category(*category), c_string(name.as_bytes()));
+        }
+        for &(fd, mode, size) in &ctx.stdio_modes {
+            let stream = ["stdin", "stdout", "stderr"].get(fd as usize).copied().unwrap_or("stdout");
+            let mode = match mode {
+                libc::_IOLBF => "_IOLBF",
+                libc::_IONBF => "_IONBF",
+                _ => "_IOFBF",
+            };
+            let _ = writeln!(self.setup, "    setvbuf({stream}, NULL, {mode}, {size});");
         }
         for f in &ctx.fds {
             match &f.path {
@@ -1228,7 +1239,7 @@ mod tests {
     }
 
     fn context(extents: Vec<Extent>, args: Vec<Value>) -> Context {
-        Context { fn_id: 1, args, graph: Graph { extents, ..Graph::default() }, locale: vec![], fds: vec![], streams: vec![] }
+        Context { fn_id: 1, args, graph: Graph { extents, ..Graph::default() }, locale: vec![], stdio_modes: vec![], fds: vec![], streams: vec![] }
     }
 
     #[test]

@@ -1330,7 +1330,7 @@ mod tests {
             version: trestle_abi::unit::UNIT_VERSION,
             binary_id: 1,
             function: "f".into(),
-            context: trestle_abi::Context { fn_id: 1, args: vec![], graph: Default::default(), locale: vec![], fds: vec![], streams: vec![] },
+            context: trestle_abi::Context { fn_id: 1, args: vec![], graph: Default::default(), locale: vec![], stdio_modes: vec![], fds: vec![], streams: vec![] },
             expected: None,
             provenance: trestle_abi::unit::Provenance {
                 program: "/p".into(),

@@ -377,6 +377,7 @@ mod tests {
             args: vec![Value::Ptr { extent: 0, offset: 0 }, Value::Bits(42342), Value::Bits(5), Value::Bits(7)],
             graph: Graph { extents: vec![heap(b"admin\0")], ..Graph::default() },
             locale: vec![],
+            stdio_modes: vec![],
             fds: vec![],
             streams: vec![],
         };
@@ -404,7 +405,7 @@ mod tests {
     #[test]
     fn a_processed_value_gets_no_parameter() {
         // A hash of the input never occurs in it.
-        let ctx = Context { fn_id: 1, args: vec![Value::Bits(0x9e3779b97f4a7c15)], graph: Graph::default(), locale: vec![], fds: vec![], streams: vec![] };
+        let ctx = Context { fn_id: 1, args: vec![Value::Bits(0x9e3779b97f4a7c15)], graph: Graph::default(), locale: vec![], stdio_modes: vec![], fds: vec![], streams: vec![] };
         let test = SystemTest { args: vec!["token".into(), "s3cret".into()], ..Default::default() };
         assert!(map_params(&ctx, Some(&meta(&[ValueKind::Int(64)])), &test, None).params.is_empty());
     }
@@ -421,6 +422,7 @@ mod tests {
             args: vec![Value::Ptr { extent: 0, offset: 0 }],
             graph: Graph { extents: vec![words, buf], ..Graph::default() },
             locale: vec![],
+            stdio_modes: vec![],
             fds: vec![],
             streams: vec![],
         }

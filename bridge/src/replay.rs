@@ -10,7 +10,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::time::Duration;
-use trestle_abi::context::diff_outcomes;
+use trestle_abi::context::diff_outcomes_after;
 use trestle_abi::hooks;
 use trestle_abi::trace::{ReplayRequest, ReplayResult};
 use trestle_abi::unit::Unit;
@@ -194,7 +194,7 @@ pub fn run(args: &ReplayArgs) -> Result<ReplaySummary> {
                 };
                 let observed = observed.map(|(o, _)| o);
                 if let (Some(dir), Ok(o), Some(exp)) = (&args.dump, &observed, &u.expected) {
-                    if diff_outcomes(exp, o).is_some() {
+                    if diff_outcomes_after(&u.context.graph, exp, o).is_some() {
                         let stem = f.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
                         let _ = std::fs::create_dir_all(dir);
                         let _ = std::fs::write(dir.join(format!("{stem}.recorded.json")), serde_json::to_vec_pretty(exp).unwrap_or_default());
@@ -204,7 +204,7 @@ pub fn run(args: &ReplayArgs) -> Result<ReplaySummary> {
                 let (observed_s, verdict) = match (&observed, &u.expected) {
                     (Err(e), _) => ("error".to_owned(), Verdict::Error(e.clone())),
                     (Ok(o), None) => (o.summary(), Verdict::NoOracle("the recording process ended inside the call".into())),
-                    (Ok(o), Some(exp)) => (o.summary(), match diff_outcomes(exp, o) { None => Verdict::Faithful, Some(d) => Verdict::Unfaithful(d + &stderr_note) }),
+                    (Ok(o), Some(exp)) => (o.summary(), match diff_outcomes_after(&u.context.graph, exp, o) { None => Verdict::Faithful, Some(d) => Verdict::Unfaithful(d + &stderr_note) }),
                 };
                 results.lock().unwrap()[i] = Some(UnitReplay { unit: f.display().to_string(), function: u.function.clone(), observed: observed_s, verdict });
                 let mut d = done.lock().unwrap();

@@ -67,6 +67,7 @@ pub fn render(unit: &Unit, full: bool) -> String {
             ExtentKind::Stack => "stack".into(),
             ExtentKind::Arg => "argv/envp".into(),
             ExtentKind::File => "FILE (C library stream)".into(),
+            ExtentKind::Freed => "freed heap (a stale pointer's target; no bytes)".into(),
         };
         let _ = writeln!(s, "    e{i:<4} {kind}, {} bytes", e.len);
         if let Some(b) = &e.bytes {

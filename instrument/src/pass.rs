@@ -39,7 +39,7 @@ use trestle_abi::hooks;
 use trestle_abi::ids::symbol_id;
 use trestle_abi::meta::{
     encode_module_meta, FnMeta, GlobalMeta, ModuleMeta, ParamMeta, ValueKind, META_VERSION,
-    SECTION_FUNCS, SECTION_GLOBALS, SECTION_META,
+    SECTION_FUNCS, SECTION_GLOBALS, SECTION_META, VA_FP_WORDS, VA_GP_WORDS, VA_STACK_WORDS,
 };
 
 /// What went wrong while instrumenting.
@@ -99,6 +99,8 @@ pub fn instrument_bitcode_file(input: &Path, output: &Path) -> Result<Stats, Pas
 /// The runtime's hooks, declared in the module being instrumented.
 struct Runtime<'ctx> {
     stacksave: FunctionValue<'ctx>,
+    va_start: FunctionValue<'ctx>,
+    va_end: FunctionValue<'ctx>,
     enter: FunctionValue<'ctx>,
     exit: FunctionValue<'ctx>,
     alloca: FunctionValue<'ctx>,
@@ -118,8 +120,15 @@ impl<'ctx> Runtime<'ctx> {
         let stacksave = inkwell::intrinsics::Intrinsic::find("llvm.stacksave")
             .and_then(|i| i.get_declaration(module, &[ptr.into()]))
             .expect("LLVM 19 has llvm.stacksave");
+        let va = |name: &str| {
+            inkwell::intrinsics::Intrinsic::find(name)
+                .and_then(|i| i.get_declaration(module, &[ptr.into()]))
+                .expect("LLVM 19 has the va intrinsics")
+        };
         Runtime {
             stacksave,
+            va_start: va("llvm.va_start"),
+            va_end: va("llvm.va_end"),
             enter: get(
                 hooks::ENTER,
                 void.fn_type(&[i64t.into(), ptr.into(), ptr.into(), i32t.into(), ptr.into()], false),
@@ -141,6 +150,8 @@ struct Analysis<'ctx> {
     globals: Vec<(GlobalValue<'ctx>, GlobalMeta)>,
     /// Functions to instrument, with their metadata.
     functions: Vec<(FunctionValue<'ctx>, FnMeta)>,
+    /// Ids of declared functions whose address this module takes.
+    address_taken: Vec<u64>,
 }
 
 /// Instrument `module` in place. See the module documentation for what is inserted.
@@ -258,6 +269,10 @@ const UNREPLAYABLE_PARAM_ATTRS: &[&str] = &["inalloca", "preallocated", "swifter
 
 fn analyse<'ctx>(module: &Module<'ctx>, td: &TargetData) -> Analysis<'ctx> {
     let module_name = cstr(module.get_source_file_name());
+    let triple = module.get_triple();
+    let triple = triple.as_str().to_string_lossy();
+    // Variable arguments are recorded the way the System V x86-64 convention passes them.
+    let sysv_x86_64 = triple.starts_with("x86_64") && !triple.contains("windows");
     let mut global_ids = HashMap::new();
     let mut globals = Vec::new();
     let mut g = module.get_first_global();
@@ -286,10 +301,18 @@ fn analyse<'ctx>(module: &Module<'ctx>, td: &TargetData) -> Analysis<'ctx> {
     }
 
     let mut functions = Vec::new();
+    let mut address_taken_elsewhere = Vec::new();
     let mut f = module.get_first_function();
     while let Some(fv) = f {
         f = fv.get_next_function();
         let name = cstr(fv.get_name());
+        if fv.count_basic_blocks() == 0
+            && !name.starts_with("llvm.")
+            && !name.starts_with("__trestle")
+            && address_taken(fv)
+        {
+            address_taken_elsewhere.push(symbol_id(&module_name, &name, is_local(fv.get_linkage())));
+        }
         if fv.count_basic_blocks() == 0
             || name.starts_with("llvm.")
             || name.starts_with("__trestle")
@@ -298,10 +321,10 @@ fn analyse<'ctx>(module: &Module<'ctx>, td: &TargetData) -> Analysis<'ctx> {
         {
             continue;
         }
-        let meta = function_meta(&module_name, fv, name, &global_ids, td);
+        let meta = function_meta(&module_name, fv, name, &global_ids, td, sysv_x86_64);
         functions.push((fv, meta));
     }
-    Analysis { module_name, globals, functions }
+    Analysis { module_name, globals, functions, address_taken: address_taken_elsewhere }
 }
 
 fn function_meta(
@@ -310,12 +333,13 @@ fn function_meta(
     name: String,
     global_ids: &HashMap<LLVMValueRef, u64>,
     td: &TargetData,
+    sysv_x86_64: bool,
 ) -> FnMeta {
     let local = is_local(fv.get_linkage());
     let fty = fv.get_type();
     let variadic = fty.is_var_arg();
     let mut params = Vec::new();
-    let mut replayable = !variadic;
+    let mut replayable = !variadic || sysv_x86_64;
     for (i, p) in fv.get_params().iter().enumerate() {
         let loc = AttributeLoc::Param(i as u32);
         let kind = value_kind(p.get_type().as_any_type_enum());
@@ -324,15 +348,26 @@ fn function_meta(
             .map(|a| td.get_abi_size(&a.get_type_value()));
         if kind == ValueKind::Unsupported
             || UNREPLAYABLE_PARAM_ATTRS.iter().any(|a| fv.get_enum_attribute(loc, enum_kind(a)).is_some())
+            // where a fixed `byval` aggregate went decides where the variable ones go
+            || (variadic && byval_size.is_some())
         {
             replayable = false;
         }
         let pname = cstr(p.get_name());
         params.push(ParamMeta { name: (!pname.is_empty()).then_some(pname), kind, byval_size });
     }
+    if variadic && replayable {
+        params.extend(variadic_params(&params));
+    }
     let ret = match fty.get_return_type() {
         None => ValueKind::Void,
-        Some(t) => value_kind(t.as_any_type_enum()),
+        Some(t) => match value_kind(t.as_any_type_enum()) {
+            ValueKind::Unsupported => match td.get_abi_size(&t) {
+                size @ 1..=4096 => ValueKind::Aggregate(size as u32),
+                _ => ValueKind::Unsupported,
+            },
+            kind => kind,
+        },
     };
     if ret == ValueKind::Unsupported {
         replayable = false;
@@ -395,6 +430,19 @@ fn function_meta(
         address_taken: address_taken(fv),
         cmp_constants: cmp_constants(fv),
     }
+}
+
+/// The extra parameters that carry a variadic function's variable arguments (see
+/// `trestle_abi::meta::VA_STACK_WORDS`): the general and vector registers the fixed
+/// `params` leave free, then words of the caller's stack.
+fn variadic_params(params: &[ParamMeta]) -> Vec<ParamMeta> {
+    let fp = params.iter().filter(|p| matches!(p.kind, ValueKind::Float | ValueKind::Double)).count();
+    let gp = params.len() - fp;
+    let named = |name: String, kind| ParamMeta { name: Some(name), kind, byval_size: None };
+    let regs = (gp..VA_GP_WORDS).map(|i| named(format!("...gp{i}"), ValueKind::Word));
+    let vecs = (fp..VA_FP_WORDS).map(|i| named(format!("...xmm{i}"), ValueKind::Double));
+    let stack = (0..VA_STACK_WORDS).map(|i| named(format!("...stack{i}"), ValueKind::Word));
+    regs.chain(vecs).chain(stack).collect()
 }
 
 /// True for calls, invokes and callbrs.
@@ -582,7 +630,7 @@ fn pack<'ctx>(
 ) -> Result<IntValue<'ctx>, BuilderError> {
     let i64t = builder_ctx(builder).i64_type();
     Ok(match (kind, v) {
-        (ValueKind::Int(64), BasicValueEnum::IntValue(i)) => i,
+        (ValueKind::Int(64) | ValueKind::Word, BasicValueEnum::IntValue(i)) => i,
         (ValueKind::Int(_), BasicValueEnum::IntValue(i)) => builder.build_int_z_extend(i, i64t, "")?,
         (ValueKind::Ptr, BasicValueEnum::PointerValue(p)) => builder.build_ptr_to_int(p, i64t, "")?,
         (ValueKind::Double, BasicValueEnum::FloatValue(f)) => {
@@ -605,7 +653,7 @@ fn unpack<'ctx>(
 ) -> Result<BasicValueEnum<'ctx>, BuilderError> {
     let ctx = slot.get_type().get_context();
     Ok(match (kind, ty) {
-        (ValueKind::Int(64), _) => slot.into(),
+        (ValueKind::Int(64) | ValueKind::Word, _) => slot.into(),
         (ValueKind::Int(_), BasicTypeEnum::IntType(t)) => builder.build_int_truncate(slot, t, "")?.into(),
         (ValueKind::Ptr, BasicTypeEnum::PointerType(t)) => builder.build_int_to_ptr(slot, t, "")?.into(),
         (ValueKind::Double, t) => builder.build_bit_cast(slot, t, "")?,
@@ -749,6 +797,16 @@ fn instrument_function<'ctx>(
     builder.position_before(&first);
     let slots_ty = i64t.array_type(nslots);
     let slots = builder.build_alloca(slots_ty, "trestle.slots")?;
+    // A returned aggregate is stored here for the exit hook to walk.
+    let ret_copy = match (meta.ret, f.get_type().get_return_type()) {
+        (ValueKind::Aggregate(_), Some(t)) => Some(builder.build_alloca(t, "trestle.ret")?),
+        _ => None,
+    };
+    let va_list = if meta.variadic && meta.replayable {
+        Some(builder.build_alloca(ctx.i8_type().array_type(24), "trestle.va")?)
+    } else {
+        None
+    };
     let mut hook_point = first;
     while is_alloca(hook_point) {
         match hook_point.get_next_instruction() {
@@ -774,6 +832,9 @@ fn instrument_function<'ctx>(
         let packed = pack(builder, *p, pm.kind)?;
         let slot = slot_ptr(builder, slots_ty, slots, i as u64)?;
         builder.build_store(slot, packed)?;
+    }
+    if let Some(va) = va_list {
+        store_variadic_words(builder, rt, f, va, slots_ty, slots)?;
     }
     let state = module.add_global(i32t, None, &format!("{}{:016x}", hooks::STATE_PREFIX, meta.id));
     state.set_linkage(Linkage::Internal);
@@ -843,7 +904,16 @@ fn instrument_function<'ctx>(
         let packed = unsafe {
             if llc::LLVMGetNumOperands(r.as_value_ref()) == 1 {
                 let v = BasicValueEnum::new(llc::LLVMGetOperand(r.as_value_ref(), 0));
-                pack(builder, v, meta.ret)?
+                match ret_copy {
+                    Some(copy) => {
+                        // Zeroed first: padding must not carry stack garbage.
+                        let size = i64t.const_int(u64::from(aggregate_size(meta.ret)), false);
+                        builder.build_memset(copy, 1, ctx.i8_type().const_zero(), size)?;
+                        store_fields(builder, copy, v)?;
+                        builder.build_ptr_to_int(copy, i64t, "")?
+                    }
+                    None => pack(builder, v, meta.ret)?,
+                }
             } else {
                 i64t.const_zero()
             }
@@ -856,6 +926,92 @@ fn instrument_function<'ctx>(
         )?;
     }
     Ok(global_stores.len())
+}
+
+/// Copy a variadic function's variable arguments into its slots after the fixed
+/// parameters (layout in `trestle_abi::meta::VA_STACK_WORDS`), from a `va_list` of its
+/// own: the System V x86-64 `va_list` is `{ i32 gp_offset, i32 fp_offset, ptr
+/// overflow_arg_area, ptr reg_save_area }`, and the register save area holds the six
+/// general registers, then the eight vector registers at 16 bytes each.
+///
+/// ```text
+/// call @llvm.va_start(ptr %trestle.va)
+/// %save = load ptr, (%trestle.va + 16)      %stack = load ptr, (%trestle.va + 8)
+/// store (load i64, %save + 8*i), %slots[k]  ; each free general register i
+/// store (load i64, %save + 48 + 16*j), ...  ; each free vector register j
+/// store (load i64, %stack + 8*w), ...       ; the first stack words
+/// call @llvm.va_end(ptr %trestle.va)
+/// ```
+fn store_variadic_words<'ctx>(
+    builder: &Builder<'ctx>,
+    rt: &Runtime<'ctx>,
+    f: FunctionValue<'ctx>,
+    va: PointerValue<'ctx>,
+    slots_ty: inkwell::types::ArrayType<'ctx>,
+    slots: PointerValue<'ctx>,
+) -> Result<(), BuilderError> {
+    let ctx = builder_ctx(builder);
+    let (i8t, i64t) = (ctx.i8_type(), ctx.i64_type());
+    let ptr = ctx.ptr_type(AddressSpace::default());
+    let at = |base: PointerValue<'ctx>, offset: u64| {
+        // SAFETY: offsets inside the va_list, the register save area or the caller's
+        // stack words, as laid out by the calling convention.
+        unsafe { builder.build_in_bounds_gep(i8t, base, &[i64t.const_int(offset, false)], "") }
+    };
+    builder.build_call(rt.va_start, &[va.into()], "")?;
+    let stack = builder.build_load(ptr, at(va, 8)?, "")?.into_pointer_value();
+    let save = builder.build_load(ptr, at(va, 16)?, "")?.into_pointer_value();
+    let fixed = f.get_params();
+    let fp = fixed.iter().filter(|p| p.is_float_value()).count();
+    let gp = fixed.len() - fp;
+    let sources = (gp..VA_GP_WORDS)
+        .map(|i| (save, 8 * i as u64))
+        .chain((fp..VA_FP_WORDS).map(|j| (save, (8 * VA_GP_WORDS + 16 * j) as u64)))
+        .chain((0..VA_STACK_WORDS).map(|w| (stack, 8 * w as u64)));
+    for (k, (base, offset)) in sources.enumerate() {
+        let word = builder.build_load(i64t, at(base, offset)?, "")?;
+        builder.build_store(slot_ptr(builder, slots_ty, slots, (fixed.len() + k) as u64)?, word)?;
+    }
+    builder.build_call(rt.va_end, &[va.into()], "")?;
+    Ok(())
+}
+
+/// Store `v` at `p` member by member: a store of a whole struct leaves its padding
+/// undefined, so the optimiser would drop the zeroing before it.
+///
+/// ```text
+/// store { i32, ptr } %v, ptr %p   =>   store i32 (extractvalue %v, 0), ptr %p
+///                                      store ptr (extractvalue %v, 1), ptr (gep %p, 0, 1)
+/// ```
+fn store_fields<'ctx>(builder: &Builder<'ctx>, p: PointerValue<'ctx>, v: BasicValueEnum<'ctx>) -> Result<(), BuilderError> {
+    let ty = v.get_type();
+    let count = match ty {
+        BasicTypeEnum::StructType(t) => t.count_fields(),
+        BasicTypeEnum::ArrayType(t) => t.len(),
+        _ => {
+            builder.build_store(p, v)?;
+            return Ok(());
+        }
+    };
+    let i32t = builder_ctx(builder).i32_type();
+    for i in 0..count {
+        let field = match v {
+            BasicValueEnum::StructValue(s) => builder.build_extract_value(s, i, "")?,
+            BasicValueEnum::ArrayValue(a) => builder.build_extract_value(a, i, "")?,
+            _ => unreachable!("an aggregate type has an aggregate value"),
+        };
+        // SAFETY: member `i` of the aggregate `p` points to.
+        let at = unsafe { builder.build_in_bounds_gep(ty, p, &[i32t.const_zero(), i32t.const_int(u64::from(i), false)], "")? };
+        store_fields(builder, at, field)?;
+    }
+    Ok(())
+}
+
+fn aggregate_size(kind: ValueKind) -> u32 {
+    match kind {
+        ValueKind::Aggregate(size) => size,
+        _ => 0,
+    }
 }
 
 fn stack_pointer<'ctx>(builder: &Builder<'ctx>, rt: &Runtime<'ctx>) -> Result<BasicMetadataValueEnum<'ctx>, BuilderError> {
@@ -913,10 +1069,17 @@ fn build_thunk<'ctx>(
     let nslots = meta.params.len().max(1) as u32;
     let arr_ty = i64t.array_type(nslots);
     let mut args: Vec<BasicMetadataValueEnum> = Vec::new();
-    for (i, (p, pm)) in f.get_params().iter().zip(&meta.params).enumerate() {
+    let fixed = f.get_params();
+    for (i, pm) in meta.params.iter().enumerate() {
         let sp = slot_ptr(builder, arr_ty, slots, i as u64)?;
         let raw = builder.build_load(i64t, sp, "")?.into_int_value();
-        args.push(unpack(builder, raw, p.get_type(), pm.kind)?.into());
+        // Past the fixed parameters: a variadic function's variable argument words.
+        let ty = match fixed.get(i) {
+            Some(p) => p.get_type(),
+            None if pm.kind == ValueKind::Double => ctx.f64_type().into(),
+            None => i64t.into(),
+        };
+        args.push(unpack(builder, raw, ty, pm.kind)?.into());
     }
     let call = builder.build_call(f, &args, "")?;
     call.set_call_convention(f.get_call_conventions());
@@ -924,7 +1087,7 @@ fn build_thunk<'ctx>(
     // own frame (the thunk has no debug info, so an inlined copy would be nameless).
     let noinline = inkwell::attributes::Attribute::get_named_enum_kind_id("noinline");
     call.add_attribute(AttributeLoc::Function, ctx.create_enum_attribute(noinline, 0));
-    for i in 0..meta.params.len() as u32 {
+    for i in 0..fixed.len() as u32 {
         for a in f.attributes(AttributeLoc::Param(i)) {
             call.add_attribute(AttributeLoc::Param(i), a);
         }
@@ -932,9 +1095,17 @@ fn build_thunk<'ctx>(
     for a in f.attributes(AttributeLoc::Return) {
         call.add_attribute(AttributeLoc::Return, a);
     }
-    let ret = match call.try_as_basic_value() {
-        inkwell::values::ValueKind::Basic(v) => pack(builder, v, meta.ret)?,
-        inkwell::values::ValueKind::Instruction(_) => i64t.const_zero(),
+    // A returned aggregate goes into the slots (the runtime makes them large enough)
+    // and the thunk returns their address.
+    let ret = match (call.try_as_basic_value(), meta.ret) {
+        (inkwell::values::ValueKind::Basic(v), ValueKind::Aggregate(size)) => {
+            // Zeroed first: padding must read as it does in the recording.
+            builder.build_memset(slots, 8, ctx.i8_type().const_zero(), i64t.const_int(u64::from(size), false))?;
+            store_fields(builder, slots, v)?;
+            builder.build_ptr_to_int(slots, i64t, "")?
+        }
+        (inkwell::values::ValueKind::Basic(v), kind) => pack(builder, v, kind)?,
+        (inkwell::values::ValueKind::Instruction(_), _) => i64t.const_zero(),
     };
     builder.build_return(Some(&ret))?;
     Ok(thunk)
@@ -1019,6 +1190,7 @@ fn emit_tables<'ctx>(
         module: analysis.module_name.clone(),
         functions: analysis.functions.iter().map(|(_, m)| m.clone()).collect(),
         globals: analysis.globals.iter().map(|(_, m)| m.clone()).collect(),
+        address_taken: analysis.address_taken.clone(),
     };
     let blob = encode_module_meta(&meta);
     let blob_val = ctx.const_string(&blob, false);

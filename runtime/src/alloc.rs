@@ -10,7 +10,58 @@
 
 use crate::{lock, tracking, unit_heap};
 use libc::{c_char, c_int, c_void, size_t};
+use std::collections::VecDeque;
+use std::sync::Mutex;
 use trestle_abi::ExtentKind;
+
+/// Freed blocks held back from the allocator while recording or replaying, oldest
+/// first, as AddressSanitizer's quarantine holds them. A program that keeps stale
+/// pointers (bc's number cache keeps each freed number's digit pointer) would
+/// otherwise see them alias whatever `malloc` hands out next at that address, in the
+/// recording at one place and in the replay at another; held back, a stale pointer
+/// points into an [`ExtentKind::Freed`] extent in both.
+struct Quarantine {
+    blocks: VecDeque<(usize, usize)>,
+    bytes: usize,
+}
+
+static QUARANTINE: Mutex<Quarantine> = Mutex::new(Quarantine { blocks: VecDeque::new(), bytes: 0 });
+
+/// Bytes held back at most; past that the oldest blocks are really freed.
+const QUARANTINE_BYTES: usize = 256 << 20;
+/// Blocks held back at most.
+const QUARANTINE_BLOCKS: usize = 1 << 20;
+
+/// Free `p` in record or replay mode: a tracked heap block becomes a freed extent and
+/// is held back; anything else is freed at once. Arena blocks (restored extents) are
+/// never the allocator's, so they are only marked.
+fn free_tracked(p: *mut c_void) {
+    let mut g = lock();
+    let freed = g.as_mut().and_then(|rt| rt.extents.free_heap(p as usize));
+    let Some(len) = freed else {
+        drop(g);
+        if !crate::replay::in_arena(p as usize) {
+            // SAFETY: forwarding a block the runtime does not hold back.
+            unsafe { libc::free(p) };
+        }
+        return;
+    };
+    if crate::replay::in_arena(p as usize) {
+        return;
+    }
+    let mut q = QUARANTINE.lock().unwrap_or_else(|e| e.into_inner());
+    q.blocks.push_back((p as usize, len));
+    q.bytes += len;
+    while q.bytes > QUARANTINE_BYTES || q.blocks.len() > QUARANTINE_BLOCKS {
+        let Some((old, old_len)) = q.blocks.pop_front() else { break };
+        q.bytes -= old_len;
+        if let Some(rt) = g.as_mut() {
+            rt.extents.forget_freed(old);
+        }
+        // SAFETY: a block the program freed, held back until now.
+        unsafe { libc::free(old as *mut c_void) };
+    }
+}
 
 /// Register a fresh allocation. Its bytes are zeroed first: uninitialised memory
 /// differs between the recording and the replay (recycled chunks, fresh pages), and
@@ -105,7 +156,7 @@ pub unsafe extern "C" fn __trestle_realloc(old: *mut c_void, size: size_t) -> *m
             let p = __trestle_malloc(size);
             if !p.is_null() {
                 std::ptr::copy_nonoverlapping(old as *const u8, p as *mut u8, old_len.min(size));
-                untrack(old);
+                free_tracked(old);
             }
             return p;
         }
@@ -115,6 +166,23 @@ pub unsafe extern "C" fn __trestle_realloc(old: *mut c_void, size: size_t) -> *m
     } else {
         lock().as_ref().and_then(|rt| rt.extents.find(old as usize, 0)).filter(|f| f.start == old as usize).map_or(0, |f| f.len)
     };
+    if old_len > 0 {
+        // A tracked block always moves, so that its old address goes to the
+        // quarantine like any freed block (see `Quarantine`).
+        if size == 0 {
+            free_tracked(old);
+            return std::ptr::null_mut();
+        }
+        // SAFETY: forwarding; copying at most the old block's length.
+        unsafe {
+            let p = __trestle_malloc(size);
+            if !p.is_null() {
+                std::ptr::copy_nonoverlapping(old as *const u8, p as *mut u8, old_len.min(size));
+                free_tracked(old);
+            }
+            return p;
+        }
+    }
     // SAFETY: forwarding.
     let p = unsafe { libc::realloc(old, size) };
     if !p.is_null() || size == 0 {
@@ -154,6 +222,10 @@ pub unsafe extern "C" fn __trestle_reallocarray(old: *mut c_void, n: size_t, siz
 pub unsafe extern "C" fn __trestle_free(p: *mut c_void) {
     if unit_heap::contains(p) {
         return; // given back when the execution ends
+    }
+    if !p.is_null() && tracking() {
+        free_tracked(p);
+        return;
     }
     untrack(p);
     if crate::replay::in_arena(p as usize) {

@@ -45,6 +45,9 @@ pub struct ExtentMap {
     heap: BTreeMap<usize, (usize, ExtentKind)>,
     stack: Vec<StackExt>,
     funcs: HashMap<usize, u64>,
+    /// A returned aggregate's copy, while the post-state is walked: it lies in a frame
+    /// whose stale stack extents (the optimiser shares stack slots) it must shadow.
+    ret_copy: Option<(usize, usize)>,
     next_stack_seq: u64,
     lo: usize,
     hi: usize,
@@ -89,10 +92,23 @@ impl ExtentMap {
         self.hi = self.hi.max(start.saturating_add(len));
     }
 
-    /// Register a heap (or argv, or restored) extent.
+    /// Register a heap (or argv, or restored) extent. Freed extents it overlaps are
+    /// forgotten: their memory is in use again.
     pub fn insert_heap(&mut self, start: usize, len: usize, kind: ExtentKind) {
         if start == 0 {
             return;
+        }
+        let end = start.saturating_add(len.max(1));
+        let reused: Vec<usize> = self
+            .heap
+            .range(..end)
+            .rev()
+            .take_while(|(&s, &(l, _))| s >= start || s + l > start)
+            .filter(|(_, &(_, k))| k == ExtentKind::Freed)
+            .map(|(&s, _)| s)
+            .collect();
+        for s in reused {
+            self.heap.remove(&s);
         }
         self.heap.insert(start, (len, kind));
         self.widen(start, len);
@@ -101,6 +117,38 @@ impl ExtentMap {
     /// Forget a heap extent (on free).
     pub fn remove_heap(&mut self, start: usize) {
         self.heap.remove(&start);
+    }
+
+    /// The program freed the heap extent at `start`: it becomes [`ExtentKind::Freed`].
+    /// Returns its length, or `None` (and forgets it) if it was no live heap block.
+    pub fn free_heap(&mut self, start: usize) -> Option<usize> {
+        match self.heap.get_mut(&start) {
+            Some((len, kind)) if *kind == ExtentKind::Heap => {
+                *kind = ExtentKind::Freed;
+                Some(*len)
+            }
+            Some(_) => {
+                self.heap.remove(&start);
+                None
+            }
+            None => None,
+        }
+    }
+
+    /// Forget the freed extent at `start` (its block goes back to the allocator).
+    pub fn forget_freed(&mut self, start: usize) {
+        if self.heap.get(&start).is_some_and(|&(_, k)| k == ExtentKind::Freed) {
+            self.heap.remove(&start);
+        }
+    }
+
+    /// Make `[start, start + len)` a stack extent that shadows every other until
+    /// called with `None`: a returned aggregate's copy.
+    pub fn set_return_copy(&mut self, copy: Option<(usize, usize)>) {
+        self.ret_copy = copy;
+        if let Some((start, len)) = copy {
+            self.widen(start, len);
+        }
     }
 
     /// Drop stack extents below `marker`: their frames have returned.
@@ -158,6 +206,11 @@ impl ExtentMap {
     }
 
     fn find_containing(&self, addr: usize, stack_cutoff: u64) -> Option<Found> {
+        if let Some((start, len)) = self.ret_copy {
+            if (start..start + len).contains(&addr) {
+                return Some(Found { start, len, kind: ExtentKind::Stack });
+            }
+        }
         // Stack.
         let pos = self.stack.partition_point(|e| e.start > addr);
         if let Some(e) = self.stack.get(pos) {
@@ -214,6 +267,21 @@ mod tests {
         assert_eq!(m.func_at(0x9000), Some(3));
         m.remove_heap(0x2000);
         assert_eq!(m.find(0x2004, u64::MAX), None);
+    }
+
+    #[test]
+    fn freed_blocks_stay_known_until_reused() {
+        let mut m = ExtentMap::new([], []);
+        m.insert_heap(0x2000, 32, ExtentKind::Heap);
+        assert_eq!(m.free_heap(0x2000), Some(32));
+        assert_eq!(m.find(0x2008, u64::MAX).unwrap().kind, ExtentKind::Freed);
+        assert_eq!(m.free_heap(0x2000), None, "a double free frees nothing more");
+        m.insert_heap(0x2010, 8, ExtentKind::Heap);
+        assert_eq!(m.find(0x2004, u64::MAX), None, "the reused block's freed extent is gone");
+        m.insert_heap(0x3000, 8, ExtentKind::Heap);
+        m.free_heap(0x3000);
+        m.forget_freed(0x3000);
+        assert_eq!(m.find(0x3000, u64::MAX), None);
     }
 
     #[test]

@@ -78,6 +78,20 @@ pub unsafe fn fileno_of(fp: usize) -> i32 {
     unsafe { *((fp + OFF_FILENO) as *const i32) }
 }
 
+/// The descriptor of `fp` if it is one of the C library's standard streams.
+pub fn std_stream_fd(fp: *mut FILE) -> Option<i32> {
+    // SAFETY: reading the C library's stream pointers.
+    let streams = unsafe { [stdin, stdout, stderr] };
+    streams.iter().position(|&s| s == fp && !fp.is_null()).map(|i| i as i32)
+}
+
+/// The C library's standard stream with descriptor `fd` (0, 1 or 2).
+pub fn std_stream(fd: i32) -> Option<*mut FILE> {
+    // SAFETY: reading the C library's stream pointers.
+    let streams = unsafe { [stdin, stdout, stderr] };
+    usize::try_from(fd).ok().and_then(|i| streams.get(i).copied()).filter(|s| !s.is_null())
+}
+
 /// Register the standard streams (called before the program does any I/O).
 pub fn register_std_streams(files: &mut FileTable, extents: &mut ExtentMap) {
     // SAFETY: reading the C library's stream pointers.

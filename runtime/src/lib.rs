@@ -131,6 +131,8 @@ struct Runtime {
     stats: RuntimeStats,
     /// `setlocale` calls so far.
     locale: Vec<(i32, String)>,
+    /// `setvbuf` calls on the standard streams so far (see `Context::stdio_modes`).
+    stdio_modes: Vec<(i32, i32, u64)>,
 }
 
 /// Run `f`, turning a panic into an abort with a message: nothing may unwind into C.
@@ -200,6 +202,7 @@ fn init() {
         next_seq: 0,
         stats: RuntimeStats::default(),
         locale: Vec::new(),
+        stdio_modes: Vec::new(),
     };
     let mode = if fuzz {
         MODE_FUZZ
@@ -293,10 +296,14 @@ impl Runtime {
         let argv = args
             .iter()
             .zip(&meta.params)
-            .map(|(&a, p)| if p.kind == ValueKind::Ptr { w.value_of(a) } else { Value::Bits(a) })
+            .map(|(&a, p)| match p.kind {
+                ValueKind::Ptr | ValueKind::Word => w.value_of(a),
+                _ => Value::Bits(a),
+            })
             .collect();
         let retv = match (ret, meta.ret) {
-            (Some(r), ValueKind::Ptr) => w.value_of(r),
+            // An aggregate's copy is registered by `post_state`.
+            (Some(r), ValueKind::Ptr | ValueKind::Aggregate(_)) => w.value_of(r),
             (Some(r), _) => Value::Bits(r),
             (None, _) => Value::Bits(0),
         };
@@ -308,7 +315,15 @@ impl Runtime {
     }
 
     fn post_state(&mut self, frame: &OpenFrame, ret: Option<u64>) -> State {
+        // A returned aggregate (in the returning frame, or in the replay's slots) is an
+        // extent for the length of this walk: its bytes and pointers are compared.
+        let aggregate = match (ret, self.program.functions[frame.fn_idx].ret) {
+            (Some(r), ValueKind::Aggregate(size)) => Some((r as usize, size as usize)),
+            _ => None,
+        };
+        self.extents.set_return_copy(aggregate);
         let (_, ret, graph, streams) = self.walk(frame.fn_idx, &frame.args, ret, frame.stack_seq);
+        self.extents.set_return_copy(None);
         if graph.partial {
             self.stats.partial += 1;
         }
@@ -355,7 +370,15 @@ impl Runtime {
         let (argv, _, graph, streams) = self.walk(idx, &args, None, u64::MAX);
         let partial = graph.partial;
         let fds = files::open_fds(&self.fds);
-        let mut context = Context { fn_id: id, args: argv, graph, locale: self.locale.clone(), fds, streams: Vec::new() };
+        let mut context = Context {
+            fn_id: id,
+            args: argv,
+            graph,
+            locale: self.locale.clone(),
+            stdio_modes: self.stdio_modes.clone(),
+            fds,
+            streams: Vec::new(),
+        };
         // Contexts that differ only in how far the input was read are duplicates:
         // the first one's stream positions stand for them.
         let key = trestle_abi::ids::fnv1a64(&bincode::serialize(&context).unwrap_or_default());
@@ -540,6 +563,25 @@ pub unsafe extern "C" fn __trestle_setlocale(category: libc::c_int, locale: *con
         let name = unsafe { std::ffi::CStr::from_ptr(locale) }.to_string_lossy().into_owned();
         if let Some(rt) = lock().as_mut() {
             rt.locale.push((category, name));
+        }
+    }
+    r
+}
+
+/// `setvbuf`, renamed by the pass: a call on a standard stream that leaves the buffer
+/// to the C library is remembered, so a replay can repeat it.
+///
+/// # Safety
+/// As `setvbuf`.
+#[no_mangle]
+pub unsafe extern "C" fn __trestle_setvbuf(fp: *mut libc::FILE, buf: *mut libc::c_char, how: libc::c_int, size: libc::size_t) -> libc::c_int {
+    // SAFETY: forwarding.
+    let r = unsafe { libc::setvbuf(fp, buf, how, size) };
+    if r == 0 && buf.is_null() && mode() == MODE_RECORD {
+        if let Some(fd) = files::std_stream_fd(fp) {
+            if let Some(rt) = lock().as_mut() {
+                rt.stdio_modes.push((fd, how, size as u64));
+            }
         }
     }
     r

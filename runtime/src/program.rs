@@ -62,7 +62,9 @@ impl Program {
         let modules = decode_meta_section(meta).map_err(|e| e.to_string())?;
         let mut functions = Vec::new();
         let mut by_id = HashMap::new();
+        let mut taken_elsewhere = std::collections::HashSet::new();
         for m in modules {
+            taken_elsewhere.extend(m.address_taken);
             for f in m.functions {
                 // Inline C++ functions appear in several modules: keep one.
                 if let std::collections::hash_map::Entry::Vacant(e) = by_id.entry(f.id) {
@@ -70,6 +72,9 @@ impl Program {
                     functions.push(f);
                 }
             }
+        }
+        for f in functions.iter_mut() {
+            f.address_taken |= taken_elsewhere.contains(&f.id);
         }
         let mut addrs = vec![(0usize, 0usize); functions.len()];
         for e in funcs.iter().filter(|e| e.id != 0) {

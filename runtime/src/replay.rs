@@ -192,13 +192,24 @@ pub(crate) fn set_up(rt: &mut crate::Runtime, binary_id: u64, ctx: &Context) -> 
         // SAFETY: plain setlocale with a NUL-terminated name.
         unsafe { libc::setlocale(*category, c.as_ptr()) };
     }
+    for &(fd, mode, size) in &ctx.stdio_modes {
+        if let Some(fp) = crate::files::std_stream(fd) {
+            // SAFETY: a standard stream, no buffer of ours: as the recording called it.
+            unsafe { libc::setvbuf(fp, std::ptr::null_mut(), mode, size as usize) };
+        }
+    }
     let addrs = restore(rt, ctx)?;
     let mut slots = Vec::with_capacity(nparams.max(1));
     for a in &ctx.args {
         slots.push(relocate(rt, &addrs, a)?);
     }
     let args = slots.clone();
-    slots.resize(nparams.max(1), 0);
+    // The thunk stores a returned aggregate into the slots.
+    let ret_words = match rt.program.functions[idx].ret {
+        trestle_abi::ValueKind::Aggregate(size) => (size as usize).div_ceil(8),
+        _ => 0,
+    };
+    slots.resize(nparams.max(ret_words).max(1), 0);
     let frame = OpenFrame { seq: 0, fn_idx: idx, marker: 0, sp: 0, args, stack_seq: rt.extents.stack_seq() };
     Ok(SetUp { frame, thunk, slots, addrs })
 }

@@ -124,6 +124,10 @@ impl<'a> Walker<'a> {
     pub fn finish_with_streams(mut self) -> (Graph, Vec<StreamPos>) {
         while let Some(i) = self.queue.pop_front() {
             let f = self.found[i as usize];
+            if f.kind == ExtentKind::Freed {
+                // The allocator's now: what it holds is no state of the program.
+                continue;
+            }
             let constant = matches!(f.kind, ExtentKind::Global { constant: true, .. });
             let fits = f.len <= self.limits.extent_bytes
                 && self.copied + f.len <= self.limits.bytes;

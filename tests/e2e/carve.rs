@@ -144,3 +144,394 @@ fn a_crashing_subject_keeps_every_record_written_before_the_crash() {
         "exactly the call on \"crash\" crashed: {shown:#?}"
     );
 }
+
+/// Record → carve → replay of a one-file C subject at -O2 on the given seed tests;
+/// returns the replay summary and the unit index.
+fn carve_c(name: &str, source: &str, seeds: &[(&str, Value)]) -> (Value, Value, tempfile::TempDir) {
+    let dir = tempfile::tempdir().unwrap();
+    let prog = build_c(dir.path(), name, source, "-O2");
+    let seed_dir = dir.path().join("seeds");
+    for (test, json) in seeds {
+        write_test(&seed_dir, test, json);
+    }
+    let (summary, index) = pipeline(&prog, &seed_dir, dir.path());
+    (summary, index, dir)
+}
+
+/// The functions whose units replayed unfaithfully, with the first difference.
+fn unfaithful(summary: &Value) -> Vec<(String, String)> {
+    summary["failures"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| (f["function"].as_str().unwrap().to_owned(), f["verdict"].to_string()))
+        .collect()
+}
+
+fn units_of(index: &Value, function: &str) -> usize {
+    index["units"].as_array().unwrap().iter().filter(|r| r["function"] == function).count()
+}
+
+const STRUCT_RETURNS: &str = r#"
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+typedef struct { int tag; char *text; } item;          /* 16 bytes: two registers */
+typedef struct { double re, im; } cplx;                /* two SSE registers */
+typedef struct { long a, b, c; char name[16]; } big;   /* 40 bytes: returned through sret */
+typedef struct { long pid; const char *who; } stamp;
+static item make_item(const char *s, size_t len) {
+    item it;
+    it.tag = (int)len;
+    it.text = malloc(len + 1);
+    memcpy(it.text, s, len);
+    it.text[len] = 0;
+    return it;
+}
+static cplx mul(cplx x, cplx y) {
+    cplx z = { x.re * y.re - x.im * y.im, x.re * y.im + x.im * y.re };
+    return z;
+}
+static big describe(const item *it) {
+    big b;
+    memset(&b, 0, sizeof b);
+    b.a = it->tag;
+    b.b = it->text[0];
+    b.c = (long)strlen(it->text) * 3;
+    strncpy(b.name, it->text, sizeof b.name - 1);
+    return b;
+}
+/* Differs in every process: its replay must not be judged faithful. */
+static stamp stamp_now(const char *who) {
+    stamp s = { (long)getpid(), who };
+    return s;
+}
+int main(int argc, char **argv) {
+    for (int i = 1; i < argc; i++) {
+        item it = make_item(argv[i], strlen(argv[i]));
+        big b = describe(&it);
+        cplx z = mul((cplx){ (double)b.a, (double)b.b }, (cplx){ 1.5, -2.0 });
+        printf("%s %ld %ld %g %g\n", b.name, b.c, (long)it.tag, z.re, z.im);
+        free(it.text);
+    }
+    stamp s = stamp_now(argv[0]);
+    printf("%d\n", s.pid > 0);
+    return 0;
+}
+"#;
+
+#[test]
+fn functions_returning_structs_by_value_are_carved_and_replayed() {
+    let (summary, index, _dir) = carve_c(
+        "structret",
+        STRUCT_RETURNS,
+        &[("words", json!({"args": ["alpha", "be", "gamma-delta"]})), ("one", json!({"args": ["x"]}))],
+    );
+    let not_carved = index["not_carved"].as_array().unwrap();
+    assert!(not_carved.is_empty(), "called but not carved: {not_carved:?}");
+    for f in ["make_item", "mul", "describe", "stamp_now"] {
+        assert!(units_of(&index, f) > 0, "no unit of {f}: {:#}", index["units"]);
+    }
+    // Every replay is faithful but the one whose result holds the process id.
+    let bad = unfaithful(&summary);
+    assert!(bad.iter().all(|(f, _)| f == "stamp_now"), "{bad:#?}");
+    assert!(bad.iter().any(|(f, _)| f == "stamp_now"), "a changed return struct must be seen: {summary:#}");
+}
+
+const VARIADIC: &str = r#"
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+static int errors;
+static char last[128];
+/* The error reporter of bc and dc: a format and its arguments. */
+static void report(const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(last, sizeof last, fmt, ap);
+    va_end(ap);
+    errors++;
+    fprintf(stderr, "error: %s\n", last);
+}
+/* More arguments than registers: the rest comes on the stack. */
+static long sum(int n, ...) {
+    va_list ap;
+    va_start(ap, n);
+    long s = 0;
+    for (int i = 0; i < n; i++) s += va_arg(ap, long) * (i + 1);
+    va_end(ap);
+    return s;
+}
+static double mean(int n, ...) {
+    va_list ap;
+    va_start(ap, n);
+    double s = 0;
+    for (int i = 0; i < n; i++) s += va_arg(ap, double);
+    va_end(ap);
+    return n ? s / n : 0;
+}
+int main(int argc, char **argv) {
+    long total = 0;
+    for (int i = 1; i < argc; i++) {
+        char *end;
+        long v = strtol(argv[i], &end, 10);
+        if (*end) report("not a number: %s (argument %d of %d)", argv[i], i, argc - 1);
+        else total += v;
+    }
+    long s = sum(9, total, 2L, 3L, 4L, 5L, 6L, 7L, 8L, (long)argc);
+    double m = mean(3, (double)total, 2.5, (double)argc);
+    printf("%ld %ld %g %d %s\n", total, s, m, errors, last);
+    return errors != 0;
+}
+"#;
+
+#[test]
+fn variadic_functions_are_carved_and_replayed() {
+    let (summary, index, _dir) = carve_c(
+        "variadic",
+        VARIADIC,
+        &[("numbers", json!({"args": ["1", "22", "333"]})), ("words", json!({"args": ["7", "seven", "x9"]}))],
+    );
+    let not_carved = index["not_carved"].as_array().unwrap();
+    assert!(not_carved.is_empty(), "called but not carved: {not_carved:?}");
+    for f in ["report", "sum", "mean"] {
+        assert!(units_of(&index, f) > 0, "no unit of {f}: {:#}", index["units"]);
+    }
+    assert_eq!(summary["faithful"], summary["units"], "{summary:#}");
+}
+
+const FREE_LIST: &str = r#"
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+/* bc's number cache: a freed number keeps its (dangling) digit pointer and goes on
+   a free list, from which the next number is taken. */
+struct num { int refs; int len; struct num *next; char *digits; char *value; };
+static struct num *free_list;
+static struct num *new_num(int len) {
+    struct num *n;
+    if (free_list) {
+        n = free_list;
+        free_list = n->next;
+    } else {
+        n = malloc(sizeof *n);
+    }
+    n->refs = 1;
+    n->len = len;
+    n->digits = malloc(len);
+    memset(n->digits, '0', len);
+    n->value = n->digits;
+    return n;
+}
+static void free_num(struct num **p) {
+    if (!*p) return;
+    if (--(*p)->refs == 0) {
+        free((*p)->digits);
+        (*p)->next = free_list;
+        free_list = *p;
+    }
+    *p = NULL;
+}
+static struct num *parse(const char *s) {
+    int len = (int)strlen(s);
+    struct num *n = new_num(len);
+    for (int i = 0; i < len; i++) n->digits[len - 1 - i] = (s[i] >= '0' && s[i] <= '9') ? s[i] : '0';
+    return n;
+}
+static struct num *add(struct num *a, struct num *b) {
+    int len = (a->len > b->len ? a->len : b->len) + 1;
+    struct num *r = new_num(len);
+    int carry = 0;
+    for (int i = 0; i < len; i++) {
+        int d = carry + (i < a->len ? a->digits[i] - '0' : 0) + (i < b->len ? b->digits[i] - '0' : 0);
+        r->digits[i] = (char)('0' + d % 10);
+        carry = d / 10;
+    }
+    return r;
+}
+static void print_num(const struct num *n) {
+    int i = n->len - 1;
+    while (i > 0 && n->digits[i] == '0') i--;
+    for (; i >= 0; i--) putchar(n->digits[i]);
+    putchar('\n');
+}
+/* Reads a freed number's digits: what it sees is not part of any context, so its
+   replay must not be judged faithful. */
+static int stale_digit(const struct num *n) {
+    return n && n->digits ? *(volatile char *)n->digits : -1;
+}
+int main(int argc, char **argv) {
+    struct num *sum = new_num(1);
+    for (int i = 1; i < argc; i++) {
+        struct num *x = parse(argv[i]);
+        struct num *s = add(sum, x);
+        free_num(&x);
+        free_num(&sum);
+        sum = s;
+        print_num(sum);
+    }
+    print_num(sum);
+    free_num(&sum);
+    printf("%d\n", stale_digit(free_list));
+    return 0;
+}
+"#;
+
+#[test]
+fn numbers_on_a_free_list_keep_their_dangling_pointers_faithfully() {
+    let (summary, index, _dir) = carve_c(
+        "freelist",
+        FREE_LIST,
+        &[
+            ("sum", json!({"args": ["12", "989", "5", "70001", "3", "44"]})),
+            ("big", json!({"args": ["99999999", "1", "123456789012345", "7"]})),
+        ],
+    );
+    for f in ["new_num", "free_num", "add", "parse", "print_num", "stale_digit"] {
+        assert!(units_of(&index, f) > 0, "no unit of {f}: {:#}", index["units"]);
+    }
+    let bad = unfaithful(&summary);
+    assert!(bad.iter().all(|(f, _)| f == "stale_digit"), "{bad:#?}");
+    assert!(bad.iter().any(|(f, _)| f == "stale_digit"), "a read of freed memory must not replay faithfully: {summary:#}");
+}
+
+/// dc's numeric.c: the operations and the constant they copy.
+const CALLBACKS_NUMERIC: &str = r#"
+#include <stdlib.h>
+struct num { int refs; long v; };
+struct num *zero;   /* set once at start-up; the operations copy it */
+void init_numbers(void) {
+    zero = calloc(1, sizeof *zero);
+    zero->refs = 1;
+}
+static struct num *copy_num(struct num *n) {
+    n->refs++;
+    return n;
+}
+int add_nums(long a, long b, long *out) {
+    struct num *z = copy_num(zero);
+    *out = a + b + z->v;
+    z->refs--;
+    return 0;
+}
+int mul_nums(long a, long b, long *out) {
+    struct num *z = copy_num(zero);
+    *out = a * b + z->v;
+    z->refs--;
+    return 0;
+}
+"#;
+
+/// dc's eval.c and stack.c: the operations are passed by address, from another file.
+const CALLBACKS_EVAL: &str = r#"
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+void init_numbers(void);
+int add_nums(long, long, long *);
+int mul_nums(long, long, long *);
+static long stack[16];
+static int top;
+void binop(int (*op)(long, long, long *)) {
+    long r;
+    if (top < 2) return;
+    if (op(stack[top - 2], stack[top - 1], &r) == 0) {
+        top--;
+        stack[top - 1] = r;
+    }
+}
+int main(int argc, char **argv) {
+    init_numbers();
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "+") == 0) binop(add_nums);
+        else if (strcmp(argv[i], "*") == 0) binop(mul_nums);
+        else if (top < 16) stack[top++] = atol(argv[i]);
+    }
+    printf("%ld\n", top ? stack[top - 1] : 0);
+    return 0;
+}
+"#;
+
+#[test]
+fn a_callback_defined_in_another_file_brings_its_globals_into_the_context() {
+    let dir = tempfile::tempdir().unwrap();
+    let src = dir.path().join("src");
+    std::fs::create_dir_all(&src).unwrap();
+    std::fs::write(src.join("numeric.c"), CALLBACKS_NUMERIC).unwrap();
+    std::fs::write(src.join("eval.c"), CALLBACKS_EVAL).unwrap();
+    let prog = dir.path().join("calc");
+    build_subject(&src, "-O2", &prog);
+    let seeds = dir.path().join("seeds");
+    write_test(&seeds, "rpn", &json!({"args": ["2", "3", "+", "4", "*", "10", "+"]}));
+    let (summary, index) = pipeline(&prog, &seeds, dir.path());
+    assert!(units_of(&index, "binop") > 0, "{:#}", index["units"]);
+    // Without `zero` in binop's context, add_nums would read a null pointer.
+    assert_eq!(summary["faithful"], summary["units"], "{summary:#}");
+}
+
+/// bc's main makes stdout line-buffered; its scanner picks stdout up on first use.
+const LINE_BUFFERED: &str = r#"
+#include <stdio.h>
+#include <string.h>
+static FILE *out;
+static int echo(const char *word) {
+    if (!out) out = stdout;   /* first call: stdout is not in the context yet */
+    fputs(word, out);
+    fputc(strlen(word) > 3 ? '\n' : ' ', out);
+    return (int)strlen(word);
+}
+int main(int argc, char **argv) {
+    setvbuf(stdout, NULL, _IOLBF, 0);
+    int n = 0;
+    for (int i = 1; i < argc; i++) n += echo(argv[i]);
+    printf("%d\n", n);
+    return 0;
+}
+"#;
+
+#[test]
+fn a_stream_made_line_buffered_in_main_is_line_buffered_in_replay() {
+    let (summary, index, _dir) =
+        carve_c("linebuf", LINE_BUFFERED, &[("words", json!({"args": ["a", "longer", "word", "b"]}))]);
+    assert!(units_of(&index, "echo") > 0, "{:#}", index["units"]);
+    assert_eq!(summary["faithful"], summary["units"], "{summary:#}");
+}
+
+/// bc's scanner: a token's value goes into a union, a character over what may still
+/// be the previous token's string pointer.
+const UNION_VALUE: &str = r#"
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+union value { char *s; char c; long n; };
+union value yylval;
+static int lex(const char *arg) {
+    if (strlen(arg) == 1) {
+        yylval.c = arg[0];      /* leaves the other 7 bytes of the old pointer */
+        return 'c';
+    }
+    yylval.s = strdup(arg);
+    return 's';
+}
+int main(int argc, char **argv) {
+    for (int i = 1; i < argc; i++) {
+        int t = lex(argv[i]);
+        if (t == 's') printf("string %s\n", yylval.s);
+        else printf("char %c\n", yylval.c);
+    }
+    return 0;
+}
+"#;
+
+#[test]
+fn a_char_stored_over_a_stale_pointer_in_a_union_replays_faithfully() {
+    let (summary, index, _dir) =
+        carve_c("union", UNION_VALUE, &[("tokens", json!({"args": ["word", "+", "other", "(", "x"]}))]);
+    assert!(units_of(&index, "lex") >= 3, "{:#}", index["units"]);
+    // main's own unit stays out: the pointer it overwrites was made during the call,
+    // at an address of the recording's heap in one run and of the replay's in the
+    // other, and nothing in its context says it was a pointer.
+    let bad = unfaithful(&summary);
+    assert!(bad.iter().all(|(f, _)| f == "main"), "{bad:#?}");
+}

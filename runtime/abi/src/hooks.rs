@@ -70,6 +70,7 @@ pub const RENAMED_ALLOCATORS: &[(&str, &str)] = &[
     ("freopen64", "__trestle_freopen"),
     ("fclose", "__trestle_fclose"),
     ("setlocale", "__trestle_setlocale"),
+    ("setvbuf", "__trestle_setvbuf"),
     ("open", "__trestle_open"),
     ("open64", "__trestle_open"),
     ("openat", "__trestle_openat"),

@@ -24,7 +24,7 @@ pub const SECTION_GLOBALS: &str = "trestle_globals";
 pub const META_MAGIC: u32 = u32::from_le_bytes(*b"TRMM");
 
 /// Version of [`ModuleMeta`]'s encoding.
-pub const META_VERSION: u32 = 3;
+pub const META_VERSION: u32 = 4;
 
 /// One row of [`SECTION_FUNCS`], as laid out in memory (LLVM `{ i64, ptr, ptr }`).
 #[repr(C)]
@@ -71,8 +71,16 @@ pub enum ValueKind {
     Double,
     /// A pointer.
     Ptr,
-    /// Anything else (vectors, x87 long double, aggregates by value, i128):
-    /// the function cannot be replayed.
+    /// A return value of this many bytes that no slot holds (a struct returned in two
+    /// registers, an i128, a long double): the slot holds the address of a copy, which
+    /// is walked as an extent of its own.
+    Aggregate(u32),
+    /// A word of a variadic function's variable arguments (a general register or a
+    /// stack word): an integer or a pointer, unknown which, so it is relocated when it
+    /// points into a known extent.
+    Word,
+    /// Anything else (vectors and aggregates as parameters): the function cannot be
+    /// replayed.
     Unsupported,
 }
 
@@ -86,6 +94,18 @@ pub struct ParamMeta {
     /// For a `byval` pointer: the size of the copied aggregate.
     pub byval_size: Option<u64>,
 }
+
+/// Variable arguments of a variadic function are recorded as extra parameters, the
+/// way the x86-64 System V convention passes them: the general registers the fixed
+/// parameters left free ([`ValueKind::Word`]), the vector registers they left free
+/// ([`ValueKind::Double`]), then this many words of the caller's stack
+/// ([`ValueKind::Word`]). A replay passes them back in the same order, so the callee's
+/// `va_arg` reads what it read in the recording.
+pub const VA_STACK_WORDS: usize = 6;
+/// General registers for arguments on x86-64 (rdi, rsi, rdx, rcx, r8, r9).
+pub const VA_GP_WORDS: usize = 6;
+/// Vector registers for arguments on x86-64 (xmm0-xmm7).
+pub const VA_FP_WORDS: usize = 8;
 
 /// What the pass knows about one defined function.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -104,7 +124,8 @@ pub struct FnMeta {
     pub params: Vec<ParamMeta>,
     /// Return kind.
     pub ret: ValueKind,
-    /// Variadic functions get no thunk.
+    /// Variadic. On x86-64 its variable arguments are carried in extra parameters
+    /// after the fixed ones ([`VA_GP_WORDS`] and friends); elsewhere it has no thunk.
     pub variadic: bool,
     /// True when a replay thunk exists.
     pub replayable: bool,
@@ -159,6 +180,10 @@ pub struct ModuleMeta {
     pub functions: Vec<FnMeta>,
     /// Defined globals.
     pub globals: Vec<GlobalMeta>,
+    /// Ids of functions defined elsewhere whose address this module takes (dc's
+    /// eval.c passes `dc_add`, defined in numeric.c, to `dc_binop`): the defining
+    /// module cannot see that use, and a call through a pointer may reach them.
+    pub address_taken: Vec<u64>,
 }
 
 /// Frame a module's metadata for [`SECTION_META`]: magic, version, length, bincode.

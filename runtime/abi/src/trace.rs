@@ -13,7 +13,7 @@ use serde::{Deserialize, Serialize};
 /// Magic at the start of a header body.
 pub const TRACE_MAGIC: [u8; 8] = *b"TRSTRACE";
 /// Trace format version.
-pub const TRACE_VERSION: u32 = 5;
+pub const TRACE_VERSION: u32 = 6;
 /// Bytes before a frame's body.
 pub const FRAME_HEADER: usize = 8;
 

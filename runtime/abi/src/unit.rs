@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 /// Magic at the start of a unit file.
 pub const UNIT_MAGIC: [u8; 8] = *b"TRSTUNIT";
 /// Unit format version.
-pub const UNIT_VERSION: u32 = 6;
+pub const UNIT_VERSION: u32 = 7;
 
 /// One system test, as in `DESIGN.md`, decoded: arguments (without the program name),
 /// stdin, files created in a fresh working directory, environment. The JSON form

@@ -1,0 +1,128 @@
+#!/usr/bin/env python3
+"""Replay fidelity on real programs: record the seeds, carve, replay --check.
+
+For each program prints the units, the faithful share, the most common reasons for
+the rest (with extent numbers, offsets and byte values blanked so that one cause
+counts once), the functions that were called but not carved, and the time of each
+step.
+
+    python3 bench/fidelity.py --trestle target/release/trestle \
+        --program dc=/tmp/bc/bin/dc:tests/bc/dc-seeds \
+        --program bc=/tmp/bc/bin/bc:tests/bc/bc-seeds [--out DIR] [--top 8] [--json]
+
+Programs are built with trestle-cc first, e.g. for GNU bc and dc:
+`bash tests/bc/build.sh --cc target/release/trestle-cc --out /tmp/bc`.
+"""
+
+import argparse
+import collections
+import json
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+
+def run(cmd):
+    """Run a trestle step; returns (stdout, seconds)."""
+    start = time.monotonic()
+    out = subprocess.run([str(c) for c in cmd], capture_output=True, text=True)
+    took = time.monotonic() - start
+    if out.returncode != 0:
+        sys.exit(f"{' '.join(map(str, cmd))} failed ({out.returncode}):\n{out.stderr}")
+    return out.stdout, took
+
+
+def reason_class(why):
+    """A failure reason with its particulars blanked: `extent e8 (Heap): pointer +24
+    -> &e9+0 recorded, nothing in replay` becomes `extent eN (Heap): pointer +24 ->
+    &eN+N recorded, nothing in replay` (pointer offsets inside an extent stay: they
+    name the field)."""
+    why = re.sub(r"\be\d+\b", "eN", why)
+    why = re.sub(r"&eN\+\d+", "&eN+N", why)
+    why = re.sub(r"byte \d+ is 0x[0-9a-f]+ recorded, 0x[0-9a-f]+", "byte N is X recorded, Y", why)
+    why = re.sub(r"return value -?\d+ recorded, -?\d+", "return value X recorded, Y", why)
+    why = re.sub(r"\d+ extents reachable after the recorded call, \d+", "N extents reachable after the recorded call, M", why)
+    why = re.sub(r"\d+ bytes recorded, \d+", "N bytes recorded, M", why)
+    why = re.sub(r"fn#[0-9a-f]+", "fn#F", why)
+    return why
+
+
+def measure(trestle, name, program, seeds, work, top):
+    traces, units = work / f"{name}-traces", work / f"{name}-units"
+    for d in (traces, units):
+        shutil.rmtree(d, ignore_errors=True)
+    _, t_record = run([trestle, "record", "--program", program, "--tests", seeds, "--out", traces])
+    _, t_carve = run([trestle, "carve", traces, "--out", units])
+    out, t_replay = run([trestle, "replay", units, "--check", "--json"])
+    summary = json.loads(out)
+    index = json.loads((units / "index.json").read_text())
+    reasons = collections.Counter()
+    by_fn = collections.Counter()
+    for f in summary["failures"]:
+        verdict = f["verdict"]
+        kind, why = next(iter(verdict.items())) if isinstance(verdict, dict) else (verdict, "")
+        reasons[f"{kind}: {reason_class(why)}"] += 1
+        by_fn[f["function"]] += 1
+    return {
+        "program": name,
+        "units": summary["units"],
+        "faithful": summary["faithful"],
+        "no_oracle": summary["no_oracle"],
+        "errors": summary["errors"],
+        "fidelity": summary["fidelity"],
+        "reasons": reasons.most_common(top),
+        "unfaithful_functions": by_fn.most_common(top),
+        "not_carved": index.get("not_carved", []),
+        "seconds": {"record": round(t_record, 1), "carve": round(t_carve, 1), "replay": round(t_replay, 1)},
+    }
+
+
+def print_result(r):
+    print(f"== {r['program']}: {r['units']} units, {r['faithful']} faithful "
+          f"({100 * r['fidelity']:.1f}%), {r['no_oracle']} without oracle, {r['errors']} errors")
+    s = r["seconds"]
+    print(f"   time: record {s['record']} s, carve {s['carve']} s, replay --check {s['replay']} s")
+    if r["reasons"]:
+        print("   top reasons for the rest:")
+        for why, n in r["reasons"]:
+            print(f"   {n:5}  {why}")
+    if r["unfaithful_functions"]:
+        print("   functions with the most unfaithful units: "
+              + ", ".join(f"{f} ({n})" for f, n in r["unfaithful_functions"]))
+    if r["not_carved"]:
+        print(f"   called but not carved ({len(r['not_carved'])}):")
+        for row in r["not_carved"]:
+            print(f"          {row}")
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--trestle", default="target/release/trestle", type=Path)
+    ap.add_argument("--program", action="append", required=True,
+                    help="NAME=BINARY:SEEDS (repeatable)")
+    ap.add_argument("--out", type=Path, help="work directory (kept); default: a temporary one")
+    ap.add_argument("--top", type=int, default=8)
+    ap.add_argument("--json", action="store_true", help="print the results as JSON")
+    args = ap.parse_args()
+    work = args.out or Path(tempfile.mkdtemp(prefix="trestle-fidelity-"))
+    work.mkdir(parents=True, exist_ok=True)
+    results = []
+    for spec in args.program:
+        name, rest = spec.split("=", 1)
+        program, seeds = rest.split(":", 1)
+        r = measure(args.trestle, name, Path(program), Path(seeds), work, args.top)
+        results.append(r)
+        if not args.json:
+            print_result(r)
+    if args.json:
+        print(json.dumps(results, indent=2))
+    if not args.out:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
