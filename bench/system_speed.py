@@ -189,7 +189,7 @@ def run_profile(prog, subject, secs, work):
 
 
 def table():
-    rows = [json.loads(p.read_text()) for p in sorted(RESULTS.glob("*.json"))]
+    rows = [json.loads(p.read_text()) for p in sorted(RESULTS.glob("*.json")) if not p.stem.endswith("-profile")]
     out = ["# System-level fuzzing speed", "",
            "Executions per second, median (range) over repetitions, one run at a time on one core",
            "(`python3 bench/system_speed.py`). trestle: `trestle sysfuzz --no-cmplog` (forkserver); spawn: the same",
