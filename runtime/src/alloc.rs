@@ -32,6 +32,20 @@ const QUARANTINE_BYTES: usize = 256 << 20;
 /// Blocks held back at most.
 const QUARANTINE_BLOCKS: usize = 1 << 20;
 
+/// `realloc` of a block the runtime knows: a new block of `size` bytes holding the
+/// first `old_len` (at most `size`) bytes of `old`, which is then freed as tracked.
+fn move_block(old: *mut c_void, old_len: usize, size: size_t) -> *mut c_void {
+    // SAFETY: forwarding; copying at most the old block's length.
+    unsafe {
+        let p = __trestle_malloc(size);
+        if !p.is_null() {
+            std::ptr::copy_nonoverlapping(old as *const u8, p as *mut u8, old_len.min(size));
+            free_tracked(old);
+        }
+        p
+    }
+}
+
 /// Free `p` in record or replay mode: a tracked heap block becomes a freed extent and
 /// is held back; anything else is freed at once. Arena blocks (restored extents) are
 /// never the allocator's, so they are only marked.
@@ -151,15 +165,7 @@ pub unsafe extern "C" fn __trestle_realloc(old: *mut c_void, size: size_t) -> *m
     if crate::replay::in_arena(old as usize) {
         // A restored extent: move it to the heap, leave the arena copy alone.
         let old_len = lock().as_ref().and_then(|rt| rt.extents.find(old as usize, 0)).map_or(0, |f| f.len);
-        // SAFETY: forwarding; copying at most the old extent's length.
-        unsafe {
-            let p = __trestle_malloc(size);
-            if !p.is_null() {
-                std::ptr::copy_nonoverlapping(old as *const u8, p as *mut u8, old_len.min(size));
-                free_tracked(old);
-            }
-            return p;
-        }
+        return move_block(old, old_len, size);
     }
     let old_len = if old.is_null() || !tracking() {
         0
@@ -173,15 +179,7 @@ pub unsafe extern "C" fn __trestle_realloc(old: *mut c_void, size: size_t) -> *m
             free_tracked(old);
             return std::ptr::null_mut();
         }
-        // SAFETY: forwarding; copying at most the old block's length.
-        unsafe {
-            let p = __trestle_malloc(size);
-            if !p.is_null() {
-                std::ptr::copy_nonoverlapping(old as *const u8, p as *mut u8, old_len.min(size));
-                free_tracked(old);
-            }
-            return p;
-        }
+        return move_block(old, old_len, size);
     }
     // SAFETY: forwarding.
     let p = unsafe { libc::realloc(old, size) };

@@ -64,6 +64,23 @@ fn server(prog: &Path) -> ForkServer {
     ForkServer::start(cmd).unwrap().expect("a program built with trestle-cc serves")
 }
 
+/// The test program built and serving, with a stdin file holding `input`.
+struct Served {
+    dir: tempfile::TempDir,
+    prog: std::path::PathBuf,
+    fs: ForkServer,
+    stdin: std::path::PathBuf,
+}
+
+fn served(input: &str) -> Served {
+    let dir = tempfile::tempdir().unwrap();
+    let prog = build_c(dir.path(), "served", PROGRAM, "-O1");
+    let fs = server(&prog);
+    let stdin = dir.path().join("stdin");
+    std::fs::write(&stdin, input).unwrap();
+    Served { dir, prog, fs, stdin }
+}
+
 fn exit_code(end: RunEnd) -> Option<i32> {
     match end {
         RunEnd::Status(s) if libc::WIFEXITED(s) => Some(libc::WEXITSTATUS(s)),
@@ -104,12 +121,8 @@ fn every_execution_sees_its_own_arguments_stdin_files_and_environment() {
 
 #[test]
 fn crashes_hangs_exits_and_closed_descriptors_end_one_execution_only() {
-    let dir = tempfile::tempdir().unwrap();
-    let prog = build_c(dir.path(), "served", PROGRAM, "-O1");
-    let mut fs = server(&prog);
+    let Served { dir, prog, mut fs, stdin } = served("x\n");
     let name = prog.as_os_str().as_encoded_bytes();
-    let stdin = dir.path().join("stdin");
-    std::fs::write(&stdin, "x\n").unwrap();
     let cwd = dir.path();
     let run = |fs: &mut ForkServer, what: &[u8], t: u64| fs.run(&[name, what], &[], cwd, &stdin, NONE, Duration::from_secs(t));
     assert_eq!(signal(run(&mut fs, b"crash", 5)), Some(libc::SIGSEGV));
@@ -124,12 +137,8 @@ fn crashes_hangs_exits_and_closed_descriptors_end_one_execution_only() {
 
 #[test]
 fn the_server_survives_ten_thousand_executions_that_corrupt_the_heap() {
-    let dir = tempfile::tempdir().unwrap();
-    let prog = build_c(dir.path(), "served", PROGRAM, "-O1");
-    let mut fs = server(&prog);
+    let Served { dir, prog, mut fs, stdin } = served("");
     let name = prog.as_os_str().as_encoded_bytes();
-    let stdin = dir.path().join("stdin");
-    std::fs::write(&stdin, "").unwrap();
     let mut ends = std::collections::BTreeMap::new();
     for _ in 0..10_000 {
         let end = fs.run(&[name, b"corrupt"], &[], dir.path(), &stdin, NONE, Duration::from_secs(5));
@@ -165,12 +174,8 @@ fn a_plain_program_is_no_server_and_a_dead_server_is_reported() {
 
 #[test]
 fn each_child_takes_its_own_limits_and_the_server_none() {
-    let dir = tempfile::tempdir().unwrap();
-    let prog = build_c(dir.path(), "served", PROGRAM, "-O1");
-    let mut fs = server(&prog);
+    let Served { dir, prog, mut fs, stdin } = served("");
     let name = prog.as_os_str().as_encoded_bytes();
-    let stdin = dir.path().join("stdin");
-    std::fs::write(&stdin, "").unwrap();
     let small = ChildLimits { cpu_secs: 1, address_space: 256 << 20, open_files: 0 };
     // Memory: the allocation fails under the limit, succeeds without it.
     assert_eq!(exit_code(fs.run(&[name, b"hog"], &[], dir.path(), &stdin, small, Duration::from_secs(10))), Some(12));
