@@ -939,13 +939,11 @@ fn inputs_in(dir: &Path) -> Result<Vec<PathBuf>> {
 
 /// The edge indices a unit fuzzer's queue entry reached, from the metadata LibAFL
 /// keeps beside it (`.NAME_N.metadata`, MapIndexesMetadata); `None` if there is none.
-fn entry_edges(input: &Path) -> Option<Vec<usize>> {
-    let dir = input.parent()?;
+/// `metadata` lists the metadata files of the entry's directory (read once per queue).
+fn entry_edges(input: &Path, metadata: &[PathBuf]) -> Option<Vec<usize>> {
     let name = input.file_name()?.to_str()?;
-    let meta = std::fs::read_dir(dir).ok()?.filter_map(|e| e.ok()).map(|e| e.path()).find(|p| {
-        p.file_name().and_then(|n| n.to_str()).is_some_and(|n| {
-            n.strip_prefix('.').and_then(|n| n.strip_prefix(name)).is_some_and(|rest| rest.ends_with(".metadata"))
-        })
+    let meta = metadata.iter().find(|p| {
+        p.file_name().and_then(|n| n.to_str()).is_some_and(|n| n.strip_prefix('.').and_then(|n| n.strip_prefix(name)).is_some_and(|r| r.starts_with(['_', '.'])))
     })?;
     let v: serde_json::Value = serde_json::from_slice(&std::fs::read(meta).ok()?).ok()?;
     // The map's keys are type ids; the entry with a `list` and a `tcref` is the
@@ -966,8 +964,15 @@ fn entry_edges(input: &Path) -> Option<Vec<usize>> {
 fn beyond_system_edges(queue: Vec<PathBuf>, covered: &[bool], seed: Option<&[u8]>) -> Vec<(PathBuf, Option<Vec<usize>>)> {
     let mut known: Vec<(PathBuf, Vec<usize>)> = Vec::new();
     let mut unknown = Vec::new();
+    let metadata: Vec<PathBuf> = match queue.first().and_then(|p| p.parent()).and_then(|d| std::fs::read_dir(d).ok()) {
+        Some(rd) => rd
+            .filter_map(|e| e.ok().map(|e| e.path()))
+            .filter(|p| p.file_name().and_then(|n| n.to_str()).is_some_and(|n| n.starts_with('.') && n.ends_with(".metadata")))
+            .collect(),
+        None => Vec::new(),
+    };
     for input in queue {
-        match entry_edges(&input) {
+        match entry_edges(&input, &metadata) {
             Some(edges) => known.push((input, edges)),
             None => unknown.push(input),
         }

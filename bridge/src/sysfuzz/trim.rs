@@ -107,7 +107,7 @@ where
         let reference = self.trace();
         let mut runs = 1;
         let mut changed = false;
-        let parts = contents(&mut input.clone()).len();
+        let parts = 1 + input.files.len();
         'parts: for k in 0..parts {
             let mut round = 0;
             loop {
