@@ -892,16 +892,29 @@ fn link_args(args: &[Arg], units: &[Unit]) -> Vec<OsString> {
 }
 
 /// The runtime and its native libraries, appended after the user's link arguments.
-fn runtime_link_args(runtime: &Path, static_link: bool) -> Vec<OsString> {
+///
+/// Only what the program then uses is linked (`--as-needed`, for these libraries
+/// alone): every shared library a program loads is mapped again in each child a
+/// forkserver forks, and its finalisers run at each exit. A C program gets the
+/// unwinder the runtime needs from static `libgcc_eh` (its symbols are hidden, so it
+/// stays the runtime's own) instead of loading `libgcc_s`; a C++ program keeps
+/// `libgcc_s`, which `libstdc++` loads anyway and whose unwinder its exceptions use.
+fn runtime_link_args(runtime: &Path, static_link: bool, lang: Lang) -> Vec<OsString> {
     let mut out = vec![runtime.as_os_str().to_os_string()];
-    out.extend(RUNTIME_NATIVE_LIBS.iter().map(|l| {
+    if static_link {
         // libgcc_s exists only as a shared library; its static counterpart is gcc_eh.
-        if static_link && *l == "-lgcc_s" {
-            "-lgcc_eh".into()
+        out.extend(RUNTIME_NATIVE_LIBS.iter().map(|l| if *l == "-lgcc_s" { "-lgcc_eh".into() } else { OsString::from(l) }));
+        return out;
+    }
+    out.push("-Wl,--push-state,--as-needed".into());
+    for l in RUNTIME_NATIVE_LIBS {
+        if *l == "-lgcc_s" && lang == Lang::C {
+            out.extend(["-Wl,-Bstatic", "-lgcc_eh", "-Wl,-Bdynamic"].map(OsString::from));
         } else {
-            OsString::from(l)
+            out.push(l.into());
         }
-    }));
+    }
+    out.push("-Wl,--pop-state".into());
     out
 }
 
@@ -1124,7 +1137,7 @@ fn run(lang: Lang, original: Vec<OsString>) -> Result<i32, DriverError> {
         }
         _ => None,
     };
-    let result = run_build(&runner, &build, runtime.as_deref());
+    let result = run_build(&runner, &build, runtime.as_deref(), lang);
     if env_flag(ENV_KEEP_TEMPS) {
         eprintln!(
             "{}: keeping temporary files in {}",
@@ -1135,7 +1148,7 @@ fn run(lang: Lang, original: Vec<OsString>) -> Result<i32, DriverError> {
     result
 }
 
-fn run_build(runner: &Runner, build: &Build, runtime: Option<&Path>) -> Result<i32, DriverError> {
+fn run_build(runner: &Runner, build: &Build, runtime: Option<&Path>, lang: Lang) -> Result<i32, DriverError> {
     for unit in &build.units {
         let code = runner.run(&unit.frontend)?;
         if code != 0 {
@@ -1156,7 +1169,7 @@ fn run_build(runner: &Runner, build: &Build, runtime: Option<&Path>) -> Result<i
     if let Some(link) = &build.link {
         let mut link = link.clone();
         if let Some(runtime) = runtime {
-            link.extend(runtime_link_args(runtime, build.static_link));
+            link.extend(runtime_link_args(runtime, build.static_link, lang));
             if build.static_link {
                 let archive = runtime.file_name().unwrap_or_default().to_string_lossy();
                 return runner.run_filtering_stderr(&link, |err| {
@@ -1583,17 +1596,24 @@ mod tests {
     fn static_link_uses_gcc_eh() {
         let b = build_of(&["-static", "a.o"]);
         assert!(b.static_link);
-        let args = strs(&runtime_link_args(
-            Path::new("/r/libtrestle_runtime.a"),
-            true,
-        ));
+        let args = strs(&runtime_link_args(Path::new("/r/libtrestle_runtime.a"), true, Lang::C));
         assert!(args.contains(&"-lgcc_eh".into()) && !args.contains(&"-lgcc_s".into()));
-        let args = strs(&runtime_link_args(
-            Path::new("/r/libtrestle_runtime.a"),
-            false,
-        ));
+    }
+
+    #[test]
+    fn dynamic_links_take_only_the_libraries_used() {
+        // C: the unwinder from static libgcc_eh, everything else as needed; the
+        // linker's state is restored for whatever follows.
+        let args = strs(&runtime_link_args(Path::new("/r/libtrestle_runtime.a"), false, Lang::C));
         assert_eq!(args[0], "/r/libtrestle_runtime.a");
-        assert!(args.contains(&"-lgcc_s".into()));
+        assert_eq!(args[1], "-Wl,--push-state,--as-needed");
+        assert_eq!(args.last().map(String::as_str), Some("-Wl,--pop-state"));
+        let eh = args.iter().position(|a| a == "-lgcc_eh").expect("gcc_eh");
+        assert_eq!((args[eh - 1].as_str(), args[eh + 1].as_str()), ("-Wl,-Bstatic", "-Wl,-Bdynamic"));
+        assert!(!args.contains(&"-lgcc_s".into()));
+        // C++: libstdc++ loads libgcc_s anyway; its exceptions use that unwinder.
+        let args = strs(&runtime_link_args(Path::new("/r/libtrestle_runtime.a"), false, Lang::Cxx));
+        assert!(args.contains(&"-lgcc_s".into()) && !args.contains(&"-lgcc_eh".into()));
     }
 
     #[test]
