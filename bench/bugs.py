@@ -52,8 +52,8 @@ TOOLS = ["trestle", "trestle-exec", "trestle-fuzz-launcher", "libtrestle_crashst
 COLUMNS = ["bridge", "system-only", "aflpp"]
 COV_FLAGS = ["-O1", "-g", "-fprofile-instr-generate", "-fcoverage-mapping"]
 PLAIN_FLAGS = ["-O2", "-g"]
-AFL_ENV = {"AFL_NO_UI": "1", "AFL_SKIP_CPUFREQ": "1", "AFL_I_DONT_CARE_ABOUT_MISSING_CRASHES": "1",
-           "AFL_NO_AFFINITY": "1"}
+# afl-fuzz at full strength: it binds itself to a free core, as trestle does.
+AFL_ENV = {"AFL_NO_UI": "1", "AFL_SKIP_CPUFREQ": "1", "AFL_I_DONT_CARE_ABOUT_MISSING_CRASHES": "1"}
 
 # ---------------------------------------------------------------------------------
 # Subjects. dir: under the repository; sources: file names in dir (None: every *.c /

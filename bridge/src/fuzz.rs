@@ -47,8 +47,9 @@ pub struct FuzzArgs {
     /// its execution; a hang restarts the fuzzer from a fork of the restored harness.
     #[arg(long, conflicts_with = "fork_per_exec")]
     pub in_process: bool,
-    /// Pin the fuzzer and the harness to this core (default: one picked from the
-    /// process id). Single-core only: with --cores N, client i runs on core i.
+    /// Pin the fuzzer and the harness to this core (default: a free one, that no
+    /// other fuzzer is bound to; none if all are taken). Single-core only: with
+    /// --cores N, client i runs on core i.
     #[arg(long, conflicts_with = "no_pin")]
     pub pin: Option<usize>,
     /// Do not pin to a core. Single-core only.
@@ -57,6 +58,22 @@ pub struct FuzzArgs {
     /// Print the report as JSON on stdout.
     #[arg(long)]
     pub json: bool,
+}
+
+/// Bind this thread (and the programs it starts from now on) to core `pin`, or to a
+/// free core unless `no_pin`; says which on stderr. A fuzzer and the program it runs
+/// take turns, so one core serves both best (see [`trestle_unit_fuzz::affinity`]).
+pub fn bind_core(pin: Option<usize>, no_pin: bool) -> Result<Option<usize>> {
+    if no_pin {
+        return Ok(None);
+    }
+    let Some(core) = pin.or_else(trestle_unit_fuzz::affinity::free_core) else {
+        eprintln!("trestle: every core is taken by another fuzzer: running unbound");
+        return Ok(None);
+    };
+    trestle_unit_fuzz::affinity::pin(core).with_context(|| format!("cannot bind to core {core}"))?;
+    eprintln!("trestle: running on core {core}");
+    Ok(Some(core))
 }
 
 /// Run `trestle fuzz`.
@@ -91,7 +108,7 @@ pub fn run(args: &FuzzArgs) -> Result<FuzzReport> {
         pin_core: if args.no_pin || args.cores > 1 {
             None
         } else {
-            Some(args.pin.unwrap_or(std::process::id() as usize % available))
+            args.pin.or_else(trestle_unit_fuzz::affinity::free_core)
         },
         cores: args.cores,
         plateau: None,

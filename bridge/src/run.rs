@@ -93,6 +93,13 @@ pub struct RunArgs {
     /// Plain progress lines even on a terminal.
     #[arg(long)]
     pub plain: bool,
+    /// Run a one-core campaign (fuzzers and the program) on this core (default: a
+    /// free one, that no other fuzzer is bound to; none if all are taken).
+    #[arg(long, conflicts_with = "no_pin")]
+    pub pin: Option<usize>,
+    /// Do not bind a one-core campaign to a core.
+    #[arg(long)]
+    pub no_pin: bool,
 }
 
 /// The settings a campaign keeps for `--resume`.
@@ -873,6 +880,11 @@ pub fn run(args: &RunArgs) -> Result<Campaign> {
     let s = campaign.settings.clone();
     let binary = Binary::load(&s.program)?;
     let seeds: Vec<NamedTest> = load_tests(&s.seeds)?;
+    // One core: everything the campaign runs takes turns on it (with --cores N the
+    // unit fuzzing clients are bound to cores 0..N by the launcher).
+    if s.cores == 1 {
+        crate::fuzz::bind_core(args.pin, args.no_pin)?;
+    }
     let sys = SysFuzzer::new(SysFuzzConfig {
         program: s.program.clone(),
         seeds: seeds.clone(),

@@ -21,6 +21,7 @@
 //! `unit.unit` and, for every crash, the decoded parameter values next to it.
 //! It owns the fuzzing loop and nothing else: no carving, no lifting.
 
+pub mod affinity;
 pub mod inprocess;
 pub mod mutators;
 mod parallel;
@@ -297,19 +298,8 @@ fn dry_run(program: &Path, request: &Path, input: &Path, cwd: &Path, timeout: Du
 }
 
 fn pin_to_core(core: usize) {
-    #[repr(C)]
-    struct CpuSet([u64; 16]);
-    extern "C" {
-        fn sched_setaffinity(pid: i32, size: usize, mask: *const CpuSet) -> i32;
-    }
-    let mut set = CpuSet([0; 16]);
-    if core < 1024 {
-        set.0[core / 64] |= 1 << (core % 64);
-        // SAFETY: a valid CPU mask for this process.
-        unsafe {
-            sched_setaffinity(0, std::mem::size_of::<CpuSet>(), &set);
-        }
-    }
+    // A core that cannot be bound to (gone offline) leaves the fuzzer unbound.
+    let _ = affinity::pin(core);
 }
 
 fn libc_personality() {
