@@ -12,7 +12,8 @@ Per subject, one after the other on one core (never two runs at once):
   spawn       the same with --no-forkserver: the program started for every test
               (what the forkserver saves);
   aflpp       afl-fuzz -V T on an afl-clang-fast -O2 -g build (Debian's afl++,
-              forkserver, no CmpLog: its fastest), the seeds' stdin (kvshell) or their
+              forkserver, no CmpLog: its fastest; bound to a free core, as it does
+              by default and as trestle does), the seeds' stdin (kvshell) or their
               input file behind fixed arguments with @@ (cut, sed);
   roundtrip   the trestle build's forkserver alone: requests for one fixed small test
               sent as fast as the server answers (fork, run, exit, wait; no fuzzer,
@@ -31,7 +32,8 @@ import unit_speed  # noqa: E402  (a test's file or stdin: text, or {"base64": ..
 RELEASE = REPO / "target" / "release"
 RESULTS = REPO / "bench" / "results" / "system-speed"
 CFLAGS = "-O2 -g"
-AFL_ENV = {"AFL_NO_UI": "1", "AFL_SKIP_CPUFREQ": "1", "AFL_I_DONT_CARE_ABOUT_MISSING_CRASHES": "1", "AFL_NO_AFFINITY": "1"}
+# afl-fuzz at full strength: it binds itself to a free core (as trestle does).
+AFL_ENV = {"AFL_NO_UI": "1", "AFL_SKIP_CPUFREQ": "1", "AFL_I_DONT_CARE_ABOUT_MISSING_CRASHES": "1"}
 SUBJECTS = {
     "kvshell": {"seeds": "tests/subjects/kvshell/seeds", "afl": ["@stdin"]},
     "cut": {"seeds": "tests/coreutils/cut/seeds", "afl": ["-d", ":", "-f", "1,3-", "@@"]},
@@ -119,7 +121,10 @@ def run_afl(prog, subject, secs, work, rep):
 
 
 def run_roundtrip(prog, secs, work):
-    """Requests for one small fixed test, as fast as the server answers."""
+    """Requests for one small fixed test, as fast as the server answers, on one core
+    (like the fuzzers, which bind themselves to one)."""
+    allowed = os.sched_getaffinity(0)
+    os.sched_setaffinity(0, {min(allowed)})
     cwd = Path(tempfile.mkdtemp(prefix="rt-", dir=work))
     (cwd / "stdin").write_bytes(b"set ab 5\nget ab\n")
     cr, cw = os.pipe()
@@ -128,32 +133,38 @@ def run_roundtrip(prog, secs, work):
     def pre():
         os.dup2(cr, 198)
         os.dup2(sw, 199)
-    p = subprocess.Popen([str(prog)], env=dict(os.environ, TRESTLE_SYS_FORKSERVER="1"), preexec_fn=pre, close_fds=False,
+    p = subprocess.Popen([str(prog)], env=dict(os.environ, TRESTLE_SYS_FORKSERVER="1", LD_BIND_NOW="1"), preexec_fn=pre, close_fds=False,
                          stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     os.close(cr)
     os.close(sw)
 
+    def frame():
+        n = struct.unpack("<I", os.read(sr, 4))[0]
+        return os.read(sr, n)
+
     def word():
-        b = os.read(sr, 8)
-        return struct.unpack("<II", b)[1]
-    assert word() == 0x54535302, "no hello from the forkserver (version 2)"
+        return struct.unpack("<I", frame())[0]
+    assert word() == 0x54535303, "no hello from the forkserver (version 3)"
+    word()  # the program's edge count
 
     def vec(b):
         return struct.pack("<Q", len(b)) + b
-    # SysRun: argv, env, cwd, stdin, limits (cpu, address space, open files: none).
+    # SysRun: argv, env, cwd, stdin, limits (cpu, address space, open files: none),
+    # stdout and stderr (the server's: nowhere).
     body = struct.pack("<Q", 1) + vec(str(prog).encode()) + struct.pack("<Q", 0) + vec(str(cwd).encode()) + \
-        vec(str(cwd / "stdin").encode()) + struct.pack("<QQQ", 0, 0, 0)
+        vec(str(cwd / "stdin").encode()) + struct.pack("<QQQ", 0, 0, 0) + vec(b"") + vec(b"")
     msg = struct.pack("<I", len(body)) + body
     n, start = 0, time.time()
     while time.time() - start < secs:
         for _ in range(100):
             os.write(cw, msg)
-            word()
-            word()
+            word()  # the child's pid
+            frame()  # how it ended
         n += 100
     secs = time.time() - start
     p.kill()
     p.wait()
+    os.sched_setaffinity(0, allowed)
     shutil.rmtree(cwd, ignore_errors=True)
     return {"execs": n, "seconds": secs, "execs_per_sec": n / secs}
 

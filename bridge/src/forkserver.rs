@@ -14,7 +14,7 @@ use std::os::unix::process::CommandExt as _;
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
-use trestle_abi::sysserver::{ChildLimits, SysRun, CONTROL_FD, ENV_SYS_FORKSERVER, HELLO, STATUS_FD};
+use trestle_abi::sysserver::{ChildLimits, Ended, SysRun, CONTROL_FD, ENV_SYS_FORKSERVER, HELLO, STATUS_FD};
 
 /// How long a starting program has to say hello.
 const HELLO_WAIT: Duration = Duration::from_secs(10);
@@ -24,12 +24,31 @@ const PID_WAIT: Duration = Duration::from_secs(5);
 /// How one run ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum RunEnd {
-    /// The child ended with this wait status.
-    Status(i32),
+    /// The child ended: its wait status and what it used.
+    Ended(Ended),
     /// It ran past the time limit and was killed.
     Timeout,
     /// The server went away; the run's outcome is unknown.
     ServerDied,
+}
+
+/// One execution.
+#[derive(Debug, Clone, Copy)]
+pub struct Request<'a> {
+    /// `argv[0]` and the arguments.
+    pub argv: &'a [&'a [u8]],
+    /// Variables set on top of the server's environment.
+    pub env: &'a [(&'a [u8], &'a [u8])],
+    /// Working directory (absolute).
+    pub cwd: &'a Path,
+    /// The file read as stdin (absolute).
+    pub stdin: &'a Path,
+    /// Files for stdout and stderr (absolute; `None`: the server's, usually nowhere).
+    pub stdout: Option<&'a Path>,
+    /// See `stdout`.
+    pub stderr: Option<&'a Path>,
+    /// Limits the child sets on itself.
+    pub limits: ChildLimits,
 }
 
 /// A running forkserver.
@@ -37,6 +56,8 @@ pub struct ForkServer {
     child: Child,
     control: std::fs::File,
     status: std::fs::File,
+    /// Coverage-map entries the program uses (its edges), as the server said.
+    pub edges: usize,
 }
 
 fn pipe() -> std::io::Result<(std::fs::File, std::fs::File)> {
@@ -88,47 +109,71 @@ impl ForkServer {
         let child = cmd.spawn()?;
         drop(ctl_read);
         drop(st_write);
-        let mut server = ForkServer { child, control: ctl_write, status: st_read };
-        // Anything else (no word, a program that exited) is no server; dropping it
-        // ends the program.
-        Ok((server.read_word(HELLO_WAIT) == Some(HELLO)).then_some(server))
+        let mut server = ForkServer { child, control: ctl_write, status: st_read, edges: 0 };
+        // Anything else (no word, a program that exited, another version) is no
+        // server; dropping it ends the program.
+        if server.read_word(HELLO_WAIT) != Some(HELLO) {
+            return Ok(None);
+        }
+        let Some(edges) = server.read_word(HELLO_WAIT) else { return Ok(None) };
+        server.edges = edges as usize;
+        Ok(Some(server))
     }
 
-    fn read_word(&mut self, limit: Duration) -> Option<u32> {
+    /// One frame's payload of `len` bytes, within `limit`; `None` if none came, or
+    /// one of another length.
+    fn read_frame(&mut self, limit: Duration, len: usize) -> Option<Vec<u8>> {
         use std::io::Read as _;
         use std::os::fd::AsRawFd as _;
         if !readable(self.status.as_raw_fd(), limit) {
             return None;
         }
-        let mut frame = [0u8; 8];
-        self.status.read_exact(&mut frame).ok()?;
-        (u32::from_le_bytes(frame[..4].try_into().ok()?) == 4).then(|| u32::from_le_bytes(frame[4..].try_into().expect("4 bytes")))
+        let mut head = [0u8; 4];
+        self.status.read_exact(&mut head).ok()?;
+        if u32::from_le_bytes(head) as usize != len {
+            return None;
+        }
+        let mut payload = vec![0u8; len];
+        self.status.read_exact(&mut payload).ok()?;
+        Some(payload)
     }
 
-    /// Run `argv` in `cwd` with `stdin` and `env` on top of the server's environment,
-    /// within `timeout`; the child sets `limits` on itself.
-    pub fn run(&mut self, argv: &[&[u8]], env: &[(&[u8], &[u8])], cwd: &Path, stdin: &Path, limits: ChildLimits, timeout: Duration) -> RunEnd {
+    fn read_word(&mut self, limit: Duration) -> Option<u32> {
+        let b = self.read_frame(limit, 4)?;
+        Some(u32::from_le_bytes(b.try_into().ok()?))
+    }
+
+    fn read_ended(&mut self, limit: Duration) -> Option<Ended> {
+        let b = self.read_frame(limit, Ended::LEN)?;
+        Some(Ended::from_bytes(&b.try_into().ok()?))
+    }
+
+    /// Run one request within `timeout`.
+    pub fn run(&mut self, req: &Request<'_>, timeout: Duration) -> RunEnd {
         use std::io::Write as _;
-        let req = SysRun {
-            argv: argv.iter().map(|a| a.to_vec()).collect(),
-            env: env.iter().map(|(k, v)| (k.to_vec(), v.to_vec())).collect(),
-            cwd: cwd.as_os_str().as_bytes().to_vec(),
-            stdin: stdin.as_os_str().as_bytes().to_vec(),
-            limits,
+        let path = |p: Option<&Path>| p.map(|p| p.as_os_str().as_bytes().to_vec()).unwrap_or_default();
+        let run = SysRun {
+            argv: req.argv.iter().map(|a| a.to_vec()).collect(),
+            env: req.env.iter().map(|(k, v)| (k.to_vec(), v.to_vec())).collect(),
+            cwd: req.cwd.as_os_str().as_bytes().to_vec(),
+            stdin: req.stdin.as_os_str().as_bytes().to_vec(),
+            limits: req.limits,
+            stdout: path(req.stdout),
+            stderr: path(req.stderr),
         };
-        let body = bincode::serialize(&req).expect("plain data serialises");
+        let body = bincode::serialize(&run).expect("plain data serialises");
         let mut frame = (body.len() as u32).to_le_bytes().to_vec();
         frame.extend_from_slice(&body);
         if self.control.write_all(&frame).is_err() {
             return RunEnd::ServerDied;
         }
         let Some(pid) = self.read_word(PID_WAIT) else { return RunEnd::ServerDied };
-        match self.read_word(timeout) {
-            Some(status) => RunEnd::Status(status as i32),
+        match self.read_ended(timeout) {
+            Some(ended) => RunEnd::Ended(ended),
             None => {
                 // SAFETY: the child leads its own process group; end all of it.
                 unsafe { libc::kill(-(pid as i32), libc::SIGKILL) };
-                match self.read_word(PID_WAIT) {
+                match self.read_ended(PID_WAIT) {
                     Some(_) => RunEnd::Timeout,
                     None => RunEnd::ServerDied,
                 }

@@ -4,10 +4,14 @@
 //! wall-clock timeout. Lifted tests are untrusted input by design: they were made to
 //! crash things.
 //!
-//! Inside the sandbox `trestle-exec` runs the program and writes how it ended
-//! (bubblewrap alone turns a death by signal into an exit status), and
-//! `libtrestle_crashstack.so` is preloaded so a crash leaves its stack.
-//! Everything the run created is deleted when it ends.
+//! A program built with `trestle-cc` is started once, as a forkserver inside the
+//! sandbox, and each run is a fork of it ([`served`]). Any other program is started
+//! for each run: inside the sandbox `trestle-exec` runs it and writes how it ended
+//! (bubblewrap alone turns a death by signal into an exit status). Either way
+//! `libtrestle_crashstack.so` is preloaded so a crash leaves its stack, and
+//! everything the run created is deleted when it ends.
+
+mod served;
 
 use crate::signature::{parse_sanitizer, parse_stack, signal_name, symbolise, CrashSignature, FrameFilter};
 use crate::launch::{run_to_end, Capture, Layout};
@@ -66,6 +70,8 @@ pub struct SandboxRun {
     pub limit: Option<String>,
     /// The crash, if it crashed (signal or sanitizer report).
     pub crash: Option<CrashSignature>,
+    /// It was forked from the program's forkserver (not started for this run).
+    pub forked: bool,
 }
 
 impl SandboxRun {
@@ -110,16 +116,57 @@ pub struct Sandbox {
     preload: PathBuf,
     /// The limits of every run.
     pub limits: Limits,
+    /// The forkserver of the program run last (shared by clones of the sandbox).
+    served: std::sync::Arc<std::sync::Mutex<Option<served::Served>>>,
+}
+
+/// What a program is, as far as running it goes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct ProgramKind {
+    /// It carries a sanitizer runtime.
+    pub sanitizer: bool,
+    /// It was built with `trestle-cc` (and can serve system tests).
+    pub trestle: bool,
+}
+
+/// Read what `program` is from its symbols.
+pub fn program_kind(program: &Path) -> ProgramKind {
+    use object::{Object as _, ObjectSymbol as _};
+    let Ok(data) = std::fs::read(program) else { return ProgramKind::default() };
+    let Ok(obj) = object::File::parse(&*data) else { return ProgramKind::default() };
+    let mut kind = ProgramKind::default();
+    for s in obj.symbols().chain(obj.dynamic_symbols()) {
+        match s.name() {
+            Ok("__asan_init" | "__msan_init" | "__ubsan_handle_builtin_unreachable") => kind.sanitizer = true,
+            Ok("__trestle_main") => kind.trestle = true,
+            _ => {}
+        }
+    }
+    kind
 }
 
 /// Whether `program` carries a sanitizer runtime.
 pub fn is_sanitizer_build(program: &Path) -> bool {
-    use object::{Object as _, ObjectSymbol as _};
-    let Ok(data) = std::fs::read(program) else { return false };
-    let Ok(obj) = object::File::parse(&*data) else { return false };
-    obj.symbols().chain(obj.dynamic_symbols()).any(|s| {
-        s.name().is_ok_and(|n| n == "__asan_init" || n == "__msan_init" || n == "__ubsan_handle_builtin_unreachable")
-    })
+    program_kind(program).sanitizer
+}
+
+/// The environment a sanitizer build runs with: reports symbolised, no leak checks.
+fn sanitizer_env(cmd: &mut Command) {
+    let sym = crate::signature::symbolizer().map(|p| p.display().to_string()).unwrap_or_default();
+    cmd.env("ASAN_OPTIONS", "detect_leaks=0:symbolize=1:allocator_may_return_null=1:detect_stack_use_after_return=0")
+        .env("ASAN_SYMBOLIZER_PATH", &sym)
+        .env("UBSAN_OPTIONS", "print_stacktrace=1:halt_on_error=1")
+        .env("UBSAN_SYMBOLIZER_PATH", &sym);
+}
+
+/// How a run ended, before the sandbox reads a limit or a crash out of it.
+struct Outcome {
+    status: RunStatus,
+    stdout: Vec<u8>,
+    stderr: Vec<u8>,
+    max_rss_kib: u64,
+    cpu_ms: u64,
+    wall: Duration,
 }
 
 impl Sandbox {
@@ -147,7 +194,7 @@ impl Sandbox {
         } else {
             None
         };
-        Ok(Sandbox { bwrap, exec, preload, limits })
+        Ok(Sandbox { bwrap, exec, preload, limits, served: Default::default() })
     }
 
     /// Whether runs are isolated with bubblewrap.
@@ -166,19 +213,45 @@ impl Sandbox {
         profile: Option<&Path>,
     ) -> Result<SandboxRun> {
         let program = std::fs::canonicalize(program).with_context(|| format!("program {}", program.display()))?;
+        let mut served = self.served.lock().unwrap_or_else(|p| p.into_inner());
+        if served.as_ref().is_none_or(|s| s.program != program) {
+            *served = Some(served::Served::start(&program, program_kind(&program), self.bwrap.as_deref(), &self.preload, &self.limits)?);
+        }
+        let served = served.as_mut().expect("set above");
+        let kind = served.kind;
+        // A coverage profile is named when the program starts: those runs are spawned.
+        if profile.is_none() && served.serving() {
+            if let Some(r) = served.run(test, extra_env, self.bwrap.as_deref(), &self.preload, &self.limits)? {
+                let mut run = self.conclude(&program, r.outcome, &r.stack, kind.sanitizer, filter)?;
+                run.forked = true;
+                return Ok(run);
+            }
+        }
+        self.spawn(&program, kind.sanitizer, test, extra_env, filter, profile)
+    }
+
+    /// Start `program` for this run alone (`trestle-exec` inside the sandbox).
+    fn spawn(
+        &self,
+        program: &Path,
+        sanitizer: bool,
+        test: &SystemTest,
+        extra_env: &[(String, String)],
+        filter: &FrameFilter,
+        profile: Option<&Path>,
+    ) -> Result<SandboxRun> {
         let layout = Layout::new(test)?;
         let (work, side) = (&layout.cwd, &layout.side);
         let status_path = side.join("status");
         let stack_path = side.join("stack");
         let profile_path = side.join("profile.profraw");
-        let sanitizer = is_sanitizer_build(&program);
 
         let mut cmd = match &self.bwrap {
             Some(bwrap) => {
                 let mut c = Command::new(bwrap);
                 c.args(["--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp"]);
                 // What lives under /tmp must be mounted again over the fresh /tmp.
-                for p in [&program, &self.exec, &self.preload] {
+                for p in [program, &self.exec, &self.preload] {
                     c.arg("--ro-bind").arg(p).arg(p);
                 }
                 c.arg("--bind").arg(work).arg(work);
@@ -194,7 +267,7 @@ impl Sandbox {
                 c
             }
         };
-        cmd.arg(&status_path).arg("--").arg(&program).args(&test.args);
+        cmd.arg(&status_path).arg("--").arg(program).args(&test.args);
         for (k, _) in std::env::vars_os() {
             if k.to_string_lossy().starts_with("TRESTLE_") || k == "LD_PRELOAD" {
                 cmd.env_remove(k);
@@ -203,11 +276,7 @@ impl Sandbox {
         cmd.envs(test.env.iter()).envs(extra_env.iter().map(|(k, v)| (k, v)));
         cmd.env("LLVM_PROFILE_FILE", &profile_path);
         if sanitizer {
-            let sym = crate::signature::symbolizer().map(|p| p.display().to_string()).unwrap_or_default();
-            cmd.env("ASAN_OPTIONS", "detect_leaks=0:symbolize=1:allocator_may_return_null=1:detect_stack_use_after_return=0")
-                .env("ASAN_SYMBOLIZER_PATH", &sym)
-                .env("UBSAN_OPTIONS", "print_stacktrace=1:halt_on_error=1")
-                .env("UBSAN_SYMBOLIZER_PATH", &sym);
+            sanitizer_env(&mut cmd);
         } else {
             cmd.env("LD_PRELOAD", &self.preload).env("TRESTLE_CRASH_STACK", &stack_path);
         }
@@ -259,15 +328,27 @@ impl Sandbox {
         };
         let max_rss_kib = field("maxrss ").unwrap_or(0).max(0) as u64;
         let cpu_ms = field("cpu_ms ").unwrap_or(0).max(0) as u64;
-        let err_text = String::from_utf8_lossy(&stderr).into_owned();
-        let limit = self.limit_hit(&status, max_rss_kib, cpu_ms, &err_text, sanitizer);
+        if let Some(dest) = profile {
+            if profile_path.exists() {
+                std::fs::copy(&profile_path, dest).with_context(|| format!("cannot write {}", dest.display()))?;
+            }
+        }
+        let outcome = Outcome { status, stdout, stderr, max_rss_kib, cpu_ms, wall };
+        self.conclude(program, outcome, &stack_path, sanitizer, filter)
+    }
 
+    /// The run as the caller sees it: a limit it ran into, else the crash (from a
+    /// sanitizer report, else from the signal and the stack the preload left in
+    /// `stack`).
+    fn conclude(&self, program: &Path, o: Outcome, stack: &Path, sanitizer: bool, filter: &FrameFilter) -> Result<SandboxRun> {
+        let err_text = String::from_utf8_lossy(&o.stderr).into_owned();
+        let limit = self.limit_hit(&o.status, o.max_rss_kib, o.cpu_ms, &err_text, sanitizer);
         let crash = if limit.is_some() {
             None
-        } else if let Some((kind, frames)) = parse_sanitizer(&err_text, &program) {
+        } else if let Some((kind, frames)) = parse_sanitizer(&err_text, program) {
             Some(filter.signature(kind, frames))
-        } else if let RunStatus::Signaled(sig) = status {
-            let frames = match std::fs::read_to_string(&stack_path) {
+        } else if let RunStatus::Signaled(sig) = o.status {
+            let frames = match std::fs::read_to_string(stack) {
                 Ok(text) => parse_stack(&text).ok().map(|raw| symbolise(&raw, filter.program.as_deref())).transpose()?.unwrap_or_default(),
                 Err(_) => Vec::new(),
             };
@@ -275,12 +356,7 @@ impl Sandbox {
         } else {
             None
         };
-        if let Some(dest) = profile {
-            if profile_path.exists() {
-                std::fs::copy(&profile_path, dest).with_context(|| format!("cannot write {}", dest.display()))?;
-            }
-        }
-        Ok(SandboxRun { status, stdout, stderr, max_rss_kib, cpu_ms, wall, limit, crash })
+        Ok(SandboxRun { status: o.status, stdout: o.stdout, stderr: o.stderr, max_rss_kib: o.max_rss_kib, cpu_ms: o.cpu_ms, wall: o.wall, limit, crash, forked: false })
     }
 
     fn limit_hit(&self, status: &RunStatus, rss_kib: u64, cpu_ms: u64, stderr: &str, sanitizer: bool) -> Option<String> {

@@ -299,37 +299,74 @@ impl<OT> SysExecutor<OT> {
         Ok(kind)
     }
 
+    /// Start the forkserver if the program can serve (deciding on the first try);
+    /// false if it cannot (then it is spawned per test).
+    fn start_server(&mut self) -> Result<bool, libafl::Error> {
+        if self.serving == Some(false) {
+            return Ok(false);
+        }
+        let mut cmd = self.command();
+        // Resolve every symbol once in the server, not lazily in every child
+        // (AFL++ does the same).
+        cmd.env("LD_BIND_NOW", "1");
+        let started = ForkServer::start(cmd)
+            .map_err(|e| libafl::Error::unknown(format!("cannot run program {}: {e}", self.program.display())))?;
+        match (started, self.serving) {
+            (Some(s), first) => {
+                self.restarts += u64::from(first.is_some());
+                self.server = Some(s);
+                self.serving = Some(true);
+                Ok(true)
+            }
+            (None, None) => {
+                if self.notice {
+                    eprintln!(
+                        "trestle: {} does not serve system tests (not built with trestle-cc, or it never reaches main): starting it for every test",
+                        self.program.display()
+                    );
+                }
+                self.serving = Some(false);
+                Ok(false)
+            }
+            (None, Some(_)) => Ok(false),
+        }
+    }
+
+    /// The coverage-map entries the program uses, if it serves (started here if
+    /// not yet): the observers need not look at more.
+    fn map_len(&mut self) -> Result<Option<usize>, libafl::Error> {
+        if self.server.is_none() && !self.start_server()? {
+            return Ok(None);
+        }
+        Ok(self.server.as_ref().map(|s| s.edges))
+    }
+
+    /// The same executor observing with `observers`.
+    fn with_observers<OT2>(self, observers: OT2) -> SysExecutor<OT2> {
+        SysExecutor {
+            program: self.program,
+            work: self.work,
+            timeout: self.timeout,
+            env: self.env,
+            observers,
+            slot: self.slot,
+            server: self.server,
+            serving: self.serving,
+            restarts: self.restarts,
+            last_stdin: self.last_stdin,
+            notice: self.notice,
+            limits: self.limits,
+        }
+    }
+
     /// Run through the forkserver; `None` if the program is no server (or the
     /// server died during this run: the next run starts a new one).
     fn serve(&mut self, input: &SysInput, dir: &Path, stdin: &Path) -> Result<Option<ExitKind>, libafl::Error> {
         if self.serving == Some(false) {
             return Ok(None);
         }
-        if self.server.is_none() {
-            let mut cmd = self.command();
-            // Resolve every symbol once in the server, not lazily in every child
-            // (AFL++ does the same).
-            cmd.env("LD_BIND_NOW", "1");
-            let started = ForkServer::start(cmd)
-                .map_err(|e| libafl::Error::unknown(format!("cannot run program {}: {e}", self.program.display())))?;
-            match (started, self.serving) {
-                (Some(s), first) => {
-                    self.restarts += u64::from(first.is_some());
-                    self.server = Some(s);
-                    self.serving = Some(true);
-                }
-                (None, None) => {
-                    if self.notice {
-                        eprintln!(
-                        "trestle: {} does not serve system tests (not built with trestle-cc, or it never reaches main): starting it for every test",
-                        self.program.display()
-                        );
-                    }
-                    self.serving = Some(false);
-                    return Ok(None);
-                }
-                (None, Some(_)) => return Ok(None),
-            }
+        if self.server.is_none() && !self.start_server()? {
+            return Ok(None);
         }
         let server = self.server.as_mut().expect("started above");
         let mut argv: Vec<&[u8]> = vec![self.program.as_os_str().as_bytes()];
@@ -337,12 +374,12 @@ impl<OT> SysExecutor<OT> {
         let env: Vec<(&[u8], &[u8])> = input.env.iter().map(|(k, v)| (k.as_bytes(), v.as_bytes())).collect();
         let cwd = std::path::absolute(dir)?;
         let stdin = std::path::absolute(stdin)?;
-        Ok(match server.run(&argv, &env, &cwd, &stdin, self.limits, self.timeout) {
-            crate::forkserver::RunEnd::Status(status) => Some(if libc::WIFSIGNALED(status) && is_crash_signal(libc::WTERMSIG(status)) {
-                ExitKind::Crash
-            } else {
-                ExitKind::Ok
-            }),
+        let req = crate::forkserver::Request { argv: &argv, env: &env, cwd: &cwd, stdin: &stdin, stdout: None, stderr: None, limits: self.limits };
+        Ok(match server.run(&req, self.timeout) {
+            crate::forkserver::RunEnd::Ended(e) => {
+                let status = e.status as i32;
+                Some(if libc::WIFSIGNALED(status) && is_crash_signal(libc::WTERMSIG(status)) { ExitKind::Crash } else { ExitKind::Ok })
+            }
             crate::forkserver::RunEnd::Timeout => Some(ExitKind::Timeout),
             crate::forkserver::RunEnd::ServerDied => {
                 self.server = None;
@@ -580,7 +617,9 @@ impl<S: HasRand> Mutator<SysInput, S> for ByteMutator {
         let max = part_limit(part);
         let buf = part_mut(input, part);
         let len = buf.len();
-        let op = if len == 0 { 4 } else { below(rand, 7) };
+        // Deleting is twice as likely as inserting or duplicating (as in AFL's havoc):
+        // inputs stay small, and small inputs run fast.
+        let op = if len == 0 { 4 } else { below(rand, 8) };
         match op {
             0 => {
                 let i = below(rand, len);
@@ -612,7 +651,7 @@ impl<S: HasRand> Mutator<SysInput, S> for ByteMutator {
                 };
                 buf.splice(pos..pos, bytes);
             }
-            5 => {
+            5 | 6 => {
                 let start = below(rand, len);
                 let n = small_len(rand, len - start);
                 buf.drain(start..start + n);
@@ -621,7 +660,7 @@ impl<S: HasRand> Mutator<SysInput, S> for ByteMutator {
                 let start = below(rand, len);
                 let n = small_len(rand, (len - start).min(256));
                 let copy = buf[start..start + n].to_vec();
-                for _ in 0..small_len(rand, 8) {
+                for _ in 0..small_len(rand, 4) {
                     buf.splice(start + n..start + n, copy.iter().copied());
                 }
             }
@@ -648,9 +687,10 @@ pub struct LineMutator;
 
 impl<S: HasRand + HasCorpus<SysInput>> Mutator<SysInput, S> for LineMutator {
     fn mutate(&mut self, state: &mut S, input: &mut SysInput) -> Result<MutationResult, libafl::Error> {
-        let op = below(state.rand_mut(), 5);
+        // Op 5 deletes, like op 1: deleting twice as likely as repeating or inserting.
+        let op = below(state.rand_mut(), 6);
         // A line from elsewhere, for ops 3 and 4.
-        let foreign = if op >= 3 {
+        let foreign = if op == 3 || op == 4 {
             let source = if state.rand_mut().coinflip(0.5) { other_input(state) } else { None };
             let source = source.as_ref().unwrap_or(input);
             let rand = state.rand_mut();
@@ -675,10 +715,10 @@ impl<S: HasRand + HasCorpus<SysInput>> Mutator<SysInput, S> for LineMutator {
             (0, _) if n > 0 => {
                 let i = below(rand, n);
                 let line = ls[i].clone();
-                let times = small_len(rand, 64);
+                let times = small_len(rand, 16);
                 ls.splice(i..i, std::iter::repeat_n(line, times));
             }
-            (1, _) if n > 0 => {
+            (1 | 5, _) if n > 0 => {
                 ls.remove(below(rand, n));
             }
             (2, _) if n > 1 => {
@@ -1201,10 +1241,21 @@ impl SysFuzzer {
 
         let mut provider = UnixShMemProvider::new().map_err(lib).context("cannot use shared memory")?;
         let mut edges_map = provider.new_shmem(MAP_SIZE).map_err(lib).context("cannot create the edge map")?;
+        let coverage_env = vec![
+            ("__AFL_SHM_ID".to_string(), edges_map.id().to_string()),
+            ("AFL_MAP_SIZE".to_string(), MAP_SIZE.to_string()),
+        ];
+        let mut executor = SysExecutor::new(&program, cfg.timeout, cfg.memory, coverage_env.clone(), (), cfg.no_forkserver)?;
+        // Look at as much of the map as the program uses (the server says; AFL++ does
+        // the same): classifying, comparing and clearing it is work on every run.
+        let map_len = match executor.map_len().map_err(lib)? {
+            Some(edges) => edges.next_multiple_of(64).clamp(64, MAP_SIZE),
+            None => MAP_SIZE,
+        };
         // SAFETY: the map outlives the observer: both live in the SysFuzzer, the map
         // declared after the engine that holds the observer, so it is dropped last.
         let edges_observer = unsafe {
-            HitcountsMapObserver::new(StdMapObserver::from_mut_ptr("edges", edges_map.as_mut_ptr(), MAP_SIZE))
+            HitcountsMapObserver::new(StdMapObserver::from_mut_ptr("edges", edges_map.as_mut_ptr(), map_len))
         }
         .track_indices();
         let time_observer = TimeObserver::new("time");
@@ -1229,17 +1280,13 @@ impl SysFuzzer {
             // Structured mutations often repeat an input; running it again says nothing.
             .input_filter(BloomInputFilter::new(1 << 20, 1e-4))
             .build();
-        let coverage_env = vec![
-            ("__AFL_SHM_ID".to_string(), edges_map.id().to_string()),
-            ("AFL_MAP_SIZE".to_string(), MAP_SIZE.to_string()),
-        ];
-        let executor = SysExecutor::new(&program, cfg.timeout, cfg.memory, coverage_env.clone(), tuple_list!(edges_observer, time_observer), cfg.no_forkserver)?;
+        let executor = executor.with_observers(tuple_list!(edges_observer, time_observer));
         let stage = StdMutationalStage::with_max_iterations(
             sys_mutator(&cfg.dictionary),
             NonZeroUsize::new(EXECS_PER_PICK).expect("non-zero"),
         );
         // SAFETY: the edge map lives in the SysFuzzer, dropped after the engine.
-        let trim = unsafe { trim::TrimStage::new(edges_map.as_ptr(), MAP_SIZE) };
+        let trim = unsafe { trim::TrimStage::new(edges_map.as_ptr(), map_len) };
         let mut cmp_map = None;
         let mut engine: Box<dyn Engine> = if cfg.cmplog {
             // Input-to-state: each picked entry runs once more with the trace-cmp
@@ -1434,6 +1481,13 @@ pub struct SysFuzzArgs {
     /// builds). Each execution also gets a CPU-time limit just under --timeout.
     #[arg(long, default_value_t = 4096)]
     pub memory_mb: u64,
+    /// Run the fuzzer and the program on this core (default: a free one, that no
+    /// other fuzzer is bound to; none if all are taken).
+    #[arg(long, conflicts_with = "no_pin")]
+    pub pin: Option<usize>,
+    /// Do not bind to a core.
+    #[arg(long)]
+    pub no_pin: bool,
 }
 
 /// What `trestle sysfuzz` did.
@@ -1479,6 +1533,7 @@ pub fn run(args: &SysFuzzArgs) -> Result<SysFuzzReport> {
         memory: if crate::sandbox::is_sanitizer_build(&binary.path) { 0 } else { args.memory_mb << 20 },
     };
     let n_seeds = cfg.seeds.len();
+    crate::fuzz::bind_core(args.pin, args.no_pin)?;
     let mut f = SysFuzzer::new(cfg)?;
     let initial = f.take_report()?;
     let (initial_queue, initial_edges, initial_execs) = (f.queue_len(), f.edges(), f.executions());

@@ -60,6 +60,7 @@ pub fn run(args: &ValidateArgs) -> Result<usize> {
                 "cpu_ms": run.cpu_ms,
                 "wall_ms": run.wall.as_millis() as u64,
                 "sandboxed": sandbox.isolated(),
+                "forkserver": run.forked,
             });
             println!("{v}");
         } else {

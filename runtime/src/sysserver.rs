@@ -8,7 +8,7 @@
 //! already past and goes on.
 
 use std::sync::atomic::{AtomicBool, Ordering};
-use trestle_abi::sysserver::{ChildLimits, SysRun, CONTROL_FD, ENV_SYS_FORKSERVER, HELLO, MAX_REQUEST, STATUS_FD};
+use trestle_abi::sysserver::{ChildLimits, Ended, SysRun, CONTROL_FD, ENV_SYS_FORKSERVER, HELLO, MAX_REQUEST, STATUS_FD};
 
 /// Set in a child (and in the server once it started): the hook must not serve again.
 static STARTED: AtomicBool = AtomicBool::new(false);
@@ -34,12 +34,17 @@ fn read_exact(fd: i32, buf: &mut [u8]) -> bool {
     true
 }
 
-fn write_word(fd: i32, v: u32) -> bool {
-    let mut frame = [0u8; 8];
-    frame[..4].copy_from_slice(&4u32.to_le_bytes());
-    frame[4..].copy_from_slice(&v.to_le_bytes());
+/// Write one frame: its length, then `payload`.
+fn write_frame(fd: i32, payload: &[u8]) -> bool {
+    let mut frame = Vec::with_capacity(4 + payload.len());
+    frame.extend_from_slice(&(payload.len() as u32).to_le_bytes());
+    frame.extend_from_slice(payload);
     // SAFETY: writing a local buffer.
     unsafe { libc::write(fd, frame.as_ptr().cast(), frame.len()) == frame.len() as isize }
+}
+
+fn write_word(fd: i32, v: u32) -> bool {
+    write_frame(fd, &v.to_le_bytes())
 }
 
 fn read_request() -> Option<SysRun> {
@@ -65,12 +70,17 @@ fn c_string(b: &[u8]) -> std::ffi::CString {
 /// Serve system tests if the host asked for it; returns at once otherwise, and in
 /// every child.
 pub fn maybe_serve() {
-    if STARTED.swap(true, Ordering::AcqRel) || std::env::var_os(ENV_SYS_FORKSERVER).is_none() {
+    // Read before written: a child (which finds it set) then never copies the page.
+    if STARTED.load(Ordering::Acquire) || STARTED.swap(true, Ordering::AcqRel) || std::env::var_os(ENV_SYS_FORKSERVER).is_none() {
         return;
     }
     if !write_word(STATUS_FD, HELLO) {
         // Nobody listens: run as a plain program.
         return;
+    }
+    if !write_word(STATUS_FD, crate::forkserver::edges() as u32) {
+        // SAFETY: the host went away between two words: end the server.
+        unsafe { libc::_exit(1) }
     }
     loop {
         let Some(run) = read_request() else {
@@ -83,32 +93,52 @@ pub fn maybe_serve() {
         let env: Vec<(std::ffi::CString, std::ffi::CString)> = run.env.iter().map(|(k, v)| (c_string(k), c_string(v))).collect();
         let cwd = c_string(&run.cwd);
         let stdin = c_string(&run.stdin);
+        let output = [(1, c_string(&run.stdout)), (2, c_string(&run.stderr))];
         let limits = run.limits;
+        let mut argv_ptrs: Vec<*const libc::c_char> = argv.iter().map(|a| a.as_ptr()).collect();
+        argv_ptrs.push(std::ptr::null());
         // SAFETY: the server is single-threaded; the child only uses what is above.
         let pid = unsafe { libc::fork() };
         if pid == 0 {
-            child(&argv, &env, &cwd, &stdin, limits);
+            child(&argv_ptrs, &env, &cwd, &stdin, &output, limits);
         }
         if pid < 0 || !write_word(STATUS_FD, pid.max(0) as u32) {
             // SAFETY: ends the server.
             unsafe { libc::_exit(1) }
         }
         let mut status = 0;
+        // SAFETY: a zeroed rusage is a valid one to fill.
+        let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
         // SAFETY: waiting for our own child.
-        while unsafe { libc::waitpid(pid, &mut status, 0) } < 0 {
+        while unsafe { libc::wait4(pid, &mut status, 0, &mut usage) } < 0 {
             if std::io::Error::last_os_error().kind() != std::io::ErrorKind::Interrupted {
                 break;
             }
         }
-        if !write_word(STATUS_FD, status as u32) {
+        let ms = |t: libc::timeval| t.tv_sec as u64 * 1000 + t.tv_usec as u64 / 1000;
+        let ended = Ended {
+            status: status as u32,
+            cpu_ms: (ms(usage.ru_utime) + ms(usage.ru_stime)).min(u32::MAX as u64) as u32,
+            max_rss_kib: usage.ru_maxrss.clamp(0, u32::MAX as i64) as u32,
+        };
+        if !write_frame(STATUS_FD, &ended.to_bytes()) {
             // SAFETY: ends the server.
             unsafe { libc::_exit(1) }
         }
     }
 }
 
-/// The child: take the request's limits, directory, input and environment, run `main`.
-fn child(argv: &[std::ffi::CString], env: &[(std::ffi::CString, std::ffi::CString)], cwd: &std::ffi::CStr, stdin: &std::ffi::CStr, limits: ChildLimits) -> ! {
+/// The child: take the request's limits, directory, input, output files and
+/// environment, run `main` with `argv` (null-terminated). It allocates nothing itself: each page a child
+/// touches that the server did not is a page fault in every execution.
+fn child(
+    argv: &[*const libc::c_char],
+    env: &[(std::ffi::CString, std::ffi::CString)],
+    cwd: &std::ffi::CStr,
+    stdin: &std::ffi::CStr,
+    output: &[(i32, std::ffi::CString)],
+    limits: ChildLimits,
+) -> ! {
     // SAFETY: plain calls in a fresh, single-threaded child; `main` is the program's.
     unsafe {
         libc::close(CONTROL_FD);
@@ -135,12 +165,23 @@ fn child(argv: &[std::ffi::CString], env: &[(std::ffi::CString, std::ffi::CStrin
                 libc::close(fd);
             }
         }
+        for (target, path) in output {
+            if path.is_empty() {
+                continue;
+            }
+            let fd = libc::open(path.as_ptr(), libc::O_WRONLY | libc::O_CREAT | libc::O_TRUNC, 0o600);
+            if fd < 0 {
+                libc::_exit(126);
+            }
+            libc::dup2(fd, *target);
+            if fd != *target {
+                libc::close(fd);
+            }
+        }
         for (k, v) in env {
             libc::setenv(k.as_ptr(), v.as_ptr(), 1);
         }
-        let mut ptrs: Vec<*const libc::c_char> = argv.iter().map(|a| a.as_ptr()).collect();
-        ptrs.push(std::ptr::null());
-        let code = main(argv.len() as libc::c_int, ptrs.as_ptr(), environ);
+        let code = main(argv.len() as libc::c_int - 1, argv.as_ptr(), environ);
         libc::exit(code)
     }
 }

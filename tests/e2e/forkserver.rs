@@ -8,7 +8,7 @@
 use std::path::Path;
 use std::time::{Duration, Instant};
 use trestle_abi::sysserver::ChildLimits;
-use trestle_bridge::forkserver::{ForkServer, RunEnd};
+use trestle_bridge::forkserver::{ForkServer, Request, RunEnd};
 use trestle_tests::*;
 
 const NONE: ChildLimits = ChildLimits { cpu_secs: 0, address_space: 0, open_files: 0 };
@@ -34,6 +34,7 @@ int main(int argc, char **argv) {
         return 0;
     }
     if (!strcmp(what, "spin")) for (volatile unsigned long i = 0;; i++) {}
+    if (!strcmp(what, "say")) { printf("to stdout %s\n", argc > 2 ? argv[2] : ""); fprintf(stderr, "to stderr\n"); return 0; }
     if (!strcmp(what, "closefds")) { for (int fd = 0; fd < 1024; fd++) close(fd); return 0; }
     if (!strcmp(what, "corrupt")) {
         char *a = malloc(32), *b = malloc(32);
@@ -81,16 +82,21 @@ fn served(input: &str) -> Served {
     Served { dir, prog, fs, stdin }
 }
 
+/// One execution with its output discarded.
+fn go(fs: &mut ForkServer, argv: &[&[u8]], env: &[(&[u8], &[u8])], cwd: &Path, stdin: &Path, limits: ChildLimits, timeout: Duration) -> RunEnd {
+    fs.run(&Request { argv, env, cwd, stdin, stdout: None, stderr: None, limits }, timeout)
+}
+
 fn exit_code(end: RunEnd) -> Option<i32> {
     match end {
-        RunEnd::Status(s) if libc::WIFEXITED(s) => Some(libc::WEXITSTATUS(s)),
+        RunEnd::Ended(e) if libc::WIFEXITED(e.status as i32) => Some(libc::WEXITSTATUS(e.status as i32)),
         _ => None,
     }
 }
 
 fn signal(end: RunEnd) -> Option<i32> {
     match end {
-        RunEnd::Status(s) if libc::WIFSIGNALED(s) => Some(libc::WTERMSIG(s)),
+        RunEnd::Ended(e) if libc::WIFSIGNALED(e.status as i32) => Some(libc::WTERMSIG(e.status as i32)),
         _ => None,
     }
 }
@@ -110,7 +116,7 @@ fn every_execution_sees_its_own_arguments_stdin_files_and_environment() {
         let arg = format!("arg{k}");
         let mode = format!("m{k}");
         let env: Vec<(&[u8], &[u8])> = if k == 1 { vec![] } else { vec![(b"KV_MODE", mode.as_bytes())] };
-        let end = fs.run(&[name, arg.as_bytes(), b"in.txt"], &env, &cwd, &stdin, NONE, Duration::from_secs(5));
+        let end = go(&mut fs, &[name, arg.as_bytes(), b"in.txt"], &env, &cwd, &stdin, NONE, Duration::from_secs(5));
         assert_eq!(exit_code(end), Some(3), "{end:?}");
         let seen = std::fs::read_to_string(cwd.join("seen.txt")).unwrap();
         let env_seen = if k == 1 { "(unset)".to_owned() } else { mode.clone() };
@@ -124,7 +130,7 @@ fn crashes_hangs_exits_and_closed_descriptors_end_one_execution_only() {
     let Served { dir, prog, mut fs, stdin } = served("x\n");
     let name = prog.as_os_str().as_encoded_bytes();
     let cwd = dir.path();
-    let run = |fs: &mut ForkServer, what: &[u8], t: u64| fs.run(&[name, what], &[], cwd, &stdin, NONE, Duration::from_secs(t));
+    let run = |fs: &mut ForkServer, what: &[u8], t: u64| go(fs, &[name, what], &[], cwd, &stdin, NONE, Duration::from_secs(t));
     assert_eq!(signal(run(&mut fs, b"crash", 5)), Some(libc::SIGSEGV));
     let t = Instant::now();
     assert_eq!(run(&mut fs, b"hang", 1), RunEnd::Timeout);
@@ -141,11 +147,11 @@ fn the_server_survives_ten_thousand_executions_that_corrupt_the_heap() {
     let name = prog.as_os_str().as_encoded_bytes();
     let mut ends = std::collections::BTreeMap::new();
     for _ in 0..10_000 {
-        let end = fs.run(&[name, b"corrupt"], &[], dir.path(), &stdin, NONE, Duration::from_secs(5));
+        let end = go(&mut fs, &[name, b"corrupt"], &[], dir.path(), &stdin, NONE, Duration::from_secs(5));
         assert_ne!(end, RunEnd::ServerDied);
         *ends.entry(format!("{:?}", signal(end).map_or("exit".to_owned(), |s| format!("signal {s}")))).or_insert(0) += 1;
     }
-    assert_eq!(exit_code(fs.run(&[name, b"plain"], &[], dir.path(), &stdin, NONE, Duration::from_secs(5))), Some(3), "{ends:?}");
+    assert_eq!(exit_code(go(&mut fs, &[name, b"plain"], &[], dir.path(), &stdin, NONE, Duration::from_secs(5))), Some(3), "{ends:?}");
 }
 
 #[test]
@@ -169,7 +175,7 @@ fn a_plain_program_is_no_server_and_a_dead_server_is_reported() {
     let stdin = dir.path().join("stdin");
     std::fs::write(&stdin, "").unwrap();
     let name = prog.as_os_str().as_encoded_bytes();
-    assert_eq!(fs.run(&[name], &[], dir.path(), &stdin, NONE, Duration::from_secs(5)), RunEnd::ServerDied);
+    assert_eq!(go(&mut fs, &[name], &[], dir.path(), &stdin, NONE, Duration::from_secs(5)), RunEnd::ServerDied);
 }
 
 #[test]
@@ -178,13 +184,35 @@ fn each_child_takes_its_own_limits_and_the_server_none() {
     let name = prog.as_os_str().as_encoded_bytes();
     let small = ChildLimits { cpu_secs: 1, address_space: 256 << 20, open_files: 0 };
     // Memory: the allocation fails under the limit, succeeds without it.
-    assert_eq!(exit_code(fs.run(&[name, b"hog"], &[], dir.path(), &stdin, small, Duration::from_secs(10))), Some(12));
-    assert_eq!(exit_code(fs.run(&[name, b"hog"], &[], dir.path(), &stdin, NONE, Duration::from_secs(10))), Some(0));
+    assert_eq!(exit_code(go(&mut fs, &[name, b"hog"], &[], dir.path(), &stdin, small, Duration::from_secs(10))), Some(12));
+    assert_eq!(exit_code(go(&mut fs, &[name, b"hog"], &[], dir.path(), &stdin, NONE, Duration::from_secs(10))), Some(0));
     // CPU: a spinning child is stopped by its own limit (SIGXCPU) before the wall-clock one.
     let t = Instant::now();
-    let end = fs.run(&[name, b"spin"], &[], dir.path(), &stdin, small, Duration::from_secs(20));
-    assert!(matches!(end, RunEnd::Status(s) if libc::WIFSIGNALED(s) && [libc::SIGXCPU, libc::SIGKILL].contains(&libc::WTERMSIG(s))), "{end:?}");
+    let end = go(&mut fs, &[name, b"spin"], &[], dir.path(), &stdin, small, Duration::from_secs(20));
+    assert!(matches!(signal(end), Some(s) if [libc::SIGXCPU, libc::SIGKILL].contains(&s)), "{end:?}");
+    let RunEnd::Ended(e) = end else { unreachable!() };
+    assert!(e.cpu_ms >= 500, "the server reports what the child used: {e:?}");
     assert!(t.elapsed() < Duration::from_secs(5), "{:?}", t.elapsed());
     // The server itself kept no limit: it goes on serving.
-    assert_eq!(exit_code(fs.run(&[name, b"plain"], &[], dir.path(), &stdin, NONE, Duration::from_secs(5))), Some(3));
+    assert_eq!(exit_code(go(&mut fs, &[name, b"plain"], &[], dir.path(), &stdin, NONE, Duration::from_secs(5))), Some(3));
+}
+
+#[test]
+fn each_child_writes_its_output_where_its_request_says() {
+    let Served { dir, prog, mut fs, stdin } = served("");
+    let name = prog.as_os_str().as_encoded_bytes();
+    for k in 0..2 {
+        let (out, err) = (dir.path().join(format!("out-{k}")), dir.path().join(format!("err-{k}")));
+        let arg = format!("run {k}");
+        let argv: [&[u8]; 3] = [name, b"say", arg.as_bytes()];
+        let req = Request { argv: &argv, env: &[], cwd: dir.path(), stdin: &stdin, stdout: Some(&out), stderr: Some(&err), limits: NONE };
+        let end = fs.run(&req, Duration::from_secs(5));
+        assert_eq!(exit_code(end), Some(0), "{end:?}");
+        assert_eq!(std::fs::read_to_string(&out).unwrap(), format!("to stdout run {k}\n"));
+        assert_eq!(std::fs::read_to_string(&err).unwrap(), "to stderr\n");
+    }
+    // Without files the output goes where the server's goes (here: nowhere), and no
+    // file of an earlier run is touched.
+    assert_eq!(exit_code(go(&mut fs, &[name, b"say", b"again"], &[], dir.path(), &stdin, NONE, Duration::from_secs(5))), Some(0));
+    assert_eq!(std::fs::read_to_string(dir.path().join("out-1")).unwrap(), "to stdout run 1\n");
 }

@@ -139,11 +139,23 @@ int main(int argc, char **argv) {
 
 #[test]
 fn the_sandbox_contains_hostile_tests() {
+    // Started for every run.
     let dir = tempfile::tempdir().unwrap();
-    let d = dir.path();
-    std::fs::write(d.join("hostile.c"), HOSTILE).unwrap();
-    let prog = d.join("hostile");
-    clang(&[&"-O0", &"-g", &d.join("hostile.c"), &"-o", &prog]);
+    std::fs::write(dir.path().join("hostile.c"), HOSTILE).unwrap();
+    let prog = dir.path().join("hostile");
+    clang(&[&"-O0", &"-g", &dir.path().join("hostile.c"), &"-o", &prog]);
+    hostile_tests_are_contained(dir.path(), &prog, false);
+}
+
+#[test]
+fn the_sandbox_contains_hostile_tests_run_by_a_forkserver() {
+    // Built with trestle-cc: one server in the sandbox, each run a fork of it.
+    let dir = tempfile::tempdir().unwrap();
+    let prog = build_c(dir.path(), "hostile", HOSTILE, "-O0");
+    hostile_tests_are_contained(dir.path(), &prog, true);
+}
+
+fn hostile_tests_are_contained(d: &Path, prog: &Path, forked: bool) {
     // Outside the working directory: on the machine (read-only in the sandbox), and
     // under /tmp (a private, discarded tmpfs in the sandbox).
     let outside = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("escaped-{}.txt", std::process::id()));
@@ -164,6 +176,7 @@ fn the_sandbox_contains_hostile_tests() {
     let lines: Vec<Value> = String::from_utf8_lossy(&out.stdout).lines().map(|l| serde_json::from_str(l).unwrap()).collect();
     let by = |name: &str| lines.iter().find(|l| l["test"].as_str().unwrap().ends_with(&format!("{name}.json"))).unwrap().clone();
     assert_eq!(by("write")["sandboxed"], true);
+    assert!(lines.iter().all(|l| l["forkserver"] == forked), "{lines:?}");
     assert!(!outside.exists(), "a sandboxed test wrote {}", outside.display());
     assert_eq!(by("write")["status"], "exit 2");
     assert!(!outside_tmp.exists(), "a sandboxed test wrote {}", outside_tmp.display());

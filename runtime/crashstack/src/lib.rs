@@ -16,7 +16,9 @@
 //! ```
 //!
 //! then restores the default action and lets the signal kill the process as it
-//! would have. The host turns addresses into functions with `llvm-symbolizer`. A
+//! would have. The file is the one the variable names when the crash happens (a
+//! forkserver child is given its own after the library loaded in the server), or the
+//! one it named at load time if the program dropped its environment. The host turns addresses into functions with `llvm-symbolizer`. A
 //! program that installs its own handlers replaces this one; the host then has the
 //! signal but no frames.
 
@@ -136,12 +138,47 @@ unsafe fn put_dec(fd: c_int, prefix: &[u8], value: u32) {
     }
 }
 
+extern "C" {
+    static environ: *const *const libc::c_char;
+}
+
+/// Copy the current value of `TRESTLE_CRASH_STACK` into `out` (NUL-terminated) by
+/// walking the environment: no locks, no allocation. False if it is not set.
+///
+/// # Safety
+/// `environ` must be the process's environment (or null).
+unsafe fn path_now(out: &mut [u8; PATH_MAX]) -> bool {
+    const NAME: &[u8] = b"TRESTLE_CRASH_STACK=";
+    // SAFETY: the caller promises `environ` is a null-terminated array of C strings.
+    unsafe {
+        let mut p = environ;
+        if p.is_null() {
+            return false;
+        }
+        while !(*p).is_null() {
+            let entry = std::ffi::CStr::from_ptr(*p).to_bytes();
+            if let Some(value) = entry.strip_prefix(NAME) {
+                if value.is_empty() || value.len() >= PATH_MAX {
+                    return false;
+                }
+                out[..value.len()].copy_from_slice(value);
+                out[value.len()] = 0;
+                return true;
+            }
+            p = p.add(1);
+        }
+    }
+    false
+}
+
 extern "C" fn on_fatal(sig: c_int, _info: *mut libc::siginfo_t, ctx: *mut c_void) {
     // SAFETY: only system calls and backtrace() (already initialised) on memory of
     // our own; the process is about to die.
     unsafe {
+        let mut now = [0u8; PATH_MAX];
+        let path = if path_now(&mut now) { now.as_ptr() } else { std::ptr::addr_of!(PATH) as *const u8 };
         let fd = libc::open(
-            std::ptr::addr_of!(PATH) as *const libc::c_char,
+            path as *const libc::c_char,
             libc::O_WRONLY | libc::O_CREAT | libc::O_TRUNC | libc::O_CLOEXEC,
             0o600,
         );
