@@ -87,7 +87,8 @@ pub struct RunArgs {
     /// Random seed.
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
-    /// Run lifted tests without bubblewrap.
+    /// Run the program without bubblewrap, both when fuzzing it and when validating
+    /// lifted tests (still in fresh directories, with rlimits).
     #[arg(long)]
     pub no_sandbox: bool,
     /// Plain progress lines even on a terminal.
@@ -899,6 +900,7 @@ pub fn run(args: &RunArgs) -> Result<Campaign> {
         // Input-to-state on the system input, as AFL++'s -c: also in both modes.
         cmplog: true,
         memory: if crate::sandbox::is_sanitizer_build(&s.program) { 0 } else { Limits::default().memory },
+        sandbox: !s.no_sandbox,
     })
     .context("starting the system-level fuzzer")?;
     // Validation and lifting, also in system-only mode: a system crash is reported

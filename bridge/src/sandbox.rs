@@ -159,6 +159,49 @@ fn sanitizer_env(cmd: &mut Command) {
         .env("UBSAN_SYMBOLIZER_PATH", &sym);
 }
 
+/// bubblewrap, checked to work on this machine; `what` names what it is for in the
+/// error that says how to do without it.
+pub fn find_bwrap(what: &str) -> Result<PathBuf> {
+    let Some(bwrap) = crate::signature::which("bwrap") else {
+        bail!("bubblewrap (bwrap) is not installed: `apt-get install bubblewrap`, or pass --no-sandbox to {what} without isolation");
+    };
+    let out = Command::new(&bwrap)
+        .args(["--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--unshare-all", "--die-with-parent", "--", "/bin/true"])
+        .stdin(Stdio::null())
+        .output()
+        .with_context(|| format!("cannot run {}", bwrap.display()))?;
+    if !out.status.success() {
+        bail!(
+            "bubblewrap does not work on this machine ({}); pass --no-sandbox to {what} without isolation",
+            String::from_utf8_lossy(&out.stderr).trim()
+        );
+    }
+    Ok(bwrap)
+}
+
+/// `program` as a forkserver inside bubblewrap: the machine read-only with a private
+/// `/tmp` (`ro` are bound again over it: what lives there), `rw` bound read-write,
+/// network, host name, user and (unless `share_ipc`, for a System V shared coverage
+/// map) IPC namespaces of its own, its own session, ended with trestle. The process-id
+/// namespace stays trestle's, so that a hung child's process group can be killed from
+/// outside by the pid the server reports.
+pub fn bwrap_command(bwrap: &Path, program: &Path, ro: &[&Path], rw: &[&Path], share_ipc: bool) -> Command {
+    let mut c = Command::new(bwrap);
+    c.args(["--ro-bind", "/", "/", "--dev", "/dev", "--tmpfs", "/tmp"]);
+    for p in std::iter::once(&program).chain(ro) {
+        c.arg("--ro-bind").arg(p).arg(p);
+    }
+    for p in rw {
+        c.arg("--bind").arg(p).arg(p);
+    }
+    c.args(["--unshare-user-try", "--unshare-net", "--unshare-uts", "--unshare-cgroup-try"]);
+    if !share_ipc {
+        c.arg("--unshare-ipc");
+    }
+    c.args(["--die-with-parent", "--new-session", "--"]).arg(program);
+    c
+}
+
 /// How a run ended, before the sandbox reads a limit or a crash out of it.
 struct Outcome {
     status: RunStatus,
@@ -175,25 +218,7 @@ impl Sandbox {
     pub fn new(limits: Limits, isolate: bool) -> Result<Sandbox> {
         let exec = find_tool("trestle-exec")?;
         let preload = find_tool("libtrestle_crashstack.so")?;
-        let bwrap = if isolate {
-            let Some(bwrap) = crate::signature::which("bwrap") else {
-                bail!("bubblewrap (bwrap) is not installed: `apt-get install bubblewrap`, or pass --no-sandbox to run lifted tests without isolation");
-            };
-            let out = Command::new(&bwrap)
-                .args(["--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--unshare-all", "--die-with-parent", "--", "/bin/true"])
-                .stdin(Stdio::null())
-                .output()
-                .with_context(|| format!("cannot run {}", bwrap.display()))?;
-            if !out.status.success() {
-                bail!(
-                    "bubblewrap does not work on this machine ({}); pass --no-sandbox to run lifted tests without isolation",
-                    String::from_utf8_lossy(&out.stderr).trim()
-                );
-            }
-            Some(bwrap)
-        } else {
-            None
-        };
+        let bwrap = if isolate { Some(find_bwrap("run lifted tests")?) } else { None };
         Ok(Sandbox { bwrap, exec, preload, limits, served: Default::default() })
     }
 

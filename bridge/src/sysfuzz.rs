@@ -215,13 +215,17 @@ pub struct SysExecutor<OT> {
     notice: bool,
     /// Limits of every run (a forkserver child sets them on itself).
     limits: ChildLimits,
+    /// bubblewrap, to run the program (its forkserver) isolated; `None`: not.
+    bwrap: Option<PathBuf>,
 }
 
 impl<OT> SysExecutor<OT> {
-    fn new(program: &Path, timeout: Duration, memory: u64, env: Vec<(String, String)>, observers: OT, no_forkserver: bool) -> Result<Self> {
-        let limits = ChildLimits { cpu_secs: crate::sandbox::cpu_limit(timeout), address_space: memory, open_files: 0 };
+    fn new(program: &Path, cfg: &SysFuzzConfig, timeout: Duration, env: Vec<(String, String)>, observers: OT, bwrap: Option<PathBuf>) -> Result<Self> {
+        let limits = ChildLimits { cpu_secs: crate::sandbox::cpu_limit(timeout), address_space: cfg.memory, open_files: 0 };
+        let no_forkserver = cfg.no_forkserver;
         Ok(SysExecutor {
             limits,
+            bwrap,
             program: program.to_path_buf(),
             work: systest::scratch_dir("trestle-sysfuzz-")?,
             timeout,
@@ -236,9 +240,14 @@ impl<OT> SysExecutor<OT> {
         })
     }
 
-    /// The program with its environment and limits, for one run or for a server.
+    /// The program with its environment and limits, for one run or for a server;
+    /// inside bubblewrap when sandboxed (writing only to its working directories,
+    /// sharing trestle's System V IPC for the coverage map).
     fn command(&self) -> Command {
-        let mut cmd = Command::new(&self.program);
+        let mut cmd = match &self.bwrap {
+            Some(bwrap) => crate::sandbox::bwrap_command(bwrap, &self.program, &[], &[self.work.path()], true),
+            None => Command::new(&self.program),
+        };
         // A fuzzed run is a plain run: never recording, replaying or serving units.
         cmd.env_remove(trestle_abi::hooks::ENV_TRACE_DIR)
             .env_remove(trestle_abi::hooks::ENV_REPLAY)
@@ -356,6 +365,7 @@ impl<OT> SysExecutor<OT> {
             last_stdin: self.last_stdin,
             notice: self.notice,
             limits: self.limits,
+            bwrap: self.bwrap,
         }
     }
 
@@ -1184,6 +1194,9 @@ pub struct SysFuzzConfig {
     /// terabytes of shadow memory and take none). Each run also gets a CPU limit a
     /// little under its time limit.
     pub memory: u64,
+    /// Run the program inside bubblewrap: the machine read-only, no network (fuzzed
+    /// inputs can make a program do anything it can do).
+    pub sandbox: bool,
 }
 
 /// What one slice of fuzzing did.
@@ -1245,7 +1258,8 @@ impl SysFuzzer {
             ("__AFL_SHM_ID".to_string(), edges_map.id().to_string()),
             ("AFL_MAP_SIZE".to_string(), MAP_SIZE.to_string()),
         ];
-        let mut executor = SysExecutor::new(&program, cfg.timeout, cfg.memory, coverage_env.clone(), (), cfg.no_forkserver)?;
+        let bwrap = if cfg.sandbox { Some(crate::sandbox::find_bwrap("fuzz")?) } else { None };
+        let mut executor = SysExecutor::new(&program, &cfg, cfg.timeout, coverage_env.clone(), (), bwrap.clone())?;
         // Look at as much of the map as the program uses (the server says; AFL++ does
         // the same): classifying, comparing and clearing it is work on every run.
         let map_len = match executor.map_len().map_err(lib)? {
@@ -1299,7 +1313,7 @@ impl SysFuzzer {
             // AFL++-sized segment.
             let observer = unsafe { CmpLogObserver::with_map_ptr("cmplog", map.as_mut_ptr() as *mut CmpLogMap, true) };
             cmp_map = Some(map);
-            let mut tracer = SysExecutor::new(&program, cfg.timeout * 2, cfg.memory, env, tuple_list!(observer), cfg.no_forkserver)?;
+            let mut tracer = SysExecutor::new(&program, &cfg, cfg.timeout * 2, env, tuple_list!(observer), bwrap)?;
             tracer.notice = false;
             let i2s = StdMutationalStage::with_max_iterations(
                 // One to four replacements at a time (each scans the input).
@@ -1488,6 +1502,10 @@ pub struct SysFuzzArgs {
     /// Do not bind to a core.
     #[arg(long)]
     pub no_pin: bool,
+    /// Run the program without bubblewrap (by default it sees the machine read-only,
+    /// a private /tmp and no network, and writes only in its working directory).
+    #[arg(long)]
+    pub no_sandbox: bool,
 }
 
 /// What `trestle sysfuzz` did.
@@ -1531,6 +1549,7 @@ pub fn run(args: &SysFuzzArgs) -> Result<SysFuzzReport> {
         no_forkserver: args.no_forkserver,
         cmplog: !args.no_cmplog,
         memory: if crate::sandbox::is_sanitizer_build(&binary.path) { 0 } else { args.memory_mb << 20 },
+        sandbox: !args.no_sandbox,
     };
     let n_seeds = cfg.seeds.len();
     crate::fuzz::bind_core(args.pin, args.no_pin)?;

@@ -263,3 +263,35 @@ fn queue_entries_are_trimmed_to_what_their_coverage_needs() {
     let shortest = stdins.iter().filter(|s| s.contains("boot")).min_by_key(|s| s.len()).expect("an entry with the boot line");
     assert!(shortest.len() < long.len() * 3 / 4, "trimmed too little: {} of {} bytes", shortest.len(), long.len());
 }
+
+const WRITER: &str = r#"
+#include <stdio.h>
+#include <string.h>
+int main(int argc, char **argv) {
+    /* writes wherever its first argument says: a fuzzed input can make it do that */
+    if (argc > 1) { FILE *f = fopen(argv[1], "w"); if (f) { fputs("written\n", f); fclose(f); } }
+    return 0;
+}
+"#;
+
+#[test]
+fn fuzzed_runs_are_sandboxed_unless_asked_not_to_be() {
+    let dir = tempfile::tempdir().unwrap();
+    let prog = build_c(dir.path(), "writer", WRITER, "-O1");
+    for sandboxed in [true, false] {
+        // Outside every directory the fuzzer gives the program.
+        let outside = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("written-{}-{sandboxed}", std::process::id()));
+        let _ = std::fs::remove_file(&outside);
+        let seeds = dir.path().join(format!("seeds-{sandboxed}"));
+        write_test(&seeds, "outside", &serde_json::json!({"args": [outside.to_str().unwrap()]}));
+        let out = dir.path().join(format!("out-{sandboxed}"));
+        let mut cmd = trestle(&[&"sysfuzz", &"--program", &prog, &"--seeds", &seeds, &"--out", &out, &"--time", &"2s", &"--json"]);
+        if !sandboxed {
+            cmd.arg("--no-sandbox");
+        }
+        let r = run(&mut cmd);
+        assert!(r.status.success(), "{}", String::from_utf8_lossy(&r.stderr));
+        assert_eq!(outside.exists(), !sandboxed, "sandboxed={sandboxed}: {}", outside.display());
+        let _ = std::fs::remove_file(&outside);
+    }
+}

@@ -76,23 +76,10 @@ impl Served {
     fn launch(&self, bwrap: Option<&Path>, preload: &Path, limits: &Limits) -> Option<ForkServer> {
         let base = self.base.path();
         let mut cmd = match bwrap {
-            Some(bwrap) => {
-                let mut c = Command::new(bwrap);
-                c.args(["--ro-bind", "/", "/", "--dev", "/dev", "--tmpfs", "/tmp"]);
-                for p in [&self.program, preload] {
-                    c.arg("--ro-bind").arg(p).arg(p);
-                }
-                c.arg("--bind").arg(base).arg(base).arg("--chdir").arg(base);
-                c.args(["--unshare-user-try", "--unshare-ipc", "--unshare-net", "--unshare-uts", "--unshare-cgroup-try"]);
-                c.args(["--die-with-parent", "--new-session", "--"]).arg(&self.program);
-                c
-            }
-            None => {
-                let mut c = Command::new(&self.program);
-                c.current_dir(base);
-                c
-            }
+            Some(bwrap) => super::bwrap_command(bwrap, &self.program, &[preload], &[base], false),
+            None => Command::new(&self.program),
         };
+        cmd.current_dir(base);
         for (k, _) in std::env::vars_os() {
             if k.to_string_lossy().starts_with("TRESTLE_") || k == "LD_PRELOAD" {
                 cmd.env_remove(k);
