@@ -203,9 +203,10 @@ def table():
     rows = [json.loads(p.read_text()) for p in sorted(RESULTS.glob("*.json")) if not p.stem.endswith("-profile")]
     out = ["# System-level fuzzing speed", "",
            "Executions per second, median (range) over repetitions, one run at a time on one core",
-           "(`python3 bench/system_speed.py`). trestle: `trestle sysfuzz --no-cmplog` (forkserver); spawn: the same",
-           "starting the program per test; aflpp: afl-fuzz, afl-clang-fast build, no CmpLog; roundtrip: the",
-           "trestle build's forkserver alone on one fixed small test (the floor of an execution).", "",
+           "(`python3 bench/system_speed.py`). trestle: `trestle sysfuzz --no-cmplog` (forkserver started once",
+           "in bubblewrap); spawn: the same starting the program per test (and bubblewrap with it); aflpp:",
+           "afl-fuzz, afl-clang-fast build, no CmpLog; roundtrip: the trestle build's forkserver alone on one",
+           "fixed small test (the floor of an execution). Each bound to one core.", "",
            "| subject | trestle | spawn | aflpp | roundtrip | trestle / aflpp |", "|---|---|---|---|---|---|"]
     for s in SUBJECTS:
         cells, med = [], {}
@@ -218,14 +219,15 @@ def table():
                 cells.append("–")
         ratio = f"{med['trestle'] / med['aflpp']:.2f}x" if "trestle" in med and "aflpp" in med else "–"
         out.append(f"| {s} | " + " | ".join(cells) + f" | {ratio} |")
+    out.append("")
     profiles = {s: json.loads((RESULTS / f"{s}-profile.json").read_text()) for s in SUBJECTS
                 if (RESULTS / f"{s}-profile.json").exists()}
     if profiles:
         subs = list(profiles)
-        out += ["", "## Where the time per execution goes", "",
+        out += ["## Where the time per execution goes", "",
                 "Share of all CPU samples (self time) of one `trestle sysfuzz --no-cmplog` run under `perf record`",
                 "(`--profile`), by process (host: trestle's fuzzer; target: the program's forkserver and its children)",
-                "and object. System fuzzing runs no sandbox. Below, the target's busiest kernel functions.", "",
+                "and object. Below, the target's busiest kernel functions.", "",
                 "| process: object | " + " | ".join(subs) + " |", "|---|" + "---|" * len(subs)]
         keys = sorted({k for p in profiles.values() for k in p["by_object"]},
                       key=lambda k: -sum(p["by_object"].get(k, 0.0) for p in profiles.values()))
