@@ -39,7 +39,7 @@ SUBJECTS = {
     "cut": {"seeds": "tests/coreutils/cut/seeds", "afl": ["-d", ":", "-f", "1,3-", "@@"]},
     "sed": {"seeds": "tests/sed/seeds", "afl": ["-n", "-E", "s/([a-z]+) ([0-9]+)/\\2 \\1/gp", "@@"]},
 }
-COLUMNS = ["trestle", "spawn", "aflpp", "roundtrip"]
+COLUMNS = ["trestle", "spawn", "aflpp", "roundtrip", "aflpp-roundtrip"]
 
 
 def log(msg):
@@ -120,19 +120,53 @@ def run_afl(prog, subject, secs, work, rep):
             "edges": int(stats.get("edges_found", 0))}
 
 
-def run_roundtrip(prog, secs, work):
-    """Requests for one small fixed test, as fast as the server answers, on one core
-    (like the fuzzers, which bind themselves to one)."""
-    allowed = os.sched_getaffinity(0)
-    os.sched_setaffinity(0, {min(allowed)})
-    cwd = Path(tempfile.mkdtemp(prefix="rt-", dir=work))
-    (cwd / "stdin").write_bytes(b"set ab 5\nget ab\n")
+def fixed_test(subject, work):
+    """The test both round trips run: the first seed as AFL++ gets it, its stdin (kvshell)
+    or its input file behind the fixed arguments (cut, sed). (args, stdin bytes)."""
+    d = work / f"fixed-{subject}"
+    afl_inputs(subject, d)
+    data = sorted(d.iterdir())[0].read_bytes()
+    args = SUBJECTS[subject]["afl"]
+    if args == ["@stdin"]:
+        return [], data
+    (d / "input").write_bytes(data)
+    return [str(d / "input") if a == "@@" else a for a in args], b""
+
+
+def pipes_on_198_199():
+    """A server's control and status pipes on descriptors 198 and 199 (the AFL
+    convention both forkservers follow): (preexec function, our write end, our read end)."""
     cr, cw = os.pipe()
     sr, sw = os.pipe()
 
     def pre():
         os.dup2(cr, 198)
         os.dup2(sw, 199)
+    return pre, (cr, cw), (sr, sw)
+
+
+def timed(secs, once):
+    """Run `once` in batches of 100 for about `secs`, bound to one core (as the
+    fuzzers bind themselves): executions per second."""
+    allowed = os.sched_getaffinity(0)
+    os.sched_setaffinity(0, {min(allowed)})
+    n, start = 0, time.time()
+    while time.time() - start < secs:
+        for _ in range(100):
+            once()
+        n += 100
+    secs = time.time() - start
+    os.sched_setaffinity(0, allowed)
+    return {"execs": n, "seconds": secs, "execs_per_sec": n / secs}
+
+
+def run_roundtrip(prog, subject, secs, work):
+    """The trestle build's forkserver alone: requests for the fixed test as fast as the
+    server answers."""
+    args, stdin = fixed_test(subject, work)
+    cwd = Path(tempfile.mkdtemp(prefix="rt-", dir="/dev/shm"))
+    (cwd / "stdin").write_bytes(stdin)
+    pre, (cr, cw), (sr, sw) = pipes_on_198_199()
     p = subprocess.Popen([str(prog)], env=dict(os.environ, TRESTLE_SYS_FORKSERVER="1", LD_BIND_NOW="1"), preexec_fn=pre, close_fds=False,
                          stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     os.close(cr)
@@ -151,22 +185,48 @@ def run_roundtrip(prog, secs, work):
         return struct.pack("<Q", len(b)) + b
     # SysRun: argv, env, cwd, stdin, limits (cpu, address space, open files: none),
     # stdout and stderr (the server's: nowhere).
-    body = struct.pack("<Q", 1) + vec(str(prog).encode()) + struct.pack("<Q", 0) + vec(str(cwd).encode()) + \
+    argv = [str(prog).encode()] + [a.encode() for a in args]
+    body = struct.pack("<Q", len(argv)) + b"".join(vec(a) for a in argv) + struct.pack("<Q", 0) + vec(str(cwd).encode()) + \
         vec(str(cwd / "stdin").encode()) + struct.pack("<QQQ", 0, 0, 0) + vec(b"") + vec(b"")
     msg = struct.pack("<I", len(body)) + body
-    n, start = 0, time.time()
-    while time.time() - start < secs:
-        for _ in range(100):
-            os.write(cw, msg)
-            word()  # the child's pid
-            frame()  # how it ended
-        n += 100
-    secs = time.time() - start
+
+    def once():
+        os.write(cw, msg)
+        word()  # the child's pid
+        frame()  # how it ended
+    r = timed(secs, once)
     p.kill()
     p.wait()
-    os.sched_setaffinity(0, allowed)
     shutil.rmtree(cwd, ignore_errors=True)
-    return {"execs": n, "seconds": secs, "execs_per_sec": n / secs}
+    return r
+
+
+def run_afl_roundtrip(prog, subject, secs, work):
+    """The AFL++ build's forkserver alone (its protocol: a status word, then per run a
+    word from us, the child's pid and its wait status) on the same fixed test; stdin
+    is a file we seek back to the start before each run, as afl-fuzz does."""
+    args, stdin = fixed_test(subject, work)
+    path = Path(tempfile.mkdtemp(prefix="rt-", dir="/dev/shm")) / "stdin"
+    path.write_bytes(stdin)
+    fin = os.open(path, os.O_RDONLY)
+    pre, (cr, cw), (sr, sw) = pipes_on_198_199()
+    p = subprocess.Popen([str(prog), *args], env=dict(os.environ, LD_BIND_NOW="1"), preexec_fn=pre, close_fds=False,
+                         stdin=fin, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    os.close(cr)
+    os.close(sw)
+    assert len(os.read(sr, 4)) == 4, "no hello from the AFL++ forkserver"
+
+    def once():
+        os.lseek(fin, 0, 0)
+        os.write(cw, b"\0\0\0\0")
+        os.read(sr, 4)
+        os.read(sr, 4)
+    r = timed(secs, once)
+    p.kill()
+    p.wait()
+    os.close(fin)
+    shutil.rmtree(path.parent, ignore_errors=True)
+    return r
 
 
 def run_profile(prog, subject, secs, work):
@@ -206,8 +266,11 @@ def table():
            "(`python3 bench/system_speed.py`). trestle: `trestle sysfuzz --no-cmplog` (forkserver started once",
            "in bubblewrap); spawn: the same starting the program per test (and bubblewrap with it); aflpp:",
            "afl-fuzz, afl-clang-fast build, no CmpLog; roundtrip: the trestle build's forkserver alone on one",
-           "fixed small test (the floor of an execution). Each bound to one core.", "",
-           "| subject | trestle | spawn | aflpp | roundtrip | trestle / aflpp |", "|---|---|---|---|---|---|"]
+           "fixed test, the first seed as AFL++ gets it (the floor of an execution); aflpp-roundtrip: the",
+           "AFL++ build's forkserver alone on the same test. The roundtrip ratio compares the two executors on",
+           "identical work; the other ratio compares whole fuzzers, whose inputs differ. Each bound to one core.", "",
+           "| subject | trestle | spawn | aflpp | roundtrip | aflpp-roundtrip | trestle / aflpp | roundtrip ratio |",
+           "|---|---|---|---|---|---|---|---|"]
     for s in SUBJECTS:
         cells, med = [], {}
         for c in COLUMNS:
@@ -218,7 +281,8 @@ def table():
             else:
                 cells.append("–")
         ratio = f"{med['trestle'] / med['aflpp']:.2f}x" if "trestle" in med and "aflpp" in med else "–"
-        out.append(f"| {s} | " + " | ".join(cells) + f" | {ratio} |")
+        rt = f"{med['roundtrip'] / med['aflpp-roundtrip']:.2f}x" if "roundtrip" in med and "aflpp-roundtrip" in med else "–"
+        out.append(f"| {s} | " + " | ".join(cells) + f" | {ratio} | {rt} |")
     out.append("")
     profiles = {s: json.loads((RESULTS / f"{s}-profile.json").read_text()) for s in SUBJECTS
                 if (RESULTS / f"{s}-profile.json").exists()}
@@ -268,8 +332,10 @@ def main():
                         r = run_trestle(tprog, s, a.time, a.work, True)
                     elif c == "aflpp":
                         r = run_afl(aprog, s, a.time, a.work, rep)
+                    elif c == "roundtrip":
+                        r = run_roundtrip(tprog, s, min(a.time, 10), a.work)
                     else:
-                        r = run_roundtrip(tprog, min(a.time, 10), a.work)
+                        r = run_afl_roundtrip(aprog, s, min(a.time, 10), a.work)
                     r.update({"subject": s, "column": c, "rep": rep, "time": a.time})
                     dest.write_text(json.dumps(r, indent=2))
                     log(f"{s} {c} {rep}: {r['execs_per_sec']:.0f} execs/s")

@@ -536,6 +536,10 @@ struct Unit {
     frontend: Vec<OsString>,
     /// Step 3's arguments.
     backend: Vec<OsString>,
+    /// With edge coverage: step 3 writes optimised bitcode here instead of the
+    /// object, the wrapper inlines its edge counters, and step 4 (these arguments)
+    /// generates the object from it.
+    codegen: Option<(PathBuf, Vec<OsString>)>,
 }
 
 /// Everything the wrapper runs for one instrumented invocation.
@@ -676,7 +680,8 @@ fn plan(args: &[Arg], shape: &Shape<'_>, tmp: &Path, cwd: &Path) -> Build {
             let frontend = frontend_args(args, src, lang, &names);
             let instrumented = tmp_file("inst.bc");
             let step = if mode == Mode::Assemble { "-S" } else { "-c" };
-            let backend = backend_args(args, step, &instrumented, &object);
+            let covered = tmp_file("cov.bc");
+            let (backend, codegen) = backend_args(args, step, &instrumented, &covered, &object);
             Unit {
                 source: PathBuf::from(src),
                 bitcode: names.bitcode,
@@ -684,6 +689,7 @@ fn plan(args: &[Arg], shape: &Shape<'_>, tmp: &Path, cwd: &Path) -> Build {
                 object,
                 frontend,
                 backend,
+                codegen: codegen.map(|c| (covered, c)),
             }
         })
         .collect::<Vec<_>>();
@@ -828,25 +834,33 @@ fn frontend_args(
 pub const SANCOV_FLAGS: &str = "-fsanitize-coverage=trace-pc-guard,trace-cmp";
 
 /// Step 3: the instrumented bitcode to the user's object, with code generation options.
-fn backend_args(args: &[Arg], step: &str, instrumented: &Path, object: &Path) -> Vec<OsString> {
-    let mut out: Vec<OsString> = args
+/// With edge coverage (and comparison tracing for the fuzzers; the runtime provides the
+/// callbacks, which cost little when no fuzzer is attached), step 3 optimises into
+/// bitcode at `covered` and the second list is step 4, code generation from it without
+/// optimising again (after the wrapper inlined the edge counters, [`crate::edges`]).
+fn backend_args(args: &[Arg], step: &str, instrumented: &Path, covered: &Path, object: &Path) -> (Vec<OsString>, Option<Vec<OsString>>) {
+    let mut common: Vec<OsString> = args
         .iter()
         .filter(|a| matches!(a.role(), Some(Role::Common | Role::Assembler)))
         .flat_map(|a| a.tokens.iter().cloned())
         .collect();
     if let Some(o) = opt_level(args) {
-        out.push(o.clone());
+        common.push(o.clone());
     }
-    // Edge coverage and comparison tracing for the unit fuzzer; the runtime provides
-    // the callbacks (they cost little when no fuzzer is attached).
-    if std::env::var_os("TRESTLE_NO_SANCOV").is_none() {
-        out.push(SANCOV_FLAGS.into());
+    let to = |step: &str, input: &Path, output: &Path| -> Vec<OsString> {
+        vec![NO_UNUSED_WARNING.into(), step.into(), input.into(), "-o".into(), output.into()]
+    };
+    if std::env::var_os("TRESTLE_NO_SANCOV").is_some() {
+        return ([common, to(step, instrumented, object)].concat(), None);
     }
-    out.extend([NO_UNUSED_WARNING, step].map(OsString::from));
-    out.push(instrumented.into());
-    out.push("-o".into());
-    out.push(object.into());
-    out
+    let mut backend = common.clone();
+    backend.push(SANCOV_FLAGS.into());
+    backend.push("-emit-llvm".into());
+    backend.extend(to("-c", instrumented, covered));
+    let mut codegen = common;
+    codegen.extend(["-Xclang", "-disable-llvm-passes"].map(OsString::from));
+    codegen.extend(to(step, covered, object));
+    (backend, Some(codegen))
 }
 
 /// The link: the user's arguments in order, each instrumented source replaced by its
@@ -1159,6 +1173,13 @@ fn run_build(runner: &Runner, build: &Build, runtime: Option<&Path>, lang: Lang)
         if code != 0 {
             return Ok(code);
         }
+        if let Some((covered, codegen)) = &unit.codegen {
+            inline_edges(&unit.source, covered)?;
+            let code = runner.run(codegen)?;
+            if code != 0 {
+                return Ok(code);
+            }
+        }
     }
     if let Some(rest) = &build.rest {
         let code = runner.run(rest)?;
@@ -1205,6 +1226,13 @@ fn drop_runtime_static_warnings(stderr: &str, archive: &str) -> String {
 }
 
 /// Step 2, with a panic in the pass turned into an error naming the source.
+/// Inline the edge counters of the optimised bitcode `covered`, in place.
+fn inline_edges(source: &Path, covered: &Path) -> Result<(), DriverError> {
+    crate::edges::inline_edge_counters_file(covered, covered)
+        .map(drop)
+        .map_err(|e| DriverError::Instrument { source_file: source.to_path_buf(), chain: format!("{:#}", anyhow::Error::from(e)) })
+}
+
 fn instrument(source: &Path, bitcode: &Path, out: &Path) -> Result<(), DriverError> {
     let error = |chain: String| DriverError::Instrument {
         source_file: source.to_path_buf(),
@@ -1402,18 +1430,12 @@ mod tests {
         assert!(!fe.contains(&"-MF".into()));
         assert!(!fe.iter().any(|a| a.contains("coverage")), "{fe:?}");
         let be = strs(&u.backend);
+        assert_eq!(be, ["-fPIC", "-O2", SANCOV_FLAGS, "-emit-llvm", NO_UNUSED_WARNING, "-c", "/T/0-a.inst.bc", "-o", "/T/0-a.cov.bc"]);
+        let (covered, codegen) = u.codegen.as_ref().expect("edge coverage on");
+        assert_eq!(covered, Path::new("/T/0-a.cov.bc"));
         assert_eq!(
-            be,
-            [
-                "-fPIC",
-                "-O2",
-                SANCOV_FLAGS,
-                NO_UNUSED_WARNING,
-                "-c",
-                "/T/0-a.inst.bc",
-                "-o",
-                "obj/a.o"
-            ]
+            strs(codegen),
+            ["-fPIC", "-O2", "-Xclang", "-disable-llvm-passes", NO_UNUSED_WARNING, "-c", "/T/0-a.cov.bc", "-o", "obj/a.o"]
         );
     }
 
@@ -1529,7 +1551,8 @@ mod tests {
     fn assemble_mode_emits_assembly() {
         let b = build_of(&["-S", "a.c"]);
         assert_eq!(b.units[0].object, PathBuf::from("a.s"));
-        assert!(strs(&b.units[0].backend).contains(&"-S".into()));
+        let codegen = &b.units[0].codegen.as_ref().expect("edge coverage on").1;
+        assert!(strs(codegen).contains(&"-S".into()));
         let b = build_of(&["-S", "-emit-llvm", "a.c"]);
         assert_eq!(b.units[0].object, PathBuf::from("a.ll"));
     }

@@ -28,6 +28,13 @@ pub const EXIT: &str = "__trestle_exit";
 /// `mem2reg` still promotes them.
 pub const ALLOCA: &str = "__trestle_alloca";
 
+/// SanitizerCoverage's edge callback, `void (ptr guard)`: the runtime counts the edge
+/// `*guard` in the map [`EDGE_MAP_POINTER`] points to. `trestle-cc` inlines its calls.
+pub const EDGE_CALLBACK: &str = "__sanitizer_cov_trace_pc_guard";
+
+/// The runtime's pointer to the edge map (`u8` hit counters, one per guard number).
+pub const EDGE_MAP_POINTER: &str = "__afl_area_ptr";
+
 /// `void __trestle_main(i32 argc, ptr argv, ptr envp)`
 ///
 /// Called at the start of `main`, after static constructors ran. Registers argv and
