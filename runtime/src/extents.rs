@@ -220,7 +220,9 @@ impl ExtentMap {
         }
         // Heap.
         if let Some((&start, &(len, kind))) = self.heap.range(..=addr).next_back() {
-            if addr < start + len {
+            // A zero-sized block (`malloc(0)` gives a unique pointer, which the
+            // program may keep and free) is met at its own address.
+            if addr < start + len || (len == 0 && addr == start) {
                 return Some(Found { start, len, kind });
             }
         }
@@ -253,6 +255,16 @@ impl ExtentMap {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_zero_sized_block_is_found_at_its_address() {
+        let mut m = ExtentMap::new([], []);
+        m.insert_heap(0x2000, 0, ExtentKind::Heap);
+        m.insert_heap(0x2020, 8, ExtentKind::Heap);
+        let f = m.find(0x2000, u64::MAX).expect("found");
+        assert_eq!((f.start, f.len), (0x2000, 0));
+        assert!(m.find(0x2008, u64::MAX).is_none());
+    }
 
     #[test]
     fn finds_by_kind_and_one_past_the_end() {

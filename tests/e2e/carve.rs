@@ -535,3 +535,99 @@ fn a_char_stored_over_a_stale_pointer_in_a_union_replays_faithfully() {
     let bad = unfaithful(&summary);
     assert!(bad.iter().all(|(f, _)| f == "main"), "{bad:#?}");
 }
+
+/// A regex-like automaton, as sed's DFA keeps one: a growing array of cross-linked
+/// states, a 256-entry transition table per state, and per-class arrays that may be
+/// empty (`malloc(0)`: a unique pointer the program keeps and later frees).
+const AUTOMATON: &str = r#"
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+struct state { struct state **next; int accepting; int nclass; unsigned char *classes; struct state *fail; };
+struct dfa { struct state *states; size_t n, cap; char *pattern; struct dfa *superset; };
+static struct state *add_state(struct dfa *d) {
+    if (d->n == d->cap) {
+        d->cap = d->cap ? d->cap * 2 : 2;
+        d->states = realloc(d->states, d->cap * sizeof *d->states);
+    }
+    struct state *s = &d->states[d->n++];
+    memset(s, 0, sizeof *s);
+    s->next = calloc(256, sizeof *s->next);
+    return s;
+}
+struct dfa *compile(const char *pat) {
+    struct dfa *d = calloc(1, sizeof *d);
+    d->pattern = strdup(pat);
+    size_t len = strlen(pat);
+    for (size_t i = 0; i <= len; i++) add_state(d);
+    for (size_t i = 0; i < len; i++) {
+        struct state *s = &d->states[i];
+        /* A class per character: '.' has none (an empty array, still allocated). */
+        s->nclass = pat[i] == '.' ? 0 : 1;
+        s->classes = malloc(s->nclass);
+        if (s->nclass) s->classes[0] = (unsigned char)pat[i];
+    }
+    /* Pointers into the states array only once it stops moving. */
+    for (size_t i = 0; i < len; i++) {
+        struct state *s = &d->states[i];
+        for (int c = 0; c < 256; c++)
+            if (s->nclass == 0 || c == s->classes[0]) s->next[c] = &d->states[i + 1];
+        s->fail = &d->states[0];
+    }
+    d->states[len].accepting = 1;
+    return d;
+}
+struct dfa *superset(const struct dfa *d) {
+    struct dfa *sup = calloc(1, sizeof *sup);
+    sup->pattern = malloc(0);
+    return sup;
+}
+int matches(const struct dfa *d, const char *text) {
+    for (const char *start = text;; start++) {
+        const struct state *s = &d->states[0];
+        for (const char *p = start; s && !s->accepting && *p; p++)
+            s = s->next[(unsigned char)*p];
+        if (s && s->accepting) return 1;
+        if (!*start) return 0;
+    }
+}
+void dfafree(struct dfa *d) {
+    for (size_t i = 0; i < d->n; i++) {
+        free(d->states[i].next);
+        free(d->states[i].classes);
+    }
+    free(d->states);
+    free(d->pattern);
+    if (d->superset) dfafree(d->superset);
+    free(d);
+}
+int main(int argc, char **argv) {
+    if (argc < 2) return 2;
+    struct dfa *d = compile(argv[1]);
+    d->superset = superset(d);
+    char line[256];
+    while (fgets(line, sizeof line, stdin))
+        if (matches(d, line)) fputs(line, stdout);
+    dfafree(d);
+    return 0;
+}
+"#;
+
+#[test]
+fn a_regex_like_graph_with_empty_blocks_is_restored_whole() {
+    let (summary, index, _dir) = carve_c(
+        "automaton",
+        AUTOMATON,
+        &[
+            ("dots", json!({"args": ["a.c"], "stdin": "abc\nxyz\naxc\n"})),
+            ("word", json!({"args": ["needle"], "stdin": "haystack\nneedles\n"})),
+        ],
+    );
+    for f in ["compile", "superset", "matches", "dfafree"] {
+        assert!(units_of(&index, f) > 0, "no unit of {f}: {:#}", index["units"]);
+    }
+    // dfafree frees every block the graph holds, the empty ones included: a block
+    // missing from the restored graph makes it crash.
+    let bad = unfaithful(&summary);
+    assert!(bad.is_empty(), "{bad:#?}");
+}
