@@ -293,7 +293,7 @@ fn stream_input(s: &StreamPos, test: &SystemTest) -> Option<InputRef> {
 fn reads(s: &StreamPos, outcome: Option<&Outcome>) -> bool {
     let after = match outcome {
         Some(Outcome::Returned(st)) | Some(Outcome::Exited { state: st, .. }) => &st.streams,
-        Some(Outcome::Crashed { .. }) | None => return true,
+        Some(Outcome::Crashed { .. } | Outcome::Threw) | None => return true,
     };
     // A descriptor that became something else during the call (a pipe put over
     // stdin, say) was replaced, not read.

@@ -833,6 +833,9 @@ fn frontend_args(
 /// SanitizerCoverage options added to every instrumented object.
 pub const SANCOV_FLAGS: &str = "-fsanitize-coverage=trace-pc-guard,trace-cmp";
 
+/// Code generation keeps every alloca in a stack slot of its own (see [`backend_args`]).
+const NO_STACK_COLORING: [&str; 2] = ["-mllvm", "-no-stack-coloring"];
+
 /// Step 3: the instrumented bitcode to the user's object, with code generation options.
 /// With edge coverage (and comparison tracing for the fuzzers; the runtime provides the
 /// callbacks, which cost little when no fuzzer is attached), step 3 optimises into
@@ -847,6 +850,12 @@ fn backend_args(args: &[Arg], step: &str, instrumented: &Path, covered: &Path, o
     if let Some(o) = opt_level(args) {
         common.push(o.clone());
     }
+    // Stack coloring lets allocas whose lifetimes do not overlap share a slot. The
+    // pass registers each escaping alloca once, at function entry, so a shared slot
+    // would be known by whichever registration came last (an 8-byte local standing
+    // for a 32-byte std::string temporary, say) and carved contexts would cut the
+    // other object short.
+    common.extend(NO_STACK_COLORING.map(OsString::from));
     let to = |step: &str, input: &Path, output: &Path| -> Vec<OsString> {
         vec![NO_UNUSED_WARNING.into(), step.into(), input.into(), "-o".into(), output.into()]
     };
@@ -1430,12 +1439,12 @@ mod tests {
         assert!(!fe.contains(&"-MF".into()));
         assert!(!fe.iter().any(|a| a.contains("coverage")), "{fe:?}");
         let be = strs(&u.backend);
-        assert_eq!(be, ["-fPIC", "-O2", SANCOV_FLAGS, "-emit-llvm", NO_UNUSED_WARNING, "-c", "/T/0-a.inst.bc", "-o", "/T/0-a.cov.bc"]);
+        assert_eq!(be, ["-fPIC", "-O2", "-mllvm", "-no-stack-coloring", SANCOV_FLAGS, "-emit-llvm", NO_UNUSED_WARNING, "-c", "/T/0-a.inst.bc", "-o", "/T/0-a.cov.bc"]);
         let (covered, codegen) = u.codegen.as_ref().expect("edge coverage on");
         assert_eq!(covered, Path::new("/T/0-a.cov.bc"));
         assert_eq!(
             strs(codegen),
-            ["-fPIC", "-O2", "-Xclang", "-disable-llvm-passes", NO_UNUSED_WARNING, "-c", "/T/0-a.cov.bc", "-o", "obj/a.o"]
+            ["-fPIC", "-O2", "-mllvm", "-no-stack-coloring", "-Xclang", "-disable-llvm-passes", NO_UNUSED_WARNING, "-c", "/T/0-a.cov.bc", "-o", "obj/a.o"]
         );
     }
 

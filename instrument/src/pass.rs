@@ -1046,9 +1046,13 @@ fn slot_ptr<'ctx>(
     }
 }
 
+/// The personality function of C++ code: a module that declares it may throw.
+const CXX_PERSONALITY: &str = "__gxx_personality_v0";
+
 /// Build `i64 @__trestle_thunk.ID(ptr %slots)`: unpack each slot into the parameter's
 /// type, call the function with the same parameter attributes (`byval`, `sret`, …)
-/// and calling convention, and pack its return value.
+/// and calling convention, and pack its return value. In a C++ module the call is an
+/// invoke that catches any exception and tells the runtime ([`hooks::UNIT_THREW`]).
 fn build_thunk<'ctx>(
     module: &Module<'ctx>,
     builder: &Builder<'ctx>,
@@ -1068,7 +1072,7 @@ fn build_thunk<'ctx>(
     let slots = thunk.get_first_param().expect("thunk has one parameter").into_pointer_value();
     let nslots = meta.params.len().max(1) as u32;
     let arr_ty = i64t.array_type(nslots);
-    let mut args: Vec<BasicMetadataValueEnum> = Vec::new();
+    let mut args: Vec<BasicValueEnum> = Vec::new();
     let fixed = f.get_params();
     for (i, pm) in meta.params.iter().enumerate() {
         let sp = slot_ptr(builder, arr_ty, slots, i as u64)?;
@@ -1079,9 +1083,36 @@ fn build_thunk<'ctx>(
             None if pm.kind == ValueKind::Double => ctx.f64_type().into(),
             None => i64t.into(),
         };
-        args.push(unpack(builder, raw, ty, pm.kind)?.into());
+        args.push(unpack(builder, raw, ty, pm.kind)?);
     }
-    let call = builder.build_call(f, &args, "")?;
+    let call = match module.get_function(CXX_PERSONALITY) {
+        // C++: an exception the function lets escape ends the unit like a return
+        // does (the runtime hears of it), instead of unwinding into the runtime.
+        Some(personality) => {
+            let normal = ctx.append_basic_block(thunk, "returned");
+            let caught = ctx.append_basic_block(thunk, "threw");
+            let call = builder.build_invoke(f, &args, normal, caught, "")?;
+            builder.position_at_end(caught);
+            thunk.set_personality_function(personality);
+            let pad_ty = ctx.struct_type(&[ptr.into(), ctx.i32_type().into()], false);
+            let pad = builder.build_landing_pad(pad_ty, personality, &[ptr.const_null().into()], false, "")?;
+            let exn = builder.build_extract_value(pad.into_struct_value(), 0, "")?;
+            let declare = |name: &str, ty: inkwell::types::FunctionType<'ctx>| {
+                module.get_function(name).unwrap_or_else(|| module.add_function(name, ty, None))
+            };
+            let void = ctx.void_type();
+            builder.build_call(declare("__cxa_begin_catch", ptr.fn_type(&[ptr.into()], false)), &[exn.into()], "")?;
+            builder.build_call(declare(hooks::UNIT_THREW, void.fn_type(&[], false)), &[], "")?;
+            builder.build_call(declare("__cxa_end_catch", void.fn_type(&[], false)), &[], "")?;
+            builder.build_return(Some(&i64t.const_zero()))?;
+            builder.position_at_end(normal);
+            call
+        }
+        None => {
+            let margs: Vec<BasicMetadataValueEnum> = args.iter().map(|&a| a.into()).collect();
+            builder.build_call(f, &margs, "")?
+        }
+    };
     call.set_call_convention(f.get_call_conventions());
     // Keep the function out of its thunk: a crash in a unit must show the function's
     // own frame (the thunk has no debug info, so an inlined copy would be nameless).

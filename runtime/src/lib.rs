@@ -112,6 +112,9 @@ struct OpenFrame {
     sp: usize,
     args: Vec<u64>,
     stack_seq: u64,
+    /// A C++ exception was thrown while it was open: if it is left without
+    /// returning, the exception left it.
+    threw: bool,
 }
 
 struct Runtime {
@@ -396,15 +399,19 @@ impl Runtime {
         self.next_seq += 1;
         self.write(&Record::Enter { seq, call_index, context });
         let stack_seq = self.extents.stack_seq();
-        self.frames.push(OpenFrame { seq, fn_idx: idx, marker, sp, args, stack_seq });
+        self.frames.push(OpenFrame { seq, fn_idx: idx, marker, sp, args, stack_seq, threw: false });
         OPEN_FRAMES.fetch_add(1, Ordering::AcqRel);
     }
 
     fn exit(&mut self, id: u64, ret: u64, marker: usize, sp: usize) {
-        // Frames below this one were left by longjmp or an exception: no outcome.
+        // Frames below this one were left by an exception (if one was thrown while
+        // they were open) or by longjmp (no outcome).
         while self.frames.last().is_some_and(|f| f.sp < sp) {
-            self.frames.pop();
+            let Some(left) = self.frames.pop() else { break };
             OPEN_FRAMES.fetch_sub(1, Ordering::AcqRel);
+            if left.threw {
+                self.write(&Record::Exit { seq: left.seq, outcome: Outcome::Threw });
+            }
         }
         let Some(top) = self.frames.last() else { return };
         if top.marker != marker || self.program.functions[top.fn_idx].id != id {
@@ -415,6 +422,13 @@ impl Runtime {
         self.frames.pop();
         OPEN_FRAMES.fetch_sub(1, Ordering::AcqRel);
         self.write(&Record::Exit { seq: frame.seq, outcome: Outcome::Returned(state) });
+    }
+
+    /// A C++ exception is being thrown: any open invocation may be left by it.
+    fn throwing(&mut self) {
+        for f in &mut self.frames {
+            f.threw = true;
+        }
     }
 
     /// `exit(code)` was called: every open invocation ends here.
@@ -612,6 +626,47 @@ pub unsafe extern "C" fn __trestle_exit_call(code: libc::c_int) -> ! {
     }
     // SAFETY: plain libc exit.
     unsafe { libc::exit(code) }
+}
+
+/// The C++ runtime's `__cxa_throw`, found at the first throw (a C program never
+/// throws, and links no C++ runtime).
+type CxaThrow = unsafe extern "C-unwind" fn(*mut libc::c_void, *mut libc::c_void, *mut libc::c_void) -> !;
+static CXA_THROW: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+
+/// `__cxa_throw`, renamed by the pass: in a recording, marks the open invocations
+/// (one that is then left without returning ends as `Outcome::Threw`), then throws.
+///
+/// # Safety
+/// As `__cxa_throw`.
+#[no_mangle]
+pub unsafe extern "C-unwind" fn __trestle_cxa_throw(obj: *mut libc::c_void, tinfo: *mut libc::c_void, dest: *mut libc::c_void) -> ! {
+    if mode() == MODE_RECORD {
+        guard("the throw hook", || {
+            if let Some(rt) = lock().as_mut() {
+                rt.throwing();
+            }
+        });
+    }
+    let real = *CXA_THROW.get_or_init(|| {
+        // SAFETY: a lookup by a NUL-terminated name.
+        unsafe { libc::dlsym(libc::RTLD_NEXT, c"__cxa_throw".as_ptr()) as usize }
+    });
+    if real == 0 {
+        eprintln!("trestle runtime: a C++ exception is thrown but __cxa_throw is not linked in");
+        std::process::abort();
+    }
+    // SAFETY: the C++ runtime's __cxa_throw, with the arguments the program gave;
+    // it unwinds through this frame, which holds nothing to drop.
+    unsafe {
+        let f: CxaThrow = std::mem::transmute(real);
+        f(obj, tinfo, dest)
+    }
+}
+
+/// A replay thunk caught an exception that left the unit.
+#[no_mangle]
+pub extern "C" fn __trestle_unit_threw() {
+    replay::UNIT_THREW.store(true, Ordering::Release);
 }
 
 extern "C" fn at_exit() {

@@ -7,6 +7,7 @@
 //! recording walked it, so the host can compare the two.
 
 use crate::{lock, OpenFrame};
+use std::sync::atomic::Ordering;
 use std::sync::Mutex;
 use trestle_abi::hooks;
 use trestle_abi::trace::{ReplayRequest, ReplayResult};
@@ -47,6 +48,9 @@ pub fn run() -> ! {
         let f: extern "C" fn(*const u64) -> u64 = std::mem::transmute(thunk);
         f(slots.as_ptr())
     };
+    if UNIT_THREW.load(Ordering::Acquire) {
+        finish(ReplayResult::Ran(Outcome::Threw));
+    }
     let state = crate::guard("replay post-state", || {
         let mut g = lock();
         let rt = g.as_mut().expect("replay runtime is initialised");
@@ -70,6 +74,9 @@ pub fn exited(code: i32) -> ! {
     });
     finish(ReplayResult::Ran(Outcome::Exited { code, state }))
 }
+
+/// Set when the thunk caught an exception that left the replayed unit.
+pub(crate) static UNIT_THREW: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
 
 /// Restored extents live in an arena of their own, mapped far from the heap, the
 /// stack and the libraries. Recorded memory may hold stale addresses (uninitialised
@@ -210,7 +217,7 @@ pub(crate) fn set_up(rt: &mut crate::Runtime, binary_id: u64, ctx: &Context) -> 
         _ => 0,
     };
     slots.resize(nparams.max(ret_words).max(1), 0);
-    let frame = OpenFrame { seq: 0, fn_idx: idx, marker: 0, sp: 0, args, stack_seq: rt.extents.stack_seq() };
+    let frame = OpenFrame { seq: 0, fn_idx: idx, marker: 0, sp: 0, args, stack_seq: rt.extents.stack_seq(), threw: false };
     Ok(SetUp { frame, thunk, slots, addrs })
 }
 

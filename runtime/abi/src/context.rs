@@ -200,6 +200,9 @@ pub enum Outcome {
         /// The signal number.
         signal: i32,
     },
+    /// A C++ exception left it (thrown inside it or below, caught above it). Memory
+    /// is not compared: the handlers above it run before anyone could look.
+    Threw,
 }
 
 impl Outcome {
@@ -209,6 +212,7 @@ impl Outcome {
             Outcome::Returned(s) => format!("returned {}", s.ret.describe()),
             Outcome::Exited { code, .. } => format!("exited with status {code}"),
             Outcome::Crashed { signal } => format!("crashed with signal {signal}"),
+            Outcome::Threw => "threw an exception".to_string(),
         }
     }
 }
@@ -248,6 +252,7 @@ pub fn diff_outcomes_after(pre: &Graph, expected: &Outcome, observed: &Outcome) 
             }
         }
         (Outcome::Crashed { signal: a }, Outcome::Crashed { signal: b }) if a == b => None,
+        (Outcome::Threw, Outcome::Threw) => None,
         (a, b) => Some(format!("{} recorded, {} in replay", a.summary(), b.summary())),
     }
 }

@@ -41,6 +41,10 @@ pub const EDGE_MAP_POINTER: &str = "__afl_area_ptr";
 /// envp; in replay mode it restores a context, calls the unit and never returns.
 pub const MAIN: &str = "__trestle_main";
 
+/// Called by a replay thunk when the unit let a C++ exception escape (the thunk caught
+/// it): the unit's outcome is `Outcome::Threw`.
+pub const UNIT_THREW: &str = "__trestle_unit_threw";
+
 /// Prefix of the generated replay thunks: `i64 __trestle_thunk.<id>(ptr slots)`.
 pub const THUNK_PREFIX: &str = "__trestle_thunk.";
 
@@ -78,6 +82,9 @@ pub const RENAMED_ALLOCATORS: &[(&str, &str)] = &[
     ("fclose", "__trestle_fclose"),
     ("setlocale", "__trestle_setlocale"),
     ("setvbuf", "__trestle_setvbuf"),
+    // A C++ `throw`: the recording learns which open invocations an exception may
+    // leave, so that they end as `Outcome::Threw` rather than with no outcome.
+    ("__cxa_throw", "__trestle_cxa_throw"),
     ("open", "__trestle_open"),
     ("open64", "__trestle_open"),
     ("openat", "__trestle_openat"),
