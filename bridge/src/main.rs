@@ -10,7 +10,14 @@ use trestle_bridge::{carve, export, fuzz, lift, record, replay, report, run, sho
 /// Typical use: build with trestle-cc, then `record` the seed system tests,
 /// `carve` units from the traces, and `replay --check` them.
 #[derive(Debug, Parser)]
-#[command(version, about, long_about)]
+#[command(
+    version,
+    about,
+    long_about,
+    after_help = "Exit status: 0 on success; 1 when a check finds what it looks for \
+(`replay --check`: a unit that does not replay as recorded, or cannot be replayed); \
+2 on bad usage or bad input (a missing program, a corrupt trace or unit, ...)."
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -51,7 +58,11 @@ fn main() -> ExitCode {
         Command::Report(a) => report::run(a),
         Command::Record(a) => record::run(a),
         Command::Carve(a) => carve::run(a).map(|_| ()),
-        Command::Replay(a) => replay::run(a).map(|_| ()),
+        Command::Replay(a) => match replay::run(a) {
+            // The check's finding is negative: some unit did not replay as recorded.
+            Ok(s) if a.check && s.faithful + s.no_oracle < s.units => return ExitCode::from(1),
+            r => r.map(|_| ()),
+        },
         Command::Show(a) => show::run(a),
         Command::Fuzz(a) => fuzz::run(a).map(|_| ()),
         Command::Export(a) => export::run(a),
@@ -63,7 +74,7 @@ fn main() -> ExitCode {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("trestle: error: {e:#}");
-            ExitCode::FAILURE
+            ExitCode::from(2)
         }
     }
 }

@@ -21,7 +21,8 @@ use trestle_abi::Outcome;
 pub struct ReplayArgs {
     /// A unit file or a directory of units.
     pub units: PathBuf,
-    /// Compare each replay with the recorded outcome and report fidelity.
+    /// Compare each replay with the recorded outcome and report fidelity. Exits with
+    /// status 1 when any unit is not faithful or cannot be replayed, 0 when all are.
     #[arg(long)]
     pub check: bool,
     /// Print a machine-readable summary on stdout.

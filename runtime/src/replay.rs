@@ -161,6 +161,7 @@ fn prepare() -> Result<Prepared, String> {
         bincode::deserialize(&bytes).map_err(|e| format!("corrupted replay request: {e}"))?;
     let mut g = lock();
     let rt = g.as_mut().ok_or("runtime not initialised")?;
+    req.context.graph.check_shape().map_err(|e| format!("the unit's context cannot be restored: {e}"))?;
     let set = set_up(rt, req.binary_id, &req.context)?;
     Ok((set.frame, set.thunk, set.slots))
 }

@@ -1,5 +1,6 @@
 //! Bad input gets a one-line error that names the file, never a panic or a silent
-//! wrong result: truncated and corrupted traces, a unit from another binary, a
+//! wrong result: truncated and corrupted traces, a trace or a unit from another
+//! build, a unit whose extents overlap, a replay that wrecks its own process, a
 //! missing program, a malformed system test.
 
 use serde_json::json;
@@ -120,4 +121,135 @@ fn a_malformed_system_test_is_named() {
         &["broken.json", "malformed system test"],
     );
     assert_eq!(err.trim().lines().count(), 1, "one line: {err}");
+}
+
+#[test]
+fn a_trace_from_another_build_is_refused_naming_the_trace() {
+    let dir = tempfile::tempdir().unwrap();
+    let (prog, traces) = recorded(dir.path(), "small", SMALL);
+    // The program is rebuilt, changed, at the same path after recording.
+    let changed = SMALL.replace("+ k;", "+ k + 1;");
+    let src = dir.path().join("changed.c");
+    std::fs::write(&src, changed).unwrap();
+    ok(std::process::Command::new(tool("trestle-cc")).arg("-O2").arg(&src).arg("-o").arg(&prog));
+    let name = trace_file(&traces).file_name().unwrap().to_string_lossy().into_owned();
+    fails_with(&mut trestle(&[&"carve", &traces, &"--out", &dir.path().join("u")]), &[&name, "another binary"]);
+}
+
+/// Carve the small subject; returns the units directory and the unit files.
+fn carved(dir: &Path, name: &str, source: &str) -> (std::path::PathBuf, Vec<std::path::PathBuf>) {
+    let (_, traces) = recorded(dir, name, source);
+    let units = dir.join(format!("{name}-units"));
+    ok(&mut trestle(&[&"carve", &traces, &"--out", &units]));
+    let mut files = Vec::new();
+    let mut stack = vec![units.clone()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).unwrap() {
+            let p = e.unwrap().path();
+            if p.is_dir() {
+                stack.push(p);
+            } else if p.extension().is_some_and(|x| x == "unit") {
+                files.push(p);
+            }
+        }
+    }
+    files.sort();
+    (units, files)
+}
+
+/// The small subject with a global its function reads and writes.
+const COUNTED: &str = r#"
+#include <stdio.h>
+#include <string.h>
+static int calls;
+static int len_plus(const char *s, int k) { calls++; return (int)strlen(s) + k + calls; }
+int main(int argc, char **argv) {
+    int t = 0;
+    for (int i = 1; i < argc; i++) t += len_plus(argv[i], i);
+    printf("%d\n", t);
+    return 0;
+}
+"#;
+
+#[test]
+fn a_unit_whose_extents_overlap_is_an_error_naming_the_unit() {
+    use trestle_abi::{unit::Unit, ExtentKind};
+    let dir = tempfile::tempdir().unwrap();
+    let (units, files) = carved(dir.path(), "counted", COUNTED);
+    // Give a unit a second copy of a global it holds: both would be restored at the
+    // global's one address.
+    let (path, mut unit) = files
+        .iter()
+        .map(|p| (p.clone(), Unit::decode(&std::fs::read(p).unwrap()).unwrap()))
+        .find(|(_, u)| u.context.graph.extents.iter().any(|e| matches!(e.kind, ExtentKind::Global { .. })))
+        .expect("a unit of len_plus, with `calls` in its context");
+    let global = unit.context.graph.extents.iter().find(|e| matches!(e.kind, ExtentKind::Global { .. })).unwrap().clone();
+    unit.context.graph.extents.push(global);
+    std::fs::write(&path, unit.encode()).unwrap();
+    let out = run(&mut trestle(&[&"replay", &units, &"--check", &"--json"]));
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    let summary: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(summary["errors"], 1, "{summary:#}");
+    let failure = summary["failures"].as_array().unwrap().iter().find(|f| f["verdict"].get("Error").is_some()).unwrap();
+    let name = path.file_name().unwrap().to_string_lossy().into_owned();
+    assert!(failure["unit"].as_str().unwrap().contains(&name), "{failure:#}");
+    assert!(failure["verdict"]["Error"].as_str().unwrap().contains("overlap"), "{failure:#}");
+}
+
+/// Functions that, in a replay only, wreck the process that replays them: end it
+/// behind the runtime's back, or overwrite the runtime's own memory.
+const WRECKER: &str = r#"
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+extern char __data_start[], _end[];
+static int replaying(void) { return getenv("TRESTLE_REPLAY") != NULL; }
+static int quit_behind_its_back(const char *s) {
+    if (replaying()) _exit(3);
+    return (int)strlen(s);
+}
+static int scribble_over_everything(const char *s) {
+    if (replaying()) memset(__data_start, 0xa5, (size_t)(_end - __data_start));
+    return (int)strlen(s) * 2;
+}
+int main(int argc, char **argv) {
+    int t = 0;
+    for (int i = 1; i < argc; i++) t += quit_behind_its_back(argv[i]) + scribble_over_everything(argv[i]);
+    printf("%d\n", t);
+    return 0;
+}
+"#;
+
+#[test]
+fn a_replay_that_wrecks_its_process_is_counted_with_its_reason() {
+    let dir = tempfile::tempdir().unwrap();
+    let (units, _) = carved(dir.path(), "wrecker", WRECKER);
+    let out = run(&mut trestle(&[&"replay", &units, &"--check", &"--json", &"--timeout", &"5s"]));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!err.contains("panicked"), "{err}");
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    let summary: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let failures = summary["failures"].as_array().unwrap();
+    let reason = |f: &str| {
+        failures
+            .iter()
+            .filter(|x| x["function"] == f)
+            .map(|x| x["verdict"].to_string())
+            .collect::<Vec<_>>()
+    };
+    let quit = reason("quit_behind_its_back");
+    assert!(!quit.is_empty() && quit.iter().all(|r| r.contains("exited with status 3")), "{quit:?}");
+    // Its runtime's locks and tables overwritten, the replay hangs or dies: either
+    // way the unit is counted with the reason, and the check goes on.
+    let scribbled = reason("scribble_over_everything");
+    assert!(
+        !scribbled.is_empty() && scribbled.iter().all(|r| ["timed out", "crashed", "without a replay result"].iter().any(|w| r.contains(w))),
+        "{scribbled:?}"
+    );
+    // The rest replays as recorded, except what sees the replay (main calls both
+    // wreckers; `replaying` answers differently by design).
+    let wrecked = ["quit_behind_its_back", "scribble_over_everything", "main", "replaying"];
+    let others: Vec<_> = failures.iter().filter(|f| !wrecked.iter().any(|w| f["function"] == *w)).collect();
+    assert!(others.is_empty(), "{others:#?}");
 }

@@ -11,8 +11,7 @@ fn pipeline(program: &std::path::Path, seeds: &std::path::Path, work: &std::path
     let units = work.join("units");
     ok(&mut trestle(&[&"record", &"--program", &program, &"--tests", &seeds, &"--out", &traces]));
     ok(&mut trestle(&[&"carve", &traces, &"--out", &units]));
-    let out = ok(&mut trestle(&[&"replay", &units, &"--check", &"--json"]));
-    let summary: Value = serde_json::from_str(&out).expect("replay --json prints JSON");
+    let summary = check_replay(&units);
     let index: Value =
         serde_json::from_slice(&std::fs::read(units.join("index.json")).expect("index.json")).expect("index is JSON");
     (summary, index)

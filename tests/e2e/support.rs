@@ -74,6 +74,18 @@ pub fn build_c(dir: &Path, name: &str, source: &str, opt: &str) -> PathBuf {
     out
 }
 
+/// `trestle replay UNITS --check --json`: the summary, after checking the exit status
+/// against it (0 when every unit with an oracle replays faithfully, else 1).
+pub fn check_replay(units: &Path) -> serde_json::Value {
+    let out = run(&mut trestle(&[&"replay", &units, &"--check", &"--json"]));
+    let summary: serde_json::Value = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("replay --json prints JSON ({e}): {}", String::from_utf8_lossy(&out.stderr)));
+    let n = |k: &str| summary[k].as_u64().expect("a count");
+    let all_faithful = n("faithful") + n("no_oracle") == n("units");
+    assert_eq!(out.status.code(), Some(if all_faithful { 0 } else { 1 }), "replay --check exit status for {summary}");
+    summary
+}
+
 /// Run `trestle` with `args`.
 pub fn trestle(args: &[&dyn AsRef<std::ffi::OsStr>]) -> Command {
     let mut c = Command::new(tool("trestle"));
