@@ -16,7 +16,7 @@ Programs are built with trestle-cc first, e.g. for GNU bc and dc:
     python3 bench/fidelity.py --suite [--markdown bench/results/fidelity.md]
 
 builds the real programs itself (GNU sed 4.9, bc and dc from bc 1.07.1, from their
-Debian sources; the bundled C++ subject) with trestle-cc -O2 -g and measures them all.
+Debian sources; the bundled C++ subjects shapes and ledger) with trestle-cc -O2 -g and measures them all.
 A replay check that finds unfaithful units exits 1; that is a result here, not a failure.
 """
 
@@ -117,14 +117,16 @@ def build_suite(trestle, work):
     for script, out in (("tests/sed/build.sh", work / "sed"), ("tests/bc/build.sh", work / "bc")):
         subprocess.run(["bash", str(REPO / script), "--cc", str(cc), "--out", str(out)], check=True,
                        stdout=subprocess.DEVNULL)
-    shapes = work / "shapes" / "inventory"
-    shapes.parent.mkdir(parents=True, exist_ok=True)
-    subprocess.run([str(cxx), "-O2", "-g", str(REPO / "tests/subjects/shapes/inventory.cpp"), "-o", str(shapes)],
-                   check=True)
-    return [f"sed={work / 'sed/bin/sed'}:{REPO / 'tests/sed/seeds'}",
-            f"bc={work / 'bc/bin/bc'}:{REPO / 'tests/bc/bc-seeds'}",
-            f"dc={work / 'bc/bin/dc'}:{REPO / 'tests/bc/dc-seeds'}",
-            f"shapes (C++)={shapes}:{REPO / 'tests/subjects/shapes/seeds'}"]
+    specs = [f"sed={work / 'sed/bin/sed'}:{REPO / 'tests/sed/seeds'}",
+             f"bc={work / 'bc/bin/bc'}:{REPO / 'tests/bc/bc-seeds'}",
+             f"dc={work / 'bc/bin/dc'}:{REPO / 'tests/bc/dc-seeds'}"]
+    for subject, source in (("shapes", "inventory.cpp"), ("ledger", "ledger.cpp")):
+        binary = work / subject / subject
+        binary.parent.mkdir(parents=True, exist_ok=True)
+        subprocess.run([str(cxx), "-O2", "-g", str(REPO / "tests/subjects" / subject / source), "-o", str(binary)],
+                       check=True)
+        specs.append(f"{subject} (C++)={binary}:{REPO / 'tests/subjects' / subject / 'seeds'}")
+    return specs
 
 
 def markdown(results, command):
@@ -163,7 +165,7 @@ def main():
     ap.add_argument("--program", action="append", default=[],
                     help="NAME=BINARY:SEEDS (repeatable)")
     ap.add_argument("--suite", action="store_true",
-                    help="build and measure GNU sed 4.9, bc, dc and the bundled C++ subject")
+                    help="build and measure GNU sed 4.9, bc, dc and the bundled C++ subjects")
     ap.add_argument("--markdown", type=Path, help="also write the results as a Markdown table here")
     ap.add_argument("--out", type=Path, help="work directory (kept); default: a temporary one")
     ap.add_argument("--top", type=int, default=8)

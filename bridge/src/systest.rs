@@ -3,7 +3,6 @@
 
 use anyhow::{bail, Context as _, Result};
 use base64::Engine as _;
-use std::os::unix::process::CommandExt as _;
 use std::path::{Component, Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
@@ -222,6 +221,26 @@ pub struct RunResult {
     pub stderr: Vec<u8>,
 }
 
+/// Turn address-space randomisation off for the programs this thread starts. The
+/// personality is the thread's own and children inherit it, so no code needs to run
+/// in the child between fork and exec: `Command` can then spawn without copying this
+/// process's page tables (with thousands of units in memory, that copy was most of
+/// the cost of a replay).
+fn no_randomization_for_children() {
+    thread_local!(static SET: std::cell::Cell<bool> = const { std::cell::Cell::new(false) });
+    if !SET.get() {
+        // SAFETY: personality() with 0xffffffff only queries; then it sets a flag of
+        // this thread.
+        unsafe {
+            let current = libc::personality(0xffff_ffff);
+            if current != -1 {
+                libc::personality((current as libc::c_ulong) | libc::ADDR_NO_RANDOMIZE as libc::c_ulong);
+            }
+        }
+        SET.set(true);
+    }
+}
+
 /// Run `program` on `test` in a fresh working directory, with address-space
 /// randomisation off so that recorded addresses of libc objects stay valid.
 pub fn run_test(program: &Path, test: &SystemTest, opts: &RunOptions) -> Result<RunResult> {
@@ -230,13 +249,7 @@ pub fn run_test(program: &Path, test: &SystemTest, opts: &RunOptions) -> Result<
     let layout = crate::launch::Layout::new(test)?;
     let mut cmd = Command::new(program);
     cmd.args(&test.args).current_dir(&layout.cwd).envs(test.env.iter()).envs(opts.env.iter().map(|(k, v)| (k, v)));
-    // SAFETY: personality() is async-signal-safe and touches only this child.
-    unsafe {
-        cmd.pre_exec(|| {
-            libc::personality(libc::ADDR_NO_RANDOMIZE as libc::c_ulong);
-            Ok(())
-        });
-    }
+    no_randomization_for_children();
     let capture = crate::launch::Capture { stdout: opts.capture_stdout, stderr: true };
     let e = crate::launch::run_to_end(&mut cmd, &layout.stdin, capture, opts.timeout)
         .with_context(|| format!("cannot run program {}", program.display()))?;

@@ -631,64 +631,15 @@ fn a_regex_like_graph_with_empty_blocks_is_restored_whole() {
     assert!(bad.is_empty(), "{bad:#?}");
 }
 
-/// C++: `std::string` temporaries (small-buffer storage pointing into the object
-/// itself), a `std::map` and `std::vector` in a class with a virtual method, and an
-/// exception thrown through two frames and caught in a third.
-const LEDGER_CPP: &str = r#"
-#include <cstdio>
-#include <map>
-#include <stdexcept>
-#include <string>
-#include <vector>
-struct Bad : std::runtime_error { int where; Bad(const std::string &m, int w) : std::runtime_error(m), where(w) {} };
-static int parse_qty(const std::string &s) {
-    if (s.empty()) throw Bad("empty quantity", 0);
-    int v = 0;
-    for (size_t i = 0; i < s.size(); i++) {
-        if (s[i] < '0' || s[i] > '9') throw Bad("not a digit in " + s, (int)i);
-        v = v * 10 + (s[i] - '0');
-    }
-    return v;
-}
-struct Ledger {
-    std::map<std::string, int> qty;
-    std::vector<std::string> log;
-    virtual ~Ledger() {}
-    virtual void add(const std::string &name, const std::string &q) {
-        int n = parse_qty(q);   // throws through add
-        qty[name] += n;
-        log.push_back(name);
-    }
-};
-int apply(Ledger &l, const std::string &name, const std::string &q) {
-    try {
-        l.add(name, q);
-        return 0;
-    } catch (const Bad &e) {
-        std::printf("error at %d: %s\n", e.where, e.what());
-        return 1;
-    }
-}
-int main(int argc, char **argv) {
-    Ledger l;
-    int errors = 0;
-    for (int i = 1; i + 1 < argc; i += 2) errors += apply(l, argv[i], argv[i + 1]);
-    for (auto &kv : l.qty) std::printf("%s %d\n", kv.first.c_str(), kv.second);
-    return errors ? 1 : 0;
-}
-"#;
-
+/// C++ (tests/subjects/ledger): `std::string` temporaries (small strings point into
+/// the object itself), a `std::map` and a `std::vector` in a class with a virtual
+/// method, and an exception thrown through two frames and caught in a third.
 #[test]
 fn cxx_exceptions_and_string_temporaries_replay_faithfully() {
     let dir = tempfile::tempdir().unwrap();
-    let src = dir.path().join("ledger.cpp");
-    std::fs::write(&src, LEDGER_CPP).unwrap();
     let prog = dir.path().join("ledger");
-    ok(std::process::Command::new(tool("trestle-cxx")).arg("-O2").arg(&src).arg("-o").arg(&prog));
-    let seeds = dir.path().join("seeds");
-    write_test(&seeds, "mixed", &json!({"args": ["apple", "12", "pear", "x7", "apple", "3", "fig", ""]}));
-    write_test(&seeds, "ok", &json!({"args": ["kiwi", "5"]}));
-    let (summary, index) = pipeline(&prog, &seeds, dir.path());
+    build_subject(&subject("ledger"), "-O2", &prog);
+    let (summary, index) = pipeline(&prog, &subject("ledger").join("seeds"), dir.path());
     let bad = unfaithful(&summary);
     assert!(bad.is_empty(), "{bad:#?}");
     // The calls an exception left have an outcome too (it threw), and their replays
@@ -704,4 +655,6 @@ fn cxx_exceptions_and_string_temporaries_replay_faithfully() {
         .filter(|shown| shown.contains("expected  threw an exception"))
         .collect();
     assert!(threw.len() >= 2, "the throwing calls of parse_qty and Ledger::add: {threw:#?}");
+    let not_carved = index["not_carved"].as_array().unwrap();
+    assert!(not_carved.is_empty(), "called but not carved: {not_carved:?}");
 }
