@@ -88,6 +88,7 @@ def measure(trestle, name, program, seeds, work, top):
         "reasons": reasons.most_common(top),
         "unfaithful_functions": by_fn.most_common(top),
         "not_carved": index.get("not_carved", []),
+        "over_bound": index.get("over_bound", 0),
         "seconds": {"record": round(t_record, 1), "carve": round(t_carve, 1), "replay": round(t_replay, 1)},
     }
 
@@ -134,12 +135,13 @@ def markdown(results, command):
     lines = ["# Replay fidelity on real programs", "",
              f"`{command}` (trestle-cc -O2 -g; record, carve, `replay --check`; 2 cores).", "",
              "| program | seeds | units | faithful | share | no oracle | errors | called, not carved "
-             "| record | carve | replay |",
-             "|---|---|---|---|---|---|---|---|---|---|---|"]
+             "| calls over the size bound | record | carve | replay |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in results:
         s = r["seconds"]
         lines.append(f"| {r['program']} | {r['seeds']} | {r['units']} | {r['faithful']} | "
                      f"{100 * r['fidelity']:.1f}% | {r['no_oracle']} | {r['errors']} | {len(r['not_carved'])} | "
+                     f"{r['over_bound']} | "
                      f"{s['record']} s | {s['carve']} s | {s['replay']} s |")
     for r in results:
         lines += ["", f"## {r['program']}", ""]

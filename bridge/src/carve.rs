@@ -52,6 +52,9 @@ pub struct CarveSummary {
     pub units_by_kind: BTreeMap<String, usize>,
     /// Input streams read by a call but not made parameters, by reason.
     pub unmapped_streams: BTreeMap<String, usize>,
+    /// Invocations not carved because their context was larger than the snapshot
+    /// bound (a replay would restore only part of it), by function id.
+    pub over_bound: BTreeMap<u64, usize>,
 }
 
 /// "argument int", "heap string", "token string", "number", "stream" for a
@@ -162,6 +165,12 @@ pub fn run(args: &CarveArgs) -> Result<CarveSummary> {
                 let Record::Enter { seq, call_index, context } = r else { continue };
                 summary.invocations += 1;
                 let expected = exits.remove(&seq);
+                if context.graph.partial {
+                    // The walk stopped at the size bound: some extents have no bytes.
+                    // Replaying that would be a half-restored context, so no unit.
+                    *summary.over_bound.entry(context.fn_id).or_default() += 1;
+                    continue;
+                }
                 // Equal contexts that read different rests of their input are
                 // different units: the unread input they read belongs to the key.
                 let streams = crate::mapping::map_streams(&context, &system_test, expected.as_ref());
@@ -193,7 +202,6 @@ pub fn run(args: &CarveArgs) -> Result<CarveSummary> {
                 if !params.is_empty() {
                     summary.parameterized += 1;
                 }
-                let partial = context.graph.partial;
                 let unit = Unit {
                     magic: UNIT_MAGIC,
                     version: UNIT_VERSION,
@@ -229,7 +237,6 @@ pub fn run(args: &CarveArgs) -> Result<CarveSummary> {
                     param_kinds: classes,
                     input_bytes: input_bytes(&unit.params),
                     value_hashes: crate::units::value_hashes(&unit.params),
-                    partial,
                 });
             }
         }
@@ -241,6 +248,11 @@ pub fn run(args: &CarveArgs) -> Result<CarveSummary> {
         let reason = match binary.functions.get(id) {
             Some(f) if f.variadic && !f.replayable => "variadic: no replay thunk on this target".to_owned(),
             Some(f) if !f.replayable => "a parameter or return type a 64-bit slot cannot carry".to_owned(),
+            Some(_) if summary.over_bound.contains_key(id) => format!(
+                "its context exceeded the snapshot size bound in every call ({} of them; raise {})",
+                summary.over_bound[id],
+                trestle_abi::hooks::ENV_CONTEXT_LIMIT
+            ),
             Some(_) => "every call ended without a carvable context (or was only called at exit)".to_owned(),
             None => "unknown function".to_owned(),
         };
@@ -256,6 +268,7 @@ pub fn run(args: &CarveArgs) -> Result<CarveSummary> {
         param_kinds: summary.param_kinds.clone(),
         units_by_param_kind: summary.units_by_kind.clone(),
         unmapped_streams: summary.unmapped_streams.clone(),
+        over_bound: summary.over_bound.values().sum(),
         units: rows,
     };
     std::fs::write(args.out.join(UNIT_INDEX), serde_json::to_vec_pretty(&uindex)?)?;
@@ -287,6 +300,14 @@ pub fn run(args: &CarveArgs) -> Result<CarveSummary> {
         }
         for (why, n) in &summary.unmapped_streams {
             eprintln!("  {n} stream(s) read but not mapped: {why}");
+        }
+        let over: usize = summary.over_bound.values().sum();
+        if over > 0 {
+            eprintln!(
+                "  {over} invocation(s) of {} function(s) not carved: context over the snapshot size bound ({})",
+                summary.over_bound.len(),
+                trestle_abi::hooks::ENV_CONTEXT_LIMIT
+            );
         }
         for (name, why) in &summary.not_carved {
             eprintln!("  not carved: {name} ({why})");

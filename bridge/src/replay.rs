@@ -100,6 +100,8 @@ pub struct ReplaySummary {
     pub functions: Vec<FunctionFidelity>,
     /// Every unit that was not faithful, with why.
     pub failures: Vec<UnitReplay>,
+    /// Every unit without a recorded outcome to compare with, with why.
+    pub unchecked: Vec<UnitReplay>,
 }
 
 /// Replay one unit in `program` and return what it did.
@@ -204,7 +206,10 @@ pub fn run(args: &ReplayArgs) -> Result<ReplaySummary> {
                 }
                 let (observed_s, verdict) = match (&observed, &u.expected) {
                     (Err(e), _) => ("error".to_owned(), Verdict::Error(e.clone())),
-                    (Ok(o), None) => (o.summary(), Verdict::NoOracle("the recording process ended inside the call".into())),
+                    (Ok(o), None) => (o.summary(), Verdict::NoOracle("the recording saw no end of the call (the process ended inside it, or longjmp left it)".into())),
+                    (Ok(o), Some(exp)) if exp.state().is_some_and(|st| st.graph.partial) => {
+                        (o.summary(), Verdict::NoOracle("the memory after the recorded call was over the snapshot size bound".into()))
+                    }
                     (Ok(o), Some(exp)) => (o.summary(), match diff_outcomes_after(&u.context.graph, exp, o) { None => Verdict::Faithful, Some(d) => Verdict::Unfaithful(d + &stderr_note) }),
                 };
                 results.lock().unwrap()[i] = Some(UnitReplay { unit: f.display().to_string(), function: u.function.clone(), observed: observed_s, verdict });
@@ -219,7 +224,7 @@ pub fn run(args: &ReplayArgs) -> Result<ReplaySummary> {
     let results: Vec<UnitReplay> = results.into_inner().unwrap().into_iter().flatten().collect();
     let mut per_fn: BTreeMap<String, FunctionFidelity> = BTreeMap::new();
     let (mut faithful, mut no_oracle, mut errors) = (0, 0, 0);
-    let mut failures = Vec::new();
+    let (mut failures, mut unchecked) = (Vec::new(), Vec::new());
     for r in &results {
         let e = per_fn.entry(r.function.clone()).or_insert_with(|| FunctionFidelity { name: r.function.clone(), ..Default::default() });
         match &r.verdict {
@@ -228,7 +233,10 @@ pub fn run(args: &ReplayArgs) -> Result<ReplaySummary> {
                 e.units += 1;
                 e.faithful += 1;
             }
-            Verdict::NoOracle(_) => no_oracle += 1,
+            Verdict::NoOracle(_) => {
+                no_oracle += 1;
+                unchecked.push(r.clone());
+            }
             Verdict::Unfaithful(_) => {
                 e.units += 1;
                 failures.push(r.clone());
@@ -249,6 +257,7 @@ pub fn run(args: &ReplayArgs) -> Result<ReplaySummary> {
         fidelity: if checked == 0 { 0.0 } else { faithful as f64 / checked as f64 },
         functions: per_fn.into_values().collect(),
         failures,
+        unchecked,
     };
     if args.json {
         println!("{}", serde_json::to_string_pretty(&summary)?);
@@ -281,6 +290,11 @@ fn print_table(s: &ReplaySummary, verbose: bool) {
                 Verdict::Faithful => "",
             };
             println!("  {}: {} ({})", f.unit, why, f.observed);
+        }
+        for u in &s.unchecked {
+            if let Verdict::NoOracle(why) = &u.verdict {
+                println!("  {}: not checked: {why} ({})", u.unit, u.observed);
+            }
         }
     }
 }

@@ -35,6 +35,9 @@ pub struct UnitIndex {
     /// Input streams that calls read but that are no parameter, by reason.
     #[serde(default)]
     pub unmapped_streams: std::collections::BTreeMap<String, usize>,
+    /// Invocations not carved because their context was over the snapshot size bound.
+    #[serde(default)]
+    pub over_bound: usize,
     /// One row per unit.
     pub units: Vec<UnitRow>,
 }
@@ -54,8 +57,6 @@ pub struct UnitRow {
     pub call_index: u64,
     /// Whether the recorded outcome is known (a replay can be checked).
     pub has_oracle: bool,
-    /// Whether the size bound cut the context.
-    pub partial: bool,
     /// Parameters mapped to the system input.
     #[serde(default)]
     pub params: usize,

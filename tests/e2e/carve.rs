@@ -658,3 +658,39 @@ fn cxx_exceptions_and_string_temporaries_replay_faithfully() {
     let not_carved = index["not_carved"].as_array().unwrap();
     assert!(not_carved.is_empty(), "called but not carved: {not_carved:?}");
 }
+
+#[test]
+fn contexts_over_the_size_bound_are_not_carved_and_say_why() {
+    let dir = tempfile::tempdir().unwrap();
+    let prog = build_c(dir.path(), "automaton", AUTOMATON, "-O2");
+    let seeds = dir.path().join("seeds");
+    write_test(&seeds, "word", &json!({"args": ["needle"], "stdin": "haystack\nneedles\n"}));
+    let traces = dir.path().join("traces");
+    let units = dir.path().join("units");
+    // Each state's transition table is 2 KiB: with a 4 KiB bound, the whole automaton
+    // (seven states) cannot be captured, one state's table can.
+    ok(trestle(&[&"record", &"--program", &prog, &"--tests", &seeds, &"--out", &traces]).env(trestle_abi::hooks::ENV_CONTEXT_LIMIT, "4096"));
+    let out = run(&mut trestle(&[&"carve", &traces, &"--out", &units]));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    assert!(err.contains("not carved: context over the snapshot size bound"), "{err}");
+    let index: Value = serde_json::from_slice(&std::fs::read(units.join("index.json")).unwrap()).unwrap();
+    assert!(index["over_bound"].as_u64().unwrap() > 0, "{index:#}");
+    // matches and superset reach every state in every call: not carved, with the
+    // reason (dfafree is carved for its call on the small superset only).
+    let not_carved: Vec<&str> = index["not_carved"].as_array().unwrap().iter().map(|v| v.as_str().unwrap()).collect();
+    for f in ["matches", "superset"] {
+        assert!(
+            not_carved.iter().any(|n| n.starts_with(&format!("{f}:")) && n.contains("snapshot size bound")),
+            "{f}: {not_carved:#?}"
+        );
+        assert_eq!(units_of(&index, f), 0);
+    }
+    // What was carved is whole, and replays as recorded; a call whose memory after
+    // it was over the bound (compile builds the automaton) has no oracle, with why.
+    let summary = check_replay(&units);
+    assert!(summary["faithful"].as_u64().unwrap() > 0);
+    assert_eq!(summary["faithful"].as_u64().unwrap() + summary["no_oracle"].as_u64().unwrap(), summary["units"].as_u64().unwrap(), "{summary:#}");
+    let out = ok(&mut trestle(&[&"replay", &units.join("compile"), &"--check", &"-v"]));
+    assert!(out.contains("over the snapshot size bound"), "{out}");
+}

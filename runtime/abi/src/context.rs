@@ -245,6 +245,14 @@ pub enum Outcome {
 }
 
 impl Outcome {
+    /// The memory after the call, when the outcome has it.
+    pub fn state(&self) -> Option<&State> {
+        match self {
+            Outcome::Returned(s) | Outcome::Exited { state: s, .. } => Some(s),
+            Outcome::Crashed { .. } | Outcome::Threw => None,
+        }
+    }
+
     /// A one-word description.
     pub fn summary(&self) -> String {
         match self {
