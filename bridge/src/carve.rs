@@ -3,7 +3,7 @@
 use crate::binary::Binary;
 use crate::record::{RecordIndex, RECORD_INDEX};
 use crate::units::{safe_name, UnitIndex, UnitRow, UNIT_EXT, UNIT_INDEX};
-use anyhow::{bail, Context as _, Result};
+use anyhow::{Context as _, Result};
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::PathBuf;
 use trestle_abi::trace::{decode_trace, Record};
@@ -55,6 +55,8 @@ pub struct CarveSummary {
     /// Invocations not carved because their context was larger than the snapshot
     /// bound (a replay would restore only part of it), by function id.
     pub over_bound: BTreeMap<u64, usize>,
+    /// The index written into the unit directory.
+    pub index: UnitIndex,
 }
 
 /// "argument int", "heap string", "token string", "number", "stream" for a
@@ -101,7 +103,8 @@ pub fn input_bytes(params: &[trestle_abi::unit::Param]) -> u64 {
     total
 }
 
-/// Run `trestle carve`.
+/// Run `trestle carve`. Trace files that cannot be read are reported on stderr and
+/// counted in [`CarveSummary::bad_traces`]; the units of the others are written.
 pub fn run(args: &CarveArgs) -> Result<CarveSummary> {
     let index_path = args.traces.join(RECORD_INDEX);
     let text = std::fs::read_to_string(&index_path).with_context(|| {
@@ -271,7 +274,8 @@ pub fn run(args: &CarveArgs) -> Result<CarveSummary> {
         over_bound: summary.over_bound.values().sum(),
         units: rows,
     };
-    std::fs::write(args.out.join(UNIT_INDEX), serde_json::to_vec_pretty(&uindex)?)?;
+    let index_path = args.out.join(UNIT_INDEX);
+    std::fs::write(&index_path, serde_json::to_vec_pretty(&uindex)?).with_context(|| format!("cannot write {}", index_path.display()))?;
     let mut per_fn: BTreeMap<&str, usize> = BTreeMap::new();
     for r in &uindex.units {
         *per_fn.entry(&r.function).or_default() += 1;
@@ -313,8 +317,6 @@ pub fn run(args: &CarveArgs) -> Result<CarveSummary> {
             eprintln!("  not carved: {name} ({why})");
         }
     }
-    if summary.bad_traces > 0 {
-        bail!("{} trace file(s) could not be read (see the errors above); the units of the others were written", summary.bad_traces);
-    }
+    summary.index = uindex;
     Ok(summary)
 }

@@ -302,19 +302,12 @@ impl Program {
     }
 }
 
-/// Global id → address, from the program's `trestle_globals` rows (id, address, size,
-/// flags, write counter: five 64-bit words).
+/// Global id → address, from the program's global table rows.
 fn global_addresses(file: &object::File<'_>) -> HashMap<u64, u64> {
     let Some(data) = file.section_by_name(SECTION_GLOBALS).and_then(|s| s.data().ok()) else {
         return HashMap::new();
     };
-    data.chunks_exact(40)
-        .map(|row| {
-            let word = |i: usize| u64::from_le_bytes(row[i * 8..i * 8 + 8].try_into().expect("8 bytes"));
-            (word(0), word(1))
-        })
-        .filter(|&(id, _)| id != 0)
-        .collect()
+    trestle_abi::meta::GlobalEntry::ids_and_addresses(data).filter(|&(id, _)| id != 0).collect()
 }
 
 /// `len` bytes of the file image at virtual address `addr`.

@@ -38,16 +38,16 @@ pub struct Layout {
 impl Layout {
     /// Lay out `test`: its files in a fresh working directory, its stdin beside it.
     pub fn new(test: &SystemTest) -> Result<Layout> {
-        Layout::lay_out(test, scratch_dir("trestle-run-")?)
+        Layout::in_root(test, scratch_dir("trestle-run-")?)
     }
 
     /// The same in a fresh directory under `base` (one a sandboxed forkserver sees).
     pub fn new_in(test: &SystemTest, base: &Path) -> Result<Layout> {
         let root = tempfile::Builder::new().prefix("run-").tempdir_in(base).with_context(|| format!("cannot create a directory in {}", base.display()))?;
-        Layout::lay_out(test, root)
+        Layout::in_root(test, root)
     }
 
-    fn lay_out(test: &SystemTest, root: tempfile::TempDir) -> Result<Layout> {
+    fn in_root(test: &SystemTest, root: tempfile::TempDir) -> Result<Layout> {
         let cwd = root.path().join("w");
         let side = root.path().join("s");
         std::fs::create_dir(&cwd).with_context(|| format!("cannot create {}", cwd.display()))?;

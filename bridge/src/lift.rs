@@ -738,7 +738,7 @@ impl Lifter {
         let side = tempfile::tempdir()?;
         let stack = side.path().join("stack");
         let mut cmd = self.harness_command(dir, unit, input)?;
-        cmd.env(trestle_abi::fuzz::ENV_CRASH_STACK_LIB, &preload).env("TRESTLE_CRASH_STACK", &stack);
+        cmd.env(trestle_abi::fuzz::ENV_CRASH_STACK_LIB, &preload).env(trestle_abi::fuzz::ENV_CRASH_STACK, &stack);
         let status = self.wait_harness(cmd, &harness)?;
         use std::os::unix::process::ExitStatusExt as _;
         let filter = FrameFilter { program: Some(std::fs::canonicalize(&harness).unwrap_or(harness.clone())), stop_after: Some(unit.function.clone()) };
@@ -748,7 +748,9 @@ impl Lifter {
         };
         match (status.signal(), status.code()) {
             (Some(s), _) => Ok(filter.signature(signal_name(s), frames)),
-            (None, Some(3)) => bail!("the unit harness {} cannot set this unit up again (exit status 3)", harness.display()),
+            (None, Some(trestle_abi::fuzz::EXIT_SETUP_FAILED)) => {
+                bail!("the unit harness {} cannot set this unit up again (exit status {})", harness.display(), trestle_abi::fuzz::EXIT_SETUP_FAILED)
+            }
             (None, code) => Ok(CrashSignature {
                 kind: format!("no crash (exit {}) when run alone", code.unwrap_or(-1)),
                 frames: Vec::new(),
@@ -1090,10 +1092,14 @@ pub fn lift_variants(unit: &Unit, values: &[ParamValue]) -> Vec<(SystemTest, Vec
     out
 }
 
+/// One planned write: the parameter's index, where its value came from in the
+/// system input, and the new bytes.
+type PlannedWrite = (usize, Origin, Vec<u8>);
+
 /// Write each value over its origin; later (higher) offsets first so earlier ones stay
 /// valid; an origin overlapping one already written is skipped.
-fn apply(test: &SystemTest, plan: &[(usize, Origin, Vec<u8>)]) -> (SystemTest, Vec<Substitution>) {
-    let mut by_input: BTreeMap<InputRef, Vec<&(usize, Origin, Vec<u8>)>> = BTreeMap::new();
+fn apply(test: &SystemTest, plan: &[PlannedWrite]) -> (SystemTest, Vec<Substitution>) {
+    let mut by_input: BTreeMap<InputRef, Vec<&PlannedWrite>> = BTreeMap::new();
     for s in plan {
         by_input.entry(s.1.input.clone()).or_default().push(s);
     }

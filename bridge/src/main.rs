@@ -14,9 +14,11 @@ use trestle_bridge::{carve, export, fuzz, lift, record, replay, report, run, sho
     version,
     about,
     long_about,
-    after_help = "Exit status: 0 on success; 1 when a check finds what it looks for \
-(`replay --check`: a unit that does not replay as recorded, or cannot be replayed); \
-2 on bad usage or bad input (a missing program, a corrupt trace or unit, ...)."
+    after_help = "Exit status: 0 on success (or nothing found); 1 when the command's \
+finding is negative: `replay --check` with a unit that does not replay as recorded \
+(or cannot be replayed), `validate` with a test that does not crash (an alarm that \
+does not reproduce), `run --fail-on-alarm` that found a true alarm; 2 on bad usage or \
+bad input (a missing program, a corrupt trace, unit or campaign file, ...)."
 )]
 struct Cli {
     #[command(subcommand)]
@@ -43,7 +45,8 @@ enum Command {
     /// Write unit findings back into system tests, run the real program on them in a
     /// sandbox, and report only the crashes it confirms (reduced, with provenance).
     Lift(lift::LiftArgs),
-    /// Run a program on system tests in the sandbox and report crashes and limits.
+    /// Run a program on system tests in the sandbox and report crashes and limits
+    /// (exit status 1 when a test does not crash: an alarm that does not reproduce).
     Validate(validate::ValidateArgs),
     /// Write a unit as a standalone C file that rebuilds its context and calls the function.
     Export(export::ExportArgs),
@@ -54,10 +57,16 @@ enum Command {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match &cli.command {
-        Command::Run(a) => run::run(a).map(|_| ()),
+        Command::Run(a) => match run::run(a) {
+            Ok(o) if a.fail_on_alarm && o.alarms > 0 => return ExitCode::from(1),
+            r => r.map(|_| ()),
+        },
         Command::Report(a) => report::run(a),
         Command::Record(a) => record::run(a),
-        Command::Carve(a) => carve::run(a).map(|_| ()),
+        Command::Carve(a) => carve::run(a).and_then(|s| match s.bad_traces {
+            0 => Ok(()),
+            n => Err(anyhow::anyhow!("{n} trace file(s) could not be read (see the errors above); the units of the others were written")),
+        }),
         Command::Replay(a) => match replay::run(a) {
             // The check's finding is negative: some unit did not replay as recorded.
             Ok(s) if a.check && s.faithful + s.no_oracle < s.units => return ExitCode::from(1),
@@ -67,7 +76,11 @@ fn main() -> ExitCode {
         Command::Fuzz(a) => fuzz::run(a).map(|_| ()),
         Command::Export(a) => export::run(a),
         Command::Lift(a) => lift::run(a).map(|_| ()),
-        Command::Validate(a) => validate::run(a).map(|_| ()),
+        // Validation confirms alarms: a test that does not crash is not confirmed.
+        Command::Validate(a) => match validate::run(a) {
+            Ok(v) if v.crashed < v.tests => return ExitCode::from(1),
+            r => r.map(|_| ()),
+        },
         Command::Sysfuzz(a) => trestle_bridge::sysfuzz::run(a).map(|_| ()),
     };
     match result {

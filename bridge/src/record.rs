@@ -96,7 +96,7 @@ pub fn run(args: &RecordArgs) -> Result<()> {
         let mut traces: Vec<String> = std::fs::read_dir(&dir)?
             .filter_map(|e| e.ok())
             .map(|e| e.file_name().to_string_lossy().into_owned())
-            .filter(|f| f.ends_with(".trace"))
+            .filter(|f| f.strip_suffix(trestle_abi::trace::TRACE_EXT).is_some_and(|stem| stem.ends_with('.')))
             .collect();
         traces.sort();
         let bytes: u64 = traces.iter().filter_map(|f| std::fs::metadata(dir.join(f)).ok()).map(|m| m.len()).sum();

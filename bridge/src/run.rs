@@ -101,6 +101,18 @@ pub struct RunArgs {
     /// Do not bind a one-core campaign to a core.
     #[arg(long)]
     pub no_pin: bool,
+    /// Exit with status 1 when the campaign found a true alarm (for CI jobs).
+    #[arg(long)]
+    pub fail_on_alarm: bool,
+}
+
+/// How a campaign ended.
+#[derive(Debug)]
+pub struct RunOutcome {
+    /// The campaign's state.
+    pub campaign: Campaign,
+    /// True alarms found (over all its sessions).
+    pub alarms: usize,
 }
 
 /// The settings a campaign keeps for `--resume`.
@@ -167,14 +179,6 @@ pub struct FuzzedUnit {
     /// Its value hashes ([`crate::units::UnitRow::value_hashes`]).
     #[serde(default)]
     pub value_hashes: Vec<u64>,
-}
-
-/// True if the unit index in `dir` lists no unit (or cannot be read).
-fn index_is_empty(dir: &Path) -> bool {
-    std::fs::read(dir.join(UNIT_INDEX))
-        .ok()
-        .and_then(|b| serde_json::from_slice::<UnitIndex>(&b).ok())
-        .is_none_or(|i| i.units.is_empty())
 }
 
 /// A unit chosen to fuzz next.
@@ -539,17 +543,18 @@ impl Runner {
         let units = self.out.join("units").join(format!("batch-{round:04}"));
         let _ = std::fs::remove_dir_all(&units);
         self.status("carving");
-        let summary = carve::run(&CarveArgs { traces, out: units.clone(), program: None, quiet: true });
-        if let Err(e) = summary {
+        let summary = carve::run(&CarveArgs { traces, out: units.clone(), program: None, quiet: true })
+            .with_context(|| format!("carving batch {round} into {}", units.display()))?;
+        let index = summary.index;
+        if summary.bad_traces > 0 {
             // Nothing carved from the seeds is no campaign: the program and this
             // trestle disagree (another trestle's runtime, say). Later batches keep
             // the units of their readable traces.
-            if round == 0 && index_is_empty(&units) {
-                bail!("carving the seeds failed, so the bridge would have no unit to fuzz: {e:#}");
+            if round == 0 && index.units.is_empty() {
+                bail!("carving the seeds failed ({} unreadable trace file(s)), so the bridge would have no unit to fuzz", summary.bad_traces);
             }
-            eprintln!("trestle run: carving batch {round}: {e:#}");
+            eprintln!("trestle run: carving batch {round}: {} trace file(s) could not be read", summary.bad_traces);
         }
-        let index: UnitIndex = serde_json::from_slice(&std::fs::read(units.join(UNIT_INDEX)).unwrap_or_default()).unwrap_or_default();
         self.c.units_carved += index.units.len();
         self.c.units_parameterized += index.units.iter().filter(|u| u.params > 0).count();
         if self.lifter.as_ref().is_some_and(|l| l.measures_coverage()) {
@@ -839,7 +844,7 @@ fn settings_from(args: &RunArgs) -> Result<Settings> {
 }
 
 /// Run `trestle run`; returns the campaign as it ended.
-pub fn run(args: &RunArgs) -> Result<Campaign> {
+pub fn run(args: &RunArgs) -> Result<RunOutcome> {
     let (out, campaign) = match &args.resume {
         Some(dir) => {
             let path = dir.join("campaign.json");
@@ -990,5 +995,5 @@ pub fn run(args: &RunArgs) -> Result<Campaign> {
         eprintln!("  {}: {}", out.join("alarms").join(&a.id).display(), a.signature);
     }
     eprintln!("report: trestle report {}", out.display());
-    Ok(r.c)
+    Ok(RunOutcome { campaign: r.c, alarms: alarms.len() })
 }

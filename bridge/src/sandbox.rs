@@ -138,7 +138,7 @@ pub fn program_kind(program: &Path) -> ProgramKind {
     for s in obj.symbols().chain(obj.dynamic_symbols()) {
         match s.name() {
             Ok("__asan_init" | "__msan_init" | "__ubsan_handle_builtin_unreachable") => kind.sanitizer = true,
-            Ok("__trestle_main") => kind.trestle = true,
+            Ok(name) if name == trestle_abi::hooks::MAIN => kind.trestle = true,
             _ => {}
         }
     }
@@ -303,7 +303,7 @@ impl Sandbox {
         if sanitizer {
             sanitizer_env(&mut cmd);
         } else {
-            cmd.env("LD_PRELOAD", &self.preload).env("TRESTLE_CRASH_STACK", &stack_path);
+            cmd.env("LD_PRELOAD", &self.preload).env(trestle_abi::fuzz::ENV_CRASH_STACK, &stack_path);
         }
         let limits = self.limits.clone();
         // SAFETY: setrlimit is async-signal-safe and affects only the child.

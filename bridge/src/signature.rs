@@ -155,7 +155,7 @@ impl FrameFilter {
         // The trestle runtime and SanitizerCoverage callbacks live in instrumented
         // executables; the C runtime's start files and sanitizer interceptors in any.
         const RUNTIME: [&str; 9] =
-            ["__trestle", "trestle_runtime", "__sanitizer", "__asan", "__ubsan", "__interceptor_", "libafl", "_start", "__libc_"];
+            [trestle_abi::hooks::RESERVED_PREFIX, "trestle_runtime", "__sanitizer", "__asan", "__ubsan", "__interceptor_", "libafl", "_start", "__libc_"];
         if RUNTIME.iter().any(|p| name.contains(p)) || name.starts_with("_ZN") && name.contains("trestle") {
             return false;
         }
@@ -175,7 +175,7 @@ impl FrameFilter {
         let mut frames = Vec::new();
         // In a unit harness, what called the function's thunk is the harness.
         let unit_end = match self.stop_after {
-            Some(_) => stack.iter().position(|f| f.function.starts_with("__trestle_thunk")).unwrap_or(stack.len()),
+            Some(_) => stack.iter().position(|f| f.function.starts_with(trestle_abi::hooks::THUNK_PREFIX)).unwrap_or(stack.len()),
             None => stack.len(),
         };
         // With debug info, code without a source line is not the subject's own (start

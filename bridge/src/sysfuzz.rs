@@ -24,6 +24,7 @@ mod trim;
 
 use crate::binary::Binary;
 use crate::forkserver::ForkServer;
+use trestle_abi::hooks;
 use trestle_abi::sysserver::ChildLimits;
 use crate::sandbox::is_crash_signal;
 use crate::systest::{self, parse_duration, NamedTest};
@@ -1255,8 +1256,8 @@ impl SysFuzzer {
         let mut provider = UnixShMemProvider::new().map_err(lib).context("cannot use shared memory")?;
         let mut edges_map = provider.new_shmem(MAP_SIZE).map_err(lib).context("cannot create the edge map")?;
         let coverage_env = vec![
-            ("__AFL_SHM_ID".to_string(), edges_map.id().to_string()),
-            ("AFL_MAP_SIZE".to_string(), MAP_SIZE.to_string()),
+            (hooks::ENV_AFL_SHM_ID.to_string(), edges_map.id().to_string()),
+            (hooks::ENV_AFL_MAP_SIZE.to_string(), MAP_SIZE.to_string()),
         ];
         let bwrap = if cfg.sandbox { Some(crate::sandbox::find_bwrap("fuzz")?) } else { None };
         let mut executor = SysExecutor::new(&program, &cfg, cfg.timeout, coverage_env.clone(), (), bwrap.clone())?;
@@ -1307,7 +1308,7 @@ impl SysFuzzer {
             // hooks logging into this map (a second server, its own environment).
             let mut map = provider.uninit_on_shmem::<AflppCmpLogMap>().map_err(lib).context("cannot create the CmpLog map")?;
             let mut env = coverage_env;
-            env.push(("__AFL_CMPLOG_SHM_ID".to_string(), map.id().to_string()));
+            env.push((hooks::ENV_AFL_CMPLOG_SHM_ID.to_string(), map.id().to_string()));
             // SAFETY: the map outlives the observer (dropped after the engine, like the
             // edge map); the hooks write LibAFL's CmpLogMap layout into the (larger)
             // AFL++-sized segment.
@@ -1355,8 +1356,9 @@ impl SysFuzzer {
         }
         if f.edges() == 0 {
             bail!(
-                "{} reported no edge coverage: build it with trestle-cc (a runtime that reports coverage to __AFL_SHM_ID)",
-                cfg.program.display()
+                "{} reported no edge coverage: build it with trestle-cc (a runtime that reports coverage to {})",
+                cfg.program.display(),
+                hooks::ENV_AFL_SHM_ID
             );
         }
         Ok(f)

@@ -33,8 +33,17 @@ pub struct ValidateArgs {
     pub json: bool,
 }
 
-/// Run `trestle validate`; returns how many tests crashed.
-pub fn run(args: &ValidateArgs) -> Result<usize> {
+/// How many tests were run, and how many crashed.
+#[derive(Debug, Clone, Copy)]
+pub struct Validated {
+    /// Tests run.
+    pub tests: usize,
+    /// Of those, crashed (reproduced as a crash).
+    pub crashed: usize,
+}
+
+/// Run `trestle validate`.
+pub fn run(args: &ValidateArgs) -> Result<Validated> {
     let limits = Limits {
         wall: args.timeout,
         cpu_secs: cpu_limit(args.timeout),
@@ -45,8 +54,9 @@ pub fn run(args: &ValidateArgs) -> Result<usize> {
     let sandbox = Sandbox::new(limits, !args.no_sandbox)?;
     let program = std::fs::canonicalize(&args.program).with_context(|| format!("program {}", args.program.display()))?;
     let filter = FrameFilter { program: Some(program.clone()), stop_after: None };
-    let mut crashed = 0;
+    let (mut crashed, mut tests) = (0, 0);
     for t in load_tests(&args.tests)? {
+        tests += 1;
         let run = sandbox.run(&program, &t.test, &[], &filter, None).with_context(|| format!("running {}", t.path.display()))?;
         crashed += usize::from(run.crashed());
         if args.json {
@@ -72,5 +82,5 @@ pub fn run(args: &ValidateArgs) -> Result<usize> {
             println!("{}: {what}", t.name);
         }
     }
-    Ok(crashed)
+    Ok(Validated { tests, crashed })
 }

@@ -279,7 +279,7 @@ fn analyse<'ctx>(module: &Module<'ctx>, td: &TargetData) -> Analysis<'ctx> {
     while let Some(gv) = g {
         g = gv.get_next_global();
         let name = cstr(gv.get_name());
-        if name.starts_with("llvm.") || name.starts_with("__trestle") {
+        if name.starts_with("llvm.") || name.starts_with(hooks::RESERVED_PREFIX) {
             continue;
         }
         let local = is_local(gv.get_linkage());
@@ -308,14 +308,14 @@ fn analyse<'ctx>(module: &Module<'ctx>, td: &TargetData) -> Analysis<'ctx> {
         let name = cstr(fv.get_name());
         if fv.count_basic_blocks() == 0
             && !name.starts_with("llvm.")
-            && !name.starts_with("__trestle")
+            && !name.starts_with(hooks::RESERVED_PREFIX)
             && address_taken(fv)
         {
             address_taken_elsewhere.push(symbol_id(&module_name, &name, is_local(fv.get_linkage())));
         }
         if fv.count_basic_blocks() == 0
             || name.starts_with("llvm.")
-            || name.starts_with("__trestle")
+            || name.starts_with(hooks::RESERVED_PREFIX)
             || fv.get_linkage() == Linkage::AvailableExternally
             || fv.get_enum_attribute(AttributeLoc::Function, enum_kind("naked")).is_some()
         {
@@ -1307,7 +1307,7 @@ mod tests {
         assert_eq!(stats.renamed_allocators, 1);
         let text = module.print_to_string().to_string();
         assert!(text.contains("call ptr @__trestle_malloc"), "{text}");
-        assert!(text.contains("section \"trestle_meta\""), "{text}");
-        assert!(text.contains("@__trestle_thunk."), "{text}");
+        assert!(text.contains(&format!("section \"{SECTION_META}\"")), "{text}");
+        assert!(text.contains(&format!("@{}", hooks::THUNK_PREFIX)), "{text}");
     }
 }

@@ -7,6 +7,7 @@
 //! function's effects never carry over.
 
 use crate::fuzz::Session;
+use trestle_abi::hooks;
 use libafl_bolts::shmem::{ShMemProvider, UnixShMemProvider};
 use libafl_targets::{
     map_cmplog_shared_memory, map_input_shared_memory, map_shared_memory, start_forkserver, ForkserverState,
@@ -18,9 +19,7 @@ use libafl_targets::{
 const PERSISTENT_ROUNDS: u32 = 1000;
 
 fn die(what: &str, err: impl std::fmt::Display) -> ! {
-    eprintln!("trestle harness: {what}: {err}");
-    // SAFETY: ends the process.
-    unsafe { libc::_exit(3) }
+    crate::fuzz::die(&format!("{what}: {err}"))
 }
 
 /// The number of edges SanitizerCoverage registered (the map size the fuzzer needs).
@@ -35,10 +34,10 @@ pub fn edges() -> usize {
 /// environment lookup. A map that cannot be attached (gone, or smaller than the
 /// program's edges) leaves the counters where they were: the run goes on, unobserved.
 pub fn attach_edge_map() {
-    if std::env::var_os("__AFL_SHM_ID").is_none() {
+    if std::env::var_os(hooks::ENV_AFL_SHM_ID).is_none() {
         return;
     }
-    let host_size: usize = std::env::var("AFL_MAP_SIZE").ok().and_then(|s| s.parse().ok()).unwrap_or(65536);
+    let host_size: usize = std::env::var(hooks::ENV_AFL_MAP_SIZE).ok().and_then(|s| s.parse().ok()).unwrap_or(hooks::EDGE_MAP_SIZE);
     let edges = edges();
     if edges > host_size {
         eprintln!("trestle runtime: the program has {edges} edges, the fuzzer's map {host_size}; coverage not reported");
@@ -51,7 +50,7 @@ pub fn attach_edge_map() {
     let _ = map_shared_memory(&mut provider);
     // A system-level CmpLog run: the trace-cmp hooks log the operands of every
     // comparison, for input-to-state solving on the system input.
-    if std::env::var_os("__AFL_CMPLOG_SHM_ID").is_some() && map_cmplog_shared_memory(&mut provider).is_ok() {
+    if std::env::var_os(hooks::ENV_AFL_CMPLOG_SHM_ID).is_some() && map_cmplog_shared_memory(&mut provider).is_ok() {
         // SAFETY: single-threaded initialisation, before `main` runs.
         unsafe { CMPLOG_ENABLED = 1 };
     }
@@ -60,14 +59,14 @@ pub fn attach_edge_map() {
 /// Serve executions to a fuzzer; without one (no `__AFL_SHM_ID`), run the recorded
 /// values once. Never returns.
 pub fn serve(session: &mut Session) -> ! {
-    if std::env::var_os("__AFL_SHM_ID").is_none() {
+    if std::env::var_os(hooks::ENV_AFL_SHM_ID).is_none() {
         session.apply(&[]);
         session.execute();
         // SAFETY: ends the process.
         unsafe { libc::_exit(0) }
     }
     let mut provider = UnixShMemProvider::new().unwrap_or_else(|e| die("shared memory", e));
-    let host_size: usize = std::env::var("AFL_MAP_SIZE").ok().and_then(|s| s.parse().ok()).unwrap_or(65536);
+    let host_size: usize = std::env::var(hooks::ENV_AFL_MAP_SIZE).ok().and_then(|s| s.parse().ok()).unwrap_or(hooks::EDGE_MAP_SIZE);
     let edges = edges();
     if edges > host_size {
         die("map size", format!("the program has {edges} edges, the fuzzer's map {host_size}"));
@@ -78,13 +77,13 @@ pub fn serve(session: &mut Session) -> ! {
         __afl_map_size = edges;
     }
     map_shared_memory(&mut provider).unwrap_or_else(|e| die("edge map", e));
-    let shm_input = std::env::var_os("__AFL_SHM_FUZZ_ID").is_some();
+    let shm_input = std::env::var_os(hooks::ENV_AFL_SHM_FUZZ_ID).is_some();
     if shm_input {
         map_input_shared_memory(&mut provider).unwrap_or_else(|e| die("test case memory", e));
         // SAFETY: as above.
         unsafe { SHM_FUZZING = 1 };
     }
-    if std::env::var_os("__AFL_CMPLOG_SHM_ID").is_some() {
+    if std::env::var_os(hooks::ENV_AFL_CMPLOG_SHM_ID).is_some() {
         map_cmplog_shared_memory(&mut provider).unwrap_or_else(|e| die("cmplog map", e));
         // SAFETY: as above.
         unsafe { CMPLOG_ENABLED = 1 };

@@ -425,10 +425,11 @@ fn load_library(path: &std::ffi::OsStr) -> Result<(), String> {
     Ok(())
 }
 
-fn die(msg: &str) -> ! {
-    eprintln!("trestle harness: {msg}");
+/// The harness cannot set its unit up: say why and end with the status that means so.
+pub(crate) fn die(msg: &str) -> ! {
+    eprintln!("{}{msg}", trestle_abi::fuzz::HARNESS_MSG_PREFIX);
     // SAFETY: ends the process.
-    unsafe { libc::_exit(3) }
+    unsafe { libc::_exit(trestle_abi::fuzz::EXIT_SETUP_FAILED) }
 }
 
 /// Serve the unit: fuzz it in-process (`TRESTLE_FUZZ_INPROC`), run one input from a

@@ -23,11 +23,7 @@ use std::ffi::{c_void, CString, OsStr};
 use std::os::unix::ffi::OsStrExt;
 use trestle_abi::fuzz::{InProcessEntry, InProcessTarget, ENV_FUZZ_INPROC_LIB, INPROC_ABI_VERSION, INPROC_ENTRY};
 
-fn die(msg: &str) -> ! {
-    eprintln!("trestle harness: {msg}");
-    // SAFETY: ends the process.
-    unsafe { libc::_exit(3) }
-}
+use crate::fuzz::die;
 
 /// The last `dlerror()` message.
 fn dl_error() -> String {

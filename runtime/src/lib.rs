@@ -233,7 +233,7 @@ impl Runtime {
         let dir = self.trace_dir.clone().ok_or("no trace directory")?;
         // SAFETY: plain libc queries.
         let (pid, ppid) = unsafe { (libc::getpid() as u32, libc::getppid() as u32) };
-        let path = dir.join(format!("{pid}.trace"));
+        let path = dir.join(format!("{pid}.{}", trestle_abi::trace::TRACE_EXT));
         let mut w = TraceWriter::create(&path)
             .map_err(|e| format!("cannot create trace file {}: {e}", path.display()))?;
         let header = TraceHeader {

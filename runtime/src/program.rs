@@ -9,22 +9,28 @@ use trestle_abi::meta::{decode_meta_section, binary_id, FnMeta, FuncEntry, Globa
 // and with it the linker's start/stop symbols, exist even in a program with no
 // instrumented module. Zero bytes and zero ids are skipped by the readers.
 #[used]
-#[link_section = "trestle_meta"]
+#[link_section = trestle_abi::section_name!(meta)]
 static mut META_PAD: [u8; 8] = [0; 8];
 #[used]
-#[link_section = "trestle_funcs"]
+#[link_section = trestle_abi::section_name!(funcs)]
 static mut FUNCS_PAD: [u64; 3] = [0; 3];
 #[used]
-#[link_section = "trestle_globals"]
+#[link_section = trestle_abi::section_name!(globals)]
 static mut GLOBALS_PAD: [u64; 5] = [0; 5];
 
 extern "C" {
-    static __start_trestle_meta: u8;
-    static __stop_trestle_meta: u8;
-    static __start_trestle_funcs: FuncEntry;
-    static __stop_trestle_funcs: FuncEntry;
-    static __start_trestle_globals: GlobalEntry;
-    static __stop_trestle_globals: GlobalEntry;
+    #[link_name = concat!("__start_", trestle_abi::section_name!(meta))]
+    static META_START: u8;
+    #[link_name = concat!("__stop_", trestle_abi::section_name!(meta))]
+    static META_STOP: u8;
+    #[link_name = concat!("__start_", trestle_abi::section_name!(funcs))]
+    static FUNCS_START: FuncEntry;
+    #[link_name = concat!("__stop_", trestle_abi::section_name!(funcs))]
+    static FUNCS_STOP: FuncEntry;
+    #[link_name = concat!("__start_", trestle_abi::section_name!(globals))]
+    static GLOBALS_START: GlobalEntry;
+    #[link_name = concat!("__stop_", trestle_abi::section_name!(globals))]
+    static GLOBALS_STOP: GlobalEntry;
 }
 
 /// What the runtime knows about the program it is linked into.
@@ -55,9 +61,9 @@ impl Program {
     pub fn load() -> Result<Program, String> {
         // Only the addresses of the linker-defined symbols are taken.
         let (meta, funcs, globals) = (
-            section(&raw const __start_trestle_meta, &raw const __stop_trestle_meta),
-            section(&raw const __start_trestle_funcs, &raw const __stop_trestle_funcs),
-            section(&raw const __start_trestle_globals, &raw const __stop_trestle_globals),
+            section(&raw const META_START, &raw const META_STOP),
+            section(&raw const FUNCS_START, &raw const FUNCS_STOP),
+            section(&raw const GLOBALS_START, &raw const GLOBALS_STOP),
         );
         let modules = decode_meta_section(meta).map_err(|e| e.to_string())?;
         let mut functions = Vec::new();

@@ -13,13 +13,18 @@
 #include <signal.h>
 #include <stdint.h>
 
+#if !defined(TRESTLE_EXEC_RETURNED) || !defined(TRESTLE_EXEC_EXITED) || !defined(TRESTLE_EXEC_CRASHED)
+#error "the result codes come from trestle-abi (runtime/build.rs defines them)"
+#endif
+
 typedef uint64_t (*trestle_thunk)(const uint64_t *slots);
 
 /* The innermost catching call on this thread, or NULL. */
 static _Thread_local sigjmp_buf *catching;
 
-/* Call `thunk(slots)`. Returns 0 if the unit returned, 1 if it called exit(), and
- * 2 + the signal number if it crashed. */
+/* Call `thunk(slots)`. Returns TRESTLE_EXEC_RETURNED if the unit returned,
+ * TRESTLE_EXEC_EXITED if it called exit(), and TRESTLE_EXEC_CRASHED + the signal
+ * number if it crashed. */
 int __trestle_call_catching(trestle_thunk thunk, const uint64_t *slots)
 {
     sigjmp_buf here;
@@ -35,7 +40,7 @@ int __trestle_call_catching(trestle_thunk thunk, const uint64_t *slots)
     catching = &here;
     thunk(slots);
     catching = outer;
-    return 0;
+    return TRESTLE_EXEC_RETURNED;
 }
 
 /* From the exit hook: end the catching call. Returns 0, doing nothing, when no call
@@ -44,7 +49,7 @@ int __trestle_exit_to_caller(void)
 {
     if (!catching)
         return 0;
-    siglongjmp(*catching, 1);
+    siglongjmp(*catching, TRESTLE_EXEC_EXITED);
 }
 
 /* From the crash signal handler: end the catching call. Returns 0, doing nothing,
@@ -53,5 +58,5 @@ int __trestle_crash_to_caller(int sig)
 {
     if (!catching)
         return 0;
-    siglongjmp(*catching, 2 + sig);
+    siglongjmp(*catching, TRESTLE_EXEC_CRASHED + sig);
 }

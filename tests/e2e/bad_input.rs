@@ -41,7 +41,8 @@ fn trace_file(traces: &Path) -> std::path::PathBuf {
 fn fails_with(cmd: &mut std::process::Command, needles: &[&str]) -> String {
     let out = run(cmd);
     let err = String::from_utf8_lossy(&out.stderr).into_owned();
-    assert!(!out.status.success(), "{cmd:?} should fail; stderr:\n{err}");
+    // Bad input is exit status 2 (1 is for a negative finding).
+    assert_eq!(out.status.code(), Some(2), "{cmd:?} should fail with status 2; stderr:\n{err}");
     assert!(!err.contains("panicked"), "{err}");
     for n in needles {
         assert!(err.contains(n), "expected {n:?} in:\n{err}");
@@ -204,7 +205,7 @@ const WRECKER: &str = r#"
 #include <string.h>
 #include <unistd.h>
 extern char __data_start[], _end[];
-static int replaying(void) { return getenv("TRESTLE_REPLAY") != NULL; }
+static int replaying(void) { return getenv("@ENV_REPLAY@") != NULL; }
 static int quit_behind_its_back(const char *s) {
     if (replaying()) _exit(3);
     return (int)strlen(s);
@@ -224,7 +225,8 @@ int main(int argc, char **argv) {
 #[test]
 fn a_replay_that_wrecks_its_process_is_counted_with_its_reason() {
     let dir = tempfile::tempdir().unwrap();
-    let (units, _) = carved(dir.path(), "wrecker", WRECKER);
+    let source = WRECKER.replace("@ENV_REPLAY@", trestle_abi::hooks::ENV_REPLAY);
+    let (units, _) = carved(dir.path(), "wrecker", &source);
     let out = run(&mut trestle(&[&"replay", &units, &"--check", &"--json", &"--timeout", &"5s"]));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(!err.contains("panicked"), "{err}");

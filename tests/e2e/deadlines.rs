@@ -15,7 +15,7 @@ const PROGRAM: &str = r#"
 #include <stdlib.h>
 #include <string.h>
 static int spin(const char *word) {
-    if (getenv("SPIN") && getenv("TRESTLE_FUZZ"))
+    if (getenv("SPIN") && getenv("@ENV_FUZZ@"))
         for (volatile unsigned long i = 0;; i++) ;
     return (int)strlen(word);
 }
@@ -28,7 +28,7 @@ int main(int argc, char **argv) {
 "#;
 
 fn carve(dir: &std::path::Path) -> (std::path::PathBuf, std::path::PathBuf) {
-    let prog = build_c(dir, "spin", PROGRAM, "-O1");
+    let prog = build_c(dir, "spin", &PROGRAM.replace("@ENV_FUZZ@", trestle_abi::fuzz::ENV_FUZZ), "-O1");
     let seeds = dir.join("seeds");
     write_test(&seeds, "words", &json!({"args": ["alpha", "beta"]}));
     let traces = dir.join("traces");
@@ -64,7 +64,7 @@ fn a_campaign_whose_units_all_hang_ends_within_its_budget() {
     let out = dir.path().join("camp");
     let t = Instant::now();
     let o = run(Command::new(tool("trestle"))
-        .args(["run", "--plain", "--time", "25s", "--out"])
+        .args(["run", "--plain", "--fail-on-alarm", "--time", "25s", "--out"])
         .arg(&out)
         .arg("--program")
         .arg(&prog)
@@ -72,7 +72,8 @@ fn a_campaign_whose_units_all_hang_ends_within_its_budget() {
         .arg(dir.path().join("seeds"))
         .env("SPIN", "1"));
     let took = t.elapsed();
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    // No alarm: exit status 0 even with --fail-on-alarm.
+    assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
     assert!(took < Duration::from_secs(35), "a 25 s campaign took {took:?}");
     let c: serde_json::Value = serde_json::from_slice(&std::fs::read(out.join("campaign.json")).unwrap()).unwrap();
     let fuzzed = c["fuzzed"].as_array().unwrap();

@@ -172,7 +172,8 @@ fn hostile_tests_are_contained(d: &Path, prog: &Path, forked: bool) {
     std::fs::create_dir(&scratch).unwrap();
     let out = run(trestle(&[&"validate", &tests, &"--program", &prog, &"--timeout", &"3s", &"--memory-mb", &"512", &"--json"])
         .env("TRESTLE_TMPDIR", &scratch));
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    // Some tests do not crash: validation did not confirm them all, exit status 1.
+    assert_eq!(out.status.code(), Some(1), "{}", String::from_utf8_lossy(&out.stderr));
     let lines: Vec<Value> = String::from_utf8_lossy(&out.stdout).lines().map(|l| serde_json::from_str(l).unwrap()).collect();
     let by = |name: &str| lines.iter().find(|l| l["test"].as_str().unwrap().ends_with(&format!("{name}.json"))).unwrap().clone();
     assert_eq!(by("write")["sandboxed"], true);

@@ -46,10 +46,11 @@ fn the_bridge_finds_both_planted_bugs_and_the_baseline_runs_no_unit() {
     let out = b.dir.join("bridge");
     let o = run(&mut trestle(&[
         &"run", &"--program", &b.harness, &"--seeds", &seeds(), &"--time", &"240s", &"--out", &out,
-        &"--validate-with", &b.plain, &"--plain",
+        &"--validate-with", &b.plain, &"--plain", &"--fail-on-alarm",
     ]));
     let log = String::from_utf8_lossy(&o.stderr);
-    assert!(o.status.success(), "trestle run failed:\n{log}");
+    // It found true alarms: with --fail-on-alarm that is exit status 1.
+    assert_eq!(o.status.code(), Some(1), "trestle run --fail-on-alarm:\n{log}");
     let functions = alarm_functions(&out);
     assert!(functions.iter().any(|f| f == "store_value"), "magic integer not reported: {functions:?}\n{log}");
     assert!(functions.iter().any(|f| f == "check_login"), "magic string not reported: {functions:?}\n{log}");

@@ -51,10 +51,11 @@ use nix::sys::signal::Signal;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 use trestle_abi::fuzz::{decode_values, encode_values, original_value, FuzzRequest, ParamValue, ENV_FUZZ, ENV_FUZZ_INPUT};
+use trestle_abi::hooks;
 use trestle_abi::unit::Unit;
 
 /// Edge map size offered to the harness.
-pub const MAP_SIZE: usize = 1 << 16;
+pub const MAP_SIZE: usize = hooks::EDGE_MAP_SIZE;
 
 /// The file in a fuzz directory holding the recorded values as an input (the dry
 /// run's; the queue's first entry has the same bytes).
@@ -236,65 +237,74 @@ fn harness_command(program: &Path, request: &Path, input: &Path, cwd: &Path) -> 
     cmd
 }
 
-/// Run one input through the harness in a fresh process; returns the terminating
-/// signal, or `None` if it exited (or timed out, reported as `Some(-1)`).
-pub fn run_input(program: &Path, request: &Path, input: &Path, cwd: &Path, timeout: Duration) -> Option<i32> {
+/// How one harness run ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HarnessEnd {
+    /// It exited, with this status.
+    Exited(i32),
+    /// A signal ended it.
+    Signaled(i32),
+    /// It ran past its time and was killed.
+    TimedOut,
+}
+
+/// Run `cmd` until it ends or `limit` passes (then kill it).
+fn wait_bounded(cmd: &mut std::process::Command, program: &Path, limit: Duration) -> Result<HarnessEnd, FuzzError> {
     use std::os::unix::process::ExitStatusExt;
-    let mut cmd = harness_command(program, request, input, cwd);
-    let mut child = cmd.spawn().ok()?;
+    let mut child = cmd.spawn().map_err(io("cannot start the harness", program))?;
     let start = Instant::now();
     loop {
-        match child.try_wait() {
-            Ok(Some(st)) => return st.signal(),
-            Ok(None) if start.elapsed() > timeout => {
-                let _ = child.kill();
-                let _ = child.wait();
-                return Some(-1);
+        match child.try_wait().map_err(io("cannot wait for the harness", program))? {
+            Some(st) => {
+                return Ok(match (st.code(), st.signal()) {
+                    (Some(c), _) => HarnessEnd::Exited(c),
+                    (None, Some(s)) => HarnessEnd::Signaled(s),
+                    (None, None) => HarnessEnd::Exited(-1),
+                })
             }
-            Ok(None) => std::thread::sleep(Duration::from_millis(2)),
-            Err(_) => return None,
+            None if start.elapsed() > limit => {
+                // Killing a child that has just ended fails harmlessly; the wait reaps it.
+                let _ = child.kill();
+                child.wait().map_err(io("cannot wait for the harness", program))?;
+                return Ok(HarnessEnd::TimedOut);
+            }
+            None => std::thread::sleep(Duration::from_millis(2)),
         }
     }
 }
 
+/// Run one input through the harness in a fresh process.
+pub fn run_input(program: &Path, request: &Path, input: &Path, cwd: &Path, timeout: Duration) -> Result<HarnessEnd, FuzzError> {
+    wait_bounded(&mut harness_command(program, request, input, cwd), program, timeout)
+}
+
 /// Run the harness once on `input` (the recorded values): the unit works if it
 /// returns within `timeout` (or calls `exit`). Otherwise why not: the harness's own
-/// set-up failure (exit status 3 with a "trestle harness:" message), a crash on the
-/// recorded values, or a hang, which is killed.
-fn dry_run(program: &Path, request: &Path, input: &Path, cwd: &Path, timeout: Duration) -> Option<String> {
-    use std::os::unix::process::ExitStatusExt;
+/// set-up failure (its set-up exit status with a message), a crash on the recorded
+/// values, or a hang, which is killed. Failing to run the harness at all is an error.
+fn dry_run(program: &Path, request: &Path, input: &Path, cwd: &Path, timeout: Duration) -> Result<Option<String>, FuzzError> {
     let log_path = input.with_extension("log");
-    let log = std::fs::File::options().create(true).truncate(true).read(true).write(true).open(&log_path).ok()?;
+    let log = std::fs::File::create(&log_path).map_err(io("cannot create", &log_path))?;
     let mut cmd = harness_command(program, request, input, cwd);
-    cmd.stderr(log.try_clone().ok()?);
-    let mut child = cmd.spawn().ok()?;
+    cmd.stderr(log);
     // Setting the context up costs more than one execution: allow for it.
     let limit = timeout * 2 + Duration::from_secs(2);
-    let start = Instant::now();
-    let status = loop {
-        match child.try_wait() {
-            Ok(Some(st)) => break st,
-            Ok(None) if start.elapsed() > limit => {
-                let _ = child.kill();
-                let _ = child.wait();
-                return Some(format!("does not finish on its recorded values within {:.1}s (a hang)", limit.as_secs_f64()));
-            }
-            Ok(None) => std::thread::sleep(Duration::from_millis(2)),
-            Err(_) => return None,
-        }
-    };
+    let end = wait_bounded(&mut cmd, program, limit)?;
     let err = {
         use std::io::Read as _;
         let mut text = String::new();
-        let _ = std::fs::File::open(&log_path).map(|f| f.take(1 << 16).read_to_string(&mut text));
+        std::fs::File::open(&log_path)
+            .and_then(|f| f.take(1 << 16).read_to_string(&mut text))
+            .map_err(io("cannot read the harness log", &log_path))?;
         text
     };
-    let msg = err.lines().find_map(|l| l.strip_prefix("trestle harness: ")).map(str::to_owned);
-    match (status.code(), status.signal(), msg) {
-        (Some(3), _, Some(m)) => Some(m),
-        (_, Some(sig), _) => Some(format!("crashes on its recorded values (signal {sig})")),
+    let msg = err.lines().find_map(|l| l.strip_prefix(trestle_abi::fuzz::HARNESS_MSG_PREFIX)).map(str::to_owned);
+    Ok(match (end, msg) {
+        (HarnessEnd::TimedOut, _) => Some(format!("does not finish on its recorded values within {:.1}s (a hang)", limit.as_secs_f64())),
+        (HarnessEnd::Exited(trestle_abi::fuzz::EXIT_SETUP_FAILED), Some(m)) => Some(m),
+        (HarnessEnd::Signaled(sig), _) => Some(format!("crashes on its recorded values (signal {sig})")),
         _ => None,
-    }
+    })
 }
 
 fn pin_to_core(core: usize) {
@@ -367,7 +377,7 @@ fn fuzz_with(cfg: &FuzzConfig, in_process: bool) -> Result<FuzzReport, FuzzError
     let original: Vec<ParamValue> = unit.params.iter().map(original_value).collect();
     let dry = out.join(DRY_RUN_INPUT);
     std::fs::write(&dry, encode_values(&original)).map_err(io("cannot write", &dry))?;
-    if let Some(why) = dry_run(&cfg.program, &request, &dry, &cwd, cfg.timeout) {
+    if let Some(why) = dry_run(&cfg.program, &request, &dry, &cwd, cfg.timeout)? {
         return Err(FuzzError::Harness(why));
     }
     let mut report = if in_process {
@@ -404,18 +414,19 @@ fn fuzz_with(cfg: &FuzzConfig, in_process: bool) -> Result<FuzzReport, FuzzError
         if name.starts_with('.') || path.extension().is_some_and(|e| e == "json" || e == "metadata") {
             continue;
         }
-        let sig = run_input(&cfg.program, &request, &path, &cwd, cfg.timeout * 4);
-        let (kind, dir) = match sig {
-            Some(-1) => ("timeout", "timeouts"),
-            Some(_) => ("crash", "crashes"),
-            None => continue, // did not reproduce alone
+        let (kind, dir, signal) = match run_input(&cfg.program, &request, &path, &cwd, cfg.timeout * 4)? {
+            HarnessEnd::TimedOut => ("timeout", "timeouts", None),
+            HarnessEnd::Signaled(sig) => ("crash", "crashes", Some(sig)),
+            HarnessEnd::Exited(_) => continue, // did not reproduce alone
         };
         let dest = out.join(dir).join(&name);
-        let _ = std::fs::rename(&path, &dest);
-        let bytes = std::fs::read(&dest).unwrap_or_default();
+        std::fs::rename(&path, &dest).map_err(io("cannot move a finding to", &dest))?;
+        let bytes = std::fs::read(&dest).map_err(io("cannot read", &dest))?;
         let values = unit.params.iter().zip(decode_values(&unit.params, &bytes)).map(|(p, v)| describe(p, &v)).collect();
-        let finding = Finding { kind: kind.into(), signal: sig.filter(|s| *s > 0), input: dest.clone(), values };
-        let _ = std::fs::write(dest.with_extension("json"), serde_json::to_vec_pretty(&finding).unwrap_or_default());
+        let finding = Finding { kind: kind.into(), signal, input: dest.clone(), values };
+        let json = dest.with_extension("json");
+        let text = serde_json::to_vec_pretty(&finding).map_err(|e| FuzzError::Libafl(format!("cannot encode {}: {e}", json.display())))?;
+        std::fs::write(&json, text).map_err(io("cannot write", &json))?;
         if kind == "crash" {
             report.crashes.push(dest);
         } else {
@@ -457,7 +468,7 @@ where
     let mut edges_shmem = sp.new_shmem(MAP_SIZE).map_err(lib)?;
     // SAFETY: writes the shared memory id to this process's environment before any
     // thread is spawned; the harness reads it from its own environment.
-    unsafe { edges_shmem.write_to_env("__AFL_SHM_ID").map_err(lib)? };
+    unsafe { edges_shmem.write_to_env(hooks::ENV_AFL_SHM_ID).map_err(lib)? };
     // SAFETY: the map lives as long as the observer (both are dropped at the end).
     let edges_observer =
         unsafe { HitcountsMapObserver::new(StdMapObserver::new("edges", &mut edges_shmem[..])).track_indices() };
@@ -493,7 +504,7 @@ where
     let mut executor = ForkserverExecutor::builder()
         .program(program.clone())
         .env(ENV_FUZZ, request.display().to_string())
-        .env("AFL_MAP_SIZE", MAP_SIZE.to_string())
+        .env(hooks::ENV_AFL_MAP_SIZE, MAP_SIZE.to_string())
         .coverage_map_size(MAP_SIZE)
         .timeout(cfg.timeout)
         .is_persistent(cfg.persistent)
@@ -538,8 +549,8 @@ where
         let cmplog_executor = ForkserverExecutor::builder()
             .program(program.clone())
             .env(ENV_FUZZ, request.display().to_string())
-            .env("AFL_MAP_SIZE", MAP_SIZE.to_string())
-            .env("__AFL_CMPLOG_SHM_ID", cmp_id)
+            .env(hooks::ENV_AFL_MAP_SIZE, MAP_SIZE.to_string())
+            .env(hooks::ENV_AFL_CMPLOG_SHM_ID, cmp_id)
             .coverage_map_size(MAP_SIZE)
             .timeout(cfg.timeout * 10)
             .is_persistent(cfg.persistent)

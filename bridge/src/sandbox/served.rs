@@ -90,7 +90,7 @@ impl Served {
             super::sanitizer_env(&mut cmd);
         } else {
             // Installs the crash handler in the server; each child names its own file.
-            cmd.env("LD_PRELOAD", preload).env("TRESTLE_CRASH_STACK", base.join("stack"));
+            cmd.env("LD_PRELOAD", preload).env(trestle_abi::fuzz::ENV_CRASH_STACK, base.join("stack"));
         }
         let (file_size, open_files) = (limits.file_size, limits.open_files);
         // SAFETY: setrlimit is async-signal-safe and affects only the server and the
@@ -121,7 +121,7 @@ impl Served {
             argv.extend(test.args.iter().map(|a| a.as_bytes()));
             let mut env: Vec<(&[u8], &[u8])> = test.env.iter().map(|(k, v)| (k.as_bytes(), v.as_bytes())).collect();
             env.extend(extra_env.iter().map(|(k, v)| (k.as_bytes(), v.as_bytes())));
-            env.push((b"TRESTLE_CRASH_STACK", stack.as_os_str().as_bytes()));
+            env.push((trestle_abi::fuzz::ENV_CRASH_STACK.as_bytes(), stack.as_os_str().as_bytes()));
             let child_limits = ChildLimits {
                 cpu_secs: limits.cpu_secs.max(1),
                 address_space: if self.kind.sanitizer { 0 } else { limits.memory },

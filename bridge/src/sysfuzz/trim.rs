@@ -108,7 +108,7 @@ where
         'parts: for k in 0..parts {
             let mut round = 0;
             loop {
-                let plan = removals(&contents(&mut input)[k]);
+                let plan = removals(contents(&mut input)[k]);
                 let Some(cuts) = plan.get(round) else { break };
                 let mut progressed = false;
                 // Back to front, so earlier ranges stay where they were.

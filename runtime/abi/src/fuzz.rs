@@ -26,6 +26,24 @@ pub const ENV_CRASH_STACK_LIB: &str = "TRESTLE_CRASH_STACK_LIB";
 /// Longest string value a harness accepts (longer ones are cut).
 pub const MAX_STRING_VALUE: usize = 1 << 16;
 
+/// Exit status of a harness that could not set its unit up (the reason is on stderr,
+/// after [`HARNESS_MSG_PREFIX`]): not a finding, the unit does not work.
+pub const EXIT_SETUP_FAILED: i32 = 3;
+/// How a harness's own messages on stderr begin.
+pub const HARNESS_MSG_PREFIX: &str = "trestle harness: ";
+
+/// The crash-stack variable's name as a literal (the crash-stack library needs it as
+/// a C string inside a signal handler): `crash_stack_env!()`.
+#[macro_export]
+macro_rules! crash_stack_env {
+    () => {
+        "TRESTLE_CRASH_STACK"
+    };
+}
+/// Environment variable: file the crash-stack library writes a crashing program's
+/// stack (and memory map) into.
+pub const ENV_CRASH_STACK: &str = crash_stack_env!();
+
 /// Environment variable, next to [`ENV_FUZZ`]: path of an in-process fuzzing plan.
 /// The harness restores the context once, loads the fuzzer library
 /// ([`ENV_FUZZ_INPROC_LIB`]) into itself and hands it an [`InProcessTarget`]; the

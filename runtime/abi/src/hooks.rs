@@ -37,6 +37,10 @@ pub const EDGE_MAP_POINTER: &str = "__afl_area_ptr";
 
 /// `void __trestle_main(i32 argc, ptr argv, ptr envp)`
 ///
+/// Every symbol the pass adds to a program or the runtime exports starts with this;
+/// the pass leaves such symbols alone, and crash signatures skip their frames.
+pub const RESERVED_PREFIX: &str = "__trestle";
+
 /// Called at the start of `main`, after static constructors ran. Registers argv and
 /// envp; in replay mode it restores a context, calls the unit and never returns.
 pub const MAIN: &str = "__trestle_main";
@@ -102,6 +106,18 @@ pub fn renamed_allocator(name: &str) -> Option<&'static str> {
         .find(|(orig, _)| *orig == name)
         .map(|(_, wrapper)| *wrapper)
 }
+
+/// Edge-coverage map size offered to instrumented programs (entries), unless the host
+/// says otherwise in [`ENV_AFL_MAP_SIZE`].
+pub const EDGE_MAP_SIZE: usize = 1 << 16;
+/// AFL's environment variable: System V shared-memory id of the edge map.
+pub const ENV_AFL_SHM_ID: &str = "__AFL_SHM_ID";
+/// AFL's environment variable: size of the edge map the host made.
+pub const ENV_AFL_MAP_SIZE: &str = "AFL_MAP_SIZE";
+/// AFL++'s environment variable: shared-memory id of the CmpLog map.
+pub const ENV_AFL_CMPLOG_SHM_ID: &str = "__AFL_CMPLOG_SHM_ID";
+/// AFL++'s environment variable: shared-memory id of a test-case buffer.
+pub const ENV_AFL_SHM_FUZZ_ID: &str = "__AFL_SHM_FUZZ_ID";
 
 /// Environment variable: directory to write traces to. Recording is off without it.
 pub const ENV_TRACE_DIR: &str = "TRESTLE_TRACE_DIR";

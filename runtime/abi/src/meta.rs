@@ -13,12 +13,28 @@
 
 use serde::{Deserialize, Serialize};
 
+/// The section names as literals, for attributes that need one (`#[link_section]`,
+/// the linker's `__start_`/`__stop_` symbols): `section_name!(meta)`, `(funcs)`,
+/// `(globals)`. Everything else uses the constants below, made from the same words.
+#[macro_export]
+macro_rules! section_name {
+    (meta) => {
+        "trestle_meta"
+    };
+    (funcs) => {
+        "trestle_funcs"
+    };
+    (globals) => {
+        "trestle_globals"
+    };
+}
+
 /// Section holding framed [`ModuleMeta`] blobs.
-pub const SECTION_META: &str = "trestle_meta";
+pub const SECTION_META: &str = section_name!(meta);
 /// Section holding [`FuncEntry`] arrays.
-pub const SECTION_FUNCS: &str = "trestle_funcs";
+pub const SECTION_FUNCS: &str = section_name!(funcs);
 /// Section holding [`GlobalEntry`] arrays.
-pub const SECTION_GLOBALS: &str = "trestle_globals";
+pub const SECTION_GLOBALS: &str = section_name!(globals);
 
 /// Magic word opening each blob in [`SECTION_META`] (little endian "TRMM").
 pub const META_MAGIC: u32 = u32::from_le_bytes(*b"TRMM");
@@ -53,6 +69,22 @@ pub struct GlobalEntry {
     /// Counter the instrumented code bumps on every store statically known to land in
     /// this global (null if none).
     pub writes: *const u64,
+}
+
+impl GlobalEntry {
+    /// Bytes of one row in a file image.
+    pub const ROW_BYTES: usize = std::mem::size_of::<GlobalEntry>();
+
+    /// `(id, address)` of each row of a [`SECTION_GLOBALS`] image (little endian, as
+    /// the linker laid it out), padding rows included.
+    pub fn ids_and_addresses(section: &[u8]) -> impl Iterator<Item = (u64, u64)> + '_ {
+        let word = |row: &[u8], i: usize| {
+            let mut w = [0u8; 8];
+            w.copy_from_slice(&row[i * 8..i * 8 + 8]);
+            u64::from_le_bytes(w)
+        };
+        section.chunks_exact(Self::ROW_BYTES).map(move |row| (word(row, 0), word(row, 1)))
+    }
 }
 
 /// [`GlobalEntry::flags`]: the global is read-only (never restored, never dumped).

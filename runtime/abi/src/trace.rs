@@ -12,8 +12,10 @@ use serde::{Deserialize, Serialize};
 
 /// Magic at the start of a header body.
 pub const TRACE_MAGIC: [u8; 8] = *b"TRSTRACE";
-/// Trace format version.
-pub const TRACE_VERSION: u32 = 6;
+/// Trace format version (7: an invocation may end as `Outcome::Threw`).
+pub const TRACE_VERSION: u32 = 7;
+/// Extension of trace files (`<pid>.trace`).
+pub const TRACE_EXT: &str = "trace";
 /// Bytes before a frame's body.
 pub const FRAME_HEADER: usize = 8;
 

@@ -35,13 +35,19 @@ extern "C" {
     fn backtrace(buffer: *mut *mut c_void, size: c_int) -> c_int;
 }
 
+/// The variable naming the stack file, as a C string.
+const ENV_NAME_C: &std::ffi::CStr = match std::ffi::CStr::from_bytes_with_nul(concat!(trestle_abi::crash_stack_env!(), "\0").as_bytes()) {
+    Ok(name) => name,
+    Err(_) => panic!("the variable name has no NUL inside"),
+};
+
 #[used]
 #[link_section = ".init_array"]
 static INIT: extern "C" fn() = init;
 
 extern "C" fn init() {
     // SAFETY: getenv at load time, before the program's threads exist.
-    let p = unsafe { libc::getenv(c"TRESTLE_CRASH_STACK".as_ptr()) };
+    let p = unsafe { libc::getenv(ENV_NAME_C.as_ptr()) };
     if p.is_null() {
         return;
     }
@@ -148,7 +154,7 @@ extern "C" {
 /// # Safety
 /// `environ` must be the process's environment (or null).
 unsafe fn path_now(out: &mut [u8; PATH_MAX]) -> bool {
-    const NAME: &[u8] = b"TRESTLE_CRASH_STACK=";
+    const NAME: &[u8] = concat!(trestle_abi::crash_stack_env!(), "=").as_bytes();
     // SAFETY: the caller promises `environ` is a null-terminated array of C strings.
     unsafe {
         let mut p = environ;

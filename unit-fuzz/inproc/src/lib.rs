@@ -175,7 +175,7 @@ pub unsafe extern "C" fn trestle_inproc_fuzz(target: *const InProcessTarget) -> 
         Ok(code) => code,
         Err(_) => {
             eprintln!("trestle in-process fuzzer: internal error");
-            3
+            trestle_abi::fuzz::EXIT_SETUP_FAILED
         }
     }
 }
@@ -186,7 +186,7 @@ fn run(target: &InProcessTarget) -> i32 {
             "trestle in-process fuzzer: the harness speaks version {} of the interface, this library {INPROC_ABI_VERSION}; rebuild both",
             target.abi_version
         );
-        return 3;
+        return trestle_abi::fuzz::EXIT_SETUP_FAILED;
     }
     // SAFETY: a NUL-terminated path, per the interface.
     let plan_file = PathBuf::from(std::ffi::OsStr::from_bytes(unsafe { CStr::from_ptr(target.plan) }.to_bytes()));
@@ -197,7 +197,7 @@ fn run(target: &InProcessTarget) -> i32 {
         Ok(p) => p,
         Err(e) => {
             eprintln!("trestle in-process fuzzer: cannot read the plan {}: {e}", plan_file.display());
-            return 3;
+            return trestle_abi::fuzz::EXIT_SETUP_FAILED;
         }
     };
     // LibAFL's errors capture a backtrace when backtraces are on, and in a crash
