@@ -442,7 +442,7 @@ def trestle_run(task, a, work, bin_dir, builds):
             raise RuntimeError(f"trestle run exited {rc}; see {d / 'run.log'}")
     c = json.loads(cj.read_text())
     af = camp / "alarms.json"
-    alarms = json.loads(af.read_text()) if af.exists() else []  # not written while there is none
+    alarms = json.loads(af.read_text())["alarms"] if af.exists() else []  # not written while there is none
     times = alarm_times(camp, alarms)
     # Classify every alarm on the plain build: its reduced test, else its lifted test.
     tests, which = [], []

@@ -366,7 +366,7 @@ def campaign_run(task, a, work, bin_dir, builds):
     tests = produced_tests(camp, seeds)
     cov = branch_coverage(subj, builds["cov"] / subj, tests, d)
     lift = json.loads((camp / "lift.json").read_text()) if (camp / "lift.json").exists() else {}
-    alarms = json.loads((camp / "alarms.json").read_text()) if (camp / "alarms.json").exists() else []
+    alarms = json.loads((camp / "alarms.json").read_text())["alarms"] if (camp / "alarms.json").exists() else []
     # A false alarm is a reported alarm whose reduced test does not crash the program
     # when run again here, outside the campaign.
     confirmed, false_alarms = [], []

@@ -11,7 +11,7 @@ if ! command -v chromium >/dev/null 2>&1; then
   SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO=sudo
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq chromium >/dev/null 2>&1 \
     || { $SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq chromium >/dev/null; } \
-    || echo "run: chromium could not be installed; the screenshot check will be skipped" >&2
+    || echo "run: chromium could not be installed; the report screenshot test will try again, and fail without it" >&2
 fi
 log="$(mktemp /tmp/trestle-test.XXXXXX)"
 trap 'rm -f "$log"' EXIT

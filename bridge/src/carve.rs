@@ -274,8 +274,7 @@ pub fn run(args: &CarveArgs) -> Result<CarveSummary> {
         over_bound: summary.over_bound.values().sum(),
         units: rows,
     };
-    let index_path = args.out.join(UNIT_INDEX);
-    std::fs::write(&index_path, serde_json::to_vec_pretty(&uindex)?).with_context(|| format!("cannot write {}", index_path.display()))?;
+    crate::files::write(&args.out.join(UNIT_INDEX), &uindex)?;
     let mut per_fn: BTreeMap<&str, usize> = BTreeMap::new();
     for r in &uindex.units {
         *per_fn.entry(&r.function).or_default() += 1;

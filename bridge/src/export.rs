@@ -282,7 +282,7 @@ impl Program {
             .with_context(|| format!("{} has no readable {SECTION_META} section", path.display()))?;
         let modules = decode_meta_section(meta).with_context(|| format!("in {}", path.display()))?;
         let symbols: std::collections::HashSet<&str> = file.symbols().filter_map(|s| s.name().ok()).collect();
-        let addrs = global_addresses(&file);
+        let addrs = global_addresses(&file).with_context(|| format!("in {}", path.display()))?;
         let mut program = Program::default();
         for m in modules {
             for f in m.functions {
@@ -302,12 +302,12 @@ impl Program {
     }
 }
 
-/// Global id → address, from the program's global table rows.
-fn global_addresses(file: &object::File<'_>) -> HashMap<u64, u64> {
-    let Some(data) = file.section_by_name(SECTION_GLOBALS).and_then(|s| s.data().ok()) else {
-        return HashMap::new();
-    };
-    trestle_abi::meta::GlobalEntry::ids_and_addresses(data).filter(|&(id, _)| id != 0).collect()
+/// Global id → address, from the program's global table rows (none in a program
+/// without instrumented globals).
+fn global_addresses(file: &object::File<'_>) -> Result<HashMap<u64, u64>> {
+    let Some(section) = file.section_by_name(SECTION_GLOBALS) else { return Ok(HashMap::new()) };
+    let data = section.data().with_context(|| format!("cannot read the {SECTION_GLOBALS} section"))?;
+    Ok(trestle_abi::meta::GlobalEntry::ids_and_addresses(data).filter(|&(id, _)| id != 0).collect())
 }
 
 /// `len` bytes of the file image at virtual address `addr`.
@@ -766,7 +766,10 @@ impl<'a> Gen<'a> {
             let _ = writeln!(self.setup, "    setlocale({}, {});", locale_category(*category), c_string(name.as_bytes()));
         }
         for &(fd, mode, size) in &ctx.stdio_modes {
-            let stream = ["stdin", "stdout", "stderr"].get(fd as usize).copied().unwrap_or("stdout");
+            let Some(stream) = ["stdin", "stdout", "stderr"].get(fd as usize).copied() else {
+                let _ = writeln!(self.setup, "    /* the recording set the buffering of descriptor {fd}'s stream, not restored here */");
+                continue;
+            };
             let mode = match mode {
                 libc::_IOLBF => "_IOLBF",
                 libc::_IONBF => "_IONBF",

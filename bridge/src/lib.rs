@@ -9,6 +9,7 @@
 pub mod binary;
 pub mod carve;
 pub mod coverage;
+pub mod files;
 pub mod export;
 pub mod forkserver;
 pub mod fuzz;

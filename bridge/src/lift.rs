@@ -12,7 +12,11 @@
 //! True alarms are deduplicated by signature, reduced by delta debugging, exported as
 //! a C unit test, and written with their provenance under `alarms/<id>/`.
 
+mod records;
+
+pub use records::{AlarmList, FalsePositive, Provenance};
 use crate::binary::Binary;
+use crate::files;
 use crate::coverage::{is_coverage_build, measure, CoverageSet};
 use crate::reduce::{reduce, test_size, ReduceStats};
 use crate::sandbox::{cpu_limit, find_tool, Limits, Sandbox, SandboxRun};
@@ -163,7 +167,7 @@ fn unit_source() -> String {
 }
 
 /// A substitution made by lifting.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, serde::Deserialize)]
 pub struct Substitution {
     /// Parameter index in the unit.
     pub param: usize,
@@ -202,7 +206,7 @@ pub struct Lifter {
     reduce_time: Duration,
     harness: Option<PathBuf>,
     progress: bool,
-    binaries: BTreeMap<PathBuf, Option<Binary>>,
+    binaries: BTreeMap<PathBuf, Binary>,
     effective_tests: Vec<SystemTest>,
     deadline: Option<Instant>,
     /// The edges (indices of the trestle build's coverage map) system-level runs have
@@ -229,13 +233,18 @@ struct SignatureTally {
 }
 
 /// How a lifted test went at system level.
-#[derive(Debug, Clone, Serialize)]
-struct SystemOutcome {
-    status: String,
-    crash: Option<CrashSignature>,
-    limit: Option<String>,
-    new_coverage: Option<usize>,
-    stderr_tail: String,
+#[derive(Debug, Clone, Serialize, serde::Deserialize)]
+pub struct SystemOutcome {
+    /// Exit status or signal, in words.
+    pub status: String,
+    /// The crash, if it crashed.
+    pub crash: Option<CrashSignature>,
+    /// The resource limit it hit, if any.
+    pub limit: Option<String>,
+    /// Edges new to the system fuzzer it reached, when measured.
+    pub new_coverage: Option<usize>,
+    /// The end of its stderr.
+    pub stderr_tail: String,
 }
 
 fn outcome_of(run: &SandboxRun, new_coverage: Option<usize>) -> SystemOutcome {
@@ -294,20 +303,20 @@ impl Lifter {
 
     /// Alarms already in the output directory (a resumed campaign keeps them).
     fn load_existing(&mut self) -> Result<()> {
-        let path = self.out.join("alarms.json");
-        if let Ok(text) = std::fs::read_to_string(&path) {
-            let list: Vec<AlarmEntry> =
-                serde_json::from_str(&text).with_context(|| format!("{} is not an alarm list", path.display()))?;
-            for a in list {
+        if let Some(list) = files::read_if_present::<AlarmList>(&self.out.join(files::ALARMS))? {
+            for a in list.alarms {
                 self.alarms.insert(a.key.clone(), a);
             }
         }
-        if let Ok(text) = std::fs::read_to_string(self.out.join("lift.json")) {
-            if let Ok(s) = serde_json::from_str::<LiftStats>(&text) {
-                self.stats = s;
-            }
+        if let Some(stats) = files::read_if_present::<LiftStats>(&self.out.join(files::LIFT))? {
+            self.stats = stats;
         }
-        self.fp_count = std::fs::read_dir(self.out.join("false-positives")).map(|d| d.count()).unwrap_or(0);
+        let fps = self.out.join(files::FALSE_POSITIVES_DIR);
+        self.fp_count = match std::fs::read_dir(&fps) {
+            Ok(d) => d.count(),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => 0,
+            Err(e) => return Err(e).with_context(|| format!("cannot list {}", fps.display())),
+        };
         Ok(())
     }
 
@@ -418,22 +427,21 @@ impl Lifter {
         let function = sys.frames.first().cloned().unwrap_or_else(|| "unknown".into());
         let id = format!("{}-{:08x}", safe_name(&function), fnv32(&key));
         let tmp = self.out.join("alarms").join(format!(".tmp-{id}"));
-        let _ = std::fs::remove_dir_all(&tmp);
+        crate::files::remove_dir_if_present(&tmp)?;
         std::fs::create_dir_all(&tmp)?;
         save_test(test, &tmp.join("lifted.json"))?;
         let (reduced, rstats) = self.reduce_alarm(test, &key)?;
         save_test(&reduced, &tmp.join("reduced.json"))?;
         write_script(&tmp.join("reproduce.sh"), &self.program, &reduced)?;
-        let provenance = serde_json::json!({
-            "found_by": "system-level fuzzing",
-            "system_test": {"name": name, "file": source, "test": to_json(test)},
-            "signature": sys.to_string(),
-            "stack": sys.stack.iter().map(|f| f.to_string()).collect::<Vec<_>>(),
-            "reduced_test": {"file": "reduced.json", "reduction": rstats},
-            "validated_with": self.program,
-            "sandboxed": self.sandbox.isolated(),
-        });
-        std::fs::write(tmp.join("provenance.json"), serde_json::to_vec_pretty(&provenance)?)?;
+        let provenance = Provenance::System(Box::new(records::SystemFind {
+            system_test: records::FoundTest { name: name.to_owned(), file: source.to_owned(), test: to_json(test) },
+            signature: sys.to_string(),
+            stack: records::stack_lines(&sys),
+            reduced_test: records::ReducedTest { file: files::REDUCED.into(), reduction: rstats.clone() },
+            validated_with: self.program.clone(),
+            sandboxed: self.sandbox.isolated(),
+        }));
+        files::write(&tmp.join(files::PROVENANCE), &provenance)?;
         let mut md = format!("# Crash found by system-level fuzzing\n\n**{sys}** when running `{}`.\n\n## Stack\n\n", self.program.display());
         for f in sys.stack.iter().take(12) {
             md += &format!("- {f}\n");
@@ -443,7 +451,7 @@ impl Lifter {
         md += &format!("\nReduced from {} to {} bytes in {} runs. Found as `{}` ({}).\n", rstats.size_before, rstats.size_after, rstats.runs, name, source.display());
         std::fs::write(tmp.join("summary.md"), md)?;
         let final_dir = self.out.join("alarms").join(&id);
-        let _ = std::fs::remove_dir_all(&final_dir);
+        crate::files::remove_dir_if_present(&final_dir)?;
         std::fs::rename(&tmp, &final_dir)?;
         self.alarms.insert(
             key.clone(),
@@ -503,7 +511,12 @@ impl Lifter {
         let queue: Vec<(PathBuf, Option<Vec<usize>>)> = match &self.system_edges {
             Some(covered) => {
                 let before = queue.len();
-                let seed = std::fs::read(dir.join(trestle_unit_fuzz::DRY_RUN_INPUT)).ok();
+                let seed_path = dir.join(trestle_unit_fuzz::DRY_RUN_INPUT);
+                let seed = match std::fs::read(&seed_path) {
+                    Ok(bytes) => Some(bytes),
+                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+                    Err(e) => return Err(e).with_context(|| format!("cannot read {}", seed_path.display())),
+                };
                 let ranked = beyond_system_edges(queue, covered, seed.as_deref());
                 self.stats.queue_already_covered += before - ranked.len();
                 ranked
@@ -557,8 +570,11 @@ impl Lifter {
         self.harness.clone().unwrap_or_else(|| PathBuf::from(&unit.provenance.program))
     }
 
-    fn binary(&mut self, path: &Path) -> Option<&Binary> {
-        self.binaries.entry(path.to_owned()).or_insert_with(|| Binary::load(path).ok()).as_ref()
+    fn binary(&mut self, path: &Path) -> Result<&Binary> {
+        if !self.binaries.contains_key(path) {
+            self.binaries.insert(path.to_owned(), Binary::load(path)?);
+        }
+        Ok(&self.binaries[path])
     }
 
     fn lift_one(&mut self, dir: &Path, unit: &Unit, c: &Candidate, tally: &mut BTreeMap<String, SignatureTally>) -> Result<()> {
@@ -744,7 +760,9 @@ impl Lifter {
         let filter = FrameFilter { program: Some(std::fs::canonicalize(&harness).unwrap_or(harness.clone())), stop_after: Some(unit.function.clone()) };
         let frames = match std::fs::read_to_string(&stack) {
             Ok(text) => symbolise(&parse_stack(&text)?, filter.program.as_deref())?,
-            Err(_) => Vec::new(),
+            // No stack file: the harness did not crash (or died before it could write).
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Vec::new(),
+            Err(e) => return Err(e).with_context(|| format!("cannot read the crash stack {}", stack.display())),
         };
         match (status.signal(), status.code()) {
             (Some(s), _) => Ok(filter.signature(signal_name(s), frames)),
@@ -776,16 +794,16 @@ impl Lifter {
         if let Some((t, _)) = lifted {
             save_test(t, &tmp.join("lifted.json"))?;
         }
-        let record = serde_json::json!({
-            "function": unit.function,
-            "reason": reason,
-            "unit_input": c.input,
-            "values": describe_values(unit, values),
-            "unit_signature": unit_sig.map(|s| s.to_string()),
-            "system": lifted.map(|(_, o)| o),
-            "seed_test": self.origin_of(unit).0,
-        });
-        std::fs::write(tmp.join("reason.json"), serde_json::to_vec_pretty(&record)?)?;
+        let record = FalsePositive {
+            function: unit.function.clone(),
+            reason: reason.to_owned(),
+            unit_input: c.input.clone(),
+            values: describe_values(unit, values),
+            unit_signature: unit_sig.map(|s| s.to_string()),
+            system: lifted.map(|(_, o)| o.clone()),
+            seed_test: self.origin_of(unit).0,
+        };
+        files::write(&tmp.join(files::REASON), &record)?;
         std::fs::rename(&tmp, self.out.join("false-positives").join(&id))?;
         Ok(())
     }
@@ -812,7 +830,7 @@ impl Lifter {
         let id = format!("{}-{:08x}", safe_name(&crash_fn), fnv32(&key));
         let final_dir = self.out.join("alarms").join(&id);
         let tmp = self.out.join("alarms").join(format!(".tmp-{id}"));
-        let _ = std::fs::remove_dir_all(&tmp);
+        crate::files::remove_dir_if_present(&tmp)?;
         std::fs::create_dir_all(&tmp)?;
         save_test(lifted, &tmp.join("lifted.json"))?;
         std::fs::copy(&c.input, tmp.join("unit-input.bin"))?;
@@ -821,10 +839,11 @@ impl Lifter {
         write_script(&tmp.join("reproduce.sh"), &self.program, &reduced)?;
         // The unit itself, as C, with the crashing values.
         let harness = self.harness_for(unit);
-        let binary = self.binary(&harness).cloned();
-        let source = binary.as_ref().and_then(|b| b.functions.get(&unit.context.fn_id)).map(|f| {
-            format!("{}:{}", f.file.as_deref().unwrap_or("?"), f.line)
-        });
+        let binary = Some(self.binary(&harness)?.clone());
+        let source = binary
+            .as_ref()
+            .and_then(|b| b.functions.get(&unit.context.fn_id))
+            .and_then(|f| f.file.as_deref().map(|file| format!("{file}:{}", f.line)));
         match crate::export::export_c(unit, binary.as_ref(), Some(values)) {
             Ok(c_src) => {
                 std::fs::write(tmp.join("unit.c"), c_src)?;
@@ -836,50 +855,47 @@ impl Lifter {
             Err(e) => std::fs::write(tmp.join("unit-export-error.txt"), format!("{e:#}\n"))?,
         }
         let (seed, mutation) = self.origin_of(unit);
-        let provenance = serde_json::json!({
-            "seed_test": seed,
-            "system_mutation": mutation,
-            "system_test": {
-                "name": unit.provenance.test,
-                "test": to_json(&unit.system_test),
-                "trace": unit.provenance.trace,
-                "pid": unit.provenance.pid,
+        let provenance = Provenance::Lifted(Box::new(records::LiftedFind {
+            seed_test: seed.clone(),
+            system_mutation: mutation.clone(),
+            system_test: records::CarvedFrom {
+                name: unit.provenance.test.clone(),
+                test: to_json(&unit.system_test),
+                trace: unit.provenance.trace.clone(),
+                pid: unit.provenance.pid,
             },
-            "carved_invocation": {
-                "function": unit.function,
-                "call_index": unit.provenance.call_index,
-                "carve_sequence": unit.provenance.seq,
-                "source": source,
-                "program": unit.provenance.program,
+            carved_invocation: records::CarvedInvocation {
+                function: unit.function.clone(),
+                call_index: unit.provenance.call_index,
+                carve_sequence: unit.provenance.seq,
+                source: source.clone(),
+                program: unit.provenance.program.clone(),
             },
-            "unit_input": {
-                "fuzz_dir": dir,
-                "file": c.input,
-                "values": describe_values(unit, values),
-                "signature": unit_sig.map(|s| s.to_string()),
-                "stack": unit_sig.map(|s| s.stack.iter().map(|f| f.to_string()).collect::<Vec<_>>()),
+            unit_input: records::UnitInput {
+                fuzz_dir: dir.to_owned(),
+                file: c.input.clone(),
+                values: describe_values(unit, values),
+                signature: unit_sig.map(|s| s.to_string()),
+                stack: unit_sig.map(records::stack_lines),
             },
-            "lifted_test": {
-                "file": "lifted.json",
-                "substitutions": subs,
-                "signature": sys.to_string(),
-                "stack": sys.stack.iter().map(|f| f.to_string()).collect::<Vec<_>>(),
+            lifted_test: records::LiftedTest {
+                file: files::LIFTED.into(),
+                substitutions: subs.to_vec(),
+                signature: sys.to_string(),
+                stack: records::stack_lines(sys),
             },
-            "reduced_test": {
-                "file": "reduced.json",
-                "reduction": rstats,
-            },
-            "validated_with": self.program,
-            "sandboxed": self.sandbox.isolated(),
-        });
-        std::fs::write(tmp.join("provenance.json"), serde_json::to_vec_pretty(&provenance)?)?;
+            reduced_test: records::ReducedTest { file: files::REDUCED.into(), reduction: rstats.clone() },
+            validated_with: self.program.clone(),
+            sandboxed: self.sandbox.isolated(),
+        }));
+        files::write(&tmp.join(files::PROVENANCE), &provenance)?;
         let origin = match &mutation {
             Some(m) => format!("system test `{m}`, made from the seeds by system-level fuzzing"),
             None => format!("seed system test `{seed}`"),
         };
         let summary = summary_md(unit, values, unit_sig, sys, matches_unit, lifted, &reduced, &rstats, subs, source.as_deref(), &self.program, &origin);
         std::fs::write(tmp.join("summary.md"), summary)?;
-        let _ = std::fs::remove_dir_all(&final_dir);
+        crate::files::remove_dir_if_present(&final_dir)?;
         std::fs::rename(&tmp, &final_dir)?;
         self.alarms.insert(
             key.clone(),
@@ -903,17 +919,9 @@ impl Lifter {
 
     /// Write `alarms.json` and `lift.json` (atomically: a reader never sees half).
     pub fn write_index(&self) -> Result<()> {
-        let list: Vec<&AlarmEntry> = self.alarms.values().collect();
-        write_atomic(&self.out.join("alarms.json"), &serde_json::to_vec_pretty(&list)?)?;
-        write_atomic(&self.out.join("lift.json"), &serde_json::to_vec_pretty(&self.stats)?)
+        files::write(&self.out.join(files::ALARMS), &AlarmList { alarms: self.alarms.values().cloned().collect() })?;
+        files::write(&self.out.join(files::LIFT), &self.stats)
     }
-}
-
-/// Write `path` whole or not at all (a temporary file renamed over it).
-pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
-    let tmp = path.with_extension("tmp");
-    std::fs::write(&tmp, bytes).with_context(|| format!("cannot write {}", tmp.display()))?;
-    std::fs::rename(&tmp, path).with_context(|| format!("cannot write {}", path.display()))
 }
 
 fn fnv32(s: &str) -> u32 {

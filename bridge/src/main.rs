@@ -1,5 +1,6 @@
-//! `trestle`: carve unit tests out of system tests, replay them, and (soon) fuzz and
-//! lift them back. See the README for the approach and a worked example.
+//! `trestle`: carve unit tests out of system tests, replay them, fuzz them and lift
+//! what they find back into system tests that the real program confirms. See the
+//! README for worked examples and ARCHITECTURE.md for the map of the code.
 
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;

@@ -60,7 +60,7 @@ pub const RECORD_INDEX: &str = "record.json";
 
 fn prepare_out(out: &Path) -> Result<()> {
     if out.exists() {
-        let empty = std::fs::read_dir(out).map(|mut d| d.next().is_none()).unwrap_or(false);
+        let empty = std::fs::read_dir(out).with_context(|| format!("cannot list {}", out.display()))?.next().is_none();
         if !empty {
             bail!("output directory {} already exists and is not empty; choose another --out", out.display());
         }
@@ -93,11 +93,13 @@ pub fn run(args: &RecordArgs) -> Result<()> {
             capture_stdout: false,
         };
         let r = run_test(&binary.path, &t.test, &opts)?;
-        let mut traces: Vec<String> = std::fs::read_dir(&dir)?
-            .filter_map(|e| e.ok())
-            .map(|e| e.file_name().to_string_lossy().into_owned())
-            .filter(|f| f.strip_suffix(trestle_abi::trace::TRACE_EXT).is_some_and(|stem| stem.ends_with('.')))
-            .collect();
+        let mut traces = Vec::new();
+        for e in std::fs::read_dir(&dir).with_context(|| format!("cannot list {}", dir.display()))? {
+            let name = e.with_context(|| format!("cannot list {}", dir.display()))?.file_name().to_string_lossy().into_owned();
+            if name.strip_suffix(trestle_abi::trace::TRACE_EXT).is_some_and(|stem| stem.ends_with('.')) {
+                traces.push(name);
+            }
+        }
         traces.sort();
         let bytes: u64 = traces.iter().filter_map(|f| std::fs::metadata(dir.join(f)).ok()).map(|m| m.len()).sum();
         if !args.quiet {

@@ -132,6 +132,7 @@ pub fn replay_unit_with_stderr(program: &Path, unit: &Unit, timeout: Duration) -
             Ok(ReplayResult::Refused(why)) => Err(why),
             Err(e) => Err(format!("corrupted replay result: {e}")),
         },
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(format!("cannot read the replay result {}: {e}", out_path.display())),
         Err(_) => match r.status {
             RunStatus::Signaled(sig) => Ok((Outcome::Crashed { signal: sig }, last_err)),
             RunStatus::TimedOut => Err(format!("timed out after {timeout:?}")),
@@ -199,9 +200,9 @@ pub fn run(args: &ReplayArgs) -> Result<ReplaySummary> {
                 if let (Some(dir), Ok(o), Some(exp)) = (&args.dump, &observed, &u.expected) {
                     if diff_outcomes_after(&u.context.graph, exp, o).is_some() {
                         let stem = f.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
-                        let _ = std::fs::create_dir_all(dir);
-                        let _ = std::fs::write(dir.join(format!("{stem}.recorded.json")), serde_json::to_vec_pretty(exp).unwrap_or_default());
-                        let _ = std::fs::write(dir.join(format!("{stem}.replayed.json")), serde_json::to_vec_pretty(o).unwrap_or_default());
+                        if let Err(e) = dump(dir, &stem, exp, o) {
+                            eprintln!("trestle replay: --dump: {e:#}");
+                        }
                     }
                 }
                 let (observed_s, verdict) = match (&observed, &u.expected) {
@@ -265,6 +266,16 @@ pub fn run(args: &ReplayArgs) -> Result<ReplaySummary> {
         print_table(&summary, args.verbose || !args.check);
     }
     Ok(summary)
+}
+
+/// Write the recorded and the replayed outcome of a unit for `--dump`.
+fn dump(dir: &Path, stem: &str, recorded: &Outcome, replayed: &Outcome) -> Result<()> {
+    std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    for (which, o) in [("recorded", recorded), ("replayed", replayed)] {
+        let path = dir.join(format!("{stem}.{which}.json"));
+        std::fs::write(&path, serde_json::to_vec_pretty(o)?).with_context(|| format!("cannot write {}", path.display()))?;
+    }
+    Ok(())
 }
 
 fn print_table(s: &ReplaySummary, verbose: bool) {

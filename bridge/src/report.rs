@@ -1,8 +1,10 @@
 //! `trestle report DIR`: what a campaign found and why it is real, as Markdown and
 //! as one self-contained HTML page (the coverage plot is inline SVG), or as JSON.
 
-use crate::lift::{AlarmEntry, LiftStats};
+use crate::files;
+use crate::lift::{AlarmEntry, AlarmList, LiftStats, Provenance};
 use crate::run::Campaign;
+use crate::systest::{Content, JsonTest};
 use anyhow::{Context as _, Result};
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -35,22 +37,23 @@ pub struct Sample {
 
 /// Read `timeline.csv`.
 pub fn read_timeline(dir: &Path) -> Result<Vec<Sample>> {
-    let path = dir.join("timeline.csv");
+    let path = dir.join(files::TIMELINE);
     let text = std::fs::read_to_string(&path).with_context(|| format!("cannot read {}", path.display()))?;
     let mut lines = text.lines();
     let header: Vec<&str> = lines.next().unwrap_or_default().split(',').collect();
     let col = |name: &str| header.iter().position(|h| *h == name);
     let (Some(s), Some(e), Some(a)) = (col("seconds"), col("edges"), col("alarms")) else {
-        anyhow::bail!("{} has no seconds/edges/alarms columns", path.display());
+        anyhow::bail!("{}: the header has no seconds/edges/alarms columns", path.display());
     };
+    let rows: Vec<&str> = lines.collect();
     let mut out = Vec::new();
-    for line in lines {
+    for (i, line) in rows.iter().enumerate() {
         let f: Vec<&str> = line.split(',').collect();
-        // A kill may cut the last line short: skip what does not parse.
-        if let (Some(Ok(seconds)), Some(Ok(edges)), Some(Ok(alarms))) =
-            (f.get(s).map(|x| x.parse()), f.get(e).map(|x| x.parse()), f.get(a).map(|x| x.parse()))
-        {
-            out.push(Sample { seconds, edges, alarms });
+        match (f.get(s).map(|x| x.parse()), f.get(e).map(|x| x.parse()), f.get(a).map(|x| x.parse())) {
+            (Some(Ok(seconds)), Some(Ok(edges)), Some(Ok(alarms))) => out.push(Sample { seconds, edges, alarms }),
+            // A kill may cut the last line short.
+            _ if i + 1 == rows.len() => {}
+            _ => anyhow::bail!("{} line {}: not a sample: {line:?}", path.display(), i + 2),
         }
     }
     Ok(out)
@@ -75,43 +78,44 @@ pub struct Report {
     pub lifting: LiftStats,
     /// Alarms.
     pub alarms: Vec<AlarmEntry>,
-    /// Reduced reproducer and provenance of each alarm, by id.
-    pub details: Vec<serde_json::Value>,
+    /// Reduced reproducer and provenance of each alarm.
+    pub details: Vec<AlarmDetail>,
 }
 
-fn read_json<T: serde::de::DeserializeOwned + Default>(path: &Path) -> Result<T> {
-    match std::fs::read_to_string(path) {
-        Ok(t) => serde_json::from_str(&t).with_context(|| format!("corrupted {}", path.display())),
-        Err(_) => Ok(T::default()),
-    }
+/// An alarm's reproducer and provenance.
+#[derive(Debug, serde::Serialize)]
+pub struct AlarmDetail {
+    /// The alarm's id.
+    pub id: String,
+    /// The reduced system test.
+    pub reduced: JsonTest,
+    /// Where it came from.
+    pub provenance: Provenance,
 }
 
 /// Gather a report.
 pub fn gather(dir: &Path, baseline: Option<&Path>) -> Result<Report> {
-    let cpath = dir.join("campaign.json");
-    let campaign: Campaign = serde_json::from_str(
-        &std::fs::read_to_string(&cpath).with_context(|| format!("{} is not a campaign directory (no campaign.json)", dir.display()))?,
-    )
-    .with_context(|| format!("corrupted {}", cpath.display()))?;
+    let cpath = dir.join(files::CAMPAIGN);
+    if !cpath.exists() {
+        anyhow::bail!("{} is not a campaign directory (no {})", dir.display(), files::CAMPAIGN);
+    }
+    let campaign: Campaign = files::read(&cpath)?;
     let timeline = read_timeline(dir)?;
-    let base_dir = baseline.map(Path::to_owned).or_else(|| Some(dir.join("baseline")).filter(|d| d.join("timeline.csv").exists()));
+    let base_dir = baseline.map(Path::to_owned).or_else(|| Some(dir.join("baseline")).filter(|d| d.join(files::TIMELINE).exists()));
     let baseline = base_dir.as_deref().map(read_timeline).transpose()?;
-    let baseline_campaign = base_dir
-        .as_deref()
-        .and_then(|d| std::fs::read_to_string(d.join("campaign.json")).ok())
-        .and_then(|t| serde_json::from_str(&t).ok());
-    let baseline_alarms: Vec<AlarmEntry> = match &base_dir {
-        Some(d) => read_json(&d.join("alarms.json"))?,
+    let baseline_campaign = base_dir.as_deref().map(|d| files::read::<Campaign>(&d.join(files::CAMPAIGN))).transpose()?;
+    let baseline_alarms = match &base_dir {
+        Some(d) => files::read_if_present::<AlarmList>(&d.join(files::ALARMS))?.unwrap_or_default().alarms,
         None => Vec::new(),
     };
-    let lifting: LiftStats = read_json(&dir.join("lift.json"))?;
-    let alarms: Vec<AlarmEntry> = read_json(&dir.join("alarms.json"))?;
+    let lifting: LiftStats = files::read(&dir.join(files::LIFT))?;
+    let alarms = files::read::<AlarmList>(&dir.join(files::ALARMS))?.alarms;
     let mut details = Vec::new();
     for a in &alarms {
-        let ad = dir.join("alarms").join(&a.id);
-        let reduced: serde_json::Value = read_json(&ad.join("reduced.json"))?;
-        let provenance: serde_json::Value = read_json(&ad.join("provenance.json"))?;
-        details.push(serde_json::json!({"id": a.id, "reduced": reduced, "provenance": provenance}));
+        let ad = dir.join(files::ALARMS_DIR).join(&a.id);
+        let reduced = crate::systest::to_json(&crate::systest::load_test(&ad.join(files::REDUCED))?);
+        let provenance: Provenance = files::read(&ad.join(files::PROVENANCE))?;
+        details.push(AlarmDetail { id: a.id.clone(), reduced, provenance });
     }
     Ok(Report { dir: dir.to_owned(), campaign, timeline, baseline, baseline_campaign, baseline_alarms, lifting, alarms, details })
 }
@@ -160,56 +164,52 @@ pub fn svg_plot(main: &[Sample], baseline: Option<&[Sample]>, main_label: &str) 
     s
 }
 
-fn show_test(v: &serde_json::Value) -> String {
-    let args: Vec<String> = v["args"].as_array().map(|a| a.iter().map(|x| x.as_str().unwrap_or("").to_owned()).collect()).unwrap_or_default();
-    let mut s = format!("args: {}", args.iter().map(|a| format!("'{}'", a.replace('\'', r"'\''"))).collect::<Vec<_>>().join(" "));
-    if let Some(stdin) = v["stdin"].as_str() {
-        if !stdin.is_empty() {
-            let shown: String = stdin.chars().take(300).collect();
-            let _ = write!(s, "\nstdin: {shown:?}");
-        }
+fn show_content(c: &Content) -> String {
+    match c {
+        Content::Text(t) => format!("{:?}", t.chars().take(300).collect::<String>()),
+        Content::Base64 { base64 } => format!("{} bytes of binary data (base64)", base64.len() / 4 * 3),
     }
-    if let Some(files) = v["files"].as_object() {
-        for (k, f) in files {
-            let _ = write!(s, "\nfile {k}: {} bytes", f.as_str().map_or(0, str::len));
+}
+
+fn show_test(t: &JsonTest) -> String {
+    let mut s = format!("args: {}", t.args.iter().map(|a| format!("'{}'", a.replace('\'', r"'\''"))).collect::<Vec<_>>().join(" "));
+    match &t.stdin {
+        Some(Content::Text(text)) if text.is_empty() => {}
+        Some(c) => {
+            let _ = write!(s, "\nstdin: {}", show_content(c));
         }
+        None => {}
+    }
+    for (name, c) in &t.files {
+        let _ = write!(s, "\nfile {name}: {}", show_content(c));
     }
     s
 }
 
-fn provenance_lines(p: &serde_json::Value) -> Vec<String> {
-    if p["found_by"].is_string() {
-        return vec![
-            format!("found by {}", p["found_by"].as_str().unwrap_or("")),
-            format!("system test {}", p["system_test"]["name"].as_str().unwrap_or("?")),
-            "reduced test: reduced.json".into(),
-        ];
+fn provenance_lines(p: &Provenance) -> Vec<String> {
+    let reduction = |r: &crate::reduce::ReduceStats| format!("reduced test: {} → {} bytes", r.size_before, r.size_after);
+    match p {
+        Provenance::System(f) => vec![
+            "found by system-level fuzzing".into(),
+            format!("system test {}", f.system_test.name),
+            reduction(&f.reduced_test.reduction),
+        ],
+        Provenance::Lifted(f) => vec![
+            format!("seed system test `{}`", f.seed_test),
+            format!(
+                "carved invocation: `{}` (call #{}{})",
+                f.carved_invocation.function,
+                f.carved_invocation.call_index,
+                f.carved_invocation.source.as_deref().map(|s| format!(", {s}")).unwrap_or_default()
+            ),
+            format!("unit input: {} ({})", f.unit_input.values.join(", "), f.unit_input.signature.as_deref().unwrap_or("no crash")),
+            format!(
+                "lifted test: {}",
+                f.lifted_test.substitutions.iter().map(|x| format!("{} {:?} → {:?}", x.input, x.old, x.new)).collect::<Vec<_>>().join("; ")
+            ),
+            reduction(&f.reduced_test.reduction),
+        ],
     }
-    vec![
-        format!("seed system test `{}`", p["seed_test"].as_str().unwrap_or("?")),
-        format!(
-            "carved invocation: `{}` (call #{}{})",
-            p["carved_invocation"]["function"].as_str().unwrap_or("?"),
-            p["carved_invocation"]["call_index"],
-            p["carved_invocation"]["source"].as_str().map(|s| format!(", {s}")).unwrap_or_default()
-        ),
-        format!(
-            "unit input: {} ({})",
-            p["unit_input"]["values"].as_array().map(|v| v.iter().map(|x| x.as_str().unwrap_or("").to_owned()).collect::<Vec<_>>().join(", ")).unwrap_or_default(),
-            p["unit_input"]["signature"].as_str().unwrap_or("")
-        ),
-        format!(
-            "lifted test: {}",
-            p["lifted_test"]["substitutions"]
-                .as_array()
-                .map(|v| v.iter().map(|x| format!("{} {:?} → {:?}", x["input"].as_str().unwrap_or(""), x["old"].as_str().unwrap_or(""), x["new"].as_str().unwrap_or(""))).collect::<Vec<_>>().join("; "))
-                .unwrap_or_default()
-        ),
-        format!(
-            "reduced test: {} → {} bytes",
-            p["reduced_test"]["reduction"]["size_before"], p["reduced_test"]["reduction"]["size_after"]
-        ),
-    ]
 }
 
 /// The report as Markdown.
@@ -245,9 +245,9 @@ pub fn markdown(r: &Report) -> String {
     for (a, d) in r.alarms.iter().zip(&r.details) {
         let _ = writeln!(s, "### `{}`: {}\n", a.id, a.signature);
         let _ = writeln!(s, "From {} ({} candidate(s)); reproduce with `alarms/{}/reproduce.sh`.\n", if a.source == "system" { "system-level fuzzing" } else { "a lifted unit finding" }, a.candidates, a.id);
-        let _ = writeln!(s, "Reduced reproducer ({} bytes, lifted {}):\n\n```\n{}\n```\n", a.size_reduced, a.size_lifted, show_test(&d["reduced"]));
+        let _ = writeln!(s, "Reduced reproducer ({} bytes, lifted {}):\n\n```\n{}\n```\n", a.size_reduced, a.size_lifted, show_test(&d.reduced));
         s += "Provenance:\n\n";
-        for (i, line) in provenance_lines(&d["provenance"]).iter().enumerate() {
+        for (i, line) in provenance_lines(&d.provenance).iter().enumerate() {
             let _ = writeln!(s, "{}. {line}", i + 1);
         }
         s += "\n";

@@ -15,7 +15,8 @@
 
 use crate::binary::Binary;
 use crate::carve::{self, CarveArgs};
-use crate::lift::{write_atomic, Lifter};
+use crate::files;
+use crate::lift::Lifter;
 use crate::record::{self, RecordArgs};
 use crate::sandbox::{cpu_limit, Limits, Sandbox};
 use crate::systest::{load_test, load_tests, parse_duration, NamedTest};
@@ -413,6 +414,8 @@ fn function_lines(binary: &Binary) -> BTreeMap<u64, (String, u32, u32)> {
 struct Runner {
     out: PathBuf,
     c: Campaign,
+    /// The index of each of `c.unit_dirs`, in the same order.
+    unit_indexes: Vec<UnitIndex>,
     binary: Binary,
     sys: SysFuzzer,
     lifter: Option<Lifter>,
@@ -428,7 +431,7 @@ struct Runner {
 impl Runner {
     fn save(&mut self) -> Result<()> {
         self.c.elapsed = self.elapsed_before + self.session_start.elapsed().as_secs_f64();
-        write_atomic(&self.out.join("campaign.json"), &serde_json::to_vec_pretty(&self.c)?)
+        files::write(&self.out.join(files::CAMPAIGN), &self.c)
     }
 
     fn remaining(&self) -> f64 {
@@ -526,7 +529,7 @@ impl Runner {
         let round = self.c.unit_dirs.len();
         let batch = self.out.join("traces").join(format!("batch-{round:04}"));
         let tests_dir = batch.join("tests");
-        let _ = std::fs::remove_dir_all(&batch);
+        crate::files::remove_dir_if_present(&batch)?;
         std::fs::create_dir_all(&tests_dir)?;
         for p in &fresh {
             std::fs::copy(p, tests_dir.join(p.file_name().unwrap_or_default()))?;
@@ -541,7 +544,7 @@ impl Runner {
             quiet: true,
         })?;
         let units = self.out.join("units").join(format!("batch-{round:04}"));
-        let _ = std::fs::remove_dir_all(&units);
+        crate::files::remove_dir_if_present(&units)?;
         self.status("carving");
         let summary = carve::run(&CarveArgs { traces, out: units.clone(), program: None, quiet: true })
             .with_context(|| format!("carving batch {round} into {}", units.display()))?;
@@ -568,6 +571,7 @@ impl Runner {
             self.c.recorded.insert(p.file_name().unwrap_or_default().to_string_lossy().into_owned());
         }
         self.c.unit_dirs.push(units);
+        self.unit_indexes.push(index);
         self.save()
     }
 
@@ -632,9 +636,7 @@ impl Runner {
         };
         let mut best: Option<(f64, Pick)> = None;
         let mut best_new: Option<(f64, Pick)> = None;
-        for dir in &self.c.unit_dirs {
-            let Ok(bytes) = std::fs::read(dir.join(UNIT_INDEX)) else { continue };
-            let Ok(index) = serde_json::from_slice::<UnitIndex>(&bytes) else { continue };
+        for (dir, index) in self.c.unit_dirs.iter().zip(&self.unit_indexes) {
             for row in index.units.iter().filter(|r| r.params > 0) {
                 let path = dir.join(&row.file);
                 if fuzzed_units.contains(path.as_path()) {
@@ -693,7 +695,7 @@ impl Runner {
         let unit = read_unit(&unit_path)?;
         let k = self.c.fuzzed.iter().filter(|f| f.function == function).count();
         let dir = self.out.join("fuzz").join(format!("{}-{k}", crate::units::safe_name(&function)));
-        let _ = std::fs::remove_dir_all(&dir);
+        crate::files::remove_dir_if_present(&dir)?;
         let slice = Duration::from_secs_f64(self.c.settings.unit_slice.min(self.remaining().max(1.0)));
         let (words, ints) = self.binary.dictionary_for(unit.context.fn_id);
         let cfg = trestle_unit_fuzz::FuzzConfig {
@@ -847,10 +849,11 @@ fn settings_from(args: &RunArgs) -> Result<Settings> {
 pub fn run(args: &RunArgs) -> Result<RunOutcome> {
     let (out, campaign) = match &args.resume {
         Some(dir) => {
-            let path = dir.join("campaign.json");
-            let text = std::fs::read_to_string(&path)
-                .with_context(|| format!("{} is not a campaign directory (cannot read {})", dir.display(), path.display()))?;
-            let c: Campaign = serde_json::from_str(&text).with_context(|| format!("corrupted {}", path.display()))?;
+            let path = dir.join(files::CAMPAIGN);
+            if !path.exists() {
+                bail!("{} is not a campaign directory (no {})", dir.display(), files::CAMPAIGN);
+            }
+            let c: Campaign = files::read(&path)?;
             if c.finished || c.elapsed >= c.settings.budget {
                 bail!("the campaign in {} has used its {:.0}s budget; `trestle report {}` shows it", dir.display(), c.settings.budget, dir.display());
             }
@@ -878,8 +881,8 @@ pub fn run(args: &RunArgs) -> Result<RunOutcome> {
                 finished: false,
             };
             let out = std::fs::canonicalize(&out)?;
-            write_atomic(&out.join("campaign.json"), &serde_json::to_vec_pretty(&c)?)?;
-            std::fs::write(out.join("timeline.csv"), format!("{TIMELINE_HEADER}\n"))?;
+            files::write(&out.join(files::CAMPAIGN), &c)?;
+            std::fs::write(out.join(files::TIMELINE), format!("{TIMELINE_HEADER}\n"))?;
             (out, c)
         }
     };
@@ -932,8 +935,12 @@ pub fn run(args: &RunArgs) -> Result<RunOutcome> {
         libc::signal(libc::SIGTERM, on_stop as *const () as libc::sighandler_t);
     }
     let tty = !args.plain && std::io::stderr().is_terminal();
+    // A resumed campaign's unit directories, as carving left them.
+    let unit_indexes =
+        campaign.unit_dirs.iter().map(|d| files::read::<UnitIndex>(&d.join(UNIT_INDEX))).collect::<Result<Vec<_>>>()?;
     let mut r = Runner {
         out: out.clone(),
+        unit_indexes,
         elapsed_before: campaign.elapsed,
         c: campaign,
         binary,

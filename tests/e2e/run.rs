@@ -4,7 +4,7 @@
 //! function is fuzzed first, a campaign killed with SIGKILL resumes without losing an
 //! alarm or a unit, and the report renders with both coverage curves.
 
-use serde_json::Value;
+use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -36,8 +36,7 @@ fn seeds() -> PathBuf {
 }
 
 fn alarm_functions(out: &Path) -> Vec<String> {
-    let a = json(&out.join("alarms.json"));
-    a.as_array().unwrap().iter().map(|x| x["function"].as_str().unwrap().to_owned()).collect()
+    alarm_list(out).iter().map(|x| x["function"].as_str().unwrap().to_owned()).collect()
 }
 
 #[test]
@@ -57,7 +56,7 @@ fn the_bridge_finds_both_planted_bugs_and_the_baseline_runs_no_unit() {
     // No false alarm: every alarm is one of the two planted bugs, and its reduced test
     // crashes the plain program.
     assert_eq!(functions.len(), 2, "only the two planted bugs: {functions:?}");
-    for a in json(&out.join("alarms.json")).as_array().unwrap() {
+    for a in &alarm_list(&out) {
         let script = out.join("alarms").join(a["id"].as_str().unwrap()).join("reproduce.sh");
         let r = run(Command::new("sh").arg(&script).arg(&b.plain));
         assert_eq!(r.status.code(), Some(139), "{} does not crash the plain program", script.display());
@@ -75,7 +74,7 @@ fn the_bridge_finds_both_planted_bugs_and_the_baseline_runs_no_unit() {
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     // The baseline is the same system fuzzer at full strength (its dictionary holds
     // the compared constants too): what it finds is real, and it runs no unit.
-    for a in json(&base.join("alarms.json")).as_array().unwrap() {
+    for a in &alarm_list(&base) {
         assert!(["store_value", "check_login"].contains(&a["function"].as_str().unwrap()), "system-only reported {a}");
     }
     assert_eq!(json(&base.join("campaign.json"))["unit_executions"], 0);
@@ -92,13 +91,29 @@ fn the_bridge_finds_both_planted_bugs_and_the_baseline_runs_no_unit() {
     screenshot(&out.join("report.html"), &b.dir.join("report.png"));
 }
 
-/// Render the page in headless Chromium when it is installed (tests/run.sh installs
-/// it) and check the screenshot is a real image.
+fn find_chromium() -> Option<PathBuf> {
+    ["/usr/bin/chromium", "/usr/bin/chromium-browser"].iter().map(PathBuf::from).find(|p| p.exists())
+}
+
+/// Render the page in headless Chromium (installed here if missing: the check must
+/// not pass by being skipped) and check the screenshot is a real image.
 fn screenshot(page: &Path, png: &Path) {
-    let Some(chromium) = ["/usr/bin/chromium", "/usr/bin/chromium-browser"].iter().map(PathBuf::from).find(|p| p.exists()) else {
-        eprintln!("chromium not installed: report screenshot skipped");
-        return;
-    };
+    let chromium = find_chromium().unwrap_or_else(|| {
+        let sudo = if unsafe { libc_geteuid() } == 0 { vec![] } else { vec!["sudo"] };
+        let install = |args: &[&str]| {
+            Command::new(sudo.first().copied().unwrap_or("apt-get"))
+                .args(sudo.first().map(|_| "apt-get"))
+                .args(args)
+                .env("DEBIAN_FRONTEND", "noninteractive")
+                .status()
+                .is_ok_and(|s| s.success())
+        };
+        if !install(&["install", "-y", "-qq", "chromium"]) {
+            install(&["update", "-qq"]);
+            install(&["install", "-y", "-qq", "chromium"]);
+        }
+        find_chromium().expect("chromium is needed for the report screenshot and could not be installed (apt-get install chromium)")
+    });
     let profile = tempfile::tempdir().unwrap();
     let o = run(Command::new(chromium)
         .args(["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking", "--disable-component-update", "--disable-sync", "--window-size=1000,1400"])
@@ -176,7 +191,7 @@ fn a_killed_campaign_resumes_without_losing_alarms_or_units() {
         })
     };
     loop {
-        if count("alarms.json", None) > 0 && count("campaign.json", Some("fuzzed")) > 0 {
+        if count("alarms.json", Some("alarms")) > 0 && count("campaign.json", Some("fuzzed")) > 0 {
             break;
         }
         assert!(start.elapsed() < Duration::from_secs(200), "no alarm and fuzzed unit within 200 s");
@@ -186,7 +201,7 @@ fn a_killed_campaign_resumes_without_losing_alarms_or_units() {
     std::thread::sleep(Duration::from_secs(3));
     child.kill().unwrap(); // SIGKILL
     child.wait().unwrap();
-    let alarms_before: Vec<String> = json(&out.join("alarms.json")).as_array().unwrap().iter().map(|a| a["id"].as_str().unwrap().to_owned()).collect();
+    let alarms_before: Vec<String> = alarm_list(&out).iter().map(|a| a["id"].as_str().unwrap().to_owned()).collect();
     let c = json(&out.join("campaign.json"));
     let units_before: Vec<String> = c["fuzzed"].as_array().unwrap().iter().map(|f| f["unit"].as_str().unwrap().to_owned()).collect();
     let elapsed_before = c["elapsed"].as_f64().unwrap();
@@ -202,7 +217,7 @@ fn a_killed_campaign_resumes_without_losing_alarms_or_units() {
     let log = String::from_utf8_lossy(&o.stderr);
     assert!(o.status.success(), "resume failed:\n{log}");
     assert!(log.contains("--resume"), "an interrupted campaign says how to go on:\n{log}");
-    let after: Vec<String> = json(&out.join("alarms.json")).as_array().unwrap().iter().map(|a| a["id"].as_str().unwrap().to_owned()).collect();
+    let after: Vec<String> = alarm_list(&out).iter().map(|a| a["id"].as_str().unwrap().to_owned()).collect();
     for a in &alarms_before {
         assert!(after.contains(a), "alarm {a} lost on resume");
         assert!(out.join("alarms").join(a).join("reduced.json").exists());
@@ -215,9 +230,71 @@ fn a_killed_campaign_resumes_without_losing_alarms_or_units() {
     }
     assert!(c["fuzzed"].as_array().unwrap().iter().all(|f| f["lifted"] == true || f == c["fuzzed"].as_array().unwrap().last().unwrap()));
     assert!(c["elapsed"].as_f64().unwrap() > elapsed_before, "time goes on from where it stopped");
+    each_corrupt_file_is_a_one_line_error(&out);
+}
+
+/// Each file of the campaign `camp`, damaged in a copy, makes `report` (or `run
+/// --resume`, for what only it reads) fail with status 2 and one line naming the
+/// file and, where a field is wrong, the field.
+fn each_corrupt_file_is_a_one_line_error(camp: &Path) {
+    let alarm = alarm_list(camp)[0]["id"].as_str().unwrap().to_owned();
+    let set = |path: &Path, pointer: &str, value: Value| {
+        let mut v = json(path);
+        *v.pointer_mut(pointer).unwrap_or_else(|| panic!("{pointer} in {}", path.display())) = value;
+        std::fs::write(path, serde_json::to_vec(&v).unwrap()).unwrap();
+    };
+    let cut = |path: &Path| {
+        let b = std::fs::read(path).unwrap();
+        std::fs::write(path, &b[..b.len() / 2]).unwrap();
+    };
+    // The campaign names its unit directories by absolute path: a copy still reads the
+    // original's, so that one is damaged (and put back afterwards).
+    let index = json(&camp.join("campaign.json"))["unit_dirs"][0].as_str().unwrap().to_owned() + "/index.json";
+    let index_backup = std::fs::read(&index).unwrap();
+    type Damage<'a> = Box<dyn Fn(&Path) + 'a>;
+    let cases: Vec<(String, Damage, &str, Vec<&str>)> = vec![
+        ("campaign.json".into(), Box::new(|p: &Path| set(p, "/elapsed", json!("soon"))), "report", vec!["campaign.json", "elapsed"]),
+        ("campaign.json".into(), Box::new(|p: &Path| set(p, "/format", json!(99))), "report", vec!["campaign.json", "format 99"]),
+        ("campaign.json".into(), Box::new(cut), "resume", vec!["campaign.json", "not JSON"]),
+        ("timeline.csv".into(), Box::new(|p: &Path| {
+            let text = std::fs::read_to_string(p).unwrap();
+            let mut lines: Vec<&str> = text.lines().collect();
+            assert!(lines.len() > 3, "{text}");
+            lines[1] = "not,a,sample";
+            std::fs::write(p, lines.join("\n") + "\n").unwrap();
+        }), "report", vec!["timeline.csv", "line 2"]),
+        ("alarms.json".into(), Box::new(|p: &Path| set(p, "/alarms/0/size_reduced", json!("big"))), "report", vec!["alarms.json", "size_reduced"]),
+        ("lift.json".into(), Box::new(cut), "report", vec!["lift.json"]),
+        (format!("alarms/{alarm}/provenance.json"), Box::new(|p: &Path| set(p, "/found_by", json!("magic"))), "report", vec!["provenance.json"]),
+        (format!("alarms/{alarm}/reduced.json"), Box::new(cut), "report", vec!["reduced.json"]),
+        (index, Box::new(|p: &Path| set(p, "/units", json!(3))), "resume", vec!["index.json", "units"]),
+    ];
+    for (k, (file, damage, command, needles)) in cases.into_iter().enumerate() {
+        let copy = camp.with_file_name(format!("damaged-{k}"));
+        ok(Command::new("cp").arg("-a").arg(camp).arg(&copy));
+        // (`file` is relative to the campaign, or absolute.)
+        damage(&copy.join(&file));
+        let o = match command {
+            "report" => run(&mut trestle(&[&"report", &copy, &"--json"])),
+            _ => run(&mut trestle(&[&"run", &"--resume", &copy, &"--plain"])),
+        };
+        let err = String::from_utf8_lossy(&o.stderr);
+        let lines: Vec<&str> = err.lines().filter(|l| l.starts_with("trestle: error")).collect();
+        assert_eq!(o.status.code(), Some(2), "{file} ({command}): {err}");
+        assert_eq!(lines.len(), 1, "{file} ({command}): one error line: {err}");
+        for n in needles {
+            assert!(lines[0].contains(n), "{file} ({command}): {n:?} not in {:?}", lines[0]);
+        }
+        std::fs::remove_dir_all(&copy).unwrap();
+        if Path::new(&file).is_absolute() {
+            std::fs::write(&file, &index_backup).unwrap();
+        }
+    }
 }
 
 extern "C" {
     #[link_name = "kill"]
     fn libc_kill(pid: i32, sig: i32) -> i32;
+    #[link_name = "geteuid"]
+    fn libc_geteuid() -> u32;
 }

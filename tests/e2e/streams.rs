@@ -111,8 +111,7 @@ fn fuzzing_the_read_loop_finds_the_unused_command_and_lifting_keeps_the_prefix()
         ok(&mut trestle(&[&"fuzz", unit, &"--in-process", &"--time", &"30s", &"--out", &fz]));
         let lift = dir.path().join(format!("lift-{k}"));
         ok(&mut trestle(&[&"lift", &fz, &"--program", &plain, &"--seeds", &kvshell().join("seeds"), &"--out", &lift]));
-        let alarms = json_file(&lift.join("alarms.json"));
-        for a in alarms.as_array().unwrap() {
+        for a in &alarm_list(&lift) {
             assert!(a["function"] != "key_hash", "the unit-only crash was reported: {a}");
             let lifted = json_file(&lift.join("alarms").join(a["id"].as_str().unwrap()).join("lifted.json"));
             // The stream parameter starts at offset 0 of the read loop's input; the
@@ -138,18 +137,18 @@ fn a_campaign_on_one_core_reports_both_planted_bugs_and_not_the_unit_only_crash(
     ]));
     let log = String::from_utf8_lossy(&o.stderr);
     assert!(o.status.success(), "trestle run failed:\n{log}");
-    let alarms = json_file(&out.join("alarms.json"));
-    let mut functions: Vec<&str> = alarms.as_array().unwrap().iter().map(|a| a["function"].as_str().unwrap()).collect();
+    let alarms = alarm_list(&out);
+    let mut functions: Vec<&str> = alarms.iter().map(|a| a["function"].as_str().unwrap()).collect();
     functions.sort();
     assert_eq!(functions, vec!["store_value", "swap_values"], "exactly the two planted bugs:\n{log}");
-    for a in alarms.as_array().unwrap() {
+    for a in &alarms {
         let script = out.join("alarms").join(a["id"].as_str().unwrap()).join("reproduce.sh");
         let r = run(Command::new("sh").arg(&script).arg(&plain));
         assert_eq!(r.status.code(), Some(139), "{} does not crash the plain program", script.display());
     }
     // Every reduced test is 1-minimal: without any one of its bytes the plain build
     // no longer crashes.
-    for a in alarms.as_array().unwrap() {
+    for a in &alarms {
         let reduced = json_file(&out.join("alarms").join(a["id"].as_str().unwrap()).join("reduced.json"));
         let stdin = reduced["stdin"].as_str().expect("kvshell alarms are stdin tests").as_bytes().to_vec();
         assert!(crashes(&plain, &stdin), "the reduced test crashes: {reduced}");

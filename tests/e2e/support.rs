@@ -86,6 +86,14 @@ pub fn check_replay(units: &Path) -> serde_json::Value {
     summary
 }
 
+/// The alarms of a campaign or lift directory (`alarms.json`).
+pub fn alarm_list(dir: &Path) -> Vec<serde_json::Value> {
+    let path = dir.join("alarms.json");
+    let v: serde_json::Value = serde_json::from_slice(&std::fs::read(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display())))
+        .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    v["alarms"].as_array().unwrap_or_else(|| panic!("{} has no alarm list: {v}", path.display())).clone()
+}
+
 /// Run `trestle` with `args`.
 pub fn trestle(args: &[&dyn AsRef<std::ffi::OsStr>]) -> Command {
     let mut c = Command::new(tool("trestle"));
