@@ -278,9 +278,12 @@ int main(int argc, char **argv) {
 fn fuzzed_runs_are_sandboxed_unless_asked_not_to_be() {
     let dir = tempfile::tempdir().unwrap();
     let prog = build_c(dir.path(), "writer", WRITER, "-O1");
+    // Outside every directory the fuzzer gives the program, and away from the source
+    // tree: unsandboxed, the fuzzer mutates this path, and its prefixes are where the
+    // mutants write (under the system's temporary directory, not the checkout).
+    let away = tempfile::tempdir().unwrap();
     for sandboxed in [true, false] {
-        // Outside every directory the fuzzer gives the program.
-        let outside = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("written-{}-{sandboxed}", std::process::id()));
+        let outside = away.path().join(format!("written-{sandboxed}"));
         let _ = std::fs::remove_file(&outside);
         let seeds = dir.path().join(format!("seeds-{sandboxed}"));
         write_test(&seeds, "outside", &serde_json::json!({"args": [outside.to_str().unwrap()]}));
