@@ -304,7 +304,7 @@ pub fn run(args: &CarveArgs) -> Result<CarveSummary> {
         for (why, n) in &summary.unmapped_streams {
             eprintln!("  {n} stream(s) read but not mapped: {why}");
         }
-        let over: usize = summary.over_bound.values().sum();
+        let over = uindex.over_bound;
         if over > 0 {
             eprintln!(
                 "  {over} invocation(s) of {} function(s) not carved: context over the snapshot size bound ({})",

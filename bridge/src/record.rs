@@ -96,7 +96,7 @@ pub fn run(args: &RecordArgs) -> Result<()> {
         let mut traces = Vec::new();
         for e in std::fs::read_dir(&dir).with_context(|| format!("cannot list {}", dir.display()))? {
             let name = e.with_context(|| format!("cannot list {}", dir.display()))?.file_name().to_string_lossy().into_owned();
-            if name.strip_suffix(trestle_abi::trace::TRACE_EXT).is_some_and(|stem| stem.ends_with('.')) {
+            if Path::new(&name).extension().is_some_and(|x| x == trestle_abi::trace::TRACE_EXT) {
                 traces.push(name);
             }
         }

@@ -1049,6 +1049,47 @@ fn slot_ptr<'ctx>(
 /// The personality function of C++ code: a module that declares it may throw.
 const CXX_PERSONALITY: &str = "__gxx_personality_v0";
 
+/// In `thunk`, call `f(args)` so that an exception it lets escape ends the unit like a
+/// return does (the runtime hears of it) instead of unwinding into the runtime:
+///
+/// ```text
+///   %r = invoke @f(args) to label %returned unwind label %threw
+/// threw:
+///   %pad = landingpad { ptr, i32 } catch ptr null
+///   call @__cxa_begin_catch(%pad.0); call @__trestle_unit_threw(); call @__cxa_end_catch()
+///   ret i64 0
+/// returned:                          ; the builder is left here
+/// ```
+fn invoke_catching_all<'ctx>(
+    module: &Module<'ctx>,
+    builder: &Builder<'ctx>,
+    thunk: FunctionValue<'ctx>,
+    personality: FunctionValue<'ctx>,
+    f: FunctionValue<'ctx>,
+    args: &[BasicValueEnum<'ctx>],
+) -> Result<inkwell::values::CallSiteValue<'ctx>, BuilderError> {
+    let ctx = module.get_context();
+    let ptr = ctx.ptr_type(AddressSpace::default());
+    let void = ctx.void_type();
+    let declare = |name: &str, ty: inkwell::types::FunctionType<'ctx>| {
+        module.get_function(name).unwrap_or_else(|| module.add_function(name, ty, None))
+    };
+    let normal = ctx.append_basic_block(thunk, "returned");
+    let caught = ctx.append_basic_block(thunk, "threw");
+    let call = builder.build_invoke(f, args, normal, caught, "")?;
+    builder.position_at_end(caught);
+    thunk.set_personality_function(personality);
+    let pad_ty = ctx.struct_type(&[ptr.into(), ctx.i32_type().into()], false);
+    let pad = builder.build_landing_pad(pad_ty, personality, &[ptr.const_null().into()], false, "")?;
+    let exn = builder.build_extract_value(pad.into_struct_value(), 0, "")?;
+    builder.build_call(declare("__cxa_begin_catch", ptr.fn_type(&[ptr.into()], false)), &[exn.into()], "")?;
+    builder.build_call(declare(hooks::UNIT_THREW, void.fn_type(&[], false)), &[], "")?;
+    builder.build_call(declare("__cxa_end_catch", void.fn_type(&[], false)), &[], "")?;
+    builder.build_return(Some(&ctx.i64_type().const_zero()))?;
+    builder.position_at_end(normal);
+    Ok(call)
+}
+
 /// Build `i64 @__trestle_thunk.ID(ptr %slots)`: unpack each slot into the parameter's
 /// type, call the function with the same parameter attributes (`byval`, `sret`, …)
 /// and calling convention, and pack its return value. In a C++ module the call is an
@@ -1086,28 +1127,7 @@ fn build_thunk<'ctx>(
         args.push(unpack(builder, raw, ty, pm.kind)?);
     }
     let call = match module.get_function(CXX_PERSONALITY) {
-        // C++: an exception the function lets escape ends the unit like a return
-        // does (the runtime hears of it), instead of unwinding into the runtime.
-        Some(personality) => {
-            let normal = ctx.append_basic_block(thunk, "returned");
-            let caught = ctx.append_basic_block(thunk, "threw");
-            let call = builder.build_invoke(f, &args, normal, caught, "")?;
-            builder.position_at_end(caught);
-            thunk.set_personality_function(personality);
-            let pad_ty = ctx.struct_type(&[ptr.into(), ctx.i32_type().into()], false);
-            let pad = builder.build_landing_pad(pad_ty, personality, &[ptr.const_null().into()], false, "")?;
-            let exn = builder.build_extract_value(pad.into_struct_value(), 0, "")?;
-            let declare = |name: &str, ty: inkwell::types::FunctionType<'ctx>| {
-                module.get_function(name).unwrap_or_else(|| module.add_function(name, ty, None))
-            };
-            let void = ctx.void_type();
-            builder.build_call(declare("__cxa_begin_catch", ptr.fn_type(&[ptr.into()], false)), &[exn.into()], "")?;
-            builder.build_call(declare(hooks::UNIT_THREW, void.fn_type(&[], false)), &[], "")?;
-            builder.build_call(declare("__cxa_end_catch", void.fn_type(&[], false)), &[], "")?;
-            builder.build_return(Some(&i64t.const_zero()))?;
-            builder.position_at_end(normal);
-            call
-        }
+        Some(personality) => invoke_catching_all(module, builder, thunk, personality, f, &args)?,
         None => {
             let margs: Vec<BasicMetadataValueEnum> = args.iter().map(|&a| a.into()).collect();
             builder.build_call(f, &margs, "")?

@@ -18,6 +18,11 @@ use libafl_targets::{
 /// Executions one forked process serves in persistent mode before a fresh fork.
 const PERSISTENT_ROUNDS: u32 = 1000;
 
+/// The size of the map the fuzzer made (AFL's convention: the default when unsaid).
+fn host_map_size() -> usize {
+    std::env::var(hooks::ENV_AFL_MAP_SIZE).ok().and_then(|s| s.parse().ok()).unwrap_or(hooks::EDGE_MAP_SIZE)
+}
+
 fn die(what: &str, err: impl std::fmt::Display) -> ! {
     crate::fuzz::die(&format!("{what}: {err}"))
 }
@@ -37,7 +42,7 @@ pub fn attach_edge_map() {
     if std::env::var_os(hooks::ENV_AFL_SHM_ID).is_none() {
         return;
     }
-    let host_size: usize = std::env::var(hooks::ENV_AFL_MAP_SIZE).ok().and_then(|s| s.parse().ok()).unwrap_or(hooks::EDGE_MAP_SIZE);
+    let host_size = host_map_size();
     let edges = edges();
     if edges > host_size {
         eprintln!("trestle runtime: the program has {edges} edges, the fuzzer's map {host_size}; coverage not reported");
@@ -66,7 +71,7 @@ pub fn serve(session: &mut Session) -> ! {
         unsafe { libc::_exit(0) }
     }
     let mut provider = UnixShMemProvider::new().unwrap_or_else(|e| die("shared memory", e));
-    let host_size: usize = std::env::var(hooks::ENV_AFL_MAP_SIZE).ok().and_then(|s| s.parse().ok()).unwrap_or(hooks::EDGE_MAP_SIZE);
+    let host_size = host_map_size();
     let edges = edges();
     if edges > host_size {
         die("map size", format!("the program has {edges} edges, the fuzzer's map {host_size}"));

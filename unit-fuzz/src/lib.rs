@@ -251,24 +251,19 @@ pub enum HarnessEnd {
 /// Run `cmd` until it ends or `limit` passes (then kill it).
 fn wait_bounded(cmd: &mut std::process::Command, program: &Path, limit: Duration) -> Result<HarnessEnd, FuzzError> {
     use std::os::unix::process::ExitStatusExt;
+    use wait_timeout::ChildExt as _;
     let mut child = cmd.spawn().map_err(io("cannot start the harness", program))?;
-    let start = Instant::now();
-    loop {
-        match child.try_wait().map_err(io("cannot wait for the harness", program))? {
-            Some(st) => {
-                return Ok(match (st.code(), st.signal()) {
-                    (Some(c), _) => HarnessEnd::Exited(c),
-                    (None, Some(s)) => HarnessEnd::Signaled(s),
-                    (None, None) => HarnessEnd::Exited(-1),
-                })
-            }
-            None if start.elapsed() > limit => {
-                // Killing a child that has just ended fails harmlessly; the wait reaps it.
-                let _ = child.kill();
-                child.wait().map_err(io("cannot wait for the harness", program))?;
-                return Ok(HarnessEnd::TimedOut);
-            }
-            None => std::thread::sleep(Duration::from_millis(2)),
+    match child.wait_timeout(limit).map_err(io("cannot wait for the harness", program))? {
+        Some(st) => Ok(match (st.code(), st.signal()) {
+            (Some(c), _) => HarnessEnd::Exited(c),
+            (None, Some(s)) => HarnessEnd::Signaled(s),
+            (None, None) => HarnessEnd::Exited(-1),
+        }),
+        None => {
+            // Killing a child that has just ended fails harmlessly; the wait reaps it.
+            let _ = child.kill();
+            child.wait().map_err(io("cannot wait for the harness", program))?;
+            Ok(HarnessEnd::TimedOut)
         }
     }
 }
