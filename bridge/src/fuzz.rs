@@ -1,62 +1,49 @@
 //! `trestle fuzz`: run the unit fuzzer on one carved unit.
 
 use crate::binary::Binary;
-use crate::systest::parse_duration;
-use crate::units::read_unit;
+
+use crate::carve::units::read_unit;
 use anyhow::{bail, Context as _, Result};
 use std::path::PathBuf;
 use std::time::Duration;
 use trestle_unit_fuzz::{Dictionary, FuzzConfig, FuzzReport};
 
-/// Arguments of `trestle fuzz`.
-#[derive(Debug, clap::Args)]
-pub struct FuzzArgs {
+/// Options of `trestle fuzz`.
+#[derive(Debug)]
+pub struct Options {
     /// A unit file (from `trestle carve`).
     pub unit: PathBuf,
     /// How long to fuzz.
-    #[arg(long, default_value = "60s", value_parser = parse_duration)]
     pub time: Duration,
     /// Output directory (AFL layout: queue/, crashes/, timeouts/).
-    #[arg(long)]
     pub out: PathBuf,
     /// Cores to fuzz on: one fuzzer per core (client i on core i), sharing finds
     /// through LibAFL's launcher and an LLMP broker on a free localhost port.
-    #[arg(long, default_value_t = 1)]
     pub cores: usize,
     /// Program to fuzz in (default: the one the unit was carved from).
-    #[arg(long)]
     pub program: Option<PathBuf>,
     /// Time limit per execution.
-    #[arg(long, default_value = "1s", value_parser = parse_duration)]
     pub timeout: Duration,
     /// Random seed.
-    #[arg(long, default_value_t = 0)]
     pub seed: u64,
     /// Turn CmpLog (input-to-state comparison solving) off.
-    #[arg(long)]
     pub no_cmplog: bool,
     /// Stop at the first crash.
-    #[arg(long)]
     pub stop_on_crash: bool,
     /// One process per execution instead of a persistent harness that resets the
     /// context between executions (slower, fully isolated).
-    #[arg(long)]
     pub fork_per_exec: bool,
     /// Run the fuzzer inside the harness process and call the unit directly, with no
     /// process round trip per execution (much faster; one core). A crash ends just
     /// its execution; a hang restarts the fuzzer from a fork of the restored harness.
-    #[arg(long, conflicts_with = "fork_per_exec")]
     pub in_process: bool,
     /// Pin the fuzzer and the harness to this core (default: a free one, that no
     /// other fuzzer is bound to; none if all are taken). Single-core only: with
     /// --cores N, client i runs on core i.
-    #[arg(long, conflicts_with = "no_pin")]
     pub pin: Option<usize>,
     /// Do not pin to a core. Single-core only.
-    #[arg(long)]
     pub no_pin: bool,
     /// Print the report as JSON on stdout.
-    #[arg(long)]
     pub json: bool,
 }
 
@@ -77,7 +64,7 @@ pub fn bind_core(pin: Option<usize>, no_pin: bool) -> Result<Option<usize>> {
 }
 
 /// Run `trestle fuzz`.
-pub fn run(args: &FuzzArgs) -> Result<FuzzReport> {
+pub fn run(args: &Options) -> Result<FuzzReport> {
     let available = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
     if args.cores == 0 || args.cores > available {
         bail!("--cores {}: choose 1 to {available}, the cores this process may run on", args.cores);

@@ -1,30 +1,36 @@
-//! The trestle command line, as a library: each subcommand is a module with a clap
-//! `Args` struct and a `run` function; the binary only parses and dispatches.
+//! trestle's host side as a library: the stages of the bridge and the data between
+//! them. The `trestle` binary is a thin command line over it ([`cli`]).
 //!
-//! Owns everything that happens on the host: running system tests, reading traces,
-//! making units, replaying them. It must not depend on LLVM or link the runtime; it
-//! talks to instrumented programs only through files and the environment, in the
-//! formats of `trestle-abi`.
+//! The pipeline, one module per arrow (ARCHITECTURE.md has the picture):
+//!
+//! - [`record`]: system tests → traces (runs the instrumented program with recording on);
+//! - [`carve`]: traces → units, deduplicated, with the mapping of context values to the
+//!   system input that makes a unit parameterized;
+//! - [`replay`]: units → fresh processes, checked against what the system run recorded;
+//! - [`fuzz`]: a parameterized unit → unit findings (the LibAFL unit fuzzer);
+//! - [`lift`]: unit findings → system tests, kept only where the real program crashes;
+//! - [`validate`]: the sandbox every lifted test runs in, crash signatures, reduction;
+//! - [`system`]: system tests themselves, the one executor that runs them (forkserver),
+//!   system-level coverage and the system fuzzer;
+//! - [`campaign`]: all of the above as one time-boxed campaign (`trestle run`);
+//! - [`report`] and [`export`]: what a campaign found, and units as standalone C tests.
+//!
+//! Shared data: [`binary`] (what an instrumented program says about itself) and
+//! [`files`] (the typed files of a campaign directory).
+//!
+//! It must not depend on LLVM or link the runtime; it talks to instrumented programs
+//! only through files, pipes and the environment, in the formats of `trestle-abi`.
 
 pub mod binary;
+pub mod campaign;
 pub mod carve;
-pub mod coverage;
-pub mod files;
+pub mod cli;
 pub mod export;
-pub mod forkserver;
+pub mod files;
 pub mod fuzz;
-pub mod launch;
 pub mod lift;
-pub mod mapping;
 pub mod record;
-pub mod reduce;
 pub mod replay;
 pub mod report;
-pub mod run;
-pub mod sandbox;
-pub mod show;
-pub mod signature;
-pub mod sysfuzz;
-pub mod systest;
-pub mod units;
+pub mod system;
 pub mod validate;

@@ -1,33 +1,27 @@
 //! `trestle record`: run system tests with recording on, one fresh directory each.
 
 use crate::binary::Binary;
-use crate::systest::{load_tests, parse_duration, run_test, RunOptions, RunStatus};
+use crate::system::systest::{load_tests, run_test, RunOptions, RunStatus};
 use anyhow::{bail, Context as _, Result};
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 use trestle_abi::hooks;
 
-/// Arguments of `trestle record`.
-#[derive(Debug, clap::Args)]
-pub struct RecordArgs {
+/// Options of `trestle record`.
+#[derive(Debug)]
+pub struct Options {
     /// The program, built with trestle-cc.
-    #[arg(long)]
     pub program: PathBuf,
     /// A system test (JSON) or a directory of them.
-    #[arg(long)]
     pub tests: PathBuf,
     /// Directory to write traces to (must not exist, or be empty).
-    #[arg(long)]
     pub out: PathBuf,
     /// Time limit per test.
-    #[arg(long, default_value = "30s", value_parser = parse_duration)]
     pub timeout: Duration,
     /// Distinct contexts carved per function and process.
-    #[arg(long, default_value_t = 5)]
     pub max_per_fn: u32,
     /// Print nothing but warnings (for campaigns, which show their own progress).
-    #[arg(skip)]
     pub quiet: bool,
 }
 
@@ -69,7 +63,7 @@ fn prepare_out(out: &Path) -> Result<()> {
 }
 
 /// Run `trestle record`.
-pub fn run(args: &RecordArgs) -> Result<()> {
+pub fn run(args: &Options) -> Result<()> {
     let binary = Binary::load(&args.program)?;
     let tests = load_tests(&args.tests)?;
     prepare_out(&args.out)?;
@@ -83,7 +77,7 @@ pub fn run(args: &RecordArgs) -> Result<()> {
     for (i, t) in tests.iter().enumerate() {
         let dir = out.join(&t.name);
         std::fs::create_dir_all(&dir)?;
-        crate::systest::save_test(&t.test, &dir.join("test.json"))?;
+        crate::system::systest::save_test(&t.test, &dir.join("test.json"))?;
         let opts = RunOptions {
             timeout: args.timeout,
             env: vec![

@@ -3,24 +3,22 @@
 
 use crate::files;
 use crate::lift::{AlarmEntry, AlarmList, LiftStats, Provenance};
-use crate::run::Campaign;
-use crate::systest::{Content, JsonTest};
+use crate::campaign::Campaign;
+use crate::system::systest::{Content, JsonTest};
 use anyhow::{Context as _, Result};
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
-/// Arguments of `trestle report`.
-#[derive(Debug, clap::Args)]
-pub struct ReportArgs {
+/// Options of `trestle report`.
+#[derive(Debug)]
+pub struct Options {
     /// A campaign directory (from `trestle run`).
     pub dir: PathBuf,
     /// A system-only campaign with the same budget and seeds, to compare coverage with
     /// (default: DIR/baseline if there is one).
-    #[arg(long)]
     pub baseline: Option<PathBuf>,
     /// Print the report as JSON on stdout instead of writing files.
-    #[arg(long)]
     pub json: bool,
 }
 
@@ -113,7 +111,7 @@ pub fn gather(dir: &Path, baseline: Option<&Path>) -> Result<Report> {
     let mut details = Vec::new();
     for a in &alarms {
         let ad = dir.join(files::ALARMS_DIR).join(&a.id);
-        let reduced = crate::systest::to_json(&crate::systest::load_test(&ad.join(files::REDUCED))?);
+        let reduced = crate::system::systest::to_json(&crate::system::systest::load_test(&ad.join(files::REDUCED))?);
         let provenance: Provenance = files::read(&ad.join(files::PROVENANCE))?;
         details.push(AlarmDetail { id: a.id.clone(), reduced, provenance });
     }
@@ -187,7 +185,7 @@ fn show_test(t: &JsonTest) -> String {
 }
 
 fn provenance_lines(p: &Provenance) -> Vec<String> {
-    let reduction = |r: &crate::reduce::ReduceStats| format!("reduced test: {} → {} bytes", r.size_before, r.size_after);
+    let reduction = |r: &crate::validate::reduce::ReduceStats| format!("reduced test: {} → {} bytes", r.size_before, r.size_after);
     match p {
         Provenance::System(f) => vec![
             "found by system-level fuzzing".into(),
@@ -381,7 +379,7 @@ fn inline(s: &str) -> String {
 }
 
 /// Run `trestle report`.
-pub fn run(args: &ReportArgs) -> Result<()> {
+pub fn run(args: &Options) -> Result<()> {
     let r = gather(&args.dir, args.baseline.as_deref())?;
     if args.json {
         println!("{}", serde_json::to_string_pretty(&r)?);

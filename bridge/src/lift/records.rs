@@ -2,9 +2,9 @@
 //! a false positive's reason, as typed values (written and read with
 //! [`crate::files`]).
 
-use crate::reduce::ReduceStats;
-use crate::signature::CrashSignature;
-use crate::systest::JsonTest;
+use crate::validate::reduce::ReduceStats;
+use crate::validate::signature::CrashSignature;
+use crate::system::systest::JsonTest;
 use serde::{Deserialize, Serialize};
 use std::path::PathBuf;
 

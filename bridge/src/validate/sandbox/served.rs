@@ -1,5 +1,5 @@
 //! The sandbox's fast path: a program built with `trestle-cc` is started once as a
-//! forkserver ([`crate::forkserver`]), inside bubblewrap when the sandbox isolates,
+//! forkserver ([`crate::system::forkserver`]), inside bubblewrap when the sandbox isolates,
 //! and every run is a fork of it. Validating, lifting and reducing then cost about
 //! what a fuzzer's execution costs, not a bubblewrap start each.
 //!
@@ -13,9 +13,9 @@
 //! files are laid out in one directory bound read-write into the sandbox.
 
 use super::{Limits, Outcome, ProgramKind};
-use crate::forkserver::{ForkServer, Request, RunEnd};
-use crate::launch::Layout;
-use crate::systest::RunStatus;
+use crate::system::forkserver::{ForkServer, Request, RunEnd};
+use crate::system::launch::Layout;
+use crate::system::systest::RunStatus;
 use std::os::unix::ffi::OsStrExt as _;
 use std::os::unix::process::CommandExt as _;
 use std::path::{Path, PathBuf};
@@ -50,8 +50,8 @@ pub(super) struct ServedRun {
 /// The last `OUTPUT_TAIL` bytes of a file (empty if there is none).
 fn tail(path: &Path) -> Vec<u8> {
     let mut b = std::fs::read(path).unwrap_or_default();
-    if b.len() > crate::launch::OUTPUT_TAIL {
-        b.drain(..b.len() - crate::launch::OUTPUT_TAIL);
+    if b.len() > crate::system::launch::OUTPUT_TAIL {
+        b.drain(..b.len() - crate::system::launch::OUTPUT_TAIL);
     }
     b
 }
@@ -60,7 +60,7 @@ impl Served {
     /// Start serving `program` (canonical); `server` stays `None` when it cannot
     /// (then the sandbox starts it for every run).
     pub fn start(program: &Path, kind: ProgramKind, bwrap: Option<&Path>, preload: &Path, limits: &Limits) -> anyhow::Result<Served> {
-        let base = crate::systest::scratch_dir("trestle-served-")?;
+        let base = crate::system::systest::scratch_dir("trestle-served-")?;
         let mut served = Served { program: program.to_path_buf(), kind, server: None, base };
         if kind.trestle {
             served.server = served.launch(bwrap, preload, limits);

@@ -17,12 +17,12 @@ mod records;
 pub use records::{AlarmList, FalsePositive, Provenance};
 use crate::binary::Binary;
 use crate::files;
-use crate::coverage::{is_coverage_build, measure, CoverageSet};
-use crate::reduce::{reduce, test_size, ReduceStats};
-use crate::sandbox::{cpu_limit, find_tool, Limits, Sandbox, SandboxRun};
-use crate::signature::{parse_stack, signal_name, signal_number, symbolise, CrashSignature, FrameFilter};
-use crate::systest::{load_tests, parse_duration, save_test, to_json};
-use crate::units::{read_unit, safe_name};
+use crate::system::coverage::{is_coverage_build, measure, CoverageSet};
+use crate::validate::reduce::{reduce, test_size, ReduceStats};
+use crate::validate::sandbox::{cpu_limit, find_tool, Limits, Sandbox, SandboxRun};
+use crate::validate::signature::{parse_stack, signal_name, signal_number, symbolise, CrashSignature, FrameFilter};
+use crate::system::systest::{load_tests, save_test, to_json};
+use crate::carve::units::{read_unit, safe_name};
 use anyhow::{bail, Context as _, Result};
 use serde::Serialize;
 use std::collections::{BTreeMap, BTreeSet};
@@ -31,53 +31,40 @@ use std::time::{Duration, Instant};
 use trestle_abi::fuzz::{decode_values, encode_values, original_value, ParamValue, ENV_FUZZ, ENV_FUZZ_INPUT};
 use trestle_abi::unit::{InputRef, Origin, ParamKind, SystemTest, Unit};
 
-/// Arguments of `trestle lift`.
-#[derive(Debug, Clone, clap::Args)]
-pub struct LiftArgs {
+/// Options of `trestle lift`.
+#[derive(Debug, Clone)]
+pub struct Options {
     /// Output directories of `trestle fuzz` (each holds unit.unit, crashes/, queue/).
-    #[arg(required = true)]
     pub fuzz_dirs: Vec<PathBuf>,
     /// The program to validate with, built without trestle-cc: plain, with
     /// AddressSanitizer, or for source-based coverage (-fprofile-instr-generate
     /// -fcoverage-mapping, which also decides "effective"). Build it with -g: crash
     /// signatures compare function names, inlined ones included.
-    #[arg(long)]
     pub program: PathBuf,
     /// Output directory: alarms/, false-positives/, alarms.json, lift.json.
-    #[arg(long)]
     pub out: PathBuf,
     /// Seed system tests (file or directory): with a coverage build, what they cover is
     /// the baseline a lifted test must add to in order to count as effective (default:
     /// the units' own system tests).
-    #[arg(long)]
     pub seeds: Option<PathBuf>,
     /// The instrumented program the units run in, to read crash signatures of unit
     /// findings (default: the program each unit was carved from).
-    #[arg(long)]
     pub harness: Option<PathBuf>,
     /// Wall-clock limit per system run.
-    #[arg(long, default_value = "10s", value_parser = parse_duration)]
     pub timeout: Duration,
     /// Address-space limit per system run, MiB (not applied to sanitizer builds).
-    #[arg(long, default_value_t = 4096)]
     pub memory_mb: u64,
     /// Lift at most this many queue entries per fuzz directory (0: crashes only).
-    #[arg(long, default_value_t = 200)]
     pub max_queue: usize,
     /// Runs allowed for reducing each alarm (the time bound usually ends it first).
-    #[arg(long, default_value_t = 100_000)]
     pub reduce_budget: usize,
     /// Time allowed for reducing each alarm to 1-minimal.
-    #[arg(long, default_value = "120s", value_parser = crate::systest::parse_duration)]
     pub reduce_time: std::time::Duration,
     /// Do not reduce alarms.
-    #[arg(long)]
     pub no_reduce: bool,
     /// Run lifted tests without bubblewrap (still in a fresh directory, with rlimits).
-    #[arg(long)]
     pub no_sandbox: bool,
     /// Print the summary as JSON on stdout.
-    #[arg(long)]
     pub json: bool,
 }
 
@@ -1259,7 +1246,7 @@ fn summary_md(
 }
 
 /// Run `trestle lift`.
-pub fn run(args: &LiftArgs) -> Result<LiftStats> {
+pub fn run(args: &Options) -> Result<LiftStats> {
     let limits = Limits { wall: args.timeout, cpu_secs: cpu_limit(args.timeout), memory: args.memory_mb << 20, ..Limits::default() };
     let sandbox = Sandbox::new(limits, !args.no_sandbox)?;
     if Binary::load(&args.program).is_ok() {

@@ -14,14 +14,14 @@
 //! lifted; `trestle run --resume DIR` goes on from there.
 
 use crate::binary::Binary;
-use crate::carve::{self, CarveArgs};
+use crate::carve;
 use crate::files;
 use crate::lift::Lifter;
-use crate::record::{self, RecordArgs};
-use crate::sandbox::{cpu_limit, Limits, Sandbox};
-use crate::systest::{load_test, load_tests, parse_duration, NamedTest};
-use crate::sysfuzz::{SysFuzzConfig, SysFuzzer};
-use crate::units::{read_unit, UnitIndex, UNIT_INDEX};
+use crate::record;
+use crate::validate::sandbox::{cpu_limit, Limits, Sandbox};
+use crate::system::systest::{load_test, load_tests, NamedTest};
+use crate::system::fuzz::{SysFuzzConfig, SysFuzzer};
+use crate::carve::units::{read_unit, UnitIndex, UNIT_INDEX};
 use anyhow::{bail, Context as _, Result};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -30,80 +30,59 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-/// Arguments of `trestle run`.
-#[derive(Debug, Clone, clap::Args)]
-pub struct RunArgs {
+/// Options of `trestle run`.
+#[derive(Debug, Clone)]
+pub struct Options {
     /// The program, built with trestle-cc.
-    #[arg(long, required_unless_present = "resume")]
     pub program: Option<PathBuf>,
     /// Seed system tests: a JSON file or a directory of them.
-    #[arg(long, required_unless_present = "resume")]
     pub seeds: Option<PathBuf>,
     /// Time budget of the whole campaign.
-    #[arg(long, default_value = "15m", value_parser = parse_duration)]
     pub time: Duration,
     /// Output directory (must not exist or be empty).
-    #[arg(long, required_unless_present = "resume")]
     pub out: Option<PathBuf>,
     /// Go on with the campaign in this directory, with its settings, for the time it
     /// has left.
-    #[arg(long, conflicts_with_all = ["program", "seeds", "out"])]
     pub resume: Option<PathBuf>,
     /// Cores for unit fuzzing (LibAFL launcher, one client per core).
-    #[arg(long, default_value_t = 1)]
     pub cores: usize,
     /// Unit fuzzing through the persistent forkserver (a round trip between fuzzer
     /// and harness per execution) instead of in-process, where the fuzzer runs inside
     /// the harness (`trestle fuzz --in-process`, about ten times the executions).
     /// Implied by --cores above 1.
-    #[arg(long)]
     pub forkserver: bool,
     /// Fuzz only units of these functions.
-    #[arg(long, num_args = 1..)]
     pub focus: Vec<String>,
     /// Fuzz first the functions whose source lines changed since this git revision
     /// (needs --source).
-    #[arg(long, requires = "source")]
     pub changed_since: Option<String>,
     /// The source tree (a git work tree) for --changed-since.
-    #[arg(long)]
     pub source: Option<PathBuf>,
     /// The program to validate lifted tests with (built without trestle-cc, with -g;
     /// a coverage build also decides "effective"). Default: the program itself, run
     /// with trestle's runtime passive.
-    #[arg(long)]
     pub validate_with: Option<PathBuf>,
     /// Only system-level fuzzing: the baseline the bridge is compared with.
-    #[arg(long)]
     pub system_only: bool,
     /// Length of a system fuzzing slice.
-    #[arg(long, default_value = "10s", value_parser = parse_duration)]
     pub system_slice: Duration,
     /// Length of a unit fuzzing slice.
-    #[arg(long, default_value = "10s", value_parser = parse_duration)]
     pub unit_slice: Duration,
     /// Time limit per execution (system test or unit).
-    #[arg(long, default_value = "2s", value_parser = parse_duration)]
     pub timeout: Duration,
     /// Random seed.
-    #[arg(long, default_value_t = 0)]
     pub seed: u64,
     /// Run the program without bubblewrap, both when fuzzing it and when validating
     /// lifted tests (still in fresh directories, with rlimits).
-    #[arg(long)]
     pub no_sandbox: bool,
     /// Plain progress lines even on a terminal.
-    #[arg(long)]
     pub plain: bool,
     /// Run a one-core campaign (fuzzers and the program) on this core (default: a
     /// free one, that no other fuzzer is bound to; none if all are taken).
-    #[arg(long, conflicts_with = "no_pin")]
     pub pin: Option<usize>,
     /// Do not bind a one-core campaign to a core.
-    #[arg(long)]
     pub no_pin: bool,
     /// Exit with status 1 when the campaign found a true alarm (for CI jobs).
-    #[arg(long)]
     pub fail_on_alarm: bool,
 }
 
@@ -177,7 +156,7 @@ pub struct FuzzedUnit {
     /// Why it was picked.
     #[serde(default)]
     pub reason: String,
-    /// Its value hashes ([`crate::units::UnitRow::value_hashes`]).
+    /// Its value hashes ([`crate::carve::units::UnitRow::value_hashes`]).
     #[serde(default)]
     pub value_hashes: Vec<u64>,
 }
@@ -198,7 +177,7 @@ const CHANGED_FIRST: f64 = 1e12;
 
 /// How much a unit's parameters promise, between its function's units: more input
 /// covered and more kinds of parameter, with streams and numbers above the rest.
-fn unit_weight(row: &crate::units::UnitRow) -> f64 {
+fn unit_weight(row: &crate::carve::units::UnitRow) -> f64 {
     let kinds = row.param_kinds.len().max(usize::from(row.params > 0)) as f64;
     let stream = row.param_kinds.iter().any(|k| k == "stream") as u8 as f64;
     let number = row.param_kinds.iter().any(|k| k == "number") as u8 as f64;
@@ -535,7 +514,7 @@ impl Runner {
             std::fs::copy(p, tests_dir.join(p.file_name().unwrap_or_default()))?;
         }
         let traces = batch.join("traces");
-        record::run(&RecordArgs {
+        record::run(&record::Options {
             program: self.c.settings.program.clone(),
             tests: tests_dir,
             out: traces.clone(),
@@ -546,7 +525,7 @@ impl Runner {
         let units = self.out.join("units").join(format!("batch-{round:04}"));
         crate::files::remove_dir_if_present(&units)?;
         self.status("carving");
-        let summary = carve::run(&CarveArgs { traces, out: units.clone(), program: None, quiet: true })
+        let summary = carve::run(&carve::Options { traces, out: units.clone(), program: None, quiet: true })
             .with_context(|| format!("carving batch {round} into {}", units.display()))?;
         let index = summary.index;
         if summary.bad_traces > 0 {
@@ -694,7 +673,7 @@ impl Runner {
         let Some(Pick { path: unit_path, function, reason, value_hashes }) = self.pick() else { return Ok(false) };
         let unit = read_unit(&unit_path)?;
         let k = self.c.fuzzed.iter().filter(|f| f.function == function).count();
-        let dir = self.out.join("fuzz").join(format!("{}-{k}", crate::units::safe_name(&function)));
+        let dir = self.out.join("fuzz").join(format!("{}-{k}", crate::carve::units::safe_name(&function)));
         crate::files::remove_dir_if_present(&dir)?;
         let slice = Duration::from_secs_f64(self.c.settings.unit_slice.min(self.remaining().max(1.0)));
         let (words, ints) = self.binary.dictionary_for(unit.context.fn_id);
@@ -804,7 +783,7 @@ impl Runner {
     }
 }
 
-fn settings_from(args: &RunArgs) -> Result<Settings> {
+fn settings_from(args: &Options) -> Result<Settings> {
     let program = args.program.clone().context("--program is required")?;
     let program = std::fs::canonicalize(&program).with_context(|| format!("program {}", program.display()))?;
     let seeds = args.seeds.clone().context("--seeds is required")?;
@@ -846,7 +825,7 @@ fn settings_from(args: &RunArgs) -> Result<Settings> {
 }
 
 /// Run `trestle run`; returns the campaign as it ended.
-pub fn run(args: &RunArgs) -> Result<RunOutcome> {
+pub fn run(args: &Options) -> Result<RunOutcome> {
     let (out, campaign) = match &args.resume {
         Some(dir) => {
             let path = dir.join(files::CAMPAIGN);
@@ -903,11 +882,11 @@ pub fn run(args: &RunArgs) -> Result<RunOutcome> {
         // What a user of a system fuzzer would give it (as AFL++'s compile-time
         // dictionary does): the program's string literals and the constants it
         // compares against. The same in both modes: the baseline is at full strength.
-        dictionary: crate::sysfuzz::dictionary(&binary),
+        dictionary: crate::system::fuzz::dictionary(&binary),
         no_forkserver: false,
         // Input-to-state on the system input, as AFL++'s -c: also in both modes.
         cmplog: true,
-        memory: if crate::sandbox::is_sanitizer_build(&s.program) { 0 } else { Limits::default().memory },
+        memory: if crate::validate::sandbox::is_sanitizer_build(&s.program) { 0 } else { Limits::default().memory },
         sandbox: !s.no_sandbox,
     })
     .context("starting the system-level fuzzer")?;

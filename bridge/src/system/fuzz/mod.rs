@@ -23,11 +23,11 @@ mod i2s;
 mod trim;
 
 use crate::binary::Binary;
-use crate::forkserver::ForkServer;
+use crate::system::forkserver::ForkServer;
 use trestle_abi::hooks;
 use trestle_abi::sysserver::ChildLimits;
-use crate::sandbox::is_crash_signal;
-use crate::systest::{self, parse_duration, NamedTest};
+use crate::validate::sandbox::is_crash_signal;
+use crate::system::systest::{self, NamedTest};
 use anyhow::{bail, Context as _, Result};
 use libafl::corpus::{Corpus, CorpusId, InMemoryCorpus, InMemoryOnDiskCorpus, Testcase};
 use libafl::events::SimpleEventManager;
@@ -222,7 +222,7 @@ pub struct SysExecutor<OT> {
 
 impl<OT> SysExecutor<OT> {
     fn new(program: &Path, cfg: &SysFuzzConfig, timeout: Duration, env: Vec<(String, String)>, observers: OT, bwrap: Option<PathBuf>) -> Result<Self> {
-        let limits = ChildLimits { cpu_secs: crate::sandbox::cpu_limit(timeout), address_space: cfg.memory, open_files: 0 };
+        let limits = ChildLimits { cpu_secs: crate::validate::sandbox::cpu_limit(timeout), address_space: cfg.memory, open_files: 0 };
         let no_forkserver = cfg.no_forkserver;
         Ok(SysExecutor {
             limits,
@@ -246,7 +246,7 @@ impl<OT> SysExecutor<OT> {
     /// sharing trestle's System V IPC for the coverage map).
     fn command(&self) -> Command {
         let mut cmd = match &self.bwrap {
-            Some(bwrap) => crate::sandbox::bwrap_command(bwrap, &self.program, &[], &[self.work.path()], true),
+            Some(bwrap) => crate::validate::sandbox::bwrap_command(bwrap, &self.program, &[], &[self.work.path()], true),
             None => Command::new(&self.program),
         };
         // A fuzzed run is a plain run: never recording, replaying or serving units.
@@ -385,14 +385,14 @@ impl<OT> SysExecutor<OT> {
         let env: Vec<(&[u8], &[u8])> = input.env.iter().map(|(k, v)| (k.as_bytes(), v.as_bytes())).collect();
         let cwd = std::path::absolute(dir)?;
         let stdin = std::path::absolute(stdin)?;
-        let req = crate::forkserver::Request { argv: &argv, env: &env, cwd: &cwd, stdin: &stdin, stdout: None, stderr: None, limits: self.limits };
+        let req = crate::system::forkserver::Request { argv: &argv, env: &env, cwd: &cwd, stdin: &stdin, stdout: None, stderr: None, limits: self.limits };
         Ok(match server.run(&req, self.timeout) {
-            crate::forkserver::RunEnd::Ended(e) => {
+            crate::system::forkserver::RunEnd::Ended(e) => {
                 let status = e.status as i32;
                 Some(if libc::WIFSIGNALED(status) && is_crash_signal(libc::WTERMSIG(status)) { ExitKind::Crash } else { ExitKind::Ok })
             }
-            crate::forkserver::RunEnd::Timeout => Some(ExitKind::Timeout),
-            crate::forkserver::RunEnd::ServerDied => {
+            crate::system::forkserver::RunEnd::Timeout => Some(ExitKind::Timeout),
+            crate::system::forkserver::RunEnd::ServerDied => {
                 self.server = None;
                 None
             }
@@ -415,8 +415,8 @@ impl<OT> SysExecutor<OT> {
                 Ok(())
             });
         }
-        let quiet = crate::launch::Capture { stdout: false, stderr: false };
-        let ended = crate::launch::run_to_end(&mut cmd, stdin_path, quiet, self.timeout)
+        let quiet = crate::system::launch::Capture { stdout: false, stderr: false };
+        let ended = crate::system::launch::run_to_end(&mut cmd, stdin_path, quiet, self.timeout)
             .map_err(|e| libafl::Error::unknown(format!("cannot run program {}: {e:#}", self.program.display())))?;
         Ok(match ended.status {
             systest::RunStatus::Signaled(sig) if is_crash_signal(sig) => ExitKind::Crash,
@@ -1259,7 +1259,7 @@ impl SysFuzzer {
             (hooks::ENV_AFL_SHM_ID.to_string(), edges_map.id().to_string()),
             (hooks::ENV_AFL_MAP_SIZE.to_string(), MAP_SIZE.to_string()),
         ];
-        let bwrap = if cfg.sandbox { Some(crate::sandbox::find_bwrap("fuzz")?) } else { None };
+        let bwrap = if cfg.sandbox { Some(crate::validate::sandbox::find_bwrap("fuzz")?) } else { None };
         let mut executor = SysExecutor::new(&program, &cfg, cfg.timeout, coverage_env.clone(), (), bwrap.clone())?;
         // Look at as much of the map as the program uses (the server says; AFL++ does
         // the same): classifying, comparing and clearing it is work on every run.
@@ -1452,61 +1452,46 @@ impl SysFuzzer {
 // trestle sysfuzz
 // ---------------------------------------------------------------------------------
 
-/// Arguments of `trestle sysfuzz`.
-#[derive(Debug, clap::Args)]
-pub struct SysFuzzArgs {
+/// Options of `trestle sysfuzz`.
+#[derive(Debug)]
+pub struct Options {
     /// The instrumented program (built with trestle-cc).
-    #[arg(long)]
     pub program: PathBuf,
     /// Seed system tests: a JSON file or a directory of them.
-    #[arg(long)]
     pub seeds: PathBuf,
     /// How long to fuzz.
-    #[arg(long, default_value = "60s", value_parser = parse_duration)]
     pub time: Duration,
     /// Output directory (queue/, crashes/, timeouts/); an existing one is resumed.
-    #[arg(long)]
     pub out: PathBuf,
     /// Time limit per execution.
-    #[arg(long, default_value = "1s", value_parser = parse_duration)]
     pub timeout: Duration,
     /// Random seed.
-    #[arg(long, default_value_t = 0)]
     pub seed: u64,
     /// Stop at the first crash.
-    #[arg(long)]
     pub stop_on_crash: bool,
     /// Do not insert the program's string literals and compared constants (a blind
     /// baseline).
-    #[arg(long)]
     pub no_dict: bool,
     /// Print the report as JSON on stdout: seeds, initial_queue, initial_edges, queue,
     /// edges, executions, seconds, execs_per_sec, new_queue, crashes and timeouts (lists
     /// of system-test files).
-    #[arg(long)]
     pub json: bool,
     /// Start the program anew for every execution instead of forking it from a
     /// server at the start of `main` (slower; for comparison and debugging).
-    #[arg(long)]
     pub no_forkserver: bool,
     /// No input-to-state replacement (CmpLog): do not run each picked input once more
     /// to log the operands of the program's comparisons.
-    #[arg(long)]
     pub no_cmplog: bool,
     /// Address-space limit per execution, MiB (0: none; not applied to sanitizer
     /// builds). Each execution also gets a CPU-time limit just under --timeout.
-    #[arg(long, default_value_t = 4096)]
     pub memory_mb: u64,
     /// Run the fuzzer and the program on this core (default: a free one, that no
     /// other fuzzer is bound to; none if all are taken).
-    #[arg(long, conflicts_with = "no_pin")]
     pub pin: Option<usize>,
     /// Do not bind to a core.
-    #[arg(long)]
     pub no_pin: bool,
     /// Run the program without bubblewrap (by default it sees the machine read-only,
     /// a private /tmp and no network, and writes only in its working directory).
-    #[arg(long)]
     pub no_sandbox: bool,
 }
 
@@ -1538,7 +1523,7 @@ pub struct SysFuzzReport {
 }
 
 /// Run `trestle sysfuzz`.
-pub fn run(args: &SysFuzzArgs) -> Result<SysFuzzReport> {
+pub fn run(args: &Options) -> Result<SysFuzzReport> {
     let seeds = systest::load_tests(&args.seeds)?;
     let binary = Binary::load(&args.program)?;
     let cfg = SysFuzzConfig {
@@ -1550,7 +1535,7 @@ pub fn run(args: &SysFuzzArgs) -> Result<SysFuzzReport> {
         dictionary: if args.no_dict { Vec::new() } else { dictionary(&binary) },
         no_forkserver: args.no_forkserver,
         cmplog: !args.no_cmplog,
-        memory: if crate::sandbox::is_sanitizer_build(&binary.path) { 0 } else { args.memory_mb << 20 },
+        memory: if crate::validate::sandbox::is_sanitizer_build(&binary.path) { 0 } else { args.memory_mb << 20 },
         sandbox: !args.no_sandbox,
     };
     let n_seeds = cfg.seeds.len();

@@ -2,8 +2,8 @@
 //! the system run recorded.
 
 use crate::binary::Binary;
-use crate::systest::{parse_duration, run_test, RunOptions, RunStatus};
-use crate::units::{read_unit, unit_files};
+use crate::system::systest::{run_test, RunOptions, RunStatus};
+use crate::carve::units::{read_unit, unit_files};
 use anyhow::{Context as _, Result};
 use serde::Serialize;
 use std::collections::{BTreeMap, HashMap};
@@ -16,33 +16,26 @@ use trestle_abi::trace::{ReplayRequest, ReplayResult};
 use trestle_abi::unit::Unit;
 use trestle_abi::Outcome;
 
-/// Arguments of `trestle replay`.
-#[derive(Debug, clap::Args)]
-pub struct ReplayArgs {
+/// Options of `trestle replay`.
+#[derive(Debug)]
+pub struct Options {
     /// A unit file or a directory of units.
     pub units: PathBuf,
     /// Compare each replay with the recorded outcome and report fidelity. Exits with
     /// status 1 when any unit is not faithful or cannot be replayed, 0 when all are.
-    #[arg(long)]
     pub check: bool,
     /// Print a machine-readable summary on stdout.
-    #[arg(long)]
     pub json: bool,
     /// Program to replay in (default: the one each unit was carved from).
-    #[arg(long)]
     pub program: Option<PathBuf>,
     /// Parallel replays (default: the number of cores).
-    #[arg(long)]
     pub jobs: Option<usize>,
     /// Time limit per replay.
-    #[arg(long, default_value = "10s", value_parser = parse_duration)]
     pub timeout: Duration,
     /// Print every unfaithful unit with the first difference.
-    #[arg(long, short)]
     pub verbose: bool,
     /// Write, for every unit that is not faithful, the recorded and the replayed
     /// outcome as JSON into this directory (for diffing by hand).
-    #[arg(long)]
     pub dump: Option<PathBuf>,
 }
 
@@ -146,7 +139,7 @@ pub fn replay_unit_with_stderr(program: &Path, unit: &Unit, timeout: Duration) -
 }
 
 /// Run `trestle replay`. Returns the summary (printed too).
-pub fn run(args: &ReplayArgs) -> Result<ReplaySummary> {
+pub fn run(args: &Options) -> Result<ReplaySummary> {
     let files = unit_files(&args.units)?;
     let mut units = Vec::with_capacity(files.len());
     for f in &files {

@@ -1,27 +1,28 @@
 //! `trestle carve`: turn recorded traces into unit files, deduplicated.
 
+pub mod mapping;
+pub mod show;
+pub mod units;
+
 use crate::binary::Binary;
 use crate::record::{RecordIndex, RECORD_INDEX};
-use crate::units::{safe_name, UnitIndex, UnitRow, UNIT_EXT, UNIT_INDEX};
+use crate::carve::units::{safe_name, UnitIndex, UnitRow, UNIT_EXT, UNIT_INDEX};
 use anyhow::{Context as _, Result};
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::PathBuf;
 use trestle_abi::trace::{decode_trace, Record};
 use trestle_abi::unit::{Provenance, SystemTest, Unit, UNIT_MAGIC, UNIT_VERSION};
 
-/// Arguments of `trestle carve`.
-#[derive(Debug, clap::Args)]
-pub struct CarveArgs {
+/// Options of `trestle carve`.
+#[derive(Debug)]
+pub struct Options {
     /// A trace directory written by `trestle record`.
     pub traces: PathBuf,
     /// Directory to write units to.
-    #[arg(long)]
     pub out: PathBuf,
     /// The program (default: the one named in the trace directory).
-    #[arg(long)]
     pub program: Option<PathBuf>,
     /// Print nothing but errors (for campaigns, which show their own progress).
-    #[arg(skip)]
     pub quiet: bool,
 }
 
@@ -105,7 +106,7 @@ pub fn input_bytes(params: &[trestle_abi::unit::Param]) -> u64 {
 
 /// Run `trestle carve`. Trace files that cannot be read are reported on stderr and
 /// counted in [`CarveSummary::bad_traces`]; the units of the others are written.
-pub fn run(args: &CarveArgs) -> Result<CarveSummary> {
+pub fn run(args: &Options) -> Result<CarveSummary> {
     let index_path = args.traces.join(RECORD_INDEX);
     let text = std::fs::read_to_string(&index_path).with_context(|| {
         format!("{} is not a trace directory written by `trestle record` (cannot read {})", args.traces.display(), index_path.display())
@@ -124,7 +125,7 @@ pub fn run(args: &CarveArgs) -> Result<CarveSummary> {
     for t in &index.tests {
         let dir = args.traces.join(&t.name);
         let test_path = dir.join("test.json");
-        let system_test: SystemTest = crate::systest::load_test(&test_path)?;
+        let system_test: SystemTest = crate::system::systest::load_test(&test_path)?;
         for tf in &t.traces {
             let path = dir.join(tf);
             let bytes = match std::fs::read(&path) {
@@ -176,7 +177,7 @@ pub fn run(args: &CarveArgs) -> Result<CarveSummary> {
                 }
                 // Equal contexts that read different rests of their input are
                 // different units: the unread input they read belongs to the key.
-                let streams = crate::mapping::map_streams(&context, &system_test, expected.as_ref());
+                let streams = crate::carve::mapping::map_streams(&context, &system_test, expected.as_ref());
                 let mut keyed = bincode::serialize(&context)?;
                 for p in &streams.params {
                     keyed.extend_from_slice(&p.original);
@@ -186,7 +187,7 @@ pub fn run(args: &CarveArgs) -> Result<CarveSummary> {
                     summary.duplicates += 1;
                     continue;
                 }
-                let mapping = crate::mapping::map_rest(&context, binary.functions.get(&context.fn_id), &system_test, streams);
+                let mapping = crate::carve::mapping::map_rest(&context, binary.functions.get(&context.fn_id), &system_test, streams);
                 let function = binary.function_name(context.fn_id);
                 let params = mapping.params;
                 for why in mapping.unmapped_streams {
@@ -239,7 +240,7 @@ pub fn run(args: &CarveArgs) -> Result<CarveSummary> {
                     params: unit.params.len(),
                     param_kinds: classes,
                     input_bytes: input_bytes(&unit.params),
-                    value_hashes: crate::units::value_hashes(&unit.params),
+                    value_hashes: crate::carve::units::value_hashes(&unit.params),
                 });
             }
         }

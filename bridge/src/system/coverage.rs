@@ -64,7 +64,7 @@ pub fn is_coverage_build(program: &Path) -> bool {
 
 fn llvm_tool(name: &str) -> Result<PathBuf> {
     for n in [format!("{name}-19"), name.to_owned()] {
-        if let Some(p) = crate::signature::which(&n) {
+        if let Some(p) = crate::validate::signature::which(&n) {
             return Ok(p);
         }
     }

@@ -430,7 +430,7 @@ mod tests {
 
     #[test]
     fn words_inside_a_line_are_tokens_and_numbers_are_numbers() {
-        let ctx = tokenized(b"set\0ab\05\0", &[0, 4, 7]);
+        let ctx = tokenized(b"set\0ab\x005\0", &[0, 4, 7]);
         let test = SystemTest { stdin: Some(b"get ab\nset ab 5\n".to_vec()), ..Default::default() };
         let params = map_params(&ctx, Some(&meta(&[ValueKind::Ptr])), &test, None).params;
         let by_value = |v: &[u8]| params.iter().find(|p| p.original == v).unwrap_or_else(|| panic!("no parameter {v:?}"));

@@ -22,7 +22,7 @@
 //! (`runtime/src/fuzz.rs`): [`apply_values`].
 
 use crate::binary::Binary;
-use crate::units::read_unit;
+use crate::carve::units::read_unit;
 use anyhow::{bail, Context as _, Result};
 use object::{Object, ObjectSection, ObjectSymbol};
 use std::collections::{BTreeMap, HashMap};
@@ -33,21 +33,18 @@ use trestle_abi::fuzz::{decode_values, original_value, ParamValue};
 use trestle_abi::meta::{decode_meta_section, FnMeta, GlobalMeta, ParamMeta, ValueKind, SECTION_GLOBALS, SECTION_META};
 use trestle_abi::unit::{Param, ParamKind, ParamSite, Resize, Unit};
 
-/// Arguments of `trestle export`.
-#[derive(Debug, clap::Args)]
-pub struct ExportArgs {
+/// Options of `trestle export`.
+#[derive(Debug)]
+pub struct Options {
     /// A unit file (from `trestle carve`, or `unit.unit` in a fuzz directory).
     pub unit: PathBuf,
     /// A raw unit-fuzzer input (e.g. a file in a fuzz directory's `crashes/`): the
     /// parameters take its values.
-    #[arg(long)]
     pub input: Option<PathBuf>,
     /// Where to write the C file (`build.sh` is written next to it).
-    #[arg(long)]
     pub out: PathBuf,
     /// The program to read function and global metadata from (default: the one the
     /// unit was carved from).
-    #[arg(long)]
     pub program: Option<PathBuf>,
 }
 
@@ -58,7 +55,7 @@ pub const SUBJECT_MAIN: &str = "trestle_subject_main";
 const MARKER: &str = "/* Unit test exported by trestle";
 
 /// Run `trestle export`.
-pub fn run(args: &ExportArgs) -> Result<()> {
+pub fn run(args: &Options) -> Result<()> {
     if args.out.extension().is_none_or(|x| x != "c") {
         bail!("--out {}: the exported test must be a .c file", args.out.display());
     }
@@ -1240,12 +1237,12 @@ mod tests {
 
     #[test]
     fn a_token_of_a_new_length_moves_out_with_the_pointers_into_it() {
-        // A line cut in place: "set\0ab\05\0", with an array of pointers to its words.
+        // A line cut in place: "set\0ab\x005\0", with an array of pointers to its words.
         let mut words = heap(&[0; 24]);
         for (i, o) in [0u64, 4, 7].into_iter().enumerate() {
             words.pointers.push(PtrSlot { offset: 8 * i as u64, target: Value::Ptr { extent: 1, offset: o } });
         }
-        let ctx = context(vec![words, heap(b"set\0ab\05\0")], vec![Value::Ptr { extent: 0, offset: 0 }]);
+        let ctx = context(vec![words, heap(b"set\0ab\x005\0")], vec![Value::Ptr { extent: 0, offset: 0 }]);
         let key = Param { kind: ParamKind::Bytes { nul: true, resize: Resize::Token }, ..string_param(1, 4, 2, false, b"ab") };
         let num = Param { kind: ParamKind::Decimal { nul: true, resize: Resize::Token }, ..string_param(1, 7, 1, false, b"5") };
         let got = apply_values(&ctx, &[key, num], &[ParamValue::Bytes(b"longkey".to_vec()), ParamValue::Int(90210)]).unwrap();
@@ -1257,7 +1254,7 @@ mod tests {
         assert_eq!(got.graph.extents[2].bytes.as_deref(), Some(&b"longkey\0"[..]));
         assert_eq!(got.graph.extents[3].bytes.as_deref(), Some(&b"90210\0"[..]));
         // The rest of the line stays where it was.
-        assert_eq!(got.graph.extents[1].bytes.as_deref(), Some(&b"set\0ab\05\0"[..]));
+        assert_eq!(got.graph.extents[1].bytes.as_deref(), Some(&b"set\0ab\x005\0"[..]));
     }
 
     #[test]

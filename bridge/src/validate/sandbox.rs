@@ -13,9 +13,9 @@
 
 mod served;
 
-use crate::signature::{parse_sanitizer, parse_stack, signal_name, symbolise, CrashSignature, FrameFilter};
-use crate::launch::{run_to_end, Capture, Layout};
-use crate::systest::RunStatus;
+use crate::validate::signature::{parse_sanitizer, parse_stack, signal_name, symbolise, CrashSignature, FrameFilter};
+use crate::system::launch::{run_to_end, Capture, Layout};
+use crate::system::systest::RunStatus;
 use anyhow::{bail, Context as _, Result};
 use std::os::unix::process::{CommandExt as _, ExitStatusExt as _};
 use std::path::{Path, PathBuf};
@@ -152,7 +152,7 @@ pub fn is_sanitizer_build(program: &Path) -> bool {
 
 /// The environment a sanitizer build runs with: reports symbolised, no leak checks.
 fn sanitizer_env(cmd: &mut Command) {
-    let sym = crate::signature::symbolizer().map(|p| p.display().to_string()).unwrap_or_default();
+    let sym = crate::validate::signature::symbolizer().map(|p| p.display().to_string()).unwrap_or_default();
     cmd.env("ASAN_OPTIONS", "detect_leaks=0:symbolize=1:allocator_may_return_null=1:detect_stack_use_after_return=0")
         .env("ASAN_SYMBOLIZER_PATH", &sym)
         .env("UBSAN_OPTIONS", "print_stacktrace=1:halt_on_error=1")
@@ -162,7 +162,7 @@ fn sanitizer_env(cmd: &mut Command) {
 /// bubblewrap, checked to work on this machine; `what` names what it is for in the
 /// error that says how to do without it.
 pub fn find_bwrap(what: &str) -> Result<PathBuf> {
-    let Some(bwrap) = crate::signature::which("bwrap") else {
+    let Some(bwrap) = crate::validate::signature::which("bwrap") else {
         bail!("bubblewrap (bwrap) is not installed: `apt-get install bubblewrap`, or pass --no-sandbox to {what} without isolation");
     };
     let out = Command::new(&bwrap)

@@ -1,35 +1,33 @@
 //! `trestle validate`: run a program on system tests in the sandbox lifting uses, and
 //! say how each run ended: exit status, crash signature, resource limits hit.
 
-use crate::sandbox::{cpu_limit, Limits, Sandbox};
-use crate::signature::FrameFilter;
-use crate::systest::{load_tests, parse_duration};
+pub mod reduce;
+pub mod sandbox;
+pub mod signature;
+
+use crate::validate::sandbox::{cpu_limit, Limits, Sandbox};
+use crate::validate::signature::FrameFilter;
+use crate::system::systest::{load_tests};
 use anyhow::{Context as _, Result};
 use std::path::PathBuf;
 use std::time::Duration;
 
-/// Arguments of `trestle validate`.
-#[derive(Debug, clap::Args)]
-pub struct ValidateArgs {
+/// Options of `trestle validate`.
+#[derive(Debug)]
+pub struct Options {
     /// System tests: a JSON file or a directory of them.
     pub tests: PathBuf,
     /// The program to run (built without trestle-cc; with -g for named frames).
-    #[arg(long)]
     pub program: PathBuf,
     /// Wall-clock limit per run.
-    #[arg(long, default_value = "10s", value_parser = parse_duration)]
     pub timeout: Duration,
     /// Address-space limit per run, MiB (not applied to sanitizer builds).
-    #[arg(long, default_value_t = 4096)]
     pub memory_mb: u64,
     /// Largest file a run may write, MiB.
-    #[arg(long, default_value_t = 64)]
     pub file_size_mb: u64,
     /// Run without bubblewrap (still in a fresh directory, with rlimits).
-    #[arg(long)]
     pub no_sandbox: bool,
     /// One JSON object per test on stdout.
-    #[arg(long)]
     pub json: bool,
 }
 
@@ -43,7 +41,7 @@ pub struct Validated {
 }
 
 /// Run `trestle validate`.
-pub fn run(args: &ValidateArgs) -> Result<Validated> {
+pub fn run(args: &Options) -> Result<Validated> {
     let limits = Limits {
         wall: args.timeout,
         cpu_secs: cpu_limit(args.timeout),

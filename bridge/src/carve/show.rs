@@ -1,19 +1,18 @@
 //! `trestle show`: print a unit readably.
 
-use crate::units::read_unit;
+use crate::carve::units::read_unit;
 use anyhow::Result;
 use std::fmt::Write as _;
 use std::path::PathBuf;
 use trestle_abi::unit::{ParamKind, ParamSite, Resize, Unit};
 use trestle_abi::{ExtentKind, Outcome};
 
-/// Arguments of `trestle show`.
-#[derive(Debug, clap::Args)]
-pub struct ShowArgs {
+/// Options of `trestle show`.
+#[derive(Debug)]
+pub struct Options {
     /// A unit file.
     pub unit: PathBuf,
     /// Print every byte of every extent, not just the first 64.
-    #[arg(long)]
     pub full: bool,
 }
 
@@ -134,7 +133,7 @@ pub fn render(unit: &Unit, full: bool) -> String {
 }
 
 /// Run `trestle show`.
-pub fn run(args: &ShowArgs) -> Result<()> {
+pub fn run(args: &Options) -> Result<()> {
     let unit = read_unit(&args.unit)?;
     print!("{}", render(&unit, args.full));
     Ok(())

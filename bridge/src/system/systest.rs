@@ -246,12 +246,12 @@ fn no_randomization_for_children() {
 pub fn run_test(program: &Path, test: &SystemTest, opts: &RunOptions) -> Result<RunResult> {
     // Stdin comes from a file, not a pipe: a replay can then seek it to where the
     // recording had read up to.
-    let layout = crate::launch::Layout::new(test)?;
+    let layout = crate::system::launch::Layout::new(test)?;
     let mut cmd = Command::new(program);
     cmd.args(&test.args).current_dir(&layout.cwd).envs(test.env.iter()).envs(opts.env.iter().map(|(k, v)| (k, v)));
     no_randomization_for_children();
-    let capture = crate::launch::Capture { stdout: opts.capture_stdout, stderr: true };
-    let e = crate::launch::run_to_end(&mut cmd, &layout.stdin, capture, opts.timeout)
+    let capture = crate::system::launch::Capture { stdout: opts.capture_stdout, stderr: true };
+    let e = crate::system::launch::run_to_end(&mut cmd, &layout.stdin, capture, opts.timeout)
         .with_context(|| format!("cannot run program {}", program.display()))?;
     Ok(RunResult { status: e.status, stdout: e.stdout, stderr: e.stderr })
 }

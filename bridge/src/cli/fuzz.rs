@@ -1,0 +1,79 @@
+//! `trestle fuzz`: its command-line arguments.
+
+use crate::system::systest::parse_duration;
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// Arguments of `trestle fuzz`.
+#[derive(Debug, clap::Args)]
+pub struct FuzzArgs {
+    /// A unit file (from `trestle carve`).
+    pub unit: PathBuf,
+    /// How long to fuzz.
+    #[arg(long, default_value = "60s", value_parser = parse_duration)]
+    pub time: Duration,
+    /// Output directory (AFL layout: queue/, crashes/, timeouts/).
+    #[arg(long)]
+    pub out: PathBuf,
+    /// Cores to fuzz on: one fuzzer per core (client i on core i), sharing finds
+    /// through LibAFL's launcher and an LLMP broker on a free localhost port.
+    #[arg(long, default_value_t = 1)]
+    pub cores: usize,
+    /// Program to fuzz in (default: the one the unit was carved from).
+    #[arg(long)]
+    pub program: Option<PathBuf>,
+    /// Time limit per execution.
+    #[arg(long, default_value = "1s", value_parser = parse_duration)]
+    pub timeout: Duration,
+    /// Random seed.
+    #[arg(long, default_value_t = 0)]
+    pub seed: u64,
+    /// Turn CmpLog (input-to-state comparison solving) off.
+    #[arg(long)]
+    pub no_cmplog: bool,
+    /// Stop at the first crash.
+    #[arg(long)]
+    pub stop_on_crash: bool,
+    /// One process per execution instead of a persistent harness that resets the
+    /// context between executions (slower, fully isolated).
+    #[arg(long)]
+    pub fork_per_exec: bool,
+    /// Run the fuzzer inside the harness process and call the unit directly, with no
+    /// process round trip per execution (much faster; one core). A crash ends just
+    /// its execution; a hang restarts the fuzzer from a fork of the restored harness.
+    #[arg(long, conflicts_with = "fork_per_exec")]
+    pub in_process: bool,
+    /// Pin the fuzzer and the harness to this core (default: a free one, that no
+    /// other fuzzer is bound to; none if all are taken). Single-core only: with
+    /// --cores N, client i runs on core i.
+    #[arg(long, conflicts_with = "no_pin")]
+    pub pin: Option<usize>,
+    /// Do not pin to a core. Single-core only.
+    #[arg(long)]
+    pub no_pin: bool,
+    /// Print the report as JSON on stdout.
+    #[arg(long)]
+    pub json: bool,
+}
+
+impl FuzzArgs {
+    /// The stage's options from the command line.
+    pub fn options(&self) -> crate::fuzz::Options {
+        crate::fuzz::Options {
+            unit: self.unit.clone(),
+            time: self.time,
+            out: self.out.clone(),
+            cores: self.cores,
+            program: self.program.clone(),
+            timeout: self.timeout,
+            seed: self.seed,
+            no_cmplog: self.no_cmplog,
+            stop_on_crash: self.stop_on_crash,
+            fork_per_exec: self.fork_per_exec,
+            in_process: self.in_process,
+            pin: self.pin,
+            no_pin: self.no_pin,
+            json: self.json,
+        }
+    }
+}

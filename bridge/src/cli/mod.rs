@@ -1,0 +1,106 @@
+//! The command line: parses arguments into each stage's typed options, calls the
+//! stage, and maps its result to an exit status (0 success, 1 negative finding,
+//! 2 bad usage or input). Nothing here does a stage's work.
+
+mod carve;
+mod export;
+mod fuzz;
+mod lift;
+mod record;
+mod replay;
+mod report;
+mod run;
+mod show;
+mod sysfuzz;
+mod validate;
+
+use clap::{Parser, Subcommand};
+use std::process::ExitCode;
+
+/// trestle: a test generation bridge for C and C++ programs.
+///
+/// Typical use: build with trestle-cc, then `record` the seed system tests,
+/// `carve` units from the traces, and `replay --check` them.
+#[derive(Debug, Parser)]
+#[command(
+    version,
+    about,
+    long_about,
+    after_help = "Exit status: 0 on success (or nothing found); 1 when the command's \
+finding is negative: `replay --check` with a unit that does not replay as recorded \
+(or cannot be replayed), `validate` with a test that does not crash (an alarm that \
+does not reproduce), `run --fail-on-alarm` that found a true alarm; 2 on bad usage or \
+bad input (a missing program, a corrupt trace, unit or campaign file, ...)."
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// The whole bridge in one campaign: system fuzzing, carving, unit fuzzing,
+    /// lifting and validation, until the time is up.
+    Run(run::RunArgs),
+    /// Write a campaign's report (Markdown and HTML, or JSON).
+    Report(report::ReportArgs),
+    /// Run system tests with recording on; writes traces.
+    Record(record::RecordArgs),
+    /// Turn traces into unit files (deduplicated).
+    Carve(carve::CarveArgs),
+    /// Replay units in fresh processes; with --check, report fidelity.
+    Replay(replay::ReplayArgs),
+    /// Print a unit readably.
+    Show(show::ShowArgs),
+    /// Fuzz a unit's parameters with LibAFL.
+    Fuzz(fuzz::FuzzArgs),
+    /// Write unit findings back into system tests, run the real program on them in a
+    /// sandbox, and report only the crashes it confirms (reduced, with provenance).
+    Lift(lift::LiftArgs),
+    /// Run a program on system tests in the sandbox and report crashes and limits
+    /// (exit status 1 when a test does not crash: an alarm that does not reproduce).
+    Validate(validate::ValidateArgs),
+    /// Write a unit as a standalone C file that rebuilds its context and calls the function.
+    Export(export::ExportArgs),
+    /// Fuzz a program at system level (arguments, stdin, files) from seed system tests.
+    Sysfuzz(sysfuzz::SysFuzzArgs),
+}
+
+/// Parse the command line, run the command, and turn its result into the exit status.
+pub fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match &cli.command {
+        Command::Run(a) => match crate::campaign::run(&a.options()) {
+            Ok(o) if a.fail_on_alarm && o.alarms > 0 => return ExitCode::from(1),
+            r => r.map(|_| ()),
+        },
+        Command::Report(a) => crate::report::run(&a.options()),
+        Command::Record(a) => crate::record::run(&a.options()),
+        Command::Carve(a) => crate::carve::run(&a.options()).and_then(|s| match s.bad_traces {
+            0 => Ok(()),
+            n => Err(anyhow::anyhow!("{n} trace file(s) could not be read (see the errors above); the units of the others were written")),
+        }),
+        Command::Replay(a) => match crate::replay::run(&a.options()) {
+            // The check's finding is negative: some unit did not replay as recorded.
+            Ok(s) if a.check && s.faithful + s.no_oracle < s.units => return ExitCode::from(1),
+            r => r.map(|_| ()),
+        },
+        Command::Show(a) => crate::carve::show::run(&a.options()),
+        Command::Fuzz(a) => crate::fuzz::run(&a.options()).map(|_| ()),
+        Command::Export(a) => crate::export::run(&a.options()),
+        Command::Lift(a) => crate::lift::run(&a.options()).map(|_| ()),
+        // Validation confirms alarms: a test that does not crash is not confirmed.
+        Command::Validate(a) => match crate::validate::run(&a.options()) {
+            Ok(v) if v.crashed < v.tests => return ExitCode::from(1),
+            r => r.map(|_| ()),
+        },
+        Command::Sysfuzz(a) => crate::system::fuzz::run(&a.options()).map(|_| ()),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("trestle: error: {e:#}");
+            ExitCode::from(2)
+        }
+    }
+}

@@ -1,0 +1,39 @@
+//! `trestle record`: its command-line arguments.
+
+use crate::system::systest::parse_duration;
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// Arguments of `trestle record`.
+#[derive(Debug, clap::Args)]
+pub struct RecordArgs {
+    /// The program, built with trestle-cc.
+    #[arg(long)]
+    pub program: PathBuf,
+    /// A system test (JSON) or a directory of them.
+    #[arg(long)]
+    pub tests: PathBuf,
+    /// Directory to write traces to (must not exist, or be empty).
+    #[arg(long)]
+    pub out: PathBuf,
+    /// Time limit per test.
+    #[arg(long, default_value = "30s", value_parser = parse_duration)]
+    pub timeout: Duration,
+    /// Distinct contexts carved per function and process.
+    #[arg(long, default_value_t = 5)]
+    pub max_per_fn: u32,
+}
+
+impl RecordArgs {
+    /// The stage's options from the command line.
+    pub fn options(&self) -> crate::record::Options {
+        crate::record::Options {
+            program: self.program.clone(),
+            tests: self.tests.clone(),
+            out: self.out.clone(),
+            timeout: self.timeout,
+            max_per_fn: self.max_per_fn,
+            quiet: false,
+        }
+    }
+}

@@ -1,0 +1,51 @@
+//! `trestle replay`: its command-line arguments.
+
+use crate::system::systest::parse_duration;
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// Arguments of `trestle replay`.
+#[derive(Debug, clap::Args)]
+pub struct ReplayArgs {
+    /// A unit file or a directory of units.
+    pub units: PathBuf,
+    /// Compare each replay with the recorded outcome and report fidelity. Exits with
+    /// status 1 when any unit is not faithful or cannot be replayed, 0 when all are.
+    #[arg(long)]
+    pub check: bool,
+    /// Print a machine-readable summary on stdout.
+    #[arg(long)]
+    pub json: bool,
+    /// Program to replay in (default: the one each unit was carved from).
+    #[arg(long)]
+    pub program: Option<PathBuf>,
+    /// Parallel replays (default: the number of cores).
+    #[arg(long)]
+    pub jobs: Option<usize>,
+    /// Time limit per replay.
+    #[arg(long, default_value = "10s", value_parser = parse_duration)]
+    pub timeout: Duration,
+    /// Print every unfaithful unit with the first difference.
+    #[arg(long, short)]
+    pub verbose: bool,
+    /// Write, for every unit that is not faithful, the recorded and the replayed
+    /// outcome as JSON into this directory (for diffing by hand).
+    #[arg(long)]
+    pub dump: Option<PathBuf>,
+}
+
+impl ReplayArgs {
+    /// The stage's options from the command line.
+    pub fn options(&self) -> crate::replay::Options {
+        crate::replay::Options {
+            units: self.units.clone(),
+            check: self.check,
+            json: self.json,
+            program: self.program.clone(),
+            jobs: self.jobs,
+            timeout: self.timeout,
+            verbose: self.verbose,
+            dump: self.dump.clone(),
+        }
+    }
+}

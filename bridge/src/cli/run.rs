@@ -1,0 +1,111 @@
+//! `trestle run`: its command-line arguments.
+
+use crate::system::systest::parse_duration;
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// Arguments of `trestle run`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct RunArgs {
+    /// The program, built with trestle-cc.
+    #[arg(long, required_unless_present = "resume")]
+    pub program: Option<PathBuf>,
+    /// Seed system tests: a JSON file or a directory of them.
+    #[arg(long, required_unless_present = "resume")]
+    pub seeds: Option<PathBuf>,
+    /// Time budget of the whole campaign.
+    #[arg(long, default_value = "15m", value_parser = parse_duration)]
+    pub time: Duration,
+    /// Output directory (must not exist or be empty).
+    #[arg(long, required_unless_present = "resume")]
+    pub out: Option<PathBuf>,
+    /// Go on with the campaign in this directory, with its settings, for the time it
+    /// has left.
+    #[arg(long, conflicts_with_all = ["program", "seeds", "out"])]
+    pub resume: Option<PathBuf>,
+    /// Cores for unit fuzzing (LibAFL launcher, one client per core).
+    #[arg(long, default_value_t = 1)]
+    pub cores: usize,
+    /// Unit fuzzing through the persistent forkserver (a round trip between fuzzer
+    /// and harness per execution) instead of in-process, where the fuzzer runs inside
+    /// the harness (`trestle fuzz --in-process`, about ten times the executions).
+    /// Implied by --cores above 1.
+    #[arg(long)]
+    pub forkserver: bool,
+    /// Fuzz only units of these functions.
+    #[arg(long, num_args = 1..)]
+    pub focus: Vec<String>,
+    /// Fuzz first the functions whose source lines changed since this git revision
+    /// (needs --source).
+    #[arg(long, requires = "source")]
+    pub changed_since: Option<String>,
+    /// The source tree (a git work tree) for --changed-since.
+    #[arg(long)]
+    pub source: Option<PathBuf>,
+    /// The program to validate lifted tests with (built without trestle-cc, with -g;
+    /// a coverage build also decides "effective"). Default: the program itself, run
+    /// with trestle's runtime passive.
+    #[arg(long)]
+    pub validate_with: Option<PathBuf>,
+    /// Only system-level fuzzing: the baseline the bridge is compared with.
+    #[arg(long)]
+    pub system_only: bool,
+    /// Length of a system fuzzing slice.
+    #[arg(long, default_value = "10s", value_parser = parse_duration)]
+    pub system_slice: Duration,
+    /// Length of a unit fuzzing slice.
+    #[arg(long, default_value = "10s", value_parser = parse_duration)]
+    pub unit_slice: Duration,
+    /// Time limit per execution (system test or unit).
+    #[arg(long, default_value = "2s", value_parser = parse_duration)]
+    pub timeout: Duration,
+    /// Random seed.
+    #[arg(long, default_value_t = 0)]
+    pub seed: u64,
+    /// Run the program without bubblewrap, both when fuzzing it and when validating
+    /// lifted tests (still in fresh directories, with rlimits).
+    #[arg(long)]
+    pub no_sandbox: bool,
+    /// Plain progress lines even on a terminal.
+    #[arg(long)]
+    pub plain: bool,
+    /// Run a one-core campaign (fuzzers and the program) on this core (default: a
+    /// free one, that no other fuzzer is bound to; none if all are taken).
+    #[arg(long, conflicts_with = "no_pin")]
+    pub pin: Option<usize>,
+    /// Do not bind a one-core campaign to a core.
+    #[arg(long)]
+    pub no_pin: bool,
+    /// Exit with status 1 when the campaign found a true alarm (for CI jobs).
+    #[arg(long)]
+    pub fail_on_alarm: bool,
+}
+
+impl RunArgs {
+    /// The stage's options from the command line.
+    pub fn options(&self) -> crate::campaign::Options {
+        crate::campaign::Options {
+            program: self.program.clone(),
+            seeds: self.seeds.clone(),
+            time: self.time,
+            out: self.out.clone(),
+            resume: self.resume.clone(),
+            cores: self.cores,
+            forkserver: self.forkserver,
+            focus: self.focus.clone(),
+            changed_since: self.changed_since.clone(),
+            source: self.source.clone(),
+            validate_with: self.validate_with.clone(),
+            system_only: self.system_only,
+            system_slice: self.system_slice,
+            unit_slice: self.unit_slice,
+            timeout: self.timeout,
+            seed: self.seed,
+            no_sandbox: self.no_sandbox,
+            plain: self.plain,
+            pin: self.pin,
+            no_pin: self.no_pin,
+            fail_on_alarm: self.fail_on_alarm,
+        }
+    }
+}
