@@ -1,0 +1,195 @@
+//! Which unit the campaign fuzzes next.
+//!
+//! Functions are ranked by the code still uncovered in them and (at a fifth) in what
+//! they call, less each time they were fuzzed; changed functions come first. Every
+//! [`EXPLORE_EVERY`]th pick goes to a function not fuzzed yet, larger first, whatever
+//! its coverage: a buffer overflow in code the seeds run is no less a bug. Among the
+//! units of a function, those whose parameters cover more of the input and more kinds
+//! (streams and numbers above all) come first, and a unit whose parameter values all
+//! occur in a unit of the function already fuzzed is skipped.
+
+use super::changed::{function_lines, same_source};
+use super::runner::Runner;
+use super::FuzzedUnit;
+use crate::binary::Binary;
+use crate::carve::units::UnitRow;
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::path::{Path, PathBuf};
+
+/// A unit chosen to fuzz next.
+pub(super) struct Pick {
+    pub(super) path: PathBuf,
+    pub(super) function: String,
+    pub(super) reason: String,
+    pub(super) value_hashes: Vec<u64>,
+}
+
+/// One pick in this many goes to a function never fuzzed, whatever its coverage.
+const EXPLORE_EVERY: usize = 3;
+
+/// Added to the score of a changed function not fuzzed yet: above any other.
+const CHANGED_FIRST: f64 = 1e12;
+
+/// How much a unit's parameters promise, between its function's units: more input
+/// covered and more kinds of parameter, with streams and numbers above the rest.
+fn unit_weight(row: &UnitRow) -> f64 {
+    let kinds = row.param_kinds.len().max(usize::from(row.params > 0)) as f64;
+    let stream = row.param_kinds.iter().any(|k| k == "stream") as u8 as f64;
+    let number = row.param_kinds.iter().any(|k| k == "number") as u8 as f64;
+    (1.0 + 0.1 * row.params.min(5) as f64) * (1.0 + 0.2 * kinds + 0.5 * stream + 0.3 * number) * (1.0 + (1.0 + row.input_bytes as f64).log2() / 16.0)
+}
+
+/// A unit's parameters, for the reason of a pick.
+fn describe_params(row: &UnitRow) -> String {
+    let kinds = if row.param_kinds.is_empty() { row.params.to_string() } else { row.param_kinds.join(", ") };
+    format!("parameters: {kinds} covering {} input byte(s)", row.input_bytes)
+}
+
+/// What the campaign fuzzed so far.
+struct History<'a> {
+    units: BTreeSet<&'a Path>,
+    times: BTreeMap<&'a str, usize>,
+    values: BTreeMap<&'a str, Vec<&'a [u64]>>,
+}
+
+impl<'a> History<'a> {
+    fn of(fuzzed: &'a [FuzzedUnit]) -> Self {
+        let mut h = History { units: BTreeSet::new(), times: BTreeMap::new(), values: BTreeMap::new() };
+        for f in fuzzed {
+            h.units.insert(&f.unit);
+            *h.times.entry(&f.function).or_default() += 1;
+            h.values.entry(&f.function).or_default().push(&f.value_hashes);
+        }
+        h
+    }
+
+    /// How often `function` was fuzzed.
+    fn times(&self, function: &str) -> f64 {
+        self.times.get(function).copied().unwrap_or(0) as f64
+    }
+
+    /// Whether every parameter value of `row` occurs in a unit of its function already fuzzed.
+    fn near_copy(&self, row: &UnitRow) -> bool {
+        self.values
+            .get(row.function.as_str())
+            .is_some_and(|seen| seen.iter().any(|v| !v.is_empty() && row.value_hashes.iter().all(|h| v.binary_search(h).is_ok())))
+    }
+}
+
+/// Code still uncovered in a function and (less) in what it calls.
+struct Reach<'a> {
+    binary: &'a Binary,
+    /// Each function's own score: uncovered lines in its span, or without coverage,
+    /// its compared constants. Computed once per pick: a campaign carves thousands of
+    /// units of a few hundred functions.
+    own: HashMap<u64, f64>,
+    memo: HashMap<u64, f64>,
+    /// What `own` counts, for the reason of a pick.
+    measure: &'static str,
+}
+
+impl<'a> Reach<'a> {
+    fn new(binary: &'a Binary, uncovered: Option<&BTreeMap<String, Vec<u32>>>) -> Self {
+        let (own, measure) = match uncovered {
+            Some(unc) => (Self::uncovered_in_span(binary, unc), "uncovered lines"),
+            None => (binary.functions.values().map(|f| (f.id, 1.0 + f.cmp_constants.len() as f64)).collect(), "compared constants"),
+        };
+        Reach { binary, own, memo: HashMap::new(), measure }
+    }
+
+    fn uncovered_in_span(binary: &Binary, unc: &BTreeMap<String, Vec<u32>>) -> HashMap<u64, f64> {
+        let mut by_debug_file: HashMap<&str, Option<&Vec<u32>>> = HashMap::new();
+        function_lines(binary)
+            .iter()
+            .map(|(id, (file, start, end))| {
+                let lines = *by_debug_file
+                    .entry(file.as_str())
+                    .or_insert_with(|| unc.iter().find(|(f, _)| same_source(Path::new(f), file)).map(|(_, ls)| ls));
+                let n = lines.map_or(0, |ls| ls.iter().filter(|l| (*start..*end).contains(*l)).count());
+                (*id, n as f64)
+            })
+            .collect()
+    }
+
+    fn of(&mut self, id: u64) -> f64 {
+        let (binary, own) = (self.binary, &self.own);
+        *self.memo.entry(id).or_insert_with(|| {
+            binary.callees_closure(id).iter().map(|f| own.get(&f.id).copied().unwrap_or(0.0) * if f.id == id { 1.0 } else { 0.2 }).sum::<f64>()
+                + 0.1
+        })
+    }
+}
+
+/// The best candidate so far, by score.
+#[derive(Default)]
+struct Best(Option<(f64, Pick)>);
+
+impl Best {
+    fn offer(&mut self, score: f64, pick: impl FnOnce() -> Pick) {
+        if self.0.as_ref().is_none_or(|b| score > b.0) {
+            self.0 = Some((score, pick()));
+        }
+    }
+}
+
+impl Runner {
+    /// The next unit to fuzz (see the module's documentation for the order).
+    pub(super) fn pick(&self) -> Option<Pick> {
+        let history = History::of(&self.c.fuzzed);
+        let uncovered = self.lifter.as_ref().and_then(|l| l.uncovered_lines());
+        let mut reach_of = Reach::new(&self.binary, uncovered.as_ref());
+        let measure = reach_of.measure;
+        // Every third pick explores: a function never fuzzed, covered or not (memory
+        // errors hide in code the system tests already run), larger ones first.
+        let explore = self.c.fuzzed.len() % EXPLORE_EVERY == EXPLORE_EVERY - 1;
+        let spans: HashMap<u64, f64> = if explore {
+            function_lines(&self.binary).into_iter().map(|(id, (_, start, end))| (id, end.saturating_sub(start).min(200) as f64)).collect()
+        } else {
+            HashMap::new()
+        };
+        let (mut best, mut best_new) = (Best::default(), Best::default());
+        for (path, row) in self.candidates(&history) {
+            let pick = |reason: String| Pick { path: path.clone(), function: row.function.clone(), reason, value_hashes: row.value_hashes.clone() };
+            let id = u64::from_str_radix(&row.fn_id, 16).unwrap_or(0);
+            let reach = reach_of.of(id);
+            let n = history.times(&row.function);
+            let changed = self.c.settings.changed.contains(&row.function) && n == 0.0;
+            let score = reach / (1.0 + 2.0 * n) * unit_weight(row) + if changed { CHANGED_FIRST } else { 0.0 };
+            if explore && n == 0.0 {
+                let span = spans.get(&id).copied().unwrap_or(0.0);
+                best_new.offer(unit_weight(row) * (1.0 + span / 20.0), || {
+                    pick(format!(
+                        "exploring (one pick in {EXPLORE_EVERY}): a function not fuzzed before, {span:.0} source line(s), {reach:.1} {measure} in reach; {}",
+                        describe_params(row)
+                    ))
+                });
+            }
+            best.offer(score, || {
+                pick(format!(
+                    "{}{reach:.1} {measure} in reach, fuzzed {n} time(s) before; {}",
+                    if changed { "changed since the given revision; " } else { "" },
+                    describe_params(row)
+                ))
+            });
+        }
+        // A changed function not fuzzed yet still comes first.
+        match (best.0, best_new.0) {
+            (Some(b), _) if b.0 >= CHANGED_FIRST => Some(b.1),
+            (b, n) => n.or(b).map(|(_, p)| p),
+        }
+    }
+
+    /// Units with parameters not fuzzed yet, within `--focus`, that are not near
+    /// copies of one fuzzed before.
+    fn candidates<'a>(&'a self, history: &'a History<'a>) -> impl Iterator<Item = (PathBuf, &'a UnitRow)> + 'a {
+        let focus = &self.c.settings.focus;
+        self.c
+            .unit_dirs
+            .iter()
+            .zip(&self.unit_indexes)
+            .flat_map(|(dir, index)| index.units.iter().filter(|r| r.params > 0).map(move |row| (dir.join(&row.file), row)))
+            .filter(|(path, row)| {
+                !history.units.contains(path.as_path()) && (focus.is_empty() || focus.contains(&row.function)) && !history.near_copy(row)
+            })
+    }
+}

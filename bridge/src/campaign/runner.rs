@@ -1,0 +1,421 @@
+//! One campaign session: the rounds of system fuzzing, carving, unit fuzzing and
+//! lifting, with the campaign's state saved after each step.
+
+use super::pick::Pick;
+use super::status::{Live, Status, STOP};
+use super::{Campaign, FuzzedUnit, Settings};
+use crate::binary::Binary;
+use crate::carve;
+use crate::files;
+use crate::lift::Lifter;
+use crate::record;
+use crate::system::systest::{load_test, load_tests, NamedTest};
+use crate::system::fuzz::{SysFuzzConfig, SysFuzzer};
+use crate::validate::sandbox::{cpu_limit, Limits, Sandbox};
+use crate::carve::units::{read_unit, UnitIndex, UNIT_INDEX};
+use anyhow::{bail, Context as _, Result};
+use std::io::Write as _;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+pub(super) struct Runner {
+    pub(super) out: PathBuf,
+    pub(super) c: Campaign,
+    /// The index of each of `c.unit_dirs`, in the same order.
+    pub(super) unit_indexes: Vec<UnitIndex>,
+    pub(super) binary: Binary,
+    pub(super) sys: SysFuzzer,
+    pub(super) lifter: Option<Lifter>,
+    pub(super) live: Live,
+    pub(super) session_start: Instant,
+    pub(super) elapsed_before: f64,
+    pub(super) sys_execs_session: u64,
+    pub(super) unit_execs_session: u64,
+    pub(super) unit_time_session: f64,
+    pub(super) sys_time_session: f64,
+}
+
+impl Runner {
+    pub(super) fn save(&mut self) -> Result<()> {
+        self.c.elapsed = self.elapsed_before + self.session_start.elapsed().as_secs_f64();
+        files::write(&self.out.join(files::CAMPAIGN), &self.c)
+    }
+
+    pub(super) fn remaining(&self) -> f64 {
+        self.c.settings.budget - (self.elapsed_before + self.session_start.elapsed().as_secs_f64())
+    }
+
+    pub(super) fn sample(&mut self) -> Result<()> {
+        self.c.elapsed = self.elapsed_before + self.session_start.elapsed().as_secs_f64();
+        let (candidates, alarms) = self.findings();
+        let line = format!(
+            "{:.1},{},{},{},{},{},{},{}\n",
+            self.c.elapsed,
+            self.c.system_executions,
+            self.c.unit_executions,
+            self.sys.edges(),
+            self.c.units_carved,
+            self.c.fuzzed.len(),
+            candidates,
+            alarms
+        );
+        let path = self.out.join("timeline.csv");
+        let mut f = std::fs::OpenOptions::new().append(true).create(true).open(&path)?;
+        f.write_all(line.as_bytes())?;
+        Ok(())
+    }
+
+    pub(super) fn findings(&self) -> (usize, usize) {
+        match &self.lifter {
+            Some(l) => (l.stats.unit_crashes, l.alarms().len()),
+            None => (0, 0),
+        }
+    }
+
+    pub(super) fn status(&mut self, phase: &str) {
+        self.c.elapsed = self.elapsed_before + self.session_start.elapsed().as_secs_f64();
+        let (candidates, alarms) = self.findings();
+        let (fps, eff) = self.lifter.as_ref().map_or((0, 0), |l| (l.stats.false_positives, l.stats.effective));
+        let s = Status {
+            c: &self.c,
+            edges: self.sys.edges(),
+            phase: phase.to_owned(),
+            alarms,
+            candidates,
+            false_positives: fps,
+            effective: eff,
+            sys_rate: self.sys_execs_session as f64 / self.sys_time_session.max(1e-3),
+            unit_rate: self.unit_execs_session as f64 / self.unit_time_session.max(1e-3),
+        };
+        self.live.show(&s);
+    }
+
+    /// System fuzzing for `d`, in short chunks so the status stays live.
+    pub(super) fn system_slice(&mut self, d: Duration) -> Result<()> {
+        let end = Instant::now() + d;
+        while Instant::now() < end && !STOP.load(Ordering::SeqCst) && self.remaining() > 0.0 {
+            let chunk = (end - Instant::now()).min(Duration::from_secs(2)).min(Duration::from_secs_f64(self.remaining().max(0.1)));
+            let t = Instant::now();
+            let rep = self.sys.fuzz_for(chunk)?;
+            self.sys_time_session += t.elapsed().as_secs_f64();
+            self.sys_execs_session += rep.executions;
+            self.c.system_executions += rep.executions;
+            for crash in &rep.new_crashes {
+                self.system_crash(crash)?;
+            }
+            self.status("system fuzzing");
+            self.sample()?;
+        }
+        self.save()
+    }
+
+    pub(super) fn system_crash(&mut self, path: &Path) -> Result<()> {
+        let Some(lifter) = self.lifter.as_mut() else { return Ok(()) };
+        let test = load_test(path)?;
+        let name = path.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
+        lifter.system_crash(&test, &name, path)?;
+        self.c.system_crashes += 1;
+        Ok(())
+    }
+
+    /// Record and carve the queue entries not carved yet.
+    pub(super) fn carve_new(&mut self) -> Result<()> {
+        let queue = self.out.join("system").join("queue");
+        let mut fresh: Vec<PathBuf> = std::fs::read_dir(&queue)
+            .with_context(|| format!("cannot list {}", queue.display()))?
+            .filter_map(|e| e.ok().map(|e| e.path()))
+            .filter(|p| p.extension().is_some_and(|x| x == "json"))
+            .filter(|p| !self.c.recorded.contains(&p.file_name().unwrap_or_default().to_string_lossy().into_owned()))
+            .collect();
+        fresh.sort();
+        fresh.truncate(40);
+        if fresh.is_empty() {
+            return Ok(());
+        }
+        self.status(&format!("recording {} new system test(s)", fresh.len()));
+        let round = self.c.unit_dirs.len();
+        let batch = self.out.join("traces").join(format!("batch-{round:04}"));
+        let tests_dir = batch.join("tests");
+        crate::files::remove_dir_if_present(&batch)?;
+        std::fs::create_dir_all(&tests_dir)?;
+        for p in &fresh {
+            std::fs::copy(p, tests_dir.join(p.file_name().unwrap_or_default()))?;
+        }
+        let traces = batch.join("traces");
+        record::run(&record::Options {
+            program: self.c.settings.program.clone(),
+            tests: tests_dir,
+            out: traces.clone(),
+            timeout: Duration::from_secs_f64(self.c.settings.timeout * 5.0),
+            max_per_fn: 5,
+            quiet: true,
+        })?;
+        let units = self.out.join("units").join(format!("batch-{round:04}"));
+        crate::files::remove_dir_if_present(&units)?;
+        self.status("carving");
+        let summary = carve::run(&carve::Options { traces, out: units.clone(), program: None, quiet: true })
+            .with_context(|| format!("carving batch {round} into {}", units.display()))?;
+        let index = summary.index;
+        if summary.bad_traces > 0 {
+            // Nothing carved from the seeds is no campaign: the program and this
+            // trestle disagree (another trestle's runtime, say). Later batches keep
+            // the units of their readable traces.
+            if round == 0 && index.units.is_empty() {
+                bail!("carving the seeds failed ({} unreadable trace file(s)), so the bridge would have no unit to fuzz", summary.bad_traces);
+            }
+            eprintln!("trestle run: carving batch {round}: {} trace file(s) could not be read", summary.bad_traces);
+        }
+        self.c.units_carved += index.units.len();
+        self.c.units_parameterized += index.units.iter().filter(|u| u.params > 0).count();
+        if self.lifter.as_ref().is_some_and(|l| l.measures_coverage()) {
+            self.status("measuring coverage");
+        }
+        if let Some(lifter) = self.lifter.as_mut().filter(|l| l.measures_coverage()) {
+            let tests: Vec<_> = fresh.iter().filter_map(|p| load_test(p).ok()).collect();
+            lifter.observe(&tests)?;
+        }
+        for p in &fresh {
+            self.c.recorded.insert(p.file_name().unwrap_or_default().to_string_lossy().into_owned());
+        }
+        self.c.unit_dirs.push(units);
+        self.unit_indexes.push(index);
+        self.save()
+    }
+
+
+    pub(super) fn unit_round(&mut self) -> Result<bool> {
+        let Some(Pick { path: unit_path, function, reason, value_hashes }) = self.pick() else { return Ok(false) };
+        let unit = read_unit(&unit_path)?;
+        let k = self.c.fuzzed.iter().filter(|f| f.function == function).count();
+        let dir = self.out.join("fuzz").join(format!("{}-{k}", crate::carve::units::safe_name(&function)));
+        crate::files::remove_dir_if_present(&dir)?;
+        let slice = Duration::from_secs_f64(self.c.settings.unit_slice.min(self.remaining().max(1.0)));
+        let (words, ints) = self.binary.dictionary_for(unit.context.fn_id);
+        let cfg = trestle_unit_fuzz::FuzzConfig {
+            program: self.binary.path.clone(),
+            unit,
+            out: dir.clone(),
+            time: slice,
+            timeout: Duration::from_secs_f64(self.c.settings.timeout),
+            seed: self.c.settings.seed.wrapping_add(self.c.fuzzed.len() as u64),
+            cmplog: true,
+            dictionary: trestle_unit_fuzz::Dictionary { words, ints },
+            progress: false,
+            stop_on_crash: false,
+            persistent: true,
+            pin_core: None,
+            cores: self.c.settings.cores,
+            // A unit that stops finding anything gives the rest of its slice to the
+            // next round.
+            plateau: Some(Duration::from_secs(3)),
+        };
+        self.c.fuzzed.push(FuzzedUnit {
+            unit: unit_path.clone(),
+            function: function.clone(),
+            dir: dir.clone(),
+            executions: 0,
+            crashes: 0,
+            lifted: false,
+            new_alarms: 0,
+            effective: 0,
+            error: None,
+            reason,
+            value_hashes,
+        });
+        self.save()?;
+        let phase = format!("unit fuzzing {function}");
+        let in_process = self.c.settings.in_process;
+        let t = Instant::now();
+        let result = std::thread::scope(|scope| {
+            let h = scope.spawn(|| {
+                if in_process {
+                    trestle_unit_fuzz::fuzz_in_process(&cfg)
+                } else {
+                    trestle_unit_fuzz::fuzz(&cfg)
+                }
+            });
+            while !h.is_finished() {
+                std::thread::sleep(Duration::from_millis(500));
+                self.status(&phase);
+            }
+            h.join()
+        });
+        let spent = t.elapsed().as_secs_f64();
+        let last = self.c.fuzzed.last_mut().expect("pushed above");
+        match result {
+            Ok(Ok(rep)) => {
+                last.executions = rep.executions;
+                last.crashes = rep.crashes.len();
+                self.c.unit_executions += rep.executions;
+                self.unit_execs_session += rep.executions;
+                self.unit_time_session += spent;
+            }
+            Ok(Err(e)) => last.error = Some(format!("{e:#}")),
+            Err(_) => last.error = Some("the unit fuzzer panicked".into()),
+        }
+        self.save()?;
+        self.lift_pending()?;
+        Ok(true)
+    }
+
+    /// Lift every fuzzed unit not lifted yet (after a resume, those a kill cut short).
+    pub(super) fn lift_pending(&mut self) -> Result<()> {
+        let Some(mut lifter) = self.lifter.take() else { return Ok(()) };
+        let pending: Vec<usize> = (0..self.c.fuzzed.len()).filter(|&i| !self.c.fuzzed[i].lifted).collect();
+        // Lifting gets a slice of its own: at most a minute, at least 5 s even when
+        // the budget is spent (what is left stays in the fuzz directory, counted).
+        let slice = self.remaining().clamp(5.0, 60.0);
+        lifter.set_deadline(Some(Instant::now() + Duration::from_secs_f64(slice)));
+        let mut result = Ok(());
+        for i in pending {
+            let f = self.c.fuzzed[i].clone();
+            if f.dir.join("unit.unit").exists() {
+                self.status(&format!("lifting {}", f.function));
+                let before = lifter.alarms().len();
+                let eff_before = lifter.stats.effective;
+                // The system fuzzer runs the very build the units were carved from:
+                // its edges and the units' are the same map.
+                lifter.set_system_edges(Some(self.sys.covered_edges()));
+                if let Err(e) = lifter.lift_dir(&f.dir, 50) {
+                    // A unit the harness cannot set up again is that unit's problem,
+                    // not the campaign's.
+                    self.c.fuzzed[i].error = Some(format!("lifting: {e:#}"));
+                }
+                self.c.fuzzed[i].new_alarms = lifter.alarms().len() - before;
+                self.c.fuzzed[i].effective = lifter.stats.effective - eff_before;
+            }
+            self.c.fuzzed[i].lifted = true;
+            for t in lifter.take_effective() {
+                if let Err(e) = self.sys.add_test(&t) {
+                    result = Err(e);
+                }
+            }
+            self.save()?;
+        }
+        self.lifter = Some(lifter);
+        result
+    }
+}
+
+impl Runner {
+    /// The session's machinery for `campaign` in `out`: the system fuzzer (at full
+    /// strength in both modes) and the lifter, which validates in both modes too: a
+    /// system crash is reported only once the validation program confirms it.
+    pub(super) fn new(out: PathBuf, campaign: Campaign, live: Live) -> Result<Runner> {
+        let s = &campaign.settings;
+        let binary = Binary::load(&s.program)?;
+        let seeds: Vec<NamedTest> = load_tests(&s.seeds)?;
+        let sys = system_fuzzer(s, &binary, &seeds, &out)?;
+        let lifter = lifter(s, &seeds, &out, campaign.elapsed)?;
+        // A resumed campaign's unit directories, as carving left them.
+        let unit_indexes =
+            campaign.unit_dirs.iter().map(|d| files::read::<UnitIndex>(&d.join(UNIT_INDEX))).collect::<Result<Vec<_>>>()?;
+        Ok(Runner {
+            out,
+            unit_indexes,
+            elapsed_before: campaign.elapsed,
+            c: campaign,
+            binary,
+            sys,
+            lifter: Some(lifter),
+            live,
+            session_start: Instant::now(),
+            sys_execs_session: 0,
+            unit_execs_session: 0,
+            unit_time_session: 0.0,
+            sys_time_session: 0.0,
+        })
+    }
+
+    /// Rounds until the budget is spent or the user stops the campaign.
+    pub(super) fn rounds(&mut self) -> Result<()> {
+        let s = self.c.settings.clone();
+        let system_slice = Duration::from_secs_f64(s.system_slice);
+        while self.remaining() > 0.0 && !STOP.load(Ordering::SeqCst) {
+            if s.system_only {
+                self.system_slice(Duration::from_secs_f64(self.remaining().max(0.0)))?;
+            } else {
+                // The first round lets the seeds be carved at once; the changed functions
+                // and the seeds' units go first.
+                let slice = if self.c.rounds == 0 { system_slice / 4 } else { system_slice };
+                self.system_slice(slice)?;
+                if STOP.load(Ordering::SeqCst) || self.remaining() <= 0.0 {
+                    break;
+                }
+                self.carve_new()?;
+                if self.remaining() > 1.0 && !STOP.load(Ordering::SeqCst) && !self.unit_round()? {
+                    self.status("no unit to fuzz yet: system fuzzing");
+                }
+            }
+            self.c.rounds += 1;
+            self.sample()?;
+            self.save()?;
+        }
+        Ok(())
+    }
+
+    /// Save the campaign's end and print what it found; returns the number of alarms.
+    pub(super) fn finish(&mut self, interrupted: bool) -> Result<usize> {
+        self.c.finished = !interrupted && self.remaining() <= 0.0;
+        self.sample()?;
+        self.save()?;
+        self.status(if interrupted { "interrupted" } else { "done" });
+        let out = &self.out;
+        if interrupted {
+            eprintln!("trestle run: interrupted; go on with `trestle run --resume {}`", out.display());
+        }
+        let alarms = self.lifter.as_ref().map(|l| l.alarms()).unwrap_or_default();
+        eprintln!(
+            "trestle run: {:.0}s, {} system and {} unit executions, {} edges; {} alarm(s){}",
+            self.c.elapsed,
+            self.c.system_executions,
+            self.c.unit_executions,
+            self.sys.edges(),
+            alarms.len(),
+            if alarms.is_empty() { "" } else { ":" }
+        );
+        for a in &alarms {
+            eprintln!("  {}: {}", out.join("alarms").join(&a.id).display(), a.signature);
+        }
+        eprintln!("report: trestle report {}", out.display());
+        Ok(alarms.len())
+    }
+}
+
+/// The system fuzzer of a campaign: what a user of a system fuzzer would give it, in
+/// both modes, so that the baseline is at full strength.
+fn system_fuzzer(s: &Settings, binary: &Binary, seeds: &[NamedTest], out: &Path) -> Result<SysFuzzer> {
+    SysFuzzer::new(SysFuzzConfig {
+        program: s.program.clone(),
+        seeds: seeds.to_vec(),
+        out: out.join("system"),
+        timeout: Duration::from_secs_f64(s.timeout),
+        seed: s.seed,
+        // As AFL++'s compile-time dictionary: the program's string literals and the
+        // constants it compares against.
+        dictionary: crate::system::fuzz::dictionary(binary),
+        no_forkserver: false,
+        // Input-to-state on the system input, as AFL++'s -c.
+        cmplog: true,
+        memory: if crate::validate::sandbox::is_sanitizer_build(&s.program) { 0 } else { Limits::default().memory },
+        sandbox: !s.no_sandbox,
+    })
+    .context("starting the system-level fuzzer")
+}
+
+/// The lifter of a campaign: validates in the sandbox, reduces to 1-minimal while
+/// the campaign waits (bounded in time, not in runs).
+fn lifter(s: &Settings, seeds: &[NamedTest], out: &Path, elapsed: f64) -> Result<Lifter> {
+    let wall = Duration::from_secs_f64(s.timeout * 5.0);
+    let limits = Limits { wall, cpu_secs: cpu_limit(wall), ..Limits::default() };
+    let sandbox = Sandbox::new(limits, !s.no_sandbox)?;
+    let baseline: Vec<_> = seeds.iter().map(|n| n.test.clone()).collect();
+    let mut lifter = Lifter::new(&s.validate_with, out, sandbox, &baseline, false)?;
+    lifter.set_reduce_budget(Some(100_000));
+    lifter.set_reduce_time(Duration::from_secs(30));
+    lifter.set_harness(Some(s.program.clone()));
+    lifter.set_epoch(Instant::now() - Duration::from_secs_f64(elapsed.max(0.0)));
+    lifter.set_seeds(seeds.iter().map(|n| (n.name.clone(), n.test.clone())).collect());
+    Ok(lifter)
+}
