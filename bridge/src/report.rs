@@ -235,23 +235,36 @@ pub fn markdown(r: &Report) -> String {
         names(&r.alarms),
         or_dash(bc.map(|_| format!("{} ({})", r.baseline_alarms.len(), names(&r.baseline_alarms))))
     );
-    s += "\n## Coverage over time\n\nSee `report.html` for the plot (SVG); the samples are in `timeline.csv`.\n\n";
-    s += "## Alarms\n\n";
+    alarm_sections(&mut s, r);
+    lifting_sections(&mut s, r);
+    unit_sections(&mut s, c);
+    s
+}
+
+/// Each alarm: its signature, reproducer and provenance.
+fn alarm_sections(s: &mut String, r: &Report) {
+    *s += "\n## Coverage over time\n\nSee `report.html` for the plot (SVG); the samples are in `timeline.csv`.\n\n";
+    *s += "## Alarms\n\n";
     if r.alarms.is_empty() {
-        s += "None.\n\n";
+        *s += "None.\n\n";
     }
     for (a, d) in r.alarms.iter().zip(&r.details) {
         let _ = writeln!(s, "### `{}`: {}\n", a.id, a.signature);
         let _ = writeln!(s, "From {} ({} candidate(s)); reproduce with `alarms/{}/reproduce.sh`.\n", if a.source == "system" { "system-level fuzzing" } else { "a lifted unit finding" }, a.candidates, a.id);
         let _ = writeln!(s, "Reduced reproducer ({} bytes, lifted {}):\n\n```\n{}\n```\n", a.size_reduced, a.size_lifted, show_test(&d.reduced));
-        s += "Provenance:\n\n";
+        *s += "Provenance:\n\n";
         for (i, line) in provenance_lines(&d.provenance).iter().enumerate() {
             let _ = writeln!(s, "{}. {line}", i + 1);
         }
-        s += "\n";
+        *s += "\n";
     }
+}
+
+/// Figures of carving, mapping and lifting.
+fn lifting_sections(s: &mut String, r: &Report) {
+    let c = &r.campaign;
     let l = &r.lifting;
-    s += "## Carving, mapping, lifting\n\n";
+    *s += "## Carving, mapping, lifting\n\n";
     let _ = writeln!(s, "- system tests recorded: {}; units carved: {}, with parameters: {}", c.recorded.len(), c.units_carved, c.units_parameterized);
     let _ = writeln!(s, "- units fuzzed: {}; unit crashes: {}; queue inputs lifted: {}", c.fuzzed.len(), l.unit_crashes, l.unit_queue);
     let _ = writeln!(
@@ -265,13 +278,17 @@ pub fn markdown(r: &Report) -> String {
         100.0 * l.productive_share()
     );
     let _ = writeln!(s, "- system crashes from system-level fuzzing validated: {}\n", c.system_crashes);
-    s += "## Most productive units\n\n| function | unit executions | unit crashes | alarms | effective lifted tests |\n|---|---|---|---|---|\n";
+}
+
+/// Which units were fuzzed, why, and which could not be.
+fn unit_sections(s: &mut String, c: &Campaign) {
+    *s += "## Most productive units\n\n| function | unit executions | unit crashes | alarms | effective lifted tests |\n|---|---|---|---|---|\n";
     let mut units: Vec<_> = c.fuzzed.iter().collect();
     units.sort_by_key(|f| std::cmp::Reverse((f.new_alarms, f.effective, f.crashes)));
     for f in units.iter().take(10) {
         let _ = writeln!(s, "| `{}` | {} | {} | {} | {} |", f.function, f.executions, f.crashes, f.new_alarms, f.effective);
     }
-    s += "\n## Why each unit was fuzzed\n\n| # | function | chosen because |\n|---|---|---|\n";
+    *s += "\n## Why each unit was fuzzed\n\n| # | function | chosen because |\n|---|---|---|\n";
     for (i, f) in c.fuzzed.iter().enumerate() {
         let why = if f.reason.is_empty() { "(not recorded by this version)" } else { &f.reason };
         let _ = writeln!(s, "| {} | `{}` | {} |", i + 1, f.function, why.replace('|', "\\|"));
@@ -282,19 +299,18 @@ pub fn markdown(r: &Report) -> String {
         *skipped.entry(e.rsplit(": ").next().unwrap_or(e)).or_default() += 1;
     }
     if !skipped.is_empty() {
-        s += "\n## Units skipped\n\n| reason | units |\n|---|---|\n";
+        *s += "\n## Units skipped\n\n| reason | units |\n|---|---|\n";
         for (why, n) in &skipped {
             let _ = writeln!(s, "| {} | {n} |", why.replace('|', "\\|"));
         }
     }
     let errs: Vec<_> = c.fuzzed.iter().filter_map(|f| f.error.as_ref().map(|e| (f, e))).collect();
     if !errs.is_empty() {
-        s += "\nUnits that could not be fuzzed or lifted:\n\n";
+        *s += "\nUnits that could not be fuzzed or lifted:\n\n";
         for (f, e) in errs {
             let _ = writeln!(s, "- `{}`: {e}", f.function);
         }
     }
-    s
 }
 
 /// The report as one HTML page.

@@ -5,13 +5,15 @@ pub mod show;
 pub mod units;
 
 use crate::binary::Binary;
-use crate::record::{RecordIndex, RECORD_INDEX};
-use crate::carve::units::{safe_name, UnitIndex, UnitRow, UNIT_EXT, UNIT_INDEX};
+use crate::record::{RecordIndex, RecordedTest, RECORD_INDEX};
+use units::{safe_name, UnitIndex, UnitRow, UNIT_EXT, UNIT_INDEX};
 use anyhow::{Context as _, Result};
 use std::collections::{BTreeMap, HashMap, HashSet};
-use std::path::PathBuf;
-use trestle_abi::trace::{decode_trace, Record};
+use std::path::{Path, PathBuf};
+use trestle_abi::meta::FnMeta;
+use trestle_abi::trace::{decode_trace, Record, Trace};
 use trestle_abi::unit::{Provenance, SystemTest, Unit, UNIT_MAGIC, UNIT_VERSION};
+use trestle_abi::{Context, Outcome};
 
 /// Options of `trestle carve`.
 #[derive(Debug)]
@@ -106,217 +108,279 @@ pub fn input_bytes(params: &[trestle_abi::unit::Param]) -> u64 {
 
 /// Run `trestle carve`. Trace files that cannot be read are reported on stderr and
 /// counted in [`CarveSummary::bad_traces`]; the units of the others are written.
-pub fn run(args: &Options) -> Result<CarveSummary> {
-    let index_path = args.traces.join(RECORD_INDEX);
-    let text = std::fs::read_to_string(&index_path).with_context(|| {
-        format!("{} is not a trace directory written by `trestle record` (cannot read {})", args.traces.display(), index_path.display())
-    })?;
-    let index: RecordIndex =
-        serde_json::from_str(&text).with_context(|| format!("corrupted {}", index_path.display()))?;
-    let program = args.program.clone().unwrap_or_else(|| index.program.clone());
+pub fn run(opts: &Options) -> Result<CarveSummary> {
+    let index = read_record_index(&opts.traces)?;
+    let program = opts.program.clone().unwrap_or_else(|| index.program.clone());
     let binary = Binary::load(&program)?;
-    std::fs::create_dir_all(&args.out).with_context(|| format!("cannot create {}", args.out.display()))?;
-
-    let mut summary = CarveSummary::default();
-    let mut seen = HashSet::new();
-    let mut functions = HashSet::new();
-    let mut rows = Vec::new();
-    let mut called = HashSet::new();
+    std::fs::create_dir_all(&opts.out).with_context(|| format!("cannot create {}", opts.out.display()))?;
+    let mut carver = Carver {
+        opts,
+        binary,
+        summary: CarveSummary::default(),
+        seen: HashSet::new(),
+        functions: HashSet::new(),
+        called: HashSet::new(),
+        rows: Vec::new(),
+    };
     for t in &index.tests {
-        let dir = args.traces.join(&t.name);
-        let test_path = dir.join("test.json");
-        let system_test: SystemTest = crate::system::systest::load_test(&test_path)?;
+        carver.test(t)?;
+    }
+    let summary = carver.finish()?;
+    if !opts.quiet {
+        print_summary(&summary, &opts.out);
+    }
+    Ok(summary)
+}
+
+fn read_record_index(traces: &Path) -> Result<RecordIndex> {
+    let index_path = traces.join(RECORD_INDEX);
+    let text = std::fs::read_to_string(&index_path).with_context(|| {
+        format!("{} is not a trace directory written by `trestle record` (cannot read {})", traces.display(), index_path.display())
+    })?;
+    serde_json::from_str(&text).with_context(|| format!("corrupted {}", index_path.display()))
+}
+
+/// One carve in progress: the units written so far and what was seen.
+struct Carver<'a> {
+    opts: &'a Options,
+    binary: Binary,
+    summary: CarveSummary,
+    /// Keys of the units written: a context equal to one of them is a duplicate.
+    seen: HashSet<u64>,
+    /// Functions with a unit.
+    functions: HashSet<u64>,
+    /// Functions the recorded processes called.
+    called: HashSet<u64>,
+    rows: Vec<UnitRow>,
+}
+
+/// Where an invocation was recorded.
+struct Origin<'a> {
+    test: &'a str,
+    system_test: &'a SystemTest,
+    trace: &'a Path,
+    pid: u32,
+}
+
+impl Carver<'_> {
+    /// Carve the traces of one recorded system test.
+    fn test(&mut self, t: &RecordedTest) -> Result<()> {
+        let dir = self.opts.traces.join(&t.name);
+        let system_test: SystemTest = crate::system::systest::load_test(&dir.join("test.json"))?;
         for tf in &t.traces {
             let path = dir.join(tf);
-            let bytes = match std::fs::read(&path) {
-                Ok(b) => b,
-                Err(e) => {
-                    eprintln!("error: cannot read trace {}: {e}", path.display());
-                    summary.bad_traces += 1;
-                    continue;
-                }
+            let Some(trace) = self.read_trace(&path) else {
+                self.summary.bad_traces += 1;
+                continue;
             };
-            let trace = match decode_trace(&bytes) {
-                Ok(t) => t,
-                Err(e) => {
-                    eprintln!("error: corrupt trace {} {e}", path.display());
-                    summary.bad_traces += 1;
-                    continue;
-                }
-            };
-            if trace.header.binary_id != binary.id {
+            let origin = Origin { test: &t.name, system_test: &system_test, trace: &path, pid: trace.header.pid };
+            self.trace(&origin, trace.records)?;
+        }
+        Ok(())
+    }
+
+    /// A trace of this program, or `None` (said on stderr) when it cannot be used.
+    fn read_trace(&self, path: &Path) -> Option<Trace> {
+        let trace = std::fs::read(path)
+            .map_err(|e| format!("cannot read trace {}: {e}", path.display()))
+            .and_then(|bytes| decode_trace(&bytes).map_err(|e| format!("corrupt trace {} {e}", path.display())));
+        match trace {
+            Ok(t) if t.header.binary_id == self.binary.id => Some(t),
+            Ok(t) => {
                 eprintln!(
                     "error: trace {} was written by another binary (id {:016x}; {} is {:016x})",
                     path.display(),
-                    trace.header.binary_id,
-                    binary.path.display(),
-                    binary.id
+                    t.header.binary_id,
+                    self.binary.path.display(),
+                    self.binary.id
                 );
-                summary.bad_traces += 1;
+                None
+            }
+            Err(e) => {
+                eprintln!("error: {e}");
+                None
+            }
+        }
+    }
+
+    fn trace(&mut self, origin: &Origin, records: Vec<(u64, Record)>) -> Result<()> {
+        let mut exits = HashMap::new();
+        for (_, r) in &records {
+            match r {
+                Record::Exit { seq, outcome } => {
+                    exits.insert(*seq, outcome.clone());
+                }
+                Record::Stats(st) => self.called.extend(st.called.iter().map(|(id, _)| *id)),
+                Record::Enter { .. } => {}
+            }
+        }
+        for (_, r) in records {
+            let Record::Enter { seq, call_index, context } = r else { continue };
+            self.summary.invocations += 1;
+            let expected = exits.remove(&seq);
+            if context.graph.partial {
+                // The walk stopped at the size bound: some extents have no bytes.
+                // Replaying that would be a half-restored context, so no unit.
+                *self.summary.over_bound.entry(context.fn_id).or_default() += 1;
                 continue;
             }
-            let mut exits = HashMap::new();
-            for (_, r) in &trace.records {
-                match r {
-                    Record::Exit { seq, outcome } => {
-                        exits.insert(*seq, outcome.clone());
-                    }
-                    Record::Stats(st) => called.extend(st.called.iter().map(|(id, _)| *id)),
-                    Record::Enter { .. } => {}
-                }
-            }
-            for (_, r) in trace.records {
-                let Record::Enter { seq, call_index, context } = r else { continue };
-                summary.invocations += 1;
-                let expected = exits.remove(&seq);
-                if context.graph.partial {
-                    // The walk stopped at the size bound: some extents have no bytes.
-                    // Replaying that would be a half-restored context, so no unit.
-                    *summary.over_bound.entry(context.fn_id).or_default() += 1;
-                    continue;
-                }
-                // Equal contexts that read different rests of their input are
-                // different units: the unread input they read belongs to the key.
-                let streams = crate::carve::mapping::map_streams(&context, &system_test, expected.as_ref());
-                let mut keyed = bincode::serialize(&context)?;
-                for p in &streams.params {
-                    keyed.extend_from_slice(&p.original);
-                }
-                let key = trestle_abi::ids::fnv1a64(&keyed);
-                if !seen.insert(key) {
-                    summary.duplicates += 1;
-                    continue;
-                }
-                let mapping = crate::carve::mapping::map_rest(&context, binary.functions.get(&context.fn_id), &system_test, streams);
-                let function = binary.function_name(context.fn_id);
-                let params = mapping.params;
-                for why in mapping.unmapped_streams {
-                    *summary.unmapped_streams.entry(why).or_default() += 1;
-                }
-                summary.params += params.len();
-                let mut classes: Vec<String> = params.iter().map(|p| param_class(&context, p)).collect();
-                for c in &classes {
-                    *summary.param_kinds.entry(c.clone()).or_default() += 1;
-                }
-                classes.sort();
-                classes.dedup();
-                for c in &classes {
-                    *summary.units_by_kind.entry(c.clone()).or_default() += 1;
-                }
-                if !params.is_empty() {
-                    summary.parameterized += 1;
-                }
-                let unit = Unit {
-                    magic: UNIT_MAGIC,
-                    version: UNIT_VERSION,
-                    binary_id: binary.id,
-                    function: function.clone(),
-                    expected,
-                    provenance: Provenance {
-                        program: binary.path.display().to_string(),
-                        test: t.name.clone(),
-                        trace: path.display().to_string(),
-                        pid: trace.header.pid,
-                        seq,
-                        call_index,
-                    },
-                    system_test: system_test.clone(),
-                    context,
-                    params,
-                };
-                let sub = safe_name(&function);
-                let rel = format!("{sub}/{key:016x}.{UNIT_EXT}");
-                let out = args.out.join(&rel);
-                std::fs::create_dir_all(out.parent().expect("unit path has a parent"))?;
-                std::fs::write(&out, unit.encode()).with_context(|| format!("cannot write {}", out.display()))?;
-                functions.insert(unit.context.fn_id);
-                rows.push(UnitRow {
-                    file: rel,
-                    function,
-                    fn_id: format!("{:016x}", unit.context.fn_id),
-                    test: t.name.clone(),
-                    call_index,
-                    has_oracle: unit.expected.is_some(),
-                    params: unit.params.len(),
-                    param_kinds: classes,
-                    input_bytes: input_bytes(&unit.params),
-                    value_hashes: crate::carve::units::value_hashes(&unit.params),
-                });
-            }
+            self.invocation(origin, (seq, call_index), context, expected)?;
         }
+        Ok(())
     }
-    summary.units = rows.len();
-    summary.functions = functions.len();
-    summary.called = called.len();
-    for id in called.difference(&functions) {
-        let reason = match binary.functions.get(id) {
-            Some(f) if f.variadic && !f.replayable => "variadic: no replay thunk on this target".to_owned(),
-            Some(f) if !f.replayable => "a parameter or return type a 64-bit slot cannot carry".to_owned(),
-            Some(_) if summary.over_bound.contains_key(id) => format!(
-                "its context exceeded the snapshot size bound in every call ({} of them; raise {})",
-                summary.over_bound[id],
-                trestle_abi::hooks::ENV_CONTEXT_LIMIT
-            ),
-            Some(_) => "every call ended without a carvable context (or was only called at exit)".to_owned(),
-            None => "unknown function".to_owned(),
+
+    /// Map one recorded invocation and write it as a unit, unless it is a duplicate.
+    fn invocation(&mut self, origin: &Origin, (seq, call_index): (u64, u64), context: Context, expected: Option<Outcome>) -> Result<()> {
+        // Equal contexts that read different rests of their input are different
+        // units: the unread input they read belongs to the key.
+        let streams = mapping::map_streams(&context, origin.system_test, expected.as_ref());
+        let mut keyed = bincode::serialize(&context)?;
+        for p in &streams.params {
+            keyed.extend_from_slice(&p.original);
+        }
+        let key = trestle_abi::ids::fnv1a64(&keyed);
+        if !self.seen.insert(key) {
+            self.summary.duplicates += 1;
+            return Ok(());
+        }
+        let mapping = mapping::map_rest(&context, self.binary.functions.get(&context.fn_id), origin.system_test, streams);
+        for why in mapping.unmapped_streams {
+            *self.summary.unmapped_streams.entry(why).or_default() += 1;
+        }
+        let classes = self.count_params(&context, &mapping.params);
+        let function = self.binary.function_name(context.fn_id);
+        let unit = Unit {
+            magic: UNIT_MAGIC,
+            version: UNIT_VERSION,
+            binary_id: self.binary.id,
+            function: function.clone(),
+            expected,
+            provenance: Provenance {
+                program: self.binary.path.display().to_string(),
+                test: origin.test.to_owned(),
+                trace: origin.trace.display().to_string(),
+                pid: origin.pid,
+                seq,
+                call_index,
+            },
+            system_test: origin.system_test.clone(),
+            context,
+            params: mapping.params,
         };
-        summary.not_carved.push((binary.function_name(*id), reason));
+        let rel = format!("{}/{key:016x}.{UNIT_EXT}", safe_name(&function));
+        let out = self.opts.out.join(&rel);
+        std::fs::create_dir_all(out.parent().expect("unit path has a parent"))?;
+        std::fs::write(&out, unit.encode()).with_context(|| format!("cannot write {}", out.display()))?;
+        self.functions.insert(unit.context.fn_id);
+        self.rows.push(UnitRow {
+            file: rel,
+            function,
+            fn_id: format!("{:016x}", unit.context.fn_id),
+            test: origin.test.to_owned(),
+            call_index,
+            has_oracle: unit.expected.is_some(),
+            params: unit.params.len(),
+            param_kinds: classes,
+            input_bytes: input_bytes(&unit.params),
+            value_hashes: units::value_hashes(&unit.params),
+        });
+        Ok(())
     }
-    summary.not_carved.sort();
-    let uindex = UnitIndex {
-        program: binary.path.clone(),
-        binary_id: format!("{:016x}", binary.id),
-        called_functions: summary.called,
-        not_carved: summary.not_carved.iter().map(|(n, r)| format!("{n}: {r}")).collect(),
-        parameterized_units: summary.parameterized,
-        param_kinds: summary.param_kinds.clone(),
-        units_by_param_kind: summary.units_by_kind.clone(),
-        unmapped_streams: summary.unmapped_streams.clone(),
-        over_bound: summary.over_bound.values().sum(),
-        units: rows,
+
+    /// Count a unit's parameters by class; returns its classes, sorted and distinct.
+    fn count_params(&mut self, context: &Context, params: &[trestle_abi::unit::Param]) -> Vec<String> {
+        self.summary.params += params.len();
+        self.summary.parameterized += usize::from(!params.is_empty());
+        let mut classes: Vec<String> = params.iter().map(|p| param_class(context, p)).collect();
+        for c in &classes {
+            *self.summary.param_kinds.entry(c.clone()).or_default() += 1;
+        }
+        classes.sort();
+        classes.dedup();
+        for c in &classes {
+            *self.summary.units_by_kind.entry(c.clone()).or_default() += 1;
+        }
+        classes
+    }
+
+    /// Say why each function called but not carved was not, and write the index.
+    fn finish(self) -> Result<CarveSummary> {
+        let Carver { opts, binary, mut summary, functions, called, rows, .. } = self;
+        summary.units = rows.len();
+        summary.functions = functions.len();
+        summary.called = called.len();
+        for id in called.difference(&functions) {
+            let reason = not_carved_reason(binary.functions.get(id), summary.over_bound.get(id).copied());
+            summary.not_carved.push((binary.function_name(*id), reason));
+        }
+        summary.not_carved.sort();
+        summary.index = UnitIndex {
+            program: binary.path.clone(),
+            binary_id: format!("{:016x}", binary.id),
+            called_functions: summary.called,
+            not_carved: summary.not_carved.iter().map(|(n, r)| format!("{n}: {r}")).collect(),
+            parameterized_units: summary.parameterized,
+            param_kinds: summary.param_kinds.clone(),
+            units_by_param_kind: summary.units_by_kind.clone(),
+            unmapped_streams: summary.unmapped_streams.clone(),
+            over_bound: summary.over_bound.values().sum(),
+            units: rows,
+        };
+        crate::files::write(&opts.out.join(UNIT_INDEX), &summary.index)?;
+        Ok(summary)
+    }
+}
+
+/// Why a function that was called has no unit; `over_bound` counts its calls whose
+/// context was over the snapshot bound.
+fn not_carved_reason(meta: Option<&FnMeta>, over_bound: Option<usize>) -> String {
+    match (meta, over_bound) {
+        (Some(f), _) if f.variadic && !f.replayable => "variadic: no replay thunk on this target".to_owned(),
+        (Some(f), _) if !f.replayable => "a parameter or return type a 64-bit slot cannot carry".to_owned(),
+        (Some(_), Some(n)) => format!(
+            "its context exceeded the snapshot size bound in every call ({n} of them; raise {})",
+            trestle_abi::hooks::ENV_CONTEXT_LIMIT
+        ),
+        (Some(_), None) => "every call ended without a carvable context (or was only called at exit)".to_owned(),
+        (None, _) => "unknown function".to_owned(),
+    }
+}
+
+fn print_summary(summary: &CarveSummary, out: &Path) {
+    let counts = |m: &BTreeMap<String, usize>, number_first: bool| {
+        let parts: Vec<String> = m.iter().map(|(k, n)| if number_first { format!("{n} {k}") } else { format!("{k} {n}") }).collect();
+        parts.join(", ")
     };
-    crate::files::write(&args.out.join(UNIT_INDEX), &uindex)?;
-    let mut per_fn: BTreeMap<&str, usize> = BTreeMap::new();
-    for r in &uindex.units {
-        *per_fn.entry(&r.function).or_default() += 1;
+    eprintln!(
+        "carved {} unit(s) of {} function(s) from {} invocation(s) ({} duplicate(s) dropped) into {}",
+        summary.units,
+        summary.functions,
+        summary.invocations,
+        summary.duplicates,
+        out.display()
+    );
+    eprintln!("{} of {} called function(s) carved", summary.called - summary.not_carved.len(), summary.called);
+    eprintln!(
+        "{} unit(s) have parameters mapped to the system input ({} parameters: {})",
+        summary.parameterized,
+        summary.params,
+        counts(&summary.param_kinds, true)
+    );
+    if !summary.units_by_kind.is_empty() {
+        eprintln!("units with a parameter of each kind: {}", counts(&summary.units_by_kind, false));
     }
-    if !args.quiet {
-        eprintln!(
-            "carved {} unit(s) of {} function(s) from {} invocation(s) ({} duplicate(s) dropped) into {}",
-            summary.units,
-            summary.functions,
-            summary.invocations,
-            summary.duplicates,
-            args.out.display()
-        );
-        eprintln!("{} of {} called function(s) carved", summary.called - summary.not_carved.len(), summary.called);
-        eprintln!(
-            "{} unit(s) have parameters mapped to the system input ({} parameters: {})",
-            summary.parameterized,
-            summary.params,
-            summary.param_kinds.iter().map(|(k, n)| format!("{n} {k}")).collect::<Vec<_>>().join(", ")
-        );
-        if !summary.units_by_kind.is_empty() {
-            eprintln!(
-                "units with a parameter of each kind: {}",
-                summary.units_by_kind.iter().map(|(k, n)| format!("{k} {n}")).collect::<Vec<_>>().join(", ")
-            );
-        }
-        for (why, n) in &summary.unmapped_streams {
-            eprintln!("  {n} stream(s) read but not mapped: {why}");
-        }
-        let over = uindex.over_bound;
-        if over > 0 {
-            eprintln!(
-                "  {over} invocation(s) of {} function(s) not carved: context over the snapshot size bound ({})",
-                summary.over_bound.len(),
-                trestle_abi::hooks::ENV_CONTEXT_LIMIT
-            );
-        }
-        for (name, why) in &summary.not_carved {
-            eprintln!("  not carved: {name} ({why})");
-        }
+    for (why, n) in &summary.unmapped_streams {
+        eprintln!("  {n} stream(s) read but not mapped: {why}");
     }
-    summary.index = uindex;
-    Ok(summary)
+    let over = summary.index.over_bound;
+    if over > 0 {
+        eprintln!(
+            "  {over} invocation(s) of {} function(s) not carved: context over the snapshot size bound ({})",
+            summary.over_bound.len(),
+            trestle_abi::hooks::ENV_CONTEXT_LIMIT
+        );
+    }
+    for (name, why) in &summary.not_carved {
+        eprintln!("  not carved: {name} ({why})");
+    }
 }

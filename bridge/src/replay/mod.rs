@@ -8,6 +8,7 @@ use anyhow::{Context as _, Result};
 use serde::Serialize;
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
 use std::time::Duration;
 use trestle_abi::context::diff_outcomes_after;
@@ -139,17 +140,34 @@ pub fn replay_unit_with_stderr(program: &Path, unit: &Unit, timeout: Duration) -
 }
 
 /// Run `trestle replay`. Returns the summary (printed too).
-pub fn run(args: &Options) -> Result<ReplaySummary> {
-    let files = unit_files(&args.units)?;
-    let mut units = Vec::with_capacity(files.len());
-    for f in &files {
-        units.push((f.clone(), read_unit(f)?));
+pub fn run(opts: &Options) -> Result<ReplaySummary> {
+    let units = load_units(opts)?;
+    let results = replay_all(opts, &units);
+    let summary = summarize(results);
+    if opts.json {
+        println!("{}", serde_json::to_string_pretty(&summary)?);
+    } else {
+        print_table(&summary, opts.verbose || !opts.check);
     }
-    // Check every program once, up front: a unit from another binary is an error
-    // naming the unit, not a failed replay.
+    Ok(summary)
+}
+
+/// The program a unit is replayed in.
+fn program_of(opts: &Options, u: &Unit) -> PathBuf {
+    opts.program.clone().unwrap_or_else(|| PathBuf::from(&u.provenance.program))
+}
+
+/// Read every unit and check every program once, up front: a unit from another
+/// binary is an error naming the unit, not a failed replay.
+fn load_units(opts: &Options) -> Result<Vec<(PathBuf, Unit)>> {
+    let mut units = Vec::new();
+    for f in unit_files(&opts.units)? {
+        let u = read_unit(&f)?;
+        units.push((f, u));
+    }
     let mut binaries: HashMap<PathBuf, Binary> = HashMap::new();
     for (f, u) in &units {
-        let prog = args.program.clone().unwrap_or_else(|| PathBuf::from(&u.provenance.program));
+        let prog = program_of(opts, u);
         if !binaries.contains_key(&prog) {
             let b = Binary::load(&prog).with_context(|| format!("replaying {}", f.display()))?;
             binaries.insert(prog.clone(), b);
@@ -165,57 +183,68 @@ pub fn run(args: &Options) -> Result<ReplaySummary> {
             );
         }
     }
-    let jobs = args.jobs.unwrap_or_else(|| std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1)).max(1);
-    let next = Mutex::new(0usize);
+    Ok(units)
+}
+
+/// Replay `units` on `--jobs` threads (each replay is a process of its own).
+fn replay_all(opts: &Options, units: &[(PathBuf, Unit)]) -> Vec<UnitReplay> {
+    let jobs = opts.jobs.unwrap_or_else(|| std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1)).max(1);
+    let next = AtomicUsize::new(0);
+    let done = AtomicUsize::new(0);
     let results: Mutex<Vec<Option<UnitReplay>>> = Mutex::new(vec![None; units.len()]);
-    let done = Mutex::new(0usize);
     let total = units.len();
     std::thread::scope(|s| {
         for _ in 0..jobs {
             s.spawn(|| loop {
-                let i = {
-                    let mut n = next.lock().unwrap();
-                    let i = *n;
-                    *n += 1;
-                    i
-                };
-                if i >= total {
-                    break;
-                }
-                let (f, u) = &units[i];
-                let prog = args.program.clone().unwrap_or_else(|| PathBuf::from(&u.provenance.program));
-                let observed = replay_unit_with_stderr(&prog, u, args.timeout);
-                let stderr_note = match &observed {
-                    Ok((Outcome::Crashed { .. }, e)) if !e.is_empty() => format!("; stderr: {e}"),
-                    _ => String::new(),
-                };
-                let observed = observed.map(|(o, _)| o);
-                if let (Some(dir), Ok(o), Some(exp)) = (&args.dump, &observed, &u.expected) {
-                    if diff_outcomes_after(&u.context.graph, exp, o).is_some() {
-                        let stem = f.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
-                        if let Err(e) = dump(dir, &stem, exp, o) {
-                            eprintln!("trestle replay: --dump: {e:#}");
-                        }
-                    }
-                }
-                let (observed_s, verdict) = match (&observed, &u.expected) {
-                    (Err(e), _) => ("error".to_owned(), Verdict::Error(e.clone())),
-                    (Ok(o), None) => (o.summary(), Verdict::NoOracle("the recording saw no end of the call (the process ended inside it, or longjmp left it)".into())),
-                    (Ok(o), Some(exp)) if exp.state().is_some_and(|st| st.graph.partial) => {
-                        (o.summary(), Verdict::NoOracle("the memory after the recorded call was over the snapshot size bound".into()))
-                    }
-                    (Ok(o), Some(exp)) => (o.summary(), match diff_outcomes_after(&u.context.graph, exp, o) { None => Verdict::Faithful, Some(d) => Verdict::Unfaithful(d + &stderr_note) }),
-                };
-                results.lock().unwrap()[i] = Some(UnitReplay { unit: f.display().to_string(), function: u.function.clone(), observed: observed_s, verdict });
-                let mut d = done.lock().unwrap();
-                *d += 1;
-                if !args.json && ((*d).is_multiple_of(50) || *d == total) {
-                    eprintln!("replayed {}/{total}", *d);
+                let i = next.fetch_add(1, Ordering::SeqCst);
+                let Some((f, u)) = units.get(i) else { break };
+                let r = replay_one(opts, f, u);
+                results.lock().expect("no replay thread panics holding the lock")[i] = Some(r);
+                let d = done.fetch_add(1, Ordering::SeqCst) + 1;
+                if !opts.json && (d.is_multiple_of(50) || d == total) {
+                    eprintln!("replayed {d}/{total}");
                 }
             });
         }
     });
-    let results: Vec<UnitReplay> = results.into_inner().unwrap().into_iter().flatten().collect();
+    results.into_inner().expect("no replay thread panics holding the lock").into_iter().flatten().collect()
+}
+
+/// Replay one unit and judge it against its recorded outcome.
+fn replay_one(opts: &Options, f: &Path, u: &Unit) -> UnitReplay {
+    let observed = replay_unit_with_stderr(&program_of(opts, u), u, opts.timeout);
+    let stderr_note = match &observed {
+        Ok((Outcome::Crashed { .. }, e)) if !e.is_empty() => format!("; stderr: {e}"),
+        _ => String::new(),
+    };
+    let observed = observed.map(|(o, _)| o);
+    if let (Some(dir), Ok(o), Some(exp)) = (&opts.dump, &observed, &u.expected) {
+        if diff_outcomes_after(&u.context.graph, exp, o).is_some() {
+            let stem = f.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
+            if let Err(e) = dump(dir, &stem, exp, o) {
+                eprintln!("trestle replay: --dump: {e:#}");
+            }
+        }
+    }
+    let (observed, verdict) = match (&observed, &u.expected) {
+        (Err(e), _) => ("error".to_owned(), Verdict::Error(e.clone())),
+        (Ok(o), None) => (o.summary(), Verdict::NoOracle("the recording saw no end of the call (the process ended inside it, or longjmp left it)".into())),
+        (Ok(o), Some(exp)) if exp.state().is_some_and(|st| st.graph.partial) => {
+            (o.summary(), Verdict::NoOracle("the memory after the recorded call was over the snapshot size bound".into()))
+        }
+        (Ok(o), Some(exp)) => (
+            o.summary(),
+            match diff_outcomes_after(&u.context.graph, exp, o) {
+                None => Verdict::Faithful,
+                Some(d) => Verdict::Unfaithful(d + &stderr_note),
+            },
+        ),
+    };
+    UnitReplay { unit: f.display().to_string(), function: u.function.clone(), observed, verdict }
+}
+
+/// Fidelity over all replays and per function.
+fn summarize(results: Vec<UnitReplay>) -> ReplaySummary {
     let mut per_fn: BTreeMap<String, FunctionFidelity> = BTreeMap::new();
     let (mut faithful, mut no_oracle, mut errors) = (0, 0, 0);
     let (mut failures, mut unchecked) = (Vec::new(), Vec::new());
@@ -231,19 +260,15 @@ pub fn run(args: &Options) -> Result<ReplaySummary> {
                 no_oracle += 1;
                 unchecked.push(r.clone());
             }
-            Verdict::Unfaithful(_) => {
-                e.units += 1;
-                failures.push(r.clone());
-            }
-            Verdict::Error(_) => {
-                errors += 1;
+            Verdict::Unfaithful(_) | Verdict::Error(_) => {
+                errors += usize::from(matches!(r.verdict, Verdict::Error(_)));
                 e.units += 1;
                 failures.push(r.clone());
             }
         }
     }
     let checked = results.len() - no_oracle;
-    let summary = ReplaySummary {
+    ReplaySummary {
         units: results.len(),
         faithful,
         no_oracle,
@@ -252,13 +277,7 @@ pub fn run(args: &Options) -> Result<ReplaySummary> {
         functions: per_fn.into_values().collect(),
         failures,
         unchecked,
-    };
-    if args.json {
-        println!("{}", serde_json::to_string_pretty(&summary)?);
-    } else {
-        print_table(&summary, args.verbose || !args.check);
     }
-    Ok(summary)
 }
 
 /// Write the recorded and the replayed outcome of a unit for `--dump`.

@@ -14,7 +14,7 @@
 mod served;
 
 use crate::validate::signature::{parse_sanitizer, parse_stack, signal_name, symbolise, CrashSignature, FrameFilter};
-use crate::system::launch::{run_to_end, Capture, Layout};
+use crate::system::launch::{run_to_end, Capture, Ended, Layout};
 use crate::system::systest::RunStatus;
 use anyhow::{bail, Context as _, Result};
 use std::os::unix::process::{CommandExt as _, ExitStatusExt as _};
@@ -212,6 +212,54 @@ struct Outcome {
     wall: Duration,
 }
 
+/// Files a run leaves beside its working directory.
+struct SidePaths {
+    /// `trestle-exec`'s report: lines `exit N` / `signal N`, `maxrss KiB`, `cpu_ms N`.
+    status: PathBuf,
+    /// The crash stack the preload writes.
+    stack: PathBuf,
+    /// The coverage profile of a coverage build.
+    profile: PathBuf,
+}
+
+/// What `trestle-exec` reported about the run (nothing when it died first).
+struct ExecReport(String);
+
+impl ExecReport {
+    fn read(path: &Path) -> Result<ExecReport> {
+        match std::fs::read_to_string(path) {
+            Ok(text) => Ok(ExecReport(text)),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(ExecReport(String::new())),
+            Err(e) => Err(e).with_context(|| format!("cannot read the run's status {}", path.display())),
+        }
+    }
+
+    fn field(&self, key: &str) -> Option<i64> {
+        self.0.lines().find_map(|l| l.strip_prefix(key).and_then(|v| v.trim().parse::<i64>().ok()))
+    }
+}
+
+/// Resource limits for the child, set between fork and exec.
+fn apply_limits(cmd: &mut Command, limits: Limits, sanitizer: bool) {
+    // SAFETY: setrlimit is async-signal-safe and affects only the child.
+    unsafe {
+        cmd.pre_exec(move || {
+            let set = |res, v: u64| {
+                let l = libc::rlimit { rlim_cur: v, rlim_max: v };
+                libc::setrlimit(res, &l);
+            };
+            set(libc::RLIMIT_CPU, limits.cpu_secs.max(1));
+            if !sanitizer {
+                set(libc::RLIMIT_AS, limits.memory);
+            }
+            set(libc::RLIMIT_FSIZE, limits.file_size);
+            set(libc::RLIMIT_NOFILE, limits.open_files);
+            set(libc::RLIMIT_CORE, 0);
+            Ok(())
+        });
+    }
+}
+
 impl Sandbox {
     /// A sandbox with these limits; `isolate` uses bubblewrap (checked to work here),
     /// otherwise runs only get a fresh directory and the rlimits.
@@ -266,11 +314,41 @@ impl Sandbox {
         profile: Option<&Path>,
     ) -> Result<SandboxRun> {
         let layout = Layout::new(test)?;
-        let (work, side) = (&layout.cwd, &layout.side);
-        let status_path = side.join("status");
-        let stack_path = side.join("stack");
-        let profile_path = side.join("profile.profraw");
+        let side = SidePaths { status: layout.side.join("status"), stack: layout.side.join("stack"), profile: layout.side.join("profile.profraw") };
+        let mut cmd = self.command(program, &layout, &side);
+        cmd.args(&test.args);
+        for (k, _) in std::env::vars_os() {
+            if k.to_string_lossy().starts_with("TRESTLE_") || k == "LD_PRELOAD" {
+                cmd.env_remove(k);
+            }
+        }
+        cmd.envs(test.env.iter()).envs(extra_env.iter().map(|(k, v)| (k, v)));
+        cmd.env("LLVM_PROFILE_FILE", &side.profile);
+        if sanitizer {
+            sanitizer_env(&mut cmd);
+        } else {
+            cmd.env("LD_PRELOAD", &self.preload).env(trestle_abi::fuzz::ENV_CRASH_STACK, &side.stack);
+        }
+        apply_limits(&mut cmd, self.limits.clone(), sanitizer);
+        let capture = Capture { stdout: true, stderr: true };
+        let ended = run_to_end(&mut cmd, &layout.stdin, capture, self.limits.wall)
+            .with_context(|| format!("cannot start {}", self.exec.display()))?;
+        let report = ExecReport::read(&side.status)?;
+        let status = self.status_of(&ended, &report)?;
+        if let Some(dest) = profile {
+            if side.profile.exists() {
+                std::fs::copy(&side.profile, dest).with_context(|| format!("cannot write {}", dest.display()))?;
+            }
+        }
+        let max_rss_kib = report.field("maxrss ").unwrap_or(0).max(0) as u64;
+        let cpu_ms = report.field("cpu_ms ").unwrap_or(0).max(0) as u64;
+        let outcome = Outcome { status, stdout: ended.stdout, stderr: ended.stderr, max_rss_kib, cpu_ms, wall: ended.wall };
+        self.conclude(program, outcome, &side.stack, sanitizer, filter)
+    }
 
+    /// `trestle-exec STATUS -- PROGRAM`, inside bubblewrap when the sandbox isolates.
+    fn command(&self, program: &Path, layout: &Layout, side: &SidePaths) -> Command {
+        let (work, side_dir) = (&layout.cwd, &layout.side);
         let mut cmd = match &self.bwrap {
             Some(bwrap) => {
                 let mut c = Command::new(bwrap);
@@ -280,7 +358,7 @@ impl Sandbox {
                     c.arg("--ro-bind").arg(p).arg(p);
                 }
                 c.arg("--bind").arg(work).arg(work);
-                c.arg("--bind").arg(side).arg(side);
+                c.arg("--bind").arg(side_dir).arg(side_dir);
                 c.arg("--chdir").arg(work);
                 c.args(["--unshare-all", "--die-with-parent", "--new-session", "--"]);
                 c.arg(&self.exec);
@@ -292,74 +370,34 @@ impl Sandbox {
                 c
             }
         };
-        cmd.arg(&status_path).arg("--").arg(program).args(&test.args);
-        for (k, _) in std::env::vars_os() {
-            if k.to_string_lossy().starts_with("TRESTLE_") || k == "LD_PRELOAD" {
-                cmd.env_remove(k);
-            }
+        cmd.arg(&side.status).arg("--").arg(program);
+        cmd
+    }
+
+    /// How the program ended, from `trestle-exec`'s report, else from how
+    /// `trestle-exec` itself ended (a limit, or a sandbox that failed to start).
+    fn status_of(&self, ended: &Ended, report: &ExecReport) -> Result<RunStatus> {
+        if ended.status == RunStatus::TimedOut {
+            return Ok(RunStatus::TimedOut);
         }
-        cmd.envs(test.env.iter()).envs(extra_env.iter().map(|(k, v)| (k, v)));
-        cmd.env("LLVM_PROFILE_FILE", &profile_path);
-        if sanitizer {
-            sanitizer_env(&mut cmd);
-        } else {
-            cmd.env("LD_PRELOAD", &self.preload).env(trestle_abi::fuzz::ENV_CRASH_STACK, &stack_path);
+        if let Some(s) = report.field("signal ") {
+            return Ok(RunStatus::Signaled(s as i32));
         }
-        let limits = self.limits.clone();
-        // SAFETY: setrlimit is async-signal-safe and affects only the child.
-        unsafe {
-            cmd.pre_exec(move || {
-                let set = |res, v: u64| {
-                    let l = libc::rlimit { rlim_cur: v, rlim_max: v };
-                    libc::setrlimit(res, &l);
-                };
-                set(libc::RLIMIT_CPU, limits.cpu_secs.max(1));
-                if !sanitizer {
-                    set(libc::RLIMIT_AS, limits.memory);
+        if let Some(c) = report.field("exit ") {
+            return Ok(RunStatus::Exited(c as i32));
+        }
+        let outer = ended.raw.expect("a run that did not time out has an exit status");
+        Ok(match (outer.code(), outer.signal()) {
+            (_, Some(s)) => RunStatus::Signaled(s),
+            (Some(c), _) => {
+                let stderr = String::from_utf8_lossy(&ended.stderr);
+                if c != 0 && self.bwrap.is_some() && stderr.contains("bwrap:") {
+                    bail!("the sandbox failed to start: {}", stderr.trim());
                 }
-                set(libc::RLIMIT_FSIZE, limits.file_size);
-                set(libc::RLIMIT_NOFILE, limits.open_files);
-                set(libc::RLIMIT_CORE, 0);
-                Ok(())
-            });
-        }
-        let capture = Capture { stdout: true, stderr: true };
-        let ended = run_to_end(&mut cmd, &layout.stdin, capture, self.limits.wall)
-            .with_context(|| format!("cannot start {}", self.exec.display()))?;
-        let (timed_out, wall, stdout, stderr) = (ended.status == RunStatus::TimedOut, ended.wall, ended.stdout, ended.stderr);
-        let report = std::fs::read_to_string(&status_path).unwrap_or_default();
-        let field = |k: &str| {
-            report.lines().find_map(|l| l.strip_prefix(k).and_then(|v| v.trim().parse::<i64>().ok()))
-        };
-        let status = if timed_out {
-            RunStatus::TimedOut
-        } else if let Some(s) = field("signal ") {
-            RunStatus::Signaled(s as i32)
-        } else if let Some(c) = field("exit ") {
-            RunStatus::Exited(c as i32)
-        } else {
-            // The supervisor itself died (a limit, or the sandbox failed to start).
-            let outer = ended.raw.expect("a run that did not time out has an exit status");
-            match (outer.code(), outer.signal()) {
-                (_, Some(s)) => RunStatus::Signaled(s),
-                (Some(c), _) => {
-                    if c != 0 && self.bwrap.is_some() && String::from_utf8_lossy(&stderr).contains("bwrap:") {
-                        bail!("the sandbox failed to start: {}", String::from_utf8_lossy(&stderr).trim());
-                    }
-                    RunStatus::Exited(c)
-                }
-                _ => RunStatus::Exited(-1),
+                RunStatus::Exited(c)
             }
-        };
-        let max_rss_kib = field("maxrss ").unwrap_or(0).max(0) as u64;
-        let cpu_ms = field("cpu_ms ").unwrap_or(0).max(0) as u64;
-        if let Some(dest) = profile {
-            if profile_path.exists() {
-                std::fs::copy(&profile_path, dest).with_context(|| format!("cannot write {}", dest.display()))?;
-            }
-        }
-        let outcome = Outcome { status, stdout, stderr, max_rss_kib, cpu_ms, wall };
-        self.conclude(program, outcome, &stack_path, sanitizer, filter)
+            _ => RunStatus::Exited(-1),
+        })
     }
 
     /// The run as the caller sees it: a limit it ran into, else the crash (from a
