@@ -23,9 +23,19 @@ pub(crate) struct Config {
 }
 
 impl Config {
+    /// Each tunable from its variable; unset, or set to something that is not a
+    /// number (said on stderr), its default.
     pub(crate) fn from_env() -> Self {
-        let num = |name: &str, default: u64| {
-            std::env::var(name).ok().and_then(|v| v.parse::<u64>().ok()).unwrap_or(default)
+        let num = |name: &str, default: u64| match std::env::var(name) {
+            Ok(v) => v.parse::<u64>().unwrap_or_else(|e| {
+                eprintln!("trestle runtime: {name}={v:?} is not a number ({e}); using {default}");
+                default
+            }),
+            Err(std::env::VarError::NotPresent) => default,
+            Err(e) => {
+                eprintln!("trestle runtime: {name}: {e}; using {default}");
+                default
+            }
         };
         let bytes = num(hooks::ENV_CONTEXT_LIMIT, 4 << 20) as usize;
         Config {
@@ -86,7 +96,10 @@ impl Runtime {
         let Some(w) = self.writer.as_mut() else { return };
         let body = match bincode::serialize(rec) {
             Ok(b) => b,
-            Err(_) => return,
+            Err(e) => {
+                eprintln!("trestle runtime: cannot encode a trace record: {e}; record dropped");
+                return;
+            }
         };
         if let Err(e) = w.append(&body) {
             eprintln!("trestle runtime: writing {}: {e}; recording stops", w.path().display());
@@ -202,7 +215,9 @@ impl Runtime {
         };
         // Contexts that differ only in how far the input was read are duplicates:
         // the first one's stream positions stand for them.
-        let key = trestle_abi::ids::fnv1a64(&bincode::serialize(&context).unwrap_or_default());
+        // Plain data always encodes; a failure is a bug, for the hook's guard to report.
+        let encoded = bincode::serialize(&context).expect("a context encodes");
+        let key = trestle_abi::ids::fnv1a64(&encoded);
         if !self.fns[idx].seen.insert(key) {
             self.stats.duplicates += 1;
             return;
@@ -273,7 +288,10 @@ pub(crate) extern "C" fn at_exit() {
                 .collect();
             rt.write(&Record::Stats(stats));
             if let Some(w) = rt.writer.take() {
-                let _ = w.close();
+                let path = w.path().to_owned();
+                if let Err(e) = w.close() {
+                    eprintln!("trestle runtime: closing {}: {e}; the trace may be cut short", path.display());
+                }
             }
         }
     })
