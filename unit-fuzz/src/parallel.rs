@@ -20,7 +20,8 @@
 //! writers in lock files, so nothing is clobbered. Each fuzzer writes a small report
 //! every second and when it stops; the caller sums them.
 
-use crate::{io, lib, run_fuzzer, FuzzConfig, FuzzError, FuzzReport, UnitState};
+use crate::forkserver::{run_fuzzer, UnitState};
+use crate::{io, lib, FuzzConfig, FuzzError, FuzzReport};
 use libafl::events::launcher::{ClientDescription, Launcher};
 use libafl::events::{EventConfig, LlmpRestartingEventManager, SendExiting, ShouldSaveState};
 use libafl::inputs::BytesInput;
