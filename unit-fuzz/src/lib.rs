@@ -404,10 +404,13 @@ fn single_core_campaign(cfg: &FuzzConfig, out: &Path, request: &Path, cwd: &Path
         pin_to_core(core);
     }
     let result = forkserver::campaign(cfg, out, request);
-    if let Some(d) = previous_dir {
-        let _ = std::env::set_current_dir(d);
-    }
-    result
+    let back = match &previous_dir {
+        Some(d) => std::env::set_current_dir(d).map_err(io("cannot go back to", d)),
+        None => Ok(()),
+    };
+    let report = result?;
+    back?;
+    Ok(report)
 }
 
 /// Sort the objective's finds into crashes and timeouts by running each alone,
@@ -417,7 +420,7 @@ fn sort_solutions(cfg: &FuzzConfig, out: &Path, request: &Path, cwd: &Path, repo
     let sort_end = Instant::now() + Duration::from_secs(5) + cfg.timeout * 8;
     let solutions = out.join(".solutions");
     for entry in std::fs::read_dir(&solutions).map_err(io("cannot list", &solutions))? {
-        let Ok(entry) = entry else { continue };
+        let entry = entry.map_err(io("cannot list", &solutions))?;
         if Instant::now() > sort_end {
             break;
         }
