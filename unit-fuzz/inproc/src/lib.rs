@@ -32,7 +32,9 @@
 //! The plan and the report are `trestle_unit_fuzz::inprocess`'s; this library owns
 //! the fuzzing loop inside the harness and nothing else.
 
-use libafl::corpus::{Corpus, CorpusId, HasCurrentCorpusId, InMemoryOnDiskCorpus, OnDiskCorpus};
+mod stages;
+
+use libafl::corpus::{Corpus, InMemoryOnDiskCorpus, OnDiskCorpus};
 use libafl::events::{EventRestarter, Restorable, RestartingEventManager, SimpleEventManager};
 use libafl::executors::hooks::inprocess::HasTimeout;
 use libafl::executors::hooks::timer::TimerStruct;
@@ -43,18 +45,16 @@ use libafl::fuzzer::{Evaluator, Fuzzer, StdFuzzer};
 use libafl::inputs::{BytesInput, HasTargetBytes};
 use libafl::monitors::NopMonitor;
 use libafl::mutators::{havoc_mutations, tokens_mutations, HavocScheduledMutator, I2SRandReplace};
-use libafl::observers::{CanTrack, CmpValues, CmpValuesMetadata, HitcountsMapObserver, Observer, StdMapObserver, TimeObserver};
+use libafl::observers::{CanTrack, HitcountsMapObserver, StdMapObserver, TimeObserver};
 use libafl::schedulers::{IndexesLenTimeMinimizerScheduler, QueueScheduler};
-use libafl::stages::{Restartable, ShadowTracingStage, Stage, StdMutationalStage};
+use libafl::stages::{ShadowTracingStage, StdMutationalStage};
 use libafl::state::{HasCorpus, HasExecutions, HasSolutions, StdState};
 use libafl::{feedback_and_fast, feedback_or, feedback_or_fast, Error, HasMetadata};
 use libafl_bolts::rands::StdRand;
 use libafl_bolts::shmem::{ShMem, ShMemProvider, UnixShMemProvider};
 use libafl_bolts::staterestore::StateRestorer;
 use libafl_bolts::tuples::{tuple_list, Merge};
-use libafl_bolts::Named;
 use libafl_targets::{CmpLogMap, CmpLogObserver};
-use std::borrow::Cow;
 use std::ffi::CStr;
 use std::io::Write;
 use std::os::unix::ffi::OsStrExt;
@@ -63,6 +63,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant, SystemTime};
 use trestle_abi::fuzz::{encode_values, original_value, InProcessTarget, EXEC_CRASHED, INPROC_ABI_VERSION};
 use trestle_unit_fuzz::inprocess::{InProcessPlan, InProcessReport};
+use stages::{HarnessCmpLogObserver, RetryAlways, TraceOnceEach};
 use trestle_unit_fuzz::mutators::ParamValueMutator;
 
 /// Executions one fuzzer process runs before it hands its state to a fresh fork of
@@ -391,101 +392,6 @@ fn describe_status(status: i32) -> String {
     }
 }
 
-/// The unit's CmpLog observer: LibAFL's, over the map the runtime's `trace-cmp`
-/// hooks write, switching those hooks on for the tracing run only (the runtime has
-/// its own switch, not the one `CmpLogObserver` flips in this library).
-struct HarnessCmpLogObserver {
-    inner: CmpLogObserver,
-    enabled: *mut u8,
-}
-
-impl Named for HarnessCmpLogObserver {
-    fn name(&self) -> &Cow<'static, str> {
-        self.inner.name()
-    }
-}
-
-impl<I, S: HasMetadata> Observer<I, S> for HarnessCmpLogObserver {
-    fn pre_exec(&mut self, state: &mut S, input: &I) -> Result<(), Error> {
-        self.inner.pre_exec(state, input)?;
-        // SAFETY: the runtime's switch byte, valid for the process's life.
-        unsafe { self.enabled.write_volatile(1) };
-        Ok(())
-    }
-
-    fn post_exec(&mut self, state: &mut S, input: &I, exit_kind: &ExitKind) -> Result<(), Error> {
-        // SAFETY: as above.
-        unsafe { self.enabled.write_volatile(0) };
-        self.inner.post_exec(state, input, exit_kind)
-    }
-}
-
-/// A stage the unit interrupted (a crash, a hang) is simply performed again by the
-/// next fuzzer process. LibAFL's own stages give up on a corpus entry after a few
-/// interrupted runs, which suits stages that crash the fuzzer, not a unit that
-/// crashes under mutation all the time: with a small queue, every stage would soon
-/// be skipped for every entry and the fuzzer would spin without executing.
-struct RetryAlways<ST>(ST);
-
-impl<E, EM, S, Z, ST: Stage<E, EM, S, Z>> Stage<E, EM, S, Z> for RetryAlways<ST> {
-    fn perform(&mut self, fuzzer: &mut Z, executor: &mut E, state: &mut S, manager: &mut EM) -> Result<(), Error> {
-        self.0.perform(fuzzer, executor, state, manager)
-    }
-}
-
-impl<S, ST> Restartable<S> for RetryAlways<ST> {
-    fn should_restart(&mut self, _state: &mut S) -> Result<bool, Error> {
-        Ok(true)
-    }
-
-    fn clear_progress(&mut self, _state: &mut S) -> Result<(), Error> {
-        Ok(())
-    }
-}
-
-/// The CmpLog tracing run, once per queue entry: an entry traced before gets its
-/// comparisons back from a cache instead (the unit is deterministic, so a second
-/// trace would find the same ones). A tracing run reads the whole CmpLog map, the
-/// largest cost per round once executions are cheap.
-struct TraceOnceEach<ST> {
-    inner: ST,
-    seen: std::collections::HashMap<CorpusId, Vec<CmpValues>>,
-}
-
-/// Entries whose comparisons [`TraceOnceEach`] keeps; past that, it traces again.
-const TRACES_KEPT: usize = 4096;
-
-impl<E, EM, S, Z, ST> Stage<E, EM, S, Z> for TraceOnceEach<ST>
-where
-    S: HasCurrentCorpusId + HasMetadata,
-    ST: Stage<E, EM, S, Z>,
-{
-    fn perform(&mut self, fuzzer: &mut Z, executor: &mut E, state: &mut S, manager: &mut EM) -> Result<(), Error> {
-        let id = state.current_corpus_id()?;
-        if let Some(list) = id.and_then(|id| self.seen.get(&id)) {
-            state.metadata_or_insert_with(CmpValuesMetadata::new).list.clone_from(list);
-            return Ok(());
-        }
-        self.inner.perform(fuzzer, executor, state, manager)?;
-        if let (Some(id), Ok(meta)) = (id, state.metadata::<CmpValuesMetadata>()) {
-            if self.seen.len() < TRACES_KEPT {
-                self.seen.insert(id, meta.list.clone());
-            }
-        }
-        Ok(())
-    }
-}
-
-impl<S, ST> Restartable<S> for TraceOnceEach<ST> {
-    fn should_restart(&mut self, _state: &mut S) -> Result<bool, Error> {
-        Ok(true)
-    }
-
-    fn clear_progress(&mut self, _state: &mut S) -> Result<(), Error> {
-        Ok(())
-    }
-}
-
 /// One fuzzer process: take the saved state up (or start one), fuzz until the
 /// deadline, the first crash (if asked) or [`FRESH_PROCESS_EVERY`] executions.
 fn fuzz(c: &Campaign, mut restorer: StateRestorer<<UnixShMemProvider as ShMemProvider>::ShMem, UnixShMemProvider>) -> Result<(), Error> {
@@ -585,13 +491,13 @@ fn fuzz(c: &Campaign, mut restorer: StateRestorer<<UnixShMemProvider as ShMemPro
     }
     if plan.cmplog {
         // SAFETY: the runtime's CmpLog map and switch, valid for the process's life.
-        let cmplog = HarnessCmpLogObserver {
-            inner: unsafe { CmpLogObserver::with_map_ptr("cmplog", t.cmplog_map as *mut CmpLogMap, true) },
-            enabled: t.cmplog_enabled,
-        };
+        let cmplog = HarnessCmpLogObserver::new(
+            unsafe { CmpLogObserver::with_map_ptr("cmplog", t.cmplog_map as *mut CmpLogMap, true) },
+            t.cmplog_enabled,
+        );
         let mut executor = ShadowExecutor::new(executor, tuple_list!(cmplog));
         let i2s = RetryAlways(StdMutationalStage::new(HavocScheduledMutator::new(tuple_list!(I2SRandReplace::new()))));
-        let tracing = TraceOnceEach { inner: ShadowTracingStage::new(), seen: Default::default() };
+        let tracing = TraceOnceEach::new(ShadowTracingStage::new());
         let mut stages = tuple_list!(tracing, i2s, values!(), havoc!());
         fuzz_loop(c, afresh, &mut fuzzer, &mut stages, &mut executor, &mut state, &mut mgr)
     } else {
