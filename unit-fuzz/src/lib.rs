@@ -257,8 +257,9 @@ pub fn run_input(program: &Path, request: &Path, input: &Path, cwd: &Path, timeo
 
 /// Run the harness once on `input` (the recorded values): the unit works if it
 /// returns within `timeout` (or calls `exit`). Otherwise why not: the harness's own
-/// set-up failure (its set-up exit status with a message), a crash on the recorded
-/// values, or a hang, which is killed. Failing to run the harness at all is an error.
+/// set-up failure (its set-up exit status, with its message if it gave one), a
+/// crash on the recorded values, or a hang, which is killed. Failing to run the
+/// harness at all is an error.
 fn dry_run(program: &Path, request: &Path, input: &Path, cwd: &Path, timeout: Duration) -> Result<Option<String>, FuzzError> {
     let log_path = input.with_extension("log");
     let log = std::fs::File::create(&log_path).map_err(io("cannot create", &log_path))?;
@@ -279,6 +280,11 @@ fn dry_run(program: &Path, request: &Path, input: &Path, cwd: &Path, timeout: Du
     Ok(match (end, msg) {
         (HarnessEnd::TimedOut, _) => Some(format!("does not finish on its recorded values within {:.1}s (a hang)", limit.as_secs_f64())),
         (HarnessEnd::Exited(trestle_abi::fuzz::EXIT_SETUP_FAILED), Some(m)) => Some(m),
+        // The set-up failure status without its message (past the first 64 KiB of
+        // the unit's own output, say) is still a unit that does not work.
+        (HarnessEnd::Exited(code @ trestle_abi::fuzz::EXIT_SETUP_FAILED), None) => {
+            Some(format!("the harness exited with status {code} (set-up failed) without saying why; see {}", log_path.display()))
+        }
         (HarnessEnd::Signaled(sig), _) => Some(format!("crashes on its recorded values (signal {sig})")),
         _ => None,
     })
