@@ -200,7 +200,7 @@ pub(crate) fn campaign(cfg: &FuzzConfig, out: &Path, request: &Path, cwd: &Path)
     // Clients stop at the deadline after their current round; give them that and
     // the broker's goodbye, then end whatever is left.
     let grace = Duration::from_secs(5) + cfg.timeout * 4;
-    let finished = supervise(&mut child, start + cfg.time + grace);
+    let finished = supervise(&mut child, start + cfg.time + grace).map_err(io("cannot wait for the launcher", &program))?;
     // Best effort: the findings are in, and the next campaign removes a marker
     // left here (or says why it cannot).
     let _ = std::fs::remove_file(&stop_file);
@@ -389,17 +389,19 @@ fn launch_failed(reports: &Path, why: &str) -> i32 {
 }
 
 /// Wait for the launcher until `hard_end`; then end it and everything under it.
-/// Returns whether it ended by itself.
-fn supervise(launcher: &mut std::process::Child, hard_end: Instant) -> bool {
+/// Returns whether it ended by itself; a launcher that cannot be waited for is
+/// ended likewise, and the error returned.
+fn supervise(launcher: &mut std::process::Child, hard_end: Instant) -> std::io::Result<bool> {
     loop {
-        match launcher.try_wait() {
-            Ok(None) => {}
-            Ok(Some(_)) | Err(_) => return true,
+        let waited = launcher.try_wait();
+        if let Ok(Some(_)) = waited {
+            return Ok(true);
         }
-        if Instant::now() > hard_end {
+        if waited.is_err() || Instant::now() > hard_end {
             kill_tree(Pid::from_raw(launcher.id() as i32), true);
+            // Killed above: the wait only reaps it.
             let _ = launcher.wait();
-            return false;
+            return waited.map(|_| false);
         }
         std::thread::sleep(Duration::from_millis(20));
     }
