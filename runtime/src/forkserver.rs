@@ -15,12 +15,22 @@ use libafl_targets::{
     __afl_map_size,
 };
 
+/// The descriptor the fuzzer's control pipe arrives on: AFL++'s `FORKSRV_FD`, which
+/// `libafl_targets` reads the protocol from (it does not export the number).
+const AFL_CONTROL_FD: i32 = 198;
+
 /// Executions one forked process serves in persistent mode before a fresh fork.
 const PERSISTENT_ROUNDS: u32 = 1000;
 
 /// The size of the map the fuzzer made (AFL's convention: the default when unsaid).
-fn host_map_size() -> usize {
-    std::env::var(hooks::ENV_AFL_MAP_SIZE).ok().and_then(|s| s.parse().ok()).unwrap_or(hooks::EDGE_MAP_SIZE)
+/// A value that is not a size is an error, as it is to `libafl_targets`, which
+/// parses the same variable when it attaches the map.
+fn host_map_size() -> Result<usize, String> {
+    match std::env::var(hooks::ENV_AFL_MAP_SIZE) {
+        Ok(s) => s.parse().map_err(|e| format!("{}={s:?} is not a map size: {e}", hooks::ENV_AFL_MAP_SIZE)),
+        Err(std::env::VarError::NotPresent) => Ok(hooks::EDGE_MAP_SIZE),
+        Err(e) => Err(format!("{}: {e}", hooks::ENV_AFL_MAP_SIZE)),
+    }
 }
 
 fn die(what: &str, err: impl std::fmt::Display) -> ! {
@@ -36,13 +46,20 @@ pub fn edges() -> usize {
 /// Passive mode under a system-level fuzzer: with `__AFL_SHM_ID` set, point the
 /// SanitizerCoverage counters at that shared memory, so that a plain spawned run
 /// reports its edges (hit counts) to the fuzzer. Without the variable this is one
-/// environment lookup. A map that cannot be attached (gone, or smaller than the
-/// program's edges) leaves the counters where they were: the run goes on, unobserved.
+/// environment lookup. A map that cannot be attached (gone, of an unreadable size, or
+/// smaller than the program's edges) leaves the counters where they were, with a
+/// message on stderr: the run goes on, unobserved.
 pub fn attach_edge_map() {
     if std::env::var_os(hooks::ENV_AFL_SHM_ID).is_none() {
         return;
     }
-    let host_size = host_map_size();
+    let host_size = match host_map_size() {
+        Ok(size) => size,
+        Err(e) => {
+            eprintln!("trestle runtime: {e}; coverage not reported");
+            return;
+        }
+    };
     let edges = edges();
     if edges > host_size {
         eprintln!("trestle runtime: the program has {edges} edges, the fuzzer's map {host_size}; coverage not reported");
@@ -51,13 +68,24 @@ pub fn attach_edge_map() {
     // Called once, from the runtime's initialisation (the first hook, at the start of
     // `main`); the counters move to a map at least `edges` long. Edges taken before
     // that (constructors) stay in the private map.
-    let Ok(mut provider) = UnixShMemProvider::new() else { return };
-    let _ = map_shared_memory(&mut provider);
+    let mut provider = match UnixShMemProvider::new() {
+        Ok(p) => p,
+        Err(e) => {
+            eprintln!("trestle runtime: cannot attach the coverage map: {e}");
+            return;
+        }
+    };
+    if let Err(e) = map_shared_memory(&mut provider) {
+        eprintln!("trestle runtime: cannot attach the coverage map: {e}");
+    }
     // A system-level CmpLog run: the trace-cmp hooks log the operands of every
     // comparison, for input-to-state solving on the system input.
-    if std::env::var_os(hooks::ENV_AFL_CMPLOG_SHM_ID).is_some() && map_cmplog_shared_memory(&mut provider).is_ok() {
-        // SAFETY: single-threaded initialisation, before `main` runs.
-        unsafe { CMPLOG_ENABLED = 1 };
+    if std::env::var_os(hooks::ENV_AFL_CMPLOG_SHM_ID).is_some() {
+        match map_cmplog_shared_memory(&mut provider) {
+            // SAFETY: single-threaded initialisation, before `main` runs.
+            Ok(()) => unsafe { CMPLOG_ENABLED = 1 },
+            Err(e) => eprintln!("trestle runtime: cannot attach the CmpLog map: {e}"),
+        }
     }
 }
 
@@ -71,7 +99,7 @@ pub fn serve(session: &mut Session) -> ! {
         unsafe { libc::_exit(0) }
     }
     let mut provider = UnixShMemProvider::new().unwrap_or_else(|e| die("shared memory", e));
-    let host_size = host_map_size();
+    let host_size = host_map_size().unwrap_or_else(|e| die("map size", e));
     let edges = edges();
     if edges > host_size {
         die("map size", format!("the program has {edges} edges, the fuzzer's map {host_size}"));
@@ -105,8 +133,12 @@ pub fn serve(session: &mut Session) -> ! {
             // SAFETY: ends the process.
             unsafe { libc::_exit(0) }
         }
-        // The fuzzer closing its pipes at the end of a campaign also lands here.
-        Err(_) => {
+        // The fuzzer closing its pipes at the end of a campaign also lands here: that
+        // is the normal end; anything else is said before the same end.
+        Err(e) => {
+            if !fuzzer_hung_up() {
+                eprintln!("trestle runtime: the forkserver stopped: {e}");
+            }
             // SAFETY: ends the process.
             unsafe { libc::_exit(0) }
         }
@@ -126,7 +158,7 @@ pub fn serve(session: &mut Session) -> ! {
             unsafe { std::slice::from_raw_parts(INPUT_PTR, *INPUT_LENGTH_PTR as usize).to_vec() }
         } else {
             let mut v = Vec::new();
-            let _ = std::io::Read::read_to_end(&mut std::io::stdin().lock(), &mut v);
+            std::io::Read::read_to_end(&mut std::io::stdin().lock(), &mut v).unwrap_or_else(|e| die("reading the input", e));
             v
         };
         session.apply(&input);
@@ -134,4 +166,13 @@ pub fn serve(session: &mut Session) -> ! {
     }
     // SAFETY: the executions are over; the fork exits without running exit handlers.
     unsafe { libc::_exit(0) }
+}
+
+/// Whether the fuzzer has closed its end of the forkserver's control pipe (how a
+/// campaign ends), as opposed to the protocol failing while it still listens.
+fn fuzzer_hung_up() -> bool {
+    let mut fds = libc::pollfd { fd: AFL_CONTROL_FD, events: libc::POLLIN, revents: 0 };
+    // SAFETY: one valid pollfd, no waiting.
+    let ready = unsafe { libc::poll(&mut fds, 1, 0) };
+    ready == 1 && fds.revents & (libc::POLLHUP | libc::POLLERR | libc::POLLNVAL) != 0
 }

@@ -310,7 +310,13 @@ impl Session {
         if resize != Resize::Fixed && b.len() as u64 != len {
             // Fresh room of the new length; move the pointers to the old place: all
             // of the extent's, or, for a token, those into the token.
-            let Ok(new) = arena_alloc(b.len() + term, 16) else { return len as usize };
+            let new = match arena_alloc(b.len() + term, 16) {
+                Ok(new) => new,
+                Err(e) => {
+                    no_room_for_value(b.len(), &e);
+                    return len as usize;
+                }
+            };
             // SAFETY: `new` has room for the bytes and the terminator.
             unsafe {
                 std::ptr::copy_nonoverlapping(b.as_ptr(), new as *mut u8, b.len());
@@ -426,6 +432,15 @@ fn load_library(path: &std::ffi::OsStr) -> Result<(), String> {
 }
 
 /// The harness cannot set its unit up: say why and end with the status that means so.
+/// A resized string value that found no room keeps the recorded one: said once per
+/// process (every execution would say it again).
+fn no_room_for_value(len: usize, why: &str) {
+    static SAID: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+    if !SAID.swap(true, std::sync::atomic::Ordering::Relaxed) {
+        eprintln!("trestle runtime: no room for a {len}-byte string value ({why}); such values are not applied");
+    }
+}
+
 pub(crate) fn die(msg: &str) -> ! {
     eprintln!("{}{msg}", trestle_abi::fuzz::HARNESS_MSG_PREFIX);
     // SAFETY: ends the process.

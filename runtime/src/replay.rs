@@ -21,7 +21,13 @@ fn write_result(result: &ReplayResult) {
         eprintln!("trestle runtime: {} is not set; replay result lost", hooks::ENV_REPLAY_OUT);
         return;
     };
-    let bytes = bincode::serialize(result).unwrap_or_default();
+    let bytes = match bincode::serialize(result) {
+        Ok(b) => b,
+        Err(e) => {
+            eprintln!("trestle runtime: cannot encode the replay result: {e}; replay result lost");
+            return;
+        }
+    };
     if let Err(e) = std::fs::write(&out, bytes) {
         eprintln!("trestle runtime: cannot write replay result {}: {e}", std::path::Path::new(&out).display());
     }

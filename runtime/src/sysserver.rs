@@ -18,20 +18,24 @@ extern "C" {
     static environ: *const *const libc::c_char;
 }
 
-fn read_exact(fd: i32, buf: &mut [u8]) -> bool {
+/// Fill `buf` from `fd`; returns how many bytes came before the end of the pipe.
+fn read_full(fd: i32, buf: &mut [u8]) -> std::io::Result<usize> {
     let mut done = 0;
     while done < buf.len() {
         // SAFETY: reading into the unfilled part of `buf`.
         let n = unsafe { libc::read(fd, buf[done..].as_mut_ptr().cast(), buf.len() - done) };
         if n > 0 {
             done += n as usize;
-        } else if n < 0 && std::io::Error::last_os_error().kind() == std::io::ErrorKind::Interrupted {
-            continue;
+        } else if n == 0 {
+            break;
         } else {
-            return false;
+            let e = std::io::Error::last_os_error();
+            if e.kind() != std::io::ErrorKind::Interrupted {
+                return Err(e);
+            }
         }
     }
-    true
+    Ok(done)
 }
 
 /// Write one frame: its length, then `payload`.
@@ -47,20 +51,26 @@ fn write_word(fd: i32, v: u32) -> bool {
     write_frame(fd, &v.to_le_bytes())
 }
 
-fn read_request() -> Option<SysRun> {
+/// The next request; `None` when the host closed the pipe between requests (the end).
+fn read_request() -> Result<Option<SysRun>, String> {
     let mut len = [0u8; 4];
-    if !read_exact(CONTROL_FD, &mut len) {
-        return None;
+    match read_full(CONTROL_FD, &mut len).map_err(|e| format!("cannot read a request: {e}"))? {
+        0 => return Ok(None),
+        4 => {}
+        n => return Err(format!("a request's length ends after {n} of 4 bytes")),
     }
     let len = u32::from_le_bytes(len);
     if len > MAX_REQUEST {
-        return None;
+        return Err(format!("a request of {len} bytes, over the limit of {MAX_REQUEST}"));
     }
     let mut body = vec![0u8; len as usize];
-    if !read_exact(CONTROL_FD, &mut body) {
-        return None;
+    let n = read_full(CONTROL_FD, &mut body).map_err(|e| format!("cannot read a request: {e}"))?;
+    if n < body.len() {
+        return Err(format!("a request ends after {n} of {len} bytes"));
     }
-    bincode::deserialize(&body).ok()
+    bincode::deserialize(&body)
+        .map(Some)
+        .map_err(|e| format!("a request that does not decode (host and program built from different trestle versions?): {e}"))
 }
 
 fn c_string(b: &[u8]) -> std::ffi::CString {
@@ -83,10 +93,19 @@ pub fn maybe_serve() {
         unsafe { libc::_exit(1) }
     }
     loop {
-        let Some(run) = read_request() else {
-            // The host closed the pipe (or sent garbage): done.
-            // SAFETY: ends the server.
-            unsafe { libc::_exit(0) }
+        let run = match read_request() {
+            Ok(Some(run)) => run,
+            // The host closed the pipe: done.
+            Ok(None) => {
+                // SAFETY: ends the server.
+                unsafe { libc::_exit(0) }
+            }
+            // Said, then the same end: the host sees the server gone.
+            Err(e) => {
+                eprintln!("trestle runtime: system forkserver: {e}");
+                // SAFETY: ends the server.
+                unsafe { libc::_exit(0) }
+            }
         };
         // Everything the child needs is prepared before the fork.
         let argv: Vec<std::ffi::CString> = run.argv.iter().map(|a| c_string(a)).collect();

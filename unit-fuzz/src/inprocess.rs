@@ -87,14 +87,58 @@ pub fn library_path() -> Result<PathBuf, FuzzError> {
 pub(crate) fn campaign(cfg: &FuzzConfig, out: &Path, request: &Path, cwd: &Path) -> Result<FuzzReport, FuzzError> {
     let library = library_path()?;
     let dir = out.join(".inproc");
-    let _ = std::fs::remove_dir_all(&dir);
+    // A previous campaign's plan, report and log; none is the usual case.
+    match std::fs::remove_dir_all(&dir) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(io("cannot remove", &dir)(e)),
+        _ => {}
+    }
     std::fs::create_dir_all(&dir).map_err(io("cannot create", &dir))?;
     let report_file = dir.join("report.json");
     let start = Instant::now();
+    let plan_file = write_plan(cfg, out, &dir, &report_file)?;
+    // The harness's own stderr (set-up errors, the library's diagnostics); the unit's
+    // output goes to /dev/null inside the library.
+    let log_file = dir.join("harness.log");
+    let log = std::fs::File::create(&log_file).map_err(io("cannot create", &log_file))?;
+    let mut child = harness_command(cfg, request, cwd, &plan_file, &library, log)
+        .spawn()
+        .map_err(io("cannot start", &cfg.program))?;
+    // The fuzzer stops at the deadline after its current round: give it that (a
+    // tracing run, a restart), then end whatever is left.
+    let grace = Duration::from_secs(5) + cfg.timeout * 4;
+    let finished = supervise(cfg, &mut child, &report_file, start, start + cfg.time + grace)?;
+    let seconds = start.elapsed().as_secs_f64();
+    let r = match read_report(&report_file)? {
+        Some(InProcessReport { error: Some(e), .. }) => {
+            return Err(FuzzError::Libafl(format!("in-process fuzzing failed: {e}")));
+        }
+        Some(r) => r,
+        None => {
+            let why = if finished { log_tail(&log_file) } else { format!("did not stop within {:.0}s of the deadline", grace.as_secs_f64()) };
+            return Err(FuzzError::Libafl(format!(
+                "in-process fuzzing failed: the harness reported nothing ({why}); see {}",
+                log_file.display()
+            )));
+        }
+    };
+    if !r.done && r.executions == 0 {
+        return Err(FuzzError::Libafl(format!("in-process fuzzing failed: {}; see {}", log_tail(&log_file), log_file.display())));
+    }
+    Ok(FuzzReport {
+        executions: r.executions,
+        seconds,
+        corpus: r.corpus,
+        first_crash_after: r.first_crash_after,
+        ..FuzzReport::default()
+    })
+}
+
+/// Write the [`InProcessPlan`] into `dir`; returns its path.
+fn write_plan(cfg: &FuzzConfig, out: &Path, dir: &Path, report_file: &Path) -> Result<PathBuf, FuzzError> {
     let now = SystemTime::now();
     let plan = InProcessPlan {
         out: out.to_owned(),
-        report: report_file.clone(),
+        report: report_file.to_owned(),
         params: cfg.unit.params.clone(),
         dictionary: cfg.dictionary.clone(),
         seed: cfg.seed,
@@ -107,79 +151,101 @@ pub(crate) fn campaign(cfg: &FuzzConfig, out: &Path, request: &Path, cwd: &Path)
     let plan_file = dir.join("plan.bin");
     std::fs::write(&plan_file, bincode::serialize(&plan).map_err(|e| FuzzError::Libafl(e.to_string()))?)
         .map_err(io("cannot write", &plan_file))?;
-    // The harness's own stderr (set-up errors, the library's diagnostics); the unit's
-    // output goes to /dev/null inside the library.
-    let log_file = dir.join("harness.log");
-    let log = std::fs::File::create(&log_file).map_err(io("cannot create", &log_file))?;
+    Ok(plan_file)
+}
 
+/// The harness loading the fuzzer `library` with `plan_file`, its stderr to `log`,
+/// in a process group of its own that dies with the caller.
+fn harness_command(
+    cfg: &FuzzConfig,
+    request: &Path,
+    cwd: &Path,
+    plan_file: &Path,
+    library: &Path,
+    log: std::fs::File,
+) -> std::process::Command {
+    use std::os::unix::process::CommandExt;
     let mut cmd = std::process::Command::new(&cfg.program);
     cmd.env(ENV_FUZZ, request)
-        .env(ENV_FUZZ_INPROC, &plan_file)
-        .env(ENV_FUZZ_INPROC_LIB, &library)
+        .env(ENV_FUZZ_INPROC, plan_file)
+        .env(ENV_FUZZ_INPROC_LIB, library)
         .current_dir(cwd)
         .stdin(std::process::Stdio::null())
         .stdout(std::process::Stdio::null())
         .stderr(log);
     let pin = cfg.pin_core;
-    {
-        use std::os::unix::process::CommandExt;
-        // SAFETY: only async-signal-safe calls between fork and exec.
-        unsafe {
-            cmd.pre_exec(move || {
-                // Recorded addresses of C library objects stay valid only without
-                // ASLR; a process group of its own, so that everything the harness
-                // forks can be ended together.
-                crate::libc_personality();
-                let _ = setpgid(Pid::from_raw(0), Pid::from_raw(0));
-                // Out of the caller's process group, Ctrl-C no longer reaches it:
-                // it ends with the caller instead (and its fuzzers with it).
-                let _ = nix::sys::prctl::set_pdeathsig(Signal::SIGKILL);
-                if let Some(core) = pin {
-                    crate::pin_to_core(core);
-                }
-                Ok(())
-            });
-        }
+    // SAFETY: only async-signal-safe calls between fork and exec.
+    unsafe {
+        cmd.pre_exec(move || {
+            // Recorded addresses of C library objects stay valid only without
+            // ASLR; a process group of its own, so that everything the harness
+            // forks can be ended together (without one, the forks would outlive
+            // the campaign: refuse to start).
+            crate::libc_personality();
+            setpgid(Pid::from_raw(0), Pid::from_raw(0))?;
+            // Out of the caller's process group, Ctrl-C no longer reaches it:
+            // it ends with the caller instead (and its fuzzers with it).
+            nix::sys::prctl::set_pdeathsig(Signal::SIGKILL)?;
+            if let Some(core) = pin {
+                crate::pin_to_core(core);
+            }
+            Ok(())
+        });
     }
-    let mut child = cmd.spawn().map_err(io("cannot start", &cfg.program))?;
-    let pgid = child.id() as i32;
-    // The fuzzer stops at the deadline after its current round: give it that (a
-    // tracing run, a restart), then end whatever is left.
-    let grace = Duration::from_secs(5) + cfg.timeout * 4;
-    let hard_end = start + cfg.time + grace;
+    cmd
+}
+
+/// Wait for the harness until `hard_end` (then end its process group), printing
+/// the status line and stopping it at a plateau as asked. Returns whether it
+/// stopped by itself (or at a plateau) rather than being ended at `hard_end`.
+fn supervise(
+    cfg: &FuzzConfig,
+    child: &mut std::process::Child,
+    report_file: &Path,
+    start: Instant,
+    hard_end: Instant,
+) -> Result<bool, FuzzError> {
+    let pgid = Pid::from_raw(child.id() as i32);
+    let end_group = |child: &mut std::process::Child| {
+        // The group may be gone already; the wait reaps the harness either way.
+        let _ = killpg(pgid, Signal::SIGKILL);
+        child.wait().map_err(io("cannot wait for the harness", &cfg.program))
+    };
     let mut last = Instant::now();
     // Progress as (queue, objectives) and when it last moved, for `plateau`.
     let mut progress = (0usize, 0usize);
     let mut moved = Instant::now();
     let mut checked = Instant::now();
-    let finished = loop {
+    loop {
         match child.try_wait() {
-            Ok(Some(_)) | Err(_) => break true,
+            Ok(Some(_)) => return Ok(true),
             Ok(None) => {}
+            Err(e) => {
+                end_group(child)?;
+                return Err(io("cannot wait for the harness", &cfg.program)(e));
+            }
         }
         if Instant::now() > hard_end {
-            let _ = killpg(Pid::from_raw(pgid), Signal::SIGKILL);
-            let _ = child.wait();
-            break false;
+            end_group(child)?;
+            return Ok(false);
         }
         if let Some(plateau) = cfg.plateau.filter(|_| checked.elapsed() >= Duration::from_millis(500)) {
             checked = Instant::now();
-            if let Some(r) = read_report(&report_file) {
+            if let Some(r) = poll_report(report_file) {
                 if (r.corpus, r.objectives) != progress {
                     progress = (r.corpus, r.objectives);
                     moved = Instant::now();
                 } else if moved.elapsed() >= plateau && r.executions > 0 {
                     // Nothing new for a while: stop here. The report is at most a
                     // second old; what the fuzzer kept is on disk already.
-                    let _ = killpg(Pid::from_raw(pgid), Signal::SIGKILL);
-                    let _ = child.wait();
-                    break true;
+                    end_group(child)?;
+                    return Ok(true);
                 }
             }
         }
         if cfg.progress && last.elapsed() >= Duration::from_secs(1) {
             last = Instant::now();
-            if let Some(r) = read_report(&report_file) {
+            if let Some(r) = poll_report(report_file) {
                 let el = start.elapsed().as_secs_f64();
                 eprintln!(
                     "[fuzz {:>4.0}s] {} execs ({:.0}/s), corpus {}, objectives {}",
@@ -192,40 +258,36 @@ pub(crate) fn campaign(cfg: &FuzzConfig, out: &Path, request: &Path, cwd: &Path)
             }
         }
         std::thread::sleep(Duration::from_millis(10));
-    };
-
-    let seconds = start.elapsed().as_secs_f64();
-    let report = read_report(&report_file);
-    let log_tail = || {
-        let text = std::fs::read_to_string(&log_file).unwrap_or_default();
-        let lines: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
-        lines[lines.len().saturating_sub(5)..].join("; ")
-    };
-    let r = match report {
-        Some(InProcessReport { error: Some(e), .. }) => {
-            return Err(FuzzError::Libafl(format!("in-process fuzzing failed: {e}")));
-        }
-        Some(r) => r,
-        None => {
-            let why = if finished { log_tail() } else { format!("did not stop within {:.0}s of the deadline", grace.as_secs_f64()) };
-            return Err(FuzzError::Libafl(format!(
-                "in-process fuzzing failed: the harness reported nothing ({why}); see {}",
-                log_file.display()
-            )));
-        }
-    };
-    if !r.done && r.executions == 0 {
-        return Err(FuzzError::Libafl(format!("in-process fuzzing failed: {}; see {}", log_tail(), log_file.display())));
     }
-    Ok(FuzzReport {
-        executions: r.executions,
-        seconds,
-        corpus: r.corpus,
-        first_crash_after: r.first_crash_after,
-        ..FuzzReport::default()
-    })
 }
 
-fn read_report(path: &Path) -> Option<InProcessReport> {
-    serde_json::from_slice(&std::fs::read(path).ok()?).ok()
+/// The last few lines of the harness's stderr, for an error message.
+fn log_tail(log_file: &Path) -> String {
+    match std::fs::read_to_string(log_file) {
+        Ok(text) => {
+            let lines: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
+            lines[lines.len().saturating_sub(5)..].join("; ")
+        }
+        Err(e) => format!("cannot read {}: {e}", log_file.display()),
+    }
+}
+
+/// The library's report: `None` if it has written none; an error if it cannot be
+/// read or does not parse (the library writes it whole, through a rename).
+fn read_report(path: &Path) -> Result<Option<InProcessReport>, FuzzError> {
+    let bytes = match std::fs::read(path) {
+        Ok(b) => b,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(io("cannot read the in-process report", path)(e)),
+    };
+    serde_json::from_slice(&bytes)
+        .map(Some)
+        .map_err(|e| FuzzError::Libafl(format!("corrupt in-process report {}: {e}", path.display())))
+}
+
+/// The report while the campaign runs, for the status line and the plateau: one
+/// that cannot be read now is read again on the next check, and the final
+/// [`read_report`] says what is wrong with it.
+fn poll_report(path: &Path) -> Option<InProcessReport> {
+    read_report(path).ok().flatten()
 }

@@ -22,32 +22,14 @@
 //! It owns the fuzzing loop and nothing else: no carving, no lifting.
 
 pub mod affinity;
+mod forkserver;
 pub mod inprocess;
 pub mod mutators;
 mod parallel;
 
 pub use parallel::{launcher_main, LAUNCHER};
 
-use libafl::corpus::{Corpus, InMemoryOnDiskCorpus, OnDiskCorpus};
-use libafl::events::{ProgressReporter, SimpleEventManager};
-use libafl::executors::forkserver::ForkserverExecutor;
-use libafl::executors::StdChildArgs;
-use libafl::feedbacks::{CrashFeedback, MaxMapFeedback, TimeFeedback, TimeoutFeedback};
-use libafl::fuzzer::{Evaluator, Fuzzer, StdFuzzer};
-use libafl::inputs::BytesInput;
-use libafl::monitors::SimpleMonitor;
-use libafl::mutators::{havoc_mutations, tokens_mutations, HavocScheduledMutator, I2SRandReplace, Tokens};
-use libafl::observers::{CanTrack, HitcountsMapObserver, StdMapObserver, TimeObserver};
-use libafl::schedulers::{IndexesLenTimeMinimizerScheduler, QueueScheduler};
-use libafl::stages::{StdMutationalStage, TracingStage};
-use libafl::state::{HasCorpus, HasExecutions, HasSolutions, StdState};
-use libafl::{feedback_and_fast, feedback_or, feedback_or_fast, HasMetadata};
-use libafl_bolts::rands::StdRand;
-use libafl_bolts::shmem::{ShMem, ShMemProvider, UnixShMemProvider};
-use libafl_bolts::tuples::{tuple_list, Merge};
-use libafl_bolts::StdTargetArgs;
-use libafl_targets::{AflppCmpLogMap, CmpLogMap, CmpLogObserver};
-use nix::sys::signal::Signal;
+use libafl::mutators::Tokens;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 use trestle_abi::fuzz::{decode_values, encode_values, original_value, FuzzRequest, ParamValue, ENV_FUZZ, ENV_FUZZ_INPUT};
@@ -275,8 +257,9 @@ pub fn run_input(program: &Path, request: &Path, input: &Path, cwd: &Path, timeo
 
 /// Run the harness once on `input` (the recorded values): the unit works if it
 /// returns within `timeout` (or calls `exit`). Otherwise why not: the harness's own
-/// set-up failure (its set-up exit status with a message), a crash on the recorded
-/// values, or a hang, which is killed. Failing to run the harness at all is an error.
+/// set-up failure (its set-up exit status, with its message if it gave one), a
+/// crash on the recorded values, or a hang, which is killed. Failing to run the
+/// harness at all is an error.
 fn dry_run(program: &Path, request: &Path, input: &Path, cwd: &Path, timeout: Duration) -> Result<Option<String>, FuzzError> {
     let log_path = input.with_extension("log");
     let log = std::fs::File::create(&log_path).map_err(io("cannot create", &log_path))?;
@@ -297,6 +280,11 @@ fn dry_run(program: &Path, request: &Path, input: &Path, cwd: &Path, timeout: Du
     Ok(match (end, msg) {
         (HarnessEnd::TimedOut, _) => Some(format!("does not finish on its recorded values within {:.1}s (a hang)", limit.as_secs_f64())),
         (HarnessEnd::Exited(trestle_abi::fuzz::EXIT_SETUP_FAILED), Some(m)) => Some(m),
+        // The set-up failure status without its message (past the first 64 KiB of
+        // the unit's own output, say) is still a unit that does not work.
+        (HarnessEnd::Exited(code @ trestle_abi::fuzz::EXIT_SETUP_FAILED), None) => {
+            Some(format!("the harness exited with status {code} (set-up failed) without saying why; see {}", log_path.display()))
+        }
         (HarnessEnd::Signaled(sig), _) => Some(format!("crashes on its recorded values (signal {sig})")),
         _ => None,
     })
@@ -332,9 +320,31 @@ pub fn fuzz_in_process(cfg: &FuzzConfig) -> Result<FuzzReport, FuzzError> {
 }
 
 fn fuzz_with(cfg: &FuzzConfig, in_process: bool) -> Result<FuzzReport, FuzzError> {
-    let unit = &cfg.unit;
-    if unit.params.is_empty() {
-        return Err(FuzzError::NoParams(unit.function.clone()));
+    check_config(cfg, in_process)?;
+    let FuzzDir { out, request, cwd } = prepare_fuzz_dir(cfg)?;
+    // A dry run with the recorded values: a unit the harness cannot set up is an
+    // error that says why, before any fuzzing.
+    let original: Vec<ParamValue> = cfg.unit.params.iter().map(original_value).collect();
+    let dry = out.join(DRY_RUN_INPUT);
+    std::fs::write(&dry, encode_values(&original)).map_err(io("cannot write", &dry))?;
+    if let Some(why) = dry_run(&cfg.program, &request, &dry, &cwd, cfg.timeout)? {
+        return Err(FuzzError::Harness(why));
+    }
+    let mut report = if in_process {
+        inprocess::campaign(cfg, &out, &request, &cwd)?
+    } else if cfg.cores > 1 {
+        parallel::campaign(cfg, &out, &request, &cwd)?
+    } else {
+        single_core_campaign(cfg, &out, &request, &cwd)?
+    };
+    sort_solutions(cfg, &out, &request, &cwd, &mut report)?;
+    Ok(report)
+}
+
+/// Refuse a campaign that cannot run: nothing to fuzz, or cores it cannot have.
+fn check_config(cfg: &FuzzConfig, in_process: bool) -> Result<(), FuzzError> {
+    if cfg.unit.params.is_empty() {
+        return Err(FuzzError::NoParams(cfg.unit.function.clone()));
     }
     let available = available_cores();
     if cfg.cores == 0 || cfg.cores > available {
@@ -343,6 +353,23 @@ fn fuzz_with(cfg: &FuzzConfig, in_process: bool) -> Result<FuzzReport, FuzzError
     if in_process && cfg.cores > 1 {
         return Err(FuzzError::InProcessCores(cfg.cores));
     }
+    Ok(())
+}
+
+/// The paths of a prepared fuzz directory.
+struct FuzzDir {
+    /// The output directory, absolute.
+    out: PathBuf,
+    /// The harness's request (`request.bin`).
+    request: PathBuf,
+    /// The unit's working directory, holding the system test's files.
+    cwd: PathBuf,
+}
+
+/// Lay the output directory out: AFL's folders, the unit, the harness's request,
+/// and a working directory with the system test's files.
+fn prepare_fuzz_dir(cfg: &FuzzConfig) -> Result<FuzzDir, FuzzError> {
+    let unit = &cfg.unit;
     let out = &cfg.out;
     for d in ["queue", "crashes", "timeouts", ".solutions", "cwd"] {
         std::fs::create_dir_all(out.join(d)).map_err(io("cannot create", &out.join(d)))?;
@@ -367,40 +394,39 @@ fn fuzz_with(cfg: &FuzzConfig, in_process: bool) -> Result<FuzzReport, FuzzError
         }
         std::fs::write(&p, bytes).map_err(io("cannot write", &p))?;
     }
-    // A dry run with the recorded values: a unit the harness cannot set up is an
-    // error that says why, before any fuzzing.
-    let original: Vec<ParamValue> = unit.params.iter().map(original_value).collect();
-    let dry = out.join(DRY_RUN_INPUT);
-    std::fs::write(&dry, encode_values(&original)).map_err(io("cannot write", &dry))?;
-    if let Some(why) = dry_run(&cfg.program, &request, &dry, &cwd, cfg.timeout)? {
-        return Err(FuzzError::Harness(why));
-    }
-    let mut report = if in_process {
-        inprocess::campaign(cfg, &out, &request, &cwd)?
-    } else if cfg.cores > 1 {
-        parallel::campaign(cfg, &out, &request, &cwd)?
-    } else {
-        let previous_dir = std::env::current_dir().ok();
-        std::env::set_current_dir(&cwd).map_err(io("cannot enter", &cwd))?;
-        // Recorded addresses of C library objects stay valid only without ASLR; the
-        // harness inherits this, and the core pinning.
-        libc_personality();
-        if let Some(core) = cfg.pin_core {
-            pin_to_core(core);
-        }
-        let result = campaign(cfg, &out, &request);
-        if let Some(d) = previous_dir {
-            let _ = std::env::set_current_dir(d);
-        }
-        result?
-    };
+    Ok(FuzzDir { out, request, cwd })
+}
 
-    // Sort the objective's finds into crashes and timeouts by running each alone,
-    // within a bound of its own: many hangs must not hold the caller past its time
-    // (what is left stays in `.solutions`).
+/// The single-core forkserver campaign, run from the unit's working directory
+/// (which the harness inherits) and then back.
+fn single_core_campaign(cfg: &FuzzConfig, out: &Path, request: &Path, cwd: &Path) -> Result<FuzzReport, FuzzError> {
+    // Without a current directory (removed under us) there is nothing to go back to.
+    let previous_dir = std::env::current_dir().ok();
+    std::env::set_current_dir(cwd).map_err(io("cannot enter", cwd))?;
+    // Recorded addresses of C library objects stay valid only without ASLR; the
+    // harness inherits this, and the core pinning.
+    libc_personality();
+    if let Some(core) = cfg.pin_core {
+        pin_to_core(core);
+    }
+    let result = forkserver::campaign(cfg, out, request);
+    let back = match &previous_dir {
+        Some(d) => std::env::set_current_dir(d).map_err(io("cannot go back to", d)),
+        None => Ok(()),
+    };
+    let report = result?;
+    back?;
+    Ok(report)
+}
+
+/// Sort the objective's finds into crashes and timeouts by running each alone,
+/// within a bound of its own: many hangs must not hold the caller past its time
+/// (what is left stays in `.solutions`).
+fn sort_solutions(cfg: &FuzzConfig, out: &Path, request: &Path, cwd: &Path, report: &mut FuzzReport) -> Result<(), FuzzError> {
     let sort_end = Instant::now() + Duration::from_secs(5) + cfg.timeout * 8;
-    for entry in std::fs::read_dir(out.join(".solutions")).map_err(io("cannot list", &out.join(".solutions")))? {
-        let Ok(entry) = entry else { continue };
+    let solutions = out.join(".solutions");
+    for entry in std::fs::read_dir(&solutions).map_err(io("cannot list", &solutions))? {
+        let entry = entry.map_err(io("cannot list", &solutions))?;
         if Instant::now() > sort_end {
             break;
         }
@@ -409,219 +435,31 @@ fn fuzz_with(cfg: &FuzzConfig, in_process: bool) -> Result<FuzzReport, FuzzError
         if name.starts_with('.') || path.extension().is_some_and(|e| e == "json" || e == "metadata") {
             continue;
         }
-        let (kind, dir, signal) = match run_input(&cfg.program, &request, &path, &cwd, cfg.timeout * 4)? {
+        let (kind, dir, signal) = match run_input(&cfg.program, request, &path, cwd, cfg.timeout * 4)? {
             HarnessEnd::TimedOut => ("timeout", "timeouts", None),
             HarnessEnd::Signaled(sig) => ("crash", "crashes", Some(sig)),
             HarnessEnd::Exited(_) => continue, // did not reproduce alone
         };
         let dest = out.join(dir).join(&name);
         std::fs::rename(&path, &dest).map_err(io("cannot move a finding to", &dest))?;
-        let bytes = std::fs::read(&dest).map_err(io("cannot read", &dest))?;
-        let values = unit.params.iter().zip(decode_values(&unit.params, &bytes)).map(|(p, v)| describe(p, &v)).collect();
-        let finding = Finding { kind: kind.into(), signal, input: dest.clone(), values };
-        let json = dest.with_extension("json");
-        let text = serde_json::to_vec_pretty(&finding).map_err(|e| FuzzError::Libafl(format!("cannot encode {}: {e}", json.display())))?;
-        std::fs::write(&json, text).map_err(io("cannot write", &json))?;
+        write_finding(&cfg.unit, kind, signal, &dest)?;
         if kind == "crash" {
             report.crashes.push(dest);
         } else {
             report.timeouts.push(dest);
         }
     }
-    Ok(report)
-}
-
-/// A fuzzer's state: the queue in memory and on disk, the solutions on disk.
-pub(crate) type UnitState = StdState<InMemoryOnDiskCorpus<BytesInput>, BytesInput, StdRand, OnDiskCorpus<BytesInput>>;
-
-/// The single-core campaign: one fuzzer in this process.
-fn campaign(cfg: &FuzzConfig, out: &Path, request: &Path) -> Result<FuzzReport, FuzzError> {
-    let mut mgr = SimpleEventManager::new(SimpleMonitor::new(|_| {}));
-    run_fuzzer(cfg, out, request, cfg.seed, &mut mgr, None, None)
-}
-
-/// One fuzzer over the unit, reporting through `mgr` until its time is up (or it
-/// finds a crash and should stop). A multi-core client passes its `client` pace
-/// (shared start and deadline, stop marker) and, after a restart, its old `state`.
-pub(crate) fn run_fuzzer<EM>(
-    cfg: &FuzzConfig,
-    out: &Path,
-    request: &Path,
-    seed: u64,
-    mgr: &mut EM,
-    restored: Option<UnitState>,
-    client: Option<&parallel::ClientPace>,
-) -> Result<FuzzReport, FuzzError>
-where
-    EM: libafl::events::EventFirer<BytesInput, UnitState>
-        + libafl::events::EventReceiver<BytesInput, UnitState>
-        + libafl::events::SendExiting
-        + ProgressReporter<UnitState>,
-{
-    let unit = &cfg.unit;
-    let mut sp = UnixShMemProvider::new().map_err(lib)?;
-    let mut edges_shmem = sp.new_shmem(MAP_SIZE).map_err(lib)?;
-    // SAFETY: writes the shared memory id to this process's environment before any
-    // thread is spawned; the harness reads it from its own environment.
-    unsafe { edges_shmem.write_to_env(hooks::ENV_AFL_SHM_ID).map_err(lib)? };
-    // SAFETY: the map lives as long as the observer (both are dropped at the end).
-    let edges_observer =
-        unsafe { HitcountsMapObserver::new(StdMapObserver::new("edges", &mut edges_shmem[..])).track_indices() };
-    let time_observer = TimeObserver::new("time");
-    let mut feedback = feedback_or!(MaxMapFeedback::new(&edges_observer), TimeFeedback::new(&time_observer));
-    // A crash or timeout is kept only when its path covers something no earlier one
-    // did: one input per way to crash, not thousands of copies of the same crash.
-    let mut objective = feedback_and_fast!(
-        feedback_or_fast!(CrashFeedback::new(), TimeoutFeedback::new()),
-        MaxMapFeedback::with_name("objective_edges", &edges_observer)
-    );
-    let mut state = match restored {
-        Some(state) => state,
-        None => {
-            let mut state = StdState::new(
-                StdRand::with_seed(seed),
-                InMemoryOnDiskCorpus::<BytesInput>::new(out.join("queue")).map_err(lib)?,
-                OnDiskCorpus::new(out.join(".solutions")).map_err(lib)?,
-                &mut feedback,
-                &mut objective,
-            )
-            .map_err(lib)?;
-            state.add_metadata(cfg.dictionary.tokens());
-            state
-        }
-    };
-
-    let scheduler = IndexesLenTimeMinimizerScheduler::new(&edges_observer, QueueScheduler::new());
-    let mut fuzzer = StdFuzzer::new(scheduler, feedback, objective);
-
-    let program = cfg.program.display().to_string();
-    let mut in_sp = UnixShMemProvider::new().map_err(lib)?;
-    let mut executor = ForkserverExecutor::builder()
-        .program(program.clone())
-        .env(ENV_FUZZ, request.display().to_string())
-        .env(hooks::ENV_AFL_MAP_SIZE, MAP_SIZE.to_string())
-        .coverage_map_size(MAP_SIZE)
-        .timeout(cfg.timeout)
-        .is_persistent(cfg.persistent)
-        .kill_signal(Signal::SIGKILL)
-        .shmem_provider(&mut in_sp)
-        .build_dynamic_map(edges_observer, tuple_list!(time_observer))
-        .map_err(|e| FuzzError::Libafl(format!("cannot start the harness {program}: {e}")))?;
-
-    if state.corpus().count() == 0 {
-        let original: Vec<ParamValue> = unit.params.iter().map(original_value).collect();
-        fuzzer.add_input(&mut state, &mut executor, mgr, BytesInput::new(encode_values(&original))).map_err(lib)?;
-    }
-
-    let mutations = havoc_mutations().merge(tokens_mutations());
-    let havoc = StdMutationalStage::new(HavocScheduledMutator::new(mutations));
-    let values = StdMutationalStage::new(HavocScheduledMutator::with_max_stack_pow(
-        tuple_list!(mutators::ParamValueMutator::new(
-            unit.params.clone(),
-            cfg.dictionary.words.clone(),
-            cfg.dictionary.ints.clone()
-        )),
-        2,
-    ));
-    // A single-core campaign starts its clock here, with the harness up; clients
-    // share the clock of the process that launched them.
-    let (start, end) = match client {
-        Some(c) => (c.start, c.end),
-        None => {
-            let start = Instant::now();
-            (start, start + cfg.time)
-        }
-    };
-    let mut report = FuzzReport::default();
-    if cfg.cmplog {
-        let mut cmp_shmem = sp.uninit_on_shmem::<AflppCmpLogMap>().map_err(lib)?;
-        let cmp_id = cmp_shmem.id().to_string();
-        // SAFETY: the map outlives the observer; the hooks write LibAFL's CmpLogMap
-        // layout into the (larger) AFL++-sized segment.
-        let cmplog_observer =
-            unsafe { CmpLogObserver::with_map_ptr("cmplog", cmp_shmem.as_mut_ptr() as *mut CmpLogMap, true) };
-        let mut cmp_in_sp = UnixShMemProvider::new().map_err(lib)?;
-        let cmplog_executor = ForkserverExecutor::builder()
-            .program(program.clone())
-            .env(ENV_FUZZ, request.display().to_string())
-            .env(hooks::ENV_AFL_MAP_SIZE, MAP_SIZE.to_string())
-            .env(hooks::ENV_AFL_CMPLOG_SHM_ID, cmp_id)
-            .coverage_map_size(MAP_SIZE)
-            .timeout(cfg.timeout * 10)
-            .is_persistent(cfg.persistent)
-            .kill_signal(Signal::SIGKILL)
-            .shmem_provider(&mut cmp_in_sp)
-            .build(tuple_list!(cmplog_observer))
-            .map_err(|e| FuzzError::Libafl(format!("cannot start the tracing harness {program}: {e}")))?;
-        let tracing = TracingStage::new(cmplog_executor);
-        let i2s = StdMutationalStage::new(HavocScheduledMutator::new(tuple_list!(I2SRandReplace::new())));
-        let mut stages = tuple_list!(tracing, i2s, values, havoc);
-        run_loop(cfg, (start, end), client, &mut report, &mut fuzzer, &mut stages, &mut executor, &mut state, mgr)?;
-    } else {
-        let mut stages = tuple_list!(values, havoc);
-        run_loop(cfg, (start, end), client, &mut report, &mut fuzzer, &mut stages, &mut executor, &mut state, mgr)?;
-    }
-    report.executions = *state.executions();
-    report.seconds = start.elapsed().as_secs_f64();
-    report.corpus = state.corpus().count();
-    Ok(report)
-}
-
-#[allow(clippy::too_many_arguments)]
-fn run_loop<Z, ST, E, S, EM>(
-    cfg: &FuzzConfig,
-    (start, end): (Instant, Instant),
-    client: Option<&parallel::ClientPace>,
-    report: &mut FuzzReport,
-    fuzzer: &mut Z,
-    stages: &mut ST,
-    executor: &mut E,
-    state: &mut S,
-    mgr: &mut EM,
-) -> Result<(), FuzzError>
-where
-    Z: Fuzzer<E, EM, BytesInput, S, ST>,
-    S: HasExecutions + HasSolutions<BytesInput> + HasCorpus<BytesInput>,
-    EM: ProgressReporter<S>,
-{
-    let mut last = Instant::now();
-    while Instant::now() < end {
-        fuzzer.fuzz_one(stages, executor, state, mgr).map_err(lib)?;
-        let solutions = state.solutions().count();
-        if solutions > 0 && report.first_crash_after.is_none() {
-            report.first_crash_after = Some(start.elapsed().as_secs_f64());
-            if cfg.stop_on_crash {
-                if let Some(c) = client {
-                    c.stop_all();
-                }
-                break;
-            }
-        }
-        if let Some(c) = client {
-            // The launcher's monitor prints the status line from these reports.
-            mgr.maybe_report_progress(state, Duration::from_secs(1)).map_err(lib)?;
-            if last.elapsed() >= Duration::from_secs(1) {
-                last = Instant::now();
-                c.checkpoint(*state.executions(), report.first_crash_after);
-            }
-            if c.should_stop() {
-                break;
-            }
-        } else if cfg.progress && last.elapsed() >= Duration::from_secs(1) {
-            last = Instant::now();
-            let el = start.elapsed().as_secs_f64();
-            let execs = *state.executions();
-            eprintln!(
-                "[fuzz {:>4.0}s] {} execs ({:.0}/s), corpus {}, objectives {}",
-                el,
-                execs,
-                execs as f64 / el.max(1e-9),
-                state.corpus().count(),
-                solutions
-            );
-        }
-    }
     Ok(())
+}
+
+/// Describe the finding `input` next to it (`<input>.json`), with its decoded values.
+fn write_finding(unit: &Unit, kind: &str, signal: Option<i32>, input: &Path) -> Result<(), FuzzError> {
+    let bytes = std::fs::read(input).map_err(io("cannot read", input))?;
+    let values = unit.params.iter().zip(decode_values(&unit.params, &bytes)).map(|(p, v)| describe(p, &v)).collect();
+    let finding = Finding { kind: kind.into(), signal, input: input.to_owned(), values };
+    let json = input.with_extension("json");
+    let text = serde_json::to_vec_pretty(&finding).map_err(|e| FuzzError::Libafl(format!("cannot encode {}: {e}", json.display())))?;
+    std::fs::write(&json, text).map_err(io("cannot write", &json))
 }
 
 /// A file built with the workspace: the path in `env` if set, else `name` next to the

@@ -68,62 +68,9 @@ impl<S: HasRand> Mutator<BytesInput, S> for ParamValueMutator {
                     ParamKind::Int { bits } => bits,
                     _ => 64,
                 };
-                let (lo, hi) = int_limits(bits.max(8));
-                let x = match rand.below(nz(7)) {
-                    0 => 0,
-                    1 => lo,
-                    2 => hi,
-                    3 => v ^ (1i64 << rand.below(nz(bits.max(8) as usize))),
-                    4 => rand.next() as i64,
-                    5 if !self.ints.is_empty() => self.ints[rand.below(nz(self.ints.len()))],
-                    _ => v.wrapping_add(rand.below(nz(33)) as i64 - 16),
-                };
-                ParamValue::Int(x)
+                ParamValue::Int(mutate_int(rand, *v, bits, &self.ints))
             }
-            (ParamValue::Bytes(b), ParamKind::Bytes { .. }) => {
-                let mut b = b.clone();
-                match rand.below(nz(8)) {
-                    0 if !b.is_empty() => {
-                        let i = rand.below(nz(b.len()));
-                        b[i] ^= 1 << rand.below(nz(8));
-                    }
-                    1 => {
-                        let n = rand.below(nz(64)) + 1;
-                        b = (0..n).map(|_| rand.next() as u8).collect();
-                    }
-                    2 => {
-                        let n = rand.below(nz(64)) + 1;
-                        b = (0..n).map(|_| 0x20 + (rand.below(nz(95)) as u8)).collect();
-                    }
-                    3 => {
-                        let n = rand.below(nz(64)) + 1;
-                        b.extend(std::iter::repeat_n(0u8, n));
-                    }
-                    4 => {
-                        let n = rand.below(nz(64)) + 1;
-                        b.extend(std::iter::repeat_n(0xffu8, n));
-                    }
-                    5 if !p.original.is_empty() => {
-                        // Repeat a piece of the recorded value.
-                        let o = &p.original;
-                        let s = rand.below(nz(o.len()));
-                        let e = s + 1 + rand.below(nz(o.len() - s));
-                        let times = rand.below(nz(32)) + 1;
-                        b = o.clone();
-                        for _ in 0..times {
-                            b.extend_from_slice(&o[s..e]);
-                        }
-                    }
-                    6 if !self.words.is_empty() => {
-                        b = self.words[rand.below(nz(self.words.len()))].clone();
-                    }
-                    _ => {
-                        b = Vec::new();
-                    }
-                }
-                b.truncate(MAX_LEN);
-                ParamValue::Bytes(b)
-            }
+            (ParamValue::Bytes(b), ParamKind::Bytes { .. }) => ParamValue::Bytes(mutate_bytes(rand, b, &p.original, &self.words)),
             (ParamValue::Bytes(b), ParamKind::Stream { .. }) => {
                 ParamValue::Bytes(mutate_stream(rand, b, &self.words, &self.ints))
             }
@@ -140,6 +87,69 @@ impl<S: HasRand> Mutator<BytesInput, S> for ParamValueMutator {
     fn post_exec(&mut self, _state: &mut S, _new: Option<libafl::corpus::CorpusId>) -> Result<(), Error> {
         Ok(())
     }
+}
+
+/// An integer of `bits` bits (a number held as text counts as 64): zero, a limit, a
+/// bit flipped, a random value, a dictionary integer or a small step from `v`.
+fn mutate_int<R: Rand>(rand: &mut R, v: i64, bits: u16, ints: &[i64]) -> i64 {
+    let (lo, hi) = int_limits(bits.max(8));
+    match rand.below(nz(7)) {
+        0 => 0,
+        1 => lo,
+        2 => hi,
+        3 => v ^ (1i64 << rand.below(nz(bits.max(8) as usize))),
+        4 => rand.next() as i64,
+        5 if !ints.is_empty() => ints[rand.below(nz(ints.len()))],
+        _ => v.wrapping_add(rand.below(nz(33)) as i64 - 16),
+    }
+}
+
+/// A string: a bit flipped, random bytes or ASCII, a run of NULs or 0xFFs appended,
+/// a piece of the recorded value repeated, a dictionary word, or nothing; at most
+/// [`MAX_LEN`] bytes.
+fn mutate_bytes<R: Rand>(rand: &mut R, b: &[u8], original: &[u8], words: &[Vec<u8>]) -> Vec<u8> {
+    let mut b = b.to_vec();
+    match rand.below(nz(8)) {
+        0 if !b.is_empty() => {
+            let i = rand.below(nz(b.len()));
+            b[i] ^= 1 << rand.below(nz(8));
+        }
+        1 => {
+            let n = rand.below(nz(64)) + 1;
+            b = (0..n).map(|_| rand.next() as u8).collect();
+        }
+        2 => {
+            let n = rand.below(nz(64)) + 1;
+            b = (0..n).map(|_| 0x20 + (rand.below(nz(95)) as u8)).collect();
+        }
+        3 => {
+            let n = rand.below(nz(64)) + 1;
+            b.extend(std::iter::repeat_n(0u8, n));
+        }
+        4 => {
+            let n = rand.below(nz(64)) + 1;
+            b.extend(std::iter::repeat_n(0xffu8, n));
+        }
+        5 if !original.is_empty() => {
+            // Repeat a piece of the recorded value.
+            let o = original;
+            let s = rand.below(nz(o.len()));
+            let e = s + 1 + rand.below(nz(o.len() - s));
+            let times = rand.below(nz(32)) + 1;
+            b = o.to_vec();
+            for _ in 0..times {
+                b.extend_from_slice(&o[s..e]);
+            }
+        }
+        6 if !words.is_empty() => {
+            b = words[rand.below(nz(words.len()))].clone();
+        }
+        _ => {
+            b = Vec::new();
+        }
+    }
+    b.truncate(MAX_LEN);
+    b
 }
 
 /// Runs of bytes that are not separators: the words and numbers of a stream.

@@ -20,7 +20,8 @@
 //! writers in lock files, so nothing is clobbered. Each fuzzer writes a small report
 //! every second and when it stops; the caller sums them.
 
-use crate::{io, lib, run_fuzzer, FuzzConfig, FuzzError, FuzzReport, UnitState};
+use crate::forkserver::{run_fuzzer, UnitState};
+use crate::{io, lib, FuzzConfig, FuzzError, FuzzReport};
 use libafl::events::launcher::{ClientDescription, Launcher};
 use libafl::events::{EventConfig, LlmpRestartingEventManager, SendExiting, ShouldSaveState};
 use libafl::inputs::BytesInput;
@@ -68,8 +69,12 @@ pub(crate) struct ClientPace {
 
 impl ClientPace {
     /// Tell every client to stop (a crash was found and `stop_on_crash` is set).
+    /// A marker that cannot be written is said (in `clients.log`): the others then
+    /// run to the deadline.
     pub(crate) fn stop_all(&self) {
-        let _ = std::fs::write(&self.stop_file, b"");
+        if let Err(e) = std::fs::write(&self.stop_file, b"") {
+            eprintln!("trestle fuzz: cannot write the stop marker {}: {e}; the other fuzzers run to the deadline", self.stop_file.display());
+        }
     }
 
     /// Another client asked to stop, or the caller died (Ctrl-C, killed).
@@ -83,11 +88,17 @@ impl ClientPace {
         self.write(&ClientReport { executions, first_crash_after, error: None });
     }
 
+    /// Write the report whole (through a rename); a failure is said in
+    /// `clients.log`, and the caller then counts this fuzzer's last report, or none.
     fn write(&self, report: &ClientReport) {
         let path = self.reports.join(format!("{}-{}.json", self.client, getpid()));
         let tmp = path.with_extension("tmp");
-        if std::fs::write(&tmp, serde_json::to_vec(report).unwrap_or_default()).is_ok() {
-            let _ = std::fs::rename(&tmp, &path);
+        let written = serde_json::to_vec(report)
+            .map_err(|e| format!("cannot encode: {e}"))
+            .and_then(|bytes| std::fs::write(&tmp, bytes).map_err(|e| format!("cannot write {}: {e}", tmp.display())))
+            .and_then(|()| std::fs::rename(&tmp, &path).map_err(|e| format!("cannot rename {} to {}: {e}", tmp.display(), path.display())));
+        if let Err(e) = written {
+            eprintln!("trestle fuzz: client report {}: {e}", path.display());
         }
     }
 }
@@ -159,10 +170,10 @@ pub(crate) fn campaign(cfg: &FuzzConfig, out: &Path, request: &Path, cwd: &Path)
     let program = launcher_path()?;
     let port = free_port().map_err(io("cannot find a free port for the broker on", Path::new("127.0.0.1")))?;
     let reports = out.join(".clients");
-    let _ = std::fs::remove_dir_all(&reports);
+    remove_if_present(&reports)?;
     std::fs::create_dir_all(&reports).map_err(io("cannot create", &reports))?;
     let stop_file = out.join(".stop");
-    let _ = std::fs::remove_file(&stop_file);
+    remove_if_present(&stop_file)?;
 
     let start = Instant::now();
     let now = SystemTime::now();
@@ -189,24 +200,70 @@ pub(crate) fn campaign(cfg: &FuzzConfig, out: &Path, request: &Path, cwd: &Path)
     // Clients stop at the deadline after their current round; give them that and
     // the broker's goodbye, then end whatever is left.
     let grace = Duration::from_secs(5) + cfg.timeout * 4;
-    let finished = supervise(&mut child, start + cfg.time + grace);
+    let finished = supervise(&mut child, start + cfg.time + grace).map_err(io("cannot wait for the launcher", &program))?;
+    // Best effort: the findings are in, and the next campaign removes a marker
+    // left here (or says why it cannot).
     let _ = std::fs::remove_file(&stop_file);
 
     let mut report = FuzzReport { seconds: start.elapsed().as_secs_f64(), ..FuzzReport::default() };
+    let (reported, mut errors) = sum_client_reports(&reports, &mut report)?;
+    report.corpus = std::fs::read_dir(out.join("queue"))
+        .map(|d| d.flatten().filter(|e| !e.file_name().to_string_lossy().starts_with('.')).count())
+        .unwrap_or(0);
+    if !finished {
+        errors.push(format!("the fuzzers did not stop within {:.0}s of the deadline", grace.as_secs_f64()));
+    }
+    errors.dedup();
+    if reported == 0 {
+        let why = if errors.is_empty() { "no fuzzer reported".to_owned() } else { errors.join("; ") };
+        return Err(FuzzError::Libafl(format!("multi-core fuzzing failed: {why}")));
+    }
+    if !errors.is_empty() {
+        // The campaign counts with what the others reported; its finds are kept.
+        eprintln!("trestle fuzz: multi-core fuzzing: {}", errors.join("; "));
+    }
+    Ok(report)
+}
+
+/// Remove a file or directory tree that a previous campaign may have left.
+fn remove_if_present(path: &Path) -> Result<(), FuzzError> {
+    let removed = if path.is_dir() { std::fs::remove_dir_all(path) } else { std::fs::remove_file(path) };
+    match removed {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(io("cannot remove", path)(e)),
+        _ => Ok(()),
+    }
+}
+
+/// Add the clients' reports in `reports` to `report`: returns how many fuzzers
+/// reported without an error, and the errors (a client's own, a launch failure, a
+/// report that cannot be read or parsed).
+fn sum_client_reports(reports: &Path, report: &mut FuzzReport) -> Result<(usize, Vec<String>), FuzzError> {
     let mut errors = Vec::new();
     let mut reported = 0;
-    for entry in std::fs::read_dir(&reports).map_err(io("cannot list", &reports))?.flatten() {
-        let path = entry.path();
+    for entry in std::fs::read_dir(reports).map_err(io("cannot list", reports))? {
+        let path = entry.map_err(io("cannot list", reports))?.path();
         let kind = path.extension().and_then(|e| e.to_str()).unwrap_or_default();
         if kind != "json" && kind != "err" {
             continue;
         }
-        let Ok(bytes) = std::fs::read(&path) else { continue };
+        let bytes = match std::fs::read(&path) {
+            Ok(b) => b,
+            Err(e) => {
+                errors.push(format!("cannot read {}: {e}", path.display()));
+                continue;
+            }
+        };
         if kind == "err" {
             errors.push(String::from_utf8_lossy(&bytes).into_owned());
             continue;
         }
-        let Ok(r) = serde_json::from_slice::<ClientReport>(&bytes) else { continue };
+        let r = match serde_json::from_slice::<ClientReport>(&bytes) {
+            Ok(r) => r,
+            Err(e) => {
+                errors.push(format!("corrupt client report {}: {e}", path.display()));
+                continue;
+            }
+        };
         report.executions += r.executions;
         if let Some(t) = r.first_crash_after {
             report.first_crash_after = Some(report.first_crash_after.map_or(t, |u: f64| u.min(t)));
@@ -216,18 +273,7 @@ pub(crate) fn campaign(cfg: &FuzzConfig, out: &Path, request: &Path, cwd: &Path)
             None => reported += 1,
         }
     }
-    report.corpus = std::fs::read_dir(out.join("queue"))
-        .map(|d| d.flatten().filter(|e| !e.file_name().to_string_lossy().starts_with('.')).count())
-        .unwrap_or(0);
-    if reported == 0 {
-        if !finished {
-            errors.push(format!("the fuzzers did not stop within {:.0}s of the deadline", grace.as_secs_f64()));
-        }
-        errors.dedup();
-        let why = if errors.is_empty() { "no fuzzer reported".to_owned() } else { errors.join("; ") };
-        return Err(FuzzError::Libafl(format!("multi-core fuzzing failed: {why}")));
-    }
-    Ok(report)
+    Ok((reported, errors))
 }
 
 /// [`LAUNCHER`]: `TRESTLE_FUZZ_LAUNCHER`, or next to the running executable (or one
@@ -274,7 +320,10 @@ fn launch(plan: &LaunchPlan, pace: &ClientPace) -> i32 {
     crate::libc_personality();
     // Clients' own output (a panic, say) goes to a log, not the terminal.
     let log = pace.reports.join("clients.log");
-    let log = log.to_str().unwrap_or("/dev/null");
+    let log = log.to_str().unwrap_or_else(|| {
+        eprintln!("trestle fuzz: LibAFL takes a UTF-8 log path, not {}; the fuzzers' output is discarded", log.display());
+        "/dev/null"
+    });
     let run_client = |restored: Option<UnitState>,
                       mut mgr: LlmpRestartingEventManager<(), BytesInput, UnitState, UnixShMem, UnixShMemProvider>,
                       client: ClientDescription|
@@ -329,23 +378,30 @@ fn launch(plan: &LaunchPlan, pace: &ClientPace) -> i32 {
     code
 }
 
+/// Leave `why` for the caller (a `.err` file in the reports; on stderr if that cannot
+/// be written); returns the exit status.
 fn launch_failed(reports: &Path, why: &str) -> i32 {
-    let _ = std::fs::write(reports.join(format!("{}.err", getpid())), why);
+    let path = reports.join(format!("{}.err", getpid()));
+    if let Err(e) = std::fs::write(&path, why) {
+        eprintln!("trestle fuzz: {why} (and cannot write {}: {e})", path.display());
+    }
     1
 }
 
 /// Wait for the launcher until `hard_end`; then end it and everything under it.
-/// Returns whether it ended by itself.
-fn supervise(launcher: &mut std::process::Child, hard_end: Instant) -> bool {
+/// Returns whether it ended by itself; a launcher that cannot be waited for is
+/// ended likewise, and the error returned.
+fn supervise(launcher: &mut std::process::Child, hard_end: Instant) -> std::io::Result<bool> {
     loop {
-        match launcher.try_wait() {
-            Ok(None) => {}
-            Ok(Some(_)) | Err(_) => return true,
+        let waited = launcher.try_wait();
+        if let Ok(Some(_)) = waited {
+            return Ok(true);
         }
-        if Instant::now() > hard_end {
+        if waited.is_err() || Instant::now() > hard_end {
             kill_tree(Pid::from_raw(launcher.id() as i32), true);
+            // Killed above: the wait only reaps it.
             let _ = launcher.wait();
-            return false;
+            return waited.map(|_| false);
         }
         std::thread::sleep(Duration::from_millis(20));
     }

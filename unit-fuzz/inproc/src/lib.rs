@@ -32,7 +32,10 @@
 //! The plan and the report are `trestle_unit_fuzz::inprocess`'s; this library owns
 //! the fuzzing loop inside the harness and nothing else.
 
-use libafl::corpus::{Corpus, CorpusId, HasCurrentCorpusId, InMemoryOnDiskCorpus, OnDiskCorpus};
+mod respawner;
+mod stages;
+
+use libafl::corpus::{Corpus, InMemoryOnDiskCorpus, OnDiskCorpus};
 use libafl::events::{EventRestarter, Restorable, RestartingEventManager, SimpleEventManager};
 use libafl::executors::hooks::inprocess::HasTimeout;
 use libafl::executors::hooks::timer::TimerStruct;
@@ -43,18 +46,15 @@ use libafl::fuzzer::{Evaluator, Fuzzer, StdFuzzer};
 use libafl::inputs::{BytesInput, HasTargetBytes};
 use libafl::monitors::NopMonitor;
 use libafl::mutators::{havoc_mutations, tokens_mutations, HavocScheduledMutator, I2SRandReplace};
-use libafl::observers::{CanTrack, CmpValues, CmpValuesMetadata, HitcountsMapObserver, Observer, StdMapObserver, TimeObserver};
+use libafl::observers::{CanTrack, HitcountsMapObserver, StdMapObserver, TimeObserver};
 use libafl::schedulers::{IndexesLenTimeMinimizerScheduler, QueueScheduler};
-use libafl::stages::{Restartable, ShadowTracingStage, Stage, StdMutationalStage};
+use libafl::stages::{ShadowTracingStage, StdMutationalStage};
 use libafl::state::{HasCorpus, HasExecutions, HasSolutions, StdState};
 use libafl::{feedback_and_fast, feedback_or, feedback_or_fast, Error, HasMetadata};
 use libafl_bolts::rands::StdRand;
-use libafl_bolts::shmem::{ShMem, ShMemProvider, UnixShMemProvider};
-use libafl_bolts::staterestore::StateRestorer;
+use libafl_bolts::shmem::UnixShMemProvider;
 use libafl_bolts::tuples::{tuple_list, Merge};
-use libafl_bolts::Named;
 use libafl_targets::{CmpLogMap, CmpLogObserver};
-use std::borrow::Cow;
 use std::ffi::CStr;
 use std::io::Write;
 use std::os::unix::ffi::OsStrExt;
@@ -63,19 +63,13 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant, SystemTime};
 use trestle_abi::fuzz::{encode_values, original_value, InProcessTarget, EXEC_CRASHED, INPROC_ABI_VERSION};
 use trestle_unit_fuzz::inprocess::{InProcessPlan, InProcessReport};
+use respawner::{respawn, Restorer};
+use stages::{HarnessCmpLogObserver, RetryAlways, TraceOnceEach};
 use trestle_unit_fuzz::mutators::ParamValueMutator;
 
 /// Executions one fuzzer process runs before it hands its state to a fresh fork of
 /// the respawner (see the crate docs); a hand-over costs about a millisecond.
 pub const FRESH_PROCESS_EVERY: u64 = 100_000;
-
-/// Shared memory for the fuzzer's state across processes; a larger state goes
-/// through a temporary file (LibAFL's `StateRestorer` does that by itself).
-const STATE_MAP_SIZE: usize = 64 << 20;
-
-/// Fuzzer processes in a row that may die without saving their state or executing
-/// anything before the campaign is given up.
-const MAX_BARREN_DEATHS: u32 = 3;
 
 type UnitState = StdState<InMemoryOnDiskCorpus<BytesInput>, BytesInput, StdRand, OnDiskCorpus<BytesInput>>;
 type Inner = SimpleEventManager<BytesInput, NopMonitor, UnitState>;
@@ -131,6 +125,9 @@ struct Campaign<'a> {
     shared: &'static Shared,
     start: Instant,
     end: Instant,
+    /// Our diagnostics channel: the harness's original stderr (`harness.log`), the
+    /// unit's being /dev/null.
+    diag: std::fs::File,
 }
 
 impl Campaign<'_> {
@@ -145,19 +142,44 @@ impl Campaign<'_> {
             done,
             error,
         };
-        write_report(&self.plan.report, &r);
+        if let Err(e) = write_report(&self.plan.report, &r) {
+            self.say(&e);
+        }
     }
 
     fn failed(&self, why: String) {
         self.report(self.shared.executions.load(Ordering::Relaxed), 0, 0, false, Some(why));
     }
+
+    /// One line on the diagnostics channel.
+    fn say(&self, msg: &str) {
+        // Nowhere left to say that this failed.
+        let _ = writeln!(&self.diag, "trestle in-process fuzzer: {msg}");
+    }
+
+    /// The last report written, for the campaign's end when its fuzzer had to be
+    /// ended: none yet is the default report; one that cannot be read is said, and
+    /// the default too.
+    fn last_report(&self) -> InProcessReport {
+        let path = &self.plan.report;
+        let read = match std::fs::read(path) {
+            Ok(bytes) => serde_json::from_slice(&bytes).map_err(|e| format!("corrupt report {}: {e}", path.display())),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(InProcessReport::default()),
+            Err(e) => Err(format!("cannot read the report {}: {e}", path.display())),
+        };
+        read.unwrap_or_else(|e| {
+            self.say(&format!("{e}; the campaign ends with the shared counts"));
+            InProcessReport::default()
+        })
+    }
 }
 
-fn write_report(path: &Path, r: &InProcessReport) {
+/// Write the report the host waits for, whole (through a rename).
+fn write_report(path: &Path, r: &InProcessReport) -> Result<(), String> {
     let tmp = path.with_extension("tmp");
-    if std::fs::write(&tmp, serde_json::to_vec(r).unwrap_or_default()).is_ok() {
-        let _ = std::fs::rename(&tmp, path);
-    }
+    let bytes = serde_json::to_vec(r).map_err(|e| format!("cannot encode the report: {e}"))?;
+    std::fs::write(&tmp, bytes).map_err(|e| format!("cannot write {}: {e}", tmp.display()))?;
+    std::fs::rename(&tmp, path).map_err(|e| format!("cannot rename {} to {}: {e}", tmp.display(), path.display()))
 }
 
 /// The in-process fuzzer's entry point (`trestle_abi::fuzz::INPROC_ENTRY`): fuzz the
@@ -206,7 +228,9 @@ fn run(target: &InProcessTarget) -> i32 {
     let shared = match Shared::map() {
         Ok(s) => s,
         Err(e) => {
-            write_report(&plan.report, &InProcessReport { error: Some(e), ..InProcessReport::default() });
+            if let Err(w) = write_report(&plan.report, &InProcessReport { error: Some(e.clone()), ..InProcessReport::default() }) {
+                eprintln!("trestle in-process fuzzer: {e}; {w}");
+            }
             return 1;
         }
     };
@@ -214,7 +238,8 @@ fn run(target: &InProcessTarget) -> i32 {
     let (now, wall) = (Instant::now(), SystemTime::now());
     let start = now - wall.duration_since(plan.start).unwrap_or_default();
     let end = now + plan.end.duration_since(wall).unwrap_or_default();
-    let campaign = Campaign { plan: &plan, target, shared, start, end };
+    let diag = silence_the_unit();
+    let campaign = Campaign { plan: &plan, target, shared, start, end, diag };
     match respawn(&campaign) {
         Ok(()) => 0,
         Err(e) => {
@@ -242,253 +267,32 @@ fn silence_the_unit() -> std::fs::File {
     }
 }
 
-/// The respawner: fork a fuzzer, wait for it, fork the next, until one says the
-/// campaign is over.
-fn respawn(c: &Campaign) -> Result<(), String> {
-    let mut diag = silence_the_unit();
-    let mut provider = UnixShMemProvider::new().map_err(|e| format!("shared memory: {e}"))?;
-    let shmem = provider.new_shmem(STATE_MAP_SIZE).map_err(|e| format!("shared memory for the state: {e}"))?;
-    // Marked for removal at once: the forks inherit the attachment, and nothing is
-    // left behind however this process ends.
-    let id: i32 = shmem.id().into();
-    // SAFETY: plain System V call on a segment this process created.
-    unsafe { libc::shmctl(id, libc::IPC_RMID, std::ptr::null_mut()) };
-    let mut restorer = std::mem::ManuallyDrop::new(StateRestorer::new(shmem));
-    // SAFETY: plain libc query.
-    let respawner = unsafe { libc::getpid() };
-    let mut barren = 0;
-    // A fuzzer stops by itself at the deadline, after its current round; one stuck
-    // outside the target (where LibAFL's timeout does not reach) is ended.
-    let grace = Duration::from_secs(2) + c.plan.timeout * 2;
-    let stall = Duration::from_secs(10) + c.plan.timeout * 3;
-    loop {
-        let before = c.shared.beats.load(Ordering::Relaxed);
-        // SAFETY: the process is single-threaded (the runtime starts no threads).
-        let pid = unsafe { libc::fork() };
-        if pid < 0 {
-            return Err(format!("cannot fork a fuzzer: {}", std::io::Error::last_os_error()));
-        }
-        if pid == 0 {
-            // SAFETY: prctl on this process; a fuzzer must not outlive its respawner.
-            unsafe {
-                libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
-                if libc::getppid() != respawner {
-                    libc::_exit(0);
-                }
-            }
-            // SAFETY: this fork owns its copy of the restorer from here on; the
-            // respawner's is never touched in this process again.
-            let restorer = unsafe { std::mem::ManuallyDrop::take(&mut restorer) };
-            let code = match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| fuzz(c, restorer))) {
-                Ok(Ok(())) => 0,
-                Ok(Err(e)) => {
-                    c.failed(format!("the fuzzer failed: {e}"));
-                    c.shared.done.store(true, Ordering::SeqCst);
-                    1
-                }
-                Err(_) => {
-                    c.failed("the fuzzer panicked".into());
-                    c.shared.done.store(true, Ordering::SeqCst);
-                    1
-                }
-            };
-            // SAFETY: the fuzzer process ends here, never returning into the respawner's loop.
-            unsafe { libc::_exit(code) }
-        }
-        let (status, stuck) = watch(c, pid, grace, stall);
-        if c.shared.done.load(Ordering::SeqCst) {
-            return Ok(());
-        }
-        if stuck && Instant::now() >= c.end {
-            // Past the deadline: the campaign is over, with what the reports say.
-            let last = std::fs::read(&c.plan.report)
-                .ok()
-                .and_then(|b| serde_json::from_slice::<InProcessReport>(&b).ok())
-                .unwrap_or_default();
-            let executions = c.shared.executions.load(Ordering::Relaxed).max(last.executions);
-            c.report(executions, last.corpus, last.objectives, true, None);
-            return Ok(());
-        }
-        c.shared.restarts.fetch_add(1, Ordering::Relaxed);
-        if restorer.has_content() {
-            // A hang (LibAFL's timeout handler), a crash outside the unit, or a
-            // fresh start: the state was saved.
-            barren = 0;
-            continue;
-        }
-        let _ = writeln!(
-            diag,
-            "trestle in-process fuzzer: a fuzzer process ended ({}) without saving its state; the next starts from the queue",
-            describe_status(status)
-        );
-        if c.shared.beats.load(Ordering::Relaxed) == before {
-            barren += 1;
-            if barren >= MAX_BARREN_DEATHS {
-                return Err(format!(
-                    "{barren} fuzzer processes in a row ended without executing anything (last: {})",
-                    describe_status(status)
-                ));
-            }
-        } else {
-            barren = 0;
-        }
-        c.shared.afresh.store(true, Ordering::SeqCst);
-    }
+/// The havoc stage, with dictionary tokens. A macro: the mutational stages are
+/// typed by their executor, which differs with and without CmpLog.
+macro_rules! havoc_stage {
+    () => {
+        RetryAlways(StdMutationalStage::new(HavocScheduledMutator::new(havoc_mutations().merge(tokens_mutations()))))
+    };
 }
 
-/// Wait for the fuzzer `pid`; end it if it runs `grace` past the deadline or makes
-/// no execution for `stall`. Returns its wait status and whether it had to be ended.
-fn watch(c: &Campaign, pid: libc::pid_t, grace: Duration, stall: Duration) -> (i32, bool) {
-    let mut status = 0;
-    let mut beats = c.shared.beats.load(Ordering::Relaxed);
-    let mut moved = Instant::now();
-    // A descriptor that polls readable when the child ends: the respawner wakes at
-    // once (a crashing unit restarts the fuzzer often), not at its next check.
-    // SAFETY: plain system call on our own child.
-    let pidfd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) } as i32;
-    loop {
-        if pidfd >= 0 {
-            let mut fds = libc::pollfd { fd: pidfd, events: libc::POLLIN, revents: 0 };
-            // SAFETY: one valid pollfd.
-            unsafe { libc::poll(&mut fds, 1, 100) };
-        } else {
-            std::thread::sleep(Duration::from_millis(5));
-        }
-        // SAFETY: polls the child this process forked.
-        if unsafe { libc::waitpid(pid, &mut status, libc::WNOHANG) } != 0 {
-            break;
-        }
-        let now = Instant::now();
-        let b = c.shared.beats.load(Ordering::Relaxed);
-        if b != beats {
-            (beats, moved) = (b, now);
-        }
-        if now > c.end + grace || now - moved > stall {
-            // SAFETY: ends and reaps the child this process forked.
-            unsafe {
-                libc::kill(pid, libc::SIGKILL);
-                libc::waitpid(pid, &mut status, 0);
-            }
-            if pidfd >= 0 {
-                // SAFETY: our descriptor.
-                unsafe { libc::close(pidfd) };
-            }
-            return (status, true);
-        }
-    }
-    if pidfd >= 0 {
-        // SAFETY: our descriptor.
-        unsafe { libc::close(pidfd) };
-    }
-    (status, false)
-}
-
-fn describe_status(status: i32) -> String {
-    if libc::WIFSIGNALED(status) {
-        format!("signal {}", libc::WTERMSIG(status))
-    } else {
-        format!("exit status {}", libc::WEXITSTATUS(status))
-    }
-}
-
-/// The unit's CmpLog observer: LibAFL's, over the map the runtime's `trace-cmp`
-/// hooks write, switching those hooks on for the tracing run only (the runtime has
-/// its own switch, not the one `CmpLogObserver` flips in this library).
-struct HarnessCmpLogObserver {
-    inner: CmpLogObserver,
-    enabled: *mut u8,
-}
-
-impl Named for HarnessCmpLogObserver {
-    fn name(&self) -> &Cow<'static, str> {
-        self.inner.name()
-    }
-}
-
-impl<I, S: HasMetadata> Observer<I, S> for HarnessCmpLogObserver {
-    fn pre_exec(&mut self, state: &mut S, input: &I) -> Result<(), Error> {
-        self.inner.pre_exec(state, input)?;
-        // SAFETY: the runtime's switch byte, valid for the process's life.
-        unsafe { self.enabled.write_volatile(1) };
-        Ok(())
-    }
-
-    fn post_exec(&mut self, state: &mut S, input: &I, exit_kind: &ExitKind) -> Result<(), Error> {
-        // SAFETY: as above.
-        unsafe { self.enabled.write_volatile(0) };
-        self.inner.post_exec(state, input, exit_kind)
-    }
-}
-
-/// A stage the unit interrupted (a crash, a hang) is simply performed again by the
-/// next fuzzer process. LibAFL's own stages give up on a corpus entry after a few
-/// interrupted runs, which suits stages that crash the fuzzer, not a unit that
-/// crashes under mutation all the time: with a small queue, every stage would soon
-/// be skipped for every entry and the fuzzer would spin without executing.
-struct RetryAlways<ST>(ST);
-
-impl<E, EM, S, Z, ST: Stage<E, EM, S, Z>> Stage<E, EM, S, Z> for RetryAlways<ST> {
-    fn perform(&mut self, fuzzer: &mut Z, executor: &mut E, state: &mut S, manager: &mut EM) -> Result<(), Error> {
-        self.0.perform(fuzzer, executor, state, manager)
-    }
-}
-
-impl<S, ST> Restartable<S> for RetryAlways<ST> {
-    fn should_restart(&mut self, _state: &mut S) -> Result<bool, Error> {
-        Ok(true)
-    }
-
-    fn clear_progress(&mut self, _state: &mut S) -> Result<(), Error> {
-        Ok(())
-    }
-}
-
-/// The CmpLog tracing run, once per queue entry: an entry traced before gets its
-/// comparisons back from a cache instead (the unit is deterministic, so a second
-/// trace would find the same ones). A tracing run reads the whole CmpLog map, the
-/// largest cost per round once executions are cheap.
-struct TraceOnceEach<ST> {
-    inner: ST,
-    seen: std::collections::HashMap<CorpusId, Vec<CmpValues>>,
-}
-
-/// Entries whose comparisons [`TraceOnceEach`] keeps; past that, it traces again.
-const TRACES_KEPT: usize = 4096;
-
-impl<E, EM, S, Z, ST> Stage<E, EM, S, Z> for TraceOnceEach<ST>
-where
-    S: HasCurrentCorpusId + HasMetadata,
-    ST: Stage<E, EM, S, Z>,
-{
-    fn perform(&mut self, fuzzer: &mut Z, executor: &mut E, state: &mut S, manager: &mut EM) -> Result<(), Error> {
-        let id = state.current_corpus_id()?;
-        if let Some(list) = id.and_then(|id| self.seen.get(&id)) {
-            state.metadata_or_insert_with(CmpValuesMetadata::new).list.clone_from(list);
-            return Ok(());
-        }
-        self.inner.perform(fuzzer, executor, state, manager)?;
-        if let (Some(id), Ok(meta)) = (id, state.metadata::<CmpValuesMetadata>()) {
-            if self.seen.len() < TRACES_KEPT {
-                self.seen.insert(id, meta.list.clone());
-            }
-        }
-        Ok(())
-    }
-}
-
-impl<S, ST> Restartable<S> for TraceOnceEach<ST> {
-    fn should_restart(&mut self, _state: &mut S) -> Result<bool, Error> {
-        Ok(true)
-    }
-
-    fn clear_progress(&mut self, _state: &mut S) -> Result<(), Error> {
-        Ok(())
-    }
+/// The parameter-aware value stage over `plan`'s parameters and dictionary (a macro
+/// for the reason `havoc_stage` is).
+macro_rules! value_stage {
+    ($plan:expr) => {
+        RetryAlways(StdMutationalStage::new(HavocScheduledMutator::with_max_stack_pow(
+            tuple_list!(ParamValueMutator::new(
+                $plan.params.clone(),
+                $plan.dictionary.words.clone(),
+                $plan.dictionary.ints.clone()
+            )),
+            2,
+        )))
+    };
 }
 
 /// One fuzzer process: take the saved state up (or start one), fuzz until the
 /// deadline, the first crash (if asked) or [`FRESH_PROCESS_EVERY`] executions.
-fn fuzz(c: &Campaign, mut restorer: StateRestorer<<UnixShMemProvider as ShMemProvider>::ShMem, UnixShMemProvider>) -> Result<(), Error> {
+fn fuzz(c: &Campaign, mut restorer: Restorer) -> Result<(), Error> {
     let plan = c.plan;
     let t = c.target;
     let saved = restorer.restore::<(Option<UnitState>, RestartState)>()?;
@@ -511,36 +315,12 @@ fn fuzz(c: &Campaign, mut restorer: StateRestorer<<UnixShMemProvider as ShMemPro
     );
     let mut state = match saved {
         Some(state) => state,
-        None => {
-            let mut state = StdState::new(
-                StdRand::with_seed(plan.seed),
-                InMemoryOnDiskCorpus::<BytesInput>::new(plan.out.join("queue"))?,
-                OnDiskCorpus::new(plan.out.join(".solutions"))?,
-                &mut feedback,
-                &mut objective,
-            )?;
-            state.add_metadata(plan.dictionary.tokens());
-            if afresh {
-                *state.executions_mut() = c.shared.executions.load(Ordering::Relaxed);
-            }
-            state
-        }
+        None => fresh_state(c, afresh, &mut feedback, &mut objective)?,
     };
     let scheduler = IndexesLenTimeMinimizerScheduler::new(&edges_observer, QueueScheduler::new());
     let mut fuzzer = StdFuzzer::new(scheduler, feedback, objective);
 
-    let beats = &c.shared.beats;
-    let mut harness = |input: &BytesInput| {
-        // One writer (this process): a plain add, no locked instruction.
-        beats.store(beats.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
-        let bytes = input.target_bytes();
-        // SAFETY: the runtime's callback with its session, on `len` readable bytes.
-        if unsafe { (t.run)(t.session, bytes.as_ptr(), bytes.len()) } >= EXEC_CRASHED {
-            ExitKind::Crash
-        } else {
-            ExitKind::Ok
-        }
-    };
+    let mut harness = unit_harness(c);
     let mut executor = InProcessExecutor::builder()
         .harness(&mut harness)
         .observers(tuple_list!(edges_observer, time_observer))
@@ -556,49 +336,76 @@ fn fuzz(c: &Campaign, mut restorer: StateRestorer<<UnixShMemProvider as ShMemPro
     // more than a cheap unit: batch mode arms it once for many executions (a hang is
     // then caught within one to two timeouts).
     *executor.inprocess_hooks_mut().timer_mut() = TimerStruct::batch_mode(plan.timeout);
-    // The executor has put LibAFL's signal handlers in place; the harness's go in
-    // front of them, so a crash inside the unit ends just that execution (reported
-    // as a crash, to the same objective) instead of this process.
+    catch_unit_crashes(t)?;
+
+    if plan.cmplog {
+        // SAFETY: the runtime's CmpLog map and switch, valid for the process's life.
+        let cmplog = HarnessCmpLogObserver::new(
+            unsafe { CmpLogObserver::with_map_ptr("cmplog", t.cmplog_map as *mut CmpLogMap, true) },
+            t.cmplog_enabled,
+        );
+        let mut executor = ShadowExecutor::new(executor, tuple_list!(cmplog));
+        let i2s = RetryAlways(StdMutationalStage::new(HavocScheduledMutator::new(tuple_list!(I2SRandReplace::new()))));
+        let tracing = TraceOnceEach::new(ShadowTracingStage::new());
+        let mut stages = tuple_list!(tracing, i2s, value_stage!(plan), havoc_stage!());
+        fuzz_loop(c, afresh, &mut fuzzer, &mut stages, &mut executor, &mut state, &mut mgr)
+    } else {
+        let mut executor = executor;
+        let mut stages = tuple_list!(value_stage!(plan), havoc_stage!());
+        fuzz_loop(c, afresh, &mut fuzzer, &mut stages, &mut executor, &mut state, &mut mgr)
+    }
+}
+
+/// A new fuzzer state: the queue under the plan's `queue/`, the objectives under
+/// `.solutions/`, the dictionary as tokens; after a fuzzer that died unsaved, the
+/// executions counted so far.
+fn fresh_state<F, O>(c: &Campaign, afresh: bool, feedback: &mut F, objective: &mut O) -> Result<UnitState, Error>
+where
+    F: libafl::feedbacks::StateInitializer<UnitState>,
+    O: libafl::feedbacks::StateInitializer<UnitState>,
+{
+    let plan = c.plan;
+    let mut state = StdState::new(
+        StdRand::with_seed(plan.seed),
+        InMemoryOnDiskCorpus::<BytesInput>::new(plan.out.join("queue"))?,
+        OnDiskCorpus::new(plan.out.join(".solutions"))?,
+        feedback,
+        objective,
+    )?;
+    state.add_metadata(plan.dictionary.tokens());
+    if afresh {
+        *state.executions_mut() = c.shared.executions.load(Ordering::Relaxed);
+    }
+    Ok(state)
+}
+
+/// One execution through the runtime's callback, counted as a sign of life.
+fn unit_harness<'a>(c: &'a Campaign) -> impl FnMut(&BytesInput) -> ExitKind + 'a {
+    let t = c.target;
+    let beats = &c.shared.beats;
+    move |input: &BytesInput| {
+        // One writer (this process): a plain add, no locked instruction.
+        beats.store(beats.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
+        let bytes = input.target_bytes();
+        // SAFETY: the runtime's callback with its session, on `len` readable bytes.
+        if unsafe { (t.run)(t.session, bytes.as_ptr(), bytes.len()) } >= EXEC_CRASHED {
+            ExitKind::Crash
+        } else {
+            ExitKind::Ok
+        }
+    }
+}
+
+/// Put the harness's crash handlers in front of LibAFL's (which the executor has
+/// just installed), so a crash inside the unit ends just that execution (reported
+/// as a crash, to the same objective) instead of this process.
+fn catch_unit_crashes(t: &InProcessTarget) -> Result<(), Error> {
     // SAFETY: the runtime's function, called once the fuzzer's handlers exist.
     let err = unsafe { (t.catch_crashes)() };
     if err != 0 {
         return Err(Error::unknown(format!("cannot install the crash handlers: {}", std::io::Error::from_raw_os_error(err))));
     }
-
-    // The mutational stages are typed by their executor: built in each branch.
-    macro_rules! havoc {
-        () => {
-            RetryAlways(StdMutationalStage::new(HavocScheduledMutator::new(havoc_mutations().merge(tokens_mutations()))))
-        };
-    }
-    macro_rules! values {
-        () => {
-            RetryAlways(StdMutationalStage::new(HavocScheduledMutator::with_max_stack_pow(
-                tuple_list!(ParamValueMutator::new(
-                    plan.params.clone(),
-                    plan.dictionary.words.clone(),
-                    plan.dictionary.ints.clone()
-                )),
-                2,
-            )))
-        };
-    }
-    if plan.cmplog {
-        // SAFETY: the runtime's CmpLog map and switch, valid for the process's life.
-        let cmplog = HarnessCmpLogObserver {
-            inner: unsafe { CmpLogObserver::with_map_ptr("cmplog", t.cmplog_map as *mut CmpLogMap, true) },
-            enabled: t.cmplog_enabled,
-        };
-        let mut executor = ShadowExecutor::new(executor, tuple_list!(cmplog));
-        let i2s = RetryAlways(StdMutationalStage::new(HavocScheduledMutator::new(tuple_list!(I2SRandReplace::new()))));
-        let tracing = TraceOnceEach { inner: ShadowTracingStage::new(), seen: Default::default() };
-        let mut stages = tuple_list!(tracing, i2s, values!(), havoc!());
-        fuzz_loop(c, afresh, &mut fuzzer, &mut stages, &mut executor, &mut state, &mut mgr)
-    } else {
-        let mut executor = executor;
-        let mut stages = tuple_list!(values!(), havoc!());
-        fuzz_loop(c, afresh, &mut fuzzer, &mut stages, &mut executor, &mut state, &mut mgr)
-    }
+    Ok(())
 }
 
 fn fuzz_loop<Z, ST, E>(
