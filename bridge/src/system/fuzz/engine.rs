@@ -5,7 +5,8 @@
 //!
 //! It owns the output directory: the queue (LibAFL's on-disk corpus, reloaded when a
 //! campaign resumes) and the finding files ([`super::findings`]). Errors are
-//! returned; it prints only the executor's notice about a program that cannot serve.
+//! returned; on stderr it says only what it passes over: a program that cannot serve
+//! (the executor's notice), a damaged finding file on resume.
 
 use super::executor::SysExecutor;
 use super::findings::{FindingFeedback, Found};
@@ -141,12 +142,23 @@ pub struct SysFuzzer {
     next_id: usize,
 }
 
-fn json_files(dir: &Path) -> Vec<PathBuf> {
-    let mut v: Vec<PathBuf> = std::fs::read_dir(dir)
-        .map(|rd| rd.filter_map(|e| e.ok().map(|e| e.path())).filter(|p| p.extension().is_some_and(|x| x == "json")).collect())
-        .unwrap_or_default();
+/// The `.json` files in `dir`, sorted; none if it does not exist. An unreadable
+/// directory is an error: resuming from an empty queue would silently start over.
+fn json_files(dir: &Path) -> Result<Vec<PathBuf>> {
+    let entries = match std::fs::read_dir(dir) {
+        Ok(rd) => rd,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => return Err(e).with_context(|| format!("cannot read {}", dir.display())),
+    };
+    let mut v = Vec::new();
+    for e in entries {
+        let p = e.with_context(|| format!("cannot read {}", dir.display()))?.path();
+        if p.extension().is_some_and(|x| x == "json") {
+            v.push(p);
+        }
+    }
     v.sort();
-    v
+    Ok(v)
 }
 
 /// The output directory (made, with its subdirectories, and resolved), the program
@@ -158,7 +170,7 @@ fn prepare(cfg: &SysFuzzConfig) -> Result<(PathBuf, PathBuf, Vec<PathBuf>)> {
     }
     let out = std::fs::canonicalize(out).with_context(|| format!("cannot resolve {}", out.display()))?;
     let program = std::fs::canonicalize(&cfg.program).with_context(|| format!("program not found: {}", cfg.program.display()))?;
-    let resumed = json_files(&out.join("queue"));
+    let resumed = json_files(&out.join("queue"))?;
     if cfg.seeds.is_empty() && resumed.is_empty() {
         bail!("no seed system tests to start from");
     }
@@ -262,9 +274,14 @@ impl SysFuzzer {
             }
         }
         for dir in ["crashes", "timeouts"] {
-            for p in json_files(&self.out.join(dir)) {
-                if let Ok(input) = SysInput::from_file(&p) {
-                    self.engine.evaluate(state, mgr, &input).map_err(lib)?;
+            for p in json_files(&self.out.join(dir))? {
+                // Only a finding that reloads counts as known: a damaged one is said
+                // and passed over, as it was never a queue entry to resume from.
+                match SysInput::from_file(&p) {
+                    Ok(input) => {
+                        self.engine.evaluate(state, mgr, &input).map_err(lib)?;
+                    }
+                    Err(e) => eprintln!("trestle: skipping {}: {e}", p.display()),
                 }
             }
         }
@@ -311,14 +328,13 @@ impl SysFuzzer {
         for id in self.state.corpus().ids() {
             if id.0 >= self.next_id {
                 next = next.max(id.0 + 1);
-                if let Ok(tc) = self.state.corpus().get(id) {
-                    if let Some(p) = tc.borrow().file_path() {
-                        // LibAFL only logs a failed write: say it here.
-                        if !p.exists() {
-                            bail!("cannot write queue entry {}", p.display());
-                        }
-                        new_queue.push(p.clone());
+                let tc = self.state.corpus().get(id).map_err(lib)?;
+                if let Some(p) = tc.borrow().file_path() {
+                    // LibAFL only logs a failed write: say it here.
+                    if !p.exists() {
+                        bail!("cannot write queue entry {}", p.display());
                     }
+                    new_queue.push(p.clone());
                 }
             }
         }

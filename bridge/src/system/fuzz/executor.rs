@@ -7,7 +7,7 @@
 
 use super::engine::SysFuzzConfig;
 use super::input::SysInput;
-use crate::system::forkserver::{ForkServer, Request, RunEnd};
+use crate::system::forkserver::{ForkServer, Request, RunEnd, ServeError};
 use crate::system::systest;
 use crate::validate::sandbox::is_crash_signal;
 use anyhow::Result;
@@ -151,6 +151,11 @@ impl<OT> SysExecutor<OT> {
 
     /// Start the forkserver if the program can serve (deciding on the first try);
     /// false if it cannot (then it is spawned per test).
+    ///
+    /// A program of another protocol version is an error, as in AFL++: it was built
+    /// with another trestle's `trestle-cc`, and fuzzing it at a fraction of the speed
+    /// without a word would waste the campaign (`no_forkserver` is the way to fuzz it
+    /// anyway). So is a status pipe that cannot be read.
     fn start_server(&mut self) -> Result<bool, libafl::Error> {
         if self.serving == Some(false) {
             return Ok(false);
@@ -159,26 +164,29 @@ impl<OT> SysExecutor<OT> {
         // Resolve every symbol once in the server, not lazily in every child
         // (AFL++ does the same).
         cmd.env("LD_BIND_NOW", "1");
-        let started = ForkServer::start(cmd)
-            .map_err(|e| libafl::Error::unknown(format!("cannot run program {}: {e}", self.program.display())))?;
-        match (started, self.serving) {
-            (Some(s), first) => {
+        let program = self.program.display();
+        match (ForkServer::launch(cmd), self.serving) {
+            (Ok(s), first) => {
                 self.restarts += u64::from(first.is_some());
                 self.server = Some(s);
                 self.serving = Some(true);
                 Ok(true)
             }
-            (None, None) => {
+            (Err(e @ (ServeError::Spawn(_) | ServeError::Io(_))), _) => {
+                Err(libafl::Error::unknown(format!("cannot run program {program}: {e}")))
+            }
+            (Err(e @ ServeError::VersionMismatch { .. }), _) => Err(libafl::Error::unknown(format!(
+                "{program} cannot serve system tests: {e} (or fuzz without the forkserver: trestle sysfuzz --no-forkserver)"
+            ))),
+            (Err(e), None) => {
                 if self.notice {
-                    eprintln!(
-                        "trestle: {} does not serve system tests (not built with trestle-cc, or it never reaches main): starting it for every test",
-                        self.program.display()
-                    );
+                    eprintln!("trestle: {program} does not serve system tests ({e}): starting it for every test");
                 }
                 self.serving = Some(false);
                 Ok(false)
             }
-            (None, Some(_)) => Ok(false),
+            // A restart that failed: this run spawns, the next tries again.
+            (Err(_), Some(_)) => Ok(false),
         }
     }
 
