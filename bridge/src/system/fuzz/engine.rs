@@ -394,3 +394,22 @@ impl SysFuzzer {
         self.report(e)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_unreadable_queue_is_an_error_and_a_missing_one_empty() {
+        let dir = tempfile::tempdir().unwrap();
+        assert!(json_files(&dir.path().join("absent")).unwrap().is_empty());
+        std::fs::write(dir.path().join("b.json"), "{}").unwrap();
+        std::fs::write(dir.path().join("a.json"), "{}").unwrap();
+        std::fs::write(dir.path().join("notes.txt"), "").unwrap();
+        let names: Vec<_> = json_files(dir.path()).unwrap().iter().map(|p| p.file_name().unwrap().to_owned()).collect();
+        assert_eq!(names, ["a.json", "b.json"]);
+        // A queue that is not a directory cannot be resumed: that is said, not read as empty.
+        let e = json_files(&dir.path().join("a.json")).unwrap_err();
+        assert!(format!("{e:#}").contains("a.json"), "{e:#}");
+    }
+}
