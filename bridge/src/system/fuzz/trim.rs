@@ -8,7 +8,7 @@
 //! from each file. The entry (and its file in the queue) is replaced by the trimmed
 //! input, so that everything fuzzed from it starts small.
 
-use super::{SysInput, MAX_TRIM_RUNS};
+use super::input::SysInput;
 use libafl::corpus::{Corpus, HasCurrentCorpusId};
 use libafl::executors::ExitKind;
 use libafl::fuzzer::ExecutesInput;
@@ -23,6 +23,9 @@ use serde::{Deserialize, Serialize};
 pub struct Trimmed;
 
 libafl_bolts::impl_serdeany!(Trimmed);
+
+/// Executions at most for trimming one queue entry.
+const MAX_TRIM_RUNS: usize = 256;
 
 /// Inputs with less content than this are left as they are.
 const MIN_TRIM: usize = 16;

@@ -11,7 +11,8 @@
 //! big-endian bytes. Byte-string operands (from `memcmp`-like routines) are replaced
 //! as they are.
 
-use super::{below, part_limit, part_mut, Part, SysInput};
+use super::parts::{below, part_limit, part_mut, Part};
+use crate::system::fuzz::input::SysInput;
 use libafl::corpus::CorpusId;
 use libafl::mutators::{MutationResult, Mutator};
 use libafl::observers::cmp::{CmpValues, CmpValuesMetadata};

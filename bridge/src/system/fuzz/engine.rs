@@ -1,0 +1,415 @@
+//! The fuzzing loop ([`SysFuzzer`]): LibAFL's state, fuzzer and stages over the
+//! [`SysExecutor`], kept between slices so that a campaign can interleave system
+//! fuzzing with its other steps; its settings ([`SysFuzzConfig`]) and what a slice
+//! did ([`SliceReport`]).
+//!
+//! It owns the output directory: the queue (LibAFL's on-disk corpus, reloaded when a
+//! campaign resumes) and the finding files ([`super::findings`]). Errors are
+//! returned; on stderr it says only what it passes over: a program that cannot serve
+//! (the executor's notice), a damaged finding file on resume.
+
+use super::executor::SysExecutor;
+use super::findings::{FindingFeedback, Found};
+use super::input::SysInput;
+use super::mutators::{sys_mutator, I2SMutator};
+use super::trim::TrimStage;
+use crate::system::systest::NamedTest;
+use anyhow::{bail, Context as _, Result};
+use libafl::corpus::{Corpus, InMemoryCorpus, InMemoryOnDiskCorpus};
+use libafl::events::SimpleEventManager;
+use libafl::feedbacks::{MapFeedbackMetadata, MaxMapFeedback, TimeFeedback};
+use libafl::fuzzer::{BloomInputFilter, Evaluator, ExecuteInputResult, Fuzzer, StdFuzzer};
+use libafl::inputs::Input;
+use libafl::monitors::NopMonitor;
+use libafl::mutators::HavocScheduledMutator;
+use libafl::observers::{CanTrack, HitcountsMapObserver, StdMapObserver, TimeObserver};
+use libafl::schedulers::{IndexesLenTimeMinimizerScheduler, QueueScheduler};
+use libafl::stages::{StdMutationalStage, TracingStage};
+use libafl::state::{HasCorpus, HasExecutions, StdState};
+use libafl::{feedback_and_fast, feedback_or, HasNamedMetadata};
+use libafl_bolts::rands::StdRand;
+use libafl_bolts::shmem::{ShMem, ShMemProvider, UnixShMem, UnixShMemProvider};
+use libafl_bolts::tuples::tuple_list;
+use libafl_targets::{AflppCmpLogMap, CmpLogMap, CmpLogObserver};
+use serde::Serialize;
+use std::collections::HashSet;
+use std::num::NonZeroUsize;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+use trestle_abi::hooks;
+use trestle_abi::unit::SystemTest;
+
+/// Edge map size offered to the program (the unit fuzzer's, so one build serves both).
+const MAP_SIZE: usize = trestle_unit_fuzz::MAP_SIZE;
+/// Executions per corpus entry each time it is picked (bounds how far a slice overruns).
+const EXECS_PER_PICK: usize = 32;
+
+pub(super) type SysState = StdState<InMemoryOnDiskCorpus<SysInput>, SysInput, StdRand, InMemoryCorpus<SysInput>>;
+type SysManager = SimpleEventManager<SysInput, NopMonitor, SysState>;
+
+/// The fuzzer, executor and stages, whatever their (long) types: what a slice needs.
+trait Engine {
+    fn fuzz_one(&mut self, state: &mut SysState, mgr: &mut SysManager) -> Result<(), libafl::Error>;
+    /// Run `input` and keep it in the queue whatever it covers (a seed).
+    fn add(&mut self, state: &mut SysState, mgr: &mut SysManager, input: SysInput) -> Result<(), libafl::Error>;
+    /// Run `input`; keep it if it is interesting.
+    fn evaluate(&mut self, state: &mut SysState, mgr: &mut SysManager, input: &SysInput) -> Result<ExecuteInputResult, libafl::Error>;
+}
+
+struct Parts<Z, E, ST> {
+    fuzzer: Z,
+    executor: E,
+    stages: ST,
+}
+
+impl<Z, E, ST> Engine for Parts<Z, E, ST>
+where
+    Z: Fuzzer<E, SysManager, SysInput, SysState, ST> + Evaluator<E, SysManager, SysInput, SysState>,
+{
+    fn fuzz_one(&mut self, state: &mut SysState, mgr: &mut SysManager) -> Result<(), libafl::Error> {
+        self.fuzzer.fuzz_one(&mut self.stages, &mut self.executor, state, mgr).map(|_| ())
+    }
+
+    fn add(&mut self, state: &mut SysState, mgr: &mut SysManager, input: SysInput) -> Result<(), libafl::Error> {
+        self.fuzzer.add_input(state, &mut self.executor, mgr, input).map(|_| ())
+    }
+
+    fn evaluate(&mut self, state: &mut SysState, mgr: &mut SysManager, input: &SysInput) -> Result<ExecuteInputResult, libafl::Error> {
+        self.fuzzer.evaluate_input(state, &mut self.executor, mgr, input).map(|(r, _)| r)
+    }
+}
+
+fn lib(e: libafl::Error) -> anyhow::Error {
+    anyhow::anyhow!("{e}")
+}
+
+/// A system-level fuzzing campaign's settings.
+#[derive(Debug, Clone)]
+pub struct SysFuzzConfig {
+    /// The instrumented program.
+    pub program: PathBuf,
+    /// Seed system tests: the initial queue.
+    pub seeds: Vec<NamedTest>,
+    /// Output directory (`queue/`, `crashes/`, `timeouts/`); reloaded if it exists.
+    pub out: PathBuf,
+    /// Wall-clock limit per execution.
+    pub timeout: Duration,
+    /// Random seed.
+    pub seed: u64,
+    /// Tokens to insert ([`super::dictionary()`]).
+    pub dictionary: Vec<Vec<u8>>,
+    /// Start the program for every execution even if it could serve them
+    /// (measuring what the forkserver saves).
+    pub no_forkserver: bool,
+    /// Input-to-state replacement from the operands of the program's comparisons
+    /// (one extra, tracing execution per picked queue entry).
+    pub cmplog: bool,
+    /// Address-space limit of each run in bytes (0: none; sanitizer builds reserve
+    /// terabytes of shadow memory and take none). Each run also gets a CPU limit a
+    /// little under its time limit.
+    pub memory: u64,
+    /// Run the program inside bubblewrap: the machine read-only, no network (fuzzed
+    /// inputs can make a program do anything it can do).
+    pub sandbox: bool,
+}
+
+/// What one slice of fuzzing did.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct SliceReport {
+    /// Executions in the slice.
+    pub executions: u64,
+    /// Queue entries added since the last report (`queue/<hash>.json`).
+    pub new_queue: Vec<PathBuf>,
+    /// Crashes found since the last report (`crashes/<hash>.json`).
+    pub new_crashes: Vec<PathBuf>,
+    /// Timeouts found since the last report (`timeouts/<hash>.json`).
+    pub new_timeouts: Vec<PathBuf>,
+}
+
+/// A system-level fuzzer that keeps its LibAFL state between slices, so a campaign can
+/// interleave it with other steps.
+pub struct SysFuzzer {
+    // Declared before the map it observes, so it is dropped first.
+    engine: Box<dyn Engine>,
+    state: SysState,
+    mgr: SysManager,
+    _edges_map: UnixShMem,
+    _cmp_map: Option<UnixShMem>,
+    out: PathBuf,
+    found: Arc<Mutex<Found>>,
+    /// Corpus ids from here on are not reported yet.
+    next_id: usize,
+}
+
+/// The `.json` files in `dir`, sorted; none if it does not exist. An unreadable
+/// directory is an error: resuming from an empty queue would silently start over.
+fn json_files(dir: &Path) -> Result<Vec<PathBuf>> {
+    let entries = match std::fs::read_dir(dir) {
+        Ok(rd) => rd,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => return Err(e).with_context(|| format!("cannot read {}", dir.display())),
+    };
+    let mut v = Vec::new();
+    for e in entries {
+        let p = e.with_context(|| format!("cannot read {}", dir.display()))?.path();
+        if p.extension().is_some_and(|x| x == "json") {
+            v.push(p);
+        }
+    }
+    v.sort();
+    Ok(v)
+}
+
+/// The output directory (made, with its subdirectories, and resolved), the program
+/// (resolved) and the queue entries to resume from.
+fn prepare(cfg: &SysFuzzConfig) -> Result<(PathBuf, PathBuf, Vec<PathBuf>)> {
+    let out = &cfg.out;
+    for d in ["queue", "crashes", "timeouts"] {
+        std::fs::create_dir_all(out.join(d)).with_context(|| format!("cannot create {}", out.join(d).display()))?;
+    }
+    let out = std::fs::canonicalize(out).with_context(|| format!("cannot resolve {}", out.display()))?;
+    let program = std::fs::canonicalize(&cfg.program).with_context(|| format!("program not found: {}", cfg.program.display()))?;
+    let resumed = json_files(&out.join("queue"))?;
+    if cfg.seeds.is_empty() && resumed.is_empty() {
+        bail!("no seed system tests to start from");
+    }
+    Ok((out, program, resumed))
+}
+
+/// The executor of the tracing (CmpLog) runs: a second server of the program whose
+/// trace-cmp hooks log into a map of its own, returned with it.
+fn cmplog_tracer(
+    provider: &mut UnixShMemProvider,
+    program: &Path,
+    cfg: &SysFuzzConfig,
+    mut env: Vec<(String, String)>,
+    bwrap: Option<PathBuf>,
+) -> Result<(SysExecutor<(CmpLogObserver, ())>, UnixShMem)> {
+    let mut map = provider.uninit_on_shmem::<AflppCmpLogMap>().map_err(lib).context("cannot create the CmpLog map")?;
+    env.push((hooks::ENV_AFL_CMPLOG_SHM_ID.to_string(), map.id().to_string()));
+    // SAFETY: the map outlives the observer (the SysFuzzer drops it after the engine,
+    // like the edge map); the hooks write LibAFL's CmpLogMap layout into the (larger)
+    // AFL++-sized segment.
+    let observer = unsafe { CmpLogObserver::with_map_ptr("cmplog", map.as_mut_ptr() as *mut CmpLogMap, true) };
+    let mut tracer = SysExecutor::new(program, cfg, cfg.timeout * 2, env, tuple_list!(observer), bwrap)?;
+    tracer.notice = false;
+    Ok((tracer, map))
+}
+
+impl SysFuzzer {
+    /// Set up, and run the initial corpus: on an existing output directory, its queue
+    /// (a resumed campaign), then the seeds it does not hold yet. Crashes and timeouts
+    /// found before are re-run (so they count as known) but not reported again.
+    pub fn new(cfg: SysFuzzConfig) -> Result<SysFuzzer> {
+        let (out, program, resumed) = prepare(&cfg)?;
+        let mut provider = UnixShMemProvider::new().map_err(lib).context("cannot use shared memory")?;
+        let mut edges_map = provider.new_shmem(MAP_SIZE).map_err(lib).context("cannot create the edge map")?;
+        let coverage_env = vec![
+            (hooks::ENV_AFL_SHM_ID.to_string(), edges_map.id().to_string()),
+            (hooks::ENV_AFL_MAP_SIZE.to_string(), MAP_SIZE.to_string()),
+        ];
+        let bwrap = if cfg.sandbox { Some(crate::validate::sandbox::find_bwrap("fuzz")?) } else { None };
+        let mut executor = SysExecutor::new(&program, &cfg, cfg.timeout, coverage_env.clone(), (), bwrap.clone())?;
+        // Look at as much of the map as the program uses (the server says; AFL++ does
+        // the same): classifying, comparing and clearing it is work on every run.
+        let map_len = match executor.map_len().map_err(lib)? {
+            Some(edges) => edges.next_multiple_of(64).clamp(64, MAP_SIZE),
+            None => MAP_SIZE,
+        };
+        // SAFETY: the map outlives the observer: both live in the SysFuzzer, the map
+        // declared after the engine that holds the observer, so it is dropped last.
+        let edges_observer = unsafe {
+            HitcountsMapObserver::new(StdMapObserver::from_mut_ptr("edges", edges_map.as_mut_ptr(), map_len))
+        }
+        .track_indices();
+        let time_observer = TimeObserver::new("time");
+        let found = Arc::new(Mutex::new(Found::default()));
+        let mut feedback = feedback_or!(MaxMapFeedback::new(&edges_observer), TimeFeedback::new(&time_observer));
+        // Only findings with coverage no earlier finding had: one file per way to fail.
+        let mut objective = feedback_and_fast!(
+            FindingFeedback::new(&out, found.clone()),
+            MaxMapFeedback::with_name("finding_edges", &edges_observer)
+        );
+        let queue = InMemoryOnDiskCorpus::with_meta_format_and_prefix(out.join("queue"), None, None, false).map_err(lib)?;
+        let state =
+            StdState::new(StdRand::with_seed(cfg.seed), queue, InMemoryCorpus::new(), &mut feedback, &mut objective).map_err(lib)?;
+        let fuzzer = StdFuzzer::builder()
+            .scheduler(IndexesLenTimeMinimizerScheduler::new(&edges_observer, QueueScheduler::new()))
+            .feedback(feedback)
+            .objective(objective)
+            // Structured mutations often repeat an input; running it again says nothing.
+            .input_filter(BloomInputFilter::new(1 << 20, 1e-4))
+            .build();
+        let executor = executor.with_observers(tuple_list!(edges_observer, time_observer));
+        let per_pick = NonZeroUsize::new(EXECS_PER_PICK).expect("non-zero");
+        let stage = StdMutationalStage::with_max_iterations(sys_mutator(&cfg.dictionary), per_pick);
+        // SAFETY: the edge map lives in the SysFuzzer, dropped after the engine.
+        let trim = unsafe { TrimStage::new(edges_map.as_ptr(), map_len) };
+        let (engine, cmp_map): (Box<dyn Engine>, _) = if cfg.cmplog {
+            // Input-to-state: each picked entry runs once more with the trace-cmp
+            // hooks logging (a second server, its own environment).
+            let (tracer, map) = cmplog_tracer(&mut provider, &program, &cfg, coverage_env, bwrap)?;
+            // One to four replacements at a time (each scans the input).
+            let i2s = StdMutationalStage::with_max_iterations(HavocScheduledMutator::with_max_stack_pow(tuple_list!(I2SMutator), 2), per_pick);
+            (Box::new(Parts { fuzzer, executor, stages: tuple_list!(trim, TracingStage::new(tracer), i2s, stage) }), Some(map))
+        } else {
+            (Box::new(Parts { fuzzer, executor, stages: tuple_list!(trim, stage) }), None)
+        };
+        let mgr = SimpleEventManager::new(NopMonitor::new());
+        let mut f = SysFuzzer { engine, state, mgr, _edges_map: edges_map, _cmp_map: cmp_map, out, found, next_id: 0 };
+        f.run_initial_corpus(&cfg, &resumed)?;
+        f.check_started(&cfg.program)?;
+        Ok(f)
+    }
+
+    /// Run the queue being resumed, the known findings and the new seeds.
+    fn run_initial_corpus(&mut self, cfg: &SysFuzzConfig, resumed: &[PathBuf]) -> Result<()> {
+        let (state, mgr) = (&mut self.state, &mut self.mgr);
+        let mut seen = HashSet::new();
+        for p in resumed {
+            let input = SysInput::from_file(p).map_err(|e| anyhow::anyhow!("cannot resume from {}: {e}", p.display()))?;
+            if seen.insert(input.file_name()) {
+                self.engine.add(state, mgr, input).map_err(lib)?;
+            }
+        }
+        for dir in ["crashes", "timeouts"] {
+            for p in json_files(&self.out.join(dir))? {
+                // Only a finding that reloads counts as known: a damaged one is said
+                // and passed over, as it was never a queue entry to resume from.
+                match SysInput::from_file(&p) {
+                    Ok(input) => {
+                        self.engine.evaluate(state, mgr, &input).map_err(lib)?;
+                    }
+                    Err(e) => eprintln!("trestle: skipping {}: {e}", p.display()),
+                }
+            }
+        }
+        *self.found.lock().unwrap_or_else(|p| p.into_inner()) = Found::default();
+        for seed in &cfg.seeds {
+            SysInput::check(&seed.test).with_context(|| format!("seed {}", seed.path.display()))?;
+            let input = SysInput::from_test(&seed.test);
+            if seen.insert(input.file_name()) {
+                self.engine.add(state, mgr, input).map_err(lib)?;
+            }
+        }
+        self.next_id = self.state.corpus().ids().map(|id| id.0 + 1).max().unwrap_or(0);
+        Ok(())
+    }
+
+    /// Fail early on a start that cannot fuzz: nothing in the queue, or no coverage.
+    fn check_started(&self, program: &Path) -> Result<()> {
+        if self.state.corpus().count() == 0 {
+            bail!("every seed crashes or times out: nothing to fuzz from (see {})", self.out.display());
+        }
+        if self.edges() == 0 {
+            bail!(
+                "{} reported no edge coverage: build it with trestle-cc (a runtime that reports coverage to {})",
+                program.display(),
+                hooks::ENV_AFL_SHM_ID
+            );
+        }
+        Ok(())
+    }
+
+    /// Fuzz for about `d` (a corpus entry's round of executions is finished first).
+    pub fn fuzz_for(&mut self, d: Duration) -> Result<SliceReport> {
+        let before = self.executions();
+        let end = Instant::now() + d;
+        while Instant::now() < end {
+            self.engine.fuzz_one(&mut self.state, &mut self.mgr).map_err(lib)?;
+        }
+        self.report(before)
+    }
+
+    fn report(&mut self, executions_before: u64) -> Result<SliceReport> {
+        let mut new_queue = Vec::new();
+        let mut next = self.next_id;
+        for id in self.state.corpus().ids() {
+            if id.0 >= self.next_id {
+                next = next.max(id.0 + 1);
+                let tc = self.state.corpus().get(id).map_err(lib)?;
+                if let Some(p) = tc.borrow().file_path() {
+                    // LibAFL only logs a failed write: say it here.
+                    if !p.exists() {
+                        bail!("cannot write queue entry {}", p.display());
+                    }
+                    new_queue.push(p.clone());
+                }
+            }
+        }
+        self.next_id = next;
+        let found = std::mem::take(&mut *self.found.lock().unwrap_or_else(|p| p.into_inner()));
+        Ok(SliceReport {
+            executions: self.executions() - executions_before,
+            new_queue,
+            new_crashes: found.crashes,
+            new_timeouts: found.timeouts,
+        })
+    }
+
+    /// Executions so far (the initial corpus included).
+    pub fn executions(&self) -> u64 {
+        *self.state.executions()
+    }
+
+    /// Map entries (edges) any queue entry ever covered.
+    pub fn edges(&self) -> usize {
+        self.state
+            .named_metadata_map()
+            .get::<MapFeedbackMetadata<u8>>("edges")
+            .map_or(0, |m| m.num_covered_map_indexes)
+    }
+
+    /// Which map entries (edges) any queue entry ever covered: `covered[i]`.
+    pub fn covered_edges(&self) -> Vec<bool> {
+        self.state
+            .named_metadata_map()
+            .get::<MapFeedbackMetadata<u8>>("edges")
+            .map_or_else(Vec::new, |m| m.history_map.iter().map(|&v| v > 0).collect())
+    }
+
+    /// Entries in the queue.
+    pub fn queue_len(&self) -> usize {
+        self.state.corpus().count()
+    }
+
+    /// The output directory.
+    pub fn out(&self) -> &Path {
+        &self.out
+    }
+
+    /// Run an external test (a lifted one, say); true if it reached new coverage and
+    /// joined the queue. A crash or timeout it causes is reported by the next slice.
+    pub fn add_test(&mut self, t: &SystemTest) -> Result<bool> {
+        SysInput::check(t)?;
+        let input = SysInput::from_test(t);
+        let r = self.engine.evaluate(&mut self.state, &mut self.mgr, &input).map_err(lib)?;
+        Ok(r == ExecuteInputResult::Corpus)
+    }
+
+    /// Report what happened since the last report without fuzzing (after [`Self::add_test`]).
+    pub fn take_report(&mut self) -> Result<SliceReport> {
+        let e = self.executions();
+        self.report(e)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_unreadable_queue_is_an_error_and_a_missing_one_empty() {
+        let dir = tempfile::tempdir().unwrap();
+        assert!(json_files(&dir.path().join("absent")).unwrap().is_empty());
+        std::fs::write(dir.path().join("b.json"), "{}").unwrap();
+        std::fs::write(dir.path().join("a.json"), "{}").unwrap();
+        std::fs::write(dir.path().join("notes.txt"), "").unwrap();
+        let names: Vec<_> = json_files(dir.path()).unwrap().iter().map(|p| p.file_name().unwrap().to_owned()).collect();
+        assert_eq!(names, ["a.json", "b.json"]);
+        // A queue that is not a directory cannot be resumed: that is said, not read as empty.
+        let e = json_files(&dir.path().join("a.json")).unwrap_err();
+        assert!(format!("{e:#}").contains("a.json"), "{e:#}");
+    }
+}

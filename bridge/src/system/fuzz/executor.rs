@@ -1,0 +1,297 @@
+//! Running the program on one input ([`SysExecutor`]): through the forkserver when
+//! it was built with `trestle-cc`, spawned per input otherwise, in a fresh working
+//! directory with the test's files, inside bubblewrap unless told not to.
+//!
+//! It owns how an input becomes a run and how the run's end becomes an [`ExitKind`];
+//! it does not judge runs (the feedbacks do) nor keep anything.
+
+use super::engine::SysFuzzConfig;
+use super::input::SysInput;
+use crate::system::forkserver::{ForkServer, Request, RunEnd, ServeError};
+use crate::system::systest;
+use crate::validate::sandbox::is_crash_signal;
+use anyhow::Result;
+use libafl::executors::{Executor, ExitKind, HasObservers};
+use libafl::state::HasExecutions;
+use libafl_bolts::tuples::RefIndexable;
+use std::ffi::OsStr;
+use std::os::unix::ffi::OsStrExt as _;
+use std::os::unix::process::CommandExt as _;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::Duration;
+use trestle_abi::sysserver::ChildLimits;
+
+/// Largest file a fuzzed program may write (RLIMIT_FSIZE).
+const MAX_WRITE: u64 = 64 << 20;
+
+/// Runs the program on one input: the test's files in a fresh working directory, stdin
+/// from a file, stdout and stderr discarded, its own process group (killed whole on
+/// timeout), no core dumps, bounded file writes. A program built with `trestle-cc`
+/// runs as a forkserver ([`ForkServer`]): started once, it forks a child per input
+/// at the start of `main`; any other program is spawned per input (said once). A
+/// death by a crash signal is a crash; exceeding the wall limit is a timeout; any exit
+/// status is a normal end.
+pub struct SysExecutor<OT> {
+    program: PathBuf,
+    /// Working directories and the stdin file, in memory where possible; removed
+    /// with the executor.
+    work: tempfile::TempDir,
+    timeout: Duration,
+    /// Set for every run, after the test's own environment.
+    env: Vec<(String, String)>,
+    observers: OT,
+    /// Suffix of the working directory; moves on when one cannot be removed.
+    slot: u64,
+    /// The forkserver, once started.
+    server: Option<ForkServer>,
+    /// How the program runs: `None` until the first run decides.
+    serving: Option<bool>,
+    /// Forkservers started after the first (one died).
+    pub restarts: u64,
+    /// What the stdin file holds now.
+    last_stdin: Option<Vec<u8>>,
+    /// Say so when the program cannot serve (the main executor does; a second one
+    /// for the same program need not).
+    pub(super) notice: bool,
+    /// Limits of every run (a forkserver child sets them on itself).
+    limits: ChildLimits,
+    /// bubblewrap, to run the program (its forkserver) isolated; `None`: not.
+    bwrap: Option<PathBuf>,
+}
+
+impl<OT> SysExecutor<OT> {
+    pub(super) fn new(program: &Path, cfg: &SysFuzzConfig, timeout: Duration, env: Vec<(String, String)>, observers: OT, bwrap: Option<PathBuf>) -> Result<Self> {
+        let limits = ChildLimits { cpu_secs: crate::validate::sandbox::cpu_limit(timeout), address_space: cfg.memory, open_files: 0 };
+        let no_forkserver = cfg.no_forkserver;
+        Ok(SysExecutor {
+            limits,
+            bwrap,
+            program: program.to_path_buf(),
+            work: systest::scratch_dir("trestle-sysfuzz-")?,
+            timeout,
+            env,
+            observers,
+            slot: 0,
+            server: None,
+            serving: if no_forkserver { Some(false) } else { None },
+            restarts: 0,
+            last_stdin: None,
+            notice: true,
+        })
+    }
+
+    /// The program with its environment and limits, for one run or for a server;
+    /// inside bubblewrap when sandboxed (writing only to its working directories,
+    /// sharing trestle's System V IPC for the coverage map).
+    fn command(&self) -> Command {
+        let mut cmd = match &self.bwrap {
+            Some(bwrap) => crate::validate::sandbox::bwrap_command(bwrap, &self.program, &[], &[self.work.path()], true),
+            None => Command::new(&self.program),
+        };
+        // A fuzzed run is a plain run: never recording, replaying or serving units.
+        cmd.env_remove(trestle_abi::hooks::ENV_TRACE_DIR)
+            .env_remove(trestle_abi::hooks::ENV_REPLAY)
+            .env_remove(trestle_abi::fuzz::ENV_FUZZ)
+            .env_remove(trestle_abi::sysserver::ENV_SYS_FORKSERVER)
+            .env("ASAN_OPTIONS", "abort_on_error=1:detect_leaks=0:symbolize=0")
+            .envs(self.env.iter().map(|(k, v)| (k, v)))
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .process_group(0);
+        // SAFETY: setrlimit is async-signal-safe and touches only the child (and,
+        // for a server, the children it forks).
+        unsafe {
+            cmd.pre_exec(|| {
+                let core = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
+                libc::setrlimit(libc::RLIMIT_CORE, &core);
+                let fsize = libc::rlimit { rlim_cur: MAX_WRITE, rlim_max: MAX_WRITE };
+                libc::setrlimit(libc::RLIMIT_FSIZE, &fsize);
+                Ok(())
+            });
+        }
+        cmd
+    }
+
+    fn run(&mut self, input: &SysInput) -> Result<ExitKind, libafl::Error> {
+        let mut dir = self.work.path().join(format!("cwd-{}", self.slot));
+        // An empty directory left by the last run is as fresh as a new one.
+        let reusable = std::fs::read_dir(&dir).is_ok_and(|mut d| d.next().is_none());
+        if !reusable {
+            while dir.exists() && std::fs::remove_dir_all(&dir).is_err() {
+                self.slot += 1;
+                dir = self.work.path().join(format!("cwd-{}", self.slot));
+            }
+            std::fs::create_dir(&dir)?;
+        }
+        for (name, bytes) in &input.files {
+            let p = dir.join(name);
+            if let Some(parent) = p.parent() {
+                std::fs::create_dir_all(parent)?;
+            }
+            std::fs::write(&p, bytes)?;
+        }
+        // Outside the working directory, as in `run_test`; written only when it
+        // changed (the program opens it afresh every run).
+        let stdin_path = self.work.path().join("stdin");
+        if self.last_stdin.as_deref() != Some(&input.stdin[..]) {
+            std::fs::write(&stdin_path, &input.stdin)?;
+            self.last_stdin = Some(input.stdin.clone());
+        }
+        let kind = match self.serve(input, &dir, &stdin_path)? {
+            Some(kind) => kind,
+            None => self.spawn(input, &dir, &stdin_path)?,
+        };
+        let empty = std::fs::read_dir(&dir).is_ok_and(|mut d| d.next().is_none());
+        if !empty && std::fs::remove_dir_all(&dir).is_err() {
+            self.slot += 1;
+        }
+        Ok(kind)
+    }
+
+    /// Start the forkserver if the program can serve (deciding on the first try);
+    /// false if it cannot (then it is spawned per test).
+    ///
+    /// A program of another protocol version is an error, as in AFL++: it was built
+    /// with another trestle's `trestle-cc`, and fuzzing it at a fraction of the speed
+    /// without a word would waste the campaign (`no_forkserver` is the way to fuzz it
+    /// anyway). So is a status pipe that cannot be read.
+    fn start_server(&mut self) -> Result<bool, libafl::Error> {
+        if self.serving == Some(false) {
+            return Ok(false);
+        }
+        let mut cmd = self.command();
+        // Resolve every symbol once in the server, not lazily in every child
+        // (AFL++ does the same).
+        cmd.env("LD_BIND_NOW", "1");
+        let program = self.program.display();
+        match (ForkServer::launch(cmd), self.serving) {
+            (Ok(s), first) => {
+                self.restarts += u64::from(first.is_some());
+                self.server = Some(s);
+                self.serving = Some(true);
+                Ok(true)
+            }
+            (Err(e @ (ServeError::Spawn(_) | ServeError::Io(_))), _) => {
+                Err(libafl::Error::unknown(format!("cannot run program {program}: {e}")))
+            }
+            (Err(e @ ServeError::VersionMismatch { .. }), _) => Err(libafl::Error::unknown(format!(
+                "{program} cannot serve system tests: {e} (or fuzz without the forkserver: trestle sysfuzz --no-forkserver)"
+            ))),
+            (Err(e), None) => {
+                if self.notice {
+                    eprintln!("trestle: {program} does not serve system tests ({e}): starting it for every test");
+                }
+                self.serving = Some(false);
+                Ok(false)
+            }
+            // A restart that failed: this run spawns, the next tries again.
+            (Err(_), Some(_)) => Ok(false),
+        }
+    }
+
+    /// The coverage-map entries the program uses, if it serves (started here if
+    /// not yet): the observers need not look at more.
+    pub(super) fn map_len(&mut self) -> Result<Option<usize>, libafl::Error> {
+        if self.server.is_none() && !self.start_server()? {
+            return Ok(None);
+        }
+        Ok(self.server.as_ref().map(|s| s.edges))
+    }
+
+    /// The same executor observing with `observers`.
+    pub(super) fn with_observers<OT2>(self, observers: OT2) -> SysExecutor<OT2> {
+        SysExecutor {
+            program: self.program,
+            work: self.work,
+            timeout: self.timeout,
+            env: self.env,
+            observers,
+            slot: self.slot,
+            server: self.server,
+            serving: self.serving,
+            restarts: self.restarts,
+            last_stdin: self.last_stdin,
+            notice: self.notice,
+            limits: self.limits,
+            bwrap: self.bwrap,
+        }
+    }
+
+    /// Run through the forkserver; `None` if the program is no server (or the
+    /// server died during this run: the next run starts a new one).
+    fn serve(&mut self, input: &SysInput, dir: &Path, stdin: &Path) -> Result<Option<ExitKind>, libafl::Error> {
+        if self.serving == Some(false) {
+            return Ok(None);
+        }
+        if self.server.is_none() && !self.start_server()? {
+            return Ok(None);
+        }
+        let server = self.server.as_mut().expect("started above");
+        let mut argv: Vec<&[u8]> = vec![self.program.as_os_str().as_bytes()];
+        argv.extend(input.args.iter().map(Vec::as_slice));
+        let env: Vec<(&[u8], &[u8])> = input.env.iter().map(|(k, v)| (k.as_bytes(), v.as_bytes())).collect();
+        let cwd = std::path::absolute(dir)?;
+        let stdin = std::path::absolute(stdin)?;
+        let req = Request { argv: &argv, env: &env, cwd: &cwd, stdin: &stdin, stdout: None, stderr: None, limits: self.limits };
+        Ok(match server.run(&req, self.timeout) {
+            RunEnd::Ended(e) => {
+                let status = e.status as i32;
+                Some(if libc::WIFSIGNALED(status) && is_crash_signal(libc::WTERMSIG(status)) { ExitKind::Crash } else { ExitKind::Ok })
+            }
+            RunEnd::Timeout => Some(ExitKind::Timeout),
+            RunEnd::ServerDied => {
+                self.server = None;
+                None
+            }
+        })
+    }
+
+    /// Start the program for this input alone.
+    fn spawn(&mut self, input: &SysInput, dir: &Path, stdin_path: &Path) -> Result<ExitKind, libafl::Error> {
+        let mut cmd = self.command();
+        cmd.args(input.args.iter().map(|a| OsStr::from_bytes(a))).current_dir(dir).envs(&input.env).envs(self.env.iter().map(|(k, v)| (k, v)));
+        let limits = self.limits;
+        // SAFETY: setrlimit is async-signal-safe and touches only the child.
+        unsafe {
+            cmd.pre_exec(move || {
+                for (resource, value) in [(libc::RLIMIT_CPU, limits.cpu_secs), (libc::RLIMIT_AS, limits.address_space)] {
+                    if value > 0 {
+                        libc::setrlimit(resource, &libc::rlimit { rlim_cur: value, rlim_max: value });
+                    }
+                }
+                Ok(())
+            });
+        }
+        let quiet = crate::system::launch::Capture { stdout: false, stderr: false };
+        let ended = crate::system::launch::run_to_end(&mut cmd, stdin_path, quiet, self.timeout)
+            .map_err(|e| libafl::Error::unknown(format!("cannot run program {}: {e:#}", self.program.display())))?;
+        Ok(match ended.status {
+            systest::RunStatus::Signaled(sig) if is_crash_signal(sig) => ExitKind::Crash,
+            systest::RunStatus::TimedOut => ExitKind::Timeout,
+            _ => ExitKind::Ok,
+        })
+    }
+}
+
+impl<EM, S, Z, OT> Executor<EM, SysInput, S, Z> for SysExecutor<OT>
+where
+    S: HasExecutions,
+{
+    fn run_target(&mut self, _fuzzer: &mut Z, state: &mut S, _mgr: &mut EM, input: &SysInput) -> Result<ExitKind, libafl::Error> {
+        *state.executions_mut() += 1;
+        self.run(input)
+    }
+}
+
+impl<OT> HasObservers for SysExecutor<OT> {
+    type Observers = OT;
+
+    fn observers(&self) -> RefIndexable<&Self::Observers, Self::Observers> {
+        RefIndexable::from(&self.observers)
+    }
+
+    fn observers_mut(&mut self) -> RefIndexable<&mut Self::Observers, Self::Observers> {
+        RefIndexable::from(&mut self.observers)
+    }
+}

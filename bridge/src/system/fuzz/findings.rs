@@ -1,0 +1,82 @@
+//! Keeping what fails: [`FindingFeedback`], the first half of the objective (a crash
+//! or a timeout), writes each finding to `crashes/` or `timeouts/` as it is found and
+//! lists it in [`Found`] for the next slice report.
+//!
+//! It owns the finding files only; the queue is LibAFL's on-disk corpus.
+
+use super::input::SysInput;
+use libafl::corpus::Testcase;
+use libafl::executors::ExitKind;
+use libafl::feedbacks::{Feedback, StateInitializer};
+use libafl::inputs::Input;
+use libafl_bolts::Named;
+use std::borrow::Cow;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+/// Findings written since the last slice report.
+#[derive(Debug, Default)]
+pub(super) struct Found {
+    pub(super) crashes: Vec<PathBuf>,
+    pub(super) timeouts: Vec<PathBuf>,
+}
+
+/// The objective's first half: a crash or a timeout. When the whole objective holds
+/// (with new coverage among findings), writes the input to `crashes/` or `timeouts/`
+/// at once, so that a killed fuzzer loses nothing it found.
+pub struct FindingFeedback {
+    crashes: PathBuf,
+    timeouts: PathBuf,
+    last: ExitKind,
+    found: Arc<Mutex<Found>>,
+}
+
+impl FindingFeedback {
+    /// Writing to `out`'s `crashes/` and `timeouts/`, listing in `found`.
+    pub(super) fn new(out: &Path, found: Arc<Mutex<Found>>) -> FindingFeedback {
+        FindingFeedback { crashes: out.join("crashes"), timeouts: out.join("timeouts"), last: ExitKind::Ok, found }
+    }
+}
+
+impl Named for FindingFeedback {
+    fn name(&self) -> &Cow<'static, str> {
+        static NAME: Cow<'static, str> = Cow::Borrowed("FindingFeedback");
+        &NAME
+    }
+}
+
+impl<S> StateInitializer<S> for FindingFeedback {}
+
+impl<EM, OT, S> Feedback<EM, SysInput, OT, S> for FindingFeedback {
+    fn is_interesting(
+        &mut self,
+        _state: &mut S,
+        _manager: &mut EM,
+        _input: &SysInput,
+        _observers: &OT,
+        exit_kind: &ExitKind,
+    ) -> Result<bool, libafl::Error> {
+        self.last = *exit_kind;
+        Ok(matches!(exit_kind, ExitKind::Crash | ExitKind::Timeout))
+    }
+
+    fn append_metadata(
+        &mut self,
+        _state: &mut S,
+        _manager: &mut EM,
+        _observers: &OT,
+        testcase: &mut Testcase<SysInput>,
+    ) -> Result<(), libafl::Error> {
+        let Some(input) = testcase.input() else { return Ok(()) };
+        let timeout = self.last == ExitKind::Timeout;
+        let path = if timeout { &self.timeouts } else { &self.crashes }.join(input.file_name());
+        input.to_file(&path)?;
+        let mut found = self.found.lock().unwrap_or_else(|p| p.into_inner());
+        if timeout {
+            found.timeouts.push(path);
+        } else {
+            found.crashes.push(path);
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,104 @@
+//! Everything that changes a [`SysInput`]: the structured mutations stacked a few per
+//! execution ([`SysMutator`]: bytes, lines, numbers, dictionary tokens inside one
+//! component; argument lists and crossover between tests), and input-to-state
+//! replacement from the program's logged comparisons ([`I2SMutator`], its own stage).
+//!
+//! Every mutation leaves the input normalised and within [`MAX_ARGS`],
+//! [`MAX_ARG_LEN`] and [`MAX_CONTENT`].
+//!
+//! [`MAX_ARGS`]: crate::system::fuzz::MAX_ARGS
+//! [`MAX_ARG_LEN`]: crate::system::fuzz::MAX_ARG_LEN
+//! [`MAX_CONTENT`]: crate::system::fuzz::MAX_CONTENT
+//! [`SysInput`]: crate::system::fuzz::SysInput
+
+mod content;
+mod i2s;
+mod parts;
+mod structure;
+
+pub use content::{ByteMutator, LineMutator, NumberMutator, TokenMutator};
+pub use i2s::I2SMutator;
+pub use structure::{ArgListMutator, CrossoverMutator};
+
+use libafl::mutators::HavocScheduledMutator;
+use libafl_bolts::tuples::tuple_list;
+
+/// The system-level mutations, two to eight stacked per execution.
+pub type SysMutator = HavocScheduledMutator<(
+    ByteMutator,
+    (LineMutator, (NumberMutator, (TokenMutator, (ArgListMutator, (CrossoverMutator, ()))))),
+)>;
+
+/// The system-level mutator over a dictionary of tokens.
+pub fn sys_mutator(dictionary: &[Vec<u8>]) -> SysMutator {
+    let tokens: Vec<Vec<u8>> = dictionary.iter().filter(|t| !t.is_empty() && t.len() <= 256).cloned().collect();
+    let ints: Vec<i128> =
+        tokens.iter().filter_map(|t| std::str::from_utf8(t).ok()).filter_map(|s| s.parse::<i128>().ok()).collect();
+    HavocScheduledMutator::with_max_stack_pow(
+        tuple_list!(
+            ByteMutator,
+            LineMutator,
+            NumberMutator { ints },
+            TokenMutator { tokens: tokens.clone() },
+            ArgListMutator { tokens },
+            CrossoverMutator
+        ),
+        3,
+    )
+}
+
+#[cfg(test)]
+pub(super) mod tests {
+    use super::*;
+    use crate::system::fuzz::engine::SysState;
+    use crate::system::fuzz::input::tests::input;
+    use crate::system::fuzz::input::{SysInput, MAX_ARGS, MAX_ARG_LEN, MAX_CONTENT};
+    use libafl::corpus::{Corpus, InMemoryCorpus, InMemoryOnDiskCorpus, Testcase};
+    use libafl::mutators::Mutator;
+    use libafl::state::{HasCorpus, StdState};
+    use libafl_bolts::rands::StdRand;
+
+    /// A state with a corpus, enough for every mutator (and the queue directory it writes to).
+    pub(in crate::system::fuzz) fn state() -> (tempfile::TempDir, SysState) {
+        let dir = tempfile::tempdir().unwrap();
+        let mut feedback = ();
+        let mut objective = ();
+        let mut s = StdState::new(
+            StdRand::with_seed(7),
+            InMemoryOnDiskCorpus::with_meta_format_and_prefix(dir.path(), None, None, false).unwrap(),
+            InMemoryCorpus::new(),
+            &mut feedback,
+            &mut objective,
+        )
+        .unwrap();
+        let mut other = input(&["login", "guest", "pw"], "set 1 2\nhelp\n");
+        other.files.insert("f.txt".into(), b"x 1\ny 2\n".to_vec());
+        s.corpus_mut().add(Testcase::from(other)).unwrap();
+        (dir, s)
+    }
+
+    #[test]
+    fn mutations_stay_within_bounds_and_valid() {
+        let (_dir, mut s) = state();
+        let mut m = sys_mutator(&[b"admin".to_vec(), b"42342531".to_vec()]);
+        let mut changed = 0;
+        for k in 0..3000 {
+            let mut i = input(&["set", "7", "12"], "boot\nset 3 4\n");
+            if k % 2 == 0 {
+                i.files.insert("in.txt".into(), b"1 2 3\n".to_vec());
+                i.args.push(b"in.txt".to_vec());
+            }
+            let before = i.clone();
+            for _ in 0..8 {
+                let _ = m.mutate(&mut s, &mut i).unwrap();
+            }
+            changed += usize::from(i != before);
+            assert!(i.args.len() <= MAX_ARGS);
+            assert!(i.args.iter().all(|a| a.len() <= MAX_ARG_LEN + 3 && !a.contains(&0) && std::str::from_utf8(a).is_ok()));
+            assert!(i.stdin.len() <= MAX_CONTENT && i.files.values().all(|v| v.len() <= MAX_CONTENT));
+            // The round trip through JSON is exact: what runs is what is saved.
+            assert_eq!(SysInput::from_test(&i.to_test()), i);
+        }
+        assert!(changed > 2900, "only {changed} of 3000 inputs changed");
+    }
+}

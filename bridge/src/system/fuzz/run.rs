@@ -1,0 +1,152 @@
+//! `trestle sysfuzz`: its options ([`Options`]), one campaign of system fuzzing alone
+//! ([`run`]) and what it did ([`SysFuzzReport`]), printed as a line or as JSON.
+
+use super::dictionary::dictionary;
+use super::engine::{SysFuzzConfig, SysFuzzer};
+use crate::binary::Binary;
+use crate::system::systest;
+use anyhow::Result;
+use serde::Serialize;
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+/// Options of `trestle sysfuzz`.
+#[derive(Debug)]
+pub struct Options {
+    /// The instrumented program (built with trestle-cc).
+    pub program: PathBuf,
+    /// Seed system tests: a JSON file or a directory of them.
+    pub seeds: PathBuf,
+    /// How long to fuzz.
+    pub time: Duration,
+    /// Output directory (queue/, crashes/, timeouts/); an existing one is resumed.
+    pub out: PathBuf,
+    /// Time limit per execution.
+    pub timeout: Duration,
+    /// Random seed.
+    pub seed: u64,
+    /// Stop at the first crash.
+    pub stop_on_crash: bool,
+    /// Do not insert the program's string literals and compared constants (a blind
+    /// baseline).
+    pub no_dict: bool,
+    /// Print the report as JSON on stdout: seeds, initial_queue, initial_edges, queue,
+    /// edges, executions, seconds, execs_per_sec, new_queue, crashes and timeouts (lists
+    /// of system-test files).
+    pub json: bool,
+    /// Start the program anew for every execution instead of forking it from a
+    /// server at the start of `main` (slower; for comparison and debugging).
+    pub no_forkserver: bool,
+    /// No input-to-state replacement (CmpLog): do not run each picked input once more
+    /// to log the operands of the program's comparisons.
+    pub no_cmplog: bool,
+    /// Address-space limit per execution, MiB (0: none; not applied to sanitizer
+    /// builds). Each execution also gets a CPU-time limit just under --timeout.
+    pub memory_mb: u64,
+    /// Run the fuzzer and the program on this core (default: a free one, that no
+    /// other fuzzer is bound to; none if all are taken).
+    pub pin: Option<usize>,
+    /// Do not bind to a core.
+    pub no_pin: bool,
+    /// Run the program without bubblewrap (by default it sees the machine read-only,
+    /// a private /tmp and no network, and writes only in its working directory).
+    pub no_sandbox: bool,
+}
+
+/// What `trestle sysfuzz` did.
+#[derive(Debug, Clone, Serialize)]
+pub struct SysFuzzReport {
+    /// Seed tests given.
+    pub seeds: usize,
+    /// Queue entries after the initial corpus ran.
+    pub initial_queue: usize,
+    /// Edges the initial corpus covered.
+    pub initial_edges: usize,
+    /// Queue entries at the end.
+    pub queue: usize,
+    /// Edges covered at the end.
+    pub edges: usize,
+    /// Executions, the initial corpus included.
+    pub executions: u64,
+    /// Fuzzing time (after the initial corpus), seconds.
+    pub seconds: f64,
+    /// Executions per second while fuzzing.
+    pub execs_per_sec: f64,
+    /// Queue entries found while fuzzing.
+    pub new_queue: Vec<PathBuf>,
+    /// Crashes found.
+    pub crashes: Vec<PathBuf>,
+    /// Timeouts found.
+    pub timeouts: Vec<PathBuf>,
+}
+
+/// Run `trestle sysfuzz`.
+pub fn run(args: &Options) -> Result<SysFuzzReport> {
+    let seeds = systest::load_tests(&args.seeds)?;
+    let binary = Binary::load(&args.program)?;
+    let cfg = SysFuzzConfig {
+        program: binary.path.clone(),
+        seeds,
+        out: args.out.clone(),
+        timeout: args.timeout,
+        seed: args.seed,
+        dictionary: if args.no_dict { Vec::new() } else { dictionary(&binary) },
+        no_forkserver: args.no_forkserver,
+        cmplog: !args.no_cmplog,
+        memory: if crate::validate::sandbox::is_sanitizer_build(&binary.path) { 0 } else { args.memory_mb << 20 },
+        sandbox: !args.no_sandbox,
+    };
+    let n_seeds = cfg.seeds.len();
+    crate::fuzz::bind_core(args.pin, args.no_pin)?;
+    let mut f = SysFuzzer::new(cfg)?;
+    let initial = f.take_report()?;
+    let (initial_queue, initial_edges, initial_execs) = (f.queue_len(), f.edges(), f.executions());
+    let mut report = SysFuzzReport {
+        seeds: n_seeds,
+        initial_queue,
+        initial_edges,
+        queue: 0,
+        edges: 0,
+        executions: 0,
+        seconds: 0.0,
+        execs_per_sec: 0.0,
+        new_queue: Vec::new(),
+        crashes: initial.new_crashes,
+        timeouts: initial.new_timeouts,
+    };
+    let start = Instant::now();
+    let end = start + args.time;
+    loop {
+        let now = Instant::now();
+        if now >= end || (args.stop_on_crash && !report.crashes.is_empty()) {
+            break;
+        }
+        let slice = f.fuzz_for((end - now).min(Duration::from_secs(1)))?;
+        report.new_queue.extend(slice.new_queue);
+        report.crashes.extend(slice.new_crashes);
+        report.timeouts.extend(slice.new_timeouts);
+    }
+    report.seconds = start.elapsed().as_secs_f64();
+    report.queue = f.queue_len();
+    report.edges = f.edges();
+    report.executions = f.executions();
+    report.execs_per_sec = (report.executions - initial_execs) as f64 / report.seconds.max(1e-9);
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+    } else {
+        println!(
+            "{} executions in {:.1}s ({:.0}/s); queue {} -> {}, edges {} -> {}; {} crash(es), {} timeout(s) in {}",
+            report.executions,
+            report.seconds,
+            report.execs_per_sec,
+            report.initial_queue,
+            report.queue,
+            report.initial_edges,
+            report.edges,
+            report.crashes.len(),
+            report.timeouts.len(),
+            f.out().display()
+        );
+    }
+    Ok(report)
+}
