@@ -270,11 +270,12 @@ fn dry_run(program: &Path, request: &Path, input: &Path, cwd: &Path, timeout: Du
     let end = wait_bounded(&mut cmd, program, limit)?;
     let err = {
         use std::io::Read as _;
-        let mut text = String::new();
+        // The unit's own stderr may be any bytes (and the cut may split a character).
+        let mut bytes = Vec::new();
         std::fs::File::open(&log_path)
-            .and_then(|f| f.take(1 << 16).read_to_string(&mut text))
+            .and_then(|f| f.take(1 << 16).read_to_end(&mut bytes))
             .map_err(io("cannot read the harness log", &log_path))?;
-        text
+        String::from_utf8_lossy(&bytes).into_owned()
     };
     let msg = err.lines().find_map(|l| l.strip_prefix(trestle_abi::fuzz::HARNESS_MSG_PREFIX)).map(str::to_owned);
     Ok(match (end, msg) {

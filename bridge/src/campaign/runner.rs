@@ -124,7 +124,10 @@ impl Runner {
         let queue = self.out.join("system").join("queue");
         let mut fresh: Vec<PathBuf> = std::fs::read_dir(&queue)
             .with_context(|| format!("cannot list {}", queue.display()))?
-            .filter_map(|e| e.ok().map(|e| e.path()))
+            .map(|e| e.map(|e| e.path()))
+            .collect::<std::io::Result<Vec<_>>>()
+            .with_context(|| format!("cannot list {}", queue.display()))?
+            .into_iter()
             .filter(|p| p.extension().is_some_and(|x| x == "json"))
             .filter(|p| !self.c.recorded.contains(&p.file_name().unwrap_or_default().to_string_lossy().into_owned()))
             .collect();
@@ -172,7 +175,7 @@ impl Runner {
             self.status("measuring coverage");
         }
         if let Some(lifter) = self.lifter.as_mut().filter(|l| l.measures_coverage()) {
-            let tests: Vec<_> = fresh.iter().filter_map(|p| load_test(p).ok()).collect();
+            let tests = fresh.iter().map(|p| load_test(p)).collect::<Result<Vec<_>>>()?;
             lifter.observe(&tests)?;
         }
         for p in &fresh {

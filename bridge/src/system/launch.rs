@@ -107,7 +107,7 @@ pub fn run_to_end(cmd: &mut Command, stdin: &Path, capture: Capture, timeout: Du
             (None, sig) => RunStatus::Signaled(sig.unwrap_or(0)),
         },
     };
-    Ok(Ended { status, raw, stdout: out.join().unwrap_or_default(), stderr: err.join().unwrap_or_default(), wall })
+    Ok(Ended { status, raw, stdout: out.join().expect("the output reader does not panic"), stderr: err.join().expect("the output reader does not panic"), wall })
 }
 
 /// Read a pipe to its end on a thread of its own, keeping the last [`OUTPUT_TAIL`] bytes.
@@ -118,6 +118,8 @@ fn drain<R: std::io::Read + Send + 'static>(pipe: Option<R>) -> std::thread::Joi
             let mut buf = [0u8; 65536];
             loop {
                 match p.read(&mut buf) {
+                    Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                    // The end of the output, or a pipe that failed: what was read stays.
                     Ok(0) | Err(_) => break,
                     Ok(n) => {
                         v.extend_from_slice(&buf[..n]);

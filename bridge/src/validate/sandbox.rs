@@ -412,8 +412,11 @@ impl Sandbox {
             Some(filter.signature(kind, frames))
         } else if let RunStatus::Signaled(sig) = o.status {
             let frames = match std::fs::read_to_string(stack) {
+                // A crash that killed the process before the preload wrote its stack
+                // (or wrote all of it) has a signature of the signal alone.
                 Ok(text) => parse_stack(&text).ok().map(|raw| symbolise(&raw, filter.program.as_deref())).transpose()?.unwrap_or_default(),
-                Err(_) => Vec::new(),
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => Vec::new(),
+                Err(e) => return Err(e).with_context(|| format!("cannot read the crash stack {}", stack.display())),
             };
             is_crash_signal(sig).then(|| filter.signature(signal_name(sig), frames))
         } else {

@@ -381,7 +381,10 @@ pub fn symbolise(raw: &RawStack, only: Option<&Path>) -> Result<Vec<Frame>> {
                     .args(list.iter().map(|(_, a)| format!("0x{a:x}")))
                     .output()
                     .with_context(|| format!("cannot run {}", tool.display()))?;
-                serde_json::from_slice(&out.stdout).unwrap_or_default()
+                // Frames it cannot name stay addresses; a reply that is not its JSON at
+                // all is a symbolizer we do not understand, and says so.
+                serde_json::from_slice(&out.stdout)
+                    .with_context(|| format!("{} gave no JSON for {module}: {}", tool.display(), String::from_utf8_lossy(&out.stderr).trim()))?
             }
             _ => Vec::new(),
         };

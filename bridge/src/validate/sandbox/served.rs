@@ -12,6 +12,7 @@
 //! outside; the network, host name, IPC and user namespaces are its own. Each run's
 //! files are laid out in one directory bound read-write into the sandbox.
 
+use anyhow::Context as _;
 use super::{Limits, Outcome, ProgramKind};
 use crate::system::forkserver::{ForkServer, Request, RunEnd};
 use crate::system::launch::Layout;
@@ -48,12 +49,16 @@ pub(super) struct ServedRun {
 }
 
 /// The last `OUTPUT_TAIL` bytes of a file (empty if there is none).
-fn tail(path: &Path) -> Vec<u8> {
-    let mut b = std::fs::read(path).unwrap_or_default();
+fn tail(path: &Path) -> anyhow::Result<Vec<u8>> {
+    let mut b = match std::fs::read(path) {
+        Ok(b) => b,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Vec::new(),
+        Err(e) => return Err(e).with_context(|| format!("cannot read the run's output {}", path.display())),
+    };
     if b.len() > crate::system::launch::OUTPUT_TAIL {
         b.drain(..b.len() - crate::system::launch::OUTPUT_TAIL);
     }
-    b
+    Ok(b)
 }
 
 impl Served {
@@ -103,7 +108,14 @@ impl Served {
                 Ok(())
             });
         }
-        ForkServer::start(cmd).ok().flatten()
+        match ForkServer::start(cmd) {
+            Ok(server) => server,
+            // Runs stay correct without the server, only slower: say so, go on.
+            Err(e) => {
+                eprintln!("trestle: {} cannot be started as a forkserver ({e}); every run starts it afresh", self.program.display());
+                None
+            }
+        }
     }
 
     /// Run `test` through the server; `None` if there is no server (any more): the
@@ -150,7 +162,7 @@ impl Served {
                 }
             };
             let wall = started.elapsed();
-            let outcome = Outcome { status, stdout: tail(&out), stderr: tail(&err), max_rss_kib, cpu_ms, wall };
+            let outcome = Outcome { status, stdout: tail(&out)?, stderr: tail(&err)?, max_rss_kib, cpu_ms, wall };
             return Ok(Some(ServedRun { outcome, stack, _layout: layout }));
         }
         Ok(None)
