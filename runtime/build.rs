@@ -1,17 +1,10 @@
 //! Compiles the one piece of the runtime that must be C: the unit call of in-process
 //! fuzzing that `exit()` and crashes return from (`src/unit_call.c`, which needs
-//! sigsetjmp). The result codes it returns are trestle-abi's, passed as macros.
-
-use trestle_abi::fuzz::{EXEC_CRASHED, EXEC_EXITED, EXEC_RETURNED};
+//! sigsetjmp). Its constants come from trestle-abi, as the generated `trestle_abi.h`.
 
 fn main() {
     println!("cargo:rerun-if-changed=src/unit_call.c");
-    cc::Build::new()
-        .file("src/unit_call.c")
-        .define("TRESTLE_EXEC_RETURNED", EXEC_RETURNED.to_string().as_str())
-        .define("TRESTLE_EXEC_EXITED", EXEC_EXITED.to_string().as_str())
-        .define("TRESTLE_EXEC_CRASHED", EXEC_CRASHED.to_string().as_str())
-        .opt_level(2)
-        .warnings(true)
-        .compile("trestle_unit_call");
+    let out = std::path::PathBuf::from(std::env::var_os("OUT_DIR").expect("cargo sets OUT_DIR"));
+    std::fs::write(out.join("trestle_abi.h"), trestle_abi::c_header::render()).expect("write trestle_abi.h into OUT_DIR");
+    cc::Build::new().file("src/unit_call.c").include(&out).opt_level(2).warnings(true).compile("trestle_unit_call");
 }

@@ -13,9 +13,8 @@
 #include <signal.h>
 #include <stdint.h>
 
-#if !defined(TRESTLE_EXEC_RETURNED) || !defined(TRESTLE_EXEC_EXITED) || !defined(TRESTLE_EXEC_CRASHED)
-#error "the result codes come from trestle-abi (runtime/build.rs defines them)"
-#endif
+/* Generated from trestle-abi by runtime/build.rs: the result codes below. */
+#include "trestle_abi.h"
 
 typedef uint64_t (*trestle_thunk)(const uint64_t *slots);
 

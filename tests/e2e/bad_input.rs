@@ -34,7 +34,7 @@ fn trace_file(traces: &Path) -> std::path::PathBuf {
     std::fs::read_dir(&d)
         .unwrap()
         .filter_map(|e| e.ok().map(|e| e.path()))
-        .find(|p| p.extension().is_some_and(|x| x == "trace"))
+        .find(|p| p.extension().is_some_and(|x| x == trestle_abi::trace::TRACE_EXT))
         .expect("a trace file")
 }
 
