@@ -410,3 +410,18 @@ fn global_id(e: &Extent) -> u64 {
     }
 }
 
+#[cfg(test)]
+mod tests {
+    use crate::export::export_c;
+    use crate::export::fixtures::{bare_unit, context};
+
+    #[test]
+    fn buffering_of_a_descriptor_past_stderr_is_not_put_on_stdout() {
+        let mut ctx = context(vec![], vec![]);
+        ctx.stdio_modes = vec![(1, libc::_IOLBF, 0), (5, libc::_IOFBF, 4096)];
+        let c = export_c(&bare_unit(ctx), None, None).unwrap();
+        assert!(c.contains("    setvbuf(stdout, NULL, _IOLBF, 0);\n"), "{c}");
+        assert!(c.contains("descriptor 5's stream, not restored here"), "{c}");
+        assert_eq!(c.matches("setvbuf(").count(), 1, "{c}");
+    }
+}

@@ -3,7 +3,7 @@
 //! have no symbol to point at.
 
 use crate::binary::Binary;
-use anyhow::{Context as _, Result};
+use anyhow::{bail, Context as _, Result};
 use object::{Object, ObjectSection, ObjectSymbol};
 use std::collections::{HashMap, HashSet};
 use trestle_abi::meta::{decode_meta_section, FnMeta, GlobalEntry, GlobalMeta, SECTION_GLOBALS, SECTION_META};
@@ -35,11 +35,16 @@ impl Program {
             .with_context(|| format!("{} is not an executable trestle can read", path.display()))?;
         let meta = file
             .section_by_name(SECTION_META)
-            .and_then(|s| s.data().ok())
-            .with_context(|| format!("{} has no readable {SECTION_META} section", path.display()))?;
+            .map(|s| s.data())
+            .transpose()
+            .with_context(|| format!("cannot read the {SECTION_META} section of {}", path.display()))?
+            .with_context(|| format!("{} has no {SECTION_META} section", path.display()))?;
         let modules = decode_meta_section(meta).with_context(|| format!("in {}", path.display()))?;
+        // Symbols whose names are not UTF-8 cannot be a global's name: leaving them out
+        // loses nothing.
         let symbols: HashSet<&str> = file.symbols().filter_map(|s| s.name().ok()).collect();
-        let addrs = global_addresses(&file).with_context(|| format!("in {}", path.display()))?;
+        let has_globals = modules.iter().any(|m| !m.globals.is_empty());
+        let addrs = global_addresses(&file, has_globals).with_context(|| format!("in {}", path.display()))?;
         let mut program = Program::default();
         for m in modules {
             for f in m.functions {
@@ -59,10 +64,17 @@ impl Program {
     }
 }
 
-/// Global id → address, from the program's global table rows (none in a program
-/// without instrumented globals).
-fn global_addresses(file: &object::File<'_>) -> Result<HashMap<u64, u64>> {
-    let Some(section) = file.section_by_name(SECTION_GLOBALS) else { return Ok(HashMap::new()) };
+/// Global id → address, from the program's global table rows. A program whose
+/// metadata has globals must have the table (the runtime's padding row puts one in
+/// every linked program): without it, read-only globals would silently lose their
+/// copies.
+fn global_addresses(file: &object::File<'_>, has_globals: bool) -> Result<HashMap<u64, u64>> {
+    let Some(section) = file.section_by_name(SECTION_GLOBALS) else {
+        if has_globals {
+            bail!("the metadata lists globals but there is no {SECTION_GLOBALS} section to find them by");
+        }
+        return Ok(HashMap::new());
+    };
     let data = section.data().with_context(|| format!("cannot read the {SECTION_GLOBALS} section"))?;
     Ok(GlobalEntry::ids_and_addresses(data).filter(|&(id, _)| id != 0).collect())
 }
@@ -78,4 +90,19 @@ fn read_at(file: &object::File<'_>, addr: u64, len: u64) -> Option<Vec<u8>> {
         let from = (addr - start) as usize;
         data.get(from..from + len as usize).map(<[u8]>::to_vec)
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_missing_globals_table_is_an_error_only_when_there_are_globals() {
+        // This test's own executable is not instrumented: it has no globals table.
+        let exe = std::fs::read(std::env::current_exe().unwrap()).unwrap();
+        let file = object::File::parse(&*exe).unwrap();
+        assert!(global_addresses(&file, false).unwrap().is_empty());
+        let e = global_addresses(&file, true).unwrap_err();
+        assert!(e.to_string().contains(SECTION_GLOBALS), "{e}");
+    }
 }
