@@ -19,7 +19,7 @@
 //!
 //! With parameter values (a unit-fuzzer input), the values are first written into a
 //! copy of the context on the host, as the unit harness writes them
-//! (`runtime/src/fuzz.rs`): [`apply_values`].
+//! (`runtime/src/fuzz.rs`; both follow `trestle_abi::params`): [`apply_values`].
 //!
 //! The parts: `values` (parameter values written into a context), `program` (what
 //! the program says about its symbols and globals), `generator` (the declarations,

@@ -1,122 +1,116 @@
 //! Parameter values written into a copy of a serialized context on the host, as the
-//! unit harness writes them into live memory (`Session::apply` in
-//! `runtime/src/fuzz.rs`).
+//! unit harness writes them into live memory: both follow
+//! [`trestle_abi::params::apply`]; this file only knows how a [`Context`] holds
+//! bytes, extents and pointers.
 
 use anyhow::{bail, Result};
 use trestle_abi::context::{Context, Extent, ExtentKind, Value};
 use trestle_abi::fuzz::ParamValue;
-use trestle_abi::unit::{Param, ParamKind, ParamSite, Resize};
+use trestle_abi::params::{self, ParamTarget, StringSite};
+use trestle_abi::unit::{Param, Resize};
 
-/// The context with `values` written at the parameters' sites, as the unit harness
-/// writes them (`Session::apply` in `runtime/src/fuzz.rs`): integer arguments are cut
-/// to their width; numbers held as text are written in decimal; a string of a new
-/// length that fills its extent replaces that extent (every pointer to it follows,
-/// since pointers name extents by index), a token of a new length moves to an extent
-/// of its own with the pointers into it, any other string is written in place, cut
-/// to the room there is; length companions follow the length written. Stream values
-/// are not memory: the caller serves them as the program's input.
+/// The context with `values` written at the parameters' sites
+/// ([`trestle_abi::params`] decides what goes where). A string of a new length that
+/// fills its extent replaces that extent (every pointer to it follows, since
+/// pointers name extents by index), a token of a new length moves to an extent of its
+/// own with the pointers into it, any other string is written in place, cut to the
+/// room there is. Stream values are not memory: the caller serves them as the
+/// program's input.
 pub fn apply_values(ctx: &Context, params: &[Param], values: &[ParamValue]) -> Result<Context> {
     if values.len() != params.len() {
         bail!("{} value(s) for {} parameter(s)", values.len(), params.len());
     }
-    let mut ctx = ctx.clone();
-    for (i, (p, v)) in params.iter().zip(values).enumerate() {
-        let text = match (p.kind, v) {
-            (ParamKind::Decimal { .. }, ParamValue::Int(x)) => ParamValue::Bytes(x.to_string().into_bytes()),
-            (_, v) => v.clone(),
+    let mut target = ContextTarget(ctx.clone());
+    params::apply(&mut target, params, values)?;
+    Ok(target.0)
+}
+
+/// A serialized context as the target of parameter values.
+struct ContextTarget(Context);
+
+impl ContextTarget {
+    /// Extent `extent`, which parameter `param` writes into: it must exist and be
+    /// writable.
+    fn extent_mut(&mut self, extent: u32, param: usize) -> Result<&mut Extent> {
+        let Some(e) = self.0.graph.extents.get_mut(extent as usize) else {
+            bail!("parameter p{param} lies in extent e{extent}, which the context does not have");
         };
-        match (p.site, p.kind, &text) {
-            (ParamSite::Arg(k), ParamKind::Int { bits }, ParamValue::Int(x)) => set_arg(&mut ctx, k as usize, *x, bits),
-            (
-                ParamSite::Memory { extent, offset, len },
-                ParamKind::Bytes { nul, resize } | ParamKind::Decimal { nul, resize },
-                ParamValue::Bytes(b),
-            ) => {
-                extent_mut(&mut ctx, extent, i)?;
-                let written = write_string(&mut ctx, extent, offset, len, nul, resize, b);
-                for c in &p.companions {
-                    let value = written as i64 + c.delta;
-                    match c.site {
-                        ParamSite::Arg(k) => set_arg(&mut ctx, k as usize, value, c.bits),
-                        ParamSite::Memory { extent, offset, .. } => {
-                            let e = extent_mut(&mut ctx, extent, i)?;
-                            // The harness writes a 64-bit companion as 8 bytes, any other as 4.
-                            if c.bits == 64 {
-                                write_bytes(e, offset, &value.to_le_bytes());
-                            } else {
-                                write_bytes(e, offset, &(value as i32).to_le_bytes());
-                            }
-                        }
-                        ParamSite::Stream { .. } => {}
-                    }
+        if matches!(e.kind, ExtentKind::Global { constant: true, .. }) {
+            bail!("parameter p{param} lies in read-only global e{extent}: it cannot take another value");
+        }
+        Ok(e)
+    }
+
+    /// Give token `site` of a new length an extent of its own holding `bytes`, and
+    /// move the pointers into the token there.
+    fn move_token(&mut self, site: StringSite, bytes: Vec<u8>) {
+        let ctx = &mut self.0;
+        let StringSite { extent, offset, len, .. } = site;
+        let new = ctx.graph.extents.len() as u32;
+        ctx.graph.extents.push(Extent { kind: ExtentKind::Heap, len: bytes.len() as u64, align: 16, bytes: Some(bytes), pointers: vec![] });
+        let moved = |v: &mut Value| {
+            if let Value::Ptr { extent: e, offset: o } = *v {
+                if e == extent && (offset..=offset + len).contains(&o) {
+                    *v = Value::Ptr { extent: new, offset: o - offset };
                 }
             }
-            // The harness ignores any other pairing; so does the export.
-            _ => {}
+        };
+        ctx.args.iter_mut().for_each(moved);
+        ctx.graph.extents.iter_mut().flat_map(|x| x.pointers.iter_mut()).for_each(|p| moved(&mut p.target));
+    }
+}
+
+impl ParamTarget for ContextTarget {
+    type Error = anyhow::Error;
+
+    fn set_arg(&mut self, k: usize, bits: u64) {
+        if let Some(a) = self.0.args.get_mut(k) {
+            *a = Value::Bits(bits);
         }
     }
-    Ok(ctx)
-}
 
-fn extent_mut(ctx: &mut Context, extent: u32, param: usize) -> Result<&mut Extent> {
-    let Some(e) = ctx.graph.extents.get_mut(extent as usize) else {
-        bail!("parameter p{param} lies in extent e{extent}, which the context does not have");
-    };
-    if matches!(e.kind, ExtentKind::Global { constant: true, .. }) {
-        bail!("parameter p{param} lies in read-only global e{extent}: it cannot take another value");
-    }
-    Ok(e)
-}
-
-fn set_arg(ctx: &mut Context, k: usize, x: i64, bits: u16) {
-    if let Some(a) = ctx.args.get_mut(k) {
-        let mask = if bits >= 64 { u64::MAX } else { (1u64 << bits) - 1 };
-        *a = Value::Bits((x as u64) & mask);
-    }
-}
-
-/// Write a string value into extent `extent` of `ctx`; returns the length written.
-fn write_string(ctx: &mut Context, extent: u32, offset: u64, len: u64, nul: bool, resize: Resize, b: &[u8]) -> usize {
-    let term = nul as usize;
-    let mut bytes = b.to_vec();
-    if nul {
-        bytes.push(0);
-    }
-    if b.len() as u64 != len {
-        match resize {
-            Resize::Extent => {
-                let e = &mut ctx.graph.extents[extent as usize];
-                e.len = bytes.len() as u64;
-                e.bytes = Some(bytes);
-                e.pointers.clear();
-                return b.len();
-            }
-            Resize::Token => {
-                let new = ctx.graph.extents.len() as u32;
-                ctx.graph.extents.push(Extent { kind: ExtentKind::Heap, len: bytes.len() as u64, align: 16, bytes: Some(bytes), pointers: vec![] });
-                let moved = |v: &mut Value| {
-                    if let Value::Ptr { extent: e, offset: o } = *v {
-                        if e == extent && (offset..=offset + len).contains(&o) {
-                            *v = Value::Ptr { extent: new, offset: o - offset };
-                        }
-                    }
-                };
-                ctx.args.iter_mut().for_each(moved);
-                ctx.graph.extents.iter_mut().flat_map(|x| x.pointers.iter_mut()).for_each(|p| moved(&mut p.target));
-                return b.len();
-            }
-            Resize::Fixed => {}
+    fn write_string(&mut self, param: usize, site: StringSite, b: &[u8]) -> Result<usize> {
+        let StringSite { extent, offset, len, nul, resize } = site;
+        self.extent_mut(extent, param)?;
+        let mut bytes = b.to_vec();
+        if nul {
+            bytes.push(0);
         }
+        if b.len() as u64 != len {
+            match resize {
+                Resize::Extent => {
+                    let e = &mut self.0.graph.extents[extent as usize];
+                    e.len = bytes.len() as u64;
+                    e.bytes = Some(bytes);
+                    e.pointers.clear();
+                    return Ok(b.len());
+                }
+                Resize::Token => {
+                    self.move_token(site, bytes);
+                    return Ok(b.len());
+                }
+                Resize::Fixed => {}
+            }
+        }
+        let e = &mut self.0.graph.extents[extent as usize];
+        let room = (e.len.saturating_sub(offset) as usize).saturating_sub(nul as usize);
+        let n = b.len().min(room);
+        let mut data = b[..n].to_vec();
+        if nul {
+            data.push(0);
+        }
+        write_bytes(e, offset, &data);
+        Ok(n)
     }
-    let e = &mut ctx.graph.extents[extent as usize];
-    let room = (e.len.saturating_sub(offset) as usize).saturating_sub(term);
-    let n = b.len().min(room);
-    let mut data = b[..n].to_vec();
-    if nul {
-        data.push(0);
+
+    fn write_companion(&mut self, param: usize, extent: u32, offset: u64, word: &[u8]) -> Result<()> {
+        write_bytes(self.extent_mut(extent, param)?, offset, word);
+        Ok(())
     }
-    write_bytes(e, offset, &data);
-    n
+
+    /// A stream is the program's input, not memory: the exported test reads it as
+    /// given (its header says so).
+    fn serve_stream(&mut self, _param: usize, _bytes: &[u8]) {}
 }
 
 /// Overwrite bytes of `e` (materialising bytes a cut-off recording lacks as zeros);
@@ -138,7 +132,7 @@ mod tests {
     use super::*;
     use crate::export::fixtures::{context, heap, string_param};
     use trestle_abi::context::PtrSlot;
-    use trestle_abi::unit::Companion;
+    use trestle_abi::unit::{Companion, ParamKind, ParamSite};
 
     #[test]
     fn a_token_of_a_new_length_moves_out_with_the_pointers_into_it() {
