@@ -12,8 +12,10 @@
 
 use crate::replay::{arena_alloc, arena_mark, arena_rewind, set_up};
 use crate::lock;
-use trestle_abi::fuzz::{decode_values, FuzzRequest, ParamValue, ENV_CRASH_STACK_LIB, ENV_FUZZ, ENV_FUZZ_INPROC, ENV_FUZZ_INPUT};
-use trestle_abi::unit::{Param, ParamKind, ParamSite, Resize};
+use std::convert::Infallible;
+use trestle_abi::fuzz::{decode_values, FuzzRequest, ENV_CRASH_STACK_LIB, ENV_FUZZ, ENV_FUZZ_INPROC, ENV_FUZZ_INPUT};
+use trestle_abi::params::{self, ParamTarget, StringSite};
+use trestle_abi::unit::{Param, ParamSite, Resize};
 use trestle_abi::Value;
 
 /// A pointer to an extent, to be moved when the extent is replaced.
@@ -246,66 +248,31 @@ impl Session {
         Ok(Session { thunk: set.thunk, slots: set.slots, addrs: set.addrs, lens, refs, params: req.params, streams, pristine })
     }
 
-    /// Write `input`'s values into the restored context. Meant for a forked child:
-    /// the changes are not undone.
+    /// Write `input`'s values into the restored context, as [`trestle_abi::params`]
+    /// decides. Meant for a forked child: the changes are not undone.
     pub fn apply(&mut self, input: &[u8]) {
         let values = decode_values(&self.params, input);
-        // Taken out for the loop (the writes below borrow `self`), put back after.
+        // Taken out for the writes (they borrow `self`), put back after.
         let params = std::mem::take(&mut self.params);
-        for (i, (p, v)) in params.iter().zip(values).enumerate() {
-            let text = match (p.kind, v) {
-                (ParamKind::Decimal { .. }, ParamValue::Int(x)) => ParamValue::Bytes(x.to_string().into_bytes()),
-                (_, v) => v,
-            };
-            match (p.site, p.kind, text) {
-                (ParamSite::Arg(k), ParamKind::Int { bits }, ParamValue::Int(x)) => {
-                    self.set_arg(k as usize, x, bits);
-                }
-                (ParamSite::Stream { .. }, _, ParamValue::Bytes(b)) => {
-                    if let Some(Some(slot)) = self.streams.get(i) {
-                        slot.serve(&b);
-                    }
-                }
-                (
-                    ParamSite::Memory { extent, offset, len },
-                    ParamKind::Bytes { nul, resize } | ParamKind::Decimal { nul, resize },
-                    ParamValue::Bytes(b),
-                ) => {
-                    let new_len = self.write_string(extent as usize, offset, len, nul, resize, &b);
-                    for c in &p.companions {
-                        let value = new_len as i64 + c.delta;
-                        match c.site {
-                            ParamSite::Arg(k) => self.set_arg(k as usize, value, c.bits),
-                            ParamSite::Memory { extent, offset, .. } => {
-                                let at = self.addrs[extent as usize] + offset as usize;
-                                // SAFETY: the companion lies inside its restored extent.
-                                unsafe {
-                                    if c.bits == 64 {
-                                        std::ptr::write_unaligned(at as *mut i64, value);
-                                    } else {
-                                        std::ptr::write_unaligned(at as *mut i32, value as i32);
-                                    }
-                                }
-                            }
-                            ParamSite::Stream { .. } => {}
-                        }
-                    }
-                }
-                _ => {}
-            }
-        }
+        let Ok(()) = params::apply(self, &params, &values);
         self.params = params;
     }
+}
 
-    fn set_arg(&mut self, k: usize, x: i64, bits: u16) {
+/// Writes into the live restored memory. A string of a new length gets a fresh
+/// arena extent and every pointer to the old place is moved to it.
+impl ParamTarget for Session {
+    type Error = Infallible;
+
+    fn set_arg(&mut self, k: usize, bits: u64) {
         if let Some(s) = self.slots.get_mut(k) {
-            let mask = if bits >= 64 { u64::MAX } else { (1u64 << bits) - 1 };
-            *s = (x as u64) & mask;
+            *s = bits;
         }
     }
 
-    /// Write a string value; returns the length written.
-    fn write_string(&mut self, extent: usize, offset: u64, len: u64, nul: bool, resize: Resize, b: &[u8]) -> usize {
+    fn write_string(&mut self, _param: usize, site: StringSite, b: &[u8]) -> Result<usize, Infallible> {
+        let StringSite { extent, offset, len, nul, resize } = site;
+        let extent = extent as usize;
         let term = nul as usize;
         if resize != Resize::Fixed && b.len() as u64 != len {
             // Fresh room of the new length; move the pointers to the old place: all
@@ -314,7 +281,7 @@ impl Session {
                 Ok(new) => new,
                 Err(e) => {
                     no_room_for_value(b.len(), &e);
-                    return len as usize;
+                    return Ok(len as usize);
                 }
             };
             // SAFETY: `new` has room for the bytes and the terminator.
@@ -342,7 +309,7 @@ impl Session {
                 self.addrs[extent] = new;
                 self.lens[extent] = (b.len() + term) as u64;
             }
-            return b.len();
+            return Ok(b.len());
         }
         // In place, cut to the room there is.
         let room = (self.lens[extent].saturating_sub(offset) as usize).saturating_sub(term);
@@ -355,9 +322,24 @@ impl Session {
                 *((at + n) as *mut u8) = 0;
             }
         }
-        n
+        Ok(n)
     }
 
+    fn write_companion(&mut self, _param: usize, extent: u32, offset: u64, word: &[u8]) -> Result<(), Infallible> {
+        let at = self.addrs[extent as usize] + offset as usize;
+        // SAFETY: the companion lies inside its restored extent.
+        unsafe { std::ptr::copy_nonoverlapping(word.as_ptr(), at as *mut u8, word.len()) };
+        Ok(())
+    }
+
+    fn serve_stream(&mut self, param: usize, bytes: &[u8]) {
+        if let Some(Some(slot)) = self.streams.get(param) {
+            slot.serve(bytes);
+        }
+    }
+}
+
+impl Session {
     /// Put the restored context back as it was before the first execution: memory,
     /// argument slots, file offsets, the arena extents of resized strings, getopt's
     /// cursor and errno. What the function allocated is not freed (in-process, the
