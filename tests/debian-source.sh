@@ -1,6 +1,9 @@
 # Shared steps of the scripts that build a Debian source package with a given
-# compiler (tests/sed/build.sh, tests/bc/build.sh). Sourced after the caller defined
-# `die` and `step` and parsed its arguments (CC_ARG).
+# compiler (tests/coreutils/build.sh, tests/sed/build.sh, tests/bc/build.sh). Sourced
+# after the caller defined `die` and `step`, parsed its arguments (CC_ARG, OUT,
+# CFLAGS_ARG) and set PKG, VERSION, DEB_VERSIONS (pinned Debian versions, tried
+# first), ORIG (the upstream tarball's name), ORIG_SHA256 (its pinned hash, or empty
+# where apt's check is the only one) and CACHE (where the unpacked tree is kept).
 
 SUDO=""
 if [ "$(id -u)" -ne 0 ]; then
@@ -84,4 +87,117 @@ EOF
         APT_UPDATED=0
         apt_update
     fi
+}
+
+# The pristine upstream tree of $PKG $VERSION in $CACHE: downloaded (without the
+# Debian patches, so without dpkg-source) and unpacked once, then reused. $1 names
+# the calling script, for the deb-src entry it may add.
+fetch_upstream() {
+    if [ -f "$CACHE/.trestle-complete" ]; then
+        echo "using cached source: $CACHE" >&2
+        return
+    fi
+    enable_deb_src "$1"
+    step "download $PKG ${DEB_VERSIONS[0]} source package"
+    local parent tmp
+    parent="$(dirname "$CACHE")"
+    mkdir -p "$parent" || die "cannot create cache dir $parent"
+    tmp="$(mktemp -d "$parent/.$PKG-dl.XXXXXX")"
+    # The pinned versions, then whatever bookworm has; if all fail the package lists
+    # may be stale, so update once and try again.
+    local ok=0 try v
+    for try in 1 2; do
+        for v in "${DEB_VERSIONS[@]}" ""; do
+            if (cd "$tmp" && apt-get source --download-only -qq "$PKG${v:+=$v}" >&2 2>"$tmp/.apt-err"); then
+                echo "downloaded source package $PKG=${v:-(current bookworm version)}" >&2
+                ok=1; break 2
+            fi
+        done
+        [ $try -eq 1 ] && { APT_UPDATED=0; apt_update; }
+    done
+    [ $ok -eq 1 ] || { cat "$tmp/.apt-err" >&2; rm -rf "$tmp"; die "apt-get source $PKG failed (deb-src entry or network missing?)"; }
+    local orig="$tmp/$ORIG"
+    [ -f "$orig" ] || { ls -l "$tmp" >&2; rm -rf "$tmp"; die "no $ORIG downloaded (wrong version?)"; }
+    if [ -n "$ORIG_SHA256" ]; then
+        echo "$ORIG_SHA256  $orig" | sha256sum -c --quiet - >&2 \
+            || { rm -rf "$tmp"; die "$ORIG does not have the expected SHA-256"; }
+    fi
+    step "unpack $PKG $VERSION source into cache"
+    tar -C "$tmp" -xf "$orig" || { rm -rf "$tmp"; die "cannot unpack $orig"; }
+    [ -x "$tmp/$PKG-$VERSION/configure" ] || { rm -rf "$tmp"; die "unpacked tree has no configure"; }
+    grep -q "^PACKAGE_VERSION='$VERSION'" "$tmp/$PKG-$VERSION/configure" \
+        || { rm -rf "$tmp"; die "unpacked source is not $PKG $VERSION"; }
+    touch "$tmp/$PKG-$VERSION/.trestle-complete"
+    rm -rf "$CACHE"
+    mv "$tmp/$PKG-$VERSION" "$CACHE" || die "cannot move source into $CACHE"
+    rm -rf "$tmp"
+}
+
+# A fresh copy of the cached tree in BUILD=$OUT/$PKG-$VERSION-build (OUT made
+# absolute); the working directory becomes BUILD.
+copy_to_build() {
+    step "copy source to build dir"
+    mkdir -p "$OUT" || die "cannot create $OUT"
+    OUT="$(cd "$OUT" && pwd)"
+    BUILD="$OUT/$PKG-$VERSION-build"
+    rm -rf "$BUILD"
+    # -a keeps timestamps, so make does not try to rerun autoconf/automake (or
+    # makeinfo, bison, flex on generated files that are newer than their sources)
+    cp -a "$CACHE" "$BUILD" || die "cannot copy $CACHE to $BUILD"
+    rm -f "$BUILD/.trestle-complete"
+    cd "$BUILD"
+}
+
+# ./configure --quiet with CC and CFLAGS and the given options, its output in
+# trestle-configure.log. TRESTLE_CONFIG_CACHE=FILE (optional) shares configure
+# results between builds with the SAME compiler and flags (the caller picks one file
+# per compiler).
+run_configure() {
+    step "configure (CC=$CC_PATH)"
+    local cache_opt=()
+    if [ -n "${TRESTLE_CONFIG_CACHE:-}" ]; then
+        mkdir -p "$(dirname "$TRESTLE_CONFIG_CACHE")"
+        cache_opt=(--cache-file="$(cd "$(dirname "$TRESTLE_CONFIG_CACHE")" && pwd)/$(basename "$TRESTLE_CONFIG_CACHE")")
+    fi
+    # FORCE_UNSAFE_CONFIGURE: gnulib's checks refuse to run as root without it.
+    if ! FORCE_UNSAFE_CONFIGURE=1 ./configure --quiet "${cache_opt[@]}" CC="$CC_PATH" CFLAGS="$CFLAGS_ARG" "$@" \
+            >"$BUILD/trestle-configure.log" 2>&1; then
+        tail -n 30 "$BUILD/trestle-configure.log" >&2
+        die "configure failed; see $BUILD/trestle-configure.log and $BUILD/config.log"
+    fi
+}
+
+JOBS="${TRESTLE_JOBS:-$(nproc 2>/dev/null || echo 2)}"
+
+# make the given targets of a gnulib-based tree, its output in trestle-make.log.
+# Targets other than all/check/install do not build BUILT_SOURCES (gnulib's
+# replacement headers etc.), so those come first; building only the programs skips
+# the manuals (makeinfo, help2man).
+make_programs() {
+    step "make $*"
+    local built_sources
+    built_sources="$(make -s -f Makefile -f - print-built-sources <<'MAKE' 2>/dev/null || true
+print-built-sources:
+	@echo $(BUILT_SOURCES)
+MAKE
+)"
+    if ! { { [ -z "$built_sources" ] || make -j"$JOBS" $built_sources; } \
+            && make -j"$JOBS" "$@"; } >"$BUILD/trestle-make.log" 2>&1; then
+        tail -n 40 "$BUILD/trestle-make.log" >&2
+        die "make failed; see $BUILD/trestle-make.log"
+    fi
+}
+
+# Copy each built program (paths relative to BUILD) to $OUT/bin.
+install_programs() {
+    step "install binaries to $OUT/bin"
+    mkdir -p "$OUT/bin"
+    local p
+    for p in "$@"; do
+        [ -x "$p" ] || die "$p was not built"
+        cp -f "$p" "$OUT/bin/"
+        echo "built $OUT/bin/$(basename "$p")" >&2
+    done
+    STEP="done"
+    echo "== [${SECONDS}s] done" >&2
 }

@@ -58,87 +58,14 @@ resolve_compiler
 # bc/fix-libmath_h (run by make to format libmath.h) is an ed script
 install_build_tools gzip:gzip ed:ed
 
-# ---------------------------------------------------------------------------
-fetch_source() {
-    enable_deb_src tests/bc/build.sh
-
-    step "download $PKG ${DEB_VERSIONS[0]} source package"
-    local parent tmp
-    parent="$(dirname "$CACHE")"
-    mkdir -p "$parent" || die "cannot create cache dir $parent"
-    tmp="$(mktemp -d "$parent/.$PKG-dl.XXXXXX")"
-    # --download-only: we unpack the pristine upstream tarball ourselves,
-    # without the Debian patches (and without needing dpkg-source).
-    # Try the pinned versions, then whatever bookworm has; if all fail the
-    # package lists may be stale, so update once and try again.
-    local ok=0 try v
-    for try in 1 2; do
-        for v in "${DEB_VERSIONS[@]}" ""; do
-            if (cd "$tmp" && apt-get source --download-only -qq "$PKG${v:+=$v}" >&2 2>"$tmp/.apt-err"); then
-                echo "downloaded source package $PKG=${v:-(current bookworm version)}" >&2
-                ok=1; break 2
-            fi
-        done
-        [ $try -eq 1 ] && { APT_UPDATED=0; apt_update; }
-    done
-    [ $ok -eq 1 ] || { cat "$tmp/.apt-err" >&2; rm -rf "$tmp"; die "apt-get source $PKG failed (deb-src entry or network missing?)"; }
-    local orig="$tmp/$ORIG"
-    [ -f "$orig" ] || { ls -l "$tmp" >&2; rm -rf "$tmp"; die "no $ORIG downloaded (wrong version?)"; }
-    echo "$ORIG_SHA256  $orig" | sha256sum -c --quiet - >&2 \
-        || { rm -rf "$tmp"; die "$ORIG does not have the expected SHA-256"; }
-
-    step "unpack $PKG $VERSION source into cache"
-    tar -C "$tmp" -xf "$orig" || { rm -rf "$tmp"; die "cannot unpack $orig"; }
-    [ -x "$tmp/$PKG-$VERSION/configure" ] || { rm -rf "$tmp"; die "unpacked tree has no configure"; }
-    grep -q "^PACKAGE_VERSION='$VERSION'" "$tmp/$PKG-$VERSION/configure" \
-        || { rm -rf "$tmp"; die "unpacked source is not $PKG $VERSION"; }
-    touch "$tmp/$PKG-$VERSION/.trestle-complete"
-    rm -rf "$CACHE"
-    mv "$tmp/$PKG-$VERSION" "$CACHE" || die "cannot move source into $CACHE"
-    rm -rf "$tmp"
-}
-
-if [ -f "$CACHE/.trestle-complete" ]; then
-    echo "using cached source: $CACHE" >&2
-else
-    fetch_source
-fi
+fetch_upstream tests/bc/build.sh
+copy_to_build
+# --without-readline/--without-libedit (the defaults, made explicit) keep the build
+# free of optional libraries; bc has no NLS. configure appends "-Wall
+# -funsigned-char" to CFLAGS, as upstream's build does.
+run_configure --disable-dependency-tracking --without-readline --without-libedit
 
 # ---------------------------------------------------------------------------
-step "copy source to build dir"
-mkdir -p "$OUT" || die "cannot create $OUT"
-OUT="$(cd "$OUT" && pwd)"
-BUILD="$OUT/$PKG-$VERSION-build"
-rm -rf "$BUILD"
-# -a keeps timestamps, so make does not try to rerun autoconf/automake or
-# bison/flex (bc.c and scan.c are newer than bc.y and scan.l)
-cp -a "$CACHE" "$BUILD" || die "cannot copy $CACHE to $BUILD"
-rm -f "$BUILD/.trestle-complete"
-
-# ---------------------------------------------------------------------------
-step "configure (CC=$CC_PATH)"
-cd "$BUILD"
-# --disable-dependency-tracking: faster one-shot builds.
-# --without-readline/--without-libedit (the defaults, made explicit) keep the
-# build free of optional libraries; bc has no NLS. configure appends
-# "-Wall -funsigned-char" to CFLAGS, as upstream's build does.
-# TRESTLE_CONFIG_CACHE=FILE (optional) shares configure results between builds
-# with the SAME compiler and flags (the caller picks one file per compiler).
-cache_opt=()
-if [ -n "${TRESTLE_CONFIG_CACHE:-}" ]; then
-    mkdir -p "$(dirname "$TRESTLE_CONFIG_CACHE")"
-    cache_opt=(--cache-file="$(cd "$(dirname "$TRESTLE_CONFIG_CACHE")" && pwd)/$(basename "$TRESTLE_CONFIG_CACHE")")
-fi
-if ! ./configure --quiet "${cache_opt[@]}" \
-        CC="$CC_PATH" CFLAGS="$CFLAGS_ARG" \
-        --disable-dependency-tracking --without-readline --without-libedit \
-        >"$BUILD/trestle-configure.log" 2>&1; then
-    tail -n 30 "$BUILD/trestle-configure.log" >&2
-    die "configure failed; see $BUILD/trestle-configure.log and $BUILD/config.log"
-fi
-
-# ---------------------------------------------------------------------------
-JOBS="${TRESTLE_JOBS:-$(nproc 2>/dev/null || echo 2)}"
 step "make bc/bc and dc/dc"
 # Only lib/libbc.a, bc/bc and dc/dc: not 'all', which would also make the
 # info manuals (makeinfo). bc/libmath.h is made on its own and with -j1: its
@@ -154,13 +81,4 @@ if ! { make -C lib -j"$JOBS" libbc.a \
 fi
 grep -q '^{"' bc/libmath.h || die "bc/libmath.h was not generated (see $BUILD/trestle-make.log)"
 
-# ---------------------------------------------------------------------------
-step "install binaries to $OUT/bin"
-mkdir -p "$OUT/bin"
-for p in bc/bc dc/dc; do
-    [ -x "$p" ] || die "$p was not built"
-    cp -f "$p" "$OUT/bin/"
-    echo "built $OUT/bin/$(basename "$p")" >&2
-done
-STEP="done"
-echo "== [${SECONDS}s] done" >&2
+install_programs bc/bc dc/dc
