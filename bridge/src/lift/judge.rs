@@ -8,12 +8,12 @@ use super::{Lifter, Substitution, SystemOutcome};
 use crate::carve::units::read_unit;
 use crate::system::systest::save_test;
 use crate::validate::sandbox::SandboxRun;
-use crate::validate::signature::signal_number;
+use crate::validate::signature::{signal_number, CrashSignature};
 use anyhow::{Context as _, Result};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
-use trestle_abi::fuzz::decode_values;
+use trestle_abi::fuzz::{decode_values, ParamValue};
 use trestle_abi::unit::{SystemTest, Unit};
 
 /// Unit crashes of one unit with the same crash signature lifted at most this often
@@ -22,12 +22,27 @@ pub const LIFTS_PER_UNIT_SIGNATURE: usize = 4;
 
 /// What became of the unit crashes of one signature in one fuzz directory.
 #[derive(Default)]
-pub(super) struct SignatureTally {
+struct SignatureTally {
     tried: usize,
     confirmed: bool,
 }
 
-pub(super) fn outcome_of(run: &SandboxRun, new_coverage: Option<usize>) -> SystemOutcome {
+/// A unit finding being lifted: where it was found, the values lifted and, for a
+/// crash, the unit's crash signature.
+pub(super) struct Finding<'a> {
+    /// The fuzz directory.
+    pub(super) dir: &'a Path,
+    /// The unit fuzzed.
+    pub(super) unit: &'a Unit,
+    /// The fuzzer's input.
+    pub(super) candidate: &'a Candidate,
+    /// The parameter values lifted.
+    pub(super) values: &'a [ParamValue],
+    /// The unit-level crash, for a crash.
+    pub(super) unit_sig: Option<&'a CrashSignature>,
+}
+
+fn outcome_of(run: &SandboxRun, new_coverage: Option<usize>) -> SystemOutcome {
     let err = String::from_utf8_lossy(&run.stderr);
     let tail: String = err.lines().rev().take(12).collect::<Vec<_>>().into_iter().rev().collect::<Vec<_>>().join("\n");
     SystemOutcome {
@@ -112,89 +127,124 @@ impl Lifter {
     }
 
     fn lift_one(&mut self, dir: &Path, unit: &Unit, c: &Candidate, tally: &mut BTreeMap<String, SignatureTally>) -> Result<()> {
-        let bytes = std::fs::read(&c.input).with_context(|| format!("cannot read {}", c.input.display()))?;
-        let values = decode_values(&unit.params, &bytes);
-        let unit_sig = if c.crash {
-            self.stats.unit_crashes += 1;
-            let sig = self.unit_signature(dir, unit, &c.input)?;
-            let t = tally.entry(sig.key()).or_default();
-            if t.confirmed || t.tried >= LIFTS_PER_UNIT_SIGNATURE {
-                self.stats.same_signature_skipped += 1;
-                return Ok(());
-            }
-            t.tried += 1;
-            Some(sig)
-        } else {
-            self.stats.unit_queue += 1;
-            None
-        };
-        // A crash lifts only the values it needs (when the harness can tell).
-        let values = match unit_sig.as_ref().and_then(|s| signal_number(&s.kind)) {
-            Some(signal) => self.essential_values(dir, unit, &values, signal)?,
-            None => values,
-        };
+        let Some((values, unit_sig)) = self.prepare(dir, unit, c, tally)? else { return Ok(()) };
+        let f = Finding { dir, unit, candidate: c, values: &values, unit_sig: unit_sig.as_ref() };
         let variants = lift_variants(unit, &values);
         if variants.is_empty() {
             if c.crash {
-                self.false_positive(unit, c, &values, unit_sig.as_ref(), None, "the parameter values equal the recorded ones: nothing to lift")?;
+                self.false_positive(&f, None, "the parameter values equal the recorded ones: nothing to lift")?;
             }
             return Ok(());
         }
         // Queue entries: the all-places variant only (they are many).
         let variants = if c.crash { variants } else { variants.into_iter().take(1).collect() };
-        let mut last: Option<(SystemTest, SystemOutcome, Vec<Substitution>)> = None;
+        let mut last: Option<(SystemTest, SystemOutcome)> = None;
         for (test, subs) in variants {
-            self.stats.lifted_tests += 1;
-            let (run, new_cov) = self.run_system(&test)?;
-            if run.limit.is_some() {
-                self.stats.limited += 1;
+            match self.judge(&f, test, &subs, tally)? {
+                Some(unsettled) => last = Some(unsettled),
+                None => return Ok(()),
             }
-            let outcome = outcome_of(&run, new_cov);
-            if let Some(sys) = &run.crash {
-                // A unit crash whose stack could not be read (a handler of the
-                // program's own took the signal) still names its function.
-                let same = unit_sig.as_ref().is_some_and(|u| {
-                    u.matches(sys)
-                        || (u.frames.is_empty()
-                            && u.class() == sys.class()
-                            && sys.frames.first().is_some_and(|f| *f == unit.function))
-                });
-                if same {
-                    self.stats.true_alarm_tests += 1;
-                    if let Some(u) = &unit_sig {
-                        tally.entry(u.key()).or_default().confirmed = true;
-                    }
-                } else {
-                    self.stats.other_crash_tests += 1;
-                }
-                self.alarm(dir, unit, c, &values, unit_sig.as_ref(), &test, &subs, sys, same)?;
-                return Ok(());
-            }
-            if new_cov.is_some_and(|n| n > 0) {
-                self.stats.effective += 1;
-                // Kept on disk: the system tests a campaign produced are its queue,
-                // its crashes and these.
-                let eff_dir = self.out.join("effective");
-                std::fs::create_dir_all(&eff_dir).with_context(|| format!("cannot create {}", eff_dir.display()))?;
-                save_test(&test, &eff_dir.join(format!("{:06}.json", self.stats.effective)))?;
-                self.effective_tests.push(test.clone());
-                if c.crash {
-                    // Real coverage, but not the unit's crash.
-                    self.false_positive(unit, c, &values, unit_sig.as_ref(), Some((&test, &outcome)), "no crash at system level (the lifted test is effective: new coverage)")?;
-                }
-                return Ok(());
-            }
-            last = Some((test, outcome, subs));
         }
         if c.crash {
             let reason = match &last {
-                Some((_, o, _)) if o.limit.is_some() => format!("no crash at system level: ran into the {} limit", o.limit.as_deref().unwrap_or("")),
-                Some((_, o, _)) => format!("no crash at system level ({})", o.status),
+                Some((_, o)) => match &o.limit {
+                    Some(limit) => format!("no crash at system level: ran into the {limit} limit"),
+                    None => format!("no crash at system level ({})", o.status),
+                },
                 None => "nothing lifted".into(),
             };
-            let lifted = last.as_ref().map(|(t, o, _)| (t, o));
-            self.false_positive(unit, c, &values, unit_sig.as_ref(), lifted, &reason)?;
+            self.false_positive(&f, last.as_ref().map(|(t, o)| (t, o)), &reason)?;
         }
         Ok(())
     }
+
+    /// Count a unit finding and read what lifting it needs: the values to lift (for
+    /// a crash, only those the crash needs, when the harness can tell) and a crash's
+    /// unit-level signature. `None`: not lifted, as enough unit crashes with its
+    /// signature were.
+    fn prepare(
+        &mut self,
+        dir: &Path,
+        unit: &Unit,
+        c: &Candidate,
+        tally: &mut BTreeMap<String, SignatureTally>,
+    ) -> Result<Option<(Vec<ParamValue>, Option<CrashSignature>)>> {
+        let bytes = std::fs::read(&c.input).with_context(|| format!("cannot read {}", c.input.display()))?;
+        let values = decode_values(&unit.params, &bytes);
+        if !c.crash {
+            self.stats.unit_queue += 1;
+            return Ok(Some((values, None)));
+        }
+        self.stats.unit_crashes += 1;
+        let sig = self.unit_signature(dir, unit, &c.input)?;
+        let t = tally.entry(sig.key()).or_default();
+        if t.confirmed || t.tried >= LIFTS_PER_UNIT_SIGNATURE {
+            self.stats.same_signature_skipped += 1;
+            return Ok(None);
+        }
+        t.tried += 1;
+        let values = match signal_number(&sig.kind) {
+            Some(signal) => self.essential_values(dir, unit, &values, signal)?,
+            None => values,
+        };
+        Ok(Some((values, Some(sig))))
+    }
+
+    /// Run one lifted test of `f` and act on what it shows: a crash is an alarm, new
+    /// coverage an effective test (and, for a unit crash, a false positive). `None`
+    /// when that settled the finding; otherwise the test and how it went.
+    fn judge(
+        &mut self,
+        f: &Finding,
+        test: SystemTest,
+        subs: &[Substitution],
+        tally: &mut BTreeMap<String, SignatureTally>,
+    ) -> Result<Option<(SystemTest, SystemOutcome)>> {
+        self.stats.lifted_tests += 1;
+        let (run, new_cov) = self.run_system(&test)?;
+        if run.limit.is_some() {
+            self.stats.limited += 1;
+        }
+        let outcome = outcome_of(&run, new_cov);
+        if let Some(sys) = &run.crash {
+            let same = f.unit_sig.is_some_and(|u| same_crash(u, sys, &f.unit.function));
+            if same {
+                self.stats.true_alarm_tests += 1;
+                if let Some(u) = f.unit_sig {
+                    tally.entry(u.key()).or_default().confirmed = true;
+                }
+            } else {
+                self.stats.other_crash_tests += 1;
+            }
+            self.alarm(f, &test, subs, sys, same)?;
+            return Ok(None);
+        }
+        if new_cov.is_some_and(|n| n > 0) {
+            self.keep_effective(&test)?;
+            if f.candidate.crash {
+                // Real coverage, but not the unit's crash.
+                self.false_positive(f, Some((&test, &outcome)), "no crash at system level (the lifted test is effective: new coverage)")?;
+            }
+            return Ok(None);
+        }
+        Ok(Some((test, outcome)))
+    }
+
+    /// Count an effective lifted test and keep it on disk (the system tests a
+    /// campaign produced are its queue, its crashes and these) and for the campaign.
+    fn keep_effective(&mut self, test: &SystemTest) -> Result<()> {
+        self.stats.effective += 1;
+        let eff_dir = self.out.join("effective");
+        std::fs::create_dir_all(&eff_dir).with_context(|| format!("cannot create {}", eff_dir.display()))?;
+        save_test(test, &eff_dir.join(format!("{:06}.json", self.stats.effective)))?;
+        self.effective_tests.push(test.clone());
+        Ok(())
+    }
+}
+
+/// Whether the system crash `sys` is the unit's crash `unit` (of `function`). A unit
+/// crash whose stack could not be read (a handler of the program's own took the
+/// signal) still names its function.
+fn same_crash(unit: &CrashSignature, sys: &CrashSignature, function: &str) -> bool {
+    unit.matches(sys) || (unit.frames.is_empty() && unit.class() == sys.class() && sys.frames.first().is_some_and(|f| f == function))
 }

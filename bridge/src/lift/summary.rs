@@ -43,7 +43,7 @@ pub(super) fn write_script(path: &Path, program: &Path, t: &SystemTest) -> Resul
     Ok(())
 }
 
-pub(super) fn show_test(t: &SystemTest) -> String {
+fn show_test(t: &SystemTest) -> String {
     let mut s = String::new();
     s += &format!("- args: `{}`\n", t.args.iter().map(|a| shell_quote(a)).collect::<Vec<_>>().join(" "));
     if let Some(stdin) = t.stdin.as_ref().filter(|s| !s.is_empty()) {
@@ -112,4 +112,25 @@ pub(super) fn summary_md(
     s += "5. reduced system test (`reduced.json`), above.\n\n";
     s += "The unit as a standalone C test: `unit.c`; `./build.sh SUBJECT.c` (or the subject's .o files) builds it.\n";
     s
+}
+
+/// Where the unit's system test came from, in words: a seed, or a test the system
+/// fuzzer made (`mutation`).
+pub(super) fn origin_words(seed: &str, mutation: Option<&str>) -> String {
+    match mutation {
+        Some(m) => format!("system test `{m}`, made from the seeds by system-level fuzzing"),
+        None => format!("seed system test `{seed}`"),
+    }
+}
+
+/// `summary.md` of a crash system-level fuzzing found (`name`, in `source`).
+pub(super) fn system_summary_md(sys: &CrashSignature, program: &Path, reduced: &SystemTest, rstats: &ReduceStats, name: &str, source: &Path) -> String {
+    let mut md = format!("# Crash found by system-level fuzzing\n\n**{sys}** when running `{}`.\n\n## Stack\n\n", program.display());
+    for f in sys.stack.iter().take(12) {
+        md += &format!("- {f}\n");
+    }
+    md += "\n## Reduced reproducer (`reduced.json`, run `./reproduce.sh`)\n\n";
+    md += &show_test(reduced);
+    md += &format!("\nReduced from {} to {} bytes in {} runs. Found as `{}` ({}).\n", rstats.size_before, rstats.size_after, rstats.runs, name, source.display());
+    md
 }
