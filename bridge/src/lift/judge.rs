@@ -77,9 +77,18 @@ impl Lifter {
                     Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
                     Err(e) => return Err(e).with_context(|| format!("cannot read {}", seed_path.display())),
                 };
-                let ranked = beyond_system_edges(queue, covered, seed.as_deref());
-                self.stats.queue_already_covered += before - ranked.len();
-                ranked
+                let ranked = beyond_system_edges(queue, covered, seed.as_deref())?;
+                self.stats.queue_already_covered += before - ranked.entries.len();
+                if let Some((n, why)) = &ranked.unreadable {
+                    self.stats.queue_metadata_unreadable += n;
+                    if !std::mem::replace(&mut self.metadata_warned, true) {
+                        eprintln!(
+                            "trestle lift: warning: the LibAFL metadata of {n} queue entries in {} could not be read ({why}); they are lifted unranked (further cases are counted in lift.json)",
+                            dir.display()
+                        );
+                    }
+                }
+                ranked.entries
             }
             None => queue.into_iter().map(|p| (p, None)).collect(),
         };

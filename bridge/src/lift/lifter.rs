@@ -36,6 +36,8 @@ pub struct Lifter {
     /// reached; set by a campaign, whose system fuzzer runs the same build.
     pub(super) system_edges: Option<Vec<bool>>,
     pub(super) seeds: Vec<(String, SystemTest)>,
+    /// Whether unreadable queue metadata was reported (once per lifter).
+    pub(super) metadata_warned: bool,
     /// When the work this lifter serves started: an alarm's `found_at` counts from it.
     pub(super) epoch: Instant,
 }
@@ -67,6 +69,7 @@ impl Lifter {
             deadline: None,
             system_edges: None,
             seeds: Vec::new(),
+            metadata_warned: false,
             epoch: Instant::now(),
         };
         lifter.load_existing()?;

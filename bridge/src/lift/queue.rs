@@ -2,7 +2,9 @@
 //! and, in a campaign, the queue entries ranked by the edges they reach that the
 //! system fuzzer has not (read from the metadata LibAFL keeps beside each entry).
 
-use anyhow::Result;
+use anyhow::{Context as _, Result};
+use serde::de::IgnoredAny;
+use serde::Deserialize;
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
@@ -20,36 +22,133 @@ pub(super) struct Candidate {
 /// system (when the system fuzzer's edges are known).
 pub const LIFTS_PER_NEW_EDGES: usize = 2;
 
-/// Raw fuzzer inputs in `dir` (not hidden files, not the JSON descriptions).
+/// Raw fuzzer inputs in `dir` (not hidden files, not the JSON descriptions); none if
+/// `dir` does not exist.
 pub(super) fn inputs_in(dir: &Path) -> Result<Vec<PathBuf>> {
-    let Ok(rd) = std::fs::read_dir(dir) else { return Ok(Vec::new()) };
-    let mut out: Vec<PathBuf> = rd
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| {
-            let name = p.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-            p.is_file() && !name.starts_with('.') && !name.ends_with(".json") && !name.ends_with(".metadata") && !name.ends_with(".lafl_lock")
-        })
-        .collect();
+    let rd = match std::fs::read_dir(dir) {
+        Ok(rd) => rd,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => return Err(e).with_context(|| format!("cannot list {}", dir.display())),
+    };
+    let mut out = Vec::new();
+    for e in rd {
+        let p = e.with_context(|| format!("cannot list {}", dir.display()))?.path();
+        let name = p.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+        if p.is_file() && !name.starts_with('.') && !name.ends_with(".json") && !name.ends_with(".metadata") && !name.ends_with(".lafl_lock") {
+            out.push(p);
+        }
+    }
     out.sort();
     Ok(out)
 }
 
+/// A LibAFL testcase's `.metadata` file, as far as lifting reads it: its metadata
+/// map (a type id, as text, to the type id and the value).
+#[derive(Deserialize)]
+struct TestcaseMetadata {
+    metadata: MetadataMap,
+}
+
+/// LibAFL's `SerdeAnyMap`.
+#[derive(Deserialize)]
+struct MetadataMap {
+    map: BTreeMap<String, (IgnoredAny, serde_json::Value)>,
+}
+
+/// LibAFL's `MapIndexesMetadata`: the edges the entry reached.
+#[derive(Deserialize)]
+struct MapIndexes {
+    list: Vec<usize>,
+    /// Not read, but a value without it is some other metadata.
+    #[serde(rename = "tcref")]
+    _tcref: IgnoredAny,
+}
+
+/// What the metadata beside a queue entry says about the edges it reached.
+enum EntryEdges {
+    /// The edge indices (MapIndexesMetadata).
+    Known(Vec<usize>),
+    /// No metadata file for it.
+    NoMetadata,
+    /// A metadata file without MapIndexesMetadata (the minimizing scheduler drops it
+    /// from entries no longer needed for an edge).
+    NoIndexes,
+    /// A metadata file that is not what LibAFL writes, as far as trestle knows: why.
+    Unreadable(String),
+}
+
 /// The edge indices a unit fuzzer's queue entry reached, from the metadata LibAFL
-/// keeps beside it (`.NAME_N.metadata`, MapIndexesMetadata); `None` if there is none.
-/// `metadata` lists the metadata files of the entry's directory (read once per queue).
-fn entry_edges(input: &Path, metadata: &[PathBuf]) -> Option<Vec<usize>> {
-    let name = input.file_name()?.to_str()?;
+/// keeps beside it (`.NAME_N.metadata`). `metadata` lists the metadata files of the
+/// entry's directory (read once per queue).
+fn entry_edges(input: &Path, metadata: &[PathBuf]) -> Result<EntryEdges> {
+    let Some(name) = input.file_name().and_then(|n| n.to_str()) else { return Ok(EntryEdges::NoMetadata) };
     let meta = metadata.iter().find(|p| {
         p.file_name().and_then(|n| n.to_str()).is_some_and(|n| n.strip_prefix('.').and_then(|n| n.strip_prefix(name)).is_some_and(|r| r.starts_with(['_', '.'])))
-    })?;
-    let v: serde_json::Value = serde_json::from_slice(&std::fs::read(meta).ok()?).ok()?;
-    // The map's keys are type ids; the entry with a `list` and a `tcref` is the
+    });
+    let Some(meta) = meta else { return Ok(EntryEdges::NoMetadata) };
+    let bytes = std::fs::read(meta).with_context(|| format!("cannot read {}", meta.display()))?;
+    let parsed: TestcaseMetadata = match serde_json::from_slice(&bytes) {
+        Ok(m) => m,
+        Err(e) => return Ok(EntryEdges::Unreadable(format!("{}: {e}", meta.display()))),
+    };
+    // The map's keys are type ids; the value with a `list` and a `tcref` is the
     // indexes metadata.
-    v.get("metadata")?.get("map")?.as_object()?.values().find_map(|e| {
-        let m = e.get(1)?;
-        m.get("tcref")?;
-        m.get("list")?.as_array()?.iter().map(|i| i.as_u64().map(|i| i as usize)).collect()
-    })
+    let indexes = parsed.metadata.map.into_values().find_map(|(_, v)| serde_json::from_value::<MapIndexes>(v).ok());
+    Ok(indexes.map_or(EntryEdges::NoIndexes, |m| EntryEdges::Known(m.list)))
+}
+
+/// A unit fuzzer's queue, ranked for lifting by [`beyond_system_edges`].
+pub(super) struct RankedQueue {
+    /// The entries to lift in this order, with the edges new to the system each
+    /// reaches (`None`: not known).
+    pub(super) entries: Vec<(PathBuf, Option<Vec<usize>>)>,
+    /// Why the edges of some entries could not be read, when their metadata is
+    /// there but not as trestle knows LibAFL to write it (those entries are in
+    /// `entries`, unranked); with `count` of them.
+    pub(super) unreadable: Option<(usize, String)>,
+}
+
+/// The queue's entries by what their metadata says: with edges known, and not.
+struct QueueEdges {
+    known: Vec<(PathBuf, Vec<usize>)>,
+    unknown: Vec<PathBuf>,
+    unreadable: Option<(usize, String)>,
+}
+
+fn queue_edges(queue: Vec<PathBuf>) -> Result<QueueEdges> {
+    let mut metadata = Vec::new();
+    if let Some(dir) = queue.first().and_then(|p| p.parent()) {
+        for e in std::fs::read_dir(dir).with_context(|| format!("cannot list {}", dir.display()))? {
+            let p = e.with_context(|| format!("cannot list {}", dir.display()))?.path();
+            if p.file_name().and_then(|n| n.to_str()).is_some_and(|n| n.starts_with('.') && n.ends_with(".metadata")) {
+                metadata.push(p);
+            }
+        }
+    }
+    let mut q = QueueEdges { known: Vec::new(), unknown: Vec::new(), unreadable: None };
+    let mut no_indexes = 0;
+    for input in queue {
+        match entry_edges(&input, &metadata)? {
+            EntryEdges::Known(edges) => q.known.push((input, edges)),
+            EntryEdges::NoMetadata => q.unknown.push(input),
+            EntryEdges::NoIndexes => {
+                no_indexes += 1;
+                q.unknown.push(input);
+            }
+            EntryEdges::Unreadable(why) => {
+                let (n, _) = q.unreadable.get_or_insert((0, why));
+                *n += 1;
+                q.unknown.push(input);
+            }
+        }
+    }
+    // Some entries lose their indexes to the scheduler, but not all of them: then
+    // LibAFL writes them differently now.
+    if q.known.is_empty() && no_indexes > 0 {
+        let (n, _) = q.unreadable.get_or_insert((0, "no MapIndexesMetadata (`list`, `tcref`) in any entry's metadata map".into()));
+        *n += no_indexes;
+    }
+    Ok(q)
 }
 
 /// The queue entries that reach an edge neither `covered` (the system fuzzer's) nor
@@ -58,22 +157,8 @@ fn entry_edges(input: &Path, metadata: &[PathBuf]) -> Option<Vec<usize>> {
 /// recorded values reach (the queue entry equal to the dry run's input, `seed`) and
 /// what every entry reaches: edges a replayed context takes whatever the values
 /// (the harness's own way into the function) say nothing about the system.
-pub(super) fn beyond_system_edges(queue: Vec<PathBuf>, covered: &[bool], seed: Option<&[u8]>) -> Vec<(PathBuf, Option<Vec<usize>>)> {
-    let mut known: Vec<(PathBuf, Vec<usize>)> = Vec::new();
-    let mut unknown = Vec::new();
-    let metadata: Vec<PathBuf> = match queue.first().and_then(|p| p.parent()).and_then(|d| std::fs::read_dir(d).ok()) {
-        Some(rd) => rd
-            .filter_map(|e| e.ok().map(|e| e.path()))
-            .filter(|p| p.file_name().and_then(|n| n.to_str()).is_some_and(|n| n.starts_with('.') && n.ends_with(".metadata")))
-            .collect(),
-        None => Vec::new(),
-    };
-    for input in queue {
-        match entry_edges(&input, &metadata) {
-            Some(edges) => known.push((input, edges)),
-            None => unknown.push(input),
-        }
-    }
+pub(super) fn beyond_system_edges(queue: Vec<PathBuf>, covered: &[bool], seed: Option<&[u8]>) -> Result<RankedQueue> {
+    let QueueEdges { known, unknown, unreadable } = queue_edges(queue)?;
     let mut start: BTreeSet<usize> = match known.split_first() {
         Some(((_, first), rest)) => {
             let mut all: BTreeSet<usize> = first.iter().copied().collect();
@@ -86,8 +171,11 @@ pub(super) fn beyond_system_edges(queue: Vec<PathBuf>, covered: &[bool], seed: O
         None => BTreeSet::new(),
     };
     if let Some(seed) = seed {
-        if let Some((_, e)) = known.iter().find(|(p, _)| std::fs::read(p).is_ok_and(|b| b == seed)) {
-            start.extend(e.iter().copied());
+        for (p, e) in &known {
+            if std::fs::read(p).with_context(|| format!("cannot read {}", p.display()))? == seed {
+                start.extend(e.iter().copied());
+                break;
+            }
         }
     }
     let mut ranked: Vec<(Vec<usize>, PathBuf)> = known
@@ -102,7 +190,7 @@ pub(super) fn beyond_system_edges(queue: Vec<PathBuf>, covered: &[bool], seed: O
     // Entries that reach the same new edges mostly lift to the same system
     // behaviour: a few of each kind.
     let mut per_kind: BTreeMap<Vec<usize>, usize> = BTreeMap::new();
-    ranked
+    let entries = ranked
         .into_iter()
         .filter(|(new, _)| {
             let n = per_kind.entry(new.clone()).or_default();
@@ -111,7 +199,8 @@ pub(super) fn beyond_system_edges(queue: Vec<PathBuf>, covered: &[bool], seed: O
         })
         .map(|(new, p)| (p, Some(new)))
         .chain(unknown.into_iter().map(|p| (p, None)))
-        .collect()
+        .collect();
+    Ok(RankedQueue { entries, unreadable })
 }
 
 #[cfg(test)]
@@ -142,8 +231,36 @@ mod tests {
         let mut covered = vec![false; 16];
         covered[7] = true;
         let all = vec![seed, old, one.clone(), two.clone(), same[0].clone(), same[1].clone(), unknown.clone()];
-        let picked: Vec<PathBuf> = beyond_system_edges(all, &covered, Some(b"s")).into_iter().map(|(p, _)| p).collect();
+        let picked: Vec<PathBuf> = beyond_system_edges(all, &covered, Some(b"s")).unwrap().entries.into_iter().map(|(p, _)| p).collect();
         // two reaches 3 and 4; one, same1 and same2 reach only 3: two of those.
         assert_eq!(picked, vec![two, one, same[0].clone(), unknown]);
+    }
+
+    #[test]
+    fn metadata_that_does_not_parse_is_reported_and_its_entry_kept_unranked() {
+        let d = tempfile::tempdir().unwrap();
+        let one = entry(d.path(), "one", b"a", &[3, 7]);
+        let two = entry(d.path(), "two", b"c", &[4, 7]);
+        let bad = d.path().join("bad");
+        std::fs::write(&bad, b"b").unwrap();
+        std::fs::write(d.path().join(".bad_1.metadata"), b"{\"metadata\": 3}").unwrap();
+        let ranked = beyond_system_edges(vec![bad.clone(), one.clone(), two.clone()], &[false; 8], None).unwrap();
+        assert_eq!(ranked.entries.into_iter().map(|(p, _)| p).collect::<Vec<_>>(), vec![one, two, bad]);
+        let (n, why) = ranked.unreadable.expect("reported");
+        assert_eq!(n, 1);
+        assert!(why.contains(".bad_1.metadata"), "{why}");
+    }
+
+    #[test]
+    fn a_queue_whose_metadata_all_lacks_edge_indexes_is_reported() {
+        // What a LibAFL that renamed MapIndexesMetadata's fields would leave.
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path().join("x");
+        std::fs::write(&p, b"x").unwrap();
+        let meta = serde_json::json!({"metadata": {"map": {"1": [1, {"indexes": [3], "refs": 0}]}}});
+        std::fs::write(d.path().join(".x_1.metadata"), meta.to_string()).unwrap();
+        let ranked = beyond_system_edges(vec![p.clone()], &[false; 8], None).unwrap();
+        assert_eq!(ranked.entries, vec![(p, None)]);
+        assert!(ranked.unreadable.is_some_and(|(n, why)| n == 1 && why.contains("MapIndexesMetadata")));
     }
 }

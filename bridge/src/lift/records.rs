@@ -41,6 +41,10 @@ pub struct LiftStats {
     /// [`super::LIFTS_PER_NEW_EDGES`] entries reaching the same new edges were lifted.
     #[serde(default)]
     pub queue_already_covered: usize,
+    /// Queue entries whose LibAFL metadata was there but could not be read, so
+    /// they were lifted without ranking (a LibAFL format change shows here).
+    #[serde(default)]
+    pub queue_metadata_unreadable: usize,
     /// Whether coverage was measured (coverage build).
     pub coverage_measured: bool,
     /// Branch directions covered by the baseline and everything lifted.
