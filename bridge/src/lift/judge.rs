@@ -67,31 +67,7 @@ impl Lifter {
             .chain(inputs_in(&dir.join(".solutions"))?)
             .map(|input| Candidate { input, crash: true, new_edges: None })
             .collect();
-        let queue = inputs_in(&dir.join("queue"))?;
-        let queue: Vec<(PathBuf, Option<Vec<usize>>)> = match &self.system_edges {
-            Some(covered) => {
-                let before = queue.len();
-                let seed_path = dir.join(trestle_unit_fuzz::DRY_RUN_INPUT);
-                let seed = match std::fs::read(&seed_path) {
-                    Ok(bytes) => Some(bytes),
-                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
-                    Err(e) => return Err(e).with_context(|| format!("cannot read {}", seed_path.display())),
-                };
-                let ranked = beyond_system_edges(queue, covered, seed.as_deref())?;
-                self.stats.queue_already_covered += before - ranked.entries.len();
-                if let Some((n, why)) = &ranked.unreadable {
-                    self.stats.queue_metadata_unreadable += n;
-                    if !std::mem::replace(&mut self.metadata_warned, true) {
-                        eprintln!(
-                            "trestle lift: warning: the LibAFL metadata of {n} queue entries in {} could not be read ({why}); they are lifted unranked (further cases are counted in lift.json)",
-                            dir.display()
-                        );
-                    }
-                }
-                ranked.entries
-            }
-            None => queue.into_iter().map(|p| (p, None)).collect(),
-        };
+        let queue = self.queue_to_lift(dir)?;
         candidates.extend(queue.into_iter().take(max_queue).map(|(input, new_edges)| Candidate { input, crash: false, new_edges }));
         let started = Instant::now();
         let total = candidates.len();
@@ -135,6 +111,38 @@ impl Lifter {
         self.write_index()
     }
 
+    /// The queue entries of the fuzz directory `dir` to lift, in order: with the
+    /// system fuzzer's edges known, those reaching edges new to it, ranked, with
+    /// those new edges; otherwise all of them.
+    fn queue_to_lift(&mut self, dir: &Path) -> Result<Vec<(PathBuf, Option<Vec<usize>>)>> {
+        let queue = inputs_in(&dir.join("queue"))?;
+        Ok(match &self.system_edges {
+            Some(covered) => {
+                let before = queue.len();
+                let seed_path = dir.join(trestle_unit_fuzz::DRY_RUN_INPUT);
+                let seed = match std::fs::read(&seed_path) {
+                    Ok(bytes) => Some(bytes),
+                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+                    Err(e) => return Err(e).with_context(|| format!("cannot read {}", seed_path.display())),
+                };
+                let ranked = beyond_system_edges(queue, covered, seed.as_deref())?;
+                self.stats.queue_already_covered += before - ranked.entries.len();
+                if let Some((n, why)) = &ranked.unreadable {
+                    self.stats.queue_metadata_unreadable += n;
+                    if !std::mem::replace(&mut self.metadata_warned, true) {
+                        eprintln!(
+                            "trestle lift: warning: the LibAFL metadata of {n} queue entries in {} could not be read ({why}); they are lifted unranked (further cases are counted in lift.json)",
+                            dir.display()
+                        );
+                    }
+                }
+                ranked.entries
+            }
+            None => queue.into_iter().map(|p| (p, None)).collect(),
+        })
+    }
+
+    /// Lift one unit finding `c` of `unit` and record what its lifted tests show.
     fn lift_one(&mut self, dir: &Path, unit: &Unit, c: &Candidate, tally: &mut BTreeMap<String, SignatureTally>) -> Result<()> {
         let Some((values, unit_sig)) = self.prepare(dir, unit, c, tally)? else { return Ok(()) };
         let f = Finding { dir, unit, candidate: c, values: &values, unit_sig: unit_sig.as_ref() };

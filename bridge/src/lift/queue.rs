@@ -11,7 +11,9 @@ use std::path::{Path, PathBuf};
 /// A unit finding to lift.
 #[derive(Debug, Clone)]
 pub(super) struct Candidate {
+    /// The fuzzer's input file.
     pub(super) input: PathBuf,
+    /// Whether it crashed the unit (else it is a queue entry).
     pub(super) crash: bool,
     /// For a queue entry, when the system fuzzer's edges are known: the edges it
     /// reaches that the system had not (at the time the unit's lifting began).
@@ -102,9 +104,8 @@ pub(super) struct RankedQueue {
     /// The entries to lift in this order, with the edges new to the system each
     /// reaches (`None`: not known).
     pub(super) entries: Vec<(PathBuf, Option<Vec<usize>>)>,
-    /// Why the edges of some entries could not be read, when their metadata is
-    /// there but not as trestle knows LibAFL to write it (those entries are in
-    /// `entries`, unranked); with `count` of them.
+    /// How many entries have metadata that is not what trestle knows LibAFL to
+    /// write, and why (the first reason); those entries are in `entries`, unranked.
     pub(super) unreadable: Option<(usize, String)>,
 }
 
@@ -115,6 +116,7 @@ struct QueueEdges {
     unreadable: Option<(usize, String)>,
 }
 
+/// Read the edges of each queue entry from the metadata in its directory.
 fn queue_edges(queue: Vec<PathBuf>) -> Result<QueueEdges> {
     let mut metadata = Vec::new();
     if let Some(dir) = queue.first().and_then(|p| p.parent()) {
