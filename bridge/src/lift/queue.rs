@@ -210,12 +210,14 @@ mod tests {
     use super::*;
 
     /// A queue entry as LibAFL leaves it: the input, and beside it a metadata file
-    /// whose indexes entry lists the edges the input reached.
+    /// whose indexes entry lists the edges the input reached (type ids are u128).
     fn entry(dir: &Path, name: &str, bytes: &[u8], edges: &[usize]) -> PathBuf {
         let p = dir.join(name);
         std::fs::write(&p, bytes).unwrap();
-        let meta = serde_json::json!({"metadata": {"map": {"1234": [1234, {"list": edges, "tcref": 0}]}}, "executions": 0});
-        std::fs::write(dir.join(format!(".{name}_1.metadata")), meta.to_string()).unwrap();
+        let id = "25494890662301023057250717996766898536";
+        let indexes = serde_json::json!({"list": edges, "tcref": 0});
+        let meta = format!(r#"{{"metadata": {{"map": {{"{id}": [{id}, {indexes}]}}}}, "executions": 0}}"#);
+        std::fs::write(dir.join(format!(".{name}_1.metadata")), meta).unwrap();
         p
     }
 
