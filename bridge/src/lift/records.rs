@@ -1,6 +1,6 @@
-//! What lifting writes about each finding: the alarm list, an alarm's provenance and
-//! a false positive's reason, as typed values (written and read with
-//! [`crate::files`]).
+//! What lifting writes about each finding: its figures (`lift.json`), the alarm list,
+//! an alarm's provenance and a false positive's reason, as typed values (written and
+//! read with [`crate::files`]).
 
 use crate::validate::reduce::ReduceStats;
 use crate::validate::signature::CrashSignature;
@@ -8,11 +8,130 @@ use crate::system::systest::JsonTest;
 use serde::{Deserialize, Serialize};
 use std::path::PathBuf;
 
+/// What lifting found, as in the paper's tables 4 and 5.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct LiftStats {
+    /// Unit inputs that crashed the unit.
+    pub unit_crashes: usize,
+    /// Unit inputs from the queues (new unit coverage).
+    pub unit_queue: usize,
+    /// System tests made by lifting and run.
+    pub lifted_tests: usize,
+    /// Lifted tests that reached new system coverage without crashing.
+    pub effective: usize,
+    /// Lifted tests that crashed the program with the unit's signature.
+    pub true_alarm_tests: usize,
+    /// Distinct true alarms (by signature).
+    pub alarms: usize,
+    /// Lifted tests that crashed the program differently from the unit.
+    pub other_crash_tests: usize,
+    /// Unit crashes no lifted test reproduced.
+    pub false_positives: usize,
+    /// Lifted tests that ran into a resource limit.
+    pub limited: usize,
+    /// Unit crashes not lifted because others with the same unit crash signature
+    /// already were (confirmed, or tried often enough).
+    #[serde(default)]
+    pub same_signature_skipped: usize,
+    /// Unit inputs left unlifted when the time for lifting ran out (still on disk).
+    #[serde(default)]
+    pub not_lifted_for_time: usize,
+    /// Queue entries not lifted because every edge they reach in the unit, the
+    /// system fuzzer (or the unit's recorded values) had reached already, or
+    /// [`super::LIFTS_PER_NEW_EDGES`] entries reaching the same new edges were lifted.
+    #[serde(default)]
+    pub queue_already_covered: usize,
+    /// Queue entries whose LibAFL metadata was there but could not be read, so
+    /// they were lifted without ranking (a LibAFL format change shows here).
+    #[serde(default)]
+    pub queue_metadata_unreadable: usize,
+    /// Whether coverage was measured (coverage build).
+    pub coverage_measured: bool,
+    /// Branch directions covered by the baseline and everything lifted.
+    pub branches_covered: usize,
+    /// Branch directions in the program.
+    pub branches_total: usize,
+}
+
+impl LiftStats {
+    /// Share of lifted tests that were effective or true alarms.
+    pub fn productive_share(&self) -> f64 {
+        (self.effective + self.true_alarm_tests) as f64 / self.lifted_tests.max(1) as f64
+    }
+}
+
+/// One entry of `alarms.json`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct AlarmEntry {
+    /// Directory name under `alarms/`.
+    pub id: String,
+    /// Where it crashes: the innermost function of the subject on the stack.
+    pub function: String,
+    /// The function of the unit whose finding lifted to it (none for system-level
+    /// finds).
+    #[serde(default)]
+    pub unit_function: Option<String>,
+    /// The system-level crash.
+    pub signature: String,
+    /// Deduplication key.
+    pub key: String,
+    /// Whether the system crash is the unit's (else: the program crashed another way).
+    /// True for crashes system-level fuzzing found directly (nothing to compare).
+    pub matches_unit: bool,
+    /// `unit` (a lifted unit finding) or `system` (found by system-level fuzzing).
+    #[serde(default = "unit_source")]
+    pub source: String,
+    /// Unit findings that lifted to this crash.
+    pub candidates: usize,
+    /// Bytes of the lifted and the reduced test.
+    pub size_lifted: usize,
+    /// Bytes of the reduced test.
+    pub size_reduced: usize,
+    /// Seconds from the start of the campaign (of `trestle lift`, run alone) until
+    /// the alarm was confirmed.
+    #[serde(default)]
+    pub found_at: Option<f64>,
+}
+
+pub(super) fn unit_source() -> String {
+    "unit".into()
+}
+
+/// A substitution made by lifting.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Substitution {
+    /// Parameter index in the unit.
+    pub param: usize,
+    /// Where in the system test.
+    pub input: String,
+    /// Byte offset.
+    pub offset: u64,
+    /// Old bytes (text).
+    pub old: String,
+    /// New bytes (text).
+    pub new: String,
+}
+
+/// How a lifted test went at system level.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct SystemOutcome {
+    /// Exit status or signal, in words.
+    pub status: String,
+    /// The crash, if it crashed.
+    pub crash: Option<CrashSignature>,
+    /// The resource limit it hit, if any.
+    pub limit: Option<String>,
+    /// Edges new to the system fuzzer it reached, when measured.
+    pub new_coverage: Option<usize>,
+    /// The end of its stderr.
+    pub stderr_tail: String,
+}
+
 /// `alarms.json`: the distinct true alarms, by id.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct AlarmList {
     /// The alarms.
-    pub alarms: Vec<super::AlarmEntry>,
+    pub alarms: Vec<AlarmEntry>,
 }
 
 /// `provenance.json` of an alarm: the chain from a seed to the crash, so that a user
@@ -129,7 +248,7 @@ pub struct LiftedTest {
     /// Its file in the alarm's directory.
     pub file: String,
     /// What lifting wrote where.
-    pub substitutions: Vec<super::Substitution>,
+    pub substitutions: Vec<Substitution>,
     /// The system-level crash.
     pub signature: String,
     /// Its stack.
@@ -159,7 +278,7 @@ pub struct FalsePositive {
     /// The unit-level crash.
     pub unit_signature: Option<String>,
     /// How the lifted test went, when there was one.
-    pub system: Option<super::SystemOutcome>,
+    pub system: Option<SystemOutcome>,
     /// The seed system test behind the unit.
     pub seed_test: String,
 }

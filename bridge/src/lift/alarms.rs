@@ -1,0 +1,247 @@
+//! Recording what lifting confirmed or refuted: an alarm (deduplicated by crash
+//! signature, reduced, with its provenance, reproducer and the unit as C) under
+//! `alarms/<id>/`, and a false positive with its reason under `false-positives/`.
+//! Each is written in a temporary directory and renamed into place whole.
+
+use super::judge::Finding;
+use super::records::{self, unit_source};
+use super::summary::{origin_words, summary_md, system_summary_md, write_script};
+use super::{AlarmEntry, FalsePositive, Lifter, Provenance, Substitution, SystemOutcome};
+use crate::binary::Binary;
+use crate::carve::units::safe_name;
+use crate::files;
+use crate::system::systest::{save_test, to_json};
+use crate::validate::reduce::{reduce, test_size, ReduceStats};
+use crate::validate::signature::CrashSignature;
+use anyhow::{Context as _, Result};
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+use trestle_abi::fuzz::ParamValue;
+use trestle_abi::unit::{SystemTest, Unit};
+
+impl Lifter {
+    /// A crash system-level fuzzing found (`name`, in `source`): validated with the
+    /// validation program like a lifted test, and reported if it reproduces. Returns
+    /// whether it did.
+    pub fn system_crash(&mut self, test: &SystemTest, name: &str, source: &Path) -> Result<bool> {
+        let run = self.sandbox.run(&self.program, test, &[], &self.filter, None)?;
+        let Some(sys) = run.crash else { return Ok(false) };
+        let key = sys.key();
+        if self.count_duplicate(&key)? {
+            return Ok(true);
+        }
+        let function = sys.frames.first().cloned().unwrap_or_else(|| "unknown".into());
+        let id = format!("{}-{:08x}", safe_name(&function), fnv32(&key));
+        let (tmp, reduced, rstats) = self.stage_alarm(&id, test, &key)?;
+        let provenance = Provenance::System(Box::new(records::SystemFind {
+            system_test: records::FoundTest { name: name.to_owned(), file: source.to_owned(), test: to_json(test) },
+            signature: sys.to_string(),
+            stack: records::stack_lines(&sys),
+            reduced_test: records::ReducedTest { file: files::REDUCED.into(), reduction: rstats.clone() },
+            validated_with: self.program.clone(),
+            sandboxed: self.sandbox.isolated(),
+        }));
+        files::write(&tmp.join(files::PROVENANCE), &provenance)?;
+        std::fs::write(tmp.join("summary.md"), system_summary_md(&sys, &self.program, &reduced, &rstats, name, source))?;
+        let entry = AlarmEntry {
+            id,
+            function,
+            unit_function: None,
+            signature: sys.to_string(),
+            key,
+            matches_unit: true,
+            source: "system".into(),
+            candidates: 1,
+            size_lifted: test_size(test),
+            size_reduced: test_size(&reduced),
+            found_at: Some(self.epoch.elapsed().as_secs_f64()),
+        };
+        self.publish_alarm(&tmp, entry)?;
+        Ok(true)
+    }
+
+    /// If an alarm with the crash `key` is listed already, count one more finding of
+    /// it and say so.
+    fn count_duplicate(&mut self, key: &str) -> Result<bool> {
+        let Some(a) = self.alarms.values_mut().find(|a| CrashSignature::keys_match(&a.key, key)) else { return Ok(false) };
+        a.candidates += 1;
+        self.write_index()?;
+        Ok(true)
+    }
+
+    /// A fresh `alarms/.tmp-<id>` holding `test` (`lifted.json`), its reduction
+    /// (`reduced.json`) and `reproduce.sh`; returns it with the reduced test.
+    fn stage_alarm(&self, id: &str, test: &SystemTest, key: &str) -> Result<(PathBuf, SystemTest, ReduceStats)> {
+        let tmp = self.out.join("alarms").join(format!(".tmp-{id}"));
+        files::remove_dir_if_present(&tmp)?;
+        std::fs::create_dir_all(&tmp).with_context(|| format!("cannot create {}", tmp.display()))?;
+        save_test(test, &tmp.join("lifted.json"))?;
+        let (reduced, rstats) = self.reduce_alarm(test, key)?;
+        save_test(&reduced, &tmp.join("reduced.json"))?;
+        write_script(&tmp.join("reproduce.sh"), &self.program, &reduced)?;
+        Ok((tmp, reduced, rstats))
+    }
+
+    /// Move a staged alarm directory to `alarms/<id>` (replacing one left by an
+    /// earlier run) and list the alarm.
+    fn publish_alarm(&mut self, tmp: &Path, entry: AlarmEntry) -> Result<()> {
+        let final_dir = self.out.join("alarms").join(&entry.id);
+        files::remove_dir_if_present(&final_dir)?;
+        std::fs::rename(tmp, &final_dir).with_context(|| format!("cannot move {} to {}", tmp.display(), final_dir.display()))?;
+        self.alarms.insert(entry.key.clone(), entry);
+        self.stats.alarms = self.alarms.len();
+        self.write_index()
+    }
+
+    pub(super) fn reduce_alarm(&self, test: &SystemTest, key: &str) -> Result<(SystemTest, ReduceStats)> {
+        match self.reduce_budget {
+            Some(budget) => {
+                let mut keep = |t: &SystemTest| -> Result<bool> {
+                    let run = self.sandbox.run(&self.program, t, &[], &self.filter, None)?;
+                    Ok(run.crash.is_some_and(|s| s.key() == key))
+                };
+                reduce(test, budget, Some(Instant::now() + self.reduce_time), &mut keep)
+            }
+            None => Ok((
+                test.clone(),
+                ReduceStats { runs: 0, budget_exhausted: false, size_before: test_size(test), size_after: test_size(test) },
+            )),
+        }
+    }
+
+    fn binary(&mut self, path: &Path) -> Result<&Binary> {
+        if !self.binaries.contains_key(path) {
+            self.binaries.insert(path.to_owned(), Binary::load(path)?);
+        }
+        Ok(&self.binaries[path])
+    }
+
+    /// Record a unit finding that did not hold at system level, with `reason` and the
+    /// lifted test that showed it, when there was one.
+    pub(super) fn false_positive(&mut self, f: &Finding, lifted: Option<(&SystemTest, &SystemOutcome)>, reason: &str) -> Result<()> {
+        self.stats.false_positives += 1;
+        self.fp_count += 1;
+        let id = format!("{:04}-{}", self.fp_count, safe_name(&f.unit.function));
+        let tmp = self.out.join("false-positives").join(format!(".tmp-{id}"));
+        std::fs::create_dir_all(&tmp)?;
+        if let Some((t, _)) = lifted {
+            save_test(t, &tmp.join("lifted.json"))?;
+        }
+        let record = FalsePositive {
+            function: f.unit.function.clone(),
+            reason: reason.to_owned(),
+            unit_input: f.candidate.input.clone(),
+            values: describe_values(f.unit, f.values),
+            unit_signature: f.unit_sig.map(|s| s.to_string()),
+            system: lifted.map(|(_, o)| o.clone()),
+            seed_test: self.origin_of(f.unit).0,
+        };
+        files::write(&tmp.join(files::REASON), &record)?;
+        std::fs::rename(&tmp, self.out.join("false-positives").join(&id))?;
+        Ok(())
+    }
+
+    /// Record a lifted test that crashed the program with `sys` (`matches_unit`: the
+    /// unit's crash), unless an alarm with that crash is listed already.
+    pub(super) fn alarm(&mut self, f: &Finding, lifted: &SystemTest, subs: &[Substitution], sys: &CrashSignature, matches_unit: bool) -> Result<()> {
+        let key = sys.key();
+        if self.count_duplicate(&key)? {
+            return Ok(());
+        }
+        let unit = f.unit;
+        let crash_fn = sys.frames.first().cloned().unwrap_or_else(|| unit.function.clone());
+        let id = format!("{}-{:08x}", safe_name(&crash_fn), fnv32(&key));
+        let (tmp, reduced, rstats) = self.stage_alarm(&id, lifted, &key)?;
+        std::fs::copy(&f.candidate.input, tmp.join("unit-input.bin"))
+            .with_context(|| format!("cannot copy {}", f.candidate.input.display()))?;
+        let source = self.write_unit_c(&tmp, f)?;
+        let (seed, mutation) = self.origin_of(unit);
+        let provenance = Provenance::Lifted(Box::new(records::LiftedFind {
+            seed_test: seed.clone(),
+            system_mutation: mutation.clone(),
+            system_test: records::CarvedFrom {
+                name: unit.provenance.test.clone(),
+                test: to_json(&unit.system_test),
+                trace: unit.provenance.trace.clone(),
+                pid: unit.provenance.pid,
+            },
+            carved_invocation: records::CarvedInvocation {
+                function: unit.function.clone(),
+                call_index: unit.provenance.call_index,
+                carve_sequence: unit.provenance.seq,
+                source: source.clone(),
+                program: unit.provenance.program.clone(),
+            },
+            unit_input: records::UnitInput {
+                fuzz_dir: f.dir.to_owned(),
+                file: f.candidate.input.clone(),
+                values: describe_values(unit, f.values),
+                signature: f.unit_sig.map(|s| s.to_string()),
+                stack: f.unit_sig.map(records::stack_lines),
+            },
+            lifted_test: records::LiftedTest {
+                file: files::LIFTED.into(),
+                substitutions: subs.to_vec(),
+                signature: sys.to_string(),
+                stack: records::stack_lines(sys),
+            },
+            reduced_test: records::ReducedTest { file: files::REDUCED.into(), reduction: rstats.clone() },
+            validated_with: self.program.clone(),
+            sandboxed: self.sandbox.isolated(),
+        }));
+        files::write(&tmp.join(files::PROVENANCE), &provenance)?;
+        let origin = origin_words(&seed, mutation.as_deref());
+        let summary = summary_md(unit, f.values, f.unit_sig, sys, matches_unit, lifted, &reduced, &rstats, subs, source.as_deref(), &self.program, &origin);
+        std::fs::write(tmp.join("summary.md"), summary)?;
+        let entry = AlarmEntry {
+            id,
+            function: crash_fn,
+            unit_function: Some(unit.function.clone()),
+            signature: sys.to_string(),
+            key,
+            matches_unit,
+            source: unit_source(),
+            candidates: 1,
+            size_lifted: test_size(lifted),
+            size_reduced: test_size(&reduced),
+            found_at: Some(self.epoch.elapsed().as_secs_f64()),
+        };
+        self.publish_alarm(&tmp, entry)
+    }
+
+    /// The unit itself as C with the finding's values (`unit.c` and `build.sh` in
+    /// `dir`, or `unit-export-error.txt` saying why not); returns the function's
+    /// `file:line` when the harness knows it.
+    fn write_unit_c(&mut self, dir: &Path, f: &Finding) -> Result<Option<String>> {
+        let harness = self.harness_for(f.unit);
+        let binary = self.binary(&harness)?;
+        let source = binary
+            .functions
+            .get(&f.unit.context.fn_id)
+            .and_then(|func| func.file.as_deref().map(|file| format!("{file}:{}", func.line)));
+        match crate::export::export_c(f.unit, Some(binary), Some(f.values)) {
+            Ok(c_src) => {
+                std::fs::write(dir.join("unit.c"), c_src)?;
+                let script = dir.join("build.sh");
+                std::fs::write(&script, crate::export::build_script("unit.c"))?;
+                use std::os::unix::fs::PermissionsExt as _;
+                std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755))?;
+            }
+            Err(e) => std::fs::write(dir.join("unit-export-error.txt"), format!("{e:#}\n"))?,
+        }
+        Ok(source)
+    }
+}
+
+fn fnv32(s: &str) -> u32 {
+    let mut h: u32 = 0x811c9dc5;
+    for b in s.bytes() {
+        h ^= b as u32;
+        h = h.wrapping_mul(0x01000193);
+    }
+    h
+}
+
+pub(super) fn describe_values(unit: &Unit, values: &[ParamValue]) -> Vec<String> {
+    unit.params.iter().zip(values).map(|(p, v)| trestle_unit_fuzz::describe(p, v)).collect()
+}

@@ -1,0 +1,112 @@
+//! Running a unit finding again in the unit harness: the crash signature it has at
+//! unit level, and which of its parameter values the crash needs.
+
+use super::Lifter;
+use crate::validate::sandbox::find_tool;
+use crate::validate::signature::{parse_stack, signal_name, symbolise, CrashSignature, FrameFilter};
+use anyhow::{bail, Context as _, Result};
+use std::path::{Path, PathBuf};
+use trestle_abi::fuzz::{encode_values, original_value, ParamValue, ENV_FUZZ, ENV_FUZZ_INPUT};
+use trestle_abi::unit::Unit;
+
+impl Lifter {
+    /// The program the unit runs in: `--harness`, or the one it was carved from.
+    pub(super) fn harness_for(&self, unit: &Unit) -> PathBuf {
+        self.harness.clone().unwrap_or_else(|| PathBuf::from(&unit.provenance.program))
+    }
+
+    /// The unit harness running `input` once (no output, no address randomisation).
+    fn harness_command(&self, dir: &Path, unit: &Unit, input: &Path) -> Result<std::process::Command> {
+        let harness = self.harness_for(unit);
+        if !harness.exists() {
+            bail!("the unit harness {} is missing (pass --harness)", harness.display());
+        }
+        let cwd = dir.join("cwd");
+        let mut cmd = std::process::Command::new(&harness);
+        cmd.env(ENV_FUZZ, dir.join("request.bin"))
+            .env(ENV_FUZZ_INPUT, input)
+            .current_dir(if cwd.is_dir() { cwd } else { dir.to_owned() })
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null());
+        use std::os::unix::process::CommandExt as _;
+        // SAFETY: personality() only affects the child: recorded addresses of libc
+        // objects need the layout of the recording.
+        unsafe {
+            cmd.pre_exec(|| {
+                libc::personality(libc::ADDR_NO_RANDOMIZE as libc::c_ulong);
+                Ok(())
+            });
+        }
+        Ok(cmd)
+    }
+
+    fn wait_harness(&self, mut cmd: std::process::Command, harness: &Path) -> Result<std::process::ExitStatus> {
+        let mut child = cmd.spawn().with_context(|| format!("cannot run the unit harness {}", harness.display()))?;
+        use wait_timeout::ChildExt as _;
+        Ok(match child.wait_timeout(self.sandbox.limits.wall)? {
+            Some(s) => s,
+            None => {
+                let _ = child.kill();
+                child.wait()?
+            }
+        })
+    }
+
+    /// The parameter values of a unit crash that it needs: each changed value is put
+    /// back to the recorded one while the unit still dies of the same signal. Values
+    /// the crash does not depend on (a verb the function never looks at, mutated
+    /// freely) would otherwise be lifted too and steer the system test off the path.
+    pub(super) fn essential_values(&self, dir: &Path, unit: &Unit, values: &[ParamValue], signal: i32) -> Result<Vec<ParamValue>> {
+        use std::os::unix::process::ExitStatusExt as _;
+        let harness = self.harness_for(unit);
+        let side = tempfile::tempdir()?;
+        let input = side.path().join("input");
+        let mut cur = values.to_vec();
+        for (i, p) in unit.params.iter().enumerate().take(32) {
+            let original = original_value(p);
+            if cur[i] == original {
+                continue;
+            }
+            let mut trial = cur.clone();
+            trial[i] = original;
+            std::fs::write(&input, encode_values(&trial)).with_context(|| format!("cannot write {}", input.display()))?;
+            let status = self.wait_harness(self.harness_command(dir, unit, &input)?, &harness)?;
+            if status.signal() == Some(signal) {
+                cur = trial;
+            }
+        }
+        Ok(cur)
+    }
+
+    /// The unit's crash, read by running the input once more in the harness with the
+    /// crash-stack library preloaded.
+    pub(super) fn unit_signature(&mut self, dir: &Path, unit: &Unit, input: &Path) -> Result<CrashSignature> {
+        let harness = self.harness_for(unit);
+        let preload = find_tool("libtrestle_crashstack.so")?;
+        let side = tempfile::tempdir()?;
+        let stack = side.path().join("stack");
+        let mut cmd = self.harness_command(dir, unit, input)?;
+        cmd.env(trestle_abi::fuzz::ENV_CRASH_STACK_LIB, &preload).env(trestle_abi::fuzz::ENV_CRASH_STACK, &stack);
+        let status = self.wait_harness(cmd, &harness)?;
+        use std::os::unix::process::ExitStatusExt as _;
+        let filter = FrameFilter { program: Some(std::fs::canonicalize(&harness).unwrap_or(harness.clone())), stop_after: Some(unit.function.clone()) };
+        let frames = match std::fs::read_to_string(&stack) {
+            Ok(text) => symbolise(&parse_stack(&text)?, filter.program.as_deref())?,
+            // No stack file: the harness did not crash (or died before it could write).
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Vec::new(),
+            Err(e) => return Err(e).with_context(|| format!("cannot read the crash stack {}", stack.display())),
+        };
+        match (status.signal(), status.code()) {
+            (Some(s), _) => Ok(filter.signature(signal_name(s), frames)),
+            (None, Some(trestle_abi::fuzz::EXIT_SETUP_FAILED)) => {
+                bail!("the unit harness {} cannot set this unit up again (exit status {})", harness.display(), trestle_abi::fuzz::EXIT_SETUP_FAILED)
+            }
+            (None, code) => Ok(CrashSignature {
+                kind: format!("no crash (exit {}) when run alone", code.unwrap_or(-1)),
+                frames: Vec::new(),
+                stack: Vec::new(),
+            }),
+        }
+    }
+}

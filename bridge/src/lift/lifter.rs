@@ -1,0 +1,227 @@
+//! The lifting state of one output directory: the validation program and its
+//! sandbox, the system coverage reached so far, the alarms and figures, and the
+//! index files (`alarms.json`, `lift.json`) that record them.
+
+use super::{AlarmEntry, AlarmList, LiftStats};
+use crate::binary::Binary;
+use crate::files;
+use crate::system::coverage::{is_coverage_build, measure, CoverageSet};
+use crate::validate::sandbox::{Sandbox, SandboxRun};
+use crate::validate::signature::FrameFilter;
+use anyhow::{Context as _, Result};
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+use trestle_abi::unit::{SystemTest, Unit};
+
+/// The lifting state of one output directory; `trestle run` keeps one across rounds.
+pub struct Lifter {
+    pub(super) program: PathBuf,
+    pub(super) out: PathBuf,
+    pub(super) sandbox: Sandbox,
+    pub(super) filter: FrameFilter,
+    pub(super) coverage: Option<CoverageSet>,
+    /// The figures so far.
+    pub stats: LiftStats,
+    pub(super) alarms: BTreeMap<String, AlarmEntry>,
+    pub(super) fp_count: usize,
+    pub(super) reduce_budget: Option<usize>,
+    pub(super) reduce_time: Duration,
+    pub(super) harness: Option<PathBuf>,
+    pub(super) progress: bool,
+    pub(super) binaries: BTreeMap<PathBuf, Binary>,
+    pub(super) effective_tests: Vec<SystemTest>,
+    pub(super) deadline: Option<Instant>,
+    /// The edges (indices of the trestle build's coverage map) system-level runs have
+    /// reached; set by a campaign, whose system fuzzer runs the same build.
+    pub(super) system_edges: Option<Vec<bool>>,
+    pub(super) seeds: Vec<(String, SystemTest)>,
+    /// Whether unreadable queue metadata was reported (once per lifter).
+    pub(super) metadata_warned: bool,
+    /// When the work this lifter serves started: an alarm's `found_at` counts from it.
+    pub(super) epoch: Instant,
+}
+
+impl Lifter {
+    /// A lifter writing to `out`. `baseline` are the tests whose coverage counts as
+    /// already reached.
+    pub fn new(program: &Path, out: &Path, sandbox: Sandbox, baseline: &[SystemTest], progress: bool) -> Result<Lifter> {
+        let program = std::fs::canonicalize(program).with_context(|| format!("validation program {}", program.display()))?;
+        for d in ["alarms", "false-positives"] {
+            std::fs::create_dir_all(out.join(d)).with_context(|| format!("cannot create {}", out.join(d).display()))?;
+        }
+        let filter = FrameFilter { program: Some(program.clone()), stop_after: None };
+        let mut lifter = Lifter {
+            program,
+            out: out.to_owned(),
+            sandbox,
+            filter,
+            coverage: None,
+            stats: LiftStats::default(),
+            alarms: BTreeMap::new(),
+            fp_count: 0,
+            reduce_budget: Some(100_000),
+            reduce_time: Duration::from_secs(120),
+            harness: None,
+            progress,
+            binaries: BTreeMap::new(),
+            effective_tests: Vec::new(),
+            deadline: None,
+            system_edges: None,
+            seeds: Vec::new(),
+            metadata_warned: false,
+            epoch: Instant::now(),
+        };
+        lifter.load_existing()?;
+        if is_coverage_build(&lifter.program) {
+            let base = lifter.coverage_of(baseline)?;
+            lifter.stats.coverage_measured = true;
+            lifter.stats.branches_covered = base.branches();
+            lifter.stats.branches_total = base.branches_total;
+            lifter.coverage = Some(base);
+        }
+        // Readers find the lists even when nothing is ever found.
+        lifter.write_index()?;
+        Ok(lifter)
+    }
+
+    /// Alarms already in the output directory (a resumed campaign keeps them).
+    fn load_existing(&mut self) -> Result<()> {
+        if let Some(list) = files::read_if_present::<AlarmList>(&self.out.join(files::ALARMS))? {
+            for a in list.alarms {
+                self.alarms.insert(a.key.clone(), a);
+            }
+        }
+        if let Some(stats) = files::read_if_present::<LiftStats>(&self.out.join(files::LIFT))? {
+            self.stats = stats;
+        }
+        let fps = self.out.join(files::FALSE_POSITIVES_DIR);
+        self.fp_count = match std::fs::read_dir(&fps) {
+            Ok(d) => d.count(),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => 0,
+            Err(e) => return Err(e).with_context(|| format!("cannot list {}", fps.display())),
+        };
+        Ok(())
+    }
+
+    /// Count alarm times (`found_at`) from `epoch` (a campaign's start, earlier
+    /// sessions included).
+    pub fn set_epoch(&mut self, epoch: Instant) {
+        self.epoch = epoch;
+    }
+
+    /// Reduce alarms with at most `budget` runs each; `None` turns reduction off.
+    pub fn set_reduce_budget(&mut self, budget: Option<usize>) {
+        self.reduce_budget = budget;
+    }
+
+    /// Reduce each alarm for at most `time`.
+    pub fn set_reduce_time(&mut self, time: Duration) {
+        self.reduce_time = time;
+    }
+
+    /// The seed system tests by name, so provenance can tell a seed from a system test
+    /// that system-level fuzzing made of one.
+    pub fn set_seeds(&mut self, seeds: Vec<(String, SystemTest)>) {
+        self.seeds = seeds;
+    }
+
+    /// Where a unit's system test came from, in words.
+    pub(super) fn origin_of(&self, unit: &Unit) -> (String, Option<String>) {
+        match self.seeds.iter().find(|(_, t)| *t == unit.system_test) {
+            Some((name, _)) => (name.clone(), None),
+            None if self.seeds.is_empty() => (unit.provenance.test.clone(), None),
+            None => ("(a seed)".into(), Some(unit.provenance.test.clone())),
+        }
+    }
+
+    /// Stop lifting (what is left stays on disk, counted as not lifted) at `deadline`.
+    pub fn set_deadline(&mut self, deadline: Option<Instant>) {
+        self.deadline = deadline;
+    }
+
+    /// The edges of the units' program that system-level runs have reached
+    /// (`covered[i]`: edge `i`). With it, a queue entry is lifted only if it reaches an
+    /// edge outside that set, those reaching more such edges first.
+    pub fn set_system_edges(&mut self, covered: Option<Vec<bool>>) {
+        self.system_edges = covered;
+    }
+
+    /// Read unit crash signatures in this program instead of the units' own.
+    pub fn set_harness(&mut self, harness: Option<PathBuf>) {
+        self.harness = harness;
+    }
+
+    /// The effective lifted tests found since the last call (a campaign hands them to
+    /// its system-level fuzzer).
+    pub fn take_effective(&mut self) -> Vec<SystemTest> {
+        std::mem::take(&mut self.effective_tests)
+    }
+
+    /// Whether "effective" is measured (the validation program is a coverage build).
+    pub fn measures_coverage(&self) -> bool {
+        self.coverage.is_some()
+    }
+
+    /// What `tests` cover together, run on the coverage build (one llvm-cov call).
+    fn coverage_of(&self, tests: &[SystemTest]) -> Result<CoverageSet> {
+        let dir = tempfile::tempdir()?;
+        let mut profiles = Vec::new();
+        for (i, t) in tests.iter().enumerate() {
+            let p = dir.path().join(format!("{i}.profraw"));
+            self.sandbox.run(&self.program, t, &[], &self.filter, Some(&p))?;
+            if p.exists() {
+                profiles.push(p);
+            }
+        }
+        measure(&self.program, &profiles)
+    }
+
+    /// Run `tests` (system tests the campaign made) on the coverage build, so that
+    /// what they cover no longer counts as new for lifted tests and no longer draws
+    /// the campaign to the functions it is in.
+    pub fn observe(&mut self, tests: &[SystemTest]) -> Result<()> {
+        if self.coverage.is_none() || tests.is_empty() {
+            return Ok(());
+        }
+        let set = self.coverage_of(tests)?;
+        let cov = self.coverage.as_mut().expect("checked above");
+        cov.extend(&set);
+        self.stats.branches_covered = cov.branches();
+        Ok(())
+    }
+
+    /// Lines of each source file not covered so far, by file; `None` without coverage.
+    pub fn uncovered_lines(&self) -> Option<BTreeMap<String, Vec<u32>>> {
+        self.coverage.as_ref().map(|c| c.uncovered_lines())
+    }
+
+    /// The alarms so far.
+    pub fn alarms(&self) -> Vec<AlarmEntry> {
+        self.alarms.values().cloned().collect()
+    }
+
+    pub(super) fn run_system(&mut self, test: &SystemTest) -> Result<(SandboxRun, Option<usize>)> {
+        if self.coverage.is_none() {
+            return Ok((self.sandbox.run(&self.program, test, &[], &self.filter, None)?, None));
+        }
+        let dir = tempfile::tempdir()?;
+        let prof = dir.path().join("run.profraw");
+        let run = self.sandbox.run(&self.program, test, &[], &self.filter, Some(&prof))?;
+        if !prof.exists() {
+            return Ok((run, Some(0)));
+        }
+        let set = measure(&self.program, &[prof])?;
+        let cov = self.coverage.as_mut().expect("checked above");
+        let new = cov.new_in(&set);
+        cov.extend(&set);
+        self.stats.branches_covered = cov.branches();
+        Ok((run, Some(new)))
+    }
+
+    /// Write `alarms.json` and `lift.json` (atomically: a reader never sees half).
+    pub fn write_index(&self) -> Result<()> {
+        files::write(&self.out.join(files::ALARMS), &AlarmList { alarms: self.alarms.values().cloned().collect() })?;
+        files::write(&self.out.join(files::LIFT), &self.stats)
+    }
+}

@@ -1,0 +1,98 @@
+//! `trestle lift` as a command: its options, and the run that lifts each fuzz
+//! directory and prints the summary.
+
+use super::{LiftStats, Lifter};
+use crate::binary::Binary;
+use crate::carve::units::read_unit;
+use crate::system::systest::load_tests;
+use crate::validate::sandbox::{cpu_limit, Limits, Sandbox};
+use anyhow::Result;
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// Options of `trestle lift`.
+#[derive(Debug, Clone)]
+pub struct Options {
+    /// Output directories of `trestle fuzz` (each holds unit.unit, crashes/, queue/).
+    pub fuzz_dirs: Vec<PathBuf>,
+    /// The program to validate with, built without trestle-cc: plain, with
+    /// AddressSanitizer, or for source-based coverage (-fprofile-instr-generate
+    /// -fcoverage-mapping, which also decides "effective"). Build it with -g: crash
+    /// signatures compare function names, inlined ones included.
+    pub program: PathBuf,
+    /// Output directory: alarms/, false-positives/, alarms.json, lift.json.
+    pub out: PathBuf,
+    /// Seed system tests (file or directory): with a coverage build, what they cover is
+    /// the baseline a lifted test must add to in order to count as effective (default:
+    /// the units' own system tests).
+    pub seeds: Option<PathBuf>,
+    /// The instrumented program the units run in, to read crash signatures of unit
+    /// findings (default: the program each unit was carved from).
+    pub harness: Option<PathBuf>,
+    /// Wall-clock limit per system run.
+    pub timeout: Duration,
+    /// Address-space limit per system run, MiB (not applied to sanitizer builds).
+    pub memory_mb: u64,
+    /// Lift at most this many queue entries per fuzz directory (0: crashes only).
+    pub max_queue: usize,
+    /// Runs allowed for reducing each alarm (the time bound usually ends it first).
+    pub reduce_budget: usize,
+    /// Time allowed for reducing each alarm to 1-minimal.
+    pub reduce_time: std::time::Duration,
+    /// Do not reduce alarms.
+    pub no_reduce: bool,
+    /// Run lifted tests without bubblewrap (still in a fresh directory, with rlimits).
+    pub no_sandbox: bool,
+    /// Print the summary as JSON on stdout.
+    pub json: bool,
+}
+
+/// Run `trestle lift`.
+pub fn run(args: &Options) -> Result<LiftStats> {
+    let limits = Limits { wall: args.timeout, cpu_secs: cpu_limit(args.timeout), memory: args.memory_mb << 20, ..Limits::default() };
+    let sandbox = Sandbox::new(limits, !args.no_sandbox)?;
+    if Binary::load(&args.program).is_ok() {
+        eprintln!(
+            "trestle lift: warning: {} was built with trestle-cc; validate with a build without it (plain, sanitizer or coverage)",
+            args.program.display()
+        );
+    }
+    let mut baseline = Vec::new();
+    if let Some(seeds) = &args.seeds {
+        baseline.extend(load_tests(seeds)?.into_iter().map(|n| n.test));
+    } else {
+        for d in &args.fuzz_dirs {
+            if let Ok(u) = read_unit(&d.join("unit.unit")) {
+                baseline.push(u.system_test);
+            }
+        }
+    }
+    let mut lifter = Lifter::new(&args.program, &args.out, sandbox, &baseline, !args.json)?;
+    lifter.set_reduce_budget((!args.no_reduce).then_some(args.reduce_budget));
+    lifter.set_reduce_time(args.reduce_time);
+    lifter.set_harness(args.harness.clone());
+    for d in &args.fuzz_dirs {
+        lifter.lift_dir(d, args.max_queue)?;
+    }
+    let s = lifter.stats.clone();
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&serde_json::json!({"stats": s, "alarms": lifter.alarms()}))?);
+    } else {
+        eprintln!(
+            "lifted {} unit crash(es) and {} queue input(s) into {} system test(s): {} true alarm(s) ({} distinct), {} effective ({:.1}% productive), {} false positive(s) suppressed{}",
+            s.unit_crashes,
+            s.unit_queue,
+            s.lifted_tests,
+            s.true_alarm_tests,
+            lifter.alarms().iter().filter(|a| a.matches_unit).count(),
+            s.effective,
+            100.0 * s.productive_share(),
+            s.false_positives,
+            if s.coverage_measured { String::new() } else { " (coverage not measured: not a coverage build)".into() }
+        );
+        for a in lifter.alarms() {
+            eprintln!("  alarm {}: {}", args.out.join("alarms").join(&a.id).display(), a.signature);
+        }
+    }
+    Ok(s)
+}

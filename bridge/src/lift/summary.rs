@@ -1,0 +1,136 @@
+//! The human-readable files of an alarm: `summary.md` (the crash, the reduced
+//! reproducer and its provenance in words) and `reproduce.sh`.
+
+use super::alarms::describe_values;
+use super::Substitution;
+use crate::validate::reduce::ReduceStats;
+use crate::validate::signature::CrashSignature;
+use anyhow::{Context as _, Result};
+use std::path::Path;
+use trestle_abi::fuzz::ParamValue;
+use trestle_abi::unit::{SystemTest, Unit};
+
+fn shell_quote(s: &str) -> String {
+    format!("'{}'", s.replace('\'', r"'\''"))
+}
+
+/// A shell script that recreates the test's files and runs the program on it.
+pub(super) fn write_script(path: &Path, program: &Path, t: &SystemTest) -> Result<()> {
+    use base64::Engine as _;
+    let b64 = |b: &[u8]| base64::engine::general_purpose::STANDARD.encode(b);
+    let mut s = String::from("#!/bin/sh\n# Reproduce this alarm: runs the program on the reduced system test in a fresh directory.\n");
+    s += &format!("PROGRAM=\"${{1:-{}}}\"\n", program.display());
+    s += "W=$(mktemp -d)\ntrap 'rm -rf \"$W\"' EXIT\n";
+    for (name, bytes) in &t.files {
+        if let Some(parent) = Path::new(name).parent().filter(|p| !p.as_os_str().is_empty()) {
+            s += &format!("mkdir -p \"$W\"/{}\n", shell_quote(&parent.display().to_string()));
+        }
+        s += &format!("printf '%s' {} | base64 -d > \"$W\"/{}\n", shell_quote(&b64(bytes)), shell_quote(name));
+    }
+    s += &format!("printf '%s' {} | base64 -d > \"$W/.stdin\"\n", shell_quote(&b64(t.stdin.as_deref().unwrap_or_default())));
+    s += "cd \"$W\" && env";
+    for (k, v) in &t.env {
+        s += &format!(" {}", shell_quote(&format!("{k}={v}")));
+    }
+    s += " \"$PROGRAM\"";
+    for a in &t.args {
+        s += &format!(" {}", shell_quote(a));
+    }
+    s += " < .stdin\nstatus=$?\necho \"exit status $status\" >&2\nexit $status\n";
+    std::fs::write(path, s).with_context(|| format!("cannot write {}", path.display()))?;
+    use std::os::unix::fs::PermissionsExt as _;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755))?;
+    Ok(())
+}
+
+fn show_test(t: &SystemTest) -> String {
+    let mut s = String::new();
+    s += &format!("- args: `{}`\n", t.args.iter().map(|a| shell_quote(a)).collect::<Vec<_>>().join(" "));
+    if let Some(stdin) = t.stdin.as_ref().filter(|s| !s.is_empty()) {
+        let text = String::from_utf8_lossy(stdin);
+        let shown: String = text.chars().take(400).collect();
+        s += &format!("- stdin ({} bytes):\n\n```\n{}{}\n```\n", stdin.len(), shown, if text.chars().count() > 400 { "…" } else { "" });
+    }
+    for (k, v) in &t.files {
+        s += &format!("- file `{k}`: {} bytes\n", v.len());
+    }
+    for (k, v) in &t.env {
+        s += &format!("- env `{k}={v}`\n");
+    }
+    s
+}
+
+#[allow(clippy::too_many_arguments)]
+pub(super) fn summary_md(
+    unit: &Unit,
+    values: &[ParamValue],
+    unit_sig: Option<&CrashSignature>,
+    sys: &CrashSignature,
+    matches_unit: bool,
+    lifted: &SystemTest,
+    reduced: &SystemTest,
+    rstats: &ReduceStats,
+    subs: &[Substitution],
+    source: Option<&str>,
+    program: &Path,
+    origin: &str,
+) -> String {
+    let place = sys.frames.first().map_or(unit.function.as_str(), String::as_str);
+    let mut s = if place == unit.function {
+        format!("# Alarm in `{place}`\n\n")
+    } else {
+        format!("# Alarm in `{place}` (found through a unit of `{}`)\n\n", unit.function)
+    };
+    s += &format!("**{}** when running `{}`", sys, program.display());
+    s += if matches_unit { " — the same crash as the unit's (a true alarm).\n\n" } else { " — a real crash, but not the one the unit showed.\n\n" };
+    s += "## Stack (system level)\n\n";
+    for f in sys.stack.iter().take(12) {
+        s += &format!("- {f}\n");
+    }
+    s += "\n## Reduced reproducer (`reduced.json`, run `./reproduce.sh`)\n\n";
+    s += &show_test(reduced);
+    s += &format!("\nReduced from {} to {} bytes in {} runs.\n\n", rstats.size_before, rstats.size_after, rstats.runs);
+    s += "## Provenance\n\n";
+    s += &format!("1. {origin}\n");
+    s += &format!(
+        "2. carved invocation: `{}` (call #{} in that run{})\n",
+        unit.function,
+        unit.provenance.call_index,
+        source.map(|x| format!(", defined at {x}")).unwrap_or_default()
+    );
+    s += &format!(
+        "3. unit input: {}{}\n",
+        describe_values(unit, values).join(", "),
+        unit_sig.map(|u| format!(" — crashed the unit: {u}")).unwrap_or_default()
+    );
+    s += "4. lifted system test (`lifted.json`):";
+    for sub in subs {
+        s += &format!(" {} at byte {}: {:?} → {:?};", sub.input, sub.offset, sub.old, sub.new);
+    }
+    s += "\n\n";
+    s += &show_test(lifted);
+    s += "5. reduced system test (`reduced.json`), above.\n\n";
+    s += "The unit as a standalone C test: `unit.c`; `./build.sh SUBJECT.c` (or the subject's .o files) builds it.\n";
+    s
+}
+
+/// Where the unit's system test came from, in words: a seed, or a test the system
+/// fuzzer made (`mutation`).
+pub(super) fn origin_words(seed: &str, mutation: Option<&str>) -> String {
+    match mutation {
+        Some(m) => format!("system test `{m}`, made from the seeds by system-level fuzzing"),
+        None => format!("seed system test `{seed}`"),
+    }
+}
+
+/// `summary.md` of a crash system-level fuzzing found (`name`, in `source`).
+pub(super) fn system_summary_md(sys: &CrashSignature, program: &Path, reduced: &SystemTest, rstats: &ReduceStats, name: &str, source: &Path) -> String {
+    let mut md = format!("# Crash found by system-level fuzzing\n\n**{sys}** when running `{}`.\n\n## Stack\n\n", program.display());
+    for f in sys.stack.iter().take(12) {
+        md += &format!("- {f}\n");
+    }
+    md += "\n## Reduced reproducer (`reduced.json`, run `./reproduce.sh`)\n\n";
+    md += &show_test(reduced);
+    md += &format!("\nReduced from {} to {} bytes in {} runs. Found as `{}` ({}).\n", rstats.size_before, rstats.size_after, rstats.runs, name, source.display());
+    md
+}
