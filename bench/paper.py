@@ -109,8 +109,6 @@ def write_atomic(path, text):
     os.replace(tmp, path)
 
 
-
-
 # ---------------------------------------------------------------------------------
 # setup: tools, trestle, the three builds of each subject
 # ---------------------------------------------------------------------------------
@@ -399,7 +397,7 @@ def speed(subj, work, bin_dir, builds, seconds):
     for r in rows:
         counts[r["function"]] = counts.get(r["function"], 0) + 1
     funcs = [f for f, _ in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))[:5]]
-    unit_speed.T = t
+    unit_speed.T = record_overhead.T = t
     sys_rate = unit_speed.system_rate(builds["trestle"] / subj, seeds, seconds)
     per_fn = []
     for f in funcs:
