@@ -27,11 +27,13 @@ same command again skips finished runs, resumes interrupted campaigns (`trestle 
 --resume`) and rewrites the table. Default work dir: ~/.cache/trestle/bench-paper
 (--smoke: ...-smoke). --smoke is a short budget: 120 s, 2 repetitions.
 """
-import argparse, hashlib, json, os, platform, shutil, signal, statistics, subprocess, sys, tempfile, time
+import argparse, hashlib, json, os, platform, shutil, statistics, subprocess, sys, tempfile, time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
+# The trestle that runs system tests (run_tests); main() points it at WORK/bin's copy.
+TRESTLE = REPO / "target" / "release" / "trestle"
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import unit_speed, record_overhead  # noqa: E402
 
@@ -105,9 +107,6 @@ def write_atomic(path, text):
     tmp = path.with_name(path.name + ".tmp")
     tmp.write_text(text)
     os.replace(tmp, path)
-
-
-content = unit_speed.content  # a test's file or stdin: text, or {"base64": ...}
 
 
 # ---------------------------------------------------------------------------------
@@ -195,45 +194,29 @@ def produced_tests(campaign, seeds):
     return tests
 
 
-def run_test(binary, test, env_extra, timeout=5.0):
-    """Run one JSON system test as trestle does (bridge/src/launch.rs): a fresh working
-    directory holding its files, stdin read from a file beside it (not a pipe, so a
-    program that seeks or stats its input sees what it saw while fuzzing), its own
-    process group. Returns the return code (negative: signal), or None on a timeout or
-    a test that cannot be laid out."""
+def run_tests(binary, tests, env_extra, timeout=5.0):
+    """Run JSON system tests on `binary` as trestle does: `trestle exec`, trestle's one
+    executor (each test in a fresh working directory holding its files, stdin read from
+    a file beside it, its own process group; environment PATH=/usr/bin:/bin, the test's
+    env, then env_extra). One result per test: the exit status (negative: the signal
+    that ended it), or None on a timeout or a test the executor could not run."""
+    if not tests:
+        return []
     with tempfile.TemporaryDirectory(prefix="trestle-paper-") as root:
-        d = Path(root, "w")
-        try:
-            d.mkdir()
-            for name, c in test.get("files", {}).items():
-                rel = Path(name)
-                if rel.is_absolute() or ".." in rel.parts:
-                    continue
-                p = d / rel
-                p.parent.mkdir(parents=True, exist_ok=True)
-                p.write_bytes(content(c))
-            stdin_path = Path(root, "stdin")
-            stdin_path.write_bytes(content(test["stdin"]) if test.get("stdin") is not None else b"")
-        except (OSError, ValueError, TypeError):
-            return None
-        env = {"PATH": "/usr/bin:/bin"}
-        env.update(test.get("env", {}))
-        env.update(env_extra)
-        argv0 = Path(binary).name
-        try:
-            with stdin_path.open("rb") as stdin:
-                p = subprocess.Popen([argv0] + test.get("args", []), executable=str(binary), cwd=d, env=env,
-                                     stdin=stdin, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                                     start_new_session=True)
-        except OSError:
-            return None
-        try:
-            p.wait(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            os.killpg(p.pid, signal.SIGKILL)
-            p.wait()
-            return None
-        return p.returncode
+        for i, t in enumerate(tests):
+            Path(root, f"{i:06}.json").write_text(json.dumps(t))
+        cmd = [str(TRESTLE), "exec", "--program", str(binary), root, "--json", "--timeout", f"{timeout}s"]
+        for k, v in env_extra.items():
+            cmd += ["--env", f"{k}={v}"]
+        r = subprocess.run(cmd, capture_output=True, text=True, env={"PATH": "/usr/bin:/bin"})
+    runs = {v["name"]: v for v in map(json.loads, r.stdout.splitlines())}
+    if r.returncode != 0 and not runs:
+        raise RuntimeError(f"trestle exec on {binary} failed ({r.returncode}): {r.stderr.strip()}")
+    codes = []
+    for i in range(len(tests)):
+        v = runs.get(f"{i:06}", {})
+        codes.append(v["exit"] if v.get("exit") is not None else -v["signal"] if v.get("signal") is not None else None)
+    return codes
 
 
 def branch_coverage(subj, cov_bin, tests, scratch, keep_profile=False):
@@ -242,8 +225,7 @@ def branch_coverage(subj, cov_bin, tests, scratch, keep_profile=False):
     prof = scratch / "prof"
     shutil.rmtree(prof, ignore_errors=True)
     prof.mkdir(parents=True)
-    for t in tests:
-        run_test(cov_bin, t, {"LLVM_PROFILE_FILE": str(prof / "cov-%4m.profraw")})
+    run_tests(cov_bin, tests, {"LLVM_PROFILE_FILE": str(prof / "cov-%4m.profraw")})
     raws = sorted(prof.glob("*.profraw"))
     if not raws:
         raise RuntimeError(f"no profile written by {cov_bin} (not a coverage build?)")
@@ -372,7 +354,7 @@ def campaign_run(task, a, work, bin_dir, builds):
     confirmed, false_alarms = [], []
     for al in alarms:
         red = camp / "alarms" / al["id"] / "reduced.json"
-        rc = run_test(builds["cov"] / subj, json.loads(red.read_text()), {"LLVM_PROFILE_FILE": "/dev/null"}) \
+        rc = run_tests(builds["cov"] / subj, [json.loads(red.read_text())], {"LLVM_PROFILE_FILE": "/dev/null"})[0] \
             if red.exists() else None
         (confirmed if rc is not None and rc < 0 else false_alarms).append(al["id"])
     res = {
@@ -415,7 +397,7 @@ def speed(subj, work, bin_dir, builds, seconds):
     for r in rows:
         counts[r["function"]] = counts.get(r["function"], 0) + 1
     funcs = [f for f, _ in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))[:5]]
-    unit_speed.T = t
+    unit_speed.T = record_overhead.T = t
     sys_rate = unit_speed.system_rate(builds["trestle"] / subj, seeds, seconds)
     per_fn = []
     for f in funcs:
@@ -613,6 +595,8 @@ def main():
     write_atomic(sfile, json.dumps(settings))
     log(f"work directory {work}; results go to {out}")
     built, bin_dir = setup(work)
+    global TRESTLE
+    TRESTLE = bin_dir / "trestle"
     builds = build_subjects(work, built, a.subjects)
 
     seeds_cov = {}

@@ -9,44 +9,40 @@ seed --runs times per build (recording into a fresh directory each time), and
 reports per subject the median over seeds of median(recorded) / median(plain).
 cut is included when both of its builds are given (tests/coreutils/build.sh makes
 them). Writes a Markdown table to --out (default bench/results/record-overhead.md).
+
+Each run is `trestle exec --no-forkserver` (trestle's own executor, starting the
+program for the run as `trestle record` does, in a fresh directory, with stdin from a
+file), with address-space randomisation off (`setarch -R`) as in recording; the
+time is the program's wall time as the executor measures it (start to exit, its
+crash-stack preload included for both builds). Recording is `--env
+TRESTLE_TRACE_DIR=<fresh directory>`.
 """
-import argparse, base64, ctypes, json, os, platform, shutil, statistics, subprocess, sys, tempfile, time
+import argparse, json, os, platform, statistics, subprocess, sys, tempfile
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
-ADDR_NO_RANDOMIZE = 0x0040000
-libc = ctypes.CDLL(None, use_errno=True)
+# The trestle that runs the seeds; --bin (or paper.py) points it elsewhere.
+T = REPO / "target/release/trestle"
 
-def no_aslr():
-    libc.personality(ADDR_NO_RANDOMIZE)
-
-def content(c):
-    return base64.b64decode(c["base64"]) if isinstance(c, dict) else c.encode()
-
-def run_seed(binary, seed, env_extra):
-    with tempfile.TemporaryDirectory(prefix="trestle-bench-") as d:
-        for name, c in seed.get("files", {}).items():
-            p = Path(d, name); p.parent.mkdir(parents=True, exist_ok=True); p.write_bytes(content(c))
-        stdin_path = Path(d).parent / (Path(d).name + ".stdin")
-        stdin_path.write_bytes(content(seed["stdin"]) if "stdin" in seed else b"")
-        env = dict(os.environ); env.update(seed.get("env", {})); env.update(env_extra)
-        with open(stdin_path, "rb") as stdin:
-            t0 = time.perf_counter()
-            subprocess.run([str(binary)] + seed.get("args", []), cwd=d, stdin=stdin, env=env,
-                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, preexec_fn=no_aslr, timeout=60)
-            t = time.perf_counter() - t0
-        stdin_path.unlink()
-        return t
+def run_seed(binary, seed_file, env_extra):
+    """Seconds of one run of `binary` on the seed file, as `trestle exec` measures them."""
+    cmd = ["setarch", platform.machine(), "-R", str(T), "exec", "--program", str(binary), str(seed_file),
+           "--json", "--no-forkserver", "--timeout", "60s"]
+    for k, v in env_extra.items():
+        cmd += ["--env", f"{k}={v}"]
+    r = subprocess.run(cmd, capture_output=True, text=True)
+    if r.returncode != 0:
+        raise RuntimeError(f"trestle exec {binary} {seed_file} failed ({r.returncode}): {r.stderr.strip()}")
+    return json.loads(r.stdout)["wall_ms"] / 1000
 
 def measure(plain, instrumented, seeds_dir, runs):
     ratios, rows = [], []
     for sf in sorted(Path(seeds_dir).glob("*.json")):
-        seed = json.loads(sf.read_text())
         tp, tr = [], []
         for _ in range(runs):
-            tp.append(run_seed(plain, seed, {}))
+            tp.append(run_seed(plain, sf, {}))
             with tempfile.TemporaryDirectory(prefix="trestle-bench-trace-") as td:
-                tr.append(run_seed(instrumented, seed, {"TRESTLE_TRACE_DIR": td}))
+                tr.append(run_seed(instrumented, sf, {"TRESTLE_TRACE_DIR": td}))
         mp, mr = statistics.median(tp), statistics.median(tr)
         ratios.append(mr / mp)
         rows.append((sf.stem, mp, mr))
@@ -58,11 +54,13 @@ def build(compiler, sources, opt, out):
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--runs", type=int, default=11)
-    ap.add_argument("--bin", default=str(REPO / "target/release"), help="directory with trestle-cc")
+    ap.add_argument("--bin", default=str(REPO / "target/release"), help="directory with trestle-cc and trestle")
     ap.add_argument("--cut-plain"); ap.add_argument("--cut-trestle")
     ap.add_argument("--out", default=str(REPO / "bench/results/record-overhead.md"))
     a = ap.parse_args()
     tb = Path(a.bin)
+    global T
+    T = tb / "trestle"
     results = []
     with tempfile.TemporaryDirectory(prefix="trestle-bench-build-") as bd:
         for subj in sorted((REPO / "tests/subjects").iterdir()):
@@ -86,8 +84,8 @@ def main():
              f"{a.runs} runs per seed and build; builds at -O2.", "",
              "Command: `python3 bench/record_overhead.py " + " ".join(sys.argv[1:]) + "`", "",
              "Overhead = median wall time with recording on (trestle-cc build, TRESTLE_TRACE_DIR set) "
-             "over the median on a plain clang-19 build, per seed; the table gives the median and the "
-             "worst seed of each subject.", "",
+             "over the median on a plain clang-19 build, per seed, each run by `trestle exec --no-forkserver` "
+             "(its wall time); the table gives the median and the worst seed of each subject.", "",
              "| subject | seeds | median overhead | worst seed |", "|---|---|---|---|"]
     for name, n, med, worst, _ in results:
         lines.append(f"| {name} | {n} | {med:.2f}x | {worst:.2f}x |")

@@ -15,14 +15,18 @@ Per subject, one after the other on one core (never two runs at once):
               forkserver, no CmpLog: its fastest; bound to a free core, as it does
               by default and as trestle does), the seeds' stdin (kvshell) or their
               input file behind fixed arguments with @@ (cut, sed);
-  roundtrip   the trestle build's forkserver alone: requests for one fixed small test
-              sent as fast as the server answers (fork, run, exit, wait; no fuzzer,
-              no files): the floor of an execution.
+  roundtrip   the trestle build's forkserver driven by trestle's own executor alone:
+              `trestle exec --for T` on one fixed small test (per run a fresh
+              directory with its stdin file, the request, fork, run, exit, wait, the
+              outputs read back; no fuzzer): the floor of an execution through the
+              Rust executor. (Before, a Python copy of the forkserver protocol sent
+              bare requests; the aflpp-roundtrip column still does that for AFL++'s
+              protocol, which is AFL++'s, not ours.)
 The ratio is trestle / aflpp (medians). Results: bench/results/system-speed/<subject>-
 <column>-<rep>.json as each run ends (finished runs are skipped when the command runs
 again); the table bench/results/system-speed.md is rewritten after every run.
 """
-import argparse, hashlib, json, os, shutil, statistics, struct, subprocess, sys, tempfile, time
+import argparse, base64, hashlib, json, os, shutil, statistics, subprocess, sys, tempfile, time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
@@ -161,44 +165,22 @@ def timed(secs, once):
 
 
 def run_roundtrip(prog, subject, secs, work):
-    """The trestle build's forkserver alone: requests for the fixed test as fast as the
-    server answers."""
+    """The trestle build's forkserver through trestle's own executor: `trestle exec
+    --for` on the fixed test, bound to one core as `timed` binds the AFL++ round trip."""
     args, stdin = fixed_test(subject, work)
-    cwd = Path(tempfile.mkdtemp(prefix="rt-", dir="/dev/shm"))
-    (cwd / "stdin").write_bytes(stdin)
-    pre, (cr, cw), (sr, sw) = pipes_on_198_199()
-    p = subprocess.Popen([str(prog)], env=dict(os.environ, TRESTLE_SYS_FORKSERVER="1", LD_BIND_NOW="1"), preexec_fn=pre, close_fds=False,
-                         stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    os.close(cr)
-    os.close(sw)
-
-    def frame():
-        n = struct.unpack("<I", os.read(sr, 4))[0]
-        return os.read(sr, n)
-
-    def word():
-        return struct.unpack("<I", frame())[0]
-    assert word() == 0x54535303, "no hello from the forkserver (version 3)"
-    word()  # the program's edge count
-
-    def vec(b):
-        return struct.pack("<Q", len(b)) + b
-    # SysRun: argv, env, cwd, stdin, limits (cpu, address space, open files: none),
-    # stdout and stderr (the server's: nowhere).
-    argv = [str(prog).encode()] + [a.encode() for a in args]
-    body = struct.pack("<Q", len(argv)) + b"".join(vec(a) for a in argv) + struct.pack("<Q", 0) + vec(str(cwd).encode()) + \
-        vec(str(cwd / "stdin").encode()) + struct.pack("<QQQ", 0, 0, 0) + vec(b"") + vec(b"")
-    msg = struct.pack("<I", len(body)) + body
-
-    def once():
-        os.write(cw, msg)
-        word()  # the child's pid
-        frame()  # how it ended
-    r = timed(secs, once)
-    p.kill()
-    p.wait()
-    shutil.rmtree(cwd, ignore_errors=True)
-    return r
+    test = work / f"fixed-{subject}.json"
+    test.write_text(json.dumps({"args": args, "stdin": {"base64": base64.b64encode(stdin).decode()}}))
+    allowed = os.sched_getaffinity(0)
+    os.sched_setaffinity(0, {min(allowed)})  # inherited by trestle and the program
+    try:
+        r = subprocess.run([str(RELEASE / "trestle"), "exec", "--program", str(prog), str(test), "--for", f"{secs}s", "--json"],
+                           capture_output=True, text=True, check=True)
+    finally:
+        os.sched_setaffinity(0, allowed)
+    d = json.loads(r.stdout)
+    if d["forked"] != d["executions"]:
+        raise RuntimeError(f"{prog}: only {d['forked']} of {d['executions']} runs went through the forkserver")
+    return {"execs": d["executions"], "seconds": d["seconds"], "execs_per_sec": d["execs_per_sec"], "executor": "trestle exec"}
 
 
 def run_afl_roundtrip(prog, subject, secs, work):
@@ -259,16 +241,25 @@ def run_profile(prog, subject, secs, work):
     return res
 
 
+def current(r):
+    """Whether a result was measured as this script measures its column now: roundtrip
+    figures from before it went through `trestle exec` measured another thing."""
+    return r["column"] != "roundtrip" or r.get("executor") == "trestle exec"
+
+
 def table():
     rows = [json.loads(p.read_text()) for p in sorted(RESULTS.glob("*.json")) if not p.stem.endswith("-profile")]
+    rows = [r for r in rows if current(r)]
     out = ["# System-level fuzzing speed", "",
            "Executions per second, median (range) over repetitions, one run at a time on one core",
            "(`python3 bench/system_speed.py`). trestle: `trestle sysfuzz --no-cmplog` (forkserver started once",
            "in bubblewrap); spawn: the same starting the program per test (and bubblewrap with it); aflpp:",
-           "afl-fuzz, afl-clang-fast build, no CmpLog; roundtrip: the trestle build's forkserver alone on one",
-           "fixed test, the first seed as AFL++ gets it (the floor of an execution); aflpp-roundtrip: the",
-           "AFL++ build's forkserver alone on the same test. The roundtrip ratio compares the two executors on",
-           "identical work; the other ratio compares whole fuzzers, whose inputs differ. Each bound to one core.", "",
+           "afl-fuzz, afl-clang-fast build, no CmpLog; roundtrip: the trestle build's forkserver driven by",
+           "trestle's Rust executor (`trestle exec --for`) on one fixed test, the first seed as AFL++ gets it",
+           "(the floor of an execution through it: a fresh directory, stdin file and output files per run);",
+           "aflpp-roundtrip: the AFL++ build's forkserver alone (bare requests from Python) on the same test.",
+           "The roundtrip ratio compares the two executors on the same test; the other ratio compares whole",
+           "fuzzers, whose inputs differ. Each bound to one core.", "",
            "| subject | trestle | spawn | aflpp | roundtrip | aflpp-roundtrip | trestle / aflpp | roundtrip ratio |",
            "|---|---|---|---|---|---|---|---|"]
     for s in SUBJECTS:
@@ -323,7 +314,7 @@ def main():
             for rep in range(a.reps):
                 for c in COLUMNS:
                     dest = RESULTS / f"{s}-{c}-{rep}.json"
-                    if dest.exists():
+                    if dest.exists() and current(json.loads(dest.read_text())):
                         continue
                     log(f"{s} {c} {rep}: {a.time} s")
                     if c == "trestle":

@@ -3,49 +3,33 @@
 
     bench/unit_speed.py --program BIN --seeds DIR --units DIR [--functions f,g] [--seconds N] [--name NAME]
 
-System rate: the program (an instrumented build, recording off) spawned on each seed
-in a fresh directory, as `trestle record` would, for --seconds in all. Unit rate:
+System rate: the program (an instrumented build, recording off) started afresh on
+each seed in a fresh directory, as `trestle record` starts it, round-robin for
+--seconds in all: `trestle exec --no-forkserver --for`, trestle's own executor. Unit rate:
 `trestle fuzz` on up to three parameterized units of each named function (default:
 the five functions with the most parameterized units), --seconds each, with CmpLog:
 the persistent forkserver harness (the default), one process per execution
 (--fork-per-exec), and the fuzzer inside the harness (--in-process). Appends a
 Markdown table to bench/results/unit-speed.md.
 """
-import argparse, base64, ctypes, json, os, platform, statistics, subprocess, sys, tempfile, time
+import argparse, base64, json, os, platform, statistics, subprocess, sys, tempfile
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 T = REPO / "target/release/trestle"
-libc = ctypes.CDLL(None)
-
-def no_aslr():
-    libc.personality(0x0040000)
 
 def content(c):
+    """A test's file or stdin in the JSON form (text, or {"base64": ...}) as bytes."""
     return base64.b64decode(c["base64"]) if isinstance(c, dict) else c.encode()
 
 def system_rate(program, seeds, seconds):
-    """Spawns of the program on its seeds, each seed's directory and stdin file
-    prepared once beforehand (the cheapest a system test can be run)."""
-    seeds = [json.loads(p.read_text()) for p in sorted(Path(seeds).glob("*.json"))]
-    with tempfile.TemporaryDirectory() as root:
-        prepared = []
-        for i, seed in enumerate(seeds):
-            d = Path(root, str(i)); d.mkdir()
-            for name, c in seed.get("files", {}).items():
-                p = Path(d, name); p.parent.mkdir(parents=True, exist_ok=True); p.write_bytes(content(c))
-            stdin = Path(root, f"{i}.stdin"); stdin.write_bytes(content(seed["stdin"]) if "stdin" in seed else b"")
-            env = dict(os.environ); env.update(seed.get("env", {}))
-            prepared.append((d, stdin, env, seed.get("args", [])))
-        n, t0 = 0, time.perf_counter()
-        while time.perf_counter() - t0 < seconds:
-            d, stdin, env, args = prepared[n % len(prepared)]
-            with open(stdin, "rb") as fh:
-                # No preexec_fn: it would force a full fork of this interpreter per run.
-                subprocess.run([str(program)] + args, cwd=d, stdin=fh, env=env, stdout=subprocess.DEVNULL,
-                               stderr=subprocess.DEVNULL, timeout=30)
-            n += 1
-        return n / (time.perf_counter() - t0)
+    """Runs per second of the program started afresh on its seeds, round-robin, by
+    trestle's executor (each run in a fresh directory, as trestle runs a test)."""
+    r = subprocess.run([str(T), "exec", "--program", str(program), str(seeds), "--no-forkserver", "--timeout", "30s",
+                        "--for", f"{seconds}s", "--json"], capture_output=True, text=True)
+    if r.returncode != 0:
+        raise RuntimeError(f"trestle exec --for on {program} failed ({r.returncode}): {r.stderr.strip()}")
+    return json.loads(r.stdout)["execs_per_sec"]
 
 def unit_rate(unit, seconds, extra):
     with tempfile.TemporaryDirectory() as out:
@@ -95,7 +79,7 @@ def main():
                      f"Machine: {platform.machine()}, {os.cpu_count()} cores. Unit rates are medians over up to 3 units "
                      "per function, `trestle fuzz` with CmpLog on; 'persistent' is the default harness, 'fork' is "
                      "`--fork-per-exec`, 'in-process' is `--in-process`. System rate: the same program spawned on "
-                     "its seeds.\n\n")
+                     "its seeds (`trestle exec --no-forkserver --for`).\n\n")
         fh.write(f"Command: `python3 bench/unit_speed.py {' '.join(sys.argv[1:])}` — system tests: {sys_rate:.1f}/s\n\n")
         fh.write("| program | function | units | persistent exec/s | vs system | fork exec/s | vs system "
                  "| in-process exec/s | vs system |\n|---|---|---|---|---|---|---|---|---|\n")

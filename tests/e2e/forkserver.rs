@@ -216,3 +216,46 @@ fn each_child_writes_its_output_where_its_request_says() {
     assert_eq!(exit_code(go(&mut fs, &[name, b"say", b"again"], &[], dir.path(), &stdin, NONE, Duration::from_secs(5))), Some(0));
     assert_eq!(std::fs::read_to_string(dir.path().join("out-1")).unwrap(), "to stdout run 1\n");
 }
+
+/// `trestle exec --json` on `tests`: its exit status and one JSON object per line.
+fn exec_json(prog: &Path, tests: &Path, extra: &[&str]) -> (Option<i32>, Vec<serde_json::Value>) {
+    let out = run(trestle(&[&"exec", &"--program", &prog, &tests, &"--json"]).args(extra));
+    let lines = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("exec --json prints JSON lines ({e}): {l}")))
+        .collect();
+    (out.status.code(), lines)
+}
+
+#[test]
+fn trestle_exec_reports_a_planted_crash_an_exit_status_and_output_sizes_through_the_forkserver() {
+    let dir = tempfile::tempdir().unwrap();
+    let prog = build_c(dir.path(), "served", PROGRAM, "-O1");
+    let tests = dir.path().join("tests");
+    write_test(&tests, "a_crash", &serde_json::json!({"args": ["crash"]}));
+    write_test(&tests, "b_exit", &serde_json::json!({"args": ["exit"]}));
+    write_test(&tests, "c_say", &serde_json::json!({"args": ["say", "hello"]}));
+    write_test(&tests, "d_hang", &serde_json::json!({"args": ["hang"]}));
+    for (extra, forked) in [(&[][..], true), (&["--no-forkserver"][..], false)] {
+        let (code, runs) = exec_json(&prog, &tests, &[&["--timeout", "500ms"], extra].concat());
+        // Every test ran, whatever the program did: success.
+        assert_eq!(code, Some(0), "{runs:?}");
+        let by_name = |n: &str| runs.iter().find(|r| r["name"] == n).unwrap_or_else(|| panic!("no {n} in {runs:?}")).clone();
+        let crash = by_name("a_crash");
+        assert_eq!(crash["signal"], libc::SIGSEGV, "{crash}");
+        assert!(crash["crash"].as_str().is_some_and(|c| c.contains("SIGSEGV")), "{crash}");
+        assert_eq!(by_name("b_exit")["exit"], 7);
+        let say = by_name("c_say");
+        assert_eq!((say["exit"].as_i64(), say["stdout_bytes"].as_u64(), say["stderr_bytes"].as_u64()), (Some(0), Some(16), Some(10)), "{say}");
+        assert_eq!(by_name("d_hang")["timeout"], true);
+        assert!(runs.iter().all(|r| r["forkserver"] == forked), "forkserver should be {forked}: {runs:?}");
+    }
+    // Round-robin for a while: every execution forked from the one server.
+    let (code, summary) = exec_json(&prog, &tests.join("c_say.json"), &["--for", "300ms"]);
+    assert_eq!(code, Some(0));
+    let n = summary[0]["executions"].as_u64().unwrap();
+    assert!(n > 1 && summary[0]["forked"] == n, "{summary:?}");
+    // A test that is not one is bad input.
+    std::fs::write(tests.join("e_bad.json"), "{\"args\": 3}").unwrap();
+    assert_eq!(exec_json(&prog, &tests, &[]).0, Some(2));
+}

@@ -3,6 +3,7 @@
 //! 2 bad usage or input). Nothing here does a stage's work.
 
 mod carve;
+mod exec;
 mod export;
 mod fuzz;
 mod lift;
@@ -64,6 +65,10 @@ enum Command {
     Export(export::ExportArgs),
     /// Fuzz a program at system level (arguments, stdin, files) from seed system tests.
     Sysfuzz(sysfuzz::SysFuzzArgs),
+    /// Run a program on system tests as trestle runs them (its forkserver when built
+    /// with trestle-cc) and print how each run ended, its output sizes and costs; with
+    /// --for, how many runs a second the executor makes.
+    Exec(exec::ExecArgs),
 }
 
 /// Parse the command line, run the command, and turn its result into the exit status.
@@ -95,6 +100,15 @@ pub fn main() -> ExitCode {
             r => r.map(|_| ()),
         },
         Command::Sysfuzz(a) => crate::system::fuzz::run(&a.options()).map(|_| ()),
+        // Whatever the program's exit status, a test that ran is a success; one the
+        // executor could not run makes the input bad.
+        Command::Exec(a) => crate::system::exec::run(&a.options(), &mut |t, r| a.print_run(t, r)).and_then(|s| {
+            a.print_summary(&s);
+            match s.failed {
+                0 => Ok(()),
+                n => Err(anyhow::anyhow!("{n} of {} test(s) could not be run (see their lines above)", s.tests)),
+            }
+        }),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -69,6 +69,8 @@ pub struct Ended {
     pub stdout: Vec<u8>,
     /// The end of its stderr, if captured.
     pub stderr: Vec<u8>,
+    /// How many bytes it wrote to stdout and to stderr in all (0 if not captured).
+    pub output_len: (u64, u64),
     /// Wall-clock time from start to end.
     pub wall: Duration,
 }
@@ -107,13 +109,16 @@ pub fn run_to_end(cmd: &mut Command, stdin: &Path, capture: Capture, timeout: Du
             (None, sig) => RunStatus::Signaled(sig.unwrap_or(0)),
         },
     };
-    Ok(Ended { status, raw, stdout: out.join().expect("the output reader does not panic"), stderr: err.join().expect("the output reader does not panic"), wall })
+    let (stdout, stdout_len) = out.join().expect("the output reader does not panic");
+    let (stderr, stderr_len) = err.join().expect("the output reader does not panic");
+    Ok(Ended { status, raw, stdout, stderr, output_len: (stdout_len, stderr_len), wall })
 }
 
-/// Read a pipe to its end on a thread of its own, keeping the last [`OUTPUT_TAIL`] bytes.
-fn drain<R: std::io::Read + Send + 'static>(pipe: Option<R>) -> std::thread::JoinHandle<Vec<u8>> {
+/// Read a pipe to its end on a thread of its own, keeping the last [`OUTPUT_TAIL`]
+/// bytes and counting all of them.
+fn drain<R: std::io::Read + Send + 'static>(pipe: Option<R>) -> std::thread::JoinHandle<(Vec<u8>, u64)> {
     std::thread::spawn(move || {
-        let mut v = Vec::new();
+        let (mut v, mut len) = (Vec::new(), 0u64);
         if let Some(mut p) = pipe {
             let mut buf = [0u8; 65536];
             loop {
@@ -122,6 +127,7 @@ fn drain<R: std::io::Read + Send + 'static>(pipe: Option<R>) -> std::thread::Joi
                     // The end of the output, or a pipe that failed: what was read stays.
                     Ok(0) | Err(_) => break,
                     Ok(n) => {
+                        len += n as u64;
                         v.extend_from_slice(&buf[..n]);
                         if v.len() > 2 * OUTPUT_TAIL {
                             v.drain(..v.len() - OUTPUT_TAIL);
@@ -133,7 +139,7 @@ fn drain<R: std::io::Read + Send + 'static>(pipe: Option<R>) -> std::thread::Joi
         if v.len() > OUTPUT_TAIL {
             v.drain(..v.len() - OUTPUT_TAIL);
         }
-        v
+        (v, len)
     })
 }
 
@@ -156,6 +162,7 @@ mod tests {
         assert_eq!(e.status, RunStatus::Exited(0));
         assert_eq!(e.stdout, b"from stdinfile");
         assert_eq!(e.stderr, b"seekable\n");
+        assert_eq!(e.output_len, (14, 9));
         let mut sleeper = Command::new("sh");
         sleeper.args(["-c", "sleep 30 & wait"]);
         let t = Instant::now();

@@ -60,6 +60,10 @@ pub struct SandboxRun {
     pub stdout: Vec<u8>,
     /// The end of its stderr (64 KiB at most).
     pub stderr: Vec<u8>,
+    /// How many bytes it wrote to stdout in all.
+    pub stdout_bytes: u64,
+    /// How many bytes it wrote to stderr in all.
+    pub stderr_bytes: u64,
     /// Peak resident memory, KiB (0 if unknown).
     pub max_rss_kib: u64,
     /// CPU time, milliseconds.
@@ -116,6 +120,9 @@ pub struct Sandbox {
     preload: PathBuf,
     /// The limits of every run.
     pub limits: Limits,
+    /// Whether a program built with trestle-cc is served (forked from its
+    /// forkserver) rather than started for every run.
+    serve: bool,
     /// The forkserver of the program run last (shared by clones of the sandbox).
     served: std::sync::Arc<std::sync::Mutex<Option<served::Served>>>,
 }
@@ -207,6 +214,8 @@ struct Outcome {
     status: RunStatus,
     stdout: Vec<u8>,
     stderr: Vec<u8>,
+    /// Bytes written to stdout and stderr in all.
+    output_len: (u64, u64),
     max_rss_kib: u64,
     cpu_ms: u64,
     wall: Duration,
@@ -267,7 +276,14 @@ impl Sandbox {
         let exec = find_tool("trestle-exec")?;
         let preload = find_tool("libtrestle_crashstack.so")?;
         let bwrap = if isolate { Some(find_bwrap("run lifted tests")?) } else { None };
-        Ok(Sandbox { bwrap, exec, preload, limits, served: Default::default() })
+        Ok(Sandbox { bwrap, exec, preload, limits, serve: true, served: Default::default() })
+    }
+
+    /// The same sandbox starting the program for every run, as recording does, even
+    /// when it could serve it (to measure or compare what the forkserver saves).
+    pub fn without_forkserver(mut self) -> Sandbox {
+        self.serve = false;
+        self
     }
 
     /// Whether runs are isolated with bubblewrap.
@@ -288,7 +304,9 @@ impl Sandbox {
         let program = std::fs::canonicalize(program).with_context(|| format!("program {}", program.display()))?;
         let mut served = self.served.lock().unwrap_or_else(|p| p.into_inner());
         if served.as_ref().is_none_or(|s| s.program != program) {
-            *served = Some(served::Served::start(&program, program_kind(&program), self.bwrap.as_deref(), &self.preload, &self.limits)?);
+            let mut kind = program_kind(&program);
+            kind.trestle &= self.serve;
+            *served = Some(served::Served::start(&program, kind, self.bwrap.as_deref(), &self.preload, &self.limits)?);
         }
         let served = served.as_mut().expect("set above");
         let kind = served.kind;
@@ -322,8 +340,8 @@ impl Sandbox {
                 cmd.env_remove(k);
             }
         }
-        cmd.envs(test.env.iter()).envs(extra_env.iter().map(|(k, v)| (k, v)));
-        cmd.env("LLVM_PROFILE_FILE", &side.profile);
+        // The caller's environment may name the profile (a coverage run of its own).
+        cmd.envs(test.env.iter()).env("LLVM_PROFILE_FILE", &side.profile).envs(extra_env.iter().map(|(k, v)| (k, v)));
         if sanitizer {
             sanitizer_env(&mut cmd);
         } else {
@@ -342,7 +360,7 @@ impl Sandbox {
         }
         let max_rss_kib = report.field("maxrss ").unwrap_or(0).max(0) as u64;
         let cpu_ms = report.field("cpu_ms ").unwrap_or(0).max(0) as u64;
-        let outcome = Outcome { status, stdout: ended.stdout, stderr: ended.stderr, max_rss_kib, cpu_ms, wall: ended.wall };
+        let outcome = Outcome { status, stdout: ended.stdout, stderr: ended.stderr, output_len: ended.output_len, max_rss_kib, cpu_ms, wall: ended.wall };
         self.conclude(program, outcome, &side.stack, sanitizer, filter)
     }
 
@@ -422,7 +440,20 @@ impl Sandbox {
         } else {
             None
         };
-        Ok(SandboxRun { status: o.status, stdout: o.stdout, stderr: o.stderr, max_rss_kib: o.max_rss_kib, cpu_ms: o.cpu_ms, wall: o.wall, limit, crash, forked: false })
+        let (stdout_bytes, stderr_bytes) = o.output_len;
+        Ok(SandboxRun {
+            status: o.status,
+            stdout: o.stdout,
+            stderr: o.stderr,
+            stdout_bytes,
+            stderr_bytes,
+            max_rss_kib: o.max_rss_kib,
+            cpu_ms: o.cpu_ms,
+            wall: o.wall,
+            limit,
+            crash,
+            forked: false,
+        })
     }
 
     fn limit_hit(&self, status: &RunStatus, rss_kib: u64, cpu_ms: u64, stderr: &str, sanitizer: bool) -> Option<String> {

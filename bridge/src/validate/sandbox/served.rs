@@ -48,17 +48,18 @@ pub(super) struct ServedRun {
     _layout: Layout,
 }
 
-/// The last `OUTPUT_TAIL` bytes of a file (empty if there is none).
-fn tail(path: &Path) -> anyhow::Result<Vec<u8>> {
+/// The last `OUTPUT_TAIL` bytes of a file (empty if there is none), and its length.
+fn tail(path: &Path) -> anyhow::Result<(Vec<u8>, u64)> {
     let mut b = match std::fs::read(path) {
         Ok(b) => b,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Vec::new(),
         Err(e) => return Err(e).with_context(|| format!("cannot read the run's output {}", path.display())),
     };
+    let len = b.len() as u64;
     if b.len() > crate::system::launch::OUTPUT_TAIL {
         b.drain(..b.len() - crate::system::launch::OUTPUT_TAIL);
     }
-    Ok(b)
+    Ok((b, len))
 }
 
 impl Served {
@@ -162,7 +163,8 @@ impl Served {
                 }
             };
             let wall = started.elapsed();
-            let outcome = Outcome { status, stdout: tail(&out)?, stderr: tail(&err)?, max_rss_kib, cpu_ms, wall };
+            let ((stdout, stdout_len), (stderr, stderr_len)) = (tail(&out)?, tail(&err)?);
+            let outcome = Outcome { status, stdout, stderr, output_len: (stdout_len, stderr_len), max_rss_kib, cpu_ms, wall };
             return Ok(Some(ServedRun { outcome, stack, _layout: layout }));
         }
         Ok(None)
