@@ -1,7 +1,7 @@
 # Shared steps of the scripts that build a Debian source package with a given
 # compiler (tests/coreutils/build.sh, tests/sed/build.sh, tests/bc/build.sh). Sourced
 # after the caller defined `die` and `step`, parsed its arguments (CC_ARG, OUT,
-# CFLAGS_ARG) and set PKG, VERSION, DEB_VERSIONS (pinned Debian versions, tried
+# CFLAGS_ARG, PATCHES) and set PKG, VERSION, DEB_VERSIONS (pinned Debian versions, tried
 # first), ORIG (the upstream tarball's name), ORIG_SHA256 (its pinned hash, or empty
 # where apt's check is the only one) and CACHE (where the unpacked tree is kept).
 
@@ -48,6 +48,7 @@ install_build_tools() {
     # configure needs a C library's headers and a linker even when CC is clang
     [ -e /usr/include/stdio.h ] || need+=(libc6-dev)
     command -v ld >/dev/null 2>&1 || need+=(binutils)
+    [ ${#PATCHES[@]} -eq 0 ] || command -v patch >/dev/null 2>&1 || need+=(patch)
     for pair in "$@"; do
         command -v "${pair%%:*}" >/dev/null 2>&1 || need+=("${pair#*:}")
     done
@@ -146,6 +147,19 @@ copy_to_build() {
     cp -a "$CACHE" "$BUILD" || die "cannot copy $CACHE to $BUILD"
     rm -f "$BUILD/.trestle-complete"
     cd "$BUILD"
+    apply_patches
+}
+
+# Apply each of PATCHES (unified diffs against the upstream tree, -p1; the build's
+# --patch options) in order; a patch that does not apply cleanly stops the build.
+# The patched files keep a fresh timestamp, so make rebuilds what they feed.
+apply_patches() {
+    local p
+    for p in "${PATCHES[@]}"; do
+        step "apply $(basename "$p")"
+        patch -p1 --forward --batch --quiet <"$p" >"$BUILD/trestle-patch.log" 2>&1 \
+            || { cat "$BUILD/trestle-patch.log" >&2; die "patch $p does not apply to $PKG $VERSION"; }
+    done
 }
 
 # ./configure --quiet with CC and CFLAGS and the given options, its output in
