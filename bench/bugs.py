@@ -93,6 +93,34 @@ SUBJECTS = {
     },
 }
 
+# The paper's six real programs, from Debian source packages (built by tests/*/build.sh
+# with the patches of bench/bugs/PROG/ applied, in name order). Their bugs come from
+# bench/bugs/PROG/bugs.json ({name: innermost function}); AFL++ fuzzes their arguments
+# and stdin through bench/aflpp/argv_stdin.c ("argv" mode: a system test's arguments,
+# with its one input file given on stdin instead, see test_to_afl).
+PACKAGES = {
+    "coreutils": {"script": "tests/coreutils/build.sh", "prog_args": True},
+    "sed": {"script": "tests/sed/build.sh", "prog_args": False},
+    "bc": {"script": "tests/bc/build.sh", "prog_args": False},
+}
+ARGV_HARNESS = REPO / "bench" / "aflpp" / "argv_stdin.c"
+
+
+def planted(prog, package, seeds):
+    return {"dir": f"bench/bugs/{prog}", "prog": prog, "package": package, "seeds_path": seeds,
+            "crashers": "crashers", "afl": {"mode": "argv"}, "bugs": {}, "sources": None,
+            "note": "AFL++ fuzzes the arguments and stdin (bench/aflpp/argv_stdin.c); a seed's one input "
+                    "file becomes its stdin, and a seed with several files keeps only its arguments."}
+
+
+SUBJECTS.update({p: planted(p, "coreutils", f"tests/coreutils/{p}/seeds") for p in ["cut", "paste", "tac", "b2sum"]})
+SUBJECTS["sed"] = planted("sed", "sed", "tests/sed/seeds")
+SUBJECTS["dc"] = planted("dc", "bc", "tests/bc/dc-seeds")
+for _name, _cfg in SUBJECTS.items():
+    _table = REPO / _cfg["dir"] / "bugs.json"
+    if _cfg.get("package") and _table.exists():
+        _cfg["bugs"] = {b["name"]: b["function"] for b in json.loads(_table.read_text())["bugs"]}
+
 
 def log(msg):
     print(f"[bugs {time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
@@ -126,6 +154,15 @@ def subject_dir(name):
     return REPO / SUBJECTS[name]["dir"]
 
 
+def seeds_dir(name):
+    cfg = SUBJECTS[name]
+    return REPO / cfg["seeds_path"] if cfg.get("seeds_path") else subject_dir(name) / cfg["seeds"]
+
+
+def patches(name):
+    return sorted(subject_dir(name).glob("*.patch"))
+
+
 def subject_sources(name):
     cfg = SUBJECTS[name]
     d = subject_dir(name)
@@ -144,6 +181,12 @@ def subject_problem(name):
     d = subject_dir(name)
     if not d.is_dir():
         return f"{d} does not exist yet"
+    if cfg.get("package"):
+        if not cfg["bugs"]:
+            return f"no bug table in {d / 'bugs.json'}"
+        if not patches(name):
+            return f"no patches in {d}"
+        return None if seeds_dir(name).is_dir() else f"no seeds in {seeds_dir(name)}"
     if not cfg["bugs"]:
         return f"its bug table is a TODO in bench/bugs.py (fill it in from {d / 'SUBJECT.md'})"
     if not subject_sources(name):
@@ -161,6 +204,19 @@ def test_to_afl(test, afl):
     """The AFL++ input of a system test, or None when it has none."""
     if afl["mode"] == "stdin":
         data = content(test.get("stdin"))
+    elif afl["mode"] == "argv":
+        files = test.get("files", {})
+        args = list(test.get("args", []))
+        stdin = content(test.get("stdin"))
+        named = [a for a in args if a in files]
+        if len(files) == 1 and len(named) == 1 and not stdin:
+            # The one input file, on stdin instead ("-" reads it there).
+            stdin = content(files[named[0]])
+            args = ["-" if a == named[0] else a for a in args]
+        if any("\0" in a for a in args):
+            return None
+        data = b"".join(a.encode() + b"\0" for a in args) + b"\0" + stdin
+        return data
     elif afl["mode"] == "file":
         files = test.get("files", {})
         if afl.get("file"):
@@ -174,6 +230,28 @@ def test_to_afl(test, afl):
 
 def afl_to_test(data, afl):
     """The system test an AFL++ input stands for."""
+    if afl["mode"] == "argv":
+        # As bench/aflpp/argv_stdin.c reads it: NUL-ended arguments up to an empty one
+        # (at most 64), the rest stdin; an input cut short is all arguments.
+        args, rest, start = [], b"", 0
+        while True:
+            end = data.find(b"\0", start)
+            if end < 0:
+                if start < len(data):
+                    args.append(data[start:])
+                break
+            if end == start:
+                rest = data[end + 1:]
+                break
+            args.append(data[start:end])
+            start = end + 1
+        args = args[:64]
+        # trestle's system tests hold arguments as text: bytes that are not UTF-8 become
+        # U+FFFD (such a crash may then not reproduce, and is counted as unreproduced).
+        t = {"args": [a.decode("utf-8", "replace") for a in args]}
+        if rest:
+            t["stdin"] = {"base64": base64.b64encode(rest).decode()}
+        return t
     if afl["mode"] == "stdin":
         t = {"stdin": {"base64": base64.b64encode(data).decode()}}
         if afl.get("args"):
@@ -184,7 +262,7 @@ def afl_to_test(data, afl):
 
 
 def afl_target_args(afl):
-    if afl["mode"] == "stdin":
+    if afl["mode"] in ("stdin", "argv"):
         return list(afl.get("args", []))
     return list(afl.get("args", [])) + ["@@"]
 
@@ -276,9 +354,63 @@ def copy_tools(work):
     return bin_dir
 
 
+def build_package_variant(subj, variant, work):
+    """Build one variant of a planted-bug program with its package's build script and
+    every patch of bench/bugs/PROG/ (rebuilt when the patches, the compiler or the
+    command change). Returns DIR/bin/PROG (for afl, the dictionary is DIR/bin/dict.txt)."""
+    cfg = SUBJECTS[subj]
+    pkg = PACKAGES[cfg["package"]]
+    d = work / "build" / subj / variant
+    (d / "bin").mkdir(parents=True, exist_ok=True)
+    env = dict(os.environ, TRESTLE_CONFIG_CACHE=str(work / "build" / "configure" / f"{cfg['package']}-{variant}.cache"))
+    cflags, ldflags, identity = " ".join(PLAIN_FLAGS), "", []
+    if variant == "trestle":
+        cc = str(RELEASE / "trestle-cc")
+        identity = [RELEASE / "trestle-cc", RELEASE / "libtrestle_runtime.a"]
+    elif variant in ("plain", "cov"):
+        cc = "clang-19"
+        cflags = " ".join(PLAIN_FLAGS if variant == "plain" else COV_FLAGS)
+    elif variant in ("afl", "cmplog"):
+        cc = "afl-clang-fast"
+        harness = d / "argv_stdin.o"
+        subprocess.run(["clang-19", "-O2", "-c", str(ARGV_HARNESS), "-o", str(harness)], check=True)
+        ldflags = f"-Wl,--wrap=main {harness}"
+        identity = [Path(shutil.which(cc) or cc), ARGV_HARNESS]
+        if variant == "afl":
+            env["AFL_LLVM_DICT2FILE"] = str(d / "bin" / "dict.txt")
+        else:
+            env["AFL_LLVM_CMPLOG"] = "1"
+    else:
+        raise ValueError(variant)
+    cmd = ["bash", str(REPO / pkg["script"]), "--cc", cc, "--out", str(d), "--cflags", cflags]
+    cmd += ["--ldflags", ldflags] if ldflags else []
+    cmd += ["--prog", cfg["prog"]] if pkg["prog_args"] else []
+    for patch in patches(subj):
+        cmd += ["--patch", str(patch)]
+    out = d / "bin" / cfg["prog"]
+    stamp = d / "build.stamp"
+    key = hashlib.sha1((json.dumps(cmd) + sha1_files(patches(subj) + identity)).encode()).hexdigest()
+    if out.exists() and stamp.exists() and stamp.read_text() == key:
+        return out
+    log(f"{subj}: building the {variant} variant")
+    if variant == "afl":
+        (d / "bin" / "dict.txt").unlink(missing_ok=True)
+    logf = d / "build.log"
+    with logf.open("w") as fh:
+        fh.write(" ".join(cmd) + "\n")
+        fh.flush()
+        r = subprocess.run(cmd, stdout=fh, stderr=fh, env=env)
+    if r.returncode != 0 or not out.exists():
+        sys.exit(f"bugs: building {subj} ({variant}) failed; see {logf}")
+    stamp.write_text(key)
+    return out
+
+
 def build_variant(subj, variant, work):
     """Build one variant of a subject (rebuilt when the sources, the compiler or the
     command change). Returns the binary (and for afl, the dictionary next to it)."""
+    if SUBJECTS[subj].get("package"):
+        return build_package_variant(subj, variant, work)
     srcs = subject_sources(subj)
     cxx = is_cxx(srcs)
     d = work / "build" / subj
@@ -415,7 +547,7 @@ def trestle_run(task, a, work, bin_dir, builds):
     d.mkdir(parents=True, exist_ok=True)
     t = bin_dir / "trestle"
     env = dict(os.environ, TRESTLE_BIN=str(bin_dir))
-    seeds = subject_dir(subj) / cfg["seeds"]
+    seeds = seeds_dir(subj)
     cj = camp / "campaign.json"
     state = json.loads(cj.read_text()) if cj.exists() else None
     if state is not None and state["settings"]["budget"] != float(a.time):
@@ -502,7 +634,7 @@ def afl_seeds(subj, dest):
     shutil.rmtree(dest, ignore_errors=True)
     dest.mkdir(parents=True)
     seen, dropped = set(), []
-    for p in sorted((subject_dir(subj) / cfg["seeds"]).glob("*.json")):
+    for p in sorted(seeds_dir(subj).glob("*.json")):
         data = test_to_afl(json.loads(p.read_text()), cfg["afl"])
         if data is None:
             dropped.append(p.stem)
@@ -560,6 +692,8 @@ def afl_run(task, a, work, bin_dir, builds):
         cmd += ["-x", str(dict_file)]
     cmd += ["-V", str(a.time), "-s", str(rep + 1), "--", str(builds["afl"])] + afl_target_args(cfg["afl"])
     env = dict(os.environ, **AFL_ENV)
+    if cfg["afl"]["mode"] == "argv":
+        env["TRESTLE_AFL_ARGV"] = "1"  # bench/aflpp/argv_stdin.c: the input is argv + stdin
     log(f"{subj} {col}-{rep}: starting ({a.time} s, {len(inputs)} inputs)")
     rc, wall, overran = run_guarded(cmd, d / "run.log", env, a.time + 120, cwd=d)
     out = d / "out" / "default"

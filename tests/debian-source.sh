@@ -1,7 +1,7 @@
 # Shared steps of the scripts that build a Debian source package with a given
 # compiler (tests/coreutils/build.sh, tests/sed/build.sh, tests/bc/build.sh). Sourced
 # after the caller defined `die` and `step`, parsed its arguments (CC_ARG, OUT,
-# CFLAGS_ARG, PATCHES) and set PKG, VERSION, DEB_VERSIONS (pinned Debian versions, tried
+# CFLAGS_ARG, LDFLAGS_ARG, PATCHES) and set PKG, VERSION, DEB_VERSIONS (pinned Debian versions, tried
 # first), ORIG (the upstream tarball's name), ORIG_SHA256 (its pinned hash, or empty
 # where apt's check is the only one) and CACHE (where the unpacked tree is kept).
 
@@ -174,7 +174,7 @@ run_configure() {
         cache_opt=(--cache-file="$(cd "$(dirname "$TRESTLE_CONFIG_CACHE")" && pwd)/$(basename "$TRESTLE_CONFIG_CACHE")")
     fi
     # FORCE_UNSAFE_CONFIGURE: gnulib's checks refuse to run as root without it.
-    if ! FORCE_UNSAFE_CONFIGURE=1 ./configure --quiet "${cache_opt[@]}" CC="$CC_PATH" CFLAGS="$CFLAGS_ARG" "$@" \
+    if ! FORCE_UNSAFE_CONFIGURE=1 ./configure --quiet "${cache_opt[@]}" CC="$CC_PATH" CFLAGS="$CFLAGS_ARG" LDFLAGS="$LDFLAGS_ARG" "$@" \
             >"$BUILD/trestle-configure.log" 2>&1; then
         tail -n 30 "$BUILD/trestle-configure.log" >&2
         die "configure failed; see $BUILD/trestle-configure.log and $BUILD/config.log"

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Build GNU bc 1.07.1 (bc and dc) with a given C compiler.
 #
-# usage: build.sh --cc COMPILER --out DIR [--cflags "..."] [--patch FILE]...
+# usage: build.sh --cc COMPILER --out DIR [--cflags "..."] [--ldflags "..."] [--patch FILE]...
 #
 # The upstream source (bc_1.07.1.orig.tar.gz from Debian bookworm's source
 # package bc 1.07.1-3, hash-checked by apt and against a pinned SHA-256) is
@@ -38,6 +38,7 @@ usage() {
 CC_ARG=""
 OUT=""
 CFLAGS_ARG="-O2 -g"
+LDFLAGS_ARG=""
 PATCHES=()
 while [ $# -gt 0 ]; do
     case "$1" in
@@ -47,6 +48,8 @@ while [ $# -gt 0 ]; do
         --out=*) OUT="${1#--out=}"; shift ;;
         --cflags) [ $# -ge 2 ] || usage; CFLAGS_ARG="$2"; shift 2 ;;
         --cflags=*) CFLAGS_ARG="${1#--cflags=}"; shift ;;
+        --ldflags) [ $# -ge 2 ] || usage; LDFLAGS_ARG="$2"; shift 2 ;;
+        --ldflags=*) LDFLAGS_ARG="${1#--ldflags=}"; shift ;;
         --patch) [ $# -ge 2 ] || usage; PATCHES+=("$(cd "$(dirname "$2")" && pwd)/$(basename "$2")"); shift 2 ;;
         --patch=*) p="${1#--patch=}"; PATCHES+=("$(cd "$(dirname "$p")" && pwd)/$(basename "$p")"); shift ;;
         -h|--help) usage ;;

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Build GNU coreutils 9.1 programs (default: cut) with a given C compiler.
 #
-# usage: build.sh --cc COMPILER --out DIR [--cflags "..."] [--patch FILE]... [--prog cut[,ls,...]]...
+# usage: build.sh --cc COMPILER --out DIR [--cflags "..."] [--ldflags "..."] [--patch FILE]... [--prog cut[,ls,...]]...
 #
 # The upstream source (coreutils_9.1.orig.tar.xz from Debian bookworm's source
 # package coreutils 9.1-1, hash-checked by apt) is downloaded once and kept
@@ -33,6 +33,7 @@ usage() {
 CC_ARG=""
 OUT=""
 CFLAGS_ARG="-O2 -g"
+LDFLAGS_ARG=""
 PATCHES=()
 PROGS=()
 while [ $# -gt 0 ]; do
@@ -43,6 +44,8 @@ while [ $# -gt 0 ]; do
         --out=*) OUT="${1#--out=}"; shift ;;
         --cflags) [ $# -ge 2 ] || usage; CFLAGS_ARG="$2"; shift 2 ;;
         --cflags=*) CFLAGS_ARG="${1#--cflags=}"; shift ;;
+        --ldflags) [ $# -ge 2 ] || usage; LDFLAGS_ARG="$2"; shift 2 ;;
+        --ldflags=*) LDFLAGS_ARG="${1#--ldflags=}"; shift ;;
         --patch) [ $# -ge 2 ] || usage; PATCHES+=("$(cd "$(dirname "$2")" && pwd)/$(basename "$2")"); shift 2 ;;
         --patch=*) p="${1#--patch=}"; PATCHES+=("$(cd "$(dirname "$p")" && pwd)/$(basename "$p")"); shift ;;
         --prog) [ $# -ge 2 ] || usage; IFS=', ' read -r -a p <<<"$2"; PROGS+=("${p[@]}"); shift 2 ;;

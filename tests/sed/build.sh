@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Build GNU sed 4.9 with a given C compiler.
 #
-# usage: build.sh --cc COMPILER --out DIR [--cflags "..."] [--patch FILE]... [--system-regex]
+# usage: build.sh --cc COMPILER --out DIR [--cflags "..."] [--ldflags "..."] [--patch FILE]... [--system-regex]
 #
 # The upstream source (sed_4.9.orig.tar.xz from Debian bookworm's source
 # package sed 4.9-1, hash-checked by apt and against a pinned SHA-256) is
@@ -38,6 +38,7 @@ usage() {
 CC_ARG=""
 OUT=""
 CFLAGS_ARG="-O2 -g"
+LDFLAGS_ARG=""
 PATCHES=()
 REGEX_OPT="--with-included-regex"
 while [ $# -gt 0 ]; do
@@ -48,6 +49,8 @@ while [ $# -gt 0 ]; do
         --out=*) OUT="${1#--out=}"; shift ;;
         --cflags) [ $# -ge 2 ] || usage; CFLAGS_ARG="$2"; shift 2 ;;
         --cflags=*) CFLAGS_ARG="${1#--cflags=}"; shift ;;
+        --ldflags) [ $# -ge 2 ] || usage; LDFLAGS_ARG="$2"; shift 2 ;;
+        --ldflags=*) LDFLAGS_ARG="${1#--ldflags=}"; shift ;;
         --patch) [ $# -ge 2 ] || usage; PATCHES+=("$(cd "$(dirname "$2")" && pwd)/$(basename "$2")"); shift 2 ;;
         --patch=*) p="${1#--patch=}"; PATCHES+=("$(cd "$(dirname "$p")" && pwd)/$(basename "$p")"); shift ;;
         --system-regex) REGEX_OPT="--without-included-regex"; shift ;;
