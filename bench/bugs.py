@@ -1,9 +1,12 @@
 #!/usr/bin/env python3
-"""Time to bug: the bridge (`trestle run`) against the system-level fuzzer alone
-(`trestle run --system-only`) and against AFL++ at full strength, on subjects with
-planted bugs.
+"""Time to bug and coverage over time: the bridge (`trestle run`) against the
+system-level fuzzer alone (`trestle run --system-only`) and against AFL++ at full
+strength, on subjects with planted bugs: the bundled requests and kvshell, and the
+paper's six real programs (coreutils 9.1 cut, paste, tac, b2sum; GNU sed 4.9; dc from
+bc 1.07.1), built from Debian sources with the patches of bench/bugs/PROG/ (three
+planted bugs each, listed in bench/bugs/PROG/bugs.json). Pictures: bench/plots.py.
 
-    python3 bench/bugs.py [--subjects requests,kvshell] [--reps 5] [--time 300]
+    python3 bench/bugs.py [--subjects cut,sed,dc,...] [--reps 5] [--time 600]
                           [--columns bridge,system-only,aflpp] [--jobs 1]
                           [--smoke] [--table-only] [--self-check] [--work DIR]
 
@@ -33,6 +36,12 @@ Times (seconds since the start of the run):
            out/default/crashes/.
 A bug's time is the earliest crash classified to it; a run that does not find it counts
 as the full budget in medians and tests.
+
+Coverage over time (the six programs): every system test a run produced (trestle: its
+queue, crashes, effective lifted tests and alarms, timed by file modification within the
+session that wrote them; AFL++: its queue and crashes, timed by `time:`), plus the
+seeds, replayed window by window (every 30 s) on a clang coverage build with `trestle
+exec`; branch coverage of the program's own files as bench/paper.py defines them.
 
 Outputs: bench/results/bugs/<subject>/<column>-<rep>.json per run, written when the run
 ends (re-running skips finished runs; an interrupted trestle campaign goes on with
@@ -462,6 +471,8 @@ def build_subject(subj, work, columns):
     variants = ["plain"]
     if "bridge" in columns or "system-only" in columns:
         variants += ["trestle", "cov"]
+    elif SUBJECTS[subj].get("package"):
+        variants += ["cov"]  # coverage over time, for every column
     if "aflpp" in columns:
         variants += ["afl", "cmplog"]
     return {v: build_variant(subj, v, work) for v in variants}
@@ -569,6 +580,9 @@ def trestle_run(task, a, work, bin_dir, builds):
         cmd = None
     if cmd:
         log(f"{subj} {col}-{rep}: {'resuming' if resumed else 'starting'} ({a.time} s)")
+        sessions = json.loads((d / "sessions.json").read_text()) if resumed and (d / "sessions.json").exists() else []
+        sessions.append({"wall_start": time.time(), "elapsed_before": state["elapsed"] if resumed else 0.0})
+        write_atomic(d / "sessions.json", json.dumps(sessions) + "\n")
         rc, wall, overran = run_guarded(cmd, d / "run.log", env, a.time + max(180, a.time))
         if rc != 0 and not overran:
             raise RuntimeError(f"trestle run exited {rc}; see {d / 'run.log'}")
@@ -731,11 +745,104 @@ def afl_run(task, a, work, bin_dir, builds):
     }
 
 
+# ---------------------------------------------------------------------------------
+# coverage over time: every test a run produced, replayed on the coverage build by
+# the time it was found
+# ---------------------------------------------------------------------------------
+
+# Sampled every 30 s; the table reports 60, 120, 300 and 600 s (those within the budget).
+COVERAGE_STEP = 30
+COVERAGE_MARKS = [60, 120, 300, 600]
+
+
+def load_json(path):
+    try:
+        return json.loads(path.read_bytes())
+    except (OSError, ValueError) as e:
+        raise RuntimeError(f"cannot read the system test {path}: {e}") from e
+
+
+def trestle_timed_tests(run_dir):
+    """(seconds into the campaign, test) for every system test a trestle run produced:
+    its system fuzzer's queue and crashes, the effective lifted tests and the alarms'
+    tests, timed by their files' modification times within the session that wrote them
+    (sessions.json: each session's wall-clock start and the campaign time before it)."""
+    camp = run_dir / "campaign"
+    sessions = sorted(json.loads((run_dir / "sessions.json").read_text()), key=lambda x: x["wall_start"])
+    def seconds(path):
+        m = path.stat().st_mtime
+        s = max((x for x in sessions if x["wall_start"] <= m), key=lambda x: x["wall_start"], default=sessions[0])
+        return max(0.0, s["elapsed_before"] + m - s["wall_start"])
+    files = []
+    for sub in ["system/queue", "system/crashes", "effective"]:
+        files += [p for p in (camp / sub).glob("*.json") if not p.name.startswith(".")]
+    for al in (camp / "alarms").glob("*/"):
+        files += [p for p in (al / "lifted.json", al / "reduced.json") if p.exists()]
+    return [(seconds(p), load_json(p)) for p in sorted(files)]
+
+
+def afl_timed_tests(run_dir, cfg):
+    """(seconds, test) for AFL++'s queue and crashes (`time:` in the name, in ms; the
+    seeds at 0), as system tests."""
+    out = run_dir / "out" / "default"
+    items = []
+    for p in sorted(list((out / "queue").glob("id:*")) + list((out / "crashes").glob("id:*"))):
+        m = re.search(r"time:(\d+)", p.name)
+        items.append((int(m.group(1)) / 1000 if m else 0.0, afl_to_test(p.read_bytes(), cfg["afl"])))
+    return items
+
+
+def coverage_over_time(subj, cov_bin, items, budget, bin_dir, scratch):
+    """Branch coverage of the program's own files (bench/paper.py's definition) by the
+    seeds (at 0 s) and the tests found up to each sample time: [{"seconds", "branches",
+    "branches_total", "lines", "lines_total"}]. Each window's tests run once on the
+    coverage build; the profiles merge cumulatively."""
+    import paper  # noqa: E402 (bench/paper.py: run_tests, own_file)
+    paper.TRESTLE = bin_dir / "trestle"
+    seeds = [(0.0, load_json(p)) for p in sorted(seeds_dir(subj).glob("*.json"))]
+    marks = list(range(COVERAGE_STEP, int(budget) + 1, COVERAGE_STEP)) or [int(budget)]
+    shutil.rmtree(scratch, ignore_errors=True)
+    scratch.mkdir(parents=True)
+    merged, curve, start = None, [], -1.0
+    for mark in [0] + marks:
+        window = [t for sec, t in seeds + items if start < sec <= mark or (mark == 0 and sec <= 0)]
+        start = max(start, mark)
+        if window:
+            raw = scratch / f"raw-{mark}"
+            raw.mkdir()
+            paper.run_tests(cov_bin, window, {"LLVM_PROFILE_FILE": str(raw / "cov-%4m.profraw")})
+            profiles = [str(r) for r in sorted(raw.glob("*.profraw"))] + ([str(merged)] if merged else [])
+            nxt = scratch / f"merged-{mark}.profdata"
+            subprocess.run(["llvm-profdata-19", "merge", "-sparse", "-o", str(nxt)] + profiles, check=True)
+            shutil.rmtree(raw)
+            merged = nxt
+        if merged is None:
+            raise RuntimeError(f"no profile written by {cov_bin} (not a coverage build?)")
+        out = subprocess.run(["llvm-cov-19", "export", "-summary-only", "-instr-profile", str(merged), str(cov_bin)],
+                             check=True, capture_output=True, text=True).stdout
+        point = {"seconds": mark, "branches": 0, "branches_total": 0, "lines": 0, "lines_total": 0}
+        for f in json.loads(out)["data"][0]["files"]:
+            if paper.own_file(subj, f["filename"]) is None:
+                continue
+            sm = f["summary"]
+            point["branches"] += sm["branches"]["covered"]
+            point["branches_total"] += sm["branches"]["count"]
+            point["lines"] += sm["lines"]["covered"]
+            point["lines_total"] += sm["lines"]["count"]
+        curve.append(point)
+    shutil.rmtree(scratch, ignore_errors=True)
+    return curve
+
+
 def one_run(task, a, work, bin_dir, builds):
     subj, col, rep = task
     res_file = RESULTS / subj / f"{col}-{rep}.json"
     t0 = time.time()
     res = (afl_run if col == "aflpp" else trestle_run)(task, a, work, bin_dir, builds[subj])
+    if "cov" in builds[subj] and SUBJECTS[subj].get("package"):
+        run_dir = work / "runs" / subj / f"{col}-{rep}"
+        items = afl_timed_tests(run_dir, SUBJECTS[subj]) if col == "aflpp" else trestle_timed_tests(run_dir)
+        res["coverage"] = coverage_over_time(subj, builds[subj]["cov"], items, res["budget"], bin_dir, run_dir / "cov")
     # A campaign can run past its budget (trestle finishes the unit round it is in):
     # what it finds after the budget does not count.
     late = {b: v for b, v in res["bugs"].items() if v is not None and v > res["budget"]}
@@ -946,6 +1053,7 @@ def write_table(subj, a):
             cells = [f"{len(per[c])} run(s), first {fmt_s(min((x for x in per[c] if x is not None), default=None))} s"
                      if c in per else "–" for c in cols]
             L.append(f"| `{sig}` | " + " | ".join(cells) + " |")
+    L += coverage_table(cols, runs, budget)
     unrep = sum(len(r.get("unreproduced", [])) for c in cols for r in runs[c])
     if unrep:
         L.append("")
@@ -954,6 +1062,54 @@ def write_table(subj, a):
     text = "\n".join(L) + "\n"
     write_atomic(RESULTS / f"{subj}.md", text)
     return text
+
+
+def coverage_at(run, mark):
+    """A run's branch coverage (%) at `mark` seconds (its last sample before), or None."""
+    pts = [p for p in run.get("coverage") or [] if p["seconds"] <= mark]
+    if not pts or not pts[-1]["branches_total"]:
+        return None
+    return 100.0 * pts[-1]["branches"] / pts[-1]["branches_total"]
+
+
+def coverage_table(cols, runs, budget):
+    """The coverage section: branch coverage at each mark (median [range]), p and A12 of
+    the bridge against each column at the last mark, and how soon each column reaches
+    the system-only median of the last mark."""
+    if not any(r.get("coverage") for c in cols for r in runs[c]):
+        return []
+    marks = [m for m in COVERAGE_MARKS if m < budget] + [int(budget)]
+    last = marks[-1]
+    L = ["", "## Branch coverage over time", "",
+         "Branch coverage of the program's own files (bench/paper.py's definition) by the seeds and every test the "
+         "run produced up to the time (trestle: queue, crashes, effective lifted tests, alarms, by file time; "
+         "AFL++: queue and crashes, by `time:`), replayed on the coverage build with `trestle exec`. "
+         f"Median [min–max] in %; p and A12 (the probability that a bridge run covers more) at {last} s.", "",
+         "| column | " + " | ".join(f"{m} s" for m in marks) + " | p (bridge vs) | A12 (bridge more) | reaches system-only's "
+         f"{last} s median at |", "|---|" + "---|" * (len(marks) + 3)]
+    at = {c: [v for v in (coverage_at(r, last) for r in runs[c]) if v is not None] for c in cols}
+    target = statistics.median(at["system-only"]) if at.get("system-only") else None
+    for c in cols:
+        cells = []
+        for m in marks:
+            xs = [v for v in (coverage_at(r, m) for r in runs[c]) if v is not None]
+            cells.append(f"{statistics.median(xs):.1f} [{min(xs):.1f}–{max(xs):.1f}]" if xs else "–")
+        p = a12 = "–"
+        if c != "bridge" and at.get("bridge") and at[c]:
+            _, pv, _ = mann_whitney(at["bridge"], at[c])
+            p = "–" if pv is None else f"{pv:.3f}"
+            a12 = f"{a12_faster([-x for x in at['bridge']], [-y for y in at[c]]):.2f}"
+        reach = "–"
+        if target is not None:
+            times = []
+            for r in runs[c]:
+                hit = next((pt["seconds"] for pt in r.get("coverage") or []
+                            if pt["branches_total"] and 100.0 * pt["branches"] / pt["branches_total"] >= target), None)
+                times.append(hit)
+            got = sorted(t for t in times if t is not None)
+            reach = (f"median {statistics.median(got):.0f} s ({len(got)}/{len(times)} runs)" if got else f"never (0/{len(times)})")
+        L.append(f"| {c} | " + " | ".join(cells) + f" | {p} | {a12} | {reach} |")
+    return L
 
 
 # ---------------------------------------------------------------------------------
