@@ -58,7 +58,10 @@ REPO = Path(__file__).resolve().parent.parent
 RELEASE = REPO / "target" / "release"
 RESULTS = REPO / "bench" / "results" / "bugs"
 TOOLS = ["trestle", "trestle-exec", "trestle-fuzz-launcher", "libtrestle_crashstack.so", "libtrestle_inproc.so"]
-COLUMNS = ["bridge", "system-only", "aflpp"]
+COLUMNS = ["bridge", "system-only", "aflpp", "changed"]
+# The columns run unless --columns says otherwise ("changed": the bridge told which
+# function a change touched, the six programs only; see changed_tree).
+DEFAULT_COLUMNS = ["bridge", "system-only", "aflpp"]
 COV_FLAGS = ["-O1", "-g", "-fprofile-instr-generate", "-fcoverage-mapping"]
 PLAIN_FLAGS = ["-O2", "-g"]
 # afl-fuzz at full strength: it binds itself to a free core, as trestle does.
@@ -469,7 +472,7 @@ def build_variant(subj, variant, work):
 
 def build_subject(subj, work, columns):
     variants = ["plain"]
-    if "bridge" in columns or "system-only" in columns:
+    if "bridge" in columns or "system-only" in columns or "changed" in columns:
         variants += ["trestle", "cov"]
     elif SUBJECTS[subj].get("package"):
         variants += ["cov"]  # coverage over time, for every column
@@ -550,6 +553,35 @@ def alarm_times(camp, alarms):
     return res
 
 
+def changed_bug(subj):
+    """The bug the "changed" column introduces as a change: the program's first (its
+    magic-value bug)."""
+    return next(iter(SUBJECTS[subj]["bugs"]))
+
+
+def changed_tree(subj, trestle_bin):
+    """The trestle build's source tree as a git work tree whose only uncommitted change
+    is the patch of changed_bug (the other patches are committed): what a user sees who
+    just wrote that bug. The binary was built from exactly this text."""
+    cfg = SUBJECTS[subj]
+    tree = next(p for p in trestle_bin.parent.parent.iterdir() if p.is_dir() and p.name.endswith("-build"))
+    patch = subject_dir(subj) / next(b["patch"] for b in json.loads((subject_dir(subj) / "bugs.json").read_text())["bugs"]
+                                     if b["name"] == changed_bug(subj))
+    stamp = tree / ".trestle-changed"
+    if stamp.exists() and stamp.read_text() == patch.name:
+        return tree
+    git = ["git", "-C", str(tree), "-c", "user.name=bench", "-c", "user.email=bench@localhost"]
+    shutil.rmtree(tree / ".git", ignore_errors=True)
+    subprocess.run(["patch", "-R", "-p1", "--batch", "--quiet", "-d", str(tree), "-i", str(patch)], check=True)
+    subprocess.run(git[:3] + ["init", "-q"], check=True)
+    (tree / ".git" / "info" / "exclude").write_text("*.o\n*.a\n.trestle-changed\n")
+    subprocess.run(git + ["add", "-A"], check=True)
+    subprocess.run(git + ["commit", "-q", "-m", f"{cfg['prog']} with the other planted bugs"], check=True)
+    subprocess.run(["patch", "-p1", "--batch", "--quiet", "-d", str(tree), "-i", str(patch)], check=True)
+    stamp.write_text(patch.name)
+    return tree
+
+
 def trestle_run(task, a, work, bin_dir, builds):
     subj, col, rep = task
     cfg = SUBJECTS[subj]
@@ -566,6 +598,8 @@ def trestle_run(task, a, work, bin_dir, builds):
     first_cmd = [str(t), "run", "--program", str(builds["trestle"]), "--seeds", str(seeds),
                  "--validate-with", str(builds["cov"]), "--time", f"{a.time}s", "--out", str(camp),
                  "--seed", str(rep + 1), "--plain"] + (["--system-only"] if col == "system-only" else [])
+    if col == "changed":
+        first_cmd += ["--changed-since", "HEAD", "--source", str(changed_tree(subj, builds["trestle"]))]
     resumed = False
     wall = 0.0
     overran = False
@@ -620,7 +654,7 @@ def trestle_run(task, a, work, bin_dir, builds):
         else:
             unreproduced.append({"id": al["id"], "signature": al.get("signature"), "seconds": sec})
     degenerate = None
-    if col == "bridge" and not c.get("fuzzed"):
+    if col in ("bridge", "changed") and not c.get("fuzzed"):
         degenerate = "no unit was fuzzed (see run.log): the run was system-only in effect"
     return {
         "subject": subj, "column": col, "rep": rep, "seed": rep + 1, "budget": float(a.time),
@@ -971,6 +1005,11 @@ def write_table(subj, a):
              f"{next((r.get('afl_version') for r in runs.get('aflpp', []) if r.get('afl_version')), '')}: "
              "afl-clang-fast -O2 -g build, CmpLog build (`-c`, `-l 2AT`), the AFL_LLVM_DICT2FILE dictionary "
              "(`-x`), the seeds as AFL++ inputs.")
+    if "changed" in cols:
+        L.append("")
+        L.append(f"**changed**: the bridge told what changed (`--changed-since HEAD --source TREE`, TREE the "
+                 f"trestle build's source as a git work tree whose one uncommitted change is the patch of "
+                 f"`{changed_bug(subj)}`); the question is how soon it reports that bug.")
     if cfg.get("note"):
         L.append("")
         L.append(f"Subject: {cfg['note']}")
@@ -1162,7 +1201,7 @@ def main():
     ap.add_argument("--subjects", default=",".join(SUBJECTS), help="comma-separated (default: all declared)")
     ap.add_argument("--reps", type=int, help="repetitions per column (default 5; --smoke 1)")
     ap.add_argument("--time", type=int, help="seconds per run (default 300; --smoke 30)")
-    ap.add_argument("--columns", default=",".join(COLUMNS), help=f"comma-separated subset of {','.join(COLUMNS)}")
+    ap.add_argument("--columns", default=",".join(DEFAULT_COLUMNS), help=f"comma-separated subset of {','.join(COLUMNS)}")
     ap.add_argument("--jobs", type=int, default=1, help="runs at a time (default 1; 2 on a 2-core machine)")
     ap.add_argument("--smoke", action="store_true", help="1 repetition of 30 s")
     ap.add_argument("--table-only", action="store_true", help="only rewrite the tables from the result files")
@@ -1209,6 +1248,8 @@ def main():
     for rep in range(a.reps):
         for s in ready:
             for c in a.columns:
+                if c == "changed" and not SUBJECTS[s].get("package"):
+                    continue  # a change needs a source tree: the six programs only
                 f = RESULTS / s / f"{c}-{rep}.json"
                 if f.exists():
                     try:
