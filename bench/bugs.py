@@ -852,18 +852,8 @@ def coverage_over_time(subj, cov_bin, items, budget, bin_dir, scratch):
             merged = nxt
         if merged is None:
             raise RuntimeError(f"no profile written by {cov_bin} (not a coverage build?)")
-        out = subprocess.run(["llvm-cov-19", "export", "-summary-only", "-instr-profile", str(merged), str(cov_bin)],
-                             check=True, capture_output=True, text=True).stdout
-        point = {"seconds": mark, "branches": 0, "branches_total": 0, "lines": 0, "lines_total": 0}
-        for f in json.loads(out)["data"][0]["files"]:
-            if paper.own_file(subj, f["filename"]) is None:
-                continue
-            sm = f["summary"]
-            point["branches"] += sm["branches"]["covered"]
-            point["branches_total"] += sm["branches"]["count"]
-            point["lines"] += sm["lines"]["covered"]
-            point["lines_total"] += sm["lines"]["count"]
-        curve.append(point)
+        cov = paper.profile_coverage(subj, cov_bin, merged)
+        curve.append({"seconds": mark, **{k: cov[k] for k in ("branches", "branches_total", "lines", "lines_total")}})
     shutil.rmtree(scratch, ignore_errors=True)
     return curve
 

@@ -231,11 +231,18 @@ def branch_coverage(subj, cov_bin, tests, scratch, keep_profile=False):
         raise RuntimeError(f"no profile written by {cov_bin} (not a coverage build?)")
     merged = scratch / "merged.profdata"
     subprocess.run(["llvm-profdata-19", "merge", "-sparse", "-o", str(merged)] + [str(r) for r in raws], check=True)
-    out = subprocess.run(["llvm-cov-19", "export", "-summary-only", "-instr-profile", str(merged), str(cov_bin)],
-                         check=True, capture_output=True, text=True).stdout
     shutil.rmtree(prof, ignore_errors=True)
+    res = profile_coverage(subj, cov_bin, merged)
     if not keep_profile:
         merged.unlink()
+    return res
+
+
+def profile_coverage(subj, cov_bin, profdata):
+    """Branch and line coverage of the program's own sources (own_file) in a merged
+    profile of `cov_bin`, and the files counted."""
+    out = subprocess.run(["llvm-cov-19", "export", "-summary-only", "-instr-profile", str(profdata), str(cov_bin)],
+                         check=True, capture_output=True, text=True).stdout
     res = {"branches": 0, "branches_total": 0, "lines": 0, "lines_total": 0, "files": []}
     for f in json.loads(out)["data"][0]["files"]:
         name = own_file(subj, f["filename"])
