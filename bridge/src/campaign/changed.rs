@@ -74,8 +74,12 @@ pub(super) fn same_source(a: &Path, debug_file: &str) -> bool {
     }
 }
 
+/// Each function's source file and the lines it spans (from its first line to the next
+/// function's in the file), by function id.
+pub(super) type FunctionLines = BTreeMap<u64, (String, u32, u32)>;
+
 /// The lines each function spans, for scoring by uncovered code.
-pub(super) fn function_lines(binary: &Binary) -> BTreeMap<u64, (String, u32, u32)> {
+pub(super) fn function_lines(binary: &Binary) -> FunctionLines {
     let mut by_file: BTreeMap<String, Vec<(u32, u64)>> = BTreeMap::new();
     for f in binary.functions.values() {
         if let Some(file) = &f.file {

@@ -8,7 +8,7 @@
 //! (streams and numbers above all) come first, and a unit whose parameter values all
 //! occur in a unit of the function already fuzzed is skipped.
 
-use super::changed::{function_lines, same_source};
+use super::changed::{same_source, FunctionLines};
 use super::runner::Runner;
 use super::FuzzedUnit;
 use crate::binary::Binary;
@@ -89,17 +89,17 @@ struct Reach<'a> {
 }
 
 impl<'a> Reach<'a> {
-    fn new(binary: &'a Binary, uncovered: Option<&BTreeMap<String, Vec<u32>>>) -> Self {
+    fn new(binary: &'a Binary, lines: &FunctionLines, uncovered: Option<&BTreeMap<String, Vec<u32>>>) -> Self {
         let (own, measure) = match uncovered {
-            Some(unc) => (Self::uncovered_in_span(binary, unc), "uncovered lines"),
+            Some(unc) => (Self::uncovered_in_span(lines, unc), "uncovered lines"),
             None => (binary.functions.values().map(|f| (f.id, 1.0 + f.cmp_constants.len() as f64)).collect(), "compared constants"),
         };
         Reach { binary, own, memo: HashMap::new(), measure }
     }
 
-    fn uncovered_in_span(binary: &Binary, unc: &BTreeMap<String, Vec<u32>>) -> HashMap<u64, f64> {
+    fn uncovered_in_span(lines: &FunctionLines, unc: &BTreeMap<String, Vec<u32>>) -> HashMap<u64, f64> {
         let mut by_debug_file: HashMap<&str, Option<&Vec<u32>>> = HashMap::new();
-        function_lines(binary)
+        lines
             .iter()
             .map(|(id, (file, start, end))| {
                 let lines = *by_debug_file
@@ -137,13 +137,13 @@ impl Runner {
     pub(super) fn pick(&self) -> Option<Pick> {
         let history = History::of(&self.c.fuzzed);
         let uncovered = self.lifter.as_ref().and_then(|l| l.uncovered_lines());
-        let mut reach_of = Reach::new(&self.binary, uncovered.as_ref());
+        let mut reach_of = Reach::new(&self.binary, &self.lines, uncovered.as_ref());
         let measure = reach_of.measure;
         // Every third pick explores: a function never fuzzed, covered or not (memory
         // errors hide in code the system tests already run), larger ones first.
         let explore = self.c.fuzzed.len() % EXPLORE_EVERY == EXPLORE_EVERY - 1;
         let spans: HashMap<u64, f64> = if explore {
-            function_lines(&self.binary).into_iter().map(|(id, (_, start, end))| (id, end.saturating_sub(start).min(200) as f64)).collect()
+            self.lines.iter().map(|(id, (_, start, end))| (*id, end.saturating_sub(*start).min(200) as f64)).collect()
         } else {
             HashMap::new()
         };

@@ -1,6 +1,7 @@
 //! One campaign session: the rounds of system fuzzing, carving, unit fuzzing and
 //! lifting, with the campaign's state saved after each step.
 
+use super::changed::{function_lines, FunctionLines};
 use super::pick::Pick;
 use super::status::{Live, Status, STOP};
 use super::{Campaign, FuzzedUnit, Settings};
@@ -25,6 +26,8 @@ pub(super) struct Runner {
     /// The index of each of `c.unit_dirs`, in the same order.
     pub(super) unit_indexes: Vec<UnitIndex>,
     pub(super) binary: Binary,
+    /// The lines each of its functions spans (the binary does not change: computed once).
+    pub(super) lines: FunctionLines,
     pub(super) sys: SysFuzzer,
     pub(super) lifter: Option<Lifter>,
     pub(super) live: Live,
@@ -319,6 +322,7 @@ impl Runner {
             unit_indexes,
             elapsed_before: campaign.elapsed,
             c: campaign,
+            lines: function_lines(&binary),
             binary,
             sys,
             lifter: Some(lifter),

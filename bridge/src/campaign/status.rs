@@ -14,7 +14,6 @@ pub(super) extern "C" fn on_stop(_sig: libc::c_int) {
 
 pub(super) struct Live {
     pub(super) tty: bool,
-    pub(super) started: Instant,
     pub(super) last_plain: Instant,
     pub(super) lines: usize,
 }
@@ -34,7 +33,7 @@ pub(super) struct Status<'a> {
 
 impl Live {
     pub(super) fn new(tty: bool) -> Live {
-        Live { tty, started: Instant::now(), last_plain: Instant::now(), lines: 0 }
+        Live { tty, last_plain: Instant::now(), lines: 0 }
     }
 
     pub(super) fn show(&mut self, s: &Status) {
@@ -93,6 +92,5 @@ impl Live {
                 s.alarms
             );
         }
-        let _ = self.started;
     }
 }

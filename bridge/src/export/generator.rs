@@ -282,14 +282,7 @@ impl<'a> Gen<'a> {
         let mode = stream_mode(f.flags);
         match (&f.path, f.fd) {
             (Some(path), _) => {
-                let _ = writeln!(
-                    self.setup,
-                    "    mem[{i}] = (unsigned char *)reopen_stream({}, {}, {:#x}, {}, \"{mode}\");",
-                    f.fd,
-                    c_string(path.as_bytes()),
-                    f.flags.max(0),
-                    f.offset.map_or(-1, |o| o as i64)
-                );
+                let _ = writeln!(self.setup, "    mem[{i}] = (unsigned char *)reopen_stream({}, \"{mode}\");", reopen_args(f, path));
             }
             (None, 0..=2) => {
                 let name = ["stdin", "stdout", "stderr"][f.fd as usize];
@@ -346,14 +339,7 @@ impl<'a> Gen<'a> {
         for f in &ctx.fds {
             match &f.path {
                 Some(path) => {
-                    let _ = writeln!(
-                        self.setup,
-                        "    reopen({}, {}, {:#x}, {});",
-                        f.fd,
-                        c_string(path.as_bytes()),
-                        f.flags.max(0),
-                        f.offset.map_or(-1, |o| o as i64)
-                    );
+                    let _ = writeln!(self.setup, "    reopen({});", reopen_args(f, path));
                 }
                 None => {
                     let _ = writeln!(self.setup, "    /* descriptor {} was open, with no known path */", f.fd);
@@ -408,6 +394,13 @@ fn global_id(e: &Extent) -> u64 {
         ExtentKind::Global { id, .. } => id,
         _ => 0,
     }
+}
+
+
+/// The arguments `reopen` and `reopen_stream` share: descriptor, path, open flags and
+/// offset (-1: unknown).
+fn reopen_args(f: &OpenFile, path: &str) -> String {
+    format!("{}, {}, {:#x}, {}", f.fd, c_string(path.as_bytes()), f.flags.max(0), f.offset.map_or(-1, |o| o as i64))
 }
 
 #[cfg(test)]

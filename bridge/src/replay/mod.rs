@@ -130,11 +130,10 @@ pub fn replay_unit_with_stderr(program: &Path, unit: &Unit, timeout: Duration) -
         Err(_) => match r.status {
             RunStatus::Signaled(sig) => Ok((Outcome::Crashed { signal: sig }, last_err)),
             RunStatus::TimedOut => Err(format!("timed out after {timeout:?}")),
-            RunStatus::Exited(c) => {
-                let err = String::from_utf8_lossy(&r.stderr);
-                let last = err.lines().last().unwrap_or("").to_owned();
-                Err(format!("the program exited with status {c} without a replay result{}", if last.is_empty() { String::new() } else { format!(" ({last})") }))
-            }
+            RunStatus::Exited(c) => Err(format!(
+                "the program exited with status {c} without a replay result{}",
+                if last_err.is_empty() { String::new() } else { format!(" ({last_err})") }
+            )),
         },
     }
 }
