@@ -193,3 +193,51 @@ fn hostile_tests_are_contained(d: &Path, prog: &Path, forked: bool) {
     let after: Vec<_> = std::fs::read_dir(&scratch).unwrap().filter_map(|e| e.ok()).map(|e| e.file_name()).collect();
     assert!(after.is_empty(), "run directories left behind: {after:?}");
 }
+
+const RECURSE: &str = r#"
+#include <stdio.h>
+#include <stdlib.h>
+
+/* "deep N" on stdin recurses through two functions until the stack runs out; the
+   frames' sizes depend on N, so runs with different N run out in different places. */
+static int down_b(int n, int pad);
+
+static int down_a(int n, int pad) {
+    volatile char frame[200];
+    frame[n % 200] = (char)n;
+    return down_b(n + 1, pad) + frame[0];
+}
+
+static int down_b(int n, int pad) {
+    volatile char frame[64 + pad % 512];
+    frame[0] = (char)n;
+    return down_a(n + 1, pad) + frame[0];
+}
+
+int main(void) {
+    int pad;
+    if (scanf("deep %d", &pad) == 1)
+        printf("%d\n", down_a(0, pad));
+    return 0;
+}
+"#;
+
+/// A crash by running out of stack is a stack overflow, named by the functions that
+/// recur rather than by wherever the stack happened to run out: two runs that run out
+/// in different places are one crash.
+#[test]
+fn a_runaway_recursion_is_one_stack_overflow_wherever_it_runs_out() {
+    let dir = tempfile::tempdir().unwrap();
+    let prog = build_c(dir.path(), "recurse", RECURSE, "-O1");
+    let tests = dir.path().join("tests");
+    for pad in [1, 77, 300] {
+        write_test(&tests, &format!("deep{pad}"), &serde_json::json!({"stdin": format!("deep {pad}\n")}));
+    }
+    let out = run(&mut trestle(&[&"validate", &tests, &"--program", &prog, &"--json"]));
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    let lines: Vec<Value> = String::from_utf8_lossy(&out.stdout).lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    assert_eq!(lines.len(), 3, "{lines:?}");
+    for l in &lines {
+        assert_eq!(l["crash"], "stack-overflow in down_a < down_b", "{l}");
+    }
+}

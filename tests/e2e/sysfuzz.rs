@@ -298,3 +298,63 @@ fn fuzzed_runs_are_sandboxed_unless_asked_not_to_be() {
         let _ = std::fs::remove_file(&outside);
     }
 }
+
+const SPIN: &str = r#"
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+/* A stdin line starting with "spin" loops for ever; one starting with "slow" takes
+   200 ms and the program goes on. The seeds hold "spix" and "slox". */
+static volatile unsigned long sink;
+
+static void busy(double seconds) {
+    struct timespec a, b;
+    clock_gettime(CLOCK_MONOTONIC, &a);
+    do {
+        sink++;
+        clock_gettime(CLOCK_MONOTONIC, &b);
+    } while ((b.tv_sec - a.tv_sec) + (b.tv_nsec - a.tv_nsec) / 1e9 < seconds);
+}
+
+int main(void) {
+    char line[128];
+    while (fgets(line, sizeof line, stdin)) {
+        if (strncmp(line, "spin", 4) == 0)
+            for (;;)
+                sink++;
+        if (strncmp(line, "slow", 4) == 0)
+            busy(0.2);
+    }
+    puts("done");
+    return 0;
+}
+"#;
+
+/// Runs stop at a limit calibrated from the seeds (a few milliseconds here, not the
+/// 2-second `--timeout`), so inputs that loop cost little; a run stopped there with
+/// new edges runs again to `--timeout` before it is a timeout. So every timeout kept
+/// is a real hang, and an input that is only slow (200 ms) is never one: it joins the
+/// queue.
+#[test]
+fn runs_stop_at_a_calibrated_limit_and_only_real_hangs_are_timeouts() {
+    let dir = tempfile::tempdir().unwrap();
+    let prog = build_c(dir.path(), "spin", SPIN, "-O1");
+    let seeds = dir.path().join("seeds");
+    write_test(&seeds, "spix", &serde_json::json!({ "stdin": "spix\n" }));
+    write_test(&seeds, "slox", &serde_json::json!({ "stdin": "slox\n" }));
+    let out = dir.path().join("out");
+    let report = sysfuzz(&prog, &seeds, &out, "45s", &["--timeout", "2s"]);
+    let limit = num(&report, "run_limit_ms");
+    assert!((20..=200).contains(&limit), "runs stopped at {limit} ms with seeds that run in about a millisecond: {report}");
+    let stdin_of = |p: &Value| assert_system_test(Path::new(p.as_str().unwrap()))["stdin"].as_str().unwrap_or("").to_owned();
+    let timeouts = report["timeouts"].as_array().unwrap();
+    assert!(!timeouts.is_empty(), "no hang found in 45 s: {report}");
+    for t in timeouts {
+        let stdin = stdin_of(t);
+        assert!(stdin.lines().any(|l| l.starts_with("spin")), "a timeout that does not hang: {stdin:?}");
+    }
+    let slow = report["new_queue"].as_array().unwrap().iter().map(stdin_of);
+    let slow: Vec<String> = slow.filter(|s| s.lines().any(|l| l.starts_with("slow")) && !s.lines().any(|l| l.starts_with("spin"))).collect();
+    assert!(!slow.is_empty(), "no slow input joined the queue: {report}");
+}

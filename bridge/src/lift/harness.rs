@@ -3,7 +3,7 @@
 
 use super::Lifter;
 use crate::validate::sandbox::find_tool;
-use crate::validate::signature::{parse_stack, signal_name, symbolise, CrashSignature, FrameFilter};
+use crate::validate::signature::{crash_kind, parse_stack, symbolise, CrashSignature, FrameFilter};
 use anyhow::{bail, Context as _, Result};
 use std::path::{Path, PathBuf};
 use trestle_abi::fuzz::{encode_values, original_value, ParamValue, ENV_FUZZ, ENV_FUZZ_INPUT};
@@ -91,14 +91,15 @@ impl Lifter {
         let status = self.wait_harness(cmd, &harness)?;
         use std::os::unix::process::ExitStatusExt as _;
         let filter = FrameFilter { program: Some(std::fs::canonicalize(&harness).unwrap_or(harness.clone())), stop_after: Some(unit.function.clone()) };
-        let frames = match std::fs::read_to_string(&stack) {
-            Ok(text) => symbolise(&parse_stack(&text)?, filter.program.as_deref())?,
+        let raw = match std::fs::read_to_string(&stack) {
+            Ok(text) => Some(parse_stack(&text)?),
             // No stack file: the harness did not crash (or died before it could write).
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Vec::new(),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
             Err(e) => return Err(e).with_context(|| format!("cannot read the crash stack {}", stack.display())),
         };
+        let frames = raw.as_ref().map(|raw| symbolise(raw, filter.program.as_deref())).transpose()?.unwrap_or_default();
         match (status.signal(), status.code()) {
-            (Some(s), _) => Ok(filter.signature(signal_name(s), frames)),
+            (Some(s), _) => Ok(filter.signature(crash_kind(s, raw.as_ref()), frames)),
             (None, Some(trestle_abi::fuzz::EXIT_SETUP_FAILED)) => {
                 bail!("the unit harness {} cannot set this unit up again (exit status {})", harness.display(), trestle_abi::fuzz::EXIT_SETUP_FAILED)
             }

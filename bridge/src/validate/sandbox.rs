@@ -13,7 +13,7 @@
 
 mod served;
 
-use crate::validate::signature::{parse_sanitizer, parse_stack, signal_name, symbolise, CrashSignature, FrameFilter};
+use crate::validate::signature::{crash_kind, parse_sanitizer, parse_stack, symbolise, CrashSignature, FrameFilter};
 use crate::system::launch::{run_to_end, Capture, Ended, Layout};
 use crate::system::systest::RunStatus;
 use anyhow::{bail, Context as _, Result};
@@ -429,14 +429,15 @@ impl Sandbox {
         } else if let Some((kind, frames)) = parse_sanitizer(&err_text, program) {
             Some(filter.signature(kind, frames))
         } else if let RunStatus::Signaled(sig) = o.status {
-            let frames = match std::fs::read_to_string(stack) {
+            let raw = match std::fs::read_to_string(stack) {
                 // A crash that killed the process before the preload wrote its stack
                 // (or wrote all of it) has a signature of the signal alone.
-                Ok(text) => parse_stack(&text).ok().map(|raw| symbolise(&raw, filter.program.as_deref())).transpose()?.unwrap_or_default(),
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound => Vec::new(),
+                Ok(text) => parse_stack(&text).ok(),
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
                 Err(e) => return Err(e).with_context(|| format!("cannot read the crash stack {}", stack.display())),
             };
-            is_crash_signal(sig).then(|| filter.signature(signal_name(sig), frames))
+            let frames = raw.as_ref().map(|raw| symbolise(raw, filter.program.as_deref())).transpose()?.unwrap_or_default();
+            is_crash_signal(sig).then(|| filter.signature(crash_kind(sig, raw.as_ref()), frames))
         } else {
             None
         };

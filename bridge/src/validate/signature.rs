@@ -60,9 +60,12 @@ impl CrashSignature {
     }
 
     /// Memory errors are one class whichever way they show (a SIGSEGV without a
-    /// sanitizer is a heap overflow with one); other kinds stand for themselves.
+    /// sanitizer is a heap overflow with one); so are stack overflows; other kinds
+    /// stand for themselves.
     pub fn class(&self) -> &str {
-        if self.is_memory_error() {
+        if is_stack_overflow(&self.kind) {
+            STACK_OVERFLOW
+        } else if self.is_memory_error() {
             "memory"
         } else {
             &self.kind
@@ -70,8 +73,8 @@ impl CrashSignature {
     }
 
     fn is_memory_error(&self) -> bool {
-        matches!(self.kind.as_str(), "SIGSEGV" | "SIGBUS")
-            || (self.kind.starts_with("asan:") && !self.kind.contains("leak"))
+        !is_stack_overflow(&self.kind)
+            && (matches!(self.kind.as_str(), "SIGSEGV" | "SIGBUS") || (self.kind.starts_with("asan:") && !self.kind.contains("leak")))
     }
 
     /// Whether two deduplication keys ([`CrashSignature::key`]) name the same crash:
@@ -90,7 +93,7 @@ impl CrashSignature {
     /// unit) describes: the same class, and the same innermost frames as far as both
     /// stacks reach. A stack of no frames matches nothing but the same kind.
     pub fn matches(&self, other: &CrashSignature) -> bool {
-        let kinds = self.kind == other.kind || (self.is_memory_error() && other.is_memory_error());
+        let kinds = self.kind == other.kind || self.class() == other.class() && matches!(self.class(), "memory" | STACK_OVERFLOW);
         if !kinds {
             return false;
         }
@@ -109,6 +112,32 @@ impl std::fmt::Display for CrashSignature {
         } else {
             write!(f, "{} in {}", self.kind, self.frames.join(" < "))
         }
+    }
+}
+
+/// The kind of a crash that ran out of stack (ASan calls it `asan:stack-overflow`).
+pub const STACK_OVERFLOW: &str = "stack-overflow";
+
+fn is_stack_overflow(kind: &str) -> bool {
+    kind.strip_prefix("asan:").unwrap_or(kind) == STACK_OVERFLOW
+}
+
+/// How near the stack pointer a fault is taken for the stack running out (ASan
+/// uses the same window).
+const STACK_OVERFLOW_WINDOW: u64 = 64 << 10;
+
+/// The kind of a crash by signal `sig` that left `raw`: a stack overflow when the
+/// fault was next to the stack pointer (no valid access near it faults unless the
+/// stack has run out), else the signal's name.
+pub fn crash_kind(sig: i32, raw: Option<&RawStack>) -> String {
+    let overflow = raw.is_some_and(|r| match (r.fault_addr, r.sp) {
+        (Some(addr), Some(sp)) => matches!(sig, libc::SIGSEGV | libc::SIGBUS) && addr.abs_diff(sp) <= STACK_OVERFLOW_WINDOW,
+        _ => false,
+    });
+    if overflow {
+        STACK_OVERFLOW.to_owned()
+    } else {
+        signal_name(sig)
     }
 }
 
@@ -181,7 +210,12 @@ impl FrameFilter {
         // With debug info, code without a source line is not the subject's own (start
         // files, PLT stubs, or where a wild jump landed).
         let with_source = stack.iter().any(|f| f.file.is_some());
-        for f in stack[..unit_end].iter().filter(|f| self.keeps(f) && (!with_source || f.file.is_some())) {
+        let own = stack[..unit_end].iter().filter(|f| self.keeps(f) && (!with_source || f.file.is_some()));
+        if is_stack_overflow(&kind) {
+            let frames = recursion(own.map(|f| f.function.as_str()));
+            return CrashSignature { kind, frames, stack };
+        }
+        for f in own {
             frames.push(f.function.clone());
             if self.stop_after.as_deref() == Some(f.function.as_str()) {
                 break;
@@ -190,6 +224,22 @@ impl FrameFilter {
         frames.truncate(SIGNATURE_FRAMES);
         CrashSignature { kind, frames, stack }
     }
+}
+
+/// Where a stack overflow is: the functions that recur on the stack, in name order
+/// (the innermost frames of a runaway recursion are wherever it happened to run out,
+/// which differs from run to run; the cycle does not); the innermost frames if none
+/// recurs (one huge frame).
+fn recursion<'a>(functions: impl Iterator<Item = &'a str>) -> Vec<String> {
+    let functions: Vec<&str> = functions.collect();
+    let mut counts: BTreeMap<&str, usize> = BTreeMap::new();
+    for f in &functions {
+        *counts.entry(f).or_default() += 1;
+    }
+    let recurring: Vec<String> = counts.iter().filter(|(_, &n)| n > 1).map(|(f, _)| f.to_string()).collect();
+    let mut frames = if recurring.is_empty() { functions.iter().map(|f| f.to_string()).collect() } else { recurring };
+    frames.truncate(SIGNATURE_FRAMES);
+    frames
 }
 
 fn same_file(a: &Path, b: &Path) -> bool {
@@ -209,6 +259,10 @@ pub struct RawStack {
     pub signal: i32,
     /// Where it happened.
     pub pc: Option<u64>,
+    /// The faulting address (SIGSEGV, SIGBUS).
+    pub fault_addr: Option<u64>,
+    /// The stack pointer.
+    pub sp: Option<u64>,
     /// The word at the stack pointer (a return address after a wild call).
     pub sp_word: Option<u64>,
     /// Return addresses from `backtrace()`, innermost first (including the handler's
@@ -243,6 +297,8 @@ pub fn parse_stack(text: &str) -> Result<RawStack> {
                 saw_signal = true;
             }
             "pc" => raw.pc = hex(value),
+            "addr" => raw.fault_addr = hex(value),
+            "sp" => raw.sp = hex(value),
             "spword" => raw.sp_word = hex(value),
             "frame" => raw.frames.extend(hex(value)),
             "maps" => in_maps = true,
@@ -510,5 +566,30 @@ mod tests {
         assert_eq!(raw.signal, 11);
         assert_eq!(raw.addresses(), vec![(0x1010, true), (0x1200, false)]);
         assert!(parse_stack("garbage").is_err());
+    }
+
+    #[test]
+    fn a_fault_at_the_stack_pointer_is_a_stack_overflow_named_by_its_recursion() {
+        let raw = parse_stack("signal 11\naddr 0x7ffd0000fff8\npc 0x1010\nsp 0x7ffd00010000\n").unwrap();
+        assert_eq!(crash_kind(libc::SIGSEGV, Some(&raw)), STACK_OVERFLOW);
+        // A fault far from the stack pointer is a memory error; no stack file, the signal.
+        let far = parse_stack("signal 11\naddr 0x10\npc 0x1010\nsp 0x7ffd00010000\n").unwrap();
+        assert_eq!(crash_kind(libc::SIGSEGV, Some(&far)), "SIGSEGV");
+        assert_eq!(crash_kind(libc::SIGSEGV, None), "SIGSEGV");
+        assert_eq!(crash_kind(libc::SIGABRT, Some(&raw)), "SIGABRT");
+        // Two overflows of one runaway recursion that ran out in different places
+        // are one crash: the recurring functions name it, not the innermost frames.
+        let frame = |f: &str| Frame { function: f.into(), file: Some("dc/eval.c".into()), line: 1, module: "/bin/dc".into() };
+        let filter = FrameFilter { program: None, stop_after: None };
+        let a = filter.signature(STACK_OVERFLOW.into(), ["bc_new_num", "_bc_do_add", "bc_add", "dc_evalstr", "dc_func", "dc_evalstr", "dc_func", "main"].map(frame).to_vec());
+        let b = filter.signature(STACK_OVERFLOW.into(), ["malloc_hook", "dc_func", "dc_evalstr", "dc_func", "dc_evalstr", "main"].map(frame).to_vec());
+        assert_eq!(a.frames, ["dc_evalstr", "dc_func"]);
+        assert_eq!(a.key(), b.key());
+        assert!(a.matches(&b));
+        assert!(a.matches(&sig("asan:stack-overflow", &["dc_evalstr"])));
+        assert!(!a.matches(&sig("SIGSEGV", &["dc_evalstr", "dc_func"])));
+        // No recursion (one huge frame): the innermost frames.
+        let c = filter.signature(STACK_OVERFLOW.into(), ["big_frame", "main"].map(frame).to_vec());
+        assert_eq!(c.frames, ["big_frame", "main"]);
     }
 }

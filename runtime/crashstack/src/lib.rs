@@ -6,7 +6,9 @@
 //!
 //! ```text
 //! signal 11
+//! addr 0x7ffd5a3f2ff8
 //! pc 0x555555555189
+//! sp 0x7ffd5a3f3000
 //! spword 0x555555555200
 //! maps
 //! <the contents of /proc/self/maps>
@@ -177,7 +179,7 @@ unsafe fn path_now(out: &mut [u8; PATH_MAX]) -> bool {
     false
 }
 
-extern "C" fn on_fatal(sig: c_int, _info: *mut libc::siginfo_t, ctx: *mut c_void) {
+extern "C" fn on_fatal(sig: c_int, info: *mut libc::siginfo_t, ctx: *mut c_void) {
     // SAFETY: only system calls and backtrace() (already initialised) on memory of
     // our own; the process is about to die.
     unsafe {
@@ -190,9 +192,14 @@ extern "C" fn on_fatal(sig: c_int, _info: *mut libc::siginfo_t, ctx: *mut c_void
         );
         if fd >= 0 {
             put_dec(fd, b"signal ", sig as u32);
+            // The faulting address: next to the stack pointer when the stack ran out.
+            if !info.is_null() && matches!(sig, libc::SIGSEGV | libc::SIGBUS) {
+                put_hex(fd, b"addr ", (*info).si_addr() as usize);
+            }
             if !ctx.is_null() {
                 let uc = &*(ctx as *const libc::ucontext_t);
                 put_hex(fd, b"pc ", uc.uc_mcontext.gregs[libc::REG_RIP as usize] as usize);
+                put_hex(fd, b"sp ", uc.uc_mcontext.gregs[libc::REG_RSP as usize] as usize);
                 // After a call to a wild address the unwinder is lost, but the word at
                 // the stack pointer is still the return address into the caller.
                 // process_vm_readv reads it without faulting if the stack is bad too.

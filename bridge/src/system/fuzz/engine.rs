@@ -55,6 +55,9 @@ trait Engine {
     fn add(&mut self, state: &mut SysState, mgr: &mut SysManager, input: SysInput) -> Result<(), libafl::Error>;
     /// Run `input`; keep it if it is interesting.
     fn evaluate(&mut self, state: &mut SysState, mgr: &mut SysManager, input: &SysInput) -> Result<ExecuteInputResult, libafl::Error>;
+    /// The executor's per-run limit ([`SysExecutor::set_limit`]).
+    fn set_limit(&mut self, limit: Duration);
+    fn limit(&self) -> Duration;
 }
 
 struct Parts<Z, E, ST> {
@@ -63,9 +66,9 @@ struct Parts<Z, E, ST> {
     stages: ST,
 }
 
-impl<Z, E, ST> Engine for Parts<Z, E, ST>
+impl<Z, OT, ST> Engine for Parts<Z, SysExecutor<OT>, ST>
 where
-    Z: Fuzzer<E, SysManager, SysInput, SysState, ST> + Evaluator<E, SysManager, SysInput, SysState>,
+    Z: Fuzzer<SysExecutor<OT>, SysManager, SysInput, SysState, ST> + Evaluator<SysExecutor<OT>, SysManager, SysInput, SysState>,
 {
     fn fuzz_one(&mut self, state: &mut SysState, mgr: &mut SysManager) -> Result<(), libafl::Error> {
         self.fuzzer.fuzz_one(&mut self.stages, &mut self.executor, state, mgr).map(|_| ())
@@ -78,6 +81,30 @@ where
     fn evaluate(&mut self, state: &mut SysState, mgr: &mut SysManager, input: &SysInput) -> Result<ExecuteInputResult, libafl::Error> {
         self.fuzzer.evaluate_input(state, &mut self.executor, mgr, input).map(|(r, _)| r)
     }
+
+    fn set_limit(&mut self, limit: Duration) {
+        self.executor.set_limit(limit);
+    }
+
+    fn limit(&self) -> Duration {
+        self.executor.limit()
+    }
+}
+
+/// The per-run limit while fuzzing, from how long the initial corpus ran, the way
+/// AFL++ calibrates its own: five times the mean run (three times past 10 ms, twice
+/// past 50 ms), at least the slowest run, rounded up to 20 ms; never above `hang`
+/// (the user's limit, where a run counts as a timeout).
+pub(super) fn calibrated_limit(times: &[Duration], hang: Duration) -> Duration {
+    let Some(slowest) = times.iter().max() else { return hang };
+    let mean = times.iter().sum::<Duration>() / times.len() as u32;
+    let factor = match mean.as_millis() {
+        0..=10 => 5,
+        11..=50 => 3,
+        _ => 2,
+    };
+    let ms = (mean * factor).max(*slowest).as_millis() as u64;
+    Duration::from_millis(ms.div_ceil(20).max(1) * 20).min(hang)
 }
 
 fn lib(e: libafl::Error) -> anyhow::Error {
@@ -228,7 +255,7 @@ impl SysFuzzer {
         let mut feedback = feedback_or!(MaxMapFeedback::new(&edges_observer), TimeFeedback::new(&time_observer));
         // Only findings with coverage no earlier finding had: one file per way to fail.
         let mut objective = feedback_and_fast!(
-            FindingFeedback::new(&out, found.clone()),
+            FindingFeedback::new(&out, found.clone(), executor.hung()),
             MaxMapFeedback::with_name("finding_edges", &edges_observer)
         );
         let queue = InMemoryOnDiskCorpus::with_meta_format_and_prefix(out.join("queue"), None, None, false).map_err(lib)?;
@@ -241,6 +268,8 @@ impl SysFuzzer {
             // Structured mutations often repeat an input; running it again says nothing.
             .input_filter(BloomInputFilter::new(1 << 20, 1e-4))
             .build();
+        // SAFETY: as for the observer: the map outlives the executor.
+        unsafe { executor.watch_edges(edges_map.as_mut_ptr(), map_len) };
         let executor = executor.with_observers(tuple_list!(edges_observer, time_observer));
         let per_pick = NonZeroUsize::new(EXECS_PER_PICK).expect("non-zero");
         let stage = StdMutationalStage::with_max_iterations(sys_mutator(&cfg.dictionary), per_pick);
@@ -260,6 +289,8 @@ impl SysFuzzer {
         let mut f = SysFuzzer { engine, state, mgr, _edges_map: edges_map, _cmp_map: cmp_map, out, found, next_id: 0 };
         f.run_initial_corpus(&cfg, &resumed)?;
         f.check_started(&cfg.program)?;
+        let limit = calibrated_limit(&f.corpus_times()?, cfg.timeout);
+        f.engine.set_limit(limit);
         Ok(f)
     }
 
@@ -295,6 +326,24 @@ impl SysFuzzer {
         }
         self.next_id = self.state.corpus().ids().map(|id| id.0 + 1).max().unwrap_or(0);
         Ok(())
+    }
+
+    /// How long each queue entry's run took.
+    fn corpus_times(&self) -> Result<Vec<Duration>> {
+        let corpus = self.state.corpus();
+        let mut times = Vec::new();
+        for id in corpus.ids() {
+            if let Some(t) = *corpus.get(id).map_err(lib)?.borrow().exec_time() {
+                times.push(t);
+            }
+        }
+        Ok(times)
+    }
+
+    /// Where fuzzed runs stop (calibrated from the initial corpus; a run stopped
+    /// with new edges runs again to the hang limit, `--timeout`).
+    pub fn run_limit(&self) -> Duration {
+        self.engine.limit()
     }
 
     /// Fail early on a start that cannot fuzz: nothing in the queue, or no coverage.
@@ -398,6 +447,22 @@ impl SysFuzzer {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_run_limit_follows_the_seeds_and_never_passes_the_hang_limit() {
+        let ms = Duration::from_millis;
+        let hang = Duration::from_secs(2);
+        // Fast seeds: five times the mean, rounded up to 20 ms.
+        assert_eq!(calibrated_limit(&[ms(1), ms(2), ms(3)], hang), ms(20));
+        assert_eq!(calibrated_limit(&[ms(5), ms(5)], hang), ms(40));
+        // One slow seed: at least the slowest run.
+        assert_eq!(calibrated_limit(&[ms(1), ms(1), ms(1), ms(150)], hang), ms(160));
+        // Slow programs get a smaller factor, and never more than the hang limit.
+        assert_eq!(calibrated_limit(&[ms(100)], hang), ms(200));
+        assert_eq!(calibrated_limit(&[ms(1500)], hang), hang);
+        // Nothing to calibrate from: the hang limit.
+        assert_eq!(calibrated_limit(&[], hang), hang);
+    }
 
     #[test]
     fn an_unreadable_queue_is_an_error_and_a_missing_one_empty() {

@@ -19,6 +19,8 @@ use std::os::unix::ffi::OsStrExt as _;
 use std::os::unix::process::CommandExt as _;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 use trestle_abi::sysserver::ChildLimits;
 
@@ -32,12 +34,28 @@ const MAX_WRITE: u64 = 64 << 20;
 /// at the start of `main`; any other program is spawned per input (said once). A
 /// death by a crash signal is a crash; exceeding the wall limit is a timeout; any exit
 /// status is a normal end.
+///
+/// Runs stop at a per-run limit calibrated from the seeds ([`SysExecutor::set_limit`]),
+/// far below the user's hang limit, as AFL++ does: a program that loops on many inputs
+/// would otherwise spend most of a campaign waiting. A run stopped there that covered
+/// an edge no earlier stopped run covered runs again up to the hang limit before it
+/// counts as a timeout, so a slow input that finishes is not lost, and a loop in a
+/// known place costs only the short limit.
 pub struct SysExecutor<OT> {
     program: PathBuf,
     /// Working directories and the stdin file, in memory where possible; removed
     /// with the executor.
     work: tempfile::TempDir,
-    timeout: Duration,
+    /// Where a run is stopped (calibrated; at most `hang`).
+    limit: Duration,
+    /// Where a run is a timeout (the user's limit).
+    hang: Duration,
+    /// The edge map, to tell a stopped run's new edges, and which edges stopped runs
+    /// have covered; `None`: every stopped run runs again.
+    slow_edges: Option<SlowEdges>,
+    /// Set when the last run was a timeout at the hang limit (not only stopped at the
+    /// short one): only those are findings.
+    hung: Arc<AtomicBool>,
     /// Set for every run, after the test's own environment.
     env: Vec<(String, String)>,
     observers: OT,
@@ -60,6 +78,37 @@ pub struct SysExecutor<OT> {
     bwrap: Option<PathBuf>,
 }
 
+/// The edge map the program writes and the edges runs stopped at the short limit
+/// have covered.
+struct SlowEdges {
+    map: *mut u8,
+    len: usize,
+    seen: Vec<bool>,
+}
+
+impl SlowEdges {
+    /// Whether the run just stopped covered an edge no stopped run covered before
+    /// (remembered from now on).
+    fn new_edges(&mut self) -> bool {
+        // SAFETY: `watch_edges`' caller keeps the map alive and `len` long.
+        let map = unsafe { std::slice::from_raw_parts(self.map, self.len) };
+        let mut new = false;
+        for (seen, &hit) in self.seen.iter_mut().zip(map) {
+            if hit != 0 && !*seen {
+                *seen = true;
+                new = true;
+            }
+        }
+        new
+    }
+
+    /// Clear the map for a second run of the same input (its counts must not add up).
+    fn clear(&mut self) {
+        // SAFETY: as in `new_edges`.
+        unsafe { std::ptr::write_bytes(self.map, 0, self.len) };
+    }
+}
+
 impl<OT> SysExecutor<OT> {
     pub(super) fn new(program: &Path, cfg: &SysFuzzConfig, timeout: Duration, env: Vec<(String, String)>, observers: OT, bwrap: Option<PathBuf>) -> Result<Self> {
         let limits = ChildLimits { cpu_secs: crate::validate::sandbox::cpu_limit(timeout), address_space: cfg.memory, open_files: 0 };
@@ -69,7 +118,10 @@ impl<OT> SysExecutor<OT> {
             bwrap,
             program: program.to_path_buf(),
             work: systest::scratch_dir("trestle-sysfuzz-")?,
-            timeout,
+            limit: timeout,
+            hang: timeout,
+            slow_edges: None,
+            hung: Arc::new(AtomicBool::new(false)),
             env,
             observers,
             slot: 0,
@@ -113,7 +165,48 @@ impl<OT> SysExecutor<OT> {
         cmd
     }
 
+    /// Stop runs at `limit` (at most the hang limit) from now on.
+    pub(super) fn set_limit(&mut self, limit: Duration) {
+        self.limit = limit.min(self.hang);
+    }
+
+    /// Where runs stop now.
+    pub(super) fn limit(&self) -> Duration {
+        self.limit
+    }
+
+    /// Tell a stopped run's new edges from the first `len` entries of `map`.
+    ///
+    /// # Safety
+    /// `map` must stay valid for `len` bytes as long as this executor runs.
+    pub(super) unsafe fn watch_edges(&mut self, map: *mut u8, len: usize) {
+        self.slow_edges = Some(SlowEdges { map, len, seen: vec![false; len] });
+    }
+
+    /// Run once at the short limit; a run stopped there with new edges again at the
+    /// hang limit.
     fn run(&mut self, input: &SysInput) -> Result<ExitKind, libafl::Error> {
+        self.hung.store(false, Ordering::Relaxed);
+        let mut kind = self.run_within(input, self.limit)?;
+        if kind == ExitKind::Timeout && self.limit < self.hang {
+            if let Some(edges) = self.slow_edges.as_mut() {
+                if !edges.new_edges() {
+                    return Ok(kind);
+                }
+                edges.clear();
+            }
+            kind = self.run_within(input, self.hang)?;
+        }
+        self.hung.store(kind == ExitKind::Timeout, Ordering::Relaxed);
+        Ok(kind)
+    }
+
+    /// Set after each run that was a timeout at the hang limit.
+    pub(super) fn hung(&self) -> Arc<AtomicBool> {
+        self.hung.clone()
+    }
+
+    fn run_within(&mut self, input: &SysInput, limit: Duration) -> Result<ExitKind, libafl::Error> {
         let mut dir = self.work.path().join(format!("cwd-{}", self.slot));
         // An empty directory left by the last run is as fresh as a new one.
         let reusable = std::fs::read_dir(&dir).is_ok_and(|mut d| d.next().is_none());
@@ -138,9 +231,9 @@ impl<OT> SysExecutor<OT> {
             std::fs::write(&stdin_path, &input.stdin)?;
             self.last_stdin = Some(input.stdin.clone());
         }
-        let kind = match self.serve(input, &dir, &stdin_path)? {
+        let kind = match self.serve(input, &dir, &stdin_path, limit)? {
             Some(kind) => kind,
-            None => self.spawn(input, &dir, &stdin_path)?,
+            None => self.spawn(input, &dir, &stdin_path, limit)?,
         };
         let empty = std::fs::read_dir(&dir).is_ok_and(|mut d| d.next().is_none());
         if !empty && std::fs::remove_dir_all(&dir).is_err() {
@@ -204,7 +297,10 @@ impl<OT> SysExecutor<OT> {
         SysExecutor {
             program: self.program,
             work: self.work,
-            timeout: self.timeout,
+            limit: self.limit,
+            hang: self.hang,
+            slow_edges: self.slow_edges,
+            hung: self.hung,
             env: self.env,
             observers,
             slot: self.slot,
@@ -220,7 +316,7 @@ impl<OT> SysExecutor<OT> {
 
     /// Run through the forkserver; `None` if the program is no server (or the
     /// server died during this run: the next run starts a new one).
-    fn serve(&mut self, input: &SysInput, dir: &Path, stdin: &Path) -> Result<Option<ExitKind>, libafl::Error> {
+    fn serve(&mut self, input: &SysInput, dir: &Path, stdin: &Path, limit: Duration) -> Result<Option<ExitKind>, libafl::Error> {
         if self.serving == Some(false) {
             return Ok(None);
         }
@@ -234,7 +330,7 @@ impl<OT> SysExecutor<OT> {
         let cwd = std::path::absolute(dir)?;
         let stdin = std::path::absolute(stdin)?;
         let req = Request { argv: &argv, env: &env, cwd: &cwd, stdin: &stdin, stdout: None, stderr: None, limits: self.limits };
-        Ok(match server.run(&req, self.timeout) {
+        Ok(match server.run(&req, limit) {
             RunEnd::Ended(e) => {
                 let status = e.status as i32;
                 Some(if libc::WIFSIGNALED(status) && is_crash_signal(libc::WTERMSIG(status)) { ExitKind::Crash } else { ExitKind::Ok })
@@ -248,7 +344,7 @@ impl<OT> SysExecutor<OT> {
     }
 
     /// Start the program for this input alone.
-    fn spawn(&mut self, input: &SysInput, dir: &Path, stdin_path: &Path) -> Result<ExitKind, libafl::Error> {
+    fn spawn(&mut self, input: &SysInput, dir: &Path, stdin_path: &Path, limit: Duration) -> Result<ExitKind, libafl::Error> {
         let mut cmd = self.command();
         cmd.args(input.args.iter().map(|a| OsStr::from_bytes(a))).current_dir(dir).envs(&input.env).envs(self.env.iter().map(|(k, v)| (k, v)));
         let limits = self.limits;
@@ -264,7 +360,7 @@ impl<OT> SysExecutor<OT> {
             });
         }
         let quiet = crate::system::launch::Capture { stdout: false, stderr: false };
-        let ended = crate::system::launch::run_to_end(&mut cmd, stdin_path, quiet, self.timeout)
+        let ended = crate::system::launch::run_to_end(&mut cmd, stdin_path, quiet, limit)
             .map_err(|e| libafl::Error::unknown(format!("cannot run program {}: {e:#}", self.program.display())))?;
         Ok(match ended.status {
             systest::RunStatus::Signaled(sig) if is_crash_signal(sig) => ExitKind::Crash,

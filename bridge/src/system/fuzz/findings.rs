@@ -1,5 +1,5 @@
 //! Keeping what fails: [`FindingFeedback`], the first half of the objective (a crash
-//! or a timeout), writes each finding to `crashes/` or `timeouts/` as it is found and
+//! or a timeout at the hang limit), writes each finding to `crashes/` or `timeouts/` as it is found and
 //! lists it in [`Found`] for the next slice report.
 //!
 //! It owns the finding files only; the queue is LibAFL's on-disk corpus.
@@ -12,6 +12,7 @@ use libafl::inputs::Input;
 use libafl_bolts::Named;
 use std::borrow::Cow;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
 /// Findings written since the last slice report.
@@ -29,12 +30,16 @@ pub struct FindingFeedback {
     timeouts: PathBuf,
     last: ExitKind,
     found: Arc<Mutex<Found>>,
+    /// Whether the last timeout was one at the hang limit (the executor's
+    /// [`super::executor::SysExecutor::hung`]); a run only stopped at the short
+    /// limit is no finding.
+    hung: Arc<AtomicBool>,
 }
 
 impl FindingFeedback {
     /// Writing to `out`'s `crashes/` and `timeouts/`, listing in `found`.
-    pub(super) fn new(out: &Path, found: Arc<Mutex<Found>>) -> FindingFeedback {
-        FindingFeedback { crashes: out.join("crashes"), timeouts: out.join("timeouts"), last: ExitKind::Ok, found }
+    pub(super) fn new(out: &Path, found: Arc<Mutex<Found>>, hung: Arc<AtomicBool>) -> FindingFeedback {
+        FindingFeedback { crashes: out.join("crashes"), timeouts: out.join("timeouts"), last: ExitKind::Ok, found, hung }
     }
 }
 
@@ -57,7 +62,11 @@ impl<EM, OT, S> Feedback<EM, SysInput, OT, S> for FindingFeedback {
         exit_kind: &ExitKind,
     ) -> Result<bool, libafl::Error> {
         self.last = *exit_kind;
-        Ok(matches!(exit_kind, ExitKind::Crash | ExitKind::Timeout))
+        Ok(match exit_kind {
+            ExitKind::Crash => true,
+            ExitKind::Timeout => self.hung.load(Ordering::Relaxed),
+            _ => false,
+        })
     }
 
     fn append_metadata(

@@ -66,6 +66,9 @@ pub struct SysFuzzReport {
     pub queue: usize,
     /// Edges covered at the end.
     pub edges: usize,
+    /// Where fuzzed runs stopped, milliseconds: calibrated from the initial corpus,
+    /// at most --timeout (a run stopped with new edges ran again to --timeout).
+    pub run_limit_ms: u64,
     /// Executions, the initial corpus included.
     pub executions: u64,
     /// Fuzzing time (after the initial corpus), seconds.
@@ -107,6 +110,7 @@ pub fn run(args: &Options) -> Result<SysFuzzReport> {
         initial_edges,
         queue: 0,
         edges: 0,
+        run_limit_ms: f.run_limit().as_millis() as u64,
         executions: 0,
         seconds: 0.0,
         execs_per_sec: 0.0,
@@ -135,10 +139,11 @@ pub fn run(args: &Options) -> Result<SysFuzzReport> {
         println!("{}", serde_json::to_string_pretty(&report)?);
     } else {
         println!(
-            "{} executions in {:.1}s ({:.0}/s); queue {} -> {}, edges {} -> {}; {} crash(es), {} timeout(s) in {}",
+            "{} executions in {:.1}s ({:.0}/s, runs stopped at {} ms); queue {} -> {}, edges {} -> {}; {} crash(es), {} timeout(s) in {}",
             report.executions,
             report.seconds,
             report.execs_per_sec,
+            report.run_limit_ms,
             report.initial_queue,
             report.queue,
             report.initial_edges,
