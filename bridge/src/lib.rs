@@ -13,7 +13,8 @@
 //! - [`system`]: system tests themselves, the one executor that runs them (forkserver),
 //!   system-level coverage and the system fuzzer;
 //! - [`campaign`]: all of the above as one time-boxed campaign (`trestle run`);
-//! - [`report`] and [`export`]: what a campaign found, and units as standalone C tests.
+//! - [`report`] and [`export`]: what a campaign found (also as SARIF, [`sarif`]), and
+//!   units as standalone C tests.
 //!
 //! Shared data: [`binary`] (what an instrumented program says about itself) and
 //! [`files`] (the typed files of a campaign directory).
@@ -32,5 +33,6 @@ pub mod lift;
 pub mod record;
 pub mod replay;
 pub mod report;
+pub mod sarif;
 pub mod system;
 pub mod validate;

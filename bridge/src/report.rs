@@ -20,6 +20,8 @@ pub struct Options {
     pub baseline: Option<PathBuf>,
     /// Print the report as JSON on stdout instead of writing files.
     pub json: bool,
+    /// Also write the alarms here as SARIF ([`crate::sarif`]).
+    pub sarif: Option<PathBuf>,
 }
 
 /// One sample of a campaign's timeline.
@@ -397,6 +399,9 @@ fn inline(s: &str) -> String {
 /// Run `trestle report`.
 pub fn run(args: &Options) -> Result<()> {
     let r = gather(&args.dir, args.baseline.as_deref())?;
+    if let Some(file) = &args.sarif {
+        crate::sarif::write(&r, file)?;
+    }
     if args.json {
         println!("{}", serde_json::to_string_pretty(&r)?);
         return Ok(());

@@ -2,7 +2,8 @@
 //! the magic integer and the magic string as true alarms and nothing else, a
 //! system-only run with the same budget reports only real bugs and runs no unit, a changed
 //! function is fuzzed first, a campaign killed with SIGKILL resumes without losing an
-//! alarm or a unit, and the report renders with both coverage curves.
+//! alarm or a unit, the report renders with both coverage curves, and the alarms come
+//! out as SARIF 2.1.0 that the OASIS schema accepts.
 
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
@@ -43,10 +44,13 @@ fn alarm_functions(out: &Path) -> Vec<String> {
 fn the_bridge_finds_both_planted_bugs_and_the_baseline_runs_no_unit() {
     let b = builds(&subject("requests").join("requests.c"));
     let out = b.dir.join("bridge");
-    let o = run(&mut trestle(&[
+    let sarif = b.dir.join("alarms.sarif");
+    // From the repository's root, as a CI job runs from its checkout.
+    let o = run(trestle(&[
         &"run", &"--program", &b.harness, &"--seeds", &seeds(), &"--time", &"240s", &"--out", &out,
-        &"--validate-with", &b.plain, &"--plain", &"--fail-on-alarm",
-    ]));
+        &"--validate-with", &b.plain, &"--plain", &"--fail-on-alarm", &"--sarif", &sarif,
+    ])
+    .current_dir(repo()));
     let log = String::from_utf8_lossy(&o.stderr);
     // It found true alarms: with --fail-on-alarm that is exit status 1.
     assert_eq!(o.status.code(), Some(1), "trestle run --fail-on-alarm:\n{log}");
@@ -61,6 +65,7 @@ fn the_bridge_finds_both_planted_bugs_and_the_baseline_runs_no_unit() {
         let r = run(Command::new("sh").arg(&script).arg(&b.plain));
         assert_eq!(r.status.code(), Some(139), "{} does not crash the plain program", script.display());
     }
+    check_sarif(&json(&sarif), &b.plain);
     let c = json(&out.join("campaign.json"));
     assert!(c["finished"] == true);
     assert!(c["unit_executions"].as_u64().unwrap() > 0 && c["system_executions"].as_u64().unwrap() > 0);
@@ -89,6 +94,63 @@ fn the_bridge_finds_both_planted_bugs_and_the_baseline_runs_no_unit() {
     let r: Value = serde_json::from_str(&ok(&mut trestle(&[&"report", &out, &"--baseline", &base, &"--json"]))).unwrap();
     assert_eq!(r["alarms"].as_array().unwrap().len(), 2);
     screenshot(&out.join("report.html"), &b.dir.join("report.png"));
+    // `trestle report --sarif` writes the same alarms.
+    let again = b.dir.join("again.sarif");
+    ok(trestle(&[&"report", &out, &"--sarif", &again]).current_dir(repo()));
+    let keys = |v: &Value| -> Vec<Value> { v["runs"][0]["results"].as_array().unwrap().iter().map(|r| r["partialFingerprints"].clone()).collect() };
+    assert_eq!(keys(&json(&again)), keys(&json(&sarif)));
+}
+
+/// The schema check is no formality: it rejects a log without runs and a result
+/// without a message.
+#[test]
+fn the_sarif_schema_rejects_what_is_not_sarif() {
+    let validator = jsonschema::validator_for(&sarif_schema()).expect("the SARIF schema compiles");
+    let driver = json!({ "driver": { "name": "trestle" } });
+    assert!(validator.is_valid(&json!({ "version": "2.1.0", "runs": [{ "tool": driver, "results": [] }] })));
+    assert!(!validator.is_valid(&json!({ "version": "2.1.0" })));
+    assert!(!validator.is_valid(&json!({ "version": "2.1.0", "runs": [{ "tool": driver, "results": [{ "ruleId": "r" }] }] })));
+}
+
+/// The SARIF log of the two planted bugs: valid SARIF 2.1.0 (against the OASIS
+/// schema), one result per alarm, ruled by the crash kind, located at the crashing
+/// line of `requests.c` relative to the checkout, the callers as related locations,
+/// and a reproducer that crashes the plain program.
+fn check_sarif(log: &Value, plain: &Path) {
+    let schema = sarif_schema();
+    let validator = jsonschema::validator_for(&schema).expect("the SARIF schema compiles");
+    let errors: Vec<String> = validator.iter_errors(log).map(|e| format!("{} at {}", e, e.instance_path)).collect();
+    assert!(errors.is_empty(), "not valid SARIF 2.1.0: {errors:#?}\n{log:#}");
+    let run0 = &log["runs"][0];
+    let rules: Vec<&str> = run0["tool"]["driver"]["rules"].as_array().unwrap().iter().map(|r| r["id"].as_str().unwrap()).collect();
+    let results = run0["results"].as_array().unwrap();
+    assert_eq!(results.len(), 2, "one result per alarm: {log:#}");
+    let source = std::fs::read_to_string(subject("requests").join("requests.c")).unwrap();
+    let lines: Vec<&str> = source.lines().collect();
+    let mut functions = Vec::new();
+    for r in results {
+        assert_eq!(r["ruleId"], "SIGSEGV", "{r:#}");
+        assert_eq!(rules[r["ruleIndex"].as_u64().unwrap() as usize], "SIGSEGV");
+        let loc = &r["locations"][0];
+        let artifact = &loc["physicalLocation"]["artifactLocation"];
+        assert_eq!(artifact["uri"], "tests/subjects/requests/requests.c", "{r:#}");
+        assert_eq!(artifact["uriBaseId"], "%SRCROOT%");
+        let function = loc["logicalLocations"][0]["name"].as_str().unwrap().to_owned();
+        // The line is inside the function: the nearest definition above it is its own.
+        let line = loc["physicalLocation"]["region"]["startLine"].as_u64().unwrap() as usize;
+        assert!(line >= 1 && line <= lines.len(), "{r:#}");
+        let definition = lines[..line].iter().rev().find(|l| l.starts_with("static ") || l.starts_with("int ") || l.starts_with("void ")).unwrap();
+        assert!(definition.contains(&format!("{function}(")), "line {line} is not in {function}: {definition}");
+        assert!(!r["relatedLocations"].as_array().unwrap().is_empty(), "no caller as a related location: {r:#}");
+        let command = r["properties"]["reproducer"]["command"].as_str().unwrap();
+        let script = command.strip_prefix("sh ").unwrap();
+        let crashed = run(Command::new("sh").arg(script).arg(plain).current_dir(repo()));
+        assert_eq!(crashed.status.code(), Some(139), "{command} does not crash the plain program");
+        assert!(r["attachments"].as_array().unwrap().iter().any(|a| a["artifactLocation"]["uri"].as_str().unwrap().ends_with("reduced.json")));
+        functions.push(function);
+    }
+    functions.sort();
+    assert_eq!(functions, ["check_login", "store_value"]);
 }
 
 fn find_chromium() -> Option<PathBuf> {

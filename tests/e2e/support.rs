@@ -110,3 +110,30 @@ pub fn write_test(dir: &Path, name: &str, json: &serde_json::Value) -> PathBuf {
     std::fs::write(&p, serde_json::to_vec_pretty(json).expect("json")).expect("write test");
     p
 }
+
+/// The SARIF 2.1.0 JSON schema (OASIS), as shipped in the `serde-sarif` crate's
+/// sources: cargo downloads that crate (without building it) into its registry for a
+/// throwaway project, and `cargo metadata` says where it is.
+pub fn sarif_schema() -> serde_json::Value {
+    let dir = tempfile::tempdir().expect("temp dir");
+    std::fs::create_dir(dir.path().join("src")).expect("src dir");
+    std::fs::write(dir.path().join("src/lib.rs"), "").expect("lib.rs");
+    std::fs::write(
+        dir.path().join("Cargo.toml"),
+        "[package]\nname = \"sarif-schema-probe\"\nversion = \"0.0.0\"\nedition = \"2021\"\n[dependencies]\nserde-sarif = \"=0.8.0\"\n",
+    )
+    .expect("Cargo.toml");
+    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    let meta = ok(Command::new(cargo).args(["metadata", "--format-version", "1"]).current_dir(dir.path()));
+    let meta: serde_json::Value = serde_json::from_str(&meta).expect("cargo metadata prints JSON");
+    let manifest = meta["packages"]
+        .as_array()
+        .and_then(|ps| ps.iter().find(|p| p["name"] == "serde-sarif"))
+        .and_then(|p| p["manifest_path"].as_str())
+        .expect("serde-sarif in cargo metadata");
+    let schema = Path::new(manifest).parent().expect("crate dir").join("src/schema.json");
+    let text = std::fs::read(&schema).unwrap_or_else(|e| panic!("{}: {e}", schema.display()));
+    let v: serde_json::Value = serde_json::from_slice(&text).expect("the schema is JSON");
+    assert_eq!(v["title"], "Static Analysis Results Format (SARIF) Version 2.1.0 JSON Schema", "{}", schema.display());
+    v
+}

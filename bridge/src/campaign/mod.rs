@@ -91,6 +91,8 @@ pub struct Options {
 /// How a campaign ended.
 #[derive(Debug)]
 pub struct RunOutcome {
+    /// The campaign directory.
+    pub dir: PathBuf,
     /// The campaign's state.
     pub campaign: Campaign,
     /// True alarms found (over all its sessions).
@@ -265,7 +267,7 @@ pub fn run(args: &Options) -> Result<RunOutcome> {
     r.rounds()?;
     let interrupted = STOP.load(Ordering::SeqCst);
     let alarms = r.finish(interrupted)?;
-    Ok(RunOutcome { campaign: r.c, alarms })
+    Ok(RunOutcome { dir: out, campaign: r.c, alarms })
 }
 
 /// Open the campaign in `dir` to go on with it.

@@ -76,8 +76,11 @@ pub fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match &cli.command {
         Command::Run(a) => match crate::campaign::run(&a.options()) {
-            Ok(o) if a.fail_on_alarm && o.alarms > 0 => return ExitCode::from(1),
-            r => r.map(|_| ()),
+            Ok(o) => match a.sarif.as_deref().map(|f| crate::report::gather(&o.dir, None).and_then(|r| crate::sarif::write(&r, f))).transpose() {
+                Ok(_) if a.fail_on_alarm && o.alarms > 0 => return ExitCode::from(1),
+                r => r.map(|_| ()),
+            },
+            Err(e) => Err(e),
         },
         Command::Report(a) => crate::report::run(&a.options()),
         Command::Record(a) => crate::record::run(&a.options()),

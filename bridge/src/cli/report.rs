@@ -14,6 +14,10 @@ pub struct ReportArgs {
     /// Print the report as JSON on stdout instead of writing files.
     #[arg(long)]
     pub json: bool,
+    /// Also write the alarms to FILE as SARIF 2.1.0, for code scanning (source paths
+    /// relative to the working directory where they lie under it).
+    #[arg(long, value_name = "FILE")]
+    pub sarif: Option<PathBuf>,
 }
 
 impl ReportArgs {
@@ -23,6 +27,7 @@ impl ReportArgs {
             dir: self.dir.clone(),
             baseline: self.baseline.clone(),
             json: self.json,
+            sarif: self.sarif.clone(),
         }
     }
 }

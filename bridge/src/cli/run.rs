@@ -79,6 +79,10 @@ pub struct RunArgs {
     /// Exit with status 1 when the campaign found a true alarm (for CI jobs).
     #[arg(long)]
     pub fail_on_alarm: bool,
+    /// Also write the alarms to FILE as SARIF 2.1.0, for code scanning (source paths
+    /// relative to the working directory where they lie under it).
+    #[arg(long, value_name = "FILE")]
+    pub sarif: Option<PathBuf>,
 }
 
 impl RunArgs {

@@ -3,7 +3,7 @@
 //! read with [`crate::files`]).
 
 use crate::validate::reduce::ReduceStats;
-use crate::validate::signature::CrashSignature;
+use crate::validate::signature::{CrashSignature, Frame};
 use crate::system::systest::JsonTest;
 use serde::{Deserialize, Serialize};
 use std::path::PathBuf;
@@ -156,6 +156,10 @@ pub struct SystemFind {
     pub signature: String,
     /// Its stack, innermost first.
     pub stack: Vec<String>,
+    /// The same stack as frames (function, file, line, module, whether the subject's
+    /// own); empty in alarms written before trestle recorded it.
+    #[serde(default)]
+    pub frames: Vec<Frame>,
     /// The reduced reproducer.
     pub reduced_test: ReducedTest,
     /// The program that confirmed it.
@@ -253,6 +257,9 @@ pub struct LiftedTest {
     pub signature: String,
     /// Its stack.
     pub stack: Vec<String>,
+    /// The same stack as frames, as in [`SystemFind::frames`].
+    #[serde(default)]
+    pub frames: Vec<Frame>,
 }
 
 /// The reduced reproducer.
@@ -286,4 +293,14 @@ pub struct FalsePositive {
 /// The crash stack as lines.
 pub fn stack_lines(sig: &CrashSignature) -> Vec<String> {
     sig.stack.iter().map(|f| f.to_string()).collect()
+}
+
+impl Provenance {
+    /// The system-level crash's stack as frames, innermost first.
+    pub fn frames(&self) -> &[Frame] {
+        match self {
+            Provenance::System(f) => &f.frames,
+            Provenance::Lifted(f) => &f.lifted_test.frames,
+        }
+    }
 }

@@ -30,6 +30,10 @@ pub struct Frame {
     pub line: u32,
     /// The module (executable or library) the code is in.
     pub module: String,
+    /// Whether the frame is in the subject's own code (what signatures are made of;
+    /// not libc, the runtime, or the unit harness).
+    #[serde(default)]
+    pub own: bool,
 }
 
 impl std::fmt::Display for Frame {
@@ -210,7 +214,11 @@ impl FrameFilter {
         // With debug info, code without a source line is not the subject's own (start
         // files, PLT stubs, or where a wild jump landed).
         let with_source = stack.iter().any(|f| f.file.is_some());
-        let own = stack[..unit_end].iter().filter(|f| self.keeps(f) && (!with_source || f.file.is_some()));
+        let mut stack = stack;
+        for (i, f) in stack.iter_mut().enumerate() {
+            f.own = i < unit_end && self.keeps(f) && (!with_source || f.file.is_some());
+        }
+        let own = stack.iter().filter(|f| f.own);
         if is_stack_overflow(&kind) {
             let frames = recursion(own.map(|f| f.function.as_str()));
             return CrashSignature { kind, frames, stack };
@@ -447,7 +455,7 @@ pub fn symbolise(raw: &RawStack, only: Option<&Path>) -> Result<Vec<Frame>> {
         for (k, (i, rel)) in list.iter().enumerate() {
             let syms = replies.get(k).map(|r| r.symbol.as_slice()).unwrap_or_default();
             if syms.is_empty() {
-                frames[*i].push(Frame { function: format!("{}+0x{rel:x}", short(module)), file: None, line: 0, module: module.clone() });
+                frames[*i].push(Frame { function: format!("{}+0x{rel:x}", short(module)), file: None, line: 0, module: module.clone(), own: false });
             }
             for s in syms {
                 frames[*i].push(Frame {
@@ -455,6 +463,7 @@ pub fn symbolise(raw: &RawStack, only: Option<&Path>) -> Result<Vec<Frame>> {
                     file: (!s.file.is_empty() && s.file != "??").then(|| s.file.clone()),
                     line: s.line,
                     module: module.clone(),
+                    own: false,
                 });
             }
         }
@@ -506,7 +515,7 @@ pub fn parse_sanitizer(stderr: &str, program: &Path) -> Option<(String, Vec<Fram
                 let line = parts.next().and_then(|l| l.parse().ok()).unwrap_or(0);
                 (Some(file), line, program.display().to_string())
             };
-            frames.push(Frame { function: function.to_owned(), file, line, module });
+            frames.push(Frame { function: function.to_owned(), file, line, module, own: false });
         } else if in_stack {
             break;
         }
@@ -579,7 +588,7 @@ mod tests {
         assert_eq!(crash_kind(libc::SIGABRT, Some(&raw)), "SIGABRT");
         // Two overflows of one runaway recursion that ran out in different places
         // are one crash: the recurring functions name it, not the innermost frames.
-        let frame = |f: &str| Frame { function: f.into(), file: Some("dc/eval.c".into()), line: 1, module: "/bin/dc".into() };
+        let frame = |f: &str| Frame { function: f.into(), file: Some("dc/eval.c".into()), line: 1, module: "/bin/dc".into(), own: false };
         let filter = FrameFilter { program: None, stop_after: None };
         let a = filter.signature(STACK_OVERFLOW.into(), ["bc_new_num", "_bc_do_add", "bc_add", "dc_evalstr", "dc_func", "dc_evalstr", "dc_func", "main"].map(frame).to_vec());
         let b = filter.signature(STACK_OVERFLOW.into(), ["malloc_hook", "dc_func", "dc_evalstr", "dc_func", "dc_evalstr", "main"].map(frame).to_vec());
