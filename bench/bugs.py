@@ -384,7 +384,10 @@ def build_package_variant(subj, variant, work):
         cflags = " ".join(PLAIN_FLAGS if variant == "plain" else COV_FLAGS)
     elif variant in ("afl", "cmplog"):
         cc = "afl-clang-fast"
-        harness = d / "argv_stdin.o"
+        # One object for every program: its path is part of LDFLAGS, which the
+        # package's shared configure cache must see unchanged.
+        harness = work / "build" / "configure" / "argv_stdin.o"
+        harness.parent.mkdir(parents=True, exist_ok=True)
         subprocess.run(["clang-19", "-O2", "-c", str(ARGV_HARNESS), "-o", str(harness)], check=True)
         ldflags = f"-Wl,--wrap=main {harness}"
         identity = [Path(shutil.which(cc) or cc), ARGV_HARNESS]
