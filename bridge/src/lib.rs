@@ -26,6 +26,7 @@ pub mod binary;
 pub mod campaign;
 pub mod carve;
 pub mod cli;
+pub mod cluster;
 pub mod export;
 pub mod files;
 pub mod fuzz;
