@@ -32,6 +32,14 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
+/// The time limit of a unit's run: a unit call is part of a system run, so twice
+/// where the system fuzzer stops runs (calibrated from the seeds), at least 100 ms
+/// (a harness run has its own start-up), never more than `--timeout`. A unit that
+/// loops then costs a fraction of a second of its slice, not seconds.
+pub fn unit_limit(system_limit: Duration, timeout: Duration) -> Duration {
+    (system_limit * 2).max(Duration::from_millis(100)).min(timeout)
+}
+
 /// Options of `trestle run`.
 #[derive(Debug, Clone)]
 pub struct Options {

@@ -203,7 +203,7 @@ impl Runner {
             unit,
             out: dir.clone(),
             time: slice,
-            timeout: unit_limit(self.sys.run_limit(), Duration::from_secs_f64(self.c.settings.timeout)),
+            timeout: super::unit_limit(self.sys.run_limit(), Duration::from_secs_f64(self.c.settings.timeout)),
             seed: self.c.settings.seed.wrapping_add(self.c.fuzzed.len() as u64),
             cmplog: true,
             dictionary: trestle_unit_fuzz::Dictionary { words, ints },
@@ -390,13 +390,6 @@ impl Runner {
     }
 }
 
-/// The time limit of a unit's run: a unit call is part of a system run, so twice
-/// where the system fuzzer stops runs (calibrated from the seeds), at least 100 ms
-/// (a harness run has its own start-up), never more than `--timeout`. A unit that
-/// loops then costs a fraction of a second of its slice, not seconds.
-fn unit_limit(system_limit: Duration, timeout: Duration) -> Duration {
-    (system_limit * 2).max(Duration::from_millis(100)).min(timeout)
-}
 
 /// The system fuzzer of a campaign: what a user of a system fuzzer would give it, in
 /// both modes, so that the baseline is at full strength.
