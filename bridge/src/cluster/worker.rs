@@ -264,9 +264,12 @@ impl Worker {
         Ok(())
     }
 
-    /// Fuzz the unit fuzzed least so far for a slice and send what it found.
+    /// Fuzz the unit fuzzed least so far for a slice and send what it found. Ties
+    /// go in an order of the worker's own (a hash of its name and the unit's), so
+    /// that workers start on different units.
     fn unit_slice(&mut self) -> Result<()> {
-        let Some(i) = (0..self.units.len()).min_by_key(|&i| self.units[i].1) else { return Ok(()) };
+        let order = |u: &UnitFile| trestle_abi::ids::fnv1a64(format!("{}/{}", self.node, u.name).as_bytes());
+        let Some(i) = (0..self.units.len()).min_by_key(|&i| (self.units[i].1, order(&self.units[i].0))) else { return Ok(()) };
         self.units[i].1 += 1;
         let (u, k) = (self.units[i].0.clone(), self.units[i].1);
         let unit = trestle_abi::unit::Unit::decode(&u.bytes).with_context(|| format!("unit {} from the main node", u.name))?;
