@@ -71,9 +71,8 @@ impl Runner {
 
     /// Answer the workers and take in what they found.
     pub(super) fn serve_workers(&mut self) -> Result<()> {
-        let remaining = self.remaining();
-        let Some(hub) = self.hub.as_mut() else { return Ok(()) };
-        let finds = hub.poll(remaining)?;
+        self.poll_workers()?;
+        let finds = std::mem::take(&mut self.worker_finds);
         let lift = finds.iter().any(|f| matches!(f, Find::Unit { .. }));
         for f in finds {
             self.take_find(f)?;
@@ -81,6 +80,16 @@ impl Runner {
         if lift {
             self.lift_pending()?;
         }
+        Ok(())
+    }
+
+    /// Answer the workers' hellos and keep their finds for [`Runner::serve_workers`]
+    /// (while a unit is fuzzed here: validating and lifting would compete with it).
+    pub(super) fn poll_workers(&mut self) -> Result<()> {
+        let remaining = self.remaining();
+        let Some(hub) = self.hub.as_mut() else { return Ok(()) };
+        let finds = hub.poll(remaining)?;
+        self.worker_finds.extend(finds);
         Ok(())
     }
 
@@ -185,7 +194,9 @@ impl Runner {
         let main = NodeRecord {
             name: "main".into(),
             cores: if self.delegate { 0 } else { self.c.settings.cores },
-            execs: self.c.system_executions + self.c.fuzzed.iter().filter(|f| f.node.is_none()).map(|f| f.executions).sum::<u64>(),
+            // Every run of its system fuzzer (seeds and workers' queue entries included)
+            // and of its own unit fuzzing.
+            execs: self.sys.executions() + self.c.fuzzed.iter().filter(|f| f.node.is_none()).map(|f| f.executions).sum::<u64>(),
             finds: self.c.main_finds,
         };
         self.c.nodes = std::iter::once(main).chain(hub.workers()).collect();

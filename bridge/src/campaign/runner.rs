@@ -41,6 +41,8 @@ pub(super) struct Runner {
     pub(super) hub: Option<crate::cluster::hub::Hub>,
     /// Leave all fuzzing to the workers.
     pub(super) delegate: bool,
+    /// Workers' finds not taken in yet.
+    pub(super) worker_finds: Vec<crate::cluster::hub::Find>,
 }
 
 impl Runner {
@@ -242,6 +244,8 @@ impl Runner {
         let phase = format!("unit fuzzing {function}");
         let in_process = self.c.settings.in_process;
         let t = Instant::now();
+        // Workers are answered meanwhile; what they found waits for the next step.
+        let mut polled = Ok(());
         let result = std::thread::scope(|scope| {
             let h = scope.spawn(|| {
                 if in_process {
@@ -253,6 +257,9 @@ impl Runner {
             while !h.is_finished() {
                 std::thread::sleep(Duration::from_millis(500));
                 self.status(&phase);
+                if polled.is_ok() {
+                    polled = self.poll_workers();
+                }
             }
             h.join()
         });
@@ -270,6 +277,7 @@ impl Runner {
             Ok(Err(e)) => last.error = Some(format!("{e:#}")),
             Err(_) => last.error = Some("the unit fuzzer panicked".into()),
         }
+        polled?;
         self.save()?;
         self.lift_pending()?;
         Ok(true)
@@ -347,6 +355,7 @@ impl Runner {
             sys_time_session: 0.0,
             hub: None,
             delegate: false,
+            worker_finds: Vec::new(),
         })
     }
 

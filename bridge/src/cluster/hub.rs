@@ -7,9 +7,9 @@ use super::{Message, UnitFile, Work, PROTOCOL};
 use anyhow::Result;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-/// How often the main node says it is alive.
+/// How often the main node says it is alive (its link does, by itself).
 const ALIVE_EVERY: Duration = Duration::from_secs(1);
 
 /// One node of a campaign, as `campaign.json` and the report list it.
@@ -69,14 +69,13 @@ pub struct Hub {
     build: u64,
     work: Work,
     workers: BTreeMap<String, NodeRecord>,
-    last_alive: Option<Instant>,
 }
 
 impl Hub {
     /// Listen on `addr` for workers of the program build `build`, to give them `work`.
     pub fn listen(addr: &str, build: u64, work: Work) -> Result<Hub> {
-        let link = Link::listen(addr)?;
-        Ok(Hub { link, build, work, workers: BTreeMap::new(), last_alive: None })
+        let link = Link::listen(addr, ALIVE_EVERY)?;
+        Ok(Hub { link, build, work, workers: BTreeMap::new() })
     }
 
     /// Where workers join.
@@ -87,10 +86,6 @@ impl Hub {
     /// Say alive when due, answer hellos, keep figures; returns the finds that came,
     /// in order. `remaining` is the campaign's time left (for a worker that joins now).
     pub fn poll(&mut self, remaining: f64) -> Result<Vec<Find>> {
-        if self.last_alive.is_none_or(|t| t.elapsed() >= ALIVE_EVERY) {
-            self.link.send(&Message::Alive { elapsed: 0.0 })?;
-            self.last_alive = Some(Instant::now());
-        }
         let mut finds = Vec::new();
         for m in self.link.drain()? {
             match m {

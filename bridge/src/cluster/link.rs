@@ -59,11 +59,13 @@ impl<SHM, SP> LlmpHook<SHM, SP> for ToNode {
 }
 
 impl Link {
-    /// The main node's link: a broker listening on `addr` (`HOST:PORT`).
-    pub fn listen(addr: &str) -> Result<Link> {
+    /// The main node's link: a broker listening on `addr` (`HOST:PORT`), which says
+    /// [`Message::Alive`] every `heartbeat` by itself, however busy the node is.
+    pub fn listen(addr: &str, heartbeat: Duration) -> Result<Link> {
         let listener = TcpListener::bind(addr).with_context(|| format!("cannot listen on {addr}"))?;
         let bound = listener.local_addr()?;
-        Link::start(bound, move |inner| {
+        let alive = bincode::serialize(&Message::Alive { elapsed: 0.0 }).context("cannot encode a cluster message")?;
+        Link::start(bound, Some((heartbeat, alive)), move |inner| {
             inner.launch_listener(Listener::Tcp(listener)).map(|_| ()).map_err(|e| anyhow!("cannot accept workers on {bound}: {e}"))
         })
     }
@@ -75,7 +77,7 @@ impl Link {
             .with_context(|| format!("cannot resolve {addr}"))?
             .next()
             .ok_or_else(|| anyhow!("{addr} resolves to no address"))?;
-        Link::start(target, move |inner| {
+        Link::start(target, None, move |inner| {
             // A listener (on loopback, for nobody) first, as LibAFL's own brokers have:
             // the broker-to-broker connection must not get the id of the broker's own
             // page, or it takes the node's messages for ones it sent and drops them.
@@ -87,7 +89,7 @@ impl Link {
 
     /// Start the broker thread; `setup` makes its connections (in the thread that
     /// owns the broker), and its error is this call's.
-    fn start<F>(addr: SocketAddr, setup: F) -> Result<Link>
+    fn start<F>(addr: SocketAddr, heartbeat: Option<(Duration, Vec<u8>)>, setup: F) -> Result<Link>
     where
         F: FnOnce(&mut LlmpBrokerInner<<StdShMemProvider as ShMemProvider>::ShMem, StdShMemProvider>) -> Result<()> + Send + 'static,
     {
@@ -112,7 +114,7 @@ impl Link {
                         return;
                     }
                 };
-                pump(&mut broker, &to_send, &stopping);
+                pump(&mut broker, &to_send, heartbeat, &stopping);
             })
             .context("cannot start the link thread")?;
         ready.recv().map_err(|_| anyhow!("the link thread ended before it was ready"))??;
@@ -162,13 +164,26 @@ impl Drop for Link {
 
 /// Move messages until told to stop: the peers' to the node (the hook), the node's
 /// to the peers. What the node sent last is flushed before the thread ends.
-fn pump<HT>(broker: &mut LlmpBroker<HT, <StdShMemProvider as ShMemProvider>::ShMem, StdShMemProvider>, to_send: &Receiver<Vec<u8>>, stop: &AtomicBool)
-where
+fn pump<HT>(
+    broker: &mut LlmpBroker<HT, <StdShMemProvider as ShMemProvider>::ShMem, StdShMemProvider>,
+    to_send: &Receiver<Vec<u8>>,
+    heartbeat: Option<(Duration, Vec<u8>)>,
+    stop: &AtomicBool,
+) where
     HT: libafl_bolts::llmp::LlmpHookTuple<<StdShMemProvider as ShMemProvider>::ShMem, StdShMemProvider>,
 {
+    let mut last_beat: Option<std::time::Instant> = None;
     loop {
         let stopping = stop.load(Ordering::SeqCst);
         let mut moved = false;
+        if let Some((every, alive)) = &heartbeat {
+            if last_beat.is_none_or(|t| t.elapsed() >= *every) {
+                if let Err(e) = broker.inner_mut().send_buf(TAG, alive) {
+                    eprintln!("trestle: cannot send a cluster message ({} bytes): {e}", alive.len());
+                }
+                last_beat = Some(std::time::Instant::now());
+            }
+        }
         while let Ok(bytes) = to_send.try_recv() {
             if let Err(e) = broker.inner_mut().send_buf(TAG, &bytes) {
                 eprintln!("trestle: cannot send a cluster message ({} bytes): {e}", bytes.len());
@@ -210,7 +225,7 @@ mod tests {
     /// the main node's reaches both, and nobody hears its own.
     #[test]
     fn messages_cross_brokers_both_ways_and_between_workers() {
-        let main = Link::listen("127.0.0.1:0").unwrap();
+        let main = Link::listen("127.0.0.1:0", Duration::from_secs(3600)).unwrap();
         let addr = main.addr.to_string();
         let a = Link::join(&addr).unwrap();
         let b = Link::join(&addr).unwrap();

@@ -83,7 +83,7 @@ pub enum Message {
         /// Inputs that reached new unit coverage: (file name, bytes).
         queue: Vec<(String, Vec<u8>)>,
     },
-    /// What a worker has done so far (worker → main, every round).
+    /// What a worker has done so far (worker → main, every few seconds).
     Stats {
         /// The worker.
         node: String,

@@ -17,8 +17,9 @@ use anyhow::{bail, Context as _, Result};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-/// How long a worker waits for the main node's answer to its hello.
-const WELCOME_WAIT: Duration = Duration::from_secs(60);
+/// How long a worker waits for the main node's answer to its hello (the main node
+/// answers between its steps; carving or lifting can take a minute).
+const WELCOME_WAIT: Duration = Duration::from_secs(300);
 /// A main node not heard of for this long has gone away.
 pub const MAIN_SILENCE: Duration = Duration::from_secs(20);
 /// At most this many bytes of one unit slice's queue go to the main node.
@@ -72,7 +73,10 @@ pub fn run(o: &Options) -> Result<Summary> {
         }
     };
     eprintln!("trestle join: {node} joined the campaign at {}; working in {}", link.addr, dir.display());
-    let deadline = Instant::now() + o.time.unwrap_or(Duration::MAX / 4).min(Duration::from_secs_f64(work.remaining.max(0.0)));
+    // The main node says when the campaign is over; a little past its end, a worker
+    // that has not heard so stops by itself.
+    let campaign_left = Duration::from_secs_f64(work.remaining.max(0.0)) + Duration::from_secs(30);
+    let deadline = Instant::now() + o.time.unwrap_or(Duration::MAX / 4).min(campaign_left);
     let mut w = Worker::new(o, node, link, work, &binary, &dir, deadline)?;
     for m in backlog {
         w.take(m)?;
@@ -100,8 +104,13 @@ fn default_name() -> String {
 fn welcome(link: &Link, node: &str) -> Result<(Work, Vec<Message>)> {
     let end = Instant::now() + WELCOME_WAIT;
     let mut backlog = Vec::new();
+    let mut heard = Instant::now();
     while Instant::now() < end {
+        if heard.elapsed() > MAIN_SILENCE {
+            bail!("the main node at {} has not been heard of for {}s: it went away", link.addr, MAIN_SILENCE.as_secs());
+        }
         match link.recv(Duration::from_millis(200))? {
+            Some(Message::Alive { .. }) => heard = Instant::now(),
             Some(Message::Welcome { node: n, work }) if n == node => return Ok((work, backlog)),
             Some(Message::Refused { node: n, reason }) if n == node => bail!("the main node at {} refused this worker: {reason}", link.addr),
             Some(m @ (Message::Units { .. } | Message::Queue { .. } | Message::Done { .. })) => backlog.push(m),
@@ -231,6 +240,8 @@ impl Worker {
                 match load_test(&path) {
                     Ok(t) => {
                         self.sys.add_test(&t)?;
+                        // Not this worker's find: the next slice must not send it back.
+                        self.sys.take_report()?;
                     }
                     Err(e) => eprintln!("trestle join: passing over a queue entry from {from}: {e:#}"),
                 }
@@ -249,13 +260,15 @@ impl Worker {
             for p in &rep.new_queue {
                 let test = std::fs::read(p).with_context(|| format!("cannot read {}", p.display()))?;
                 self.link.send(&Message::Queue { from: self.node.clone(), name: file_name(p), test })?;
-                self.finds += 1;
+                self.sent("queue", &file_name(p), 1)?;
             }
             for p in &rep.new_crashes {
                 let test = std::fs::read(p).with_context(|| format!("cannot read {}", p.display()))?;
                 self.link.send(&Message::SystemCrash { from: self.node.clone(), name: file_name(p), test })?;
-                self.finds += 1;
+                self.sent("crash", &file_name(p), 1)?;
             }
+            // Figures every chunk: a worker that is killed has them counted up to then.
+            self.send_stats()?;
             self.take_all()?;
             if self.done.is_some() {
                 break;
@@ -306,10 +319,22 @@ impl Worker {
         let crashes = files_in(&dir.join("crashes"), usize::MAX)?;
         let queue = files_in(&dir.join("queue"), MAX_QUEUE_BYTES)?;
         if !crashes.is_empty() || !queue.is_empty() {
-            self.finds += crashes.len() as u64;
-            self.link.send(&Message::UnitFinds { from: self.node.clone(), unit: u.name, function: u.function, executions, crashes, queue })?;
+            let n = crashes.len() as u64;
+            self.link.send(&Message::UnitFinds { from: self.node.clone(), unit: u.name.clone(), function: u.function, executions, crashes, queue })?;
+            self.sent("unit", &u.name, n)?;
         }
         Ok(())
+    }
+
+    /// Count `finds` sent, and list what was sent in `sent.log` (seconds since the
+    /// epoch, kind, name): what the main node has from this worker.
+    fn sent(&mut self, kind: &str, name: &str, finds: u64) -> Result<()> {
+        use std::io::Write as _;
+        self.finds += finds;
+        let log = self.dir.join("sent.log");
+        let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0.0, |d| d.as_secs_f64());
+        let mut f = std::fs::OpenOptions::new().create(true).append(true).open(&log).with_context(|| format!("cannot write {}", log.display()))?;
+        writeln!(f, "{now:.3} {kind} {name}").with_context(|| format!("cannot write {}", log.display()))
     }
 
     fn send_stats(&self) -> Result<()> {
