@@ -13,6 +13,9 @@ pub struct Binary {
     pub path: PathBuf,
     /// Its id ([`trestle_abi::meta::binary_id`]).
     pub id: u64,
+    /// Which build it is: FNV-1a of the whole file (two copies of one build agree;
+    /// a rebuild with other flags or sources does not).
+    pub build: u64,
     /// Its instrumented functions by id.
     pub functions: HashMap<u64, FnMeta>,
     /// Short constant strings by global id.
@@ -46,7 +49,7 @@ impl Binary {
             }
         }
         let path = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_owned());
-        Ok(Binary { path, id: binary_id(bytes), functions, strings })
+        Ok(Binary { path, id: binary_id(bytes), build: trestle_abi::ids::fnv1a64(&data), functions, strings })
     }
 
     /// Fail unless `unit` (read from `unit_path`) was carved from this binary.

@@ -12,7 +12,8 @@
 //! - [`validate`]: the sandbox every lifted test runs in, crash signatures, reduction;
 //! - [`system`]: system tests themselves, the one executor that runs them (forkserver),
 //!   system-level coverage and the system fuzzer;
-//! - [`campaign`]: all of the above as one time-boxed campaign (`trestle run`);
+//! - [`campaign`]: all of the above as one time-boxed campaign (`trestle run`), on one
+//!   machine or, with [`cluster`], across several;
 //! - [`report`] and [`export`]: what a campaign found (also as SARIF, [`sarif`]), and
 //!   units as standalone C tests.
 //!
@@ -26,6 +27,7 @@ pub mod binary;
 pub mod campaign;
 pub mod carve;
 pub mod cli;
+pub mod cluster;
 pub mod export;
 pub mod files;
 pub mod fuzz;

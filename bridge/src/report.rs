@@ -80,6 +80,9 @@ pub struct Report {
     pub alarms: Vec<AlarmEntry>,
     /// Reduced reproducer and provenance of each alarm.
     pub details: Vec<AlarmDetail>,
+    /// The nodes of a campaign across machines (none for one machine), the main
+    /// node first: name, cores, executions, finds.
+    pub nodes: Vec<crate::cluster::hub::NodeRecord>,
 }
 
 /// An alarm's reproducer and provenance.
@@ -117,7 +120,8 @@ pub fn gather(dir: &Path, baseline: Option<&Path>) -> Result<Report> {
         let provenance: Provenance = files::read(&ad.join(files::PROVENANCE))?;
         details.push(AlarmDetail { id: a.id.clone(), reduced, provenance });
     }
-    Ok(Report { dir: dir.to_owned(), campaign, timeline, baseline, baseline_campaign, baseline_alarms, lifting, alarms, details })
+    let nodes = campaign.nodes.clone();
+    Ok(Report { dir: dir.to_owned(), campaign, timeline, baseline, baseline_campaign, baseline_alarms, lifting, alarms, details, nodes })
 }
 
 fn esc(s: &str) -> String {
@@ -237,10 +241,22 @@ pub fn markdown(r: &Report) -> String {
         names(&r.alarms),
         or_dash(bc.map(|_| format!("{} ({})", r.baseline_alarms.len(), names(&r.baseline_alarms))))
     );
+    node_section(&mut s, r);
     alarm_sections(&mut s, r);
     lifting_sections(&mut s, r);
     unit_sections(&mut s, c);
     s
+}
+
+/// The machines of a campaign across machines, with what each did.
+fn node_section(s: &mut String, r: &Report) {
+    if r.nodes.is_empty() {
+        return;
+    }
+    *s += "\n## Nodes\n\n| node | cores | executions | finds |\n|---|---|---|---|\n";
+    for n in &r.nodes {
+        let _ = writeln!(s, "| `{}` | {} | {} | {} |", n.name, n.cores, n.execs, n.finds);
+    }
 }
 
 /// Each alarm: its signature, reproducer and provenance.
@@ -252,7 +268,8 @@ fn alarm_sections(s: &mut String, r: &Report) {
     }
     for (a, d) in r.alarms.iter().zip(&r.details) {
         let _ = writeln!(s, "### `{}`: {}\n", a.id, a.signature);
-        let _ = writeln!(s, "From {} ({} candidate(s)); reproduce with `alarms/{}/reproduce.sh`.\n", if a.source == "system" { "system-level fuzzing" } else { "a lifted unit finding" }, a.candidates, a.id);
+        let on = a.found_on.as_deref().map(|n| format!(" on worker `{n}`")).unwrap_or_default();
+        let _ = writeln!(s, "From {}{on} ({} candidate(s)); reproduce with `alarms/{}/reproduce.sh`.\n", if a.source == "system" { "system-level fuzzing" } else { "a lifted unit finding" }, a.candidates, a.id);
         let _ = writeln!(s, "Reduced reproducer ({} bytes, lifted {}):\n\n```\n{}\n```\n", a.size_reduced, a.size_lifted, show_test(&d.reduced));
         *s += "Provenance:\n\n";
         for (i, line) in provenance_lines(&d.provenance).iter().enumerate() {

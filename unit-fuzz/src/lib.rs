@@ -370,8 +370,14 @@ struct FuzzDir {
 /// Lay the output directory out: AFL's folders, the unit, the harness's request,
 /// and a working directory with the system test's files.
 fn prepare_fuzz_dir(cfg: &FuzzConfig) -> Result<FuzzDir, FuzzError> {
-    let unit = &cfg.unit;
-    let out = &cfg.out;
+    let out = lay_out(&cfg.unit, &cfg.out)?;
+    Ok(FuzzDir { request: out.join("request.bin"), cwd: out.join("cwd"), out })
+}
+
+/// Lay out `out` as a fuzz directory of `unit` (AFL's folders, `unit.unit`, the
+/// harness's `request.bin`, `cwd/` with the system test's files), as fuzzing does and
+/// lifting needs: for findings made elsewhere (a worker's). Returns `out`, absolute.
+pub fn lay_out(unit: &Unit, out: &Path) -> Result<PathBuf, FuzzError> {
     for d in ["queue", "crashes", "timeouts", ".solutions", "cwd"] {
         std::fs::create_dir_all(out.join(d)).map_err(io("cannot create", &out.join(d)))?;
     }
@@ -395,7 +401,7 @@ fn prepare_fuzz_dir(cfg: &FuzzConfig) -> Result<FuzzDir, FuzzError> {
         }
         std::fs::write(&p, bytes).map_err(io("cannot write", &p))?;
     }
-    Ok(FuzzDir { out, request, cwd })
+    Ok(out)
 }
 
 /// The single-core forkserver campaign, run from the unit's working directory

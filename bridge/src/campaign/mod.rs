@@ -14,6 +14,7 @@
 //! lifted; `trestle run --resume DIR` goes on from there.
 
 mod changed;
+mod nodes;
 mod pick;
 mod runner;
 mod status;
@@ -31,6 +32,14 @@ use std::io::IsTerminal as _;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering;
 use std::time::Duration;
+
+/// The time limit of a unit's run: a unit call is part of a system run, so twice
+/// where the system fuzzer stops runs (calibrated from the seeds), at least 100 ms
+/// (a harness run has its own start-up), never more than `--timeout`. A unit that
+/// loops then costs a fraction of a second of its slice, not seconds.
+pub fn unit_limit(system_limit: Duration, timeout: Duration) -> Duration {
+    (system_limit * 2).max(Duration::from_millis(100)).min(timeout)
+}
 
 /// Options of `trestle run`.
 #[derive(Debug, Clone)]
@@ -86,6 +95,11 @@ pub struct Options {
     pub no_pin: bool,
     /// Exit with status 1 when the campaign found a true alarm (for CI jobs).
     pub fail_on_alarm: bool,
+    /// Accept workers (`trestle join`) at this address, `HOST:PORT`.
+    pub listen: Option<String>,
+    /// With --listen: leave all fuzzing to the workers; this node records, carves,
+    /// validates and reports.
+    pub delegate: bool,
 }
 
 /// How a campaign ended.
@@ -163,6 +177,9 @@ pub struct FuzzedUnit {
     /// Its value hashes ([`crate::carve::units::UnitRow::value_hashes`]).
     #[serde(default)]
     pub value_hashes: Vec<u64>,
+    /// The worker that fuzzed it (`None`: this machine).
+    #[serde(default)]
+    pub node: Option<String>,
 }
 
 /// `campaign.json`: everything needed to report on or resume a campaign.
@@ -192,6 +209,12 @@ pub struct Campaign {
     pub system_crashes: usize,
     /// Whether the budget is used up.
     pub finished: bool,
+    /// The nodes of a campaign across machines (`--listen`), the main node first.
+    #[serde(default)]
+    pub nodes: Vec<crate::cluster::hub::NodeRecord>,
+    /// What the main node found itself: queue entries, system and unit crashes.
+    #[serde(default)]
+    pub main_finds: u64,
 }
 
 /// Samples of `timeline.csv`.
@@ -252,6 +275,11 @@ pub fn run(args: &Options) -> Result<RunOutcome> {
     }
     let tty = !args.plain && std::io::stderr().is_terminal();
     let mut r = Runner::new(out.clone(), campaign, Live::new(tty))?;
+    if let Some(addr) = &args.listen {
+        r.listen(addr, args.delegate)?;
+    } else if args.delegate {
+        bail!("--delegate leaves the fuzzing to workers: it needs --listen HOST:PORT");
+    }
     if !s.changed.is_empty() && r.c.rounds == 0 {
         eprintln!("trestle run: changed since {}: {}", s.changed_since.as_deref().unwrap_or("?"), s.changed.join(", "));
     }
@@ -306,6 +334,8 @@ fn start(args: &Options) -> Result<(PathBuf, Campaign)> {
         fuzzed: Vec::new(),
         system_crashes: 0,
         finished: false,
+        nodes: Vec::new(),
+        main_finds: 0,
     };
     let out = std::fs::canonicalize(&out)?;
     files::write(&out.join(files::CAMPAIGN), &c)?;

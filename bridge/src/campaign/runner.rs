@@ -37,6 +37,12 @@ pub(super) struct Runner {
     pub(super) unit_execs_session: u64,
     pub(super) unit_time_session: f64,
     pub(super) sys_time_session: f64,
+    /// The cluster's main node, with `--listen` ([`super::nodes`]).
+    pub(super) hub: Option<crate::cluster::hub::Hub>,
+    /// Leave all fuzzing to the workers.
+    pub(super) delegate: bool,
+    /// Workers' finds not taken in yet.
+    pub(super) worker_finds: Vec<crate::cluster::hub::Find>,
 }
 
 impl Runner {
@@ -104,9 +110,12 @@ impl Runner {
             self.sys_time_session += t.elapsed().as_secs_f64();
             self.sys_execs_session += rep.executions;
             self.c.system_executions += rep.executions;
+            self.c.main_finds += (rep.new_queue.len() + rep.new_crashes.len()) as u64;
             for crash in &rep.new_crashes {
                 self.system_crash(crash)?;
             }
+            self.share_queue(&rep.new_queue)?;
+            self.serve_workers()?;
             self.status("system fuzzing");
             self.sample()?;
         }
@@ -184,6 +193,7 @@ impl Runner {
         for p in &fresh {
             self.c.recorded.insert(p.file_name().unwrap_or_default().to_string_lossy().into_owned());
         }
+        self.share_units(&units, &index)?;
         self.c.unit_dirs.push(units);
         self.unit_indexes.push(index);
         self.save()
@@ -203,7 +213,7 @@ impl Runner {
             unit,
             out: dir.clone(),
             time: slice,
-            timeout: unit_limit(self.sys.run_limit(), Duration::from_secs_f64(self.c.settings.timeout)),
+            timeout: super::unit_limit(self.sys.run_limit(), Duration::from_secs_f64(self.c.settings.timeout)),
             seed: self.c.settings.seed.wrapping_add(self.c.fuzzed.len() as u64),
             cmplog: true,
             dictionary: trestle_unit_fuzz::Dictionary { words, ints },
@@ -228,11 +238,14 @@ impl Runner {
             error: None,
             reason,
             value_hashes,
+            node: None,
         });
         self.save()?;
         let phase = format!("unit fuzzing {function}");
         let in_process = self.c.settings.in_process;
         let t = Instant::now();
+        // Workers are answered meanwhile; what they found waits for the next step.
+        let mut polled = Ok(());
         let result = std::thread::scope(|scope| {
             let h = scope.spawn(|| {
                 if in_process {
@@ -244,6 +257,9 @@ impl Runner {
             while !h.is_finished() {
                 std::thread::sleep(Duration::from_millis(500));
                 self.status(&phase);
+                if polled.is_ok() {
+                    polled = self.poll_workers();
+                }
             }
             h.join()
         });
@@ -253,6 +269,7 @@ impl Runner {
             Ok(Ok(rep)) => {
                 last.executions = rep.executions;
                 last.crashes = rep.crashes.len();
+                self.c.main_finds += rep.crashes.len() as u64;
                 self.c.unit_executions += rep.executions;
                 self.unit_execs_session += rep.executions;
                 self.unit_time_session += spent;
@@ -260,6 +277,7 @@ impl Runner {
             Ok(Err(e)) => last.error = Some(format!("{e:#}")),
             Err(_) => last.error = Some("the unit fuzzer panicked".into()),
         }
+        polled?;
         self.save()?;
         self.lift_pending()?;
         Ok(true)
@@ -283,7 +301,10 @@ impl Runner {
                 // The system fuzzer runs the very build the units were carved from:
                 // its edges and the units' are the same map.
                 lifter.set_system_edges(Some(self.sys.covered_edges()));
-                if let Err(e) = lifter.lift_dir(&f.dir, 50) {
+                lifter.set_node(f.node.clone());
+                let lifted = lifter.lift_dir(&f.dir, 50);
+                lifter.set_node(None);
+                if let Err(e) = lifted {
                     // A unit the harness cannot set up again is that unit's problem,
                     // not the campaign's.
                     self.c.fuzzed[i].error = Some(format!("lifting: {e:#}"));
@@ -332,6 +353,9 @@ impl Runner {
             unit_execs_session: 0,
             unit_time_session: 0.0,
             sys_time_session: 0.0,
+            hub: None,
+            delegate: false,
+            worker_finds: Vec::new(),
         })
     }
 
@@ -340,7 +364,11 @@ impl Runner {
         let s = self.c.settings.clone();
         let system_slice = Duration::from_secs_f64(s.system_slice);
         while self.remaining() > 0.0 && !STOP.load(Ordering::SeqCst) {
-            if s.system_only {
+            if self.delegate {
+                // The workers fuzz; this node takes what they find and carves it.
+                self.wait_for_workers(system_slice)?;
+                self.carve_new()?;
+            } else if s.system_only {
                 self.system_slice(Duration::from_secs_f64(self.remaining().max(0.0)))?;
             } else {
                 // The first round lets the seeds be carved at once; the changed functions
@@ -365,6 +393,7 @@ impl Runner {
     /// Save the campaign's end and print what it found; returns the number of alarms.
     pub(super) fn finish(&mut self, interrupted: bool) -> Result<usize> {
         self.c.finished = !interrupted && self.remaining() <= 0.0;
+        self.close_cluster(if interrupted { "the main node was interrupted" } else { "its time is up" })?;
         self.sample()?;
         self.save()?;
         self.status(if interrupted { "interrupted" } else { "done" });
@@ -390,13 +419,6 @@ impl Runner {
     }
 }
 
-/// The time limit of a unit's run: a unit call is part of a system run, so twice
-/// where the system fuzzer stops runs (calibrated from the seeds), at least 100 ms
-/// (a harness run has its own start-up), never more than `--timeout`. A unit that
-/// loops then costs a fraction of a second of its slice, not seconds.
-fn unit_limit(system_limit: Duration, timeout: Duration) -> Duration {
-    (system_limit * 2).max(Duration::from_millis(100)).min(timeout)
-}
 
 /// The system fuzzer of a campaign: what a user of a system fuzzer would give it, in
 /// both modes, so that the baseline is at full strength.

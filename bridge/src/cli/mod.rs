@@ -6,6 +6,7 @@ mod carve;
 mod exec;
 mod export;
 mod fuzz;
+mod join;
 mod lift;
 mod record;
 mod replay;
@@ -43,6 +44,9 @@ enum Command {
     /// The whole bridge in one campaign: system fuzzing, carving, unit fuzzing,
     /// lifting and validation, until the time is up.
     Run(run::RunArgs),
+    /// Work for a campaign on another machine (`trestle run --listen HOST:PORT`):
+    /// fuzz its units and system tests here and send back what is found.
+    Join(join::JoinArgs),
     /// Write a campaign's report (Markdown and HTML, or JSON).
     Report(report::ReportArgs),
     /// Run system tests with recording on; writes traces.
@@ -82,6 +86,7 @@ pub fn main() -> ExitCode {
             },
             Err(e) => Err(e),
         },
+        Command::Join(a) => crate::cluster::worker::run(&a.options()).map(|_| ()),
         Command::Report(a) => crate::report::run(&a.options()),
         Command::Record(a) => crate::record::run(&a.options()),
         Command::Carve(a) => crate::carve::run(&a.options()).and_then(|s| match s.bad_traces {

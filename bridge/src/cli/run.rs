@@ -83,6 +83,14 @@ pub struct RunArgs {
     /// relative to the working directory where they lie under it).
     #[arg(long, value_name = "FILE")]
     pub sarif: Option<PathBuf>,
+    /// Accept workers on other machines (`trestle join HOST:PORT`) at this address
+    /// for the whole campaign; this node alone validates and reports.
+    #[arg(long, value_name = "HOST:PORT")]
+    pub listen: Option<String>,
+    /// With --listen: leave all fuzzing to the workers; this node records, carves,
+    /// validates and reports.
+    #[arg(long, requires = "listen")]
+    pub delegate: bool,
 }
 
 impl RunArgs {
@@ -110,6 +118,8 @@ impl RunArgs {
             pin: self.pin,
             no_pin: self.no_pin,
             fail_on_alarm: self.fail_on_alarm,
+            listen: self.listen.clone(),
+            delegate: self.delegate,
         }
     }
 }

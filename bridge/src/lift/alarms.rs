@@ -41,6 +41,7 @@ impl Lifter {
             reduced_test: records::ReducedTest { file: files::REDUCED.into(), reduction: rstats.clone() },
             validated_with: self.program.clone(),
             sandboxed: self.sandbox.isolated(),
+            found_on: self.node.clone(),
         }));
         files::write(&tmp.join(files::PROVENANCE), &provenance)?;
         std::fs::write(tmp.join("summary.md"), system_summary_md(&sys, &self.program, &reduced, &rstats, name, source))?;
@@ -56,6 +57,7 @@ impl Lifter {
             size_lifted: test_size(test),
             size_reduced: test_size(&reduced),
             found_at: Some(self.epoch.elapsed().as_secs_f64()),
+            found_on: self.node.clone(),
         };
         self.publish_alarm(&tmp, entry)?;
         Ok(true)
@@ -190,6 +192,7 @@ impl Lifter {
             reduced_test: records::ReducedTest { file: files::REDUCED.into(), reduction: rstats.clone() },
             validated_with: self.program.clone(),
             sandboxed: self.sandbox.isolated(),
+            found_on: self.node.clone(),
         }));
         files::write(&tmp.join(files::PROVENANCE), &provenance)?;
         let origin = origin_words(&seed, mutation.as_deref());
@@ -207,6 +210,7 @@ impl Lifter {
             size_lifted: test_size(lifted),
             size_reduced: test_size(&reduced),
             found_at: Some(self.epoch.elapsed().as_secs_f64()),
+            found_on: self.node.clone(),
         };
         self.publish_alarm(&tmp, entry)
     }

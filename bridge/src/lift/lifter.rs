@@ -40,6 +40,9 @@ pub struct Lifter {
     pub(super) metadata_warned: bool,
     /// When the work this lifter serves started: an alarm's `found_at` counts from it.
     pub(super) epoch: Instant,
+    /// The node (a worker of a campaign across machines) whose finds are being
+    /// lifted; `None`: this machine's.
+    pub(super) node: Option<String>,
 }
 
 impl Lifter {
@@ -71,6 +74,7 @@ impl Lifter {
             seeds: Vec::new(),
             metadata_warned: false,
             epoch: Instant::now(),
+            node: None,
         };
         lifter.load_existing()?;
         if is_coverage_build(&lifter.program) {
@@ -108,6 +112,12 @@ impl Lifter {
     /// sessions included).
     pub fn set_epoch(&mut self, epoch: Instant) {
         self.epoch = epoch;
+    }
+
+    /// Whose finds are lifted from now on: a worker's name, or `None` for this
+    /// machine's; alarms carry it (`found_on`).
+    pub fn set_node(&mut self, node: Option<String>) {
+        self.node = node;
     }
 
     /// Reduce alarms with at most `budget` runs each; `None` turns reduction off.

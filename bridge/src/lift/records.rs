@@ -91,6 +91,10 @@ pub struct AlarmEntry {
     /// the alarm was confirmed.
     #[serde(default)]
     pub found_at: Option<f64>,
+    /// The worker that found it, in a campaign across machines (`None`: the main
+    /// node, or a campaign on one machine).
+    #[serde(default)]
+    pub found_on: Option<String>,
 }
 
 pub(super) fn unit_source() -> String {
@@ -166,6 +170,9 @@ pub struct SystemFind {
     pub validated_with: PathBuf,
     /// Whether it ran in the sandbox.
     pub sandboxed: bool,
+    /// The worker whose system fuzzer found it (`None`: this machine's).
+    #[serde(default)]
+    pub found_on: Option<String>,
 }
 
 /// A system test the system fuzzer wrote.
@@ -201,6 +208,9 @@ pub struct LiftedFind {
     pub validated_with: PathBuf,
     /// Whether it ran in the sandbox.
     pub sandboxed: bool,
+    /// The worker that fuzzed the unit (`None`: this machine).
+    #[serde(default)]
+    pub found_on: Option<String>,
 }
 
 /// Where a unit was carved.

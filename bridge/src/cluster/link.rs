@@ -1,0 +1,251 @@
+//! A node's connection to the others ([`Link`]): an LLMP broker of its own, in a
+//! thread, connected broker-to-broker over TCP. LibAFL's LLMP carries the messages;
+//! trestle adds no protocol of its own beyond what a message holds ([`super::Message`]).
+//!
+//! The main node's broker listens on the `--listen` address; a worker's broker
+//! connects to it. Every message a broker gets from a peer goes to the node (through
+//! a channel) and on to its other peers, so the workers hear each other through the
+//! main node's broker; what the node sends goes out on its broker's own page, which
+//! the broker-to-broker threads carry to the peers. The broker keeps its pages, so a
+//! worker that joins late reads everything sent before it came.
+
+use super::Message;
+use anyhow::{anyhow, Context as _, Result};
+use libafl_bolts::ClientId;
+use libafl_bolts::llmp::{Flags, Listener, LlmpBroker, LlmpBrokerInner, LlmpHook, LlmpMsgHookResult, Tag};
+use libafl_bolts::shmem::{ShMemProvider, StdShMemProvider};
+use std::net::{SocketAddr, TcpListener, ToSocketAddrs};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+/// The LLMP tag of trestle's messages (others on the same brokers are passed by).
+const TAG: Tag = Tag(0x7e57_1e00);
+
+/// How long the broker thread sleeps when there was nothing to move.
+const IDLE: Duration = Duration::from_millis(2);
+
+/// A node's end of the cluster: send to every peer, receive from any.
+pub struct Link {
+    out: Sender<Vec<u8>>,
+    incoming: Receiver<Vec<u8>>,
+    stop: Arc<AtomicBool>,
+    thread: Option<JoinHandle<()>>,
+    /// The address it listens on (main node) or is connected to (worker).
+    pub addr: SocketAddr,
+}
+
+/// Hands each trestle message to the node; forwards all messages to the other peers.
+struct ToNode(Sender<Vec<u8>>);
+
+impl<SHM, SP> LlmpHook<SHM, SP> for ToNode {
+    fn on_new_message(
+        &mut self,
+        _broker: &mut LlmpBrokerInner<SHM, SP>,
+        _client: ClientId,
+        tag: &mut Tag,
+        _flags: &mut Flags,
+        msg: &mut [u8],
+        _new: &mut Vec<(Tag, Flags, Vec<u8>)>,
+    ) -> Result<LlmpMsgHookResult, libafl_bolts::Error> {
+        if *tag == TAG {
+            // A node that has gone away takes no more messages; the broker goes on.
+            let _ = self.0.send(msg.to_vec());
+        }
+        Ok(LlmpMsgHookResult::ForwardToClients)
+    }
+}
+
+impl Link {
+    /// The main node's link: a broker listening on `addr` (`HOST:PORT`), which says
+    /// [`Message::Alive`] every `heartbeat` by itself, however busy the node is.
+    pub fn listen(addr: &str, heartbeat: Duration) -> Result<Link> {
+        let listener = TcpListener::bind(addr).with_context(|| format!("cannot listen on {addr}"))?;
+        let bound = listener.local_addr()?;
+        let alive = bincode::serialize(&Message::Alive { elapsed: 0.0 }).context("cannot encode a cluster message")?;
+        Link::start(bound, Some((heartbeat, alive)), move |inner| {
+            inner.launch_listener(Listener::Tcp(listener)).map(|_| ()).map_err(|e| anyhow!("cannot accept workers on {bound}: {e}"))
+        })
+    }
+
+    /// A worker's link: a broker of its own, connected to the main node's at `addr`.
+    pub fn join(addr: &str) -> Result<Link> {
+        let target = addr
+            .to_socket_addrs()
+            .with_context(|| format!("cannot resolve {addr}"))?
+            .next()
+            .ok_or_else(|| anyhow!("{addr} resolves to no address"))?;
+        Link::start(target, None, move |inner| {
+            // A listener (on loopback, for nobody) first, as LibAFL's own brokers have:
+            // the broker-to-broker connection must not get the id of the broker's own
+            // page, or it takes the node's messages for ones it sent and drops them.
+            let local = TcpListener::bind("127.0.0.1:0").context("cannot open a loopback port")?;
+            inner.launch_listener(Listener::Tcp(local)).map_err(|e| anyhow!("cannot start the local listener: {e}"))?;
+            inner.connect_b2b(target).map_err(|e| anyhow!("cannot reach the main node at {target}: {e}"))
+        })
+    }
+
+    /// Start the broker thread; `setup` makes its connections (in the thread that
+    /// owns the broker), and its error is this call's.
+    fn start<F>(addr: SocketAddr, heartbeat: Option<(Duration, Vec<u8>)>, setup: F) -> Result<Link>
+    where
+        F: FnOnce(&mut LlmpBrokerInner<<StdShMemProvider as ShMemProvider>::ShMem, StdShMemProvider>) -> Result<()> + Send + 'static,
+    {
+        let (to_node, incoming) = mpsc::channel();
+        let (out, to_send) = mpsc::channel::<Vec<u8>>();
+        let (ready_tx, ready) = mpsc::channel();
+        let stop = Arc::new(AtomicBool::new(false));
+        let stopping = stop.clone();
+        let thread = std::thread::Builder::new()
+            .name("trestle-link".into())
+            .spawn(move || {
+                let broker = StdShMemProvider::new()
+                    .map_err(|e| anyhow!("cannot use shared memory: {e}"))
+                    .and_then(|p| LlmpBroker::new(p, libafl_bolts::tuples::tuple_list!(ToNode(to_node))).map_err(|e| anyhow!("cannot start a broker: {e}")));
+                let mut broker = match broker.and_then(|mut b| setup(b.inner_mut()).map(|()| b)) {
+                    Ok(b) => {
+                        let _ = ready_tx.send(Ok(()));
+                        b
+                    }
+                    Err(e) => {
+                        let _ = ready_tx.send(Err(e));
+                        return;
+                    }
+                };
+                pump(&mut broker, &to_send, heartbeat, &stopping);
+            })
+            .context("cannot start the link thread")?;
+        ready.recv().map_err(|_| anyhow!("the link thread ended before it was ready"))??;
+        Ok(Link { out, incoming, stop, thread: Some(thread), addr })
+    }
+
+    /// Send `m` to every peer.
+    pub fn send(&self, m: &Message) -> Result<()> {
+        let bytes = bincode::serialize(m).context("cannot encode a cluster message")?;
+        self.out.send(bytes).map_err(|_| anyhow!("the link to the other nodes is down"))
+    }
+
+    /// The next message, waiting at most `wait`; `None` if none came. A message
+    /// that does not decode (another trestle's) is said and passed over.
+    pub fn recv(&self, wait: Duration) -> Result<Option<Message>> {
+        loop {
+            let bytes = match self.incoming.recv_timeout(wait) {
+                Ok(b) => b,
+                Err(RecvTimeoutError::Timeout) => return Ok(None),
+                Err(RecvTimeoutError::Disconnected) => return Err(anyhow!("the link to the other nodes is down")),
+            };
+            match bincode::deserialize::<Message>(&bytes) {
+                Ok(m) => return Ok(Some(m)),
+                Err(e) => eprintln!("trestle: passing over a cluster message that does not decode ({} bytes): {e}", bytes.len()),
+            }
+        }
+    }
+
+    /// Every message there is now, without waiting.
+    pub fn drain(&self) -> Result<Vec<Message>> {
+        let mut v = Vec::new();
+        while let Some(m) = self.recv(Duration::ZERO)? {
+            v.push(m);
+        }
+        Ok(v)
+    }
+}
+
+impl Drop for Link {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::SeqCst);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+/// Move messages until told to stop: the peers' to the node (the hook), the node's
+/// to the peers. What the node sent last is flushed before the thread ends.
+fn pump<HT>(
+    broker: &mut LlmpBroker<HT, <StdShMemProvider as ShMemProvider>::ShMem, StdShMemProvider>,
+    to_send: &Receiver<Vec<u8>>,
+    heartbeat: Option<(Duration, Vec<u8>)>,
+    stop: &AtomicBool,
+) where
+    HT: libafl_bolts::llmp::LlmpHookTuple<<StdShMemProvider as ShMemProvider>::ShMem, StdShMemProvider>,
+{
+    let mut last_beat: Option<std::time::Instant> = None;
+    loop {
+        let stopping = stop.load(Ordering::SeqCst);
+        let mut moved = false;
+        if let Some((every, alive)) = &heartbeat {
+            if last_beat.is_none_or(|t| t.elapsed() >= *every) {
+                if let Err(e) = broker.inner_mut().send_buf(TAG, alive) {
+                    eprintln!("trestle: cannot send a cluster message ({} bytes): {e}", alive.len());
+                }
+                last_beat = Some(std::time::Instant::now());
+            }
+        }
+        while let Ok(bytes) = to_send.try_recv() {
+            if let Err(e) = broker.inner_mut().send_buf(TAG, &bytes) {
+                eprintln!("trestle: cannot send a cluster message ({} bytes): {e}", bytes.len());
+            }
+            moved = true;
+        }
+        match broker.broker_once() {
+            Ok(got) => moved |= got,
+            Err(e) => eprintln!("trestle: the cluster broker: {e}"),
+        }
+        if stopping {
+            // Give the broker-to-broker threads a moment to carry the last messages.
+            std::thread::sleep(Duration::from_millis(200));
+            return;
+        }
+        if !moved {
+            std::thread::sleep(IDLE);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Instant;
+
+    fn next(link: &Link, within: Duration) -> Option<Message> {
+        let end = Instant::now() + within;
+        while Instant::now() < end {
+            if let Some(m) = link.recv(Duration::from_millis(50)).unwrap() {
+                return Some(m);
+            }
+        }
+        None
+    }
+
+    /// Two workers and a main node on 127.0.0.1, each a broker: a worker's message
+    /// reaches the main node and the other worker (through the main node's broker),
+    /// the main node's reaches both, and nobody hears its own.
+    #[test]
+    fn messages_cross_brokers_both_ways_and_between_workers() {
+        let main = Link::listen("127.0.0.1:0", Duration::from_secs(3600)).unwrap();
+        let addr = main.addr.to_string();
+        let a = Link::join(&addr).unwrap();
+        let b = Link::join(&addr).unwrap();
+        let hello = Message::Hello { node: "a".into(), protocol: PROTOCOL_FOR_TEST, build: 7, cores: 1 };
+        a.send(&hello).unwrap();
+        assert_eq!(next(&main, Duration::from_secs(10)), Some(hello.clone()));
+        assert_eq!(next(&b, Duration::from_secs(10)), Some(hello));
+        let alive = Message::Alive { elapsed: 1.5 };
+        main.send(&alive).unwrap();
+        assert_eq!(next(&a, Duration::from_secs(10)), Some(alive.clone()));
+        assert_eq!(next(&b, Duration::from_secs(10)), Some(alive));
+        std::thread::sleep(Duration::from_millis(300));
+        assert!(main.drain().unwrap().is_empty() && a.drain().unwrap().is_empty() && b.drain().unwrap().is_empty());
+    }
+
+    const PROTOCOL_FOR_TEST: u32 = super::super::PROTOCOL;
+
+    #[test]
+    fn a_main_node_that_is_not_there_is_an_error_naming_it() {
+        let e = Link::join("127.0.0.1:9").err().expect("nothing listens on port 9");
+        assert!(format!("{e:#}").contains("127.0.0.1:9"), "{e:#}");
+    }
+}

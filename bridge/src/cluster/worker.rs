@@ -1,0 +1,373 @@
+//! `trestle join HOST:PORT`: a worker. It says hello with its program's build, gets
+//! the campaign's seeds and settings, and then fuzzes in rounds as the main node does
+//! (a system slice, then a unit slice), sending every new system queue entry, system
+//! crash and unit find to the main node as it goes, and taking the queue entries and
+//! units the other nodes send. It judges nothing: the main node validates.
+//!
+//! It stops when its time or the campaign's is up, when the main node says the
+//! campaign is done, or when the main node has not been heard of for
+//! [`MAIN_SILENCE`] (it went away), each with a message.
+
+use super::link::Link;
+use super::{Message, UnitFile, Work, PROTOCOL};
+use crate::binary::Binary;
+use crate::system::fuzz::{dictionary, SysFuzzConfig, SysFuzzer};
+use crate::system::systest::{load_test, NamedTest};
+use anyhow::{bail, Context as _, Result};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+/// How long a worker waits for the main node's answer to its hello (the main node
+/// answers between its steps; carving or lifting can take a minute).
+const WELCOME_WAIT: Duration = Duration::from_secs(300);
+/// A main node not heard of for this long has gone away.
+pub const MAIN_SILENCE: Duration = Duration::from_secs(20);
+/// At most this many bytes of one unit slice's queue go to the main node.
+const MAX_QUEUE_BYTES: usize = 8 << 20;
+
+/// Options of `trestle join`.
+#[derive(Debug, Clone)]
+pub struct Options {
+    /// The main node's address, `HOST:PORT`.
+    pub addr: String,
+    /// The program, the same build as the main node's.
+    pub program: PathBuf,
+    /// Cores to fuzz units on.
+    pub cores: usize,
+    /// How long to work at most (default: as long as the campaign).
+    pub time: Option<Duration>,
+    /// Where to keep the worker's queue and unit runs (default: a temporary directory).
+    pub out: Option<PathBuf>,
+    /// The worker's name (default: host name and process id).
+    pub name: Option<String>,
+    /// Run the program without bubblewrap.
+    pub no_sandbox: bool,
+}
+
+/// How a worker's session went.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct Summary {
+    /// Its name.
+    pub node: String,
+    /// Executions, system and unit.
+    pub execs: u64,
+    /// Findings sent.
+    pub finds: u64,
+    /// Why it stopped.
+    pub stopped: String,
+}
+
+/// Run `trestle join`.
+pub fn run(o: &Options) -> Result<Summary> {
+    let binary = Binary::load(&o.program)?;
+    let node = o.name.clone().unwrap_or_else(default_name);
+    let link = Link::join(&o.addr)?;
+    link.send(&Message::Hello { node: node.clone(), protocol: PROTOCOL, build: binary.build, cores: o.cores })?;
+    let (work, backlog) = welcome(&link, &node)?;
+    let scratch;
+    let dir = match &o.out {
+        Some(d) => d.clone(),
+        None => {
+            scratch = tempfile::Builder::new().prefix("trestle-worker-").tempdir()?;
+            scratch.path().to_owned()
+        }
+    };
+    eprintln!("trestle join: {node} joined the campaign at {}; working in {}", link.addr, dir.display());
+    // The main node says when the campaign is over; a little past its end, a worker
+    // that has not heard so stops by itself.
+    let campaign_left = Duration::from_secs_f64(work.remaining.max(0.0)) + Duration::from_secs(30);
+    let deadline = Instant::now() + o.time.unwrap_or(Duration::MAX / 4).min(campaign_left);
+    let mut w = Worker::new(o, node, link, work, &binary, &dir, deadline)?;
+    for m in backlog {
+        w.take(m)?;
+    }
+    let stopped = w.rounds()?;
+    w.send_stats()?;
+    eprintln!("trestle join: {} stopped ({stopped}): {} executions, {} finds sent", w.node, w.execs, w.finds);
+    Ok(Summary { node: w.node, execs: w.execs, finds: w.finds, stopped })
+}
+
+fn default_name() -> String {
+    let mut buf = [0u8; 256];
+    // SAFETY: gethostname writes at most buf.len() bytes into buf.
+    let host = if unsafe { libc::gethostname(buf.as_mut_ptr() as *mut libc::c_char, buf.len()) } == 0 {
+        let end = buf.iter().position(|&b| b == 0).unwrap_or(buf.len());
+        String::from_utf8_lossy(&buf[..end]).into_owned()
+    } else {
+        "worker".into()
+    };
+    format!("{host}-{}", std::process::id())
+}
+
+/// Wait for the main node's welcome (or refusal) of `node`; the messages that came
+/// before it (a late joiner reads what was sent before it came) are kept.
+fn welcome(link: &Link, node: &str) -> Result<(Work, Vec<Message>)> {
+    let end = Instant::now() + WELCOME_WAIT;
+    let mut backlog = Vec::new();
+    let mut heard = Instant::now();
+    while Instant::now() < end {
+        if heard.elapsed() > MAIN_SILENCE {
+            bail!("the main node at {} has not been heard of for {}s: it went away", link.addr, MAIN_SILENCE.as_secs());
+        }
+        match link.recv(Duration::from_millis(200))? {
+            Some(Message::Alive { .. }) => heard = Instant::now(),
+            Some(Message::Welcome { node: n, work }) if n == node => return Ok((work, backlog)),
+            Some(Message::Refused { node: n, reason }) if n == node => bail!("the main node at {} refused this worker: {reason}", link.addr),
+            Some(m @ (Message::Units { .. } | Message::Queue { .. } | Message::Done { .. })) => backlog.push(m),
+            _ => {}
+        }
+    }
+    bail!("the main node at {} did not answer within {}s (is it a trestle run --listen of this version?)", link.addr, WELCOME_WAIT.as_secs())
+}
+
+struct Worker {
+    node: String,
+    link: Link,
+    work: Work,
+    cores: usize,
+    dir: PathBuf,
+    program: PathBuf,
+    binary: Binary,
+    sys: SysFuzzer,
+    /// Units received, with how often this worker fuzzed each.
+    units: Vec<(UnitFile, usize)>,
+    deadline: Instant,
+    last_alive: Instant,
+    done: Option<String>,
+    execs: u64,
+    finds: u64,
+    rounds: u64,
+}
+
+impl Worker {
+    fn new(o: &Options, node: String, link: Link, work: Work, binary: &Binary, dir: &Path, deadline: Instant) -> Result<Worker> {
+        let seeds_dir = dir.join("seeds");
+        std::fs::create_dir_all(&seeds_dir).with_context(|| format!("cannot create {}", seeds_dir.display()))?;
+        let mut seeds = Vec::new();
+        for (name, bytes) in &work.seeds {
+            let name = crate::carve::units::safe_name(name);
+            let path = seeds_dir.join(format!("{name}.json"));
+            std::fs::write(&path, bytes).with_context(|| format!("cannot write {}", path.display()))?;
+            seeds.push(NamedTest { name, test: load_test(&path)?, path });
+        }
+        // Each worker its own random seed, from the campaign's and its name.
+        let seed = work.seed ^ trestle_abi::ids::fnv1a64(node.as_bytes());
+        let sys = SysFuzzer::new(SysFuzzConfig {
+            program: binary.path.clone(),
+            seeds,
+            out: dir.join("system"),
+            timeout: Duration::from_secs_f64(work.timeout),
+            seed,
+            dictionary: dictionary(binary),
+            no_forkserver: false,
+            cmplog: true,
+            memory: if crate::validate::sandbox::is_sanitizer_build(&binary.path) { 0 } else { crate::validate::sandbox::Limits::default().memory },
+            sandbox: !o.no_sandbox,
+        })
+        .context("starting the system-level fuzzer")?;
+        Ok(Worker {
+            node,
+            link,
+            work,
+            cores: o.cores.max(1),
+            dir: dir.to_owned(),
+            program: binary.path.clone(),
+            binary: binary.clone(),
+            sys,
+            units: Vec::new(),
+            deadline,
+            last_alive: Instant::now(),
+            done: None,
+            execs: 0,
+            finds: 0,
+            rounds: 0,
+        })
+    }
+
+    /// Rounds until a reason to stop; returns it.
+    fn rounds(&mut self) -> Result<String> {
+        loop {
+            self.take_all()?;
+            if let Some(why) = self.stop_reason() {
+                return Ok(why);
+            }
+            self.system_slice()?;
+            if self.work.units && self.stop_reason().is_none() {
+                self.unit_slice()?;
+            }
+            self.rounds += 1;
+            self.send_stats()?;
+        }
+    }
+
+    fn stop_reason(&self) -> Option<String> {
+        if let Some(why) = &self.done {
+            return Some(format!("the campaign is over: {why}"));
+        }
+        if Instant::now() >= self.deadline {
+            return Some("its time is up".into());
+        }
+        if self.last_alive.elapsed() > MAIN_SILENCE {
+            return Some(format!("the main node at {} has not been heard of for {}s: it went away", self.link.addr, MAIN_SILENCE.as_secs()));
+        }
+        None
+    }
+
+    fn take_all(&mut self) -> Result<()> {
+        for m in self.link.drain()? {
+            self.take(m)?;
+        }
+        Ok(())
+    }
+
+    /// One message from another node.
+    fn take(&mut self, m: Message) -> Result<()> {
+        match m {
+            Message::Alive { .. } => self.last_alive = Instant::now(),
+            Message::Done { reason } => self.done = Some(reason),
+            Message::Units { units } => {
+                self.last_alive = Instant::now();
+                for u in units {
+                    if !self.units.iter().any(|(v, _)| v.name == u.name) {
+                        self.units.push((u, 0));
+                    }
+                }
+            }
+            Message::Queue { from, test, .. } if from != self.node => {
+                let path = self.dir.join("incoming.json");
+                std::fs::write(&path, &test).with_context(|| format!("cannot write {}", path.display()))?;
+                // A test that does not load is another node's problem: said, passed over.
+                match load_test(&path) {
+                    Ok(t) => {
+                        self.sys.add_test(&t)?;
+                        // Not this worker's find: the next slice must not send it back.
+                        self.sys.take_report()?;
+                    }
+                    Err(e) => eprintln!("trestle join: passing over a queue entry from {from}: {e:#}"),
+                }
+            }
+            _ => {}
+        }
+        Ok(())
+    }
+
+    /// System fuzzing for a slice, in short chunks; what it finds goes out at once.
+    fn system_slice(&mut self) -> Result<()> {
+        let end = Instant::now() + Duration::from_secs_f64(self.work.system_slice);
+        while Instant::now() < end && Instant::now() < self.deadline {
+            let rep = self.sys.fuzz_for(Duration::from_secs(2).min(end - Instant::now()))?;
+            self.execs += rep.executions;
+            for p in &rep.new_queue {
+                let test = std::fs::read(p).with_context(|| format!("cannot read {}", p.display()))?;
+                self.link.send(&Message::Queue { from: self.node.clone(), name: file_name(p), test })?;
+                self.sent("queue", &file_name(p), 1)?;
+            }
+            for p in &rep.new_crashes {
+                let test = std::fs::read(p).with_context(|| format!("cannot read {}", p.display()))?;
+                self.link.send(&Message::SystemCrash { from: self.node.clone(), name: file_name(p), test })?;
+                self.sent("crash", &file_name(p), 1)?;
+            }
+            // Figures every chunk: a worker that is killed has them counted up to then.
+            self.send_stats()?;
+            self.take_all()?;
+            if self.done.is_some() {
+                break;
+            }
+        }
+        Ok(())
+    }
+
+    /// Fuzz the unit fuzzed least so far for a slice and send what it found. Ties
+    /// go in an order of the worker's own (a hash of its name and the unit's), so
+    /// that workers start on different units.
+    fn unit_slice(&mut self) -> Result<()> {
+        let order = |u: &UnitFile| trestle_abi::ids::fnv1a64(format!("{}/{}", self.node, u.name).as_bytes());
+        let Some(i) = (0..self.units.len()).min_by_key(|&i| (self.units[i].1, order(&self.units[i].0))) else { return Ok(()) };
+        self.units[i].1 += 1;
+        let (u, k) = (self.units[i].0.clone(), self.units[i].1);
+        let unit = trestle_abi::unit::Unit::decode(&u.bytes).with_context(|| format!("unit {} from the main node", u.name))?;
+        let dir = self.dir.join("fuzz").join(format!("{}-{k}", crate::carve::units::safe_name(&u.function)));
+        crate::files::remove_dir_if_present(&dir)?;
+        let (words, ints) = self.binary.dictionary_for(unit.context.fn_id);
+        let left = self.deadline.saturating_duration_since(Instant::now());
+        let cfg = trestle_unit_fuzz::FuzzConfig {
+            program: self.program.clone(),
+            unit,
+            out: dir.clone(),
+            time: Duration::from_secs_f64(self.work.unit_slice).min(left.max(Duration::from_secs(1))),
+            timeout: crate::campaign::unit_limit(self.sys.run_limit(), Duration::from_secs_f64(self.work.timeout)),
+            seed: self.work.seed.wrapping_add(self.rounds),
+            cmplog: true,
+            dictionary: trestle_unit_fuzz::Dictionary { words, ints },
+            progress: false,
+            stop_on_crash: false,
+            persistent: true,
+            pin_core: None,
+            cores: self.cores,
+            plateau: Some(Duration::from_secs(3)),
+        };
+        let report = if self.cores == 1 { trestle_unit_fuzz::fuzz_in_process(&cfg) } else { trestle_unit_fuzz::fuzz(&cfg) };
+        let executions = match report {
+            Ok(r) => r.executions,
+            Err(e) => {
+                // One unit that cannot be fuzzed here is that unit's problem.
+                eprintln!("trestle join: unit {}: {e:#}", u.name);
+                return Ok(());
+            }
+        };
+        self.execs += executions;
+        let crashes = files_in(&dir.join("crashes"), usize::MAX)?;
+        let queue = files_in(&dir.join("queue"), MAX_QUEUE_BYTES)?;
+        if !crashes.is_empty() || !queue.is_empty() {
+            let n = crashes.len() as u64;
+            self.link.send(&Message::UnitFinds { from: self.node.clone(), unit: u.name.clone(), function: u.function, executions, crashes, queue })?;
+            self.sent("unit", &u.name, n)?;
+        }
+        Ok(())
+    }
+
+    /// Count `finds` sent, and list what was sent in `sent.log` (seconds since the
+    /// epoch, kind, name): what the main node has from this worker.
+    fn sent(&mut self, kind: &str, name: &str, finds: u64) -> Result<()> {
+        use std::io::Write as _;
+        self.finds += finds;
+        let log = self.dir.join("sent.log");
+        let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0.0, |d| d.as_secs_f64());
+        let mut f = std::fs::OpenOptions::new().create(true).append(true).open(&log).with_context(|| format!("cannot write {}", log.display()))?;
+        writeln!(f, "{now:.3} {kind} {name}").with_context(|| format!("cannot write {}", log.display()))
+    }
+
+    fn send_stats(&self) -> Result<()> {
+        self.link.send(&Message::Stats { node: self.node.clone(), cores: self.cores, execs: self.execs, finds: self.finds })
+    }
+}
+
+fn file_name(p: &Path) -> String {
+    p.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default()
+}
+
+/// The regular files of `dir` (LibAFL's metadata files included), up to `max_bytes`
+/// in all; none if it does not exist.
+fn files_in(dir: &Path, max_bytes: usize) -> Result<Vec<(String, Vec<u8>)>> {
+    let entries = match std::fs::read_dir(dir) {
+        Ok(e) => e,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => return Err(e).with_context(|| format!("cannot list {}", dir.display())),
+    };
+    let mut out = Vec::new();
+    let mut total = 0;
+    for e in entries {
+        let p = e.with_context(|| format!("cannot list {}", dir.display()))?.path();
+        if !p.is_file() {
+            continue;
+        }
+        let bytes = std::fs::read(&p).with_context(|| format!("cannot read {}", p.display()))?;
+        total += bytes.len();
+        if total > max_bytes {
+            break;
+        }
+        out.push((file_name(&p), bytes));
+    }
+    out.sort();
+    Ok(out)
+}
