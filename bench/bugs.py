@@ -374,7 +374,7 @@ def build_package_variant(subj, variant, work):
     pkg = PACKAGES[cfg["package"]]
     d = work / "build" / subj / variant
     (d / "bin").mkdir(parents=True, exist_ok=True)
-    env = dict(os.environ, TRESTLE_CONFIG_CACHE=str(work / "build" / "configure" / f"{cfg['package']}-{variant}.cache"))
+    env = dict(os.environ)
     cflags, ldflags, identity = " ".join(PLAIN_FLAGS), "", []
     if variant == "trestle":
         cc = str(RELEASE / "trestle-cc")
@@ -397,6 +397,10 @@ def build_package_variant(subj, variant, work):
             env["AFL_LLVM_CMPLOG"] = "1"
     else:
         raise ValueError(variant)
+    # One configure cache per package, variant and flags: autoconf refuses a cache
+    # made with other LDFLAGS.
+    flags_key = hashlib.sha1(f"{cflags}|{ldflags}".encode()).hexdigest()[:8]
+    env["TRESTLE_CONFIG_CACHE"] = str(work / "build" / "configure" / f"{cfg['package']}-{variant}-{flags_key}.cache")
     cmd = ["bash", str(REPO / pkg["script"]), "--cc", cc, "--out", str(d), "--cflags", cflags]
     cmd += ["--ldflags", ldflags] if ldflags else []
     cmd += ["--prog", cfg["prog"]] if pkg["prog_args"] else []
