@@ -41,6 +41,39 @@ pub fn unit_limit(system_limit: Duration, timeout: Duration) -> Duration {
     (system_limit * 2).max(Duration::from_millis(100)).min(timeout)
 }
 
+/// How a campaign fuzzes one unit for a slice, the same on the main node and on a
+/// worker: CmpLog, the function's dictionary, the persistent harness, the run limit of
+/// [`unit_limit`], and the rest of the slice given up once the unit stops finding.
+#[allow(clippy::too_many_arguments)]
+pub fn unit_fuzz_config(
+    binary: &Binary,
+    unit: trestle_abi::unit::Unit,
+    out: PathBuf,
+    time: Duration,
+    system_limit: Duration,
+    timeout: Duration,
+    seed: u64,
+    cores: usize,
+) -> trestle_unit_fuzz::FuzzConfig {
+    let (words, ints) = binary.dictionary_for(unit.context.fn_id);
+    trestle_unit_fuzz::FuzzConfig {
+        program: binary.path.clone(),
+        unit,
+        out,
+        time,
+        timeout: unit_limit(system_limit, timeout),
+        seed,
+        cmplog: true,
+        dictionary: trestle_unit_fuzz::Dictionary { words, ints },
+        progress: false,
+        stop_on_crash: false,
+        persistent: true,
+        pin_core: None,
+        cores,
+        plateau: Some(Duration::from_secs(3)),
+    }
+}
+
 /// Options of `trestle run`.
 #[derive(Debug, Clone)]
 pub struct Options {

@@ -8,8 +8,8 @@
 use super::runner::Runner;
 use super::FuzzedUnit;
 use crate::carve::units::{safe_name, UnitIndex};
-use crate::cluster::hub::{Find, Hub, NodeRecord};
-use crate::cluster::{UnitFile, Work};
+use crate::cluster::hub::{Hub, NodeRecord};
+use crate::cluster::{Message, UnitFile, Work};
 use crate::system::systest::load_test;
 use anyhow::{Context as _, Result};
 use std::path::{Path, PathBuf};
@@ -39,7 +39,7 @@ impl Runner {
         self.hub = Some(hub);
         self.delegate = delegate;
         // The units carved before (a resumed campaign) are the workers' too.
-        for (dir, index) in self.c.unit_dirs.clone().iter().zip(self.unit_indexes.clone().iter()) {
+        for (dir, index) in self.c.unit_dirs.iter().zip(&self.unit_indexes) {
             self.share_units(dir, index)?;
         }
         Ok(())
@@ -73,7 +73,7 @@ impl Runner {
     pub(super) fn serve_workers(&mut self) -> Result<()> {
         self.poll_workers()?;
         let finds = std::mem::take(&mut self.worker_finds);
-        let lift = finds.iter().any(|f| matches!(f, Find::Unit { .. }));
+        let lift = finds.iter().any(|f| matches!(f, Message::UnitFinds { .. }));
         for f in finds {
             self.take_find(f)?;
         }
@@ -105,9 +105,9 @@ impl Runner {
         self.save()
     }
 
-    fn take_find(&mut self, f: Find) -> Result<()> {
+    fn take_find(&mut self, f: Message) -> Result<()> {
         match f {
-            Find::Queue { from, name, test } => {
+            Message::Queue { from, name, test } => {
                 let path = self.keep(&from, "queue", &name, &test)?;
                 match load_test(&path) {
                     Ok(t) => {
@@ -116,7 +116,7 @@ impl Runner {
                     Err(e) => eprintln!("trestle run: passing over a queue entry from {from}: {e:#}"),
                 }
             }
-            Find::SystemCrash { from, name, test } => {
+            Message::SystemCrash { from, name, test } => {
                 let path = self.keep(&from, "crashes", &name, &test)?;
                 if let Some(l) = self.lifter.as_mut() {
                     l.set_node(Some(from));
@@ -127,7 +127,8 @@ impl Runner {
                 }
                 r?;
             }
-            Find::Unit { from, unit, function, executions, crashes, queue } => self.take_unit_finds(from, unit, function, executions, crashes, queue)?,
+            Message::UnitFinds { from, unit, function, executions, crashes, queue } => self.take_unit_finds(from, unit, function, executions, crashes, queue)?,
+            _ => {}
         }
         Ok(())
     }

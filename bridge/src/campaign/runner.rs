@@ -42,7 +42,7 @@ pub(super) struct Runner {
     /// Leave all fuzzing to the workers.
     pub(super) delegate: bool,
     /// Workers' finds not taken in yet.
-    pub(super) worker_finds: Vec<crate::cluster::hub::Find>,
+    pub(super) worker_finds: Vec<crate::cluster::Message>,
 }
 
 impl Runner {
@@ -207,25 +207,16 @@ impl Runner {
         let dir = self.out.join("fuzz").join(format!("{}-{k}", crate::carve::units::safe_name(&function)));
         crate::files::remove_dir_if_present(&dir)?;
         let slice = Duration::from_secs_f64(self.c.settings.unit_slice.min(self.remaining().max(1.0)));
-        let (words, ints) = self.binary.dictionary_for(unit.context.fn_id);
-        let cfg = trestle_unit_fuzz::FuzzConfig {
-            program: self.binary.path.clone(),
+        let cfg = super::unit_fuzz_config(
+            &self.binary,
             unit,
-            out: dir.clone(),
-            time: slice,
-            timeout: super::unit_limit(self.sys.run_limit(), Duration::from_secs_f64(self.c.settings.timeout)),
-            seed: self.c.settings.seed.wrapping_add(self.c.fuzzed.len() as u64),
-            cmplog: true,
-            dictionary: trestle_unit_fuzz::Dictionary { words, ints },
-            progress: false,
-            stop_on_crash: false,
-            persistent: true,
-            pin_core: None,
-            cores: self.c.settings.cores,
-            // A unit that stops finding anything gives the rest of its slice to the
-            // next round.
-            plateau: Some(Duration::from_secs(3)),
-        };
+            dir.clone(),
+            slice,
+            self.sys.run_limit(),
+            Duration::from_secs_f64(self.c.settings.timeout),
+            self.c.settings.seed.wrapping_add(self.c.fuzzed.len() as u64),
+            self.c.settings.cores,
+        );
         self.c.fuzzed.push(FuzzedUnit {
             unit: unit_path.clone(),
             function: function.clone(),

@@ -1,6 +1,7 @@
 //! The main node's side ([`Hub`]): answers workers' hellos (the same build and
 //! protocol, or a one-line refusal), says it is alive, keeps each node's figures,
-//! and hands the campaign what workers found ([`Find`]) to validate.
+//! and hands the campaign what workers found (their queue entries, system crashes and
+//! unit finds, as the [`Message`]s they came in) to validate.
 
 use super::link::Link;
 use super::{Message, UnitFile, Work, PROTOCOL};
@@ -25,44 +26,6 @@ pub struct NodeRecord {
     pub finds: u64,
 }
 
-/// What a worker found, for the campaign to take.
-#[derive(Debug, Clone)]
-pub enum Find {
-    /// A system test that reached new coverage on the worker.
-    Queue {
-        /// The worker.
-        from: String,
-        /// The test's name there.
-        name: String,
-        /// System-test JSON.
-        test: Vec<u8>,
-    },
-    /// A system crash to validate.
-    SystemCrash {
-        /// The worker.
-        from: String,
-        /// The test's name there.
-        name: String,
-        /// System-test JSON.
-        test: Vec<u8>,
-    },
-    /// What fuzzing a unit found, to lift.
-    Unit {
-        /// The worker.
-        from: String,
-        /// The unit's name under `units/`.
-        unit: String,
-        /// Its function.
-        function: String,
-        /// Executions.
-        executions: u64,
-        /// Crashing inputs (file name, bytes).
-        crashes: Vec<(String, Vec<u8>)>,
-        /// Queue inputs (file name, bytes), LibAFL's metadata files included.
-        queue: Vec<(String, Vec<u8>)>,
-    },
-}
-
 /// The main node's end of the cluster.
 pub struct Hub {
     link: Link,
@@ -83,9 +46,10 @@ impl Hub {
         self.link.addr
     }
 
-    /// Say alive when due, answer hellos, keep figures; returns the finds that came,
-    /// in order. `remaining` is the campaign's time left (for a worker that joins now).
-    pub fn poll(&mut self, remaining: f64) -> Result<Vec<Find>> {
+    /// Answer hellos and keep figures; returns the finds of welcomed workers that
+    /// came (`Queue`, `SystemCrash` and `UnitFinds` messages), in order. `remaining` is
+    /// the campaign's time left (for a worker that joins now).
+    pub fn poll(&mut self, remaining: f64) -> Result<Vec<Message>> {
         let mut finds = Vec::new();
         for m in self.link.drain()? {
             match m {
@@ -95,10 +59,10 @@ impl Hub {
                         *w = NodeRecord { name: node, cores, execs, finds: n };
                     }
                 }
-                Message::Queue { from, name, test } if self.workers.contains_key(&from) => finds.push(Find::Queue { from, name, test }),
-                Message::SystemCrash { from, name, test } if self.workers.contains_key(&from) => finds.push(Find::SystemCrash { from, name, test }),
-                Message::UnitFinds { from, unit, function, executions, crashes, queue } if self.workers.contains_key(&from) => {
-                    finds.push(Find::Unit { from, unit, function, executions, crashes, queue })
+                Message::Queue { ref from, .. } | Message::SystemCrash { ref from, .. } | Message::UnitFinds { ref from, .. }
+                    if self.workers.contains_key(from) =>
+                {
+                    finds.push(m)
                 }
                 _ => {}
             }

@@ -126,7 +126,6 @@ struct Worker {
     work: Work,
     cores: usize,
     dir: PathBuf,
-    program: PathBuf,
     binary: Binary,
     sys: SysFuzzer,
     /// Units received, with how often this worker fuzzed each.
@@ -171,7 +170,6 @@ impl Worker {
             work,
             cores: o.cores.max(1),
             dir: dir.to_owned(),
-            program: binary.path.clone(),
             binary: binary.clone(),
             sys,
             units: Vec::new(),
@@ -288,24 +286,17 @@ impl Worker {
         let unit = trestle_abi::unit::Unit::decode(&u.bytes).with_context(|| format!("unit {} from the main node", u.name))?;
         let dir = self.dir.join("fuzz").join(format!("{}-{k}", crate::carve::units::safe_name(&u.function)));
         crate::files::remove_dir_if_present(&dir)?;
-        let (words, ints) = self.binary.dictionary_for(unit.context.fn_id);
         let left = self.deadline.saturating_duration_since(Instant::now());
-        let cfg = trestle_unit_fuzz::FuzzConfig {
-            program: self.program.clone(),
+        let cfg = crate::campaign::unit_fuzz_config(
+            &self.binary,
             unit,
-            out: dir.clone(),
-            time: Duration::from_secs_f64(self.work.unit_slice).min(left.max(Duration::from_secs(1))),
-            timeout: crate::campaign::unit_limit(self.sys.run_limit(), Duration::from_secs_f64(self.work.timeout)),
-            seed: self.work.seed.wrapping_add(self.rounds),
-            cmplog: true,
-            dictionary: trestle_unit_fuzz::Dictionary { words, ints },
-            progress: false,
-            stop_on_crash: false,
-            persistent: true,
-            pin_core: None,
-            cores: self.cores,
-            plateau: Some(Duration::from_secs(3)),
-        };
+            dir.clone(),
+            Duration::from_secs_f64(self.work.unit_slice).min(left.max(Duration::from_secs(1))),
+            self.sys.run_limit(),
+            Duration::from_secs_f64(self.work.timeout),
+            self.work.seed.wrapping_add(self.rounds),
+            self.cores,
+        );
         let report = if self.cores == 1 { trestle_unit_fuzz::fuzz_in_process(&cfg) } else { trestle_unit_fuzz::fuzz(&cfg) };
         let executions = match report {
             Ok(r) => r.executions,
