@@ -9,6 +9,7 @@ planted bugs each, listed in bench/bugs/PROG/bugs.json). Pictures: bench/plots.p
     python3 bench/bugs.py [--subjects cut,sed,dc,...] [--reps 5] [--time 600]
                           [--columns bridge,system-only,aflpp] [--jobs 1]
                           [--smoke] [--table-only] [--self-check] [--work DIR]
+                          [--stop-by HH:MM]
 
 Columns (one core each; --jobs 2 runs two at a time on a 2-core machine):
   bridge       trestle run --program TRESTLE_BUILD --seeds SEEDS --validate-with COV_BUILD
@@ -865,10 +866,28 @@ def coverage_over_time(subj, cov_bin, items, budget, bin_dir, scratch):
     return curve
 
 
+# What a run needs past its budget (validating its alarms, replaying its tests on the
+# coverage build) when --stop-by decides whether it can still start.
+REPLAY_ALLOWANCE = 150
+
+
+def parse_stop_by(text):
+    """--stop-by HH:MM: the next such wall-clock time (today, else tomorrow)."""
+    m = re.fullmatch(r"(\d{1,2}):(\d{2})", text)
+    if not m or int(m.group(1)) > 23 or int(m.group(2)) > 59:
+        sys.exit(f"bugs: --stop-by wants HH:MM (24-hour clock), not {text!r}")
+    now = time.localtime()
+    target = time.mktime(now[:3] + (int(m.group(1)), int(m.group(2)), 0) + now[6:])
+    return target if target > time.time() else target + 86400
+
+
 def one_run(task, a, work, bin_dir, builds):
     subj, col, rep = task
     res_file = RESULTS / subj / f"{col}-{rep}.json"
     t0 = time.time()
+    if a.stop_by is not None and t0 + a.time + REPLAY_ALLOWANCE > a.stop_by:
+        log(f"{subj} {col}-{rep}: not started (it would end after --stop-by); left for the next sitting")
+        return None
     res = (afl_run if col == "aflpp" else trestle_run)(task, a, work, bin_dir, builds[subj])
     if "cov" in builds[subj] and SUBJECTS[subj].get("package"):
         run_dir = work / "runs" / subj / f"{col}-{rep}"
@@ -1100,6 +1119,96 @@ def write_table(subj, a):
     return text
 
 
+SIX = ["cut", "paste", "tac", "b2sum", "sed", "dc"]
+
+
+def bug_times(runs, bug, budget):
+    """Times to `bug` of these runs, a miss counting as the budget; and how many found it."""
+    ts = [budget if r["bugs"].get(bug) is None else r["bugs"][bug] for r in runs]
+    return ts, sum(1 for r in runs if r["bugs"].get(bug) is not None)
+
+
+def write_summary(a):
+    """bench/results/bugs/SUMMARY.md: the six programs side by side, with each target of
+    the benchmark checked against what the run files hold (n/a while runs are missing)."""
+    L = ["# The six programs: summary and targets", "",
+         f"Written {time.strftime('%Y-%m-%d %H:%M')} by `python3 bench/bugs.py` from the run files under "
+         "bench/results/bugs/ (per-program tables: bench/results/bugs/PROG.md). Times in seconds, medians over "
+         "the runs with a miss counted as the budget; `n/m`: runs that found it.", "",
+         "## Bugs", "",
+         "| program | bug | bridge | system-only | aflpp | changed | bridge found all a baseline found | "
+         "bridge median ≤ ⅓ AFL++'s | changed ≤ ⅕ AFL++'s |", "|---|---|---|---|---|---|---|---|---|"]
+    cov = ["## Coverage at the end of the budget", "",
+           "| program | bridge | system-only | aflpp | bridge / system-only | p vs system-only | p vs AFL++ | "
+           "target | bridge reaches system-only's median at |", "|---|---|---|---|---|---|---|---|---|"]
+    false = ["## False alarms", "",
+             "An alarm trestle reported (bridge, system-only, changed) whose test does not crash the plain build; "
+             "must be 0.", "", "| program | runs | false alarms |", "|---|---|---|"]
+    for subj in SIX:
+        rs = load_results(subj)
+        if not rs:
+            continue
+        budget = max(set(r["budget"] for r in rs), key=lambda b: sum(1 for r in rs if r["budget"] == b))
+        rs = [r for r in rs if r["budget"] == budget]
+        runs = {c: [r for r in rs if r["column"] == c] for c in COLUMNS}
+        for b in SUBJECTS[subj]["bugs"]:
+            cells, med = [], {}
+            for c in COLUMNS:
+                if not runs[c]:
+                    cells.append("–")
+                    continue
+                ts, k = bug_times(runs[c], b, budget)
+                med[c] = (statistics.median(ts), k, len(ts))
+                cells.append(f"{fmt_s(med[c][0])} ({k}/{len(ts)})")
+            found_all = "n/a"
+            if "bridge" in med and ("system-only" in med or "aflpp" in med):
+                base = any(med[c][1] > 0 for c in ("system-only", "aflpp") if c in med)
+                found_all = "yes" if med["bridge"][1] > 0 or not base else "**no**"
+            third = "n/a"
+            if "bridge" in med and "aflpp" in med:
+                if med["bridge"][1] == 0 and med["aflpp"][1] == 0:
+                    third = "neither found it"
+                else:
+                    third = "yes" if med["bridge"][0] <= med["aflpp"][0] / 3 else "**no**"
+                    third += f" ({med['bridge'][0] / max(med['aflpp'][0], 1e-9):.2f}×)"
+            fifth = "–"
+            if b == changed_bug(subj) and "changed" in med and "aflpp" in med:
+                fifth = ("yes" if med["changed"][0] <= med["aflpp"][0] / 5 else "**no**") + \
+                        f" ({med['changed'][0] / max(med['aflpp'][0], 1e-9):.2f}×)"
+            L.append(f"| {subj} | {b}{' (the change)' if b == changed_bug(subj) else ''} | " + " | ".join(cells)
+                     + f" | {found_all} | {third} | {fifth} |")
+        last = int(budget)
+        at = {c: [v for v in (coverage_at(r, last) for r in runs[c]) if v is not None] for c in COLUMNS}
+        if at["bridge"]:
+            def cell(c):
+                return f"{statistics.median(at[c]):.1f}" if at[c] else "–"
+            ratio = (statistics.median(at["bridge"]) / statistics.median(at["system-only"])) if at["system-only"] else None
+            ps = {c: mann_whitney(at["bridge"], at[c])[1] if at[c] else None for c in ("system-only", "aflpp")}
+            target, reach = "n/a", "–"
+            if subj in ("sed", "dc"):
+                if ratio is not None and ps["aflpp"] is not None:
+                    ok = ratio >= 1.2 and statistics.median(at["bridge"]) > statistics.median(at["aflpp"]) and ps["aflpp"] < 0.05
+                    target = ("met" if ok else "**missed**") + " (≥ 1.2× system-only, above AFL++ with p < 0.05)"
+            if at["system-only"]:
+                goal = statistics.median(at["system-only"])
+                hits = [next((pt["seconds"] for pt in r.get("coverage") or [] if pt["branches_total"]
+                              and 100.0 * pt["branches"] / pt["branches_total"] >= goal), None) for r in runs["bridge"]]
+                med_hit = statistics.median([budget if h is None else h for h in hits])
+                reach = f"{fmt_s(med_hit)} s"
+                if subj not in ("sed", "dc"):
+                    target = ("met" if med_hit <= budget / 2 else "**missed**") + " (system-only's median in ≤ half the time)"
+            L_c = (f"| {subj} | {cell('bridge')} | {cell('system-only')} | {cell('aflpp')} | "
+                   f"{'–' if ratio is None else f'{ratio:.2f}×'} | "
+                   + " | ".join("–" if ps[c] is None else f"{ps[c]:.3f}" for c in ("system-only", "aflpp"))
+                   + f" | {target} | {reach} |")
+            cov.append(L_c)
+        trestle_runs = [r for c in ("bridge", "system-only", "changed") for r in runs[c]]
+        false.append(f"| {subj} | {len(trestle_runs)} | {sum(len(r.get('unreproduced', [])) for r in trestle_runs)} |")
+    text = "\n".join(L + [""] + cov + [""] + false) + "\n"
+    write_atomic(RESULTS / "SUMMARY.md", text)
+    return text
+
+
 def coverage_at(run, mark):
     """A run's branch coverage (%) at `mark` seconds (its last sample before), or None."""
     pts = [p for p in run.get("coverage") or [] if p["seconds"] <= mark]
@@ -1205,8 +1314,11 @@ def main():
     ap.add_argument("--self-check", action="store_true", help="classify each subject's crashers (also as AFL++ "
                     "inputs) and check each maps to a known bug")
     ap.add_argument("--work", help="builds and run directories (default ~/.cache/trestle/bench-bugs)")
+    ap.add_argument("--stop-by", metavar="HH:MM", help="start no run that would not end (with its replay) by "
+                    "this wall-clock time; the rest are left for the next sitting")
     a = ap.parse_args()
     a.time_given = a.time is not None
+    a.stop_by = parse_stop_by(a.stop_by) if a.stop_by else None
     a.time = a.time or (30 if a.smoke else 300)
     a.reps = a.reps or (1 if a.smoke else 5)
     a.columns = [c for c in a.columns.split(",") if c]
@@ -1230,6 +1342,7 @@ def main():
     if a.table_only:
         for s in ready:
             print(write_table(s, a))
+        print(write_summary(a))
         return
     work.mkdir(parents=True, exist_ok=True)
     if a.self_check:
@@ -1265,12 +1378,14 @@ def main():
         for fut in as_completed(futures):
             t = futures[fut]
             try:
-                fut.result()
+                if fut.result() is None:
+                    continue  # not started: --stop-by
             except Exception as e:  # one broken run must not lose the others
                 failed.append(f"{t}: {e}")
                 log(f"run {t} failed: {e}")
             with lock:
                 write_table(t[0], a)
+                write_summary(a)
     for s in ready:
         print(write_table(s, a))
     if failed:

@@ -15,7 +15,7 @@ import argparse, json, statistics, sys
 from pathlib import Path
 
 RESULTS = Path(__file__).resolve().parent / "results" / "bugs"
-COLORS = {"bridge": "#1f77b4", "system-only": "#ff7f0e", "aflpp": "#2ca02c"}
+COLORS = {"bridge": "#1f77b4", "system-only": "#ff7f0e", "aflpp": "#2ca02c", "changed": "#d62728"}
 W, H, LEFT, RIGHT, TOP, BOTTOM = 680, 360, 60, 170, 30, 45
 
 
