@@ -20,6 +20,11 @@ Columns (one core each; --jobs 2 runs two at a time on a 2-core machine):
                AFL_LLVM_DICT2FILE wrote while compiling passed with -x, the subject's seeds
                turned into AFL inputs, -V T, -s REP+1.
 
+  changed      the bridge with --changed-since HEAD --source TREE, TREE a work tree whose
+               one uncommitted change is the patch of the program's first bug; the run
+               stops once an alarm in that bug's function is reported (its question is
+               the time to that alarm, so it has no coverage curve).
+
 Every crash a column reports is classified by the innermost function of the subject's
 own code on its crash stack when the crashing system test runs on the plain build
 (clang-19 -O2 -g) under `trestle validate --json`: a bug is found when that function is
@@ -493,9 +498,10 @@ def build_subject(subj, work, columns):
 # trestle columns
 # ---------------------------------------------------------------------------------
 
-def run_guarded(cmd, logf, env, limit, cwd=None):
+def run_guarded(cmd, logf, env, limit, cwd=None, stop_when=None):
     """Run cmd (its own process group), output to logf; after `limit` seconds send it
-    SIGINT, 60 s later SIGKILL. Returns (exit code, wall seconds, overran)."""
+    SIGINT, 60 s later SIGKILL. With stop_when (a function polled every 2 s), send the
+    SIGINT as soon as it returns true. Returns (exit code, wall seconds, overran)."""
     t0 = time.monotonic()
     with logf.open("a") as fh:
         fh.write(f"$ {' '.join(cmd)}\n")
@@ -503,9 +509,21 @@ def run_guarded(cmd, logf, env, limit, cwd=None):
         p = subprocess.Popen(cmd, stdout=fh, stderr=fh, env=env, cwd=cwd, start_new_session=True)
         overran = False
         try:
-            p.wait(timeout=limit)
+            if stop_when is None:
+                p.wait(timeout=limit)
+            else:
+                while p.poll() is None:
+                    if time.monotonic() - t0 > limit:
+                        raise subprocess.TimeoutExpired(cmd, limit)
+                    if stop_when():
+                        fh.write("[bench] the awaited alarm is reported: stopping the run\n")
+                        fh.flush()
+                        os.killpg(p.pid, signal.SIGINT)
+                        p.wait(timeout=60)
+                        break
+                    time.sleep(2)
         except subprocess.TimeoutExpired:
-            overran = True
+            overran = p.poll() is None
             os.killpg(p.pid, signal.SIGINT)
             try:
                 p.wait(timeout=60)
@@ -611,11 +629,29 @@ def trestle_run(task, a, work, bin_dir, builds):
     resumed = False
     wall = 0.0
     overran = False
+    stop_when = None
+    stopped = d / "stopped-at-change"  # the changed column's run ended at its alarm
+    if col == "changed":
+        # Its question is only how soon it reports the change's bug: the run stops
+        # once an alarm in that function is reported (the classification on the plain
+        # build below decides whether it counts).
+        fn = cfg["bugs"][changed_bug(subj)]
+
+        def stop_when():
+            try:
+                got = json.loads((camp / "alarms.json").read_text())["alarms"]
+            except (OSError, ValueError, KeyError):
+                return False
+            if any(al.get("function") == fn for al in got):
+                stopped.write_text(time.strftime("%Y-%m-%d %H:%M:%S") + "\n")
+                return True
+            return False
     if state is None:
+        stopped.unlink(missing_ok=True)
         shutil.rmtree(camp, ignore_errors=True)
         (d / "run.log").unlink(missing_ok=True)
         cmd = first_cmd
-    elif not state.get("finished") and state["elapsed"] < state["settings"]["budget"] - 1:
+    elif not state.get("finished") and state["elapsed"] < state["settings"]["budget"] - 1 and not stopped.exists():
         cmd = [str(t), "run", "--resume", str(camp), "--plain"]
         resumed = True
     else:
@@ -625,8 +661,8 @@ def trestle_run(task, a, work, bin_dir, builds):
         sessions = json.loads((d / "sessions.json").read_text()) if resumed and (d / "sessions.json").exists() else []
         sessions.append({"wall_start": time.time(), "elapsed_before": state["elapsed"] if resumed else 0.0})
         write_atomic(d / "sessions.json", json.dumps(sessions) + "\n")
-        rc, wall, overran = run_guarded(cmd, d / "run.log", env, a.time + max(180, a.time))
-        if rc != 0 and not overran:
+        rc, wall, overran = run_guarded(cmd, d / "run.log", env, a.time + max(180, a.time), stop_when=stop_when)
+        if rc != 0 and not overran and not stopped.exists():
             raise RuntimeError(f"trestle run exited {rc}; see {d / 'run.log'}")
     c = json.loads(cj.read_text())
     af = camp / "alarms.json"
@@ -674,6 +710,7 @@ def trestle_run(task, a, work, bin_dir, builds):
         "time_source": sorted({x["time_from"] for x in crashes}),
         "elapsed": c["elapsed"], "wall_time": wall, "resumed": resumed, "overran": overran,
         "degenerate": degenerate, "command": first_cmd, "trestle_sha1": sha1_files([t])[:12],
+        "stopped_at_change": stopped.exists(),
     }
 
 
@@ -889,7 +926,9 @@ def one_run(task, a, work, bin_dir, builds):
         log(f"{subj} {col}-{rep}: not started (it would end after --stop-by); left for the next sitting")
         return None
     res = (afl_run if col == "aflpp" else trestle_run)(task, a, work, bin_dir, builds[subj])
-    if "cov" in builds[subj] and SUBJECTS[subj].get("package"):
+    # Coverage over time for the three columns (the changed column's question is its
+    # time to alarm; its runs stop there).
+    if "cov" in builds[subj] and SUBJECTS[subj].get("package") and col != "changed":
         run_dir = work / "runs" / subj / f"{col}-{rep}"
         items = afl_timed_tests(run_dir, SUBJECTS[subj]) if col == "aflpp" else trestle_timed_tests(run_dir)
         res["coverage"] = coverage_over_time(subj, builds[subj]["cov"], items, res["budget"], bin_dir, run_dir / "cov")
@@ -1108,7 +1147,7 @@ def write_table(subj, a):
             cells = [f"{len(per[c])} run(s), first {fmt_s(min((x for x in per[c] if x is not None), default=None))} s"
                      if c in per else "–" for c in cols]
             L.append(f"| `{sig}` | " + " | ".join(cells) + " |")
-    L += coverage_table(cols, runs, budget)
+    L += coverage_table([c for c in cols if c != "changed"], runs, budget)
     unrep = sum(len(r.get("unreproduced", [])) for c in cols for r in runs[c])
     if unrep:
         L.append("")
