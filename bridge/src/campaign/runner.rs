@@ -20,6 +20,16 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
+/// The phases `phase_seconds` counts.
+pub(super) const PHASE_SYSTEM: &str = "system fuzzing";
+pub(super) const PHASE_SYSTEM_CRASHES: &str = "system crashes (validating, reducing)";
+pub(super) const PHASE_WORKERS: &str = "workers";
+pub(super) const PHASE_RECORD: &str = "recording";
+pub(super) const PHASE_CARVE: &str = "carving";
+pub(super) const PHASE_COVERAGE: &str = "coverage of new system tests";
+pub(super) const PHASE_UNIT: &str = "unit fuzzing";
+pub(super) const PHASE_LIFT: &str = "lifting";
+
 pub(super) struct Runner {
     pub(super) out: PathBuf,
     pub(super) c: Campaign,
@@ -49,6 +59,11 @@ impl Runner {
     pub(super) fn save(&mut self) -> Result<()> {
         self.c.elapsed = self.elapsed_before + self.session_start.elapsed().as_secs_f64();
         files::write(&self.out.join(files::CAMPAIGN), &self.c)
+    }
+
+    /// Add the time since `since` to `phase`'s total (campaign.json's `phase_seconds`).
+    pub(super) fn spent(&mut self, phase: &str, since: Instant) {
+        *self.c.phase_seconds.entry(phase.to_owned()).or_default() += since.elapsed().as_secs_f64();
     }
 
     pub(super) fn remaining(&self) -> f64 {
@@ -108,14 +123,19 @@ impl Runner {
             let t = Instant::now();
             let rep = self.sys.fuzz_for(chunk)?;
             self.sys_time_session += t.elapsed().as_secs_f64();
+            self.spent(PHASE_SYSTEM, t);
             self.sys_execs_session += rep.executions;
             self.c.system_executions += rep.executions;
             self.c.main_finds += (rep.new_queue.len() + rep.new_crashes.len()) as u64;
+            let t = Instant::now();
             for crash in &rep.new_crashes {
                 self.system_crash(crash)?;
             }
+            self.spent(PHASE_SYSTEM_CRASHES, t);
+            let t = Instant::now();
             self.share_queue(&rep.new_queue)?;
             self.serve_workers()?;
+            self.spent(PHASE_WORKERS, t);
             self.status("system fuzzing");
             self.sample()?;
         }
@@ -158,6 +178,7 @@ impl Runner {
             std::fs::copy(p, tests_dir.join(p.file_name().unwrap_or_default()))?;
         }
         let traces = batch.join("traces");
+        let t = Instant::now();
         record::run(&record::Options {
             program: self.c.settings.program.clone(),
             tests: tests_dir,
@@ -166,11 +187,14 @@ impl Runner {
             max_per_fn: 5,
             quiet: true,
         })?;
+        self.spent(PHASE_RECORD, t);
         let units = self.out.join("units").join(format!("batch-{round:04}"));
         crate::files::remove_dir_if_present(&units)?;
         self.status("carving");
+        let t = Instant::now();
         let summary = carve::run(&carve::Options { traces, out: units.clone(), program: None, quiet: true })
             .with_context(|| format!("carving batch {round} into {}", units.display()))?;
+        self.spent(PHASE_CARVE, t);
         let index = summary.index;
         if summary.bad_traces > 0 {
             // Nothing carved from the seeds is no campaign: the program and this
@@ -186,10 +210,12 @@ impl Runner {
         if self.lifter.as_ref().is_some_and(|l| l.measures_coverage()) {
             self.status("measuring coverage");
         }
+        let t = Instant::now();
         if let Some(lifter) = self.lifter.as_mut().filter(|l| l.measures_coverage()) {
             let tests = fresh.iter().map(|p| load_test(p)).collect::<Result<Vec<_>>>()?;
             lifter.observe(&tests)?;
         }
+        self.spent(PHASE_COVERAGE, t);
         for p in &fresh {
             self.c.recorded.insert(p.file_name().unwrap_or_default().to_string_lossy().into_owned());
         }
@@ -255,6 +281,7 @@ impl Runner {
             h.join()
         });
         let spent = t.elapsed().as_secs_f64();
+        self.spent(PHASE_UNIT, t);
         let last = self.c.fuzzed.last_mut().expect("pushed above");
         match result {
             Ok(Ok(rep)) => {
@@ -276,6 +303,13 @@ impl Runner {
 
     /// Lift every fuzzed unit not lifted yet (after a resume, those a kill cut short).
     pub(super) fn lift_pending(&mut self) -> Result<()> {
+        let t = Instant::now();
+        let result = self.lift_pending_untimed();
+        self.spent(PHASE_LIFT, t);
+        result
+    }
+
+    fn lift_pending_untimed(&mut self) -> Result<()> {
         let Some(mut lifter) = self.lifter.take() else { return Ok(()) };
         let pending: Vec<usize> = (0..self.c.fuzzed.len()).filter(|&i| !self.c.fuzzed[i].lifted).collect();
         // Lifting gets a slice of its own: at most a minute, at least 5 s even when
@@ -404,6 +438,12 @@ impl Runner {
         );
         for a in &alarms {
             eprintln!("  {}: {}", out.join("alarms").join(&a.id).display(), a.signature);
+        }
+        if self.c.elapsed > 0.0 && !self.c.phase_seconds.is_empty() {
+            let mut phases: Vec<_> = self.c.phase_seconds.iter().collect();
+            phases.sort_by(|a, b| b.1.total_cmp(a.1));
+            let shares: Vec<String> = phases.iter().map(|(k, v)| format!("{k} {:.0}%", 100.0 * *v / self.c.elapsed)).collect();
+            eprintln!("time: {}", shares.join(", "));
         }
         eprintln!("report: trestle report {}", out.display());
         Ok(alarms.len())
