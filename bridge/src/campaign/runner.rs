@@ -53,6 +53,8 @@ pub(super) struct Runner {
     pub(super) delegate: bool,
     /// Workers' finds not taken in yet.
     pub(super) worker_finds: Vec<crate::cluster::Message>,
+    /// When the last system slice of a bridge round ended.
+    pub(super) last_system_end: Option<Instant>,
 }
 
 impl Runner {
@@ -183,7 +185,8 @@ impl Runner {
             program: self.c.settings.program.clone(),
             tests: tests_dir,
             out: traces.clone(),
-            timeout: Duration::from_secs_f64(self.c.settings.timeout * 5.0),
+            // Within what is left of the budget.
+            timeout: Duration::from_secs_f64((self.c.settings.timeout * 5.0).min(self.remaining().max(1.0))),
             max_per_fn: 5,
             quiet: true,
         })?;
@@ -381,6 +384,7 @@ impl Runner {
             hub: None,
             delegate: false,
             worker_finds: Vec::new(),
+            last_system_end: None,
         })
     }
 
@@ -397,15 +401,27 @@ impl Runner {
                 self.system_slice(Duration::from_secs_f64(self.remaining().max(0.0)))?;
             } else {
                 // The first round lets the seeds be carved at once; the changed functions
-                // and the seeds' units go first.
-                let slice = if self.c.rounds == 0 { system_slice / 4 } else { system_slice };
+                // and the seeds' units go first. Later the system fuzzer gets at least
+                // as long as the rest of the last round took (carving, unit fuzzing,
+                // lifting): never less than half the campaign, so that the bugs it
+                // finds alone come at worst half as fast as without the bridge.
+                let slice = match self.last_system_end {
+                    _ if self.c.rounds == 0 => system_slice / 4,
+                    Some(end) => system_slice.max(end.elapsed()),
+                    None => system_slice,
+                };
                 self.system_slice(slice)?;
+                self.last_system_end = Some(Instant::now());
                 if STOP.load(Ordering::SeqCst) || self.remaining() <= 0.0 {
                     break;
                 }
-                self.carve_new()?;
-                if self.remaining() > 1.0 && !STOP.load(Ordering::SeqCst) && !self.unit_round()? {
-                    self.status("no unit to fuzz yet: system fuzzing");
+                // Carving pays only with time left to fuzz what it carves: near the
+                // end, the system fuzzer keeps the rest of the budget.
+                if self.remaining() > s.unit_slice.min(10.0) {
+                    self.carve_new()?;
+                    if self.remaining() > 1.0 && !STOP.load(Ordering::SeqCst) && !self.unit_round()? {
+                        self.status("no unit to fuzz yet: system fuzzing");
+                    }
                 }
             }
             self.c.rounds += 1;
@@ -483,6 +499,8 @@ fn lifter(s: &Settings, seeds: &[NamedTest], out: &Path, elapsed: f64) -> Result
     lifter.set_reduce_budget(Some(100_000));
     lifter.set_reduce_time(Duration::from_secs(30));
     lifter.set_harness(Some(s.program.clone()));
+    // Unit harness runs stop where the unit fuzzer's would count as hangs.
+    lifter.set_harness_limit(Duration::from_secs_f64(s.timeout));
     lifter.set_epoch(Instant::now() - Duration::from_secs_f64(elapsed.max(0.0)));
     lifter.set_seeds(seeds.iter().map(|n| (n.name.clone(), n.test.clone())).collect());
     Ok(lifter)
