@@ -458,7 +458,11 @@ impl Runner {
         if self.c.elapsed > 0.0 && !self.c.phase_seconds.is_empty() {
             let mut phases: Vec<_> = self.c.phase_seconds.iter().collect();
             phases.sort_by(|a, b| b.1.total_cmp(a.1));
-            let shares: Vec<String> = phases.iter().map(|(k, v)| format!("{k} {:.0}%", 100.0 * *v / self.c.elapsed)).collect();
+            let shares: Vec<String> = phases
+                .iter()
+                .filter(|(_, v)| **v >= 0.005 * self.c.elapsed)
+                .map(|(k, v)| format!("{k} {:.0}%", 100.0 * *v / self.c.elapsed))
+                .collect();
             eprintln!("time: {}", shares.join(", "));
         }
         eprintln!("report: trestle report {}", out.display());
