@@ -107,7 +107,7 @@ pub fn run(args: &Options) -> Result<FuzzReport> {
     }
     .with_context(|| format!("fuzzing {}", args.unit.display()))?;
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&report)?);
+        crate::outln!("{}", serde_json::to_string_pretty(&report)?);
     } else {
         eprintln!(
             "fuzzed {} for {:.1}s: {} executions ({:.0}/s), {} in queue, {} crash(es), {} timeout(s){}",

@@ -36,5 +36,6 @@ pub mod record;
 pub mod replay;
 pub mod report;
 pub mod sarif;
+pub mod stdout;
 pub mod system;
 pub mod validate;

@@ -420,7 +420,7 @@ pub fn run(args: &Options) -> Result<()> {
         crate::sarif::write(&r, file)?;
     }
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&r)?);
+        crate::outln!("{}", serde_json::to_string_pretty(&r)?);
         return Ok(());
     }
     let md = args.dir.join("report.md");

@@ -255,3 +255,30 @@ fn a_replay_that_wrecks_its_process_is_counted_with_its_reason() {
     let others: Vec<_> = failures.iter().filter(|f| !wrecked.iter().any(|w| f["function"] == *w)).collect();
     assert!(others.is_empty(), "{others:#?}");
 }
+
+#[test]
+fn a_reader_that_goes_away_stops_trestle_quietly() {
+    // `trestle exec … | head -1`: more lines than a pipe holds, and the reader closes
+    // its end after the first. trestle stops as a C tool does on SIGPIPE (status
+    // 141), without a panic.
+    use std::io::BufRead;
+    let dir = tempfile::tempdir().unwrap();
+    let prog = build_c(dir.path(), "small", SMALL, "-O0");
+    let tests = dir.path().join("tests");
+    for i in 0..3000 {
+        write_test(&tests, &format!("t{i:05}"), &json!({"args": [format!("a{i}")]}));
+    }
+    let mut child = trestle(&[&"exec", &"--program", &prog, &tests])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut first = String::new();
+    std::io::BufReader::new(child.stdout.take().unwrap()).read_line(&mut first).unwrap();
+    assert!(first.contains("t00000"), "the first line names the first test: {first}");
+    // The reader (and with it the pipe's read end) is gone now.
+    let out = child.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!err.contains("panicked"), "no panic: {err}");
+    assert_eq!(out.status.code(), Some(141), "the status of a SIGPIPE'd tool: {err}");
+}

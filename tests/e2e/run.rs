@@ -69,6 +69,16 @@ fn the_bridge_finds_both_planted_bugs_and_the_baseline_runs_no_unit() {
     let c = json(&out.join("campaign.json"));
     assert!(c["finished"] == true);
     assert!(c["unit_executions"].as_u64().unwrap() > 0 && c["system_executions"].as_u64().unwrap() > 0);
+    // Where the time went: the phases account for it, and the system fuzzer (with the
+    // crashes it found) had at least about half of it whatever the rest cost.
+    let phases = c["phase_seconds"].as_object().expect("phase_seconds in campaign.json");
+    let secs = |k: &str| phases.get(k).and_then(Value::as_f64).unwrap_or(0.0);
+    let elapsed = c["elapsed"].as_f64().unwrap();
+    let counted: f64 = phases.values().filter_map(Value::as_f64).sum();
+    assert!(counted > 0.9 * elapsed && counted <= elapsed + 1.0, "phases {phases:?} vs elapsed {elapsed}");
+    let system = secs("system fuzzing") + secs("system crashes (validating, reducing)");
+    assert!(system >= 0.45 * elapsed, "the system fuzzer had {system:.0} s of {elapsed:.0} s: {phases:?}");
+    assert!(secs("unit fuzzing") > 0.0 && secs("recording") > 0.0 && secs("lifting") > 0.0, "{phases:?}");
 
     // The baseline: same budget, system-level fuzzing only.
     let base = b.dir.join("system-only");

@@ -357,4 +357,12 @@ fn runs_stop_at_a_calibrated_limit_and_only_real_hangs_are_timeouts() {
     let slow = report["new_queue"].as_array().unwrap().iter().map(stdin_of);
     let slow: Vec<String> = slow.filter(|s| s.lines().any(|l| l.starts_with("slow")) && !s.lines().any(|l| l.starts_with("spin"))).collect();
     assert!(!slow.is_empty(), "no slow input joined the queue: {report}");
+    // A run stopped at a limit never joins the queue: no entry hangs.
+    for e in std::fs::read_dir(out.join("queue")).unwrap() {
+        let p = e.unwrap().path();
+        if p.extension().is_some_and(|x| x == "json") {
+            let stdin = assert_system_test(&p)["stdin"].as_str().unwrap_or("").to_owned();
+            assert!(!stdin.lines().any(|l| l.starts_with("spin")), "a hang in the queue: {} {stdin:?}", p.display());
+        }
+    }
 }

@@ -27,7 +27,7 @@ use crate::binary::Binary;
 use crate::files;
 use anyhow::{bail, Context as _, Result};
 use serde::{Deserialize, Serialize};
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::io::IsTerminal as _;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering;
@@ -248,6 +248,10 @@ pub struct Campaign {
     /// What the main node found itself: queue entries, system and unit crashes.
     #[serde(default)]
     pub main_finds: u64,
+    /// Seconds spent in each phase (system fuzzing, recording, carving, unit fuzzing,
+    /// lifting, ...), over all sessions: where the campaign's time went.
+    #[serde(default)]
+    pub phase_seconds: BTreeMap<String, f64>,
 }
 
 /// Samples of `timeline.csv`.
@@ -369,6 +373,7 @@ fn start(args: &Options) -> Result<(PathBuf, Campaign)> {
         finished: false,
         nodes: Vec::new(),
         main_finds: 0,
+        phase_seconds: BTreeMap::new(),
     };
     let out = std::fs::canonicalize(&out)?;
     files::write(&out.join(files::CAMPAIGN), &c)?;

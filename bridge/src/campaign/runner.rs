@@ -20,6 +20,16 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
+/// The phases `phase_seconds` counts.
+pub(super) const PHASE_SYSTEM: &str = "system fuzzing";
+pub(super) const PHASE_SYSTEM_CRASHES: &str = "system crashes (validating, reducing)";
+pub(super) const PHASE_WORKERS: &str = "workers";
+pub(super) const PHASE_RECORD: &str = "recording";
+pub(super) const PHASE_CARVE: &str = "carving";
+pub(super) const PHASE_COVERAGE: &str = "coverage of new system tests";
+pub(super) const PHASE_UNIT: &str = "unit fuzzing";
+pub(super) const PHASE_LIFT: &str = "lifting";
+
 pub(super) struct Runner {
     pub(super) out: PathBuf,
     pub(super) c: Campaign,
@@ -43,12 +53,19 @@ pub(super) struct Runner {
     pub(super) delegate: bool,
     /// Workers' finds not taken in yet.
     pub(super) worker_finds: Vec<crate::cluster::Message>,
+    /// When the last system slice of a bridge round ended.
+    pub(super) last_system_end: Option<Instant>,
 }
 
 impl Runner {
     pub(super) fn save(&mut self) -> Result<()> {
         self.c.elapsed = self.elapsed_before + self.session_start.elapsed().as_secs_f64();
         files::write(&self.out.join(files::CAMPAIGN), &self.c)
+    }
+
+    /// Add the time since `since` to `phase`'s total (campaign.json's `phase_seconds`).
+    pub(super) fn spent(&mut self, phase: &str, since: Instant) {
+        *self.c.phase_seconds.entry(phase.to_owned()).or_default() += since.elapsed().as_secs_f64();
     }
 
     pub(super) fn remaining(&self) -> f64 {
@@ -108,14 +125,19 @@ impl Runner {
             let t = Instant::now();
             let rep = self.sys.fuzz_for(chunk)?;
             self.sys_time_session += t.elapsed().as_secs_f64();
+            self.spent(PHASE_SYSTEM, t);
             self.sys_execs_session += rep.executions;
             self.c.system_executions += rep.executions;
             self.c.main_finds += (rep.new_queue.len() + rep.new_crashes.len()) as u64;
+            let t = Instant::now();
             for crash in &rep.new_crashes {
                 self.system_crash(crash)?;
             }
+            self.spent(PHASE_SYSTEM_CRASHES, t);
+            let t = Instant::now();
             self.share_queue(&rep.new_queue)?;
             self.serve_workers()?;
+            self.spent(PHASE_WORKERS, t);
             self.status("system fuzzing");
             self.sample()?;
         }
@@ -158,19 +180,24 @@ impl Runner {
             std::fs::copy(p, tests_dir.join(p.file_name().unwrap_or_default()))?;
         }
         let traces = batch.join("traces");
+        let t = Instant::now();
         record::run(&record::Options {
             program: self.c.settings.program.clone(),
             tests: tests_dir,
             out: traces.clone(),
-            timeout: Duration::from_secs_f64(self.c.settings.timeout * 5.0),
+            // Within what is left of the budget.
+            timeout: Duration::from_secs_f64((self.c.settings.timeout * 5.0).min(self.remaining().max(1.0))),
             max_per_fn: 5,
             quiet: true,
         })?;
+        self.spent(PHASE_RECORD, t);
         let units = self.out.join("units").join(format!("batch-{round:04}"));
         crate::files::remove_dir_if_present(&units)?;
         self.status("carving");
+        let t = Instant::now();
         let summary = carve::run(&carve::Options { traces, out: units.clone(), program: None, quiet: true })
             .with_context(|| format!("carving batch {round} into {}", units.display()))?;
+        self.spent(PHASE_CARVE, t);
         let index = summary.index;
         if summary.bad_traces > 0 {
             // Nothing carved from the seeds is no campaign: the program and this
@@ -186,10 +213,12 @@ impl Runner {
         if self.lifter.as_ref().is_some_and(|l| l.measures_coverage()) {
             self.status("measuring coverage");
         }
+        let t = Instant::now();
         if let Some(lifter) = self.lifter.as_mut().filter(|l| l.measures_coverage()) {
             let tests = fresh.iter().map(|p| load_test(p)).collect::<Result<Vec<_>>>()?;
             lifter.observe(&tests)?;
         }
+        self.spent(PHASE_COVERAGE, t);
         for p in &fresh {
             self.c.recorded.insert(p.file_name().unwrap_or_default().to_string_lossy().into_owned());
         }
@@ -255,6 +284,7 @@ impl Runner {
             h.join()
         });
         let spent = t.elapsed().as_secs_f64();
+        self.spent(PHASE_UNIT, t);
         let last = self.c.fuzzed.last_mut().expect("pushed above");
         match result {
             Ok(Ok(rep)) => {
@@ -276,6 +306,13 @@ impl Runner {
 
     /// Lift every fuzzed unit not lifted yet (after a resume, those a kill cut short).
     pub(super) fn lift_pending(&mut self) -> Result<()> {
+        let t = Instant::now();
+        let result = self.lift_pending_untimed();
+        self.spent(PHASE_LIFT, t);
+        result
+    }
+
+    fn lift_pending_untimed(&mut self) -> Result<()> {
         let Some(mut lifter) = self.lifter.take() else { return Ok(()) };
         let pending: Vec<usize> = (0..self.c.fuzzed.len()).filter(|&i| !self.c.fuzzed[i].lifted).collect();
         // Lifting gets a slice of its own: at most a minute, at least 5 s even when
@@ -347,6 +384,7 @@ impl Runner {
             hub: None,
             delegate: false,
             worker_finds: Vec::new(),
+            last_system_end: None,
         })
     }
 
@@ -363,15 +401,27 @@ impl Runner {
                 self.system_slice(Duration::from_secs_f64(self.remaining().max(0.0)))?;
             } else {
                 // The first round lets the seeds be carved at once; the changed functions
-                // and the seeds' units go first.
-                let slice = if self.c.rounds == 0 { system_slice / 4 } else { system_slice };
+                // and the seeds' units go first. Later the system fuzzer gets at least
+                // as long as the rest of the last round took (carving, unit fuzzing,
+                // lifting): never less than half the campaign, so that the bugs it
+                // finds alone come at worst half as fast as without the bridge.
+                let slice = match self.last_system_end {
+                    _ if self.c.rounds == 0 => system_slice / 4,
+                    Some(end) => system_slice.max(end.elapsed()),
+                    None => system_slice,
+                };
                 self.system_slice(slice)?;
+                self.last_system_end = Some(Instant::now());
                 if STOP.load(Ordering::SeqCst) || self.remaining() <= 0.0 {
                     break;
                 }
-                self.carve_new()?;
-                if self.remaining() > 1.0 && !STOP.load(Ordering::SeqCst) && !self.unit_round()? {
-                    self.status("no unit to fuzz yet: system fuzzing");
+                // Carving pays only with time left to fuzz what it carves: near the
+                // end, the system fuzzer keeps the rest of the budget.
+                if self.remaining() > s.unit_slice.min(10.0) {
+                    self.carve_new()?;
+                    if self.remaining() > 1.0 && !STOP.load(Ordering::SeqCst) && !self.unit_round()? {
+                        self.status("no unit to fuzz yet: system fuzzing");
+                    }
                 }
             }
             self.c.rounds += 1;
@@ -404,6 +454,16 @@ impl Runner {
         );
         for a in &alarms {
             eprintln!("  {}: {}", out.join("alarms").join(&a.id).display(), a.signature);
+        }
+        if self.c.elapsed > 0.0 && !self.c.phase_seconds.is_empty() {
+            let mut phases: Vec<_> = self.c.phase_seconds.iter().collect();
+            phases.sort_by(|a, b| b.1.total_cmp(a.1));
+            let shares: Vec<String> = phases
+                .iter()
+                .filter(|(_, v)| **v >= 0.005 * self.c.elapsed)
+                .map(|(k, v)| format!("{k} {:.0}%", 100.0 * *v / self.c.elapsed))
+                .collect();
+            eprintln!("time: {}", shares.join(", "));
         }
         eprintln!("report: trestle report {}", out.display());
         Ok(alarms.len())
@@ -443,6 +503,8 @@ fn lifter(s: &Settings, seeds: &[NamedTest], out: &Path, elapsed: f64) -> Result
     lifter.set_reduce_budget(Some(100_000));
     lifter.set_reduce_time(Duration::from_secs(30));
     lifter.set_harness(Some(s.program.clone()));
+    // Unit harness runs stop where the unit fuzzer's would count as hangs.
+    lifter.set_harness_limit(Duration::from_secs_f64(s.timeout));
     lifter.set_epoch(Instant::now() - Duration::from_secs_f64(elapsed.max(0.0)));
     lifter.set_seeds(seeds.iter().map(|n| (n.name.clone(), n.test.clone())).collect());
     Ok(lifter)

@@ -153,6 +153,6 @@ fn param(s: &mut String, i: usize, p: &Param) {
 /// Run `trestle show`.
 pub fn run(args: &Options) -> Result<()> {
     let unit = read_unit(&args.unit)?;
-    print!("{}", render(&unit, args.full));
+    crate::out!("{}", render(&unit, args.full));
     Ok(())
 }

@@ -69,16 +69,16 @@ impl ExecArgs {
     /// Print how one test's run went.
     pub fn print_run(&self, t: &NamedTest, r: &anyhow::Result<SandboxRun>) {
         match (r, self.json) {
-            (Ok(run), true) => println!("{}", self.run_json(t, run)),
+            (Ok(run), true) => crate::outln!("{}", self.run_json(t, run)),
             (Ok(run), false) => {
-                println!("{}", run_line(&t.name, run));
+                crate::outln!("{}", run_line(&t.name, run));
                 if self.show_output {
                     show("stdout", &run.stdout, run.stdout_bytes);
                     show("stderr", &run.stderr, run.stderr_bytes);
                 }
             }
-            (Err(e), true) => println!("{}", serde_json::json!({"test": t.path, "name": t.name, "error": format!("{e:#}")})),
-            (Err(e), false) => println!("{:<20}  error: {e:#}", t.name),
+            (Err(e), true) => crate::outln!("{}", serde_json::json!({"test": t.path, "name": t.name, "error": format!("{e:#}")})),
+            (Err(e), false) => crate::outln!("{:<20}  error: {e:#}", t.name),
         }
     }
 
@@ -125,10 +125,10 @@ impl ExecArgs {
                 "forked": s.forked,
                 "statuses": s.statuses,
             });
-            println!("{v}");
+            crate::outln!("{v}");
         } else {
             let ends: Vec<String> = s.statuses.iter().map(|(k, n)| format!("{k}: {n}")).collect();
-            println!(
+            crate::outln!(
                 "{} executions of {} test(s) in {:.1}s: {:.0}/s, {} forked from the forkserver ({})",
                 s.executions,
                 s.tests,
@@ -174,11 +174,11 @@ fn show(label: &str, tail: &[u8], total: u64) {
         return;
     }
     if (tail.len() as u64) < total {
-        println!("  --- {label} (the last {} of {total} bytes):", tail.len());
+        crate::outln!("  --- {label} (the last {} of {total} bytes):", tail.len());
     } else {
-        println!("  --- {label}:");
+        crate::outln!("  --- {label}:");
     }
     for line in String::from_utf8_lossy(tail).lines() {
-        println!("  | {line}");
+        crate::outln!("  | {line}");
     }
 }

@@ -136,6 +136,9 @@ struct Worker {
     execs: u64,
     finds: u64,
     rounds: u64,
+    /// This worker's random seed (the campaign's mixed with its name), for its system
+    /// fuzzer and, plus the round, its unit slices.
+    seed: u64,
 }
 
 impl Worker {
@@ -179,6 +182,7 @@ impl Worker {
             execs: 0,
             finds: 0,
             rounds: 0,
+            seed,
         })
     }
 
@@ -294,7 +298,7 @@ impl Worker {
             Duration::from_secs_f64(self.work.unit_slice).min(left.max(Duration::from_secs(1))),
             self.sys.run_limit(),
             Duration::from_secs_f64(self.work.timeout),
-            self.work.seed.wrapping_add(self.rounds),
+            self.seed.wrapping_add(self.rounds),
             self.cores,
         );
         let report = if self.cores == 1 { trestle_unit_fuzz::fuzz_in_process(&cfg) } else { trestle_unit_fuzz::fuzz(&cfg) };

@@ -44,7 +44,7 @@ impl Lifter {
     fn wait_harness(&self, mut cmd: std::process::Command, harness: &Path) -> Result<std::process::ExitStatus> {
         let mut child = cmd.spawn().with_context(|| format!("cannot run the unit harness {}", harness.display()))?;
         use wait_timeout::ChildExt as _;
-        Ok(match child.wait_timeout(self.sandbox.limits.wall)? {
+        Ok(match child.wait_timeout(self.harness_wall.unwrap_or(self.sandbox.limits.wall))? {
             Some(s) => s,
             None => {
                 let _ = child.kill();

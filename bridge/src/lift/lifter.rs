@@ -28,6 +28,8 @@ pub struct Lifter {
     pub(super) reduce_budget: Option<usize>,
     pub(super) reduce_time: Duration,
     pub(super) harness: Option<PathBuf>,
+    /// Wall-clock limit of a unit harness run (default: the sandbox's).
+    pub(super) harness_wall: Option<Duration>,
     pub(super) progress: bool,
     pub(super) binaries: BTreeMap<PathBuf, Binary>,
     pub(super) effective_tests: Vec<SystemTest>,
@@ -66,6 +68,7 @@ impl Lifter {
             reduce_budget: Some(100_000),
             reduce_time: Duration::from_secs(120),
             harness: None,
+            harness_wall: None,
             progress,
             binaries: BTreeMap::new(),
             effective_tests: Vec::new(),
@@ -160,6 +163,14 @@ impl Lifter {
     /// Read unit crash signatures in this program instead of the units' own.
     pub fn set_harness(&mut self, harness: Option<PathBuf>) {
         self.harness = harness;
+    }
+
+    /// Stop a unit harness run (re-reading a unit crash, trying which values it needs)
+    /// after `wall` instead of the sandbox's limit for system runs. A campaign passes
+    /// the unit fuzzer's hang limit: a trial that hangs (a value put back that makes
+    /// the function loop) says all it can by then.
+    pub fn set_harness_limit(&mut self, wall: Duration) {
+        self.harness_wall = Some(wall);
     }
 
     /// The effective lifted tests found since the last call (a campaign hands them to

@@ -76,7 +76,7 @@ pub fn run(args: &Options) -> Result<LiftStats> {
     }
     let s = lifter.stats.clone();
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&serde_json::json!({"stats": s, "alarms": lifter.alarms()}))?);
+        crate::outln!("{}", serde_json::to_string_pretty(&serde_json::json!({"stats": s, "alarms": lifter.alarms()}))?);
     } else {
         eprintln!(
             "lifted {} unit crash(es) and {} queue input(s) into {} system test(s): {} true alarm(s) ({} distinct), {} effective ({:.1}% productive), {} false positive(s) suppressed{}",

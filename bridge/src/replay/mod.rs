@@ -144,7 +144,7 @@ pub fn run(opts: &Options) -> Result<ReplaySummary> {
     let results = replay_all(opts, &units);
     let summary = summarize(results);
     if opts.json {
-        println!("{}", serde_json::to_string_pretty(&summary)?);
+        crate::outln!("{}", serde_json::to_string_pretty(&summary)?);
     } else {
         print_table(&summary, opts.verbose || !opts.check);
     }
@@ -291,13 +291,13 @@ fn dump(dir: &Path, stem: &str, recorded: &Outcome, replayed: &Outcome) -> Resul
 
 fn print_table(s: &ReplaySummary, verbose: bool) {
     let width = s.functions.iter().map(|f| f.name.len()).max().unwrap_or(8).clamp(8, 60);
-    println!("{:<width$}  {:>6}  {:>8}  {:>8}", "function", "units", "faithful", "fidelity");
+    crate::outln!("{:<width$}  {:>6}  {:>8}  {:>8}", "function", "units", "faithful", "fidelity");
     for f in &s.functions {
         let pct = if f.units == 0 { 100.0 } else { 100.0 * f.faithful as f64 / f.units as f64 };
         let name: String = f.name.chars().take(width).collect();
-        println!("{name:<width$}  {:>6}  {:>8}  {:>7.1}%", f.units, f.faithful, pct);
+        crate::outln!("{name:<width$}  {:>6}  {:>8}  {:>7.1}%", f.units, f.faithful, pct);
     }
-    println!(
+    crate::outln!(
         "total: {} unit(s), {} faithful, {} without a recorded outcome, {} error(s): fidelity {:.1}%",
         s.units,
         s.faithful,
@@ -311,11 +311,11 @@ fn print_table(s: &ReplaySummary, verbose: bool) {
                 Verdict::Unfaithful(d) | Verdict::Error(d) | Verdict::NoOracle(d) => d.as_str(),
                 Verdict::Faithful => "",
             };
-            println!("  {}: {} ({})", f.unit, why, f.observed);
+            crate::outln!("  {}: {} ({})", f.unit, why, f.observed);
         }
         for u in &s.unchecked {
             if let Verdict::NoOracle(why) = &u.verdict {
-                println!("  {}: not checked: {why} ({})", u.unit, u.observed);
+                crate::outln!("  {}: not checked: {why} ({})", u.unit, u.observed);
             }
         }
     }

@@ -70,14 +70,14 @@ pub fn run(args: &Options) -> Result<Validated> {
                 "sandboxed": sandbox.isolated(),
                 "forkserver": run.forked,
             });
-            println!("{v}");
+            crate::outln!("{v}");
         } else {
             let what = match (&run.crash, &run.limit) {
                 (Some(c), _) => format!("CRASH {c}"),
                 (None, Some(l)) => format!("{} (limit: {l})", run.status),
                 (None, None) => run.status.to_string(),
             };
-            println!("{}: {what}", t.name);
+            crate::outln!("{}: {what}", t.name);
         }
     }
     Ok(Validated { tests, crashed })

@@ -9,7 +9,7 @@
 //! (the executor's notice), a damaged finding file on resume.
 
 use super::executor::SysExecutor;
-use super::findings::{FindingFeedback, Found};
+use super::findings::{CompletedRun, FindingFeedback, Found};
 use super::input::SysInput;
 use super::mutators::{sys_mutator, I2SMutator};
 use super::trim::TrimStage;
@@ -252,7 +252,12 @@ impl SysFuzzer {
         .track_indices();
         let time_observer = TimeObserver::new("time");
         let found = Arc::new(Mutex::new(Found::default()));
-        let mut feedback = feedback_or!(MaxMapFeedback::new(&edges_observer), TimeFeedback::new(&time_observer));
+        // New coverage (or time) of a run that ended by itself: a run stopped at a
+        // limit is a timeout finding or nothing, never a queue entry.
+        let mut feedback = feedback_and_fast!(
+            CompletedRun,
+            feedback_or!(MaxMapFeedback::new(&edges_observer), TimeFeedback::new(&time_observer))
+        );
         // Only findings with coverage no earlier finding had: one file per way to fail.
         let mut objective = feedback_and_fast!(
             FindingFeedback::new(&out, found.clone(), executor.hung()),

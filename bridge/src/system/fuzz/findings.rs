@@ -89,3 +89,33 @@ impl<EM, OT, S> Feedback<EM, SysInput, OT, S> for FindingFeedback {
         Ok(())
     }
 }
+
+/// The queue's gate: only a run that ended by itself (not stopped at a time limit)
+/// may join the queue, as in AFL++. An input stopped at the short limit whose edges
+/// an earlier stopped run had already shown is no hang finding, and without this gate
+/// its truncated run could still look new to the coverage feedback: the queue would
+/// then hold a hang, which every later mutation, recording and coverage run pays for
+/// up to the limit.
+pub struct CompletedRun;
+
+impl Named for CompletedRun {
+    fn name(&self) -> &Cow<'static, str> {
+        static NAME: Cow<'static, str> = Cow::Borrowed("CompletedRun");
+        &NAME
+    }
+}
+
+impl<S> StateInitializer<S> for CompletedRun {}
+
+impl<EM, OT, S> Feedback<EM, SysInput, OT, S> for CompletedRun {
+    fn is_interesting(
+        &mut self,
+        _state: &mut S,
+        _manager: &mut EM,
+        _input: &SysInput,
+        _observers: &OT,
+        exit_kind: &ExitKind,
+    ) -> Result<bool, libafl::Error> {
+        Ok(*exit_kind != ExitKind::Timeout)
+    }
+}

@@ -136,9 +136,9 @@ pub fn run(args: &Options) -> Result<SysFuzzReport> {
     report.executions = f.executions();
     report.execs_per_sec = (report.executions - initial_execs) as f64 / report.seconds.max(1e-9);
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&report)?);
+        crate::outln!("{}", serde_json::to_string_pretty(&report)?);
     } else {
-        println!(
+        crate::outln!(
             "{} executions in {:.1}s ({:.0}/s, runs stopped at {} ms); queue {} -> {}, edges {} -> {}; {} crash(es), {} timeout(s) in {}",
             report.executions,
             report.seconds,
