@@ -146,7 +146,7 @@ def log(msg):
 
 def write_atomic(path, text):
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
+    tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")  # two invocations may share the results
     tmp.write_text(text)
     os.replace(tmp, path)
 

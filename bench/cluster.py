@@ -196,7 +196,7 @@ def write_table(a):
                     p = f"{bugs.mann_whitney(t[cfg], t['one'])[1]:.3f}"
                     a12 = f"{bugs.a12_faster(t[cfg], t['one']):.2f}"
                 on = sorted({r["found_on"].get(b) for r in runs[cfg] if r["found_on"].get(b)})
-                L.append(f"| {b}: found {n}/{len(runs[cfg])} s{' (on ' + ', '.join(on) + ')' if cfg != 'one' and on else ''} "
+                L.append(f"| {b} (s; found {n}/{len(runs[cfg])}{', on ' + ', '.join(on) if cfg != 'one' and on else ''}) "
                          f"| {cfg} | {len(t[cfg])} | {m} | {rg} | {p} | {a12} |")
         L += ["", "| run | " + " | ".join(bugs.SUBJECTS[subj]["bugs"]) + " | execs/s | nodes (execs) | other alarms |",
               "|---|" + "---|" * (len(bugs.SUBJECTS[subj]["bugs"]) + 3)]
