@@ -621,6 +621,12 @@ def trestle_run(task, a, work, bin_dir, builds):
     state = json.loads(cj.read_text()) if cj.exists() else None
     if state is not None and state["settings"]["budget"] != float(a.time):
         state = None  # another budget: start again
+    # A campaign left by another trestle build is neither reused nor resumed.
+    build_file = d / "trestle.sha1"
+    this_build = sha1_files([t])
+    if state is not None and (not build_file.exists() or build_file.read_text().strip() != this_build):
+        log(f"{subj} {col}-{rep}: the campaign in {camp} is from another trestle build; starting again")
+        state = None
     first_cmd = [str(t), "run", "--program", str(builds["trestle"]), "--seeds", str(seeds),
                  "--validate-with", str(builds["cov"]), "--time", f"{a.time}s", "--out", str(camp),
                  "--seed", str(rep + 1), "--plain"] + (["--system-only"] if col == "system-only" else [])
@@ -650,6 +656,7 @@ def trestle_run(task, a, work, bin_dir, builds):
         stopped.unlink(missing_ok=True)
         shutil.rmtree(camp, ignore_errors=True)
         (d / "run.log").unlink(missing_ok=True)
+        write_atomic(build_file, this_build + "\n")
         cmd = first_cmd
     elif not state.get("finished") and state["elapsed"] < state["settings"]["budget"] - 1 and not stopped.exists():
         cmd = [str(t), "run", "--resume", str(camp), "--plain"]
