@@ -553,6 +553,18 @@ def read_timeline(camp):
     return rows
 
 
+def alarm_tests(camp, alarms):
+    """[(alarm, file name, test)]: each alarm's reduced and lifted tests that exist, in
+    that order."""
+    out = []
+    for al in alarms:
+        for name in ("reduced.json", "lifted.json"):
+            p = camp / "alarms" / al["id"] / name
+            if p.exists():
+                out.append((al, name, json.loads(p.read_text())))
+    return out
+
+
 def alarm_times(camp, alarms):
     """{alarm id: (seconds, source)}: found_at when alarms.json has it, otherwise the
     first timeline row whose alarm count reaches the alarm's rank in discovery order
@@ -676,13 +688,9 @@ def trestle_run(task, a, work, bin_dir, builds):
     alarms = json.loads(af.read_text())["alarms"] if af.exists() else []  # not written while there is none
     times = alarm_times(camp, alarms)
     # Classify every alarm on the plain build: its reduced test, else its lifted test.
-    tests, which = [], []
-    for al in alarms:
-        for name in ("reduced.json", "lifted.json"):
-            p = camp / "alarms" / al["id"] / name
-            if p.exists():
-                tests.append(json.loads(p.read_text()))
-                which.append((al, name))
+    found_tests = alarm_tests(camp, alarms)
+    tests = [test for _, _, test in found_tests]
+    which = [(al, name) for al, name, _ in found_tests]
     verdicts = validate(t, builds["plain"], tests, d / "validate")
     plain = {}
     for (al, name), v in zip(which, verdicts):

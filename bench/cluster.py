@@ -114,13 +114,10 @@ def one_run(subj, config, rep, a, bin_dir, work, builds):
     alarms = json.loads(af.read_text())["alarms"] if af.exists() else []
     times = bugs.alarm_times(camp, alarms)
     tests, which = [], []
-    for al in alarms:
-        for name in ("reduced.json", "lifted.json"):
-            p = camp / "alarms" / al["id"] / name
-            if p.exists():
-                tests.append(json.loads(p.read_text()))
-                which.append(al)
-                break
+    for al, _, test in bugs.alarm_tests(camp, alarms):
+        if not which or which[-1]["id"] != al["id"]:  # the reduced test when there is one
+            tests.append(test)
+            which.append(al)
     verdicts = bugs.validate(t, builds["plain"], tests, d / "validate")
     cfg = bugs.SUBJECTS[subj]
     found = {b: None for b in cfg["bugs"]}
