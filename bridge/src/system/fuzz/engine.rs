@@ -58,6 +58,8 @@ trait Engine {
     /// The executor's per-run limit ([`SysExecutor::set_limit`]).
     fn set_limit(&mut self, limit: Duration);
     fn limit(&self) -> Duration;
+    /// Runs stopped at the short limit, and those of them that were only slow.
+    fn stopped_runs(&self) -> (u64, u64);
 }
 
 struct Parts<Z, E, ST> {
@@ -88,6 +90,10 @@ where
 
     fn limit(&self) -> Duration {
         self.executor.limit()
+    }
+
+    fn stopped_runs(&self) -> (u64, u64) {
+        (self.executor.runs_stopped, self.executor.runs_slow)
     }
 }
 
@@ -252,10 +258,10 @@ impl SysFuzzer {
         .track_indices();
         let time_observer = TimeObserver::new("time");
         let found = Arc::new(Mutex::new(Found::default()));
-        // New coverage (or time) of a run that ended by itself: a run stopped at a
-        // limit is a timeout finding or nothing, never a queue entry.
+        // New coverage (or time) of a run that ended by itself within the short limit:
+        // a run stopped there is a timeout finding or nothing, never a queue entry.
         let mut feedback = feedback_and_fast!(
-            CompletedRun,
+            CompletedRun::new(executor.stopped()),
             feedback_or!(MaxMapFeedback::new(&edges_observer), TimeFeedback::new(&time_observer))
         );
         // Only findings with coverage no earlier finding had: one file per way to fail.
@@ -349,6 +355,12 @@ impl SysFuzzer {
     /// with new edges runs again to the hang limit, `--timeout`).
     pub fn run_limit(&self) -> Duration {
         self.engine.limit()
+    }
+
+    /// Runs stopped at the run limit, and how many of them ran again to end within the
+    /// hang limit (slow inputs, kept neither in the queue nor as timeouts).
+    pub fn stopped_runs(&self) -> (u64, u64) {
+        self.engine.stopped_runs()
     }
 
     /// Fail early on a start that cannot fuzz: nothing in the queue, or no coverage.

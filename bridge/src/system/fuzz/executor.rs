@@ -56,6 +56,9 @@ pub struct SysExecutor<OT> {
     /// Set when the last run was a timeout at the hang limit (not only stopped at the
     /// short one): only those are findings.
     hung: Arc<AtomicBool>,
+    /// Set when the last run was stopped at the short limit, whatever its run at the
+    /// hang limit then did: such an input is slow, and never a queue entry.
+    stopped: Arc<AtomicBool>,
     /// Set for every run, after the test's own environment.
     env: Vec<(String, String)>,
     observers: OT,
@@ -67,6 +70,11 @@ pub struct SysExecutor<OT> {
     serving: Option<bool>,
     /// Forkservers started after the first (one died).
     pub restarts: u64,
+    /// Runs stopped at the short limit.
+    pub runs_stopped: u64,
+    /// Of those, the runs that ran again to end within the hang limit (slow inputs:
+    /// neither queue entries nor timeouts).
+    pub runs_slow: u64,
     /// What the stdin file holds now.
     last_stdin: Option<Vec<u8>>,
     /// Say so when the program cannot serve (the main executor does; a second one
@@ -122,12 +130,15 @@ impl<OT> SysExecutor<OT> {
             hang: timeout,
             slow_edges: None,
             hung: Arc::new(AtomicBool::new(false)),
+            stopped: Arc::new(AtomicBool::new(false)),
             env,
             observers,
             slot: 0,
             server: None,
             serving: if no_forkserver { Some(false) } else { None },
             restarts: 0,
+            runs_stopped: 0,
+            runs_slow: 0,
             last_stdin: None,
             notice: true,
         })
@@ -188,7 +199,9 @@ impl<OT> SysExecutor<OT> {
     fn run(&mut self, input: &SysInput) -> Result<ExitKind, libafl::Error> {
         self.hung.store(false, Ordering::Relaxed);
         let mut kind = self.run_within(input, self.limit)?;
+        self.stopped.store(kind == ExitKind::Timeout, Ordering::Relaxed);
         if kind == ExitKind::Timeout && self.limit < self.hang {
+            self.runs_stopped += 1;
             if let Some(edges) = self.slow_edges.as_mut() {
                 if !edges.new_edges() {
                     return Ok(kind);
@@ -196,6 +209,7 @@ impl<OT> SysExecutor<OT> {
                 edges.clear();
             }
             kind = self.run_within(input, self.hang)?;
+            self.runs_slow += u64::from(kind != ExitKind::Timeout);
         }
         self.hung.store(kind == ExitKind::Timeout, Ordering::Relaxed);
         Ok(kind)
@@ -204,6 +218,12 @@ impl<OT> SysExecutor<OT> {
     /// Set after each run that was a timeout at the hang limit.
     pub(super) fn hung(&self) -> Arc<AtomicBool> {
         self.hung.clone()
+    }
+
+    /// Set after each run stopped at the short limit (also when it then ended within
+    /// the hang limit).
+    pub(super) fn stopped(&self) -> Arc<AtomicBool> {
+        self.stopped.clone()
     }
 
     fn run_within(&mut self, input: &SysInput, limit: Duration) -> Result<ExitKind, libafl::Error> {
@@ -301,12 +321,15 @@ impl<OT> SysExecutor<OT> {
             hang: self.hang,
             slow_edges: self.slow_edges,
             hung: self.hung,
+            stopped: self.stopped,
             env: self.env,
             observers,
             slot: self.slot,
             server: self.server,
             serving: self.serving,
             restarts: self.restarts,
+            runs_stopped: self.runs_stopped,
+            runs_slow: self.runs_slow,
             last_stdin: self.last_stdin,
             notice: self.notice,
             limits: self.limits,

@@ -69,6 +69,11 @@ pub struct SysFuzzReport {
     /// Where fuzzed runs stopped, milliseconds: calibrated from the initial corpus,
     /// at most --timeout (a run stopped with new edges ran again to --timeout).
     pub run_limit_ms: u64,
+    /// Fuzzed runs stopped at that limit.
+    pub stopped_runs: u64,
+    /// Of those, the runs that ran again and ended within --timeout: slow inputs,
+    /// neither queue entries nor timeouts (as in AFL++).
+    pub slow_runs: u64,
     /// Executions, the initial corpus included.
     pub executions: u64,
     /// Fuzzing time (after the initial corpus), seconds.
@@ -111,6 +116,8 @@ pub fn run(args: &Options) -> Result<SysFuzzReport> {
         queue: 0,
         edges: 0,
         run_limit_ms: f.run_limit().as_millis() as u64,
+        stopped_runs: 0,
+        slow_runs: 0,
         executions: 0,
         seconds: 0.0,
         execs_per_sec: 0.0,
@@ -134,16 +141,19 @@ pub fn run(args: &Options) -> Result<SysFuzzReport> {
     report.queue = f.queue_len();
     report.edges = f.edges();
     report.executions = f.executions();
+    (report.stopped_runs, report.slow_runs) = f.stopped_runs();
     report.execs_per_sec = (report.executions - initial_execs) as f64 / report.seconds.max(1e-9);
     if args.json {
         crate::outln!("{}", serde_json::to_string_pretty(&report)?);
     } else {
         crate::outln!(
-            "{} executions in {:.1}s ({:.0}/s, runs stopped at {} ms); queue {} -> {}, edges {} -> {}; {} crash(es), {} timeout(s) in {}",
+            "{} executions in {:.1}s ({:.0}/s, runs stopped at {} ms: {}, {} of them slow, not hanging); queue {} -> {}, edges {} -> {}; {} crash(es), {} timeout(s) in {}",
             report.executions,
             report.seconds,
             report.execs_per_sec,
             report.run_limit_ms,
+            report.stopped_runs,
+            report.slow_runs,
             report.initial_queue,
             report.queue,
             report.initial_edges,
