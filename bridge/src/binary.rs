@@ -83,6 +83,27 @@ impl Binary {
         out
     }
 
+    /// Functions reachable from `id` through direct calls, each with the fewest calls
+    /// it takes to get there (`id` itself at 0).
+    pub fn callees_by_depth(&self, id: u64) -> Vec<(&FnMeta, u32)> {
+        let mut seen = std::collections::HashSet::from([id]);
+        let mut level = vec![id];
+        let mut out = Vec::new();
+        let mut depth = 0;
+        while !level.is_empty() {
+            let mut next = Vec::new();
+            for f in level {
+                if let Some(m) = self.functions.get(&f) {
+                    out.push((m, depth));
+                    next.extend(m.callees.iter().copied().filter(|c| seen.insert(*c)));
+                }
+            }
+            level = next;
+            depth += 1;
+        }
+        out
+    }
+
     /// The string literals (and compared constants, also in decimal) of the code `id`
     /// can reach: a dictionary for fuzzing it.
     pub fn dictionary_for(&self, id: u64) -> (Vec<Vec<u8>>, Vec<i64>) {

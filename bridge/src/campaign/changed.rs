@@ -63,15 +63,58 @@ fn functions_at(binary: &Binary, lines: &BTreeMap<PathBuf, Vec<u32>>) -> Vec<Str
     out.into_iter().collect()
 }
 
+/// Whether path `a` (from git, or from a coverage report) and a function's debug-info
+/// file name the same source file: the same path, or one path the tail of the other.
 pub(super) fn same_source(a: &Path, debug_file: &str) -> bool {
     let b = Path::new(debug_file);
     if a == b {
         return true;
     }
-    match (std::fs::canonicalize(a), std::fs::canonicalize(b)) {
-        (Ok(x), Ok(y)) => x == y,
-        _ => a.ends_with(b) || b.ends_with(a.strip_prefix("/").unwrap_or(a)),
+    if let (Ok(x), Ok(y)) = (std::fs::canonicalize(a), std::fs::canonicalize(b)) {
+        if x == y {
+            return true;
+        }
     }
+    let (a, b) = (tidy(a), tidy(b));
+    common_tail(a, b) == a.components().count().min(b.components().count())
+}
+
+/// `p` without a leading `./`.
+fn tidy(p: &Path) -> &Path {
+    p.strip_prefix("./").unwrap_or(p)
+}
+
+/// How many trailing path components `a` and `b` share (`./` aside).
+fn common_tail(a: &Path, b: &Path) -> usize {
+    tidy(a).components().rev().zip(tidy(b).components().rev()).take_while(|(x, y)| x == y).count()
+}
+
+/// Among a report's files, the one that is `debug_file`: the same file
+/// ([`same_source`]), or else the one whose path shares the longest tail with it, if
+/// only one does. The coverage build (`--validate-with`) is a second build of the
+/// sources, usually in another directory: `/b/cov/sed-4.9/sed/execute.c` is the
+/// fuzzed build's `/b/trestle/sed-4.9/sed/execute.c`, not `…/lib/execute.c`.
+pub(super) fn matching_source<'a, V>(files: impl IntoIterator<Item = (&'a str, V)>, debug_file: &str) -> Option<V> {
+    let debug = Path::new(debug_file);
+    let mut best: Option<(usize, V)> = None;
+    let mut tied = false;
+    for (f, v) in files {
+        let f = Path::new(f);
+        if same_source(f, debug_file) {
+            return Some(v);
+        }
+        let n = common_tail(f, debug);
+        match &best {
+            Some((m, _)) if n < *m => {}
+            Some((m, _)) if n == *m => tied = true,
+            _ if n > 0 => {
+                best = Some((n, v));
+                tied = false;
+            }
+            _ => {}
+        }
+    }
+    best.filter(|_| !tied).map(|(_, v)| v)
 }
 
 /// Each function's source file and the lines it spans (from its first line to the next
@@ -95,4 +138,29 @@ pub(super) fn function_lines(binary: &Binary) -> FunctionLines {
         }
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{matching_source, same_source};
+    use std::path::Path;
+
+    #[test]
+    fn a_source_file_is_found_in_another_build_and_relative_to_either() {
+        let fuzzed = "/b/trestle/sed-4.9/sed/execute.c";
+        // A path from git, relative to the work tree.
+        assert!(same_source(Path::new("sed/execute.c"), fuzzed));
+        assert!(same_source(Path::new("./sed/execute.c"), fuzzed));
+        assert!(same_source(Path::new("/b/trestle/sed-4.9/sed/execute.c"), "sed/execute.c"));
+        assert!(!same_source(Path::new("lib/execute.c"), fuzzed));
+        // The coverage build of the same sources elsewhere: the file sharing the longest
+        // tail, if only one does.
+        let cov = ["/b/cov/sed-4.9/lib/execute.c", "/b/cov/sed-4.9/sed/execute.c", "/b/cov/sed-4.9/sed/compile.c", "/b/cov/sed-4.9/basicdefs.h"];
+        let find = |debug: &str| matching_source(cov.iter().map(|f| (*f, *f)), debug);
+        assert_eq!(find(fuzzed), Some("/b/cov/sed-4.9/sed/execute.c"));
+        assert_eq!(find("/b/trestle/sed-4.9/basicdefs.h"), Some("/b/cov/sed-4.9/basicdefs.h"));
+        assert_eq!(find("/b/trestle/sed-4.9/sed/debug.c"), None);
+        // Two files as close as each other: neither.
+        assert_eq!(find("/b/trestle/sed-4.9/src/execute.c"), None);
+    }
 }

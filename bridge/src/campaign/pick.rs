@@ -1,14 +1,16 @@
 //! Which unit the campaign fuzzes next.
 //!
-//! Functions are ranked by the code still uncovered in them and (at a fifth) in what
-//! they call, less each time they were fuzzed; changed functions come first. Every
+//! Functions are ranked by the code still uncovered in them (lines not run, branch
+//! directions not taken) and in what they call, counted less with each call further
+//! down ([`DEPTH_DECAY`]), and less each time they were fuzzed; changed functions come
+//! first. Every
 //! [`EXPLORE_EVERY`]th pick goes to a function not fuzzed yet, larger first, whatever
 //! its coverage: a buffer overflow in code the seeds run is no less a bug. Among the
 //! units of a function, those whose parameters cover more of the input and more kinds
 //! (streams and numbers above all) come first, and a unit whose parameter values all
 //! occur in a unit of the function already fuzzed is skipped.
 
-use super::changed::{same_source, FunctionLines};
+use super::changed::{matching_source, FunctionLines};
 use super::runner::Runner;
 use super::FuzzedUnit;
 use crate::binary::Binary;
@@ -26,6 +28,14 @@ pub(super) struct Pick {
 
 /// One pick in this many goes to a function never fuzzed, whatever its coverage.
 const EXPLORE_EVERY: usize = 3;
+
+/// What uncovered code one call further down counts for, against the function's own:
+/// each call between a unit and that code adds conditions its parameters must meet on
+/// the way. (Counted flat over every function reachable, `main` and the dispatchers
+/// under it outranked every function doing the work: a sed campaign fuzzed `main`,
+/// `process_files` and `execute_program` and never `do_list`, whose `l N` width meets a
+/// comparison no seed made false.)
+const DEPTH_DECAY: f64 = 0.3;
 
 /// Added to the score of a changed function not fuzzed yet: above any other.
 const CHANGED_FIRST: f64 = 1e12;
@@ -79,9 +89,9 @@ impl<'a> History<'a> {
 /// Code still uncovered in a function and (less) in what it calls.
 struct Reach<'a> {
     binary: &'a Binary,
-    /// Each function's own score: uncovered lines in its span, or without coverage,
-    /// its compared constants. Computed once per pick: a campaign carves thousands of
-    /// units of a few hundred functions.
+    /// Each function's own score: uncovered lines and branch directions in its span,
+    /// or without coverage, its compared constants. Computed once per pick: a campaign
+    /// carves thousands of units of a few hundred functions.
     own: HashMap<u64, f64>,
     memo: HashMap<u64, f64>,
     /// What `own` counts, for the reason of a pick.
@@ -91,7 +101,7 @@ struct Reach<'a> {
 impl<'a> Reach<'a> {
     fn new(binary: &'a Binary, lines: &FunctionLines, uncovered: Option<&BTreeMap<String, Vec<u32>>>) -> Self {
         let (own, measure) = match uncovered {
-            Some(unc) => (Self::uncovered_in_span(lines, unc), "uncovered lines"),
+            Some(unc) => (Self::uncovered_in_span(lines, unc), "uncovered lines and branch directions"),
             None => (binary.functions.values().map(|f| (f.id, 1.0 + f.cmp_constants.len() as f64)).collect(), "compared constants"),
         };
         Reach { binary, own, memo: HashMap::new(), measure }
@@ -102,9 +112,7 @@ impl<'a> Reach<'a> {
         lines
             .iter()
             .map(|(id, (file, start, end))| {
-                let lines = *by_debug_file
-                    .entry(file.as_str())
-                    .or_insert_with(|| unc.iter().find(|(f, _)| same_source(Path::new(f), file)).map(|(_, ls)| ls));
+                let lines = *by_debug_file.entry(file.as_str()).or_insert_with(|| matching_source(unc.iter().map(|(f, ls)| (f.as_str(), ls)), file));
                 let n = lines.map_or(0, |ls| ls.iter().filter(|l| (*start..*end).contains(*l)).count());
                 (*id, n as f64)
             })
@@ -114,7 +122,11 @@ impl<'a> Reach<'a> {
     fn of(&mut self, id: u64) -> f64 {
         let (binary, own) = (self.binary, &self.own);
         *self.memo.entry(id).or_insert_with(|| {
-            binary.callees_closure(id).iter().map(|f| own.get(&f.id).copied().unwrap_or(0.0) * if f.id == id { 1.0 } else { 0.2 }).sum::<f64>()
+            binary
+                .callees_by_depth(id)
+                .iter()
+                .map(|(f, depth)| own.get(&f.id).copied().unwrap_or(0.0) * DEPTH_DECAY.powi(*depth as i32))
+                .sum::<f64>()
                 + 0.1
         })
     }
@@ -136,7 +148,7 @@ impl Runner {
     /// The next unit to fuzz (see the module's documentation for the order).
     pub(super) fn pick(&self) -> Option<Pick> {
         let history = History::of(&self.c.fuzzed);
-        let uncovered = self.lifter.as_ref().and_then(|l| l.uncovered_lines());
+        let uncovered = self.lifter.as_ref().and_then(|l| l.uncovered());
         let mut reach_of = Reach::new(&self.binary, &self.lines, uncovered.as_ref());
         let measure = reach_of.measure;
         // Every third pick explores: a function never fuzzed, covered or not (memory

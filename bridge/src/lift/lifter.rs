@@ -212,9 +212,11 @@ impl Lifter {
         Ok(())
     }
 
-    /// Lines of each source file not covered so far, by file; `None` without coverage.
-    pub fn uncovered_lines(&self) -> Option<BTreeMap<String, Vec<u32>>> {
-        self.coverage.as_ref().map(|c| c.uncovered_lines())
+    /// What is not covered so far, by file: a line per line not run and per branch
+    /// direction not taken ([`crate::system::coverage::CoverageSet::uncovered`]);
+    /// `None` without coverage.
+    pub fn uncovered(&self) -> Option<BTreeMap<String, Vec<u32>>> {
+        self.coverage.as_ref().map(|c| c.uncovered())
     }
 
     /// The alarms so far.

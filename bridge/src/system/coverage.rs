@@ -18,6 +18,8 @@ pub struct CoverageSet {
     pub branches_total: usize,
     /// Every instrumented line, `file:line`, run or not.
     pub lines_total: BTreeSet<String>,
+    /// Every branch direction, `file:line:block:branch`, taken or not.
+    pub branches_all: BTreeSet<String>,
 }
 
 impl CoverageSet {
@@ -31,15 +33,29 @@ impl CoverageSet {
         other.items.difference(&self.items).count()
     }
 
-    /// Instrumented lines not run yet, by file.
-    pub fn uncovered_lines(&self) -> std::collections::BTreeMap<String, Vec<u32>> {
+    /// What is not covered yet, by file: the line of every instrumented line not run
+    /// and of every branch direction not taken (a line may come more than once). A
+    /// comparison whose outcome never changed (`n <= 65532` always true) shows only as
+    /// a branch direction: its line ran.
+    pub fn uncovered(&self) -> std::collections::BTreeMap<String, Vec<u32>> {
         let mut out: std::collections::BTreeMap<String, Vec<u32>> = Default::default();
+        let mut add = |file_line: &str| {
+            if let Some((file, n)) = file_line.rsplit_once(':') {
+                if let Ok(n) = n.parse() {
+                    out.entry(file.to_owned()).or_default().push(n);
+                }
+            }
+        };
         for l in &self.lines_total {
             if !self.items.contains(&format!("L {l}")) {
-                if let Some((file, n)) = l.rsplit_once(':') {
-                    if let Ok(n) = n.parse() {
-                        out.entry(file.to_owned()).or_default().push(n);
-                    }
+                add(l);
+            }
+        }
+        for b in &self.branches_all {
+            if !self.items.contains(&format!("B {b}")) {
+                // file:line:block:branch → file:line
+                if let Some(file_line) = b.rsplitn(3, ':').nth(2) {
+                    add(file_line);
                 }
             }
         }
@@ -50,6 +66,7 @@ impl CoverageSet {
     pub fn extend(&mut self, other: &CoverageSet) {
         self.items.extend(other.items.iter().cloned());
         self.lines_total.extend(other.lines_total.iter().cloned());
+        self.branches_all.extend(other.branches_all.iter().cloned());
         self.branches_total = self.branches_total.max(other.branches_total);
     }
 }
@@ -122,9 +139,11 @@ pub fn parse_lcov(text: &str) -> CoverageSet {
             let p: Vec<&str> = rest.split(',').collect();
             if p.len() == 4 {
                 set.branches_total += 1;
+                let direction = format!("{file}:{}:{}:{}", p[0], p[1], p[2]);
                 if p[3].parse::<u64>().is_ok_and(|c| c > 0) {
-                    set.items.insert(format!("B {file}:{}:{}:{}", p[0], p[1], p[2]));
+                    set.items.insert(format!("B {direction}"));
                 }
+                set.branches_all.insert(direction);
             }
         }
     }
@@ -145,5 +164,7 @@ mod tests {
         let mut more = s.clone();
         more.items.insert("L /s/a.c:4".into());
         assert_eq!(s.new_in(&more), 1);
+        // Line 4 never ran; line 3 ran, but two of its branch directions were never taken.
+        assert_eq!(s.uncovered()["/s/a.c"], vec![4, 3, 3]);
     }
 }
