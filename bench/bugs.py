@@ -712,6 +712,11 @@ def trestle_run(task, a, work, bin_dir, builds):
                 others[what] = sec
         else:
             unreproduced.append({"id": al["id"], "signature": al.get("signature"), "seconds": sec})
+    if c.get("finished") or stopped.exists():
+        # Carved units are no result and run to gigabytes on sed (a resumed campaign
+        # would need them; a finished one does not).
+        shutil.rmtree(camp / "units", ignore_errors=True)
+        shutil.rmtree(camp / "traces", ignore_errors=True)
     degenerate = None
     if col in ("bridge", "changed") and not c.get("fuzzed"):
         degenerate = "no unit was fuzzed (see run.log): the run was system-only in effect"

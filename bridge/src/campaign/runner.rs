@@ -195,8 +195,12 @@ impl Runner {
         crate::files::remove_dir_if_present(&units)?;
         self.status("carving");
         let t = Instant::now();
-        let summary = carve::run(&carve::Options { traces, out: units.clone(), program: None, quiet: true })
+        let summary = carve::run(&carve::Options { traces: traces.clone(), out: units.clone(), program: None, quiet: true })
             .with_context(|| format!("carving batch {round} into {}", units.display()))?;
+        // The traces served only this carving: gigabytes on a program like sed (a 10
+        // minute campaign recorded 2.6 GB), which a long campaign must not pile up.
+        // The batch's tests stay, to record again.
+        crate::files::remove_dir_if_present(&traces)?;
         self.spent(PHASE_CARVE, t);
         let index = summary.index;
         if summary.bad_traces > 0 {
