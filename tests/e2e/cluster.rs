@@ -1,6 +1,6 @@
 //! A campaign across machines, as separate processes on 127.0.0.1: a main node
 //! (`trestle run --listen --delegate`, so every find is a worker's) and two workers
-//! (`trestle join`). Every node reports executions, a worker's bug is reported by the
+//! (`trestle join`, one of them on two cores). Every node reports executions, a worker's bug is reported by the
 //! main node as a true alarm naming the worker, a worker killed with SIGKILL loses
 //! none of what it had sent, a worker with another build is refused on both sides, and
 //! a worker whose main node goes away stops with a message.
@@ -71,7 +71,8 @@ fn a_main_node_and_two_workers_report_the_workers_bug_and_lose_nothing_to_a_kill
     );
     std::thread::sleep(Duration::from_secs(2));
     let (wa, wb) = (s.dir.join("wa"), s.dir.join("wb"));
-    let mut a = spawn(&[&"join", &addr, &"--program", &s.program, &"--name", &"a", &"--out", &wa], &s.dir.join("a.log"));
+    // a works on two cores: two single-core workers, a-c1 and a-c2.
+    let mut a = spawn(&[&"join", &addr, &"--program", &s.program, &"--name", &"a", &"--cores", &"2", &"--out", &wa], &s.dir.join("a.log"));
     let mut b = spawn(&[&"join", &addr, &"--program", &s.program, &"--name", &"b", &"--out", &wb], &s.dir.join("b.log"));
 
     // Another build of the program is turned away, in one line on both sides.
@@ -104,6 +105,9 @@ fn a_main_node_and_two_workers_report_the_workers_bug_and_lose_nothing_to_a_kill
     let a_status = a.wait().unwrap();
     let a_log = std::fs::read_to_string(s.dir.join("a.log")).unwrap();
     assert!(a_status.success() && a_log.contains("the campaign is over"), "worker a: {a_log}");
+    for w in ["a-c1", "a-c2"] {
+        assert!(a_log.contains(&format!("{w} stopped (the campaign is over)")), "worker {w}: {a_log}");
+    }
 
     let got = names(&sent_by_b);
     let lost: Vec<&String> = had.iter().filter(|n| !got.contains(n)).collect();
@@ -112,8 +116,10 @@ fn a_main_node_and_two_workers_report_the_workers_bug_and_lose_nothing_to_a_kill
     // Every node reports executions; the alarms are the workers', true, and named.
     let report: Value = serde_json::from_str(&ok(&mut trestle(&[&"report", &camp, &"--json"]))).unwrap();
     let nodes = report["nodes"].as_array().unwrap();
-    let node_names: Vec<&str> = nodes.iter().map(|n| n["name"].as_str().unwrap()).collect();
-    assert_eq!(node_names, ["main", "a", "b"], "{nodes:?}");
+    let mut node_names: Vec<&str> = nodes.iter().map(|n| n["name"].as_str().unwrap()).collect();
+    assert_eq!(node_names[0], "main", "{nodes:?}");
+    node_names.sort();
+    assert_eq!(node_names, ["a-c1", "a-c2", "b", "main"], "{nodes:?}");
     for n in nodes {
         assert!(n["execs"].as_u64().unwrap() > 0, "a node without executions: {n}");
     }
@@ -121,14 +127,14 @@ fn a_main_node_and_two_workers_report_the_workers_bug_and_lose_nothing_to_a_kill
     assert!(!alarms.is_empty(), "no alarm in 150 s from two workers: {log}");
     for al in &alarms {
         let on = al["found_on"].as_str().unwrap_or_else(|| panic!("an alarm of a campaign that only workers fuzzed names no worker: {al}"));
-        assert!(on == "a" || on == "b", "{al}");
+        assert!(["a-c1", "a-c2", "b"].contains(&on), "{al}");
         let script = camp.join("alarms").join(al["id"].as_str().unwrap()).join("reproduce.sh");
         let r = run(Command::new("sh").arg(&script).arg(&s.plain));
         assert_eq!(r.status.code(), Some(139), "{} does not crash the plain program", script.display());
     }
     ok(&mut trestle(&[&"report", &camp]));
     let md = std::fs::read_to_string(camp.join("report.md")).unwrap();
-    assert!(md.contains("## Nodes") && md.contains("| `a` |"), "{md}");
+    assert!(md.contains("## Nodes") && md.contains("| `a-c1` |") && md.contains("| `a-c2` |"), "{md}");
 }
 
 #[test]

@@ -13,7 +13,9 @@ pub struct JoinArgs {
     /// The program, the same build as the main node's (built with trestle-cc).
     #[arg(long)]
     pub program: PathBuf,
-    /// Cores to fuzz units on.
+    /// Cores to fuzz on: with N > 1, N single-core workers NAME-c1 … NAME-cN, each
+    /// with a system fuzzer and unit slices of its own, in child processes that die
+    /// with this one.
     #[arg(long, default_value_t = 1)]
     pub cores: usize,
     /// Work at most this long (default: until the campaign ends).

@@ -7,6 +7,11 @@
 //! It stops when its time or the campaign's is up, when the main node says the
 //! campaign is done, or when the main node has not been heard of for
 //! [`MAIN_SILENCE`] (it went away), each with a message.
+//!
+//! With `--cores N` (N > 1) the process starts N single-core workers of its own,
+//! `NAME-c1` … `NAME-cN`, each on a core of its own with its own system fuzzer and
+//! unit slices (they share what they find through the brokers, as any workers do), and
+//! waits for them; they die with it.
 
 use super::link::Link;
 use super::{Message, UnitFile, Work, PROTOCOL};
@@ -32,7 +37,7 @@ pub struct Options {
     pub addr: String,
     /// The program, the same build as the main node's.
     pub program: PathBuf,
-    /// Cores to fuzz units on.
+    /// Cores to fuzz on: one worker process per core.
     pub cores: usize,
     /// How long to work at most (default: as long as the campaign).
     pub time: Option<Duration>,
@@ -59,11 +64,20 @@ pub struct Summary {
 
 /// Run `trestle join`.
 pub fn run(o: &Options) -> Result<Summary> {
+    if o.cores == 0 {
+        bail!("--cores 0: a worker needs at least one core");
+    }
+    if o.cores > 1 {
+        return run_per_core(o);
+    }
     let binary = Binary::load(&o.program)?;
     let node = o.name.clone().unwrap_or_else(default_name);
     let link = Link::join(&o.addr)?;
     link.send(&Message::Hello { node: node.clone(), protocol: PROTOCOL, build: binary.build, cores: o.cores })?;
     let (work, backlog) = welcome(&link, &node)?;
+    // A fuzzer and the program it runs take turns: one core serves both best. (Once
+    // welcomed: a refused worker says one line, why.)
+    crate::fuzz::bind_core(None, false)?;
     let scratch;
     let dir = match &o.out {
         Some(d) => d.clone(),
@@ -85,6 +99,57 @@ pub fn run(o: &Options) -> Result<Summary> {
     w.send_stats()?;
     eprintln!("trestle join: {} stopped ({stopped}): {} executions, {} finds sent", w.node, w.execs, w.finds);
     Ok(Summary { node: w.node, execs: w.execs, finds: w.finds, stopped })
+}
+
+/// `--cores N`: N single-core workers in child processes (`NAME-c1` … `NAME-cN`, each
+/// with its own directory under `--out`), which die with this process; returns when
+/// all have stopped (each prints its own figures, and the main node has them).
+fn run_per_core(o: &Options) -> Result<Summary> {
+    let available = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
+    if o.cores > available {
+        bail!("--cores {}: this process may run on {available} core(s)", o.cores);
+    }
+    Binary::load(&o.program)?; // a missing or foreign program: one error, not N
+    let base = o.name.clone().unwrap_or_else(default_name);
+    let exe = std::env::current_exe().context("cannot find the trestle executable")?;
+    let mut children = Vec::new();
+    for k in 1..=o.cores {
+        let name = format!("{base}-c{k}");
+        let mut cmd = std::process::Command::new(&exe);
+        cmd.arg("join").arg(&o.addr).arg("--program").arg(&o.program).args(["--cores", "1", "--name", name.as_str()]);
+        if let Some(t) = o.time {
+            cmd.arg("--time").arg(format!("{}ms", t.as_millis()));
+        }
+        if let Some(out) = &o.out {
+            cmd.arg("--out").arg(out.join(&name));
+        }
+        if o.no_sandbox {
+            cmd.arg("--no-sandbox");
+        }
+        use std::os::unix::process::CommandExt as _;
+        // SAFETY: prctl only sets this child's parent-death signal.
+        unsafe {
+            cmd.pre_exec(|| {
+                libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM as libc::c_ulong);
+                Ok(())
+            });
+        }
+        let child = cmd.spawn().with_context(|| format!("cannot start worker {name} ({})", exe.display()))?;
+        children.push((name, child));
+    }
+    eprintln!("trestle join: {} workers started ({base}-c1 … {base}-c{})", o.cores, o.cores);
+    let mut failed = Vec::new();
+    for (name, mut child) in children {
+        let status = child.wait().with_context(|| format!("waiting for worker {name}"))?;
+        if !status.success() {
+            failed.push(format!("{name} ({status})"));
+        }
+    }
+    if !failed.is_empty() {
+        bail!("worker(s) {} stopped with an error (see their lines above)", failed.join(", "));
+    }
+    // Each worker said its own figures; the main node has them all.
+    Ok(Summary { node: base, execs: 0, finds: 0, stopped: format!("its {} workers stopped", o.cores) })
 }
 
 fn default_name() -> String {
@@ -301,7 +366,7 @@ impl Worker {
             self.seed.wrapping_add(self.rounds),
             self.cores,
         );
-        let report = if self.cores == 1 { trestle_unit_fuzz::fuzz_in_process(&cfg) } else { trestle_unit_fuzz::fuzz(&cfg) };
+        let report = trestle_unit_fuzz::fuzz_in_process(&cfg);
         let executions = match report {
             Ok(r) => r.executions,
             Err(e) => {
