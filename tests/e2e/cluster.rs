@@ -106,7 +106,7 @@ fn a_main_node_and_two_workers_report_the_workers_bug_and_lose_nothing_to_a_kill
     let a_log = std::fs::read_to_string(s.dir.join("a.log")).unwrap();
     assert!(a_status.success() && a_log.contains("the campaign is over"), "worker a: {a_log}");
     for w in ["a-c1", "a-c2"] {
-        assert!(a_log.contains(&format!("{w} stopped (the campaign is over)")), "worker {w}: {a_log}");
+        assert!(a_log.contains(&format!("{w} stopped (the campaign is over")), "worker {w}: {a_log}");
     }
 
     let got = names(&sent_by_b);
