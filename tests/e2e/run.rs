@@ -3,7 +3,8 @@
 //! system-only run with the same budget reports only real bugs and runs no unit, a changed
 //! function is fuzzed first, a campaign killed with SIGKILL resumes without losing an
 //! alarm or a unit, the report renders with both coverage curves, and the alarms come
-//! out as SARIF 2.1.0 that the OASIS schema accepts.
+//! out as SARIF 2.1.0 that the OASIS schema accepts. And a lifted test that hangs stops
+//! at the campaign's hang limit.
 
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
@@ -369,4 +370,58 @@ extern "C" {
     fn libc_kill(pid: i32, sig: i32) -> i32;
     #[link_name = "geteuid"]
     fn libc_geteuid() -> u32;
+}
+
+const LOOPS: &str = r#"
+#include <stdio.h>
+
+/* check() crashes on a value above 1000, which main never passes it: main loops on
+   such a value first. A unit finding of check() lifts to a system test that hangs. */
+__attribute__((noinline)) int check(int n) {
+    if (n > 1000) { volatile int *p = 0; *p = n; }
+    return n + 1;
+}
+
+int main(void) {
+    int n = 0;
+    if (scanf("%d", &n) != 1) return 1;
+    if (n > 1000) for (;;) {}
+    printf("%d\n", check(n));
+    return 0;
+}
+"#;
+
+/// A lifted test that hangs at system level stops at the campaign's hang limit
+/// (`--timeout`), not at the sandbox's five times that limit (which cost dc campaigns
+/// most of their lifting time): the false positive it makes names the shorter limit,
+/// and it is no alarm.
+#[test]
+fn a_lifted_test_that_hangs_stops_at_the_hang_limit() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let src = d.join("loops.c");
+    std::fs::write(&src, LOOPS).unwrap();
+    let prog = d.join("loops");
+    ok(Command::new(tool("trestle-cc")).args(["-O1", "-g"]).arg(&src).arg("-o").arg(&prog));
+    let plain = d.join("loops-plain");
+    ok(Command::new("clang-19").args(["-O1", "-g"]).arg(&src).arg("-o").arg(&plain));
+    let seeds = d.join("seeds");
+    write_test(&seeds, "five", &json!({ "stdin": "5\n" }));
+    let out = d.join("camp");
+    let o = run(&mut trestle(&[
+        &"run", &"--program", &prog, &"--seeds", &seeds, &"--validate-with", &plain, &"--time", &"40s", &"--timeout", &"1s",
+        &"--focus", &"check", &"--out", &out, &"--plain", &"--unit-slice", &"5s",
+    ]));
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(alarm_list(&out).is_empty(), "a hang was reported as an alarm: {:?}", alarm_list(&out));
+    let mut reasons = Vec::new();
+    for e in std::fs::read_dir(out.join("false-positives")).expect("no false positive: check()'s crash was not lifted") {
+        let r = json(&e.unwrap().path().join("reason.json"));
+        reasons.push(r["reason"].as_str().unwrap_or_default().to_owned());
+    }
+    let limited: Vec<&String> = reasons.iter().filter(|r| r.contains("limit")).collect();
+    assert!(!limited.is_empty(), "no lifted test of check() ran into a limit: {reasons:?}");
+    for r in limited {
+        assert!(r.contains("(1s)") || r.contains("(1.0s)"), "a lifted test ran past the 1 s hang limit: {r}");
+    }
 }

@@ -509,6 +509,8 @@ fn lifter(s: &Settings, seeds: &[NamedTest], out: &Path, elapsed: f64) -> Result
     lifter.set_harness(Some(s.program.clone()));
     // Unit harness runs stop where the unit fuzzer's would count as hangs.
     lifter.set_harness_limit(Duration::from_secs_f64(s.timeout));
+    // Lifted tests too: one that runs past the hang limit is no crash found.
+    lifter.set_lifted_limit(Duration::from_secs_f64(s.timeout));
     lifter.set_epoch(Instant::now() - Duration::from_secs_f64(elapsed.max(0.0)));
     lifter.set_seeds(seeds.iter().map(|n| (n.name.clone(), n.test.clone())).collect());
     Ok(lifter)

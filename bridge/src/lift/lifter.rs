@@ -30,6 +30,9 @@ pub struct Lifter {
     pub(super) harness: Option<PathBuf>,
     /// Wall-clock limit of a unit harness run (default: the sandbox's).
     pub(super) harness_wall: Option<Duration>,
+    /// The sandbox for lifted tests when they stop sooner than system crashes being
+    /// confirmed ([`Lifter::set_lifted_limit`]); `None`: the sandbox.
+    lifted_sandbox: Option<Sandbox>,
     pub(super) progress: bool,
     pub(super) binaries: BTreeMap<PathBuf, Binary>,
     pub(super) effective_tests: Vec<SystemTest>,
@@ -69,6 +72,7 @@ impl Lifter {
             reduce_time: Duration::from_secs(120),
             harness: None,
             harness_wall: None,
+            lifted_sandbox: None,
             progress,
             binaries: BTreeMap::new(),
             effective_tests: Vec::new(),
@@ -173,6 +177,19 @@ impl Lifter {
         self.harness_wall = Some(wall);
     }
 
+    /// Stop a lifted test's run after `wall` (and its CPU time a little before)
+    /// instead of the sandbox's limit. A campaign passes its hang limit: a lifted test
+    /// that runs on past it crashes no sooner for the wait, and on dc such tests (unit
+    /// findings of the evaluator that loop at system level) took 19 runs to the 10 s
+    /// limit, most of a 181 s lifting phase. System crashes being confirmed and
+    /// reduced keep the sandbox's limit.
+    pub fn set_lifted_limit(&mut self, wall: Duration) {
+        let mut sandbox = self.sandbox.clone();
+        sandbox.limits.wall = wall;
+        sandbox.limits.cpu_secs = crate::validate::sandbox::cpu_limit(wall);
+        self.lifted_sandbox = Some(sandbox);
+    }
+
     /// The effective lifted tests found since the last call (a campaign hands them to
     /// its system-level fuzzer).
     pub fn take_effective(&mut self) -> Vec<SystemTest> {
@@ -224,13 +241,16 @@ impl Lifter {
         self.alarms.values().cloned().collect()
     }
 
+    /// Run a lifted test: how it ended, and the coverage items it added (`None`
+    /// without a coverage build).
     pub(super) fn run_system(&mut self, test: &SystemTest) -> Result<(SandboxRun, Option<usize>)> {
+        let sandbox = self.lifted_sandbox.as_ref().unwrap_or(&self.sandbox);
         if self.coverage.is_none() {
-            return Ok((self.sandbox.run(&self.program, test, &[], &self.filter, None)?, None));
+            return Ok((sandbox.run(&self.program, test, &[], &self.filter, None)?, None));
         }
         let dir = tempfile::tempdir()?;
         let prof = dir.path().join("run.profraw");
-        let run = self.sandbox.run(&self.program, test, &[], &self.filter, Some(&prof))?;
+        let run = sandbox.run(&self.program, test, &[], &self.filter, Some(&prof))?;
         if !prof.exists() {
             return Ok((run, Some(0)));
         }
