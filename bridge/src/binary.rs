@@ -68,19 +68,7 @@ impl Binary {
 
     /// Functions reachable from `id` through direct calls (itself included).
     pub fn callees_closure(&self, id: u64) -> Vec<&FnMeta> {
-        let mut seen = std::collections::HashSet::new();
-        let mut work = vec![id];
-        let mut out = Vec::new();
-        while let Some(f) = work.pop() {
-            if !seen.insert(f) {
-                continue;
-            }
-            if let Some(m) = self.functions.get(&f) {
-                out.push(m);
-                work.extend(m.callees.iter().copied());
-            }
-        }
-        out
+        self.callees_by_depth(id).into_iter().map(|(f, _)| f).collect()
     }
 
     /// Functions reachable from `id` through direct calls, each with the fewest calls

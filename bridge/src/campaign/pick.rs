@@ -3,9 +3,8 @@
 //! Functions are ranked by the code still uncovered in them (lines not run, branch
 //! directions not taken) and in what they call, counted less with each call further
 //! down ([`DEPTH_DECAY`]), and less each time they were fuzzed; changed functions come
-//! first. Every
-//! [`EXPLORE_EVERY`]th pick goes to a function not fuzzed yet, larger first, whatever
-//! its coverage: a buffer overflow in code the seeds run is no less a bug. Among the
+//! first. Every [`EXPLORE_EVERY`]th pick goes to a function not fuzzed yet, larger
+//! first, whatever its coverage: a buffer overflow in code the seeds run is no less a bug. Among the
 //! units of a function, those whose parameters cover more of the input and more kinds
 //! (streams and numbers above all) come first, and a unit whose parameter values all
 //! occur in a unit of the function already fuzzed is skipped.
