@@ -252,6 +252,10 @@ pub struct Campaign {
     /// lifting, ...), over all sessions: where the campaign's time went.
     #[serde(default)]
     pub phase_seconds: BTreeMap<String, f64>,
+    /// Seconds spent reducing alarms once the fuzzing budget was spent (not part of
+    /// `elapsed`: the budget is fuzzing time).
+    #[serde(default)]
+    pub reduction_seconds: f64,
 }
 
 /// Samples of `timeline.csv`.
@@ -374,6 +378,7 @@ fn start(args: &Options) -> Result<(PathBuf, Campaign)> {
         nodes: Vec::new(),
         main_finds: 0,
         phase_seconds: BTreeMap::new(),
+        reduction_seconds: 0.0,
     };
     let out = std::fs::canonicalize(&out)?;
     files::write(&out.join(files::CAMPAIGN), &c)?;

@@ -22,13 +22,16 @@ use std::time::{Duration, Instant};
 
 /// The phases `phase_seconds` counts.
 pub(super) const PHASE_SYSTEM: &str = "system fuzzing";
-pub(super) const PHASE_SYSTEM_CRASHES: &str = "system crashes (validating, reducing)";
+pub(super) const PHASE_SYSTEM_CRASHES: &str = "system crashes (validating)";
 pub(super) const PHASE_WORKERS: &str = "workers";
 pub(super) const PHASE_RECORD: &str = "recording";
 pub(super) const PHASE_CARVE: &str = "carving";
 pub(super) const PHASE_COVERAGE: &str = "coverage of new system tests";
 pub(super) const PHASE_UNIT: &str = "unit fuzzing";
 pub(super) const PHASE_LIFT: &str = "lifting";
+
+/// What reducing the alarms may take, at least, once the fuzzing budget is spent.
+const REDUCTION_TIME: Duration = Duration::from_secs(120);
 
 pub(super) struct Runner {
     pub(super) out: PathBuf,
@@ -55,11 +58,19 @@ pub(super) struct Runner {
     pub(super) worker_finds: Vec<crate::cluster::Message>,
     /// When the last system slice of a bridge round ended.
     pub(super) last_system_end: Option<Instant>,
+    /// The campaign's time when fuzzing ended (what follows, reducing the alarms,
+    /// is not part of the budget).
+    pub(super) fuzzing_ended: Option<f64>,
 }
 
 impl Runner {
+    /// The campaign's time: seconds of all its sessions, stopped once fuzzing ended.
+    fn clock(&self) -> f64 {
+        self.fuzzing_ended.unwrap_or_else(|| self.elapsed_before + self.session_start.elapsed().as_secs_f64())
+    }
+
     pub(super) fn save(&mut self) -> Result<()> {
-        self.c.elapsed = self.elapsed_before + self.session_start.elapsed().as_secs_f64();
+        self.c.elapsed = self.clock();
         files::write(&self.out.join(files::CAMPAIGN), &self.c)
     }
 
@@ -69,11 +80,11 @@ impl Runner {
     }
 
     pub(super) fn remaining(&self) -> f64 {
-        self.c.settings.budget - (self.elapsed_before + self.session_start.elapsed().as_secs_f64())
+        self.c.settings.budget - self.clock()
     }
 
     pub(super) fn sample(&mut self) -> Result<()> {
-        self.c.elapsed = self.elapsed_before + self.session_start.elapsed().as_secs_f64();
+        self.c.elapsed = self.clock();
         let (candidates, alarms) = self.findings();
         let line = format!(
             "{:.1},{},{},{},{},{},{},{}\n",
@@ -100,7 +111,7 @@ impl Runner {
     }
 
     pub(super) fn status(&mut self, phase: &str) {
-        self.c.elapsed = self.elapsed_before + self.session_start.elapsed().as_secs_f64();
+        self.c.elapsed = self.clock();
         let (candidates, alarms) = self.findings();
         let (fps, eff) = self.lifter.as_ref().map_or((0, 0), |l| (l.stats.false_positives, l.stats.effective));
         let s = Status {
@@ -334,7 +345,10 @@ impl Runner {
                 // its edges and the units' are the same map.
                 lifter.set_system_edges(Some(self.sys.covered_edges()));
                 lifter.set_node(f.node.clone());
-                let lifted = lifter.lift_dir(&f.dir, 50);
+                // Each lifted test runs on the fuzzing build first, through the
+                // system fuzzer's forkserver; the validation build sees only what
+                // crashes or hangs there.
+                let lifted = lifter.lift_dir(&f.dir, 50, Some(&mut self.sys));
                 lifter.set_node(None);
                 if let Err(e) = lifted {
                     // A unit the harness cannot set up again is that unit's problem,
@@ -389,6 +403,7 @@ impl Runner {
             delegate: false,
             worker_finds: Vec::new(),
             last_system_end: None,
+            fuzzing_ended: None,
         })
     }
 
@@ -435,18 +450,57 @@ impl Runner {
         Ok(())
     }
 
+    /// Reduce the alarms published unreduced while fuzzing, first found first: each
+    /// for at most the lifter's reduce time (30 s), all of them within
+    /// [`REDUCTION_TIME`] or a tenth of the budget, whichever is longer. What is left
+    /// stays pending, said so. The campaign's clock stands still meanwhile.
+    fn reduce_alarms(&mut self) -> Result<()> {
+        let pending = self.lifter.as_ref().map(|l| l.pending_reductions()).unwrap_or_default();
+        if pending.is_empty() {
+            return Ok(());
+        }
+        self.fuzzing_ended = Some(self.clock());
+        let t = Instant::now();
+        let deadline = t + REDUCTION_TIME.max(Duration::from_secs_f64(self.c.settings.budget / 10.0));
+        for (k, id) in pending.iter().enumerate() {
+            if STOP.load(Ordering::SeqCst) {
+                break; // Ctrl-C: the rest stay pending, said so below
+            }
+            self.status(&format!("reducing alarm {} of {} ({id})", k + 1, pending.len()));
+            let Some(lifter) = self.lifter.as_mut() else { break };
+            match lifter.reduce_pending(id, deadline) {
+                Ok(true) => {}
+                Ok(false) => break, // out of time: the rest stay pending
+                // The alarm stands with its test as found; the others get their turn.
+                Err(e) => eprintln!("trestle run: reducing alarm {id}: {e:#}"),
+            }
+        }
+        self.c.reduction_seconds += t.elapsed().as_secs_f64();
+        self.save()
+    }
+
     /// Save the campaign's end and print what it found; returns the number of alarms.
     pub(super) fn finish(&mut self, interrupted: bool) -> Result<usize> {
         self.c.finished = !interrupted && self.remaining() <= 0.0;
         self.close_cluster(if interrupted { "the main node was interrupted" } else { "its time is up" })?;
         self.sample()?;
         self.save()?;
+        if !interrupted {
+            self.reduce_alarms()?;
+        }
         self.status(if interrupted { "interrupted" } else { "done" });
         let out = &self.out;
         if interrupted {
             eprintln!("trestle run: interrupted; go on with `trestle run --resume {}`", out.display());
         }
         let alarms = self.lifter.as_ref().map(|l| l.alarms()).unwrap_or_default();
+        let pending = self.lifter.as_ref().map_or(0, |l| l.pending_reductions().len());
+        if pending > 0 {
+            eprintln!(
+                "trestle run: {pending} alarm(s) not reduced yet (their reduced.json is the test as found){}",
+                if interrupted { "; `trestle run --resume` reduces them when the campaign ends" } else { "" }
+            );
+        }
         eprintln!(
             "trestle run: {:.0}s, {} system and {} unit executions, {} edges; {} alarm(s){}",
             self.c.elapsed,
@@ -496,8 +550,9 @@ fn system_fuzzer(s: &Settings, binary: &Binary, seeds: &[NamedTest], out: &Path)
     .context("starting the system-level fuzzer")
 }
 
-/// The lifter of a campaign: validates in the sandbox, reduces to 1-minimal while
-/// the campaign waits (bounded in time, not in runs).
+/// The lifter of a campaign: validates in the sandbox and publishes alarms at once;
+/// they are reduced to 1-minimal once the fuzzing budget is spent (bounded in time,
+/// not in runs), so that no reduction stops the fuzzers.
 fn lifter(s: &Settings, seeds: &[NamedTest], out: &Path, elapsed: f64) -> Result<Lifter> {
     let wall = Duration::from_secs_f64(s.timeout * 5.0);
     let limits = Limits { wall, cpu_secs: cpu_limit(wall), ..Limits::default() };
@@ -506,6 +561,7 @@ fn lifter(s: &Settings, seeds: &[NamedTest], out: &Path, elapsed: f64) -> Result
     let mut lifter = Lifter::new(&s.validate_with, out, sandbox, &baseline, false)?;
     lifter.set_reduce_budget(Some(100_000));
     lifter.set_reduce_time(Duration::from_secs(30));
+    lifter.set_defer_reduction(true);
     lifter.set_harness(Some(s.program.clone()));
     // Unit harness runs stop where the unit fuzzer's would count as hangs.
     lifter.set_harness_limit(Duration::from_secs_f64(s.timeout));

@@ -5,12 +5,12 @@
 
 use super::judge::Finding;
 use super::records::{self, unit_source};
-use super::summary::{origin_words, summary_md, system_summary_md, write_script};
+use super::summary::{origin_words, summary_md, system_summary_md, with_reproducer, write_script};
 use super::{AlarmEntry, FalsePositive, Lifter, Provenance, Substitution, SystemOutcome};
 use crate::binary::Binary;
 use crate::carve::units::safe_name;
 use crate::files;
-use crate::system::systest::{save_test, to_json};
+use crate::system::systest::{load_test, save_test, to_json};
 use crate::validate::reduce::{reduce, test_size, ReduceStats};
 use crate::validate::signature::CrashSignature;
 use anyhow::{Context as _, Result};
@@ -30,6 +30,7 @@ impl Lifter {
         if self.count_duplicate(&key)? {
             return Ok(true);
         }
+        let confirmed = self.epoch.elapsed().as_secs_f64();
         let function = sys.frames.first().cloned().unwrap_or_else(|| "unknown".into());
         let id = format!("{}-{:08x}", safe_name(&function), fnv32(&key));
         let (tmp, reduced, rstats) = self.stage_alarm(&id, test, &key)?;
@@ -56,7 +57,8 @@ impl Lifter {
             candidates: 1,
             size_lifted: test_size(test),
             size_reduced: test_size(&reduced),
-            found_at: Some(self.epoch.elapsed().as_secs_f64()),
+            found_at: Some(confirmed),
+            reduction_pending: rstats.pending,
             found_on: self.node.clone(),
         };
         self.publish_alarm(&tmp, entry)?;
@@ -73,13 +75,18 @@ impl Lifter {
     }
 
     /// A fresh `alarms/.tmp-<id>` holding `test` (`lifted.json`), its reduction
-    /// (`reduced.json`) and `reproduce.sh`; returns it with the reduced test.
+    /// (`reduced.json`; `test` itself while the reduction is deferred) and
+    /// `reproduce.sh`; returns it with the reduced test.
     fn stage_alarm(&self, id: &str, test: &SystemTest, key: &str) -> Result<(PathBuf, SystemTest, ReduceStats)> {
         let tmp = self.out.join("alarms").join(format!(".tmp-{id}"));
         files::remove_dir_if_present(&tmp)?;
         std::fs::create_dir_all(&tmp).with_context(|| format!("cannot create {}", tmp.display()))?;
         save_test(test, &tmp.join("lifted.json"))?;
-        let (reduced, rstats) = self.reduce_alarm(test, key)?;
+        let (reduced, rstats) = if self.defer_reduction && self.reduce_budget.is_some() {
+            (test.clone(), ReduceStats::none(test, true))
+        } else {
+            self.reduce_alarm(test, key, Instant::now() + self.reduce_time)?
+        };
         save_test(&reduced, &tmp.join("reduced.json"))?;
         write_script(&tmp.join("reproduce.sh"), &self.program, &reduced)?;
         Ok((tmp, reduced, rstats))
@@ -96,20 +103,63 @@ impl Lifter {
         self.write_index()
     }
 
-    pub(super) fn reduce_alarm(&self, test: &SystemTest, key: &str) -> Result<(SystemTest, ReduceStats)> {
+    /// `test` reduced (until `until` at the latest) to a smaller one crashing with `key`.
+    pub(super) fn reduce_alarm(&self, test: &SystemTest, key: &str, until: Instant) -> Result<(SystemTest, ReduceStats)> {
         match self.reduce_budget {
             Some(budget) => {
                 let mut keep = |t: &SystemTest| -> Result<bool> {
                     let run = self.sandbox.run(&self.program, t, &[], &self.filter, None)?;
                     Ok(run.crash.is_some_and(|s| s.key() == key))
                 };
-                reduce(test, budget, Some(Instant::now() + self.reduce_time), &mut keep)
+                reduce(test, budget, Some(until), &mut keep)
             }
-            None => Ok((
-                test.clone(),
-                ReduceStats { runs: 0, budget_exhausted: false, size_before: test_size(test), size_after: test_size(test) },
-            )),
+            None => Ok((test.clone(), ReduceStats::none(test, false))),
         }
+    }
+
+    /// The alarms whose reduction is still to come (their ids), first found first.
+    pub fn pending_reductions(&self) -> Vec<String> {
+        let mut pending: Vec<&AlarmEntry> = self.alarms.values().filter(|a| a.reduction_pending).collect();
+        pending.sort_by(|a, b| a.found_at.unwrap_or(f64::MAX).total_cmp(&b.found_at.unwrap_or(f64::MAX)));
+        pending.into_iter().map(|a| a.id.clone()).collect()
+    }
+
+    /// Reduce the alarm `id`, whose reduction was deferred, for at most the reduce
+    /// time and not past `deadline`. Returns false, doing nothing, when there is no
+    /// time left for it (under a second).
+    pub fn reduce_pending(&mut self, id: &str, deadline: Instant) -> Result<bool> {
+        let until = (Instant::now() + self.reduce_time).min(deadline);
+        if until <= Instant::now() + std::time::Duration::from_secs(1) {
+            return Ok(false);
+        }
+        let Some(entry) = self.alarms.values().find(|a| a.id == id && a.reduction_pending).cloned() else { return Ok(true) };
+        self.reduce_one(&entry, until)?;
+        Ok(true)
+    }
+
+    /// Reduce one deferred alarm and rewrite its files: `reduced.json`,
+    /// `reproduce.sh`, the reduction in `provenance.json` and `summary.md`.
+    fn reduce_one(&mut self, entry: &AlarmEntry, until: Instant) -> Result<()> {
+        let dir = self.out.join("alarms").join(&entry.id);
+        let found = load_test(&dir.join(files::LIFTED))?;
+        let (reduced, rstats) = self.reduce_alarm(&found, &entry.key, until)?;
+        let staged = dir.join(format!(".{}", files::REDUCED));
+        save_test(&reduced, &staged)?;
+        std::fs::rename(&staged, dir.join(files::REDUCED)).with_context(|| format!("cannot write {}", dir.join(files::REDUCED).display()))?;
+        write_script(&dir.join("reproduce.sh"), &self.program, &reduced)?;
+        let mut provenance: Provenance = files::read(&dir.join(files::PROVENANCE))?;
+        provenance.reduced_test_mut().reduction = rstats.clone();
+        files::write(&dir.join(files::PROVENANCE), &provenance)?;
+        let md_path = dir.join("summary.md");
+        let md = std::fs::read_to_string(&md_path).with_context(|| format!("cannot read {}", md_path.display()))?;
+        if let Some(md) = with_reproducer(&md, (&found, &ReduceStats::none(&found, true)), (&reduced, &rstats)) {
+            files::write_atomic(&md_path, md.as_bytes())?;
+        }
+        if let Some(a) = self.alarms.get_mut(&entry.key) {
+            a.size_reduced = rstats.size_after;
+            a.reduction_pending = false;
+        }
+        self.write_index()
     }
 
     fn binary(&mut self, path: &Path) -> Result<&Binary> {
@@ -151,6 +201,7 @@ impl Lifter {
         if self.count_duplicate(&key)? {
             return Ok(());
         }
+        let confirmed = self.epoch.elapsed().as_secs_f64();
         let unit = f.unit;
         let crash_fn = sys.frames.first().cloned().unwrap_or_else(|| unit.function.clone());
         let id = format!("{}-{:08x}", safe_name(&crash_fn), fnv32(&key));
@@ -209,7 +260,8 @@ impl Lifter {
             candidates: 1,
             size_lifted: test_size(lifted),
             size_reduced: test_size(&reduced),
-            found_at: Some(self.epoch.elapsed().as_secs_f64()),
+            found_at: Some(confirmed),
+            reduction_pending: rstats.pending,
             found_on: self.node.clone(),
         };
         self.publish_alarm(&tmp, entry)

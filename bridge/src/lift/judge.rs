@@ -4,7 +4,7 @@
 
 use super::queue::{beyond_system_edges, inputs_in, Candidate};
 use super::substitute::lift_variants;
-use super::{Lifter, Substitution, SystemOutcome};
+use super::{Lifter, Probe, Probed, Substitution, SystemOutcome};
 use crate::carve::units::read_unit;
 use crate::system::systest::save_test;
 use crate::validate::sandbox::SandboxRun;
@@ -54,10 +54,22 @@ fn outcome_of(run: &SandboxRun, new_coverage: Option<usize>) -> SystemOutcome {
     }
 }
 
+/// How a lifted test the probe settled ended, for a false positive's record.
+fn probed_outcome(p: Probed) -> SystemOutcome {
+    SystemOutcome {
+        status: "no crash on the fuzzing build".into(),
+        crash: None,
+        limit: None,
+        new_coverage: Some(usize::from(p == Probed::NewCoverage)),
+        stderr_tail: String::new(),
+    }
+}
+
 impl Lifter {
     /// Lift everything one fuzz directory holds: its crashes, then up to
-    /// `max_queue` queue entries.
-    pub fn lift_dir(&mut self, dir: &Path, max_queue: usize) -> Result<()> {
+    /// `max_queue` queue entries; with `probe`, each lifted test runs there first
+    /// ([`Probe`]).
+    pub fn lift_dir<'p>(&mut self, dir: &Path, max_queue: usize, mut probe: Option<&mut (dyn Probe + 'p)>) -> Result<()> {
         let dir = &std::fs::canonicalize(dir).with_context(|| format!("fuzz directory {}", dir.display()))?;
         let unit_path = dir.join("unit.unit");
         let unit = read_unit(&unit_path).with_context(|| format!("{} is not a trestle fuzz directory", dir.display()))?;
@@ -86,7 +98,7 @@ impl Lifter {
                 }
             }
             let effective_before = self.stats.effective;
-            self.lift_one(dir, &unit, c, &mut tally).with_context(|| format!("lifting {}", c.input.display()))?;
+            self.lift_one(dir, &unit, c, &mut tally, probe.as_deref_mut()).with_context(|| format!("lifting {}", c.input.display()))?;
             if let (true, Some(new), Some(covered)) = (self.stats.effective > effective_before, &c.new_edges, &mut self.system_edges) {
                 for &i in new {
                     if let Some(e) = covered.get_mut(i) {
@@ -143,7 +155,14 @@ impl Lifter {
     }
 
     /// Lift one unit finding `c` of `unit` and record what its lifted tests show.
-    fn lift_one(&mut self, dir: &Path, unit: &Unit, c: &Candidate, tally: &mut BTreeMap<String, SignatureTally>) -> Result<()> {
+    fn lift_one<'p>(
+        &mut self,
+        dir: &Path,
+        unit: &Unit,
+        c: &Candidate,
+        tally: &mut BTreeMap<String, SignatureTally>,
+        mut probe: Option<&mut (dyn Probe + 'p)>,
+    ) -> Result<()> {
         let Some((values, unit_sig)) = self.prepare(dir, unit, c, tally)? else { return Ok(()) };
         let f = Finding { dir, unit, candidate: c, values: &values, unit_sig: unit_sig.as_ref() };
         let variants = lift_variants(unit, &values);
@@ -157,7 +176,7 @@ impl Lifter {
         let variants = if c.crash { variants } else { variants.into_iter().take(1).collect() };
         let mut last: Option<(SystemTest, SystemOutcome)> = None;
         for (test, subs) in variants {
-            match self.judge(&f, test, &subs, tally)? {
+            match self.judge(&f, test, &subs, tally, probe.as_deref_mut())? {
                 Some(unsettled) => last = Some(unsettled),
                 None => return Ok(()),
             }
@@ -216,7 +235,30 @@ impl Lifter {
         test: SystemTest,
         subs: &[Substitution],
         tally: &mut BTreeMap<String, SignatureTally>,
+        probe: Option<&mut (dyn Probe + '_)>,
     ) -> Result<Option<(SystemTest, SystemOutcome)>> {
+        if let Some(probe) = probe {
+            match probe.probe(&test)? {
+                // The validation build decides.
+                Probed::Objective => {}
+                Probed::NewCoverage => {
+                    self.stats.lifted_tests += 1;
+                    self.stats.settled_by_probe += 1;
+                    // The system fuzzer has it in its queue already.
+                    self.keep_effective(&test, false)?;
+                    if f.candidate.crash {
+                        let outcome = probed_outcome(Probed::NewCoverage);
+                        self.false_positive(f, Some((&test, &outcome)), "no crash at system level (the lifted test is effective: new coverage)")?;
+                    }
+                    return Ok(None);
+                }
+                Probed::Nothing => {
+                    self.stats.lifted_tests += 1;
+                    self.stats.settled_by_probe += 1;
+                    return Ok(Some((test, probed_outcome(Probed::Nothing))));
+                }
+            }
+        }
         self.stats.lifted_tests += 1;
         let (run, new_cov) = self.run_system(&test)?;
         if run.limit.is_some() {
@@ -237,7 +279,7 @@ impl Lifter {
             return Ok(None);
         }
         if new_cov.is_some_and(|n| n > 0) {
-            self.keep_effective(&test)?;
+            self.keep_effective(&test, true)?;
             if f.candidate.crash {
                 // Real coverage, but not the unit's crash.
                 self.false_positive(f, Some((&test, &outcome)), "no crash at system level (the lifted test is effective: new coverage)")?;
@@ -248,13 +290,16 @@ impl Lifter {
     }
 
     /// Count an effective lifted test and keep it on disk (the system tests a
-    /// campaign produced are its queue, its crashes and these) and for the campaign.
-    fn keep_effective(&mut self, test: &SystemTest) -> Result<()> {
+    /// campaign produced are its queue, its crashes and these) and, with
+    /// `for_campaign`, for the campaign's system fuzzer.
+    fn keep_effective(&mut self, test: &SystemTest, for_campaign: bool) -> Result<()> {
         self.stats.effective += 1;
         let eff_dir = self.out.join("effective");
         std::fs::create_dir_all(&eff_dir).with_context(|| format!("cannot create {}", eff_dir.display()))?;
         save_test(test, &eff_dir.join(format!("{:06}.json", self.stats.effective)))?;
-        self.effective_tests.push(test.clone());
+        if for_campaign {
+            self.effective_tests.push(test.clone());
+        }
         Ok(())
     }
 }

@@ -27,6 +27,9 @@ pub struct Lifter {
     pub(super) fp_count: usize,
     pub(super) reduce_budget: Option<usize>,
     pub(super) reduce_time: Duration,
+    /// Whether alarms are published as found and reduced later
+    /// ([`Lifter::reduce_pending`]) instead of at once.
+    pub(super) defer_reduction: bool,
     pub(super) harness: Option<PathBuf>,
     /// Wall-clock limit of a unit harness run (default: the sandbox's).
     pub(super) harness_wall: Option<Duration>,
@@ -70,6 +73,7 @@ impl Lifter {
             fp_count: 0,
             reduce_budget: Some(100_000),
             reduce_time: Duration::from_secs(120),
+            defer_reduction: false,
             harness: None,
             harness_wall: None,
             lifted_sandbox: None,
@@ -135,6 +139,14 @@ impl Lifter {
     /// Reduce each alarm for at most `time`.
     pub fn set_reduce_time(&mut self, time: Duration) {
         self.reduce_time = time;
+    }
+
+    /// Publish alarms as soon as they are confirmed, with the test as found, and
+    /// reduce them when [`Lifter::reduce_pending`] is called: a campaign does not stop
+    /// fuzzing for a reduction (up to the reduce time per alarm; dc's runaway
+    /// recursion took its full 30 s in every campaign).
+    pub fn set_defer_reduction(&mut self, defer: bool) {
+        self.defer_reduction = defer;
     }
 
     /// The seed system tests by name, so provenance can tell a seed from a system test

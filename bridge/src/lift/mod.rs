@@ -10,7 +10,10 @@
 //! it reached (coverage builds only), and otherwise the unit finding was a *false
 //! positive*: kept under `false-positives/` with the reason, never reported.
 //! True alarms are deduplicated by signature, reduced by delta debugging, exported as
-//! a C unit test, and written with their provenance under `alarms/<id>/`.
+//! a C unit test, and written with their provenance under `alarms/<id>/`. A campaign
+//! runs each lifted test on its fuzzing build first ([`Probe`]) and reduces its alarms
+//! after the fuzzing budget ([`Lifter::reduce_pending`]), so lifting costs the
+//! fuzzers as little as it can.
 //!
 //! The parts: [`Lifter`] (`lifter`) holds the state of one output directory and
 //! the system coverage so far; `queue` picks which unit findings to lift and in what
@@ -31,6 +34,29 @@ mod substitute;
 mod summary;
 
 pub use judge::LIFTS_PER_UNIT_SIGNATURE;
+
+/// What a lifted test did on the fuzzing build (a campaign's system fuzzer runs it
+/// through its forkserver, in about a millisecond, before any run on the
+/// validation build).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Probed {
+    /// It reached coverage new to the system fuzzer, which keeps it.
+    NewCoverage,
+    /// It crashed, hung or ran past the short limit: the validation build decides.
+    Objective,
+    /// It ended by itself in time, without a crash, reaching nothing new.
+    Nothing,
+}
+
+/// Runs lifted tests on the fuzzing build first: only one that crashes or hangs
+/// there goes on to the validation build (in the sandbox, with coverage measured:
+/// a few hundred milliseconds), and one that reaches new coverage is effective at
+/// once. A dc campaign spent 18% of its time lifting, almost all of it in those
+/// validation runs.
+pub trait Probe {
+    /// Run `test` on the fuzzing build.
+    fn probe(&mut self, test: &trestle_abi::unit::SystemTest) -> anyhow::Result<Probed>;
+}
 pub use lifter::Lifter;
 pub use queue::LIFTS_PER_NEW_EDGES;
 pub use records::{AlarmEntry, AlarmList, FalsePositive, LiftStats, Provenance, Substitution, SystemOutcome};

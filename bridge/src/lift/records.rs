@@ -45,6 +45,10 @@ pub struct LiftStats {
     /// they were lifted without ranking (a LibAFL format change shows here).
     #[serde(default)]
     pub queue_metadata_unreadable: usize,
+    /// Lifted tests a run on the fuzzing build settled ([`super::Probe`]): no crash
+    /// there, so no run on the validation build.
+    #[serde(default)]
+    pub settled_by_probe: usize,
     /// Whether coverage was measured (coverage build).
     pub coverage_measured: bool,
     /// Branch directions covered by the baseline and everything lifted.
@@ -91,6 +95,10 @@ pub struct AlarmEntry {
     /// the alarm was confirmed.
     #[serde(default)]
     pub found_at: Option<f64>,
+    /// Whether its reduction is still to come (`reduced.json` is then the test as
+    /// found): a campaign reduces alarms once its fuzzing budget is spent.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub reduction_pending: bool,
     /// The worker that found it, in a campaign across machines (`None`: the main
     /// node, or a campaign on one machine).
     #[serde(default)]
@@ -149,6 +157,16 @@ pub enum Provenance {
     /// Found by fuzzing a carved unit and lifted into a system test.
     #[serde(rename = "unit fuzzing, lifted")]
     Lifted(Box<LiftedFind>),
+}
+
+impl Provenance {
+    /// The reduced reproducer's record.
+    pub fn reduced_test_mut(&mut self) -> &mut ReducedTest {
+        match self {
+            Provenance::System(f) => &mut f.reduced_test,
+            Provenance::Lifted(f) => &mut f.reduced_test,
+        }
+    }
 }
 
 /// A crash the system fuzzer found.

@@ -72,7 +72,7 @@ pub fn run(args: &Options) -> Result<LiftStats> {
     lifter.set_reduce_time(args.reduce_time);
     lifter.set_harness(args.harness.clone());
     for d in &args.fuzz_dirs {
-        lifter.lift_dir(d, args.max_queue)?;
+        lifter.lift_dir(d, args.max_queue, None)?;
     }
     let s = lifter.stats.clone();
     if args.json {

@@ -87,10 +87,9 @@ pub(super) fn summary_md(
     for f in sys.stack.iter().take(12) {
         s += &format!("- {f}\n");
     }
-    s += "\n## Reduced reproducer (`reduced.json`, run `./reproduce.sh`)\n\n";
-    s += &show_test(reduced);
-    s += &format!("\nReduced from {} to {} bytes in {} runs.\n\n", rstats.size_before, rstats.size_after, rstats.runs);
-    s += "## Provenance\n\n";
+    s += "\n";
+    s += &reproducer_section(reduced, rstats);
+    s += "\n## Provenance\n\n";
     s += &format!("1. {origin}\n");
     s += &format!(
         "2. carved invocation: `{}` (call #{} in that run{})\n",
@@ -129,8 +128,56 @@ pub(super) fn system_summary_md(sys: &CrashSignature, program: &Path, reduced: &
     for f in sys.stack.iter().take(12) {
         md += &format!("- {f}\n");
     }
-    md += "\n## Reduced reproducer (`reduced.json`, run `./reproduce.sh`)\n\n";
-    md += &show_test(reduced);
-    md += &format!("\nReduced from {} to {} bytes in {} runs. Found as `{}` ({}).\n", rstats.size_before, rstats.size_after, rstats.runs, name, source.display());
+    md += "\n";
+    md += &reproducer_section(reduced, rstats);
+    md += &format!("\n## Found as\n\n`{}` ({}).\n", name, source.display());
     md
+}
+
+/// The heading that opens the reproducer's section of `summary.md`.
+const REPRODUCER_HEADING: &str = "## Reduced reproducer (`reduced.json`, run `./reproduce.sh`)";
+
+/// The reproducer's section of `summary.md`: the test and what reducing it did (or
+/// that it is still to be reduced).
+fn reproducer_section(reduced: &SystemTest, rstats: &ReduceStats) -> String {
+    let mut s = format!("{REPRODUCER_HEADING}\n\n");
+    s += &show_test(reduced);
+    if rstats.pending {
+        s += &format!("\nNot reduced yet ({} bytes, as found): the campaign reduces its alarms once its fuzzing budget is spent.\n", rstats.size_before);
+    } else {
+        s += &format!("\nReduced from {} to {} bytes in {} runs.\n", rstats.size_before, rstats.size_after, rstats.runs);
+    }
+    s
+}
+
+/// `md` (a `summary.md`) with the reproducer's section written for `was` replaced by
+/// one for `now`; `None` if `md` has no such section (edited by hand, say).
+pub(super) fn with_reproducer(md: &str, was: (&SystemTest, &ReduceStats), now: (&SystemTest, &ReduceStats)) -> Option<String> {
+    let old = reproducer_section(was.0, was.1);
+    md.contains(&old).then(|| md.replacen(&old, &reproducer_section(now.0, now.1), 1))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn test_with(stdin: &str) -> SystemTest {
+        SystemTest { args: vec!["-x".into()], stdin: Some(stdin.as_bytes().to_vec()), ..Default::default() }
+    }
+
+    #[test]
+    fn a_deferred_reduction_rewrites_only_the_reproducer_section() {
+        let found = test_with("5 0:r 7Sr Lr\n## Provenance\nmore\n");
+        let pending = ReduceStats::none(&found, true);
+        let md = format!("# Crash\n\n{}\n## Found as\n\n`x`.\n", reproducer_section(&found, &pending));
+        assert!(md.contains("Not reduced yet"));
+        let reduced = test_with("0:r Sr Lr");
+        let stats = ReduceStats { runs: 40, budget_exhausted: false, size_before: 40, size_after: 12, pending: false };
+        let after = with_reproducer(&md, (&found, &pending), (&reduced, &stats)).expect("the section is there");
+        assert!(!after.contains("Not reduced yet") && after.contains("Reduced from 40 to 12 bytes in 40 runs."), "{after}");
+        assert!(after.contains("0:r Sr Lr") && !after.contains("7Sr"), "{after}");
+        assert!(after.starts_with("# Crash\n\n") && after.ends_with("\n## Found as\n\n`x`.\n"), "{after}");
+        // A summary edited by hand is left alone.
+        assert!(with_reproducer("# Crash\n", (&found, &pending), (&reduced, &stats)).is_none());
+    }
 }

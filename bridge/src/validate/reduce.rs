@@ -25,6 +25,18 @@ pub struct ReduceStats {
     pub size_before: usize,
     /// Size after.
     pub size_after: usize,
+    /// Whether the reduction is still to come (a campaign reduces its alarms once its
+    /// fuzzing budget is spent): until then the "reduced" test is the one found.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub pending: bool,
+}
+
+impl ReduceStats {
+    /// No reduction (yet): `test` as it was found.
+    pub fn none(test: &SystemTest, pending: bool) -> ReduceStats {
+        let size = test_size(test);
+        ReduceStats { runs: 0, budget_exhausted: false, size_before: size, size_after: size, pending }
+    }
 }
 
 /// Bytes a test holds, for comparing sizes.
@@ -171,7 +183,7 @@ pub fn reduce(
             break;
         }
     }
-    let stats = ReduceStats { runs: c.runs, budget_exhausted: c.spent(), size_before, size_after: test_size(&best) };
+    let stats = ReduceStats { runs: c.runs, budget_exhausted: c.spent(), size_before, size_after: test_size(&best), pending: false };
     Ok((best, stats))
 }
 

@@ -60,6 +60,8 @@ trait Engine {
     fn limit(&self) -> Duration;
     /// Runs stopped at the short limit, and those of them that were only slow.
     fn stopped_runs(&self) -> (u64, u64);
+    /// Whether the last run ended by itself within the short limit, without a crash.
+    fn last_ended_well(&self) -> bool;
 }
 
 struct Parts<Z, E, ST> {
@@ -94,6 +96,10 @@ where
 
     fn stopped_runs(&self) -> (u64, u64) {
         (self.executor.runs_stopped, self.executor.runs_slow)
+    }
+
+    fn last_ended_well(&self) -> bool {
+        self.executor.last_ended_well
     }
 }
 
@@ -458,6 +464,26 @@ impl SysFuzzer {
     pub fn take_report(&mut self) -> Result<SliceReport> {
         let e = self.executions();
         self.report(e)
+    }
+}
+
+/// A campaign's lifted tests run here first, through the forkserver, as
+/// [`SysFuzzer::add_test`] runs them.
+impl crate::lift::Probe for SysFuzzer {
+    fn probe(&mut self, t: &SystemTest) -> Result<crate::lift::Probed> {
+        SysInput::check(t)?;
+        let input = SysInput::from_test(t);
+        let kept = self.engine.evaluate(&mut self.state, &mut self.mgr, &input).map_err(lib)?;
+        // Whatever the feedback made of it (a crash along edges an earlier finding
+        // took is no new finding here), a run that crashed, hung or was stopped at
+        // the short limit goes to the validation build.
+        Ok(if !self.engine.last_ended_well() {
+            crate::lift::Probed::Objective
+        } else if kept == ExecuteInputResult::Corpus {
+            crate::lift::Probed::NewCoverage
+        } else {
+            crate::lift::Probed::Nothing
+        })
     }
 }
 

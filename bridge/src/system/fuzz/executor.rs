@@ -75,6 +75,8 @@ pub struct SysExecutor<OT> {
     /// Of those, the runs that ran again to end within the hang limit (slow inputs:
     /// neither queue entries nor timeouts).
     pub runs_slow: u64,
+    /// Whether the last run ended by itself, within the short limit, without a crash.
+    pub last_ended_well: bool,
     /// What the stdin file holds now.
     last_stdin: Option<Vec<u8>>,
     /// Say so when the program cannot serve (the main executor does; a second one
@@ -139,6 +141,7 @@ impl<OT> SysExecutor<OT> {
             restarts: 0,
             runs_stopped: 0,
             runs_slow: 0,
+            last_ended_well: false,
             last_stdin: None,
             notice: true,
         })
@@ -199,6 +202,7 @@ impl<OT> SysExecutor<OT> {
     fn run(&mut self, input: &SysInput) -> Result<ExitKind, libafl::Error> {
         self.hung.store(false, Ordering::Relaxed);
         let mut kind = self.run_within(input, self.limit)?;
+        self.last_ended_well = kind == ExitKind::Ok;
         self.stopped.store(kind == ExitKind::Timeout, Ordering::Relaxed);
         if kind == ExitKind::Timeout && self.limit < self.hang {
             self.runs_stopped += 1;
@@ -330,6 +334,7 @@ impl<OT> SysExecutor<OT> {
             restarts: self.restarts,
             runs_stopped: self.runs_stopped,
             runs_slow: self.runs_slow,
+            last_ended_well: self.last_ended_well,
             last_stdin: self.last_stdin,
             notice: self.notice,
             limits: self.limits,
