@@ -11,7 +11,9 @@ planted bugs each, listed in bench/bugs/PROG/bugs.json). Pictures: bench/plots.p
                           [--smoke] [--table-only] [--self-check] [--work DIR]
                           [--stop-by HH:MM]
 
-Columns (one core each; --jobs 2 runs two at a time on a 2-core machine):
+Columns (one core each; --jobs 2 runs two at a time on a 2-core machine; each run binds
+itself to a free core, so do not bind this script with taskset: afl-fuzz counts a
+process bound to a core alone as taking it, and then finds no free core):
   bridge       trestle run --program TRESTLE_BUILD --seeds SEEDS --validate-with COV_BUILD
                --time T --out DIR --seed REP+1 --plain
   system-only  the same with --system-only
@@ -817,6 +819,10 @@ def afl_run(task, a, work, bin_dir, builds):
             stats[k.strip()] = v.strip()
     if rc != 0 and not stats:
         raise RuntimeError(f"afl-fuzz exited {rc}; see {d / 'run.log'}")
+    ran = float(stats.get("run_time", 0) or 0)
+    if ran < a.time - 5:
+        # Stopped from outside (or it died): a run cut short is no result.
+        raise RuntimeError(f"afl-fuzz ran {ran:.0f} s of {a.time} s (exit {rc}); see {d / 'run.log'}")
     logtext = ANSI.sub("", (d / "run.log").read_text(errors="replace"))
     ops = {}
     for q in (out / "queue").glob("id:*"):
@@ -1432,8 +1438,9 @@ def main():
     log(f"work directory {work}; {len(tasks)} run(s) to do, {a.jobs} at a time, {a.time} s each")
     failed = []
     lock = threading.Lock()
-    with ThreadPoolExecutor(max_workers=max(1, a.jobs)) as pool:
-        futures = {pool.submit(one_run, t, a, work, bin_dir, builds): t for t in tasks}
+    pool = ThreadPoolExecutor(max_workers=max(1, a.jobs))
+    futures = {pool.submit(one_run, t, a, work, bin_dir, builds): t for t in tasks}
+    try:
         for fut in as_completed(futures):
             t = futures[fut]
             try:
@@ -1445,6 +1452,13 @@ def main():
             with lock:
                 write_table(t[0], a)
                 write_summary(a)
+    except KeyboardInterrupt:
+        # Ctrl-C: start no further run (the executor would otherwise go on through
+        # the whole list). A run under way (its own session) goes on to its end and
+        # writes its result; the interpreter exits after it.
+        pool.shutdown(wait=False, cancel_futures=True)
+        sys.exit("bugs: interrupted; the runs not started are left for the next sitting")
+    pool.shutdown()
     for s in ready:
         print(write_table(s, a))
     if failed:
