@@ -143,9 +143,7 @@ impl Lifter {
         let dir = self.out.join("alarms").join(&entry.id);
         let found = load_test(&dir.join(files::LIFTED))?;
         let (reduced, rstats) = self.reduce_alarm(&found, &entry.key, until)?;
-        let staged = dir.join(format!(".{}", files::REDUCED));
-        save_test(&reduced, &staged)?;
-        std::fs::rename(&staged, dir.join(files::REDUCED)).with_context(|| format!("cannot write {}", dir.join(files::REDUCED).display()))?;
+        files::write_atomic(&dir.join(files::REDUCED), &serde_json::to_vec_pretty(&to_json(&reduced))?)?;
         write_script(&dir.join("reproduce.sh"), &self.program, &reduced)?;
         let mut provenance: Provenance = files::read(&dir.join(files::PROVENANCE))?;
         provenance.reduced_test_mut().reduction = rstats.clone();
