@@ -686,6 +686,11 @@ def trestle_run(task, a, work, bin_dir, builds):
         if rc != 0 and not overran and not stopped.exists():
             raise RuntimeError(f"trestle run exited {rc}; see {d / 'run.log'}")
     c = json.loads(cj.read_text())
+    if not c.get("finished") and not stopped.exists():
+        # Stopped from outside before its budget (its campaign saved): no result; the
+        # next sitting resumes it.
+        raise RuntimeError(f"the campaign stopped after {c.get('elapsed', 0):.0f} s of {a.time} s "
+                           f"without finishing; it resumes next time (see {d / 'run.log'})")
     af = camp / "alarms.json"
     alarms = json.loads(af.read_text())["alarms"] if af.exists() else []  # not written while there is none
     times = alarm_times(camp, alarms)
@@ -1371,7 +1376,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--subjects", default=",".join(SUBJECTS), help="comma-separated (default: all declared)")
     ap.add_argument("--reps", type=int, help="repetitions per column (default 5; --smoke 1)")
-    ap.add_argument("--time", type=int, help="seconds per run (default 300; --smoke 30)")
+    ap.add_argument("--time", type=int, help="seconds per run (default 600, the matrix budget; --smoke 30)")
     ap.add_argument("--columns", default=",".join(DEFAULT_COLUMNS), help=f"comma-separated subset of {','.join(COLUMNS)}")
     ap.add_argument("--jobs", type=int, default=1, help="runs at a time (default 1; 2 on a 2-core machine)")
     ap.add_argument("--smoke", action="store_true", help="1 repetition of 30 s")
@@ -1384,7 +1389,7 @@ def main():
     a = ap.parse_args()
     a.time_given = a.time is not None
     a.stop_by = parse_stop_by(a.stop_by) if a.stop_by else None
-    a.time = a.time or (30 if a.smoke else 300)
+    a.time = a.time or (30 if a.smoke else 600)
     a.reps = a.reps or (1 if a.smoke else 5)
     a.columns = [c for c in a.columns.split(",") if c]
     for c in a.columns:
