@@ -612,12 +612,28 @@ def changed_tree(subj, trestle_bin):
         return tree
     git = ["git", "-C", str(tree), "-c", "user.name=bench", "-c", "user.email=bench@localhost"]
     shutil.rmtree(tree / ".git", ignore_errors=True)
-    subprocess.run(["patch", "-R", "-p1", "--batch", "--quiet", "-d", str(tree), "-i", str(patch)], check=True)
+
+    def patch_cmd(*flags, dry=False):
+        # --forward: never guess a reversed patch (with --batch, patch would otherwise
+        # "assume -R" and undo what it was asked to do); no .orig files left behind.
+        cmd = ["patch", "-p1", "--batch", "--quiet", "--forward", "--no-backup-if-mismatch", "-d", str(tree), "-i", str(patch)]
+        return subprocess.run(cmd + list(flags) + (["--dry-run"] if dry else []), capture_output=True, text=True)
+
+    # The build applied every patch; a run cut short here may have left this one
+    # reversed. Take it out if it is in, and check it then applies.
+    if patch_cmd("-R", dry=True).returncode == 0:
+        r = patch_cmd("-R")
+        if r.returncode != 0:
+            raise RuntimeError(f"cannot take {patch.name} out of {tree}: {r.stdout}{r.stderr}")
+    if patch_cmd(dry=True).returncode != 0:
+        raise RuntimeError(f"{patch.name} neither applies to nor is applied in {tree}; rebuild the subject")
     subprocess.run(git[:3] + ["init", "-q"], check=True)
-    (tree / ".git" / "info" / "exclude").write_text("*.o\n*.a\n.trestle-changed\n")
+    (tree / ".git" / "info" / "exclude").write_text("*.o\n*.a\n*.orig\n*.rej\n.trestle-changed\n")
     subprocess.run(git + ["add", "-A"], check=True)
     subprocess.run(git + ["commit", "-q", "-m", f"{cfg['prog']} with the other planted bugs"], check=True)
-    subprocess.run(["patch", "-p1", "--batch", "--quiet", "-d", str(tree), "-i", str(patch)], check=True)
+    r = patch_cmd()
+    if r.returncode != 0:
+        raise RuntimeError(f"cannot apply {patch.name} in {tree}: {r.stdout}{r.stderr}")
     stamp.write_text(patch.name)
     return tree
 
@@ -1372,7 +1388,16 @@ def self_check(subjects, work):
 
 # ---------------------------------------------------------------------------------
 
+def stop_gently(signum, frame):
+    raise KeyboardInterrupt
+
+
 def main():
+    # SIGINT (Ctrl-C) and SIGTERM both mean: start no further run. A shell without job
+    # control starts background jobs with SIGINT ignored, and Python then leaves it
+    # ignored: set the handler explicitly.
+    signal.signal(signal.SIGINT, stop_gently)
+    signal.signal(signal.SIGTERM, stop_gently)
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--subjects", default=",".join(SUBJECTS), help="comma-separated (default: all declared)")
     ap.add_argument("--reps", type=int, help="repetitions per column (default 5; --smoke 1)")
