@@ -386,6 +386,24 @@ pub unsafe extern "C" fn __trestle_exit_call(code: libc::c_int) -> ! {
     unsafe { libc::exit(code) }
 }
 
+/// Before a call to `error`, `err` & co. (see `trestle_abi::hooks::EXITS_WITH`): in a
+/// unit harness, a call that is going to exit ends the execution here, as the renamed
+/// `exit` does, instead of exiting inside the C library (which would end an in-process
+/// fuzzer with it). Elsewhere nothing happens, and the C library reports and exits.
+///
+/// # Safety
+/// Called by instrumented code only, straight before the reporter's call.
+#[no_mangle]
+pub unsafe extern "C" fn __trestle_exits_with(status: libc::c_int, always: libc::c_int) {
+    if (status != 0 || always != 0) && mode() == MODE_FUZZ {
+        // SAFETY: a jump to the catching call, or the end of this forked execution.
+        unsafe {
+            inproc::exit_to_caller();
+            libc::_exit(0)
+        }
+    }
+}
+
 /// The C++ runtime's `__cxa_throw`, found at the first throw (a C program never
 /// throws, and links no C++ runtime).
 type CxaThrow = unsafe extern "C-unwind" fn(*mut libc::c_void, *mut libc::c_void, *mut libc::c_void) -> !;

@@ -3,7 +3,8 @@
 //! Functions are ranked by the code still uncovered in them (lines not run, branch
 //! directions not taken) and in what they call, counted less with each call further
 //! down ([`DEPTH_DECAY`]), and less each time they were fuzzed; changed functions come
-//! first. Every [`EXPLORE_EVERY`]th pick goes to a function not fuzzed yet, larger
+//! first. The program's own code (the directory tree of the file that defines `main`)
+//! counts in full, library code bundled beside it ([`LIBRARY_WEIGHT`]) much less. Every [`EXPLORE_EVERY`]th pick goes to a function not fuzzed yet, larger
 //! first, whatever its coverage: a buffer overflow in code the seeds run is no less a bug. Among the
 //! units of a function, those whose parameters cover more of the input and more kinds
 //! (streams and numbers above all) come first, and a unit whose parameter values all
@@ -35,6 +36,14 @@ const EXPLORE_EVERY: usize = 3;
 /// `process_files` and `execute_program` and never `do_list`, whose `l N` width meets a
 /// comparison no seed made false.)
 const DEPTH_DECAY: f64 = 0.3;
+
+/// What uncovered code outside the program's own directory tree counts for, against
+/// its own: gnulib, a bundled regex engine and the like are large, half covered and
+/// well tested elsewhere, and their crashes rarely reach the program's input. (Counted
+/// alike, a campaign on paste fuzzed gnulib's `quotearg_buffer_restyled` nine times in
+/// ten minutes and `paste_serial` once; one on sed, regex internals instead of the
+/// functions that run its commands.) Exploration picks still reach it.
+const LIBRARY_WEIGHT: f64 = 0.1;
 
 /// Added to the score of a changed function not fuzzed yet: above any other.
 const CHANGED_FIRST: f64 = 1e12;
@@ -85,6 +94,45 @@ impl<'a> History<'a> {
     }
 }
 
+/// How much each function's code counts: 1 in the directory tree of the file that
+/// defines `main`, [`LIBRARY_WEIGHT`] elsewhere; 1 for all when `main` or its file is
+/// unknown (a library's tests, a build without debug info).
+pub(super) fn code_weights(binary: &Binary) -> HashMap<u64, f64> {
+    let home = binary
+        .functions
+        .values()
+        .find(|f| f.name == "main")
+        .and_then(|f| f.file.as_deref())
+        .and_then(|file| lexical(Path::new(file)).parent().map(Path::to_path_buf));
+    binary
+        .functions
+        .values()
+        .map(|f| {
+            let own = match (&home, &f.file) {
+                (Some(home), Some(file)) => lexical(Path::new(file)).starts_with(home),
+                _ => true,
+            };
+            (f.id, if own { 1.0 } else { LIBRARY_WEIGHT })
+        })
+        .collect()
+}
+
+/// `path` with `.` and `dir/..` taken out, without asking the file system (the
+/// build's tree may be gone): debug info names files as `build-dir/../lib/x.c`.
+fn lexical(path: &Path) -> PathBuf {
+    let mut out = PathBuf::new();
+    for c in path.components() {
+        match c {
+            std::path::Component::CurDir => {}
+            std::path::Component::ParentDir if matches!(out.components().next_back(), Some(std::path::Component::Normal(_))) => {
+                out.pop();
+            }
+            c => out.push(c),
+        }
+    }
+    out
+}
+
 /// Code still uncovered in a function and (less) in what it calls.
 struct Reach<'a> {
     binary: &'a Binary,
@@ -98,11 +146,19 @@ struct Reach<'a> {
 }
 
 impl<'a> Reach<'a> {
-    fn new(binary: &'a Binary, lines: &FunctionLines, uncovered: Option<&BTreeMap<String, Vec<u32>>>) -> Self {
-        let (own, measure) = match uncovered {
+    fn new(
+        binary: &'a Binary,
+        lines: &FunctionLines,
+        weights: &HashMap<u64, f64>,
+        uncovered: Option<&BTreeMap<String, Vec<u32>>>,
+    ) -> Self {
+        let (mut own, measure) = match uncovered {
             Some(unc) => (Self::uncovered_in_span(lines, unc), "uncovered lines and branch directions"),
             None => (binary.functions.values().map(|f| (f.id, 1.0 + f.cmp_constants.len() as f64)).collect(), "compared constants"),
         };
+        for (id, score) in own.iter_mut() {
+            *score *= weights.get(id).copied().unwrap_or(1.0);
+        }
         Reach { binary, own, memo: HashMap::new(), measure }
     }
 
@@ -148,13 +204,19 @@ impl Runner {
     pub(super) fn pick(&self) -> Option<Pick> {
         let history = History::of(&self.c.fuzzed);
         let uncovered = self.lifter.as_ref().and_then(|l| l.uncovered());
-        let mut reach_of = Reach::new(&self.binary, &self.lines, uncovered.as_ref());
+        let mut reach_of = Reach::new(&self.binary, &self.lines, &self.weights, uncovered.as_ref());
         let measure = reach_of.measure;
         // Every third pick explores: a function never fuzzed, covered or not (memory
         // errors hide in code the system tests already run), larger ones first.
         let explore = self.c.fuzzed.len() % EXPLORE_EVERY == EXPLORE_EVERY - 1;
         let spans: HashMap<u64, f64> = if explore {
-            self.lines.iter().map(|(id, (_, start, end))| (*id, end.saturating_sub(*start).min(200) as f64)).collect()
+            self.lines
+                .iter()
+                .map(|(id, (_, start, end))| {
+                    let weight = self.weights.get(id).copied().unwrap_or(1.0);
+                    (*id, end.saturating_sub(*start).min(200) as f64 * weight)
+                })
+                .collect()
         } else {
             HashMap::new()
         };
@@ -202,5 +264,71 @@ impl Runner {
             .filter(|(path, row)| {
                 !history.units.contains(path.as_path()) && (focus.is_empty() || focus.contains(&row.function)) && !history.near_copy(row)
             })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use trestle_abi::meta::{FnMeta, ValueKind};
+
+    fn function(id: u64, name: &str, file: Option<&str>) -> FnMeta {
+        FnMeta {
+            id,
+            name: name.into(),
+            demangled: None,
+            file: file.map(Into::into),
+            line: 1,
+            params: vec![],
+            ret: ValueKind::Void,
+            variadic: false,
+            replayable: true,
+            local: false,
+            callees: vec![],
+            globals: vec![],
+            indirect_calls: false,
+            address_taken: false,
+            cmp_constants: vec![],
+        }
+    }
+
+    fn binary(functions: Vec<FnMeta>) -> Binary {
+        Binary {
+            path: PathBuf::from("prog"),
+            id: 0,
+            build: 0,
+            functions: functions.into_iter().map(|f| (f.id, f)).collect(),
+            strings: HashMap::new(),
+        }
+    }
+
+    #[test]
+    fn library_code_beside_the_program_counts_less_than_its_own() {
+        let b = binary(vec![
+            function(1, "main", Some("/b/coreutils/src/../src/cut.c")),
+            function(2, "cut_fields", Some("/b/coreutils/src/cut.c")),
+            function(3, "to_uchar", Some("/b/coreutils/./src/system.h")),
+            function(4, "quotearg_buffer_restyled", Some("/b/coreutils/src/../lib/quotearg.c")),
+            function(5, "blake2b", Some("/b/coreutils/src/blake2/blake2b-ref.c")),
+            function(6, "no_debug_info", None),
+        ]);
+        let w = code_weights(&b);
+        for id in [1, 2, 3, 5, 6] {
+            assert_eq!(w[&id], 1.0, "function {id} is the program's own");
+        }
+        assert_eq!(w[&4], LIBRARY_WEIGHT, "lib/ beside src/ is library code");
+    }
+
+    #[test]
+    fn without_a_main_every_function_counts_alike() {
+        let b = binary(vec![function(1, "parse", Some("/p/src/parse.c")), function(2, "helper", Some("/p/lib/helper.c"))]);
+        assert!(code_weights(&b).values().all(|&w| w == 1.0));
+    }
+
+    #[test]
+    fn relative_paths_are_tidied_without_the_file_system() {
+        assert_eq!(lexical(Path::new("dc/../lib/number.c")), PathBuf::from("lib/number.c"));
+        assert_eq!(lexical(Path::new("../lib/./x.c")), PathBuf::from("../lib/x.c"));
+        assert_eq!(lexical(Path::new("/a/b/../../c.c")), PathBuf::from("/c.c"));
     }
 }

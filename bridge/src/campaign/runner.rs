@@ -41,6 +41,8 @@ pub(super) struct Runner {
     pub(super) binary: Binary,
     /// The lines each of its functions spans (the binary does not change: computed once).
     pub(super) lines: FunctionLines,
+    /// How much each function's code counts when picking ([`super::pick::code_weights`]).
+    pub(super) weights: std::collections::HashMap<u64, f64>,
     pub(super) sys: SysFuzzer,
     pub(super) lifter: Option<Lifter>,
     pub(super) live: Live,
@@ -390,6 +392,7 @@ impl Runner {
             elapsed_before: campaign.elapsed,
             c: campaign,
             lines: function_lines(&binary),
+            weights: super::pick::code_weights(&binary),
             binary,
             sys,
             lifter: Some(lifter),

@@ -5,6 +5,8 @@
 //!
 //! - `allocators` ([`rename_allocators`]): calls to `malloc` & co. go to the runtime's
 //!   wrappers, so every heap extent is known.
+//! - `exits` (`hook_exiting_reporters`): calls to `error`, `err` & co., which exit
+//!   inside the C library, tell the runtime first.
 //! - `analysis`: the globals to register and the functions to instrument, with the
 //!   metadata the runtime reads about each, gathered before any rewriting.
 //! - `function`: entry and return hooks with packed argument/return slots
@@ -23,6 +25,7 @@
 
 mod allocators;
 mod analysis;
+mod exits;
 mod function;
 mod ir;
 mod runtime;
@@ -83,6 +86,8 @@ pub struct Stats {
     pub global_stores: usize,
     /// Allocator declarations redirected to the runtime.
     pub renamed_allocators: usize,
+    /// Calls to C library error reporters that exit, hooked.
+    pub exiting_reporters: usize,
 }
 
 /// Instrument the bitcode file `input` and write the result to `output`.
@@ -108,6 +113,7 @@ pub fn instrument_module(module: &Module<'_>) -> Result<Stats, PassError> {
     let rt = Runtime::declare(module);
     let ctx = module.get_context();
     let builder = ctx.create_builder();
+    stats.exiting_reporters = exits::hook_exiting_reporters(module, &builder)?;
 
     // One write counter per registered global, bumped inline by stores into it.
     let counters = make_counters(module, analysis.globals.len());
@@ -184,5 +190,33 @@ mod tests {
         assert!(text.contains("call ptr @__trestle_malloc"), "{text}");
         assert!(text.contains(&format!("section \"{SECTION_META}\"")), "{text}");
         assert!(text.contains(&format!("@{}", hooks::THUNK_PREFIX)), "{text}");
+    }
+
+    #[test]
+    fn calls_to_error_reporters_that_exit_tell_the_runtime_first() {
+        let ctx = Context::create();
+        let ir = r#"
+            source_filename = "t.c"
+            @fmt = private constant [3 x i8] c"%s\00"
+            declare void @error(i32, i32, ptr, ...)
+            declare void @errx(i32, ptr, ...)
+            define void @f(i32 %status, ptr %name) {
+              call void (i32, i32, ptr, ...) @error(i32 %status, i32 2, ptr @fmt, ptr %name)
+              call void (i32, ptr, ...) @errx(i32 0, ptr @fmt, ptr %name)
+              ret void
+            }
+        "#;
+        let buf = MemoryBuffer::create_from_memory_range_copy(ir.as_bytes(), "t");
+        let module = ctx.create_module_from_ir(buf).unwrap();
+        let stats = instrument_module(&module).unwrap();
+        module.verify().unwrap();
+        assert_eq!(stats.exiting_reporters, 2);
+        let text = module.print_to_string().to_string();
+        let hook = |args: &str| text.find(&format!("call void @{}({args})", hooks::EXITS_WITH));
+        let error = text.find("@error(i32 %status").expect("the error call stays");
+        let errx = text.find("@errx(i32 0").expect("the errx call stays");
+        let before_error = hook("i32 %status, i32 0").unwrap_or_else(|| panic!("no hook before error: {text}"));
+        let before_errx = hook("i32 0, i32 1").unwrap_or_else(|| panic!("no hook before errx: {text}"));
+        assert!(before_error < error && before_errx < errx && error < before_errx, "each hook right before its call: {text}");
     }
 }

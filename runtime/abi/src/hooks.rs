@@ -52,6 +52,22 @@ pub const UNIT_THREW: &str = "__trestle_unit_threw";
 /// Prefix of the generated replay thunks: `i64 __trestle_thunk.<id>(ptr slots)`.
 pub const THUNK_PREFIX: &str = "__trestle_thunk.";
 
+/// `void __trestle_exits_with(i32 status, i32 always)`
+///
+/// Called just before each call to a C library function that reports an error and
+/// then exits inside the C library ([`EXITING_REPORTERS`]): `error(status, ...)` exits
+/// when `status` is not 0, `err(status, ...)` always (`always` = 1). Their `exit` is
+/// out of the pass's reach, so the renamed `exit` never sees it. In a unit harness the
+/// hook ends the execution the way the renamed `exit` does (in-process, such an exit
+/// would end the fuzzer); everywhere else it returns and the call goes ahead.
+pub const EXITS_WITH: &str = "__trestle_exits_with";
+
+/// The C library's error reporters that exit, with whether they always do (the
+/// `err` family) or only for a status other than 0 (`error`, `error_at_line`). Each
+/// takes the exit status as its first argument, an `int`.
+pub const EXITING_REPORTERS: &[(&str, bool)] =
+    &[("error", false), ("error_at_line", false), ("err", true), ("errx", true), ("verr", true), ("verrx", true)];
+
 /// Prefix of the per-function state words: `i32 __trestle_state.<id>`.
 pub const STATE_PREFIX: &str = "__trestle_state.";
 
