@@ -324,10 +324,99 @@ def validate(trestle, plain, tests, scratch):
     return out
 
 
-def classify(v, bugs):
-    """(kind, what): ("bug", name), ("other", signature) or ("none", status)."""
+def added_lines(subj, tree):
+    """{bug: {(file, line)}}: the lines each planted bug's patch added, as numbered in
+    the patched source tree `tree` that the builds compiled. Each hunk is found in the
+    final text by its new side (context and added lines), nearest to where it says it
+    goes: patches apply with offsets, and later ones move the lines of earlier ones."""
+    table = subject_dir(subj) / "bugs.json"
+    if not table.exists():
+        return {}
+    bug_of = {b["patch"]: b["name"] for b in json.loads(table.read_text())["bugs"]}
+    texts, out = {}, {}
+    for patch in patches(subj):
+        bug = bug_of.get(patch.name)
+        if bug is None:
+            continue
+        for path, hunks in parse_patch(patch.read_text(errors="replace")):
+            if path not in texts:
+                f = tree / path
+                texts[path] = f.read_text(errors="replace").splitlines() if f.exists() else []
+            text = texts[path]
+            for start, block in hunks:
+                new_side = [l[1:] for l in block if l[:1] in (" ", "+")]
+                plus = [i for i, l in enumerate(l for l in block if l[:1] in (" ", "+")) if block_kind(block, i) == "+"]
+                at = find_block(text, new_side, start - 1)
+                if at is not None:
+                    out.setdefault(bug, set()).update((path, at + i + 1) for i in plus)
+                    continue
+                # A later patch changed the context: find each run of added lines alone.
+                for run in runs(plus):
+                    at = find_block(text, [new_side[i] for i in run], start - 1 + run[0])
+                    if at is not None:
+                        out.setdefault(bug, set()).update((path, at + k + 1) for k in range(len(run)))
+    return out
+
+
+def parse_patch(text):
+    """[(path, [(new start, hunk lines)])] of a unified diff applied with -p1."""
+    files, hunks = [], None
+    for line in text.splitlines():
+        if line.startswith("+++ "):
+            path = line[4:].split("\t")[0].strip()
+            hunks = []
+            files.append((path.split("/", 1)[1] if "/" in path else path, hunks))
+        elif line.startswith("@@ ") and hunks is not None:
+            m = re.match(r"@@ -\d+(?:,\d+)? \+(\d+)(?:,\d+)? @@", line)
+            hunks.append((int(m.group(1)), []))
+        elif hunks and line[:1] in (" ", "-", "+") and not line.startswith(("--- ", "+++ ")):
+            hunks[-1][1].append(line)
+    return files
+
+
+def block_kind(block, i):
+    """The kind (' ' or '+') of the i-th line of a hunk's new side."""
+    return [l[:1] for l in block if l[:1] in (" ", "+")][i]
+
+
+def runs(indexes):
+    """Consecutive runs of sorted indexes: [1, 2, 5] -> [[1, 2], [5]]."""
+    out = []
+    for i in indexes:
+        if out and out[-1][-1] == i - 1:
+            out[-1].append(i)
+        else:
+            out.append([i])
+    return out
+
+
+def find_block(text, block, near):
+    """The index in `text` where the lines `block` occur (ignoring trailing blanks),
+    nearest to index `near`; None when they do not."""
+    if not block:
+        return None
+    want = [l.rstrip() for l in block]
+    first = want[0]
+    hits = [i for i, l in enumerate(text) if l.rstrip() == first and [x.rstrip() for x in text[i:i + len(want)]] == want]
+    return min(hits, key=lambda i: abs(i - near)) if hits else None
+
+
+ADDED_LINES = {}
+
+
+def classify(v, subj):
+    """(kind, what): ("bug", name), ("other", signature) or ("none", status). A crash
+    is a bug's when the innermost frame of the program's own code is on a line that
+    bug's patch added (the Magma way: the planted code itself failed), or else is in
+    the bug's function."""
     if not v.get("crash"):
         return "none", v.get("status") or "?"
+    bugs = SUBJECTS[subj]["bugs"]
+    own = next((f for f in (v.get("stack") or []) if f.get("own")), None)
+    if own and own.get("file") and own.get("line"):
+        for b, lines in ADDED_LINES.get(subj, {}).items():
+            if b in bugs and any(own["line"] == l and (own["file"] == p or own["file"].endswith("/" + p)) for p, l in lines):
+                return "bug", b
     frames = v.get("frames") or []
     by_fn = {fn: b for b, fn in bugs.items()}
     if frames and frames[0] in by_fn:
@@ -418,7 +507,7 @@ def build_package_variant(subj, variant, work):
     stamp = d / "build.stamp"
     key = hashlib.sha1((json.dumps(cmd) + sha1_files(patches(subj) + identity)).encode()).hexdigest()
     if out.exists() and stamp.exists() and stamp.read_text() == key:
-        return out
+        return note_source(subj, variant, d, out)
     log(f"{subj}: building the {variant} variant")
     if variant == "afl":
         (d / "bin" / "dict.txt").unlink(missing_ok=True)
@@ -430,6 +519,16 @@ def build_package_variant(subj, variant, work):
     if r.returncode != 0 or not out.exists():
         sys.exit(f"bugs: building {subj} ({variant}) failed; see {logf}")
     stamp.write_text(key)
+    return note_source(subj, variant, d, out)
+
+
+def note_source(subj, variant, d, out):
+    """Crashes are classified on the plain build: read where its patched source has
+    each bug's lines (ADDED_LINES). Returns `out`."""
+    if variant == "plain":
+        tree = next((p for p in d.iterdir() if p.is_dir() and p.name.endswith("-build")), None)
+        if tree is not None:
+            ADDED_LINES[subj] = added_lines(subj, tree)
     return out
 
 
@@ -718,7 +817,7 @@ def trestle_run(task, a, work, bin_dir, builds):
     plain = {}
     for (al, name), v in zip(which, verdicts):
         if al["id"] not in plain or plain[al["id"]][0] == "none":
-            plain[al["id"]] = classify(v, cfg["bugs"]) + (name,)
+            plain[al["id"]] = classify(v, subj) + (name,)
     found = {b: None for b in cfg["bugs"]}
     others, unreproduced, crashes = {}, [], []
     for al in alarms:
@@ -799,7 +898,7 @@ def afl_crashes(crash_dir, cfg, trestle, plain, scratch):
     found = {b: None for b in cfg["bugs"]}
     others, unreproduced, crashes = {}, [], []
     for m, v in zip(meta, verdicts):
-        kind, what = classify(v, cfg["bugs"])
+        kind, what = classify(v, subj)
         sec = m["seconds"]
         crashes.append(dict(m, plain={"kind": kind, "what": what}))
         if kind == "bug":
@@ -1370,7 +1469,7 @@ def self_check(subjects, work):
         verdicts = validate(bin_dir / "trestle", plain, tests + afl_tests, work / "self-check" / s)
         hit = set()
         for name, v in zip([p.stem for p in files] + afl_names, verdicts):
-            kind, what = classify(v, cfg["bugs"])
+            kind, what = classify(v, s)
             good = kind == "bug"
             ok &= good
             hit.add(what if good else None)

@@ -186,6 +186,12 @@ fn hostile_tests_are_contained(d: &Path, prog: &Path, forked: bool) {
     assert!(by("spin")["wall_ms"].as_u64().unwrap() < 8000);
     let crash = by("crash");
     assert!(crash["crash"].as_str().unwrap().starts_with("SIGSEGV in main"), "{crash}");
+    // Where exactly: the innermost frame of the program's own code, with its line.
+    let line = HOSTILE.lines().position(|l| l.contains("volatile int *p = 0")).unwrap() + 1;
+    let own = crash["stack"].as_array().unwrap().iter().find(|f| f["own"] == true).cloned().unwrap_or_default();
+    assert_eq!(own["function"], "main", "{crash}");
+    assert!(own["file"].as_str().is_some_and(|f| f.ends_with("hostile.c")), "{crash}");
+    assert_eq!(own["line"], line as u64, "{crash}");
     // Nothing left behind: no process of the hostile program, no sandbox directory.
     std::thread::sleep(std::time::Duration::from_millis(300));
     let ps = ok(Command::new("ps").args(["-eo", "args"]));

@@ -63,6 +63,9 @@ pub fn run(args: &Options) -> Result<Validated> {
                 "status": run.status.to_string(),
                 "crash": run.crash.as_ref().map(|c| c.to_string()),
                 "frames": run.crash.as_ref().map(|c| c.frames.clone()),
+                // Innermost first, each with its source file and line where debug
+                // info has them: where exactly the program died.
+                "stack": run.crash.as_ref().map(|c| c.stack.clone()),
                 "limit": run.limit,
                 "max_rss_kib": run.max_rss_kib,
                 "cpu_ms": run.cpu_ms,
