@@ -210,6 +210,9 @@ pub struct FuzzedUnit {
     /// Its value hashes ([`crate::carve::units::UnitRow::value_hashes`]).
     #[serde(default)]
     pub value_hashes: Vec<u64>,
+    /// Its parameters' kinds ([`crate::carve::units::UnitRow::param_kinds`]).
+    #[serde(default)]
+    pub param_kinds: Vec<String>,
     /// The worker that fuzzed it (`None`: this machine).
     #[serde(default)]
     pub node: Option<String>,

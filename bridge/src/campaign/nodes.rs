@@ -171,6 +171,7 @@ impl Runner {
             error: None,
             reason: format!("fuzzed on worker {from}"),
             value_hashes: Vec::new(),
+            param_kinds: Vec::new(),
             node: Some(from),
         });
         self.save()

@@ -4,11 +4,14 @@
 //! directions not taken) and in what they call, counted less with each call further
 //! down ([`DEPTH_DECAY`]), and less each time they were fuzzed; changed functions come
 //! first. The program's own code (the directory tree of the file that defines `main`)
-//! counts in full, library code bundled beside it ([`LIBRARY_WEIGHT`]) much less. Every [`EXPLORE_EVERY`]th pick goes to a function not fuzzed yet, larger
-//! first, whatever its coverage: a buffer overflow in code the seeds run is no less a bug. Among the
-//! units of a function, those whose parameters cover more of the input and more kinds
-//! (streams and numbers above all) come first, and a unit whose parameter values all
-//! occur in a unit of the function already fuzzed is skipped.
+//! counts in full, library code bundled beside it ([`LIBRARY_WEIGHT`]) much less. A
+//! unit whose parameters include a kind no fuzzed unit of its function had (a width
+//! argument where before only the text was a parameter) counts as if its function was
+//! not fuzzed yet. Every [`EXPLORE_EVERY`]th pick goes to a function not fuzzed yet,
+//! larger first, whatever its coverage: a buffer overflow in code the seeds run is no
+//! less a bug. Among the units of a function, those whose parameters cover more of the
+//! input and more kinds (streams and numbers above all) come first, and a unit whose
+//! parameter values all occur in a unit of the function already fuzzed is skipped.
 
 use super::changed::{matching_source, FunctionLines};
 use super::runner::Runner;
@@ -24,6 +27,7 @@ pub(super) struct Pick {
     pub(super) function: String,
     pub(super) reason: String,
     pub(super) value_hashes: Vec<u64>,
+    pub(super) param_kinds: Vec<String>,
 }
 
 /// One pick in this many goes to a function never fuzzed, whatever its coverage.
@@ -68,17 +72,25 @@ struct History<'a> {
     units: BTreeSet<&'a Path>,
     times: BTreeMap<&'a str, usize>,
     values: BTreeMap<&'a str, Vec<&'a [u64]>>,
+    kinds: BTreeMap<&'a str, BTreeSet<&'a str>>,
 }
 
 impl<'a> History<'a> {
     fn of(fuzzed: &'a [FuzzedUnit]) -> Self {
-        let mut h = History { units: BTreeSet::new(), times: BTreeMap::new(), values: BTreeMap::new() };
+        let mut h = History { units: BTreeSet::new(), times: BTreeMap::new(), values: BTreeMap::new(), kinds: BTreeMap::new() };
         for f in fuzzed {
             h.units.insert(&f.unit);
             *h.times.entry(&f.function).or_default() += 1;
             h.values.entry(&f.function).or_default().push(&f.value_hashes);
+            h.kinds.entry(&f.function).or_default().extend(f.param_kinds.iter().map(String::as_str));
         }
         h
+    }
+
+    /// Whether `row` has a kind of parameter no fuzzed unit of its function had.
+    fn new_kind(&self, row: &UnitRow) -> bool {
+        let seen = self.kinds.get(row.function.as_str());
+        row.param_kinds.iter().any(|k| seen.is_none_or(|s| !s.contains(k.as_str())))
     }
 
     /// How often `function` was fuzzed.
@@ -222,13 +234,22 @@ impl Runner {
         };
         let (mut best, mut best_new) = (Best::default(), Best::default());
         for (path, row) in self.candidates(&history) {
-            let pick = |reason: String| Pick { path: path.clone(), function: row.function.clone(), reason, value_hashes: row.value_hashes.clone() };
+            let pick = |reason: String| Pick {
+                path: path.clone(),
+                function: row.function.clone(),
+                reason,
+                value_hashes: row.value_hashes.clone(),
+                param_kinds: row.param_kinds.clone(),
+            };
             let id = u64::from_str_radix(&row.fn_id, 16).unwrap_or(0);
             let reach = reach_of.of(id);
-            let n = history.times(&row.function);
+            let fuzzed = history.times(&row.function);
+            // Fuzzed before, but never along this kind of parameter: as good as new.
+            let new_kind = fuzzed > 0.0 && history.new_kind(row);
+            let n = if new_kind { 0.0 } else { fuzzed };
             let changed = self.c.settings.changed.contains(&row.function) && n == 0.0;
             let score = reach / (1.0 + 2.0 * n) * unit_weight(row) + if changed { CHANGED_FIRST } else { 0.0 };
-            if explore && n == 0.0 {
+            if explore && fuzzed == 0.0 {
                 let span = spans.get(&id).copied().unwrap_or(0.0);
                 best_new.offer(unit_weight(row) * (1.0 + span / 20.0), || {
                     pick(format!(
@@ -239,8 +260,9 @@ impl Runner {
             }
             best.offer(score, || {
                 pick(format!(
-                    "{}{reach:.1} {measure} in reach, fuzzed {n} time(s) before; {}",
+                    "{}{reach:.1} {measure} in reach, fuzzed {fuzzed} time(s) before{}; {}",
                     if changed { "changed since the given revision; " } else { "" },
+                    if new_kind { " (never with a parameter of this kind)" } else { "" },
                     describe_params(row)
                 ))
             });
@@ -323,6 +345,46 @@ mod tests {
     fn without_a_main_every_function_counts_alike() {
         let b = binary(vec![function(1, "parse", Some("/p/src/parse.c")), function(2, "helper", Some("/p/lib/helper.c"))]);
         assert!(code_weights(&b).values().all(|&w| w == 1.0));
+    }
+
+    fn row(function: &str, kinds: &[&str]) -> UnitRow {
+        UnitRow {
+            file: format!("{function}/1.unit"),
+            function: function.into(),
+            fn_id: "1".into(),
+            test: "t".into(),
+            call_index: 0,
+            has_oracle: true,
+            params: kinds.len(),
+            param_kinds: kinds.iter().map(|k| k.to_string()).collect(),
+            input_bytes: 4,
+            value_hashes: vec![1],
+        }
+    }
+
+    #[test]
+    fn a_parameter_kind_new_to_a_fuzzed_function_is_news() {
+        // do_list was fuzzed with the pattern space as its parameters; a unit carved
+        // from `l 5` has the width argument too.
+        let fuzzed = vec![FuzzedUnit {
+            unit: PathBuf::from("u/do_list/0.unit"),
+            function: "do_list".into(),
+            dir: PathBuf::from("fuzz/do_list-0"),
+            executions: 1,
+            crashes: 0,
+            lifted: true,
+            new_alarms: 0,
+            effective: 0,
+            error: None,
+            reason: String::new(),
+            value_hashes: vec![7],
+            param_kinds: vec!["heap string".into(), "token string".into()],
+            node: None,
+        }];
+        let h = History::of(&fuzzed);
+        assert!(h.new_kind(&row("do_list", &["argument int", "heap string"])));
+        assert!(!h.new_kind(&row("do_list", &["heap string"])));
+        assert!(h.new_kind(&row("do_subst", &["heap string"])), "a function never fuzzed has nothing seen");
     }
 
     #[test]

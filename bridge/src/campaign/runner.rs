@@ -247,7 +247,7 @@ impl Runner {
 
 
     pub(super) fn unit_round(&mut self) -> Result<bool> {
-        let Some(Pick { path: unit_path, function, reason, value_hashes }) = self.pick() else { return Ok(false) };
+        let Some(Pick { path: unit_path, function, reason, value_hashes, param_kinds }) = self.pick() else { return Ok(false) };
         let unit = read_unit(&unit_path)?;
         let k = self.c.fuzzed.iter().filter(|f| f.function == function).count();
         let dir = self.out.join("fuzz").join(format!("{}-{k}", crate::carve::units::safe_name(&function)));
@@ -275,6 +275,7 @@ impl Runner {
             error: None,
             reason,
             value_hashes,
+            param_kinds,
             node: None,
         });
         self.save()?;
