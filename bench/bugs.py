@@ -9,7 +9,7 @@ planted bugs each, listed in bench/bugs/PROG/bugs.json). Pictures: bench/plots.p
     python3 bench/bugs.py [--subjects cut,sed,dc,...] [--reps 5] [--time 600]
                           [--columns bridge,system-only,aflpp] [--jobs 1]
                           [--smoke] [--table-only] [--self-check] [--work DIR]
-                          [--stop-by HH:MM]
+                          [--results DIR] [--stop-by HH:MM]
 
 Columns (one core each; --jobs 2 runs two at a time on a 2-core machine; each run binds
 itself to a free core, so do not bind this script with taskset: afl-fuzz counts a
@@ -1507,12 +1507,17 @@ def main():
     ap.add_argument("--table-only", action="store_true", help="only rewrite the tables from the result files")
     ap.add_argument("--self-check", action="store_true", help="classify each subject's crashers (also as AFL++ "
                     "inputs) and check each maps to a known bug")
+    ap.add_argument("--results", help="where the result files and tables go (default bench/results/bugs; "
+                    "another directory for runs that are not the matrix's)")
     ap.add_argument("--work", help="builds and run directories (default ~/.cache/trestle/bench-bugs)")
     ap.add_argument("--stop-by", metavar="HH:MM", help="start no run that would not end (with its replay) by "
                     "this wall-clock time; the rest are left for the next sitting")
     a = ap.parse_args()
     a.time_given = a.time is not None
     a.stop_by = parse_stop_by(a.stop_by) if a.stop_by else None
+    if a.results:
+        global RESULTS
+        RESULTS = Path(a.results).resolve()
     a.time = a.time or (30 if a.smoke else 600)
     a.reps = a.reps or (1 if a.smoke else 5)
     a.columns = [c for c in a.columns.split(",") if c]
