@@ -217,6 +217,67 @@ fn register(fp: *mut FILE, path: Option<Vec<u8>>, mode: Option<Vec<u8>>) {
     }
 }
 
+/// A file a unit execution opened (fuzz mode).
+enum Opened {
+    Fd(c_int),
+    Stream(usize),
+}
+
+/// The files the current unit execution opened and did not close. A function that
+/// opens what it reads and leaves the closing to `exit()` (paste's `paste_parallel`
+/// opens every file it pastes) would otherwise leave a descriptor per execution in a
+/// harness that runs many, until `open` fails and the harness can write nothing.
+static OPENED: std::sync::Mutex<Vec<Opened>> = std::sync::Mutex::new(Vec::new());
+
+fn opened_list() -> std::sync::MutexGuard<'static, Vec<Opened>> {
+    OPENED.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+fn note_opened(o: Opened) {
+    if crate::fuzzing() {
+        opened_list().push(o);
+    }
+}
+
+fn note_closed(fd: Option<c_int>, stream: Option<usize>) {
+    if crate::fuzzing() {
+        opened_list().retain(|o| match o {
+            Opened::Fd(f) => Some(*f) != fd,
+            Opened::Stream(s) => Some(*s) != stream,
+        });
+    }
+}
+
+/// Close what the unit execution that just ended opened and left open (streams
+/// first, then bare descriptors); called as the harness puts the context back.
+pub fn close_opened() {
+    let left = std::mem::take(&mut *opened_list());
+    let mut streams_closed = Vec::new();
+    for o in &left {
+        if let Opened::Stream(fp) = o {
+            // SAFETY: a stream the C library opened during the execution and nobody
+            // closed (fclose is tracked): closing it frees it.
+            unsafe {
+                streams_closed.push(fileno_of(*fp));
+                libc::fclose(*fp as *mut FILE);
+            }
+        }
+    }
+    for o in &left {
+        if let Opened::Fd(fd) = o {
+            if !streams_closed.contains(fd) {
+                // SAFETY: a descriptor the execution opened and did not close.
+                unsafe { libc::close(*fd) };
+            }
+        }
+    }
+}
+
+/// Forget what setting the unit up opened: only executions' files are closed.
+pub fn forget_opened() {
+    opened_list().clear();
+}
+
 fn mode_passive() -> bool {
     !tracking()
 }
@@ -231,6 +292,9 @@ pub unsafe extern "C" fn __trestle_fopen(path: *const c_char, m: *const c_char) 
     unsafe {
         let fp = libc::fopen(path, m);
         register(fp, c_str(path), c_str(m));
+        if !fp.is_null() {
+            note_opened(Opened::Stream(fp as usize));
+        }
         fp
     }
 }
@@ -245,6 +309,9 @@ pub unsafe extern "C" fn __trestle_fdopen(fd: c_int, m: *const c_char) -> *mut F
     unsafe {
         let fp = libc::fdopen(fd, m);
         register(fp, None, c_str(m));
+        if !fp.is_null() {
+            note_opened(Opened::Stream(fp as usize));
+        }
         fp
     }
 }
@@ -282,6 +349,7 @@ pub unsafe extern "C" fn __trestle_fclose(fp: *mut FILE) -> c_int {
     if !mode_passive() {
         forget(fp as usize);
     }
+    note_closed(None, Some(fp as usize));
     if crate::replay::in_arena(fp as usize) {
         // SAFETY: `fp` is a live FILE copy; flushing writes through its descriptor.
         unsafe {
@@ -324,6 +392,9 @@ pub unsafe extern "C" fn __trestle_open(path: *const c_char, flags: c_int, mode:
     // SAFETY: forwarding.
     let fd = unsafe { libc::open(path, flags, mode) };
     track_fd(fd, path, flags);
+    if fd >= 0 {
+        note_opened(Opened::Fd(fd));
+    }
     fd
 }
 
@@ -339,6 +410,9 @@ pub unsafe extern "C" fn __trestle_openat(dirfd: c_int, path: *const c_char, fla
     if dirfd == libc::AT_FDCWD {
         track_fd(fd, path, flags);
     }
+    if fd >= 0 {
+        note_opened(Opened::Fd(fd));
+    }
     fd
 }
 
@@ -353,6 +427,7 @@ pub unsafe extern "C" fn __trestle_close(fd: c_int) -> c_int {
             rt.fds.remove(&fd);
         }
     }
+    note_closed(Some(fd), None);
     // SAFETY: forwarding.
     unsafe { libc::close(fd) }
 }

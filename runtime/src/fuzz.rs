@@ -245,6 +245,8 @@ impl Session {
             arena: arena_mark(),
             libc: LibcState::capture(),
         };
+        // What setting up opened belongs to the context; executions' files are closed.
+        crate::files::forget_opened();
         Ok(Session { thunk: set.thunk, slots: set.slots, addrs: set.addrs, lens, refs, params: req.params, streams, pristine })
     }
 
@@ -361,6 +363,7 @@ impl Session {
         self.lens.clone_from(&p.lens);
         arena_rewind(p.arena);
         p.libc.restore();
+        crate::files::close_opened();
     }
 
     /// Call the function once with the current values.

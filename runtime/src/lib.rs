@@ -128,6 +128,11 @@ fn tracking() -> bool {
     matches!(mode(), MODE_RECORD | MODE_REPLAY)
 }
 
+/// True in a unit harness (fuzz mode).
+fn fuzzing() -> bool {
+    mode() == MODE_FUZZ
+}
+
 /// The current mode, initialising on first use.
 fn mode() -> u8 {
     let m = MODE.load(Ordering::Acquire);

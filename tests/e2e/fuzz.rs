@@ -353,6 +353,101 @@ fn in_process_fuzzing_goes_on_past_an_exit_inside_the_c_library() {
     assert!(crashes.iter().any(|v| v[0].starts_with("\"XY")), "no abort for \"XY…\": {crashes:?}");
 }
 
+/// Counts the lines of a file and leaves it open, as a program that leaves closing
+/// to its exit does.
+const LEAVES_FILES_OPEN: &str = r#"
+#include <stdio.h>
+#include <stdlib.h>
+int count_lines(const char *path, int max)
+{
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return -1;
+    int n = 0, c;
+    while ((c = getc(f)) != EOF && n < max)
+        n += c == '\n';
+    return n;
+}
+int main(int argc, char **argv)
+{
+    if (argc < 3)
+        return 1;
+    printf("%d\n", count_lines(argv[1], atoi(argv[2])));
+    return 0;
+}
+"#;
+
+#[test]
+fn a_unit_that_leaves_files_open_is_fuzzed_without_running_out_of_descriptors() {
+    // Each execution that opens the file would keep a descriptor: a process of
+    // 100,000 executions runs out at 1,024 and then cannot even write its report.
+    let dir = tempfile::tempdir().unwrap();
+    let prog = build_c(dir.path(), "leaves_open", LEAVES_FILES_OPEN, "-O2");
+    let tests = dir.path().join("tests");
+    write_test(&tests, "count", &serde_json::json!({ "args": ["in.txt", "12"], "files": { "in.txt": "a\nb\nc\n" } }));
+    let (traces, units) = (dir.path().join("traces"), dir.path().join("units"));
+    ok(&mut trestle(&[&"record", &"--program", &prog, &"--tests", &tests, &"--out", &traces]));
+    ok(&mut trestle(&[&"carve", &traces, &"--out", &units]));
+    let index: Value = serde_json::from_slice(&std::fs::read(units.join("index.json")).unwrap()).unwrap();
+    let row = index["units"].as_array().unwrap().iter().find(|r| r["function"] == "count_lines").expect("a count_lines unit");
+    let unit = units.join(row["file"].as_str().unwrap());
+    for (k, mode) in [&["--in-process"][..], &[][..]].into_iter().enumerate() {
+        let out = dir.path().join(format!("out{k}"));
+        let mut args: Vec<&dyn AsRef<std::ffi::OsStr>> = vec![&"fuzz", &unit, &"--time", &"10s", &"--out", &out, &"--json"];
+        args.extend(mode.iter().map(|m| m as &dyn AsRef<std::ffi::OsStr>));
+        let json = ok(&mut trestle(&args));
+        let report: Value = serde_json::from_str(&json).unwrap();
+        assert!(report["executions"].as_u64().unwrap() > 5_000, "{mode:?}: {report}");
+        if let Ok(log) = std::fs::read_to_string(out.join(".inproc").join("harness.log")) {
+            // Without closing them, the fuzzer could no longer write its own files.
+            assert!(!log.contains("Too many open files"), "{log}");
+        }
+    }
+}
+
+/// A unit that takes its whole process down, beyond any handler, unless its number
+/// is the recorded one: in-process, every such execution ends a fuzzer process.
+const KILLS_ITS_PROCESS: &str = r#"
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+int guarded(int n)
+{
+    if (n != 12)
+        raise(SIGKILL);
+    return n * 2;
+}
+int main(int argc, char **argv)
+{
+    if (argc < 2)
+        return 1;
+    printf("%d\n", guarded(atoi(argv[1])));
+    return 0;
+}
+"#;
+
+#[test]
+fn a_unit_that_keeps_killing_the_in_process_fuzzer_goes_on_in_the_forkserver_harness() {
+    let dir = tempfile::tempdir().unwrap();
+    let prog = build_c(dir.path(), "kills", KILLS_ITS_PROCESS, "-O2");
+    let tests = dir.path().join("tests");
+    write_test(&tests, "twelve", &serde_json::json!({ "args": ["12"] }));
+    let (traces, units) = (dir.path().join("traces"), dir.path().join("units"));
+    ok(&mut trestle(&[&"record", &"--program", &prog, &"--tests", &tests, &"--out", &traces]));
+    ok(&mut trestle(&[&"carve", &traces, &"--out", &units]));
+    let index: Value = serde_json::from_slice(&std::fs::read(units.join("index.json")).unwrap()).unwrap();
+    let row = index["units"].as_array().unwrap().iter().find(|r| r["function"] == "guarded").expect("a guarded unit");
+    let unit = units.join(row["file"].as_str().unwrap());
+    let out = dir.path().join("out");
+    let json = ok(&mut trestle(&[&"fuzz", &unit, &"--time", &"10s", &"--out", &out, &"--in-process", &"--json"]));
+    let report: Value = serde_json::from_str(&json).unwrap();
+    let log = std::fs::read_to_string(out.join(".inproc").join("harness.log")).unwrap();
+    assert!(log.contains("in-process fuzzing gives this unit up"), "{log}");
+    // The rest of the time ran in the forkserver harness: far more executions than the
+    // handful of fuzzer processes in-process fuzzing lost.
+    assert!(report["executions"].as_u64().unwrap() > 1_000, "{report}");
+}
+
 #[test]
 fn in_process_fuzzing_reports_a_hang_as_a_timeout() {
     let dir = tempfile::tempdir().unwrap();

@@ -28,6 +28,13 @@ use std::time::{Duration, Instant, SystemTime};
 use trestle_abi::fuzz::{ENV_FUZZ, ENV_FUZZ_INPROC, ENV_FUZZ_INPROC_LIB};
 use trestle_abi::unit::Param;
 
+/// Fuzzer processes a unit may take down with it (see [`InProcessReport::lost`])
+/// before in-process fuzzing gives it up and the forkserver harness, where the unit
+/// runs in a process of its own, fuzzes it for the rest of the time. (paste's
+/// `put_delim_run` writes past a static buffer: in-process, 49 fuzzer processes died
+/// in ten seconds for 327 executions.)
+pub const MAX_LOST_PROCESSES: u64 = 5;
+
 /// The fuzzer library's file name (found next to the running executable).
 pub const LIBRARY: &str = "libtrestle_inproc.so";
 
@@ -69,8 +76,12 @@ pub struct InProcessReport {
     pub first_crash_after: Option<f64>,
     /// Fuzzer processes started after the first (hangs, periodic fresh starts).
     pub restarts: u64,
+    /// Fuzzer processes that died without saving their state: a crash outside the
+    /// unit call, most likely a unit that corrupts memory the fuzzer lives in.
+    #[serde(default)]
+    pub lost: u64,
     /// Set when the fuzzer stopped by itself (deadline, or a crash with
-    /// `stop_on_crash`).
+    /// `stop_on_crash`, or [`MAX_LOST_PROCESSES`] lost).
     pub done: bool,
     /// Why it could not fuzz.
     pub error: Option<String>,
@@ -124,12 +135,27 @@ pub(crate) fn campaign(cfg: &FuzzConfig, out: &Path, request: &Path, cwd: &Path)
     if !r.done && r.executions == 0 {
         return Err(FuzzError::Libafl(format!("in-process fuzzing failed: {}; see {}", log_tail(&log_file), log_file.display())));
     }
-    Ok(FuzzReport {
+    let report = FuzzReport {
         executions: r.executions,
         seconds,
         corpus: r.corpus,
         first_crash_after: r.first_crash_after,
         ..FuzzReport::default()
+    };
+    let left = cfg.time.saturating_sub(start.elapsed());
+    if r.lost < MAX_LOST_PROCESSES || left < Duration::from_secs(1) {
+        return Ok(report);
+    }
+    // The unit keeps taking the fuzzer down: the rest of the time in the forkserver
+    // harness, each execution in a process of its own.
+    let rest = crate::single_core_campaign(&FuzzConfig { time: left, ..cfg.clone() }, out, request, cwd)?;
+    Ok(FuzzReport {
+        executions: report.executions + rest.executions,
+        seconds: start.elapsed().as_secs_f64(),
+        corpus: report.corpus.max(rest.corpus),
+        first_crash_after: report.first_crash_after.or(rest.first_crash_after.map(|t| t + (cfg.time - left).as_secs_f64())),
+        crashes: rest.crashes,
+        timeouts: rest.timeouts,
     })
 }
 

@@ -406,7 +406,7 @@ pub fn lay_out(unit: &Unit, out: &Path) -> Result<PathBuf, FuzzError> {
 
 /// The single-core forkserver campaign, run from the unit's working directory
 /// (which the harness inherits) and then back.
-fn single_core_campaign(cfg: &FuzzConfig, out: &Path, request: &Path, cwd: &Path) -> Result<FuzzReport, FuzzError> {
+pub(crate) fn single_core_campaign(cfg: &FuzzConfig, out: &Path, request: &Path, cwd: &Path) -> Result<FuzzReport, FuzzError> {
     // Without a current directory (removed under us) there is nothing to go back to.
     let previous_dir = std::env::current_dir().ok();
     std::env::set_current_dir(cwd).map_err(io("cannot enter", cwd))?;

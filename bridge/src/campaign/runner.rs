@@ -30,6 +30,11 @@ pub(super) const PHASE_COVERAGE: &str = "coverage of new system tests";
 pub(super) const PHASE_UNIT: &str = "unit fuzzing";
 pub(super) const PHASE_LIFT: &str = "lifting";
 
+/// New queue entries recorded and carved in a round after the first. A round fuzzes
+/// one unit: a sed campaign that recorded 40 a round carved 260,807 units (5.9 GB) to
+/// fuzz 14, and recording, carving and measuring them took 123 s of its 600.
+const RECORD_PER_ROUND: usize = 16;
+
 /// What reducing the alarms may take, at least, once the fuzzing budget is spent.
 const REDUCTION_TIME: Duration = Duration::from_secs(120);
 
@@ -169,7 +174,7 @@ impl Runner {
     /// Record and carve the queue entries not carved yet.
     pub(super) fn carve_new(&mut self) -> Result<()> {
         let queue = self.out.join("system").join("queue");
-        let mut fresh: Vec<PathBuf> = std::fs::read_dir(&queue)
+        let fresh: Vec<PathBuf> = std::fs::read_dir(&queue)
             .with_context(|| format!("cannot list {}", queue.display()))?
             .map(|e| e.map(|e| e.path()))
             .collect::<std::io::Result<Vec<_>>>()
@@ -178,8 +183,7 @@ impl Runner {
             .filter(|p| p.extension().is_some_and(|x| x == "json"))
             .filter(|p| !self.c.recorded.contains(&p.file_name().unwrap_or_default().to_string_lossy().into_owned()))
             .collect();
-        fresh.sort();
-        fresh.truncate(40);
+        let fresh = to_record(fresh, self.c.rounds == 0);
         if fresh.is_empty() {
             return Ok(());
         }
@@ -533,6 +537,20 @@ impl Runner {
 }
 
 
+/// Which of the queue entries not recorded yet a round records: in the first round
+/// the seeds, all of them (up to 40); later the newest [`RECORD_PER_ROUND`], which
+/// build on the older ones and reach furthest.
+fn to_record(mut fresh: Vec<PathBuf>, first_round: bool) -> Vec<PathBuf> {
+    fresh.sort();
+    if first_round {
+        fresh.truncate(40);
+    } else {
+        fresh.reverse();
+        fresh.truncate(RECORD_PER_ROUND);
+    }
+    fresh
+}
+
 /// The system fuzzer of a campaign: what a user of a system fuzzer would give it, in
 /// both modes, so that the baseline is at full strength.
 fn system_fuzzer(s: &Settings, binary: &Binary, seeds: &[NamedTest], out: &Path) -> Result<SysFuzzer> {
@@ -574,4 +592,21 @@ fn lifter(s: &Settings, seeds: &[NamedTest], out: &Path, elapsed: f64) -> Result
     lifter.set_epoch(Instant::now() - Duration::from_secs_f64(elapsed.max(0.0)));
     lifter.set_seeds(seeds.iter().map(|n| (n.name.clone(), n.test.clone())).collect());
     Ok(lifter)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_round_records_the_seeds_then_the_newest_entries() {
+        let queue: Vec<PathBuf> = (0..100).rev().map(|i| PathBuf::from(format!("queue/{i:06}.json"))).collect();
+        let first = to_record(queue.clone(), true);
+        assert_eq!(first.len(), 40);
+        assert_eq!(first[0], PathBuf::from("queue/000000.json"), "the seeds come first");
+        let later = to_record(queue, false);
+        assert_eq!(later.len(), RECORD_PER_ROUND);
+        assert_eq!(later[0], PathBuf::from("queue/000099.json"), "then the newest");
+        assert!(later.iter().all(|p| p >= &PathBuf::from(format!("queue/{:06}.json", 100 - RECORD_PER_ROUND))));
+    }
 }

@@ -90,6 +90,8 @@ struct Shared {
     first_objective_ms: AtomicU64,
     /// Fuzzer processes started after the first.
     restarts: AtomicU64,
+    /// Fuzzer processes that died without saving their state.
+    lost: AtomicU64,
     /// Executions started, counted by the harness callback (the respawner's sign
     /// of life: a fuzzer stuck outside the target does not move it).
     beats: AtomicU64,
@@ -139,6 +141,7 @@ impl Campaign<'_> {
             objectives,
             first_crash_after: (first != u64::MAX).then(|| first as f64 / 1000.0),
             restarts: self.shared.restarts.load(Ordering::Relaxed),
+            lost: self.shared.lost.load(Ordering::Relaxed),
             done,
             error,
         };

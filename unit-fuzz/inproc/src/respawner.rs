@@ -4,6 +4,7 @@
 //! start), until one says the campaign is over or the deadline has passed.
 
 use crate::{fuzz, Campaign};
+use trestle_unit_fuzz::inprocess::MAX_LOST_PROCESSES;
 use libafl_bolts::shmem::{ShMem, ShMemProvider, UnixShMemProvider};
 use libafl_bolts::staterestore::StateRestorer;
 use std::sync::atomic::Ordering;
@@ -58,6 +59,19 @@ pub(crate) fn respawn(c: &Campaign) -> Result<(), String> {
             // fresh start: the state was saved.
             barren = 0;
             continue;
+        }
+        let lost = c.shared.lost.fetch_add(1, Ordering::Relaxed) + 1;
+        if lost >= MAX_LOST_PROCESSES {
+            // The unit takes the fuzzer down again and again: its caller goes on
+            // with the forkserver harness.
+            c.say(&format!(
+                "{lost} fuzzer processes ended without saving their state (last: {}); in-process fuzzing gives this unit up",
+                describe_status(status)
+            ));
+            let last = c.last_report();
+            let executions = c.shared.executions.load(Ordering::Relaxed).max(last.executions);
+            c.report(executions, last.corpus, last.objectives, true, None);
+            return Ok(());
         }
         c.say(&format!(
             "a fuzzer process ended ({}) without saving its state; the next starts from the queue",
