@@ -27,11 +27,13 @@ process bound to a core alone as taking it, and then finds no free core):
                stops once an alarm in that bug's function is reported (its question is
                the time to that alarm, so it has no coverage curve).
 
-Every crash a column reports is classified by the innermost function of the subject's
-own code on its crash stack when the crashing system test runs on the plain build
-(clang-19 -O2 -g) under `trestle validate --json`: a bug is found when that function is
-the bug's; a crash elsewhere is an "other crash" (with its signature); a reported crash
-that does not crash the plain build is kept as "unreproduced".
+Every crash a column reports is classified by the innermost frame of the subject's own
+code on its crash stack when the crashing system test runs on the plain build (clang-19
+-O2 -g) under `trestle validate --json`: a bug is found when that frame is on a line the
+bug's patch added (the planted code itself failed; the lines are looked up in the
+patched source the plain build compiled) or, failing that, is in the bug's function; a
+crash elsewhere is an "other crash" (with its signature); a reported crash that does not
+crash the plain build is kept as "unreproduced".
 
 Times (seconds since the start of the run):
   trestle  an alarm's `found_at` in alarms.json when present; otherwise the first row of
