@@ -295,9 +295,15 @@ fn carve_exiting_unit(dir: &Path) -> PathBuf {
 
 /// `check` carved from a run with `word` as its string.
 fn carve_unit_exiting_with(dir: &Path, word: &str) -> PathBuf {
-    let prog = build_c(dir, "exits", EXITS_ABORTS_HANGS, "-O2");
+    carve_one(dir, "exits", EXITS_ABORTS_HANGS, &serde_json::json!({ "args": [word, "12"] }), "check", 2)
+}
+
+/// Build `source`, record it on the one system test `test` and carve it: the unit of
+/// `function` with at least `params` parameters mapped.
+fn carve_one(dir: &Path, name: &str, source: &str, test: &Value, function: &str, params: u64) -> PathBuf {
+    let prog = build_c(dir, name, source, "-O2");
     let tests = dir.join("tests");
-    write_test(&tests, word, &serde_json::json!({ "args": [word, "12"] }));
+    write_test(&tests, "seed", test);
     let (traces, units) = (dir.join("traces"), dir.join("units"));
     ok(&mut trestle(&[&"record", &"--program", &prog, &"--tests", &tests, &"--out", &traces]));
     ok(&mut trestle(&[&"carve", &traces, &"--out", &units]));
@@ -306,8 +312,8 @@ fn carve_unit_exiting_with(dir: &Path, word: &str) -> PathBuf {
         .as_array()
         .unwrap()
         .iter()
-        .find(|r| r["function"] == "check" && r["params"].as_u64().unwrap() >= 2)
-        .expect("a check unit with both parameters mapped");
+        .find(|r| r["function"] == function && r["params"].as_u64().unwrap() >= params)
+        .unwrap_or_else(|| panic!("a {function} unit with {params} parameter(s) mapped"));
     units.join(row["file"].as_str().unwrap())
 }
 
@@ -382,15 +388,8 @@ fn a_unit_that_leaves_files_open_is_fuzzed_without_running_out_of_descriptors() 
     // Each execution that opens the file would keep a descriptor: a process of
     // 100,000 executions runs out at 1,024 and then cannot even write its report.
     let dir = tempfile::tempdir().unwrap();
-    let prog = build_c(dir.path(), "leaves_open", LEAVES_FILES_OPEN, "-O2");
-    let tests = dir.path().join("tests");
-    write_test(&tests, "count", &serde_json::json!({ "args": ["in.txt", "12"], "files": { "in.txt": "a\nb\nc\n" } }));
-    let (traces, units) = (dir.path().join("traces"), dir.path().join("units"));
-    ok(&mut trestle(&[&"record", &"--program", &prog, &"--tests", &tests, &"--out", &traces]));
-    ok(&mut trestle(&[&"carve", &traces, &"--out", &units]));
-    let index: Value = serde_json::from_slice(&std::fs::read(units.join("index.json")).unwrap()).unwrap();
-    let row = index["units"].as_array().unwrap().iter().find(|r| r["function"] == "count_lines").expect("a count_lines unit");
-    let unit = units.join(row["file"].as_str().unwrap());
+    let test = serde_json::json!({ "args": ["in.txt", "12"], "files": { "in.txt": "a\nb\nc\n" } });
+    let unit = carve_one(dir.path(), "leaves_open", LEAVES_FILES_OPEN, &test, "count_lines", 1);
     for (k, mode) in [&["--in-process"][..], &[][..]].into_iter().enumerate() {
         let out = dir.path().join(format!("out{k}"));
         let mut args: Vec<&dyn AsRef<std::ffi::OsStr>> = vec![&"fuzz", &unit, &"--time", &"10s", &"--out", &out, &"--json"];
@@ -429,15 +428,7 @@ int main(int argc, char **argv)
 #[test]
 fn a_unit_that_keeps_killing_the_in_process_fuzzer_goes_on_in_the_forkserver_harness() {
     let dir = tempfile::tempdir().unwrap();
-    let prog = build_c(dir.path(), "kills", KILLS_ITS_PROCESS, "-O2");
-    let tests = dir.path().join("tests");
-    write_test(&tests, "twelve", &serde_json::json!({ "args": ["12"] }));
-    let (traces, units) = (dir.path().join("traces"), dir.path().join("units"));
-    ok(&mut trestle(&[&"record", &"--program", &prog, &"--tests", &tests, &"--out", &traces]));
-    ok(&mut trestle(&[&"carve", &traces, &"--out", &units]));
-    let index: Value = serde_json::from_slice(&std::fs::read(units.join("index.json")).unwrap()).unwrap();
-    let row = index["units"].as_array().unwrap().iter().find(|r| r["function"] == "guarded").expect("a guarded unit");
-    let unit = units.join(row["file"].as_str().unwrap());
+    let unit = carve_one(dir.path(), "kills", KILLS_ITS_PROCESS, &serde_json::json!({ "args": ["12"] }), "guarded", 1);
     let out = dir.path().join("out");
     let json = ok(&mut trestle(&[&"fuzz", &unit, &"--time", &"10s", &"--out", &out, &"--in-process", &"--json"]));
     let report: Value = serde_json::from_str(&json).unwrap();
