@@ -346,8 +346,9 @@ def added_lines(subj, tree):
                 texts[path] = f.read_text(errors="replace").splitlines() if f.exists() else []
             text = texts[path]
             for start, block in hunks:
-                new_side = [l[1:] for l in block if l[:1] in (" ", "+")]
-                plus = [i for i, l in enumerate(l for l in block if l[:1] in (" ", "+")) if block_kind(block, i) == "+"]
+                new_lines = [l for l in block if l[:1] in (" ", "+")]
+                new_side = [l[1:] for l in new_lines]
+                plus = [i for i, l in enumerate(new_lines) if l[0] == "+"]
                 at = find_block(text, new_side, start - 1)
                 if at is not None:
                     out.setdefault(bug, set()).update((path, at + i + 1) for i in plus)
@@ -374,11 +375,6 @@ def parse_patch(text):
         elif hunks and line[:1] in (" ", "-", "+") and not line.startswith(("--- ", "+++ ")):
             hunks[-1][1].append(line)
     return files
-
-
-def block_kind(block, i):
-    """The kind (' ' or '+') of the i-th line of a hunk's new side."""
-    return [l[:1] for l in block if l[:1] in (" ", "+")][i]
 
 
 def runs(indexes):

@@ -380,11 +380,8 @@ pub unsafe extern "C" fn __trestle_exit_call(code: libc::c_int) -> ! {
         // In a unit harness, exit() ends the execution, not the fuzzing: in-process
         // it returns to the fuzzer (nothing of ours on the stack below needs
         // dropping); otherwise it ends this forked execution.
-        // SAFETY: a jump to the catching call, or the end of the process.
-        MODE_FUZZ => unsafe {
-            inproc::exit_to_caller();
-            libc::_exit(0)
-        },
+        // SAFETY: straight from the exit hook.
+        MODE_FUZZ => unsafe { end_unit_execution() },
         _ => {}
     }
     // SAFETY: plain libc exit.
@@ -400,12 +397,22 @@ pub unsafe extern "C" fn __trestle_exit_call(code: libc::c_int) -> ! {
 /// Called by instrumented code only, straight before the reporter's call.
 #[no_mangle]
 pub unsafe extern "C" fn __trestle_exits_with(status: libc::c_int, always: libc::c_int) {
-    if (status != 0 || always != 0) && mode() == MODE_FUZZ {
-        // SAFETY: a jump to the catching call, or the end of this forked execution.
-        unsafe {
-            inproc::exit_to_caller();
-            libc::_exit(0)
-        }
+    if (status != 0 || always != 0) && fuzzing() {
+        // SAFETY: straight from the hook, before the reporter's call.
+        unsafe { end_unit_execution() }
+    }
+}
+
+/// A unit execution that exits ends there: in-process, back to the fuzzer (nothing of
+/// ours on the stack below needs dropping); otherwise this forked execution ends.
+///
+/// # Safety
+/// As [`inproc::exit_to_caller`]: straight from an exit hook.
+unsafe fn end_unit_execution() -> ! {
+    // SAFETY: a jump to the catching call, or the end of the process.
+    unsafe {
+        inproc::exit_to_caller();
+        libc::_exit(0)
     }
 }
 

@@ -150,6 +150,14 @@ impl Campaign<'_> {
         }
     }
 
+    /// The campaign is over, ended from outside its fuzzer: its last report, with the
+    /// executions the shared count has seen since.
+    fn report_done(&self) {
+        let last = self.last_report();
+        let executions = self.shared.executions.load(Ordering::Relaxed).max(last.executions);
+        self.report(executions, last.corpus, last.objectives, true, None);
+    }
+
     fn failed(&self, why: String) {
         self.report(self.shared.executions.load(Ordering::Relaxed), 0, 0, false, Some(why));
     }

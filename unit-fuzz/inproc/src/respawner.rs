@@ -48,9 +48,7 @@ pub(crate) fn respawn(c: &Campaign) -> Result<(), String> {
         }
         if stuck && Instant::now() >= c.end {
             // Past the deadline: the campaign is over, with what the reports say.
-            let last = c.last_report();
-            let executions = c.shared.executions.load(Ordering::Relaxed).max(last.executions);
-            c.report(executions, last.corpus, last.objectives, true, None);
+            c.report_done();
             return Ok(());
         }
         c.shared.restarts.fetch_add(1, Ordering::Relaxed);
@@ -68,9 +66,7 @@ pub(crate) fn respawn(c: &Campaign) -> Result<(), String> {
                 "{lost} fuzzer processes ended without saving their state (last: {}); in-process fuzzing gives this unit up",
                 describe_status(status)
             ));
-            let last = c.last_report();
-            let executions = c.shared.executions.load(Ordering::Relaxed).max(last.executions);
-            c.report(executions, last.corpus, last.objectives, true, None);
+            c.report_done();
             return Ok(());
         }
         c.say(&format!(
