@@ -1322,7 +1322,9 @@ def write_summary(a):
          "| program | bug | bridge | system-only | aflpp | changed | bridge found all a baseline found | "
          "bridge median ≤ ⅓ AFL++'s | changed ≤ ⅕ AFL++'s |", "|---|---|---|---|---|---|---|---|---|"]
     cov = ["## Coverage at the end of the budget", "",
-           "| program | bridge | system-only | aflpp | bridge / system-only | p vs system-only | p vs AFL++ | "
+           "Branch coverage of the program's own files in %, median [min–max]; p: Mann-Whitney U of the bridge "
+           "against the column, A12: the probability that a bridge run covers more.", "",
+           "| program | bridge | system-only | aflpp | bridge / system-only | p, A12 vs system-only | p, A12 vs AFL++ | "
            "target | bridge reaches system-only's median at |", "|---|---|---|---|---|---|---|---|---|"]
     false = ["## False alarms", "",
              "An alarm trestle reported (bridge, system-only, changed) whose test does not crash the plain build; "
@@ -1364,7 +1366,12 @@ def write_summary(a):
         at = {c: [v for v in (coverage_at(r, last) for r in runs[c]) if v is not None] for c in COLUMNS}
         if at["bridge"]:
             def cell(c):
-                return f"{statistics.median(at[c]):.1f}" if at[c] else "–"
+                return f"{statistics.median(at[c]):.1f} [{min(at[c]):.1f}–{max(at[c]):.1f}]" if at[c] else "–"
+
+            def versus(c):
+                if ps[c] is None:
+                    return "–"
+                return f"{ps[c]:.3f}, {a12_faster([-x for x in at['bridge']], [-y for y in at[c]]):.2f}"
             ratio = (statistics.median(at["bridge"]) / statistics.median(at["system-only"])) if at["system-only"] else None
             ps = {c: mann_whitney(at["bridge"], at[c])[1] if at[c] else None for c in ("system-only", "aflpp")}
             target, reach = "n/a", "–"
@@ -1382,14 +1389,32 @@ def write_summary(a):
                     target = ("met" if med_hit <= budget / 2 else "**missed**") + " (system-only's median in ≤ half the time)"
             L_c = (f"| {subj} | {cell('bridge')} | {cell('system-only')} | {cell('aflpp')} | "
                    f"{'–' if ratio is None else f'{ratio:.2f}×'} | "
-                   + " | ".join("–" if ps[c] is None else f"{ps[c]:.3f}" for c in ("system-only", "aflpp"))
+                   + " | ".join(versus(c) for c in ("system-only", "aflpp"))
                    + f" | {target} | {reach} |")
             cov.append(L_c)
         trestle_runs = [r for c in ("bridge", "system-only", "changed") for r in runs[c]]
         false.append(f"| {subj} | {len(trestle_runs)} | {sum(len(r.get('unreproduced', [])) for r in trestle_runs)} |")
     text = "\n".join(L + [""] + cov + [""] + false) + "\n"
     write_atomic(RESULTS / "SUMMARY.md", text)
+    into_results_md(text)
     return text
+
+
+SUMMARY_START = "<!-- bench/bugs.py writes from here: the summary of bench/results/bugs/ -->"
+SUMMARY_END = "<!-- bench/bugs.py writes up to here -->"
+
+
+def into_results_md(summary):
+    """Put the summary into bench/RESULTS.md between its two marker lines (the section
+    headings one level down), when the file has them; the prose around them is kept."""
+    md = REPO / "bench" / "RESULTS.md"
+    text = md.read_text() if md.exists() else ""
+    if SUMMARY_START not in text or SUMMARY_END not in text:
+        return
+    body = summary.split("\n", 1)[1].replace("\n## ", "\n### ")
+    head, rest = text.split(SUMMARY_START, 1)
+    tail = rest.split(SUMMARY_END, 1)[1]
+    write_atomic(md, head + SUMMARY_START + "\n" + body.strip("\n") + "\n" + SUMMARY_END + tail)
 
 
 def coverage_at(run, mark):

@@ -580,7 +580,7 @@ def main():
     ap.add_argument("--speed-seconds", type=int, default=3, help="seconds per speed measurement")
     ap.add_argument("--no-speed", action="store_true", help="skip the speed figures")
     ap.add_argument("--work", help="work directory (kept; rerunning continues it)")
-    ap.add_argument("--out", help="Markdown result (default bench/RESULTS.md; --smoke: bench/results/paper-smoke.md)")
+    ap.add_argument("--out", help="Markdown result (default bench/results/paper.md; --smoke: bench/results/paper-smoke.md)")
     a = ap.parse_args()
     a.time = a.time or (120 if a.smoke else 600)
     a.reps = a.reps or (2 if a.smoke else 3)
@@ -594,7 +594,7 @@ def main():
     cache = Path(os.environ.get("HOME", "/root")) / ".cache/trestle"
     work = Path(a.work) if a.work else cache / ("bench-paper-smoke" if a.smoke else "bench-paper")
     work.mkdir(parents=True, exist_ok=True)
-    out = Path(a.out) if a.out else REPO / ("bench/results/paper-smoke.md" if a.smoke else "bench/RESULTS.md")
+    out = Path(a.out) if a.out else REPO / ("bench/results/paper-smoke.md" if a.smoke else "bench/results/paper.md")
     settings = {"time": a.time, "reps": a.reps, "forkserver": a.forkserver}
     sfile = work / "settings.json"
     if sfile.exists() and json.loads(sfile.read_text()) != settings:
