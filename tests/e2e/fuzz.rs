@@ -470,3 +470,59 @@ fn in_process_fuzzing_reports_a_hang_as_a_timeout() {
     let left = processes_naming(&out);
     assert!(left.is_empty(), "processes left running after the campaign: {left:#?}");
 }
+
+/// Planted length conditions: `shout` upper-cases its text in 4096-byte blocks and
+/// goes wrong for a text longer than one block and not a whole number of them;
+/// `blank_run` counts consecutive empty lines in a signed byte, which wraps at 128.
+const LENGTHS: &str = r#"
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+int shout(char *text)
+{
+    size_t n = strlen(text);
+    if (n > 4096 && n % 4096 != 0)
+        abort();
+    for (size_t i = 0; i < n; i++)
+        if (text[i] >= 'a' && text[i] <= 'z')
+            text[i] -= 'a' - 'A';
+    return (int)n;
+}
+int blank_run(FILE *in)
+{
+    char line[64];
+    signed char run = 0, longest = 0;
+    while (fgets(line, sizeof line, in)) {
+        run = line[0] == '\n' ? run + 1 : 0;
+        if (run < 0)
+            abort();
+        if (run > longest)
+            longest = run;
+    }
+    return longest;
+}
+int main(int argc, char **argv)
+{
+    if (argc < 2)
+        return 1;
+    printf("%d %d\n", shout(argv[1]), blank_run(stdin));
+    return 0;
+}
+"#;
+
+#[test]
+fn length_conditions_past_a_4096_byte_block_and_a_byte_sized_count_are_found_at_unit_level() {
+    // Neither length covers anything new on the way: only a mutation that stretches
+    // a value to an interesting length (or repeats a line that many times) meets them.
+    let dir = tempfile::tempdir().unwrap();
+    let test = serde_json::json!({ "args": ["hello"], "stdin": "a\n\nb\n" });
+    for (function, want) in [("blank_run", "a run of 128 empty lines"), ("shout", "a text longer than 4096 bytes")] {
+        let sub = dir.path().join(function);
+        std::fs::create_dir_all(&sub).unwrap();
+        let unit = carve_one(&sub, "lengths", LENGTHS, &test, function, 1);
+        let out = sub.join("out");
+        let json = ok(&mut trestle(&[&"fuzz", &unit, &"--time", &"20s", &"--out", &out, &"--in-process", &"--stop-on-crash", &"--json"]));
+        let report: Value = serde_json::from_str(&json).unwrap();
+        assert!(!found_crashes(&out).is_empty(), "{function}: no crash from {want} in 20 s: {report}");
+    }
+}

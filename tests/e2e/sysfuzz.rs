@@ -370,3 +370,42 @@ fn runs_stop_at_a_calibrated_limit_and_only_real_hangs_are_timeouts() {
     assert!(entries > 2, "the queue did not grow beyond the seeds: {report}");
     assert!(num(&report, "slow_runs") > 0, "no run was stopped and ended within the hang limit: {report}");
 }
+
+/// Planted length condition: consecutive empty lines counted in a signed byte, which
+/// wraps at 128.
+const BLANK_RUN: &str = r#"
+#include <stdio.h>
+int main(void)
+{
+    char line[64];
+    signed char run = 0;
+    int lines = 0;
+    while (fgets(line, sizeof line, stdin)) {
+        lines++;
+        run = line[0] == '\n' ? run + 1 : 0;
+        if (run < 0) {
+            volatile int *p = NULL;
+            return *p;
+        }
+    }
+    printf("%d lines\n", lines);
+    return 0;
+}
+"#;
+
+/// 128 empty lines in a row cover nothing new on the way there: the system fuzzer
+/// meets the count by repeating a line an interesting number of times.
+#[test]
+fn a_run_of_128_empty_lines_is_reached_by_repeating_a_line_an_interesting_number_of_times() {
+    let dir = tempfile::tempdir().unwrap();
+    let prog = build_c(dir.path(), "blank_run", BLANK_RUN, "-O2");
+    let seeds = dir.path().join("seeds");
+    write_test(&seeds, "two", &serde_json::json!({ "stdin": "a\n\nb\n" }));
+    let out = dir.path().join("out");
+    let report = sysfuzz(&prog, &seeds, &out, "30s", &["--stop-on-crash"]);
+    let crashes = report["crashes"].as_array().unwrap();
+    assert!(!crashes.is_empty(), "no crash in 30 s: {report}");
+    let v = assert_system_test(Path::new(crashes[0].as_str().unwrap()));
+    let stdin = v["stdin"].as_str().unwrap_or("");
+    assert!(stdin.contains(&"\n".repeat(128)), "the crash has no run of 128 empty lines");
+}

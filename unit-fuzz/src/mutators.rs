@@ -5,6 +5,12 @@
 //! dictionary word for either), and structure-keeping edits for the unread rest of
 //! a stream (a word or number put in place of one, a line repeated, dropped or
 //! swapped), which keep the rest of the input intact.
+//!
+//! Small steps rarely make a string thousands of bytes long, or a line repeat
+//! hundreds of times, when nothing on the way covers anything new: a length
+//! condition (a block boundary, a count kept in a byte) would stay out of reach. So
+//! a string, a word or a line is also stretched to an [`interesting_length`] by
+//! repeating a piece of itself ([`repeat_to`]), and a line repeated that many times.
 
 use libafl::inputs::{BytesInput, HasMutatorBytes};
 use libafl::mutators::{MutationResult, Mutator};
@@ -17,8 +23,73 @@ use std::num::NonZeroUsize;
 use trestle_abi::fuzz::{decode_values, encode_values, ParamValue};
 use trestle_abi::unit::{Param, ParamKind};
 
-/// Longest string a mutation makes.
-const MAX_LEN: usize = 4096;
+/// Longest string a mutation makes: past the 4 KiB where buffers and blocks often
+/// end, so that a length condition beyond them is within reach.
+const MAX_LEN: usize = 16 << 10;
+
+/// Longest stream a mutation makes.
+const MAX_STREAM: usize = 4 * MAX_LEN;
+
+/// One mutation in this many changes a length (a stretch, a line repeated many
+/// times). Long inputs run slowly: were it one in nine, the bridge's first unit of
+/// `requests` ran 29,236 executions in a slice where it had run 206,830.
+pub const LENGTH_ODDS: usize = 40;
+
+/// Whether this mutation is to change a length: one in `odds`.
+pub fn length_turn<R: Rand>(rand: &mut R, odds: usize) -> bool {
+    rand.below(nz(odds)) == 0
+}
+
+/// A length that boundaries make interesting, at most `max`: one below, at or one
+/// above a power of two from 8 to 8,192, or anywhere in the upper half of the octave
+/// below it (where a count kept in a signed or unsigned byte goes wrong: 128-255).
+/// Each power is 1/√2 as likely as the one below it, so that a long input's cost is
+/// paid seldom: the mean is near 256, and 4,096 and 8,192 come two times in a
+/// hundred.
+pub fn interesting_length<R: Rand>(rand: &mut R, max: usize) -> usize {
+    let mut k = 3;
+    while k < 13 && rand.below(nz(1000)) < 707 {
+        k += 1;
+    }
+    let p = 1usize << k;
+    let n = match rand.below(nz(4)) {
+        0 => p - 1,
+        1 => p,
+        2 => p + 1,
+        _ => p / 2 + 1 + rand.below(nz(p / 2)),
+    };
+    n.min(max)
+}
+
+/// `piece` repeated to exactly `len` bytes, the last copy cut short (empty for an
+/// empty piece).
+pub fn repeat_to(piece: &[u8], len: usize) -> Vec<u8> {
+    if piece.is_empty() {
+        return Vec::new();
+    }
+    piece.iter().copied().cycle().take(len).collect()
+}
+
+/// `b` with the span `s..e` repeated in place (or cut) until the whole is `len`
+/// bytes long; when the rest alone is longer, `b` cut to `len`.
+pub fn stretch_span(b: &[u8], s: usize, e: usize, len: usize) -> Vec<u8> {
+    let rest = b.len() - (e - s);
+    if len <= rest || s == e {
+        let mut out = b.to_vec();
+        out.truncate(len);
+        return out;
+    }
+    let mut out = b[..s].to_vec();
+    out.extend(repeat_to(&b[s..e], len - rest));
+    out.extend_from_slice(&b[e..]);
+    out
+}
+
+/// A random non-empty span of `b` (which must not be empty).
+fn some_span<R: Rand>(rand: &mut R, b: &[u8]) -> (usize, usize) {
+    let s = rand.below(nz(b.len()));
+    (s, s + 1 + rand.below(nz(b.len() - s)))
+}
 
 /// Mutates one parameter of an encoded input.
 pub struct ParamValueMutator {
@@ -105,10 +176,19 @@ fn mutate_int<R: Rand>(rand: &mut R, v: i64, bits: u16, ints: &[i64]) -> i64 {
 }
 
 /// A string: a bit flipped, random bytes or ASCII, a run of NULs or 0xFFs appended,
-/// a piece of the recorded value repeated, a dictionary word, or nothing; at most
-/// [`MAX_LEN`] bytes.
+/// a piece of the recorded value repeated, a dictionary word, a piece of it stretched
+/// to an interesting length, or nothing; at most [`MAX_LEN`] bytes.
 fn mutate_bytes<R: Rand>(rand: &mut R, b: &[u8], original: &[u8], words: &[Vec<u8>]) -> Vec<u8> {
     let mut b = b.to_vec();
+    if length_turn(rand, LENGTH_ODDS) && (!b.is_empty() || !original.is_empty()) {
+        if b.is_empty() {
+            b = original.to_vec();
+        }
+        let (s, e) = some_span(rand, &b);
+        b = stretch_span(&b, s, e, interesting_length(rand, MAX_LEN));
+        b.truncate(MAX_LEN);
+        return b;
+    }
     match rand.below(nz(8)) {
         0 if !b.is_empty() => {
             let i = rand.below(nz(b.len()));
@@ -191,6 +271,9 @@ fn mutate_stream<R: Rand>(rand: &mut R, b: &[u8], words: &[Vec<u8>], ints: &[i64
     let mut out = b.to_vec();
     let toks = words_of(b);
     let lines = lines_of(b);
+    if length_turn(rand, LENGTH_ODDS) && !lines.is_empty() {
+        return stretch_stream(rand, b, &toks, &lines);
+    }
     match rand.below(nz(6)) {
         // A word of the stream becomes a dictionary word.
         0 if !toks.is_empty() && !words.is_empty() => {
@@ -241,6 +324,74 @@ fn mutate_stream<R: Rand>(rand: &mut R, b: &[u8], words: &[Vec<u8>], ints: &[i64
         }
         _ => {}
     }
-    out.truncate(MAX_LEN * 4);
+    out.truncate(MAX_STREAM);
     out
+}
+
+/// A line of a stream repeated an interesting number of times, or a word or a line
+/// (without its newline) stretched to an interesting length.
+fn stretch_stream<R: Rand>(rand: &mut R, b: &[u8], toks: &[(usize, usize)], lines: &[(usize, usize)]) -> Vec<u8> {
+    let mut out = b.to_vec();
+    if rand.coinflip(0.5) {
+        let (s, e) = lines[rand.below(nz(lines.len()))];
+        let times = interesting_length(rand, MAX_STREAM.saturating_sub(b.len()) / (e - s));
+        let at = lines[rand.below(nz(lines.len()))].0;
+        out.splice(at..at, repeat_to(&b[s..e], times * (e - s)));
+    } else {
+        let (s, e) = if !toks.is_empty() && rand.coinflip(0.5) {
+            toks[rand.below(nz(toks.len()))]
+        } else {
+            let (s, e) = lines[rand.below(nz(lines.len()))];
+            (s, if b[e - 1] == b'\n' && e - 1 > s { e - 1 } else { e })
+        };
+        let len = interesting_length(rand, MAX_STREAM.saturating_sub(b.len() - (e - s)));
+        out.splice(s..e, repeat_to(&b[s..e], len));
+    }
+    out.truncate(MAX_STREAM);
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use libafl_bolts::rands::StdRand;
+
+    #[test]
+    fn interesting_lengths_sit_at_and_below_powers_of_two_and_respect_the_cap() {
+        let mut rand = StdRand::with_seed(7);
+        let lens: Vec<usize> = (0..20_000).map(|_| interesting_length(&mut rand, 1 << 20)).collect();
+        assert!(lens.iter().all(|&n| (5..=8193).contains(&n)), "{:?} {:?}", lens.iter().min(), lens.iter().max());
+        for want in [8193, 4095, 4096, 4097, 255, 256] {
+            assert!(lens.contains(&want), "never {want}");
+        }
+        // The upper half of an octave: a byte-sized count that wrapped.
+        assert!(lens.iter().any(|&n| (129..255).contains(&n)));
+        assert!((0..1000).all(|_| interesting_length(&mut rand, 300) <= 300));
+    }
+
+    #[test]
+    fn a_span_is_repeated_in_place_to_the_length_asked() {
+        assert_eq!(repeat_to(b"ab", 5), b"ababa");
+        assert_eq!(repeat_to(b"", 5), b"");
+        assert_eq!(stretch_span(b"x=12;", 2, 4, 9), b"x=121212;");
+        assert_eq!(stretch_span(b"x=12;", 2, 4, 8), b"x=12121;");
+        // Shorter than the rest around the span: the whole is cut.
+        assert_eq!(stretch_span(b"x=12;", 2, 4, 2), b"x=");
+    }
+
+    #[test]
+    fn strings_grow_past_4096_bytes_and_lines_repeat_hundreds_of_times() {
+        let mut rand = StdRand::with_seed(1);
+        let longest = (0..20_000).map(|_| mutate_bytes(&mut rand, b"abc", b"abc", &[]).len()).max().unwrap();
+        assert!(longest > 4096, "longest string {longest}");
+        let stream = b"one\n\ntwo\n";
+        let most_blank_lines = (0..20_000)
+            .map(|_| {
+                let out = mutate_stream(&mut rand, stream, &[], &[]);
+                out.split(|&c| c == b'\n').filter(|l| l.is_empty()).count()
+            })
+            .max()
+            .unwrap();
+        assert!(most_blank_lines >= 128, "at most {most_blank_lines} empty lines");
+    }
 }

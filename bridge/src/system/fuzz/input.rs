@@ -92,7 +92,14 @@ impl SysInput {
             a.retain(|&b| b != 0);
             a.truncate(MAX_ARG_LEN);
             if std::str::from_utf8(a).is_err() {
-                *a = String::from_utf8_lossy(a).into_owned().into_bytes();
+                // Each bad byte becomes U+FFFD, three bytes: cut again, at a character.
+                let mut s = String::from_utf8_lossy(a).into_owned();
+                let mut end = s.len().min(MAX_ARG_LEN);
+                while !s.is_char_boundary(end) {
+                    end -= 1;
+                }
+                s.truncate(end);
+                *a = s.into_bytes();
             }
         }
         self.stdin.truncate(MAX_CONTENT);
