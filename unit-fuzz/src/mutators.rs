@@ -185,9 +185,7 @@ fn mutate_bytes<R: Rand>(rand: &mut R, b: &[u8], original: &[u8], words: &[Vec<u
             b = original.to_vec();
         }
         let (s, e) = some_span(rand, &b);
-        b = stretch_span(&b, s, e, interesting_length(rand, MAX_LEN));
-        b.truncate(MAX_LEN);
-        return b;
+        return stretch_span(&b, s, e, interesting_length(rand, MAX_LEN));
     }
     match rand.below(nz(8)) {
         0 if !b.is_empty() => {

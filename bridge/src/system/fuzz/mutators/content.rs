@@ -143,17 +143,15 @@ impl<S: HasRand + HasCorpus<SysInput>> Mutator<SysInput, S> for LineMutator {
         }
         let n = ls.len();
         match (op, foreign) {
-            (0, _) if n > 0 => {
+            (0 | 6, _) if n > 0 => {
                 let i = below(rand, n);
                 let line = ls[i].clone();
-                let times = small_len(rand, 16);
-                ls.splice(i..i, std::iter::repeat_n(line, times));
-            }
-            (6, _) if n > 0 => {
-                let i = below(rand, n);
-                let line = ls[i].clone();
-                let room = MAX_CONTENT.saturating_sub(ls.iter().map(Vec::len).sum());
-                let times = interesting_length(rand, room / line.len());
+                let times = if op == 6 {
+                    let room = MAX_CONTENT.saturating_sub(ls.iter().map(Vec::len).sum());
+                    interesting_length(rand, room / line.len())
+                } else {
+                    small_len(rand, 16)
+                };
                 ls.splice(i..i, std::iter::repeat_n(line, times));
             }
             (1 | 5, _) if n > 0 => {
