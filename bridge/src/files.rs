@@ -19,6 +19,8 @@ pub const FORMAT: u32 = 1;
 pub const CAMPAIGN: &str = "campaign.json";
 /// Coverage and alarms over time, one CSV row per sample.
 pub const TIMELINE: &str = "timeline.csv";
+/// The system fuzzer's roadblocks at the last unit round, best first (`trestle run`).
+pub const ROADBLOCKS: &str = "roadblocks.json";
 /// The distinct true alarms ([`crate::lift::AlarmList`]).
 pub const ALARMS: &str = "alarms.json";
 /// Lifting figures ([`crate::lift::LiftStats`]).

@@ -34,6 +34,7 @@ pub mod fuzz;
 pub mod lift;
 pub mod record;
 pub mod replay;
+pub mod roadblocks;
 pub mod report;
 pub mod sarif;
 pub mod stdout;

@@ -23,6 +23,7 @@ pub fn inline_edge_counters_file(input: &Path, output: &Path) -> Result<usize, P
     let bitcode_err = |msg: String| PassError::Bitcode { path: input.display().to_string(), msg };
     let buf = inkwell::memory_buffer::MemoryBuffer::create_from_file(input).map_err(|e| bitcode_err(e.to_string()))?;
     let module = Module::parse_bitcode_from_buffer(&buf, &ctx).map_err(|e| bitcode_err(e.to_string()))?;
+    crate::branches::emit_branch_table(&module)?;
     let n = inline_edge_counters(&module)?;
     module.verify().map_err(|e| PassError::Verify(e.to_string()))?;
     if !module.write_bitcode_to_path(output) {
@@ -32,7 +33,7 @@ pub fn inline_edge_counters_file(input: &Path, output: &Path) -> Result<usize, P
 }
 
 /// The calls to the edge callback in `module`.
-fn callback_calls<'ctx>(module: &Module<'ctx>) -> Vec<InstructionValue<'ctx>> {
+pub(crate) fn callback_calls<'ctx>(module: &Module<'ctx>) -> Vec<InstructionValue<'ctx>> {
     let Some(callback) = module.get_function(EDGE_CALLBACK) else { return Vec::new() };
     let mut calls = Vec::new();
     // SAFETY: walking the use list of a live function; each user is a live value.

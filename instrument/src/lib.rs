@@ -8,6 +8,7 @@
 //! Owns everything that runs inside the compiler; must not depend on the runtime's
 //! code, only on the contract in `trestle-abi`.
 
+pub mod branches;
 pub mod driver;
 pub mod edges;
 pub mod pass;

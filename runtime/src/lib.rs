@@ -22,6 +22,7 @@
 //! Every `extern "C"` entry point catches panics and aborts; nothing unwinds into C.
 
 pub mod alloc;
+pub mod branches;
 pub mod extents;
 pub mod files;
 pub mod forkserver;
@@ -305,6 +306,7 @@ pub unsafe extern "C" fn __trestle_alloca(addr: *mut u8, size: u64) {
 /// The arguments must be `main`'s own.
 #[no_mangle]
 pub unsafe extern "C" fn __trestle_main(argc: i32, argv: *const *const libc::c_char, envp: *const *const libc::c_char) {
+    branches::maybe_dump();
     let m = mode();
     if m == MODE_PASSIVE {
         // A host may ask for system tests to be served from here (returns in every

@@ -17,6 +17,7 @@ mod changed;
 mod nodes;
 mod pick;
 mod runner;
+pub mod schedule;
 mod status;
 
 pub use changed::changed_functions;
@@ -259,6 +260,49 @@ pub struct Campaign {
     /// `elapsed`: the budget is fuzzing time).
     #[serde(default)]
     pub reduction_seconds: f64,
+    /// How the time is split between the system fuzzer and unit rounds ([`schedule`]).
+    #[serde(default)]
+    pub schedule: schedule::Schedule,
+    /// The system fuzzer's roadblocks and the units fuzzed at them.
+    #[serde(default)]
+    pub roadblocks: Roadblocks,
+}
+
+/// The roadblocks of a campaign ([`crate::roadblocks`]): branches of the program's own
+/// code the system fuzzer reached with a direction never taken.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct Roadblocks {
+    /// Roadblocks at the last look.
+    pub seen: usize,
+    /// Units fuzzed at a roadblock, in order.
+    pub attempts: Vec<RoadblockAttempt>,
+}
+
+impl Roadblocks {
+    /// Roadblocks whose missing direction a unit round's lifted tests made the system
+    /// fuzzer take.
+    pub fn solved(&self) -> usize {
+        self.attempts.iter().filter(|a| a.solved_at.is_some()).count()
+    }
+}
+
+/// A unit fuzzed at a roadblock.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct RoadblockAttempt {
+    /// The roadblock ([`crate::roadblocks::Roadblock::key`]).
+    pub key: String,
+    /// Where it is, `file:line`.
+    pub location: String,
+    /// The function it is in.
+    pub function: String,
+    /// Guarded blocks behind its missing direction.
+    pub behind: u32,
+    /// The unit fuzzed (index into `fuzzed`).
+    pub fuzzed: usize,
+    /// Campaign seconds when the attempt started.
+    pub at: f64,
+    /// Campaign seconds when its lifted tests took the missing direction at system level.
+    pub solved_at: Option<f64>,
 }
 
 /// Samples of `timeline.csv`.
@@ -382,6 +426,8 @@ fn start(args: &Options) -> Result<(PathBuf, Campaign)> {
         main_finds: 0,
         phase_seconds: BTreeMap::new(),
         reduction_seconds: 0.0,
+        schedule: schedule::Schedule::default(),
+        roadblocks: Roadblocks::default(),
     };
     let out = std::fs::canonicalize(&out)?;
     files::write(&out.join(files::CAMPAIGN), &c)?;

@@ -18,6 +18,7 @@ use super::runner::Runner;
 use super::FuzzedUnit;
 use crate::binary::Binary;
 use crate::carve::units::UnitRow;
+use crate::roadblocks::Roadblock;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
 
@@ -28,7 +29,12 @@ pub(super) struct Pick {
     pub(super) reason: String,
     pub(super) value_hashes: Vec<u64>,
     pub(super) param_kinds: Vec<String>,
+    /// The roadblock it was picked for.
+    pub(super) roadblock: Option<Roadblock>,
 }
+
+/// How often a roadblock is attempted before it is left to the system fuzzer.
+const ROADBLOCK_TRIES: usize = 2;
 
 /// One pick in this many goes to a function never fuzzed, whatever its coverage.
 const EXPLORE_EVERY: usize = 3;
@@ -48,6 +54,19 @@ const DEPTH_DECAY: f64 = 0.3;
 /// ten minutes and `paste_serial` once; one on sed, regex internals instead of the
 /// functions that run its commands.) Exploration picks still reach it.
 const LIBRARY_WEIGHT: f64 = 0.1;
+
+/// How the reason of a changed function's pick starts.
+const CHANGED_REASON: &str = "changed since the given revision; ";
+
+/// A branch direction, for the reason of a pick.
+fn direction_name(b: &crate::roadblocks::Branch, k: usize) -> String {
+    match b.directions[k].case {
+        Some(c) => format!("case {c}"),
+        None if b.directions.len() == 2 => (if k == 0 { "the true side" } else { "the false side" }).to_owned(),
+        None if k == 0 => "the default".to_owned(),
+        None => format!("direction {k}"),
+    }
+}
 
 /// Added to the score of a changed function not fuzzed yet: above any other.
 const CHANGED_FIRST: f64 = 1e12;
@@ -212,8 +231,79 @@ impl Best {
 }
 
 impl Runner {
-    /// The next unit to fuzz (see the module's documentation for the order).
-    pub(super) fn pick(&self) -> Option<Pick> {
+    /// The next unit to fuzz: a changed function's first; then, but for every
+    /// [`EXPLORE_EVERY`]th pick, one at the best roadblock (of `roadblocks`, best first)
+    /// that has a unit of its function or of a caller; else by the code in reach
+    /// (see the module's documentation).
+    pub(super) fn pick(&self, roadblocks: &[Roadblock]) -> Option<Pick> {
+        let by_reach = self.pick_by_reach();
+        let explore = self.c.fuzzed.len() % EXPLORE_EVERY == EXPLORE_EVERY - 1;
+        let changed_first = by_reach.as_ref().is_some_and(|p| p.reason.starts_with(CHANGED_REASON));
+        if changed_first || explore {
+            return by_reach;
+        }
+        self.pick_roadblock(roadblocks).or(by_reach)
+    }
+
+    /// The best unit at the first roadblock, in order, that has one: of the function
+    /// holding it, else of a function calling that one.
+    fn pick_roadblock(&self, roadblocks: &[Roadblock]) -> Option<Pick> {
+        let history = History::of(&self.c.fuzzed);
+        // Each attempt halves a roadblock's promise and more than
+        // [`ROADBLOCK_TRIES`] leave it to the system fuzzer; one decided by a comparison
+        // whose operands CmpLog sees counts more (input-to-state can solve it).
+        let mut order: Vec<(f64, &Roadblock)> = roadblocks
+            .iter()
+            .filter_map(|rb| {
+                let key = rb.key(&self.branches);
+                let tries = self.c.roadblocks.attempts.iter().filter(|a| a.key == key).count();
+                let compared = if self.branches.branches[rb.branch].cmp.is_some() { 1.5 } else { 1.0 };
+                (tries < ROADBLOCK_TRIES).then(|| (rb.score * compared / (1.0 + tries as f64), rb))
+            })
+            .collect();
+        order.sort_by(|a, b| b.0.total_cmp(&a.0));
+        for (_, rb) in order {
+            let id = self.branch_functions[rb.branch];
+            let callers = self.callers.get(&id).map(Vec::as_slice).unwrap_or_default();
+            for (level, ids) in [(0, std::slice::from_ref(&id)), (1, callers)] {
+                let mut best = Best::default();
+                for (path, row) in self.candidates(&history) {
+                    let fid = u64::from_str_radix(&row.fn_id, 16).unwrap_or(0);
+                    if !ids.contains(&fid) {
+                        continue;
+                    }
+                    best.offer(unit_weight(row) / (1.0 + history.times(&row.function)), || {
+                        let b = &self.branches.branches[rb.branch];
+                        let d = &b.directions[rb.missing];
+                        Pick {
+                            path: path.clone(),
+                            function: row.function.clone(),
+                            reason: format!(
+                                "roadblock at {}:{} in {}: {} never taken, {} block(s) behind it{}; {}",
+                                b.file.as_deref().unwrap_or("?"),
+                                b.line,
+                                self.binary.function_name(id),
+                                direction_name(b, rb.missing),
+                                d.behind,
+                                if level > 0 { " (a unit of a caller)" } else { "" },
+                                describe_params(row)
+                            ),
+                            value_hashes: row.value_hashes.clone(),
+                            param_kinds: row.param_kinds.clone(),
+                            roadblock: Some(rb.clone()),
+                        }
+                    });
+                }
+                if let Some((_, p)) = best.0 {
+                    return Some(p);
+                }
+            }
+        }
+        None
+    }
+
+    /// The next unit by the code in its reach (see the module's documentation).
+    fn pick_by_reach(&self) -> Option<Pick> {
         let history = History::of(&self.c.fuzzed);
         let uncovered = self.lifter.as_ref().and_then(|l| l.uncovered());
         let mut reach_of = Reach::new(&self.binary, &self.lines, &self.weights, uncovered.as_ref());
@@ -240,6 +330,7 @@ impl Runner {
                 reason,
                 value_hashes: row.value_hashes.clone(),
                 param_kinds: row.param_kinds.clone(),
+                roadblock: None,
             };
             let id = u64::from_str_radix(&row.fn_id, 16).unwrap_or(0);
             let reach = reach_of.of(id);
@@ -261,7 +352,7 @@ impl Runner {
             best.offer(score, || {
                 pick(format!(
                     "{}{reach:.1} {measure} in reach, fuzzed {fuzzed} time(s) before{}; {}",
-                    if changed { "changed since the given revision; " } else { "" },
+                    if changed { CHANGED_REASON } else { "" },
                     if new_kind { " (never with a parameter of this kind)" } else { "" },
                     describe_params(row)
                 ))

@@ -10,6 +10,7 @@ use crate::carve;
 use crate::files;
 use crate::lift::Lifter;
 use crate::record;
+use crate::roadblocks::{roadblocks, BranchTable, Roadblock};
 use crate::system::systest::{load_test, load_tests, NamedTest};
 use crate::system::fuzz::{SysFuzzConfig, SysFuzzer};
 use crate::validate::sandbox::{cpu_limit, Limits, Sandbox};
@@ -48,6 +49,13 @@ pub(super) struct Runner {
     pub(super) lines: FunctionLines,
     /// How much each function's code counts when picking ([`super::pick::code_weights`]).
     pub(super) weights: std::collections::HashMap<u64, f64>,
+    /// The program's branches, for roadblocks (empty for a build without the table).
+    pub(super) branches: BranchTable,
+    /// The source function of each branch (by function id; inlined code counts as the
+    /// function whose lines hold it).
+    pub(super) branch_functions: Vec<u64>,
+    /// The direct callers of each function.
+    pub(super) callers: std::collections::HashMap<u64, Vec<u64>>,
     pub(super) sys: SysFuzzer,
     pub(super) lifter: Option<Lifter>,
     pub(super) live: Live,
@@ -63,8 +71,8 @@ pub(super) struct Runner {
     pub(super) delegate: bool,
     /// Workers' finds not taken in yet.
     pub(super) worker_finds: Vec<crate::cluster::Message>,
-    /// When the last system slice of a bridge round ended.
-    pub(super) last_system_end: Option<Instant>,
+    /// Seconds the last unit round (carving, fuzzing, lifting) took.
+    pub(super) last_unit_round: Option<f64>,
     /// The campaign's time when fuzzing ended (what follows, reducing the alarms,
     /// is not part of the budget).
     pub(super) fuzzing_ended: Option<f64>,
@@ -250,8 +258,46 @@ impl Runner {
     }
 
 
+    /// The roadblocks in the program's own code now, best first.
+    pub(super) fn current_roadblocks(&self) -> Vec<Roadblock> {
+        if self.branches.branches.is_empty() {
+            return Vec::new();
+        }
+        let covered = self.sys.covered_edges();
+        roadblocks(&self.branches, &covered, |_| 1.0)
+            .into_iter()
+            .filter(|r| self.weights.get(&self.branch_functions[r.branch]).copied().unwrap_or(1.0) >= 1.0)
+            .collect()
+    }
+
+    /// `roadblocks.json`: the best roadblocks now, for the user and the report.
+    fn write_roadblocks(&self, found: &[Roadblock]) -> Result<()> {
+        let rows: Vec<serde_json::Value> = found
+            .iter()
+            .take(100)
+            .map(|r| {
+                let b = &self.branches.branches[r.branch];
+                let key = r.key(&self.branches);
+                serde_json::json!({
+                    "file": b.file,
+                    "line": b.line,
+                    "function": self.binary.function_name(self.branch_functions[r.branch]),
+                    "direction": r.missing,
+                    "case": b.directions[r.missing].case,
+                    "behind": b.directions[r.missing].behind,
+                    "score": r.score,
+                    "attempts": self.c.roadblocks.attempts.iter().filter(|a| a.key == key).count(),
+                })
+            })
+            .collect();
+        files::write(&self.out.join(files::ROADBLOCKS), &serde_json::json!({ "format": 1, "roadblocks": rows }))
+    }
+
     pub(super) fn unit_round(&mut self) -> Result<bool> {
-        let Some(Pick { path: unit_path, function, reason, value_hashes, param_kinds }) = self.pick() else { return Ok(false) };
+        let found = self.current_roadblocks();
+        self.c.roadblocks.seen = found.len();
+        self.write_roadblocks(&found)?;
+        let Some(Pick { path: unit_path, function, reason, value_hashes, param_kinds, roadblock }) = self.pick(&found) else { return Ok(false) };
         let unit = read_unit(&unit_path)?;
         let k = self.c.fuzzed.iter().filter(|f| f.function == function).count();
         let dir = self.out.join("fuzz").join(format!("{}-{k}", crate::carve::units::safe_name(&function)));
@@ -282,8 +328,22 @@ impl Runner {
             param_kinds,
             node: None,
         });
+        let mut phase = format!("unit fuzzing {function}");
+        if let Some(rb) = &roadblock {
+            let b = &self.branches.branches[rb.branch];
+            let location = format!("{}:{}", b.file.as_deref().map(short_path).unwrap_or("?"), b.line);
+            phase = format!("unit fuzzing {function} at the roadblock {location}");
+            self.c.roadblocks.attempts.push(super::RoadblockAttempt {
+                key: rb.key(&self.branches),
+                location,
+                function: self.binary.function_name(self.branch_functions[rb.branch]),
+                behind: b.directions[rb.missing].behind,
+                fuzzed: self.c.fuzzed.len() - 1,
+                at: self.clock(),
+                solved_at: None,
+            });
+        }
         self.save()?;
-        let phase = format!("unit fuzzing {function}");
         let in_process = self.c.settings.in_process;
         let t = Instant::now();
         // Workers are answered meanwhile; what they found waits for the next step.
@@ -323,6 +383,16 @@ impl Runner {
         polled?;
         self.save()?;
         self.lift_pending()?;
+        if let Some(rb) = roadblock {
+            // Solved when the lifted tests made the system fuzzer take the direction.
+            if self.branches.branches[rb.branch].directions[rb.missing].taken(&self.sys.covered_edges()) {
+                let now = self.clock();
+                if let Some(a) = self.c.roadblocks.attempts.last_mut() {
+                    a.solved_at = Some(now);
+                }
+                self.save()?;
+            }
+        }
         Ok(true)
     }
 
@@ -391,13 +461,32 @@ impl Runner {
         // A resumed campaign's unit directories, as carving left them.
         let unit_indexes =
             campaign.unit_dirs.iter().map(|d| files::read::<UnitIndex>(&d.join(UNIT_INDEX))).collect::<Result<Vec<_>>>()?;
+        let lines = function_lines(&binary);
+        let branches = if s.system_only {
+            BranchTable::default()
+        } else {
+            BranchTable::load(&s.program).unwrap_or_else(|e| {
+                eprintln!("trestle run: no roadblocks, units are picked by the code in their reach: {e:#}");
+                BranchTable::default()
+            })
+        };
+        let branch_functions = source_functions(&branches, &lines);
+        let mut callers: std::collections::HashMap<u64, Vec<u64>> = std::collections::HashMap::new();
+        for f in binary.functions.values() {
+            for c in &f.callees {
+                callers.entry(*c).or_default().push(f.id);
+            }
+        }
         Ok(Runner {
             out,
             unit_indexes,
             elapsed_before: campaign.elapsed,
             c: campaign,
-            lines: function_lines(&binary),
+            lines,
             weights: super::pick::code_weights(&binary),
+            branches,
+            branch_functions,
+            callers,
             binary,
             sys,
             lifter: Some(lifter),
@@ -410,7 +499,7 @@ impl Runner {
             hub: None,
             delegate: false,
             worker_finds: Vec::new(),
-            last_system_end: None,
+            last_unit_round: None,
             fuzzing_ended: None,
         })
     }
@@ -428,27 +517,33 @@ impl Runner {
                 self.system_slice(Duration::from_secs_f64(self.remaining().max(0.0)))?;
             } else {
                 // The first round lets the seeds be carved at once; the changed functions
-                // and the seeds' units go first. Later the system fuzzer gets at least
-                // as long as the rest of the last round took (carving, unit fuzzing,
-                // lifting): never less than half the campaign, so that the bugs it
-                // finds alone come at worst half as fast as without the bridge.
-                let slice = match self.last_system_end {
+                // and the seeds' units go first. Later the system fuzzer gets the time
+                // the schedule gives it after the last unit round: most of it where
+                // units find nothing, less where they solve what it cannot.
+                let slice = match self.last_unit_round {
                     _ if self.c.rounds == 0 => system_slice / 4,
-                    Some(end) => system_slice.max(end.elapsed()),
+                    Some(unit_secs) => Duration::from_secs_f64(self.c.schedule.system_slice(unit_secs, system_slice.as_secs_f64())),
                     None => system_slice,
                 };
+                let (edges, alarms, t) = (self.sys.edges(), self.findings().1, Instant::now());
                 self.system_slice(slice)?;
-                self.last_system_end = Some(Instant::now());
+                let found = self.sys.edges().saturating_sub(edges) as f64;
+                self.c.schedule.system_found(found, self.findings().1.saturating_sub(alarms) as f64, t.elapsed().as_secs_f64());
                 if STOP.load(Ordering::SeqCst) || self.remaining() <= 0.0 {
                     break;
                 }
                 // Carving pays only with time left to fuzz what it carves: near the
                 // end, the system fuzzer keeps the rest of the budget.
                 if self.remaining() > s.unit_slice.min(10.0) {
+                    let (edges, alarms, t) = (self.sys.edges(), self.findings().1, Instant::now());
                     self.carve_new()?;
                     if self.remaining() > 1.0 && !STOP.load(Ordering::SeqCst) && !self.unit_round()? {
                         self.status("no unit to fuzz yet: system fuzzing");
                     }
+                    let secs = t.elapsed().as_secs_f64();
+                    let found = self.sys.edges().saturating_sub(edges) as f64;
+                    self.c.schedule.units_found(found, self.findings().1.saturating_sub(alarms) as f64, secs);
+                    self.last_unit_round = Some(secs);
                 }
             }
             self.c.rounds += 1;
@@ -521,6 +616,16 @@ impl Runner {
         for a in &alarms {
             eprintln!("  {}: {}", out.join("alarms").join(&a.id).display(), a.signature);
         }
+        if !self.c.settings.system_only {
+            let r = &self.c.roadblocks;
+            eprintln!(
+                "roadblocks: {} in the program's own code, {} unit(s) fuzzed at one, {} solved; units had {:.0}% of the time",
+                r.seen,
+                r.attempts.len(),
+                r.solved(),
+                100.0 * self.c.schedule.unit_share()
+            );
+        }
         if self.c.elapsed > 0.0 && !self.c.phase_seconds.is_empty() {
             let mut phases: Vec<_> = self.c.phase_seconds.iter().collect();
             phases.sort_by(|a, b| b.1.total_cmp(a.1));
@@ -536,6 +641,34 @@ impl Runner {
     }
 }
 
+
+/// The source function of each branch: the function whose lines hold it (code inlined
+/// elsewhere counts as its own function's), else the function its optimised code is in.
+fn source_functions(table: &BranchTable, lines: &FunctionLines) -> Vec<u64> {
+    let mut by_file: std::collections::HashMap<&str, Vec<(u32, u32, u64)>> = std::collections::HashMap::new();
+    for (id, (file, start, end)) in lines {
+        by_file.entry(file.as_str()).or_default().push((*start, *end, *id));
+    }
+    table
+        .branches
+        .iter()
+        .map(|b| {
+            b.file
+                .as_deref()
+                .and_then(|f| by_file.get(f))
+                .and_then(|spans| spans.iter().find(|(s, e, _)| (*s..*e).contains(&b.line)).map(|(_, _, id)| *id))
+                .unwrap_or(b.function)
+        })
+        .collect()
+}
+
+/// The last two components of a path, for the status line.
+fn short_path(p: &str) -> &str {
+    match p.rmatch_indices('/').nth(1) {
+        Some((i, _)) => &p[i + 1..],
+        None => p,
+    }
+}
 
 /// Which of the queue entries not recorded yet a round records: in the first round
 /// the seeds, all of them (up to 40); later the newest [`RECORD_PER_ROUND`], which

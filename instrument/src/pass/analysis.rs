@@ -28,7 +28,7 @@ pub(super) struct Analysis<'ctx> {
     pub(super) address_taken: Vec<u64>,
 }
 
-fn is_local(linkage: Linkage) -> bool {
+pub(crate) fn is_local(linkage: Linkage) -> bool {
     matches!(linkage, Linkage::Private | Linkage::Internal)
 }
 
@@ -378,23 +378,33 @@ fn source_location(f: FunctionValue<'_>) -> (Option<String>, u32) {
         if file.is_null() {
             return (None, line);
         }
-        let read = |getter: unsafe extern "C" fn(_, *mut u32) -> *const std::ffi::c_char| {
-            let mut len = 0u32;
+        let path = file_path(file);
+        ((!path.is_empty()).then_some(path), line)
+    }
+}
+
+/// The path a debug-info file names: its name, under its directory when relative.
+///
+/// # Safety
+/// `file` must be a live `DIFile`.
+pub(crate) unsafe fn file_path(file: llvm_sys::prelude::LLVMMetadataRef) -> String {
+    let read = |getter: unsafe extern "C" fn(_, *mut u32) -> *const std::ffi::c_char| {
+        let mut len = 0u32;
+        // SAFETY: LLVM returns `len` bytes owned by the metadata, copied out at once.
+        unsafe {
             let p = getter(file, &mut len);
             if p.is_null() {
                 String::new()
             } else {
-                String::from_utf8_lossy(std::slice::from_raw_parts(p as *const u8, len as usize))
-                    .into_owned()
+                String::from_utf8_lossy(std::slice::from_raw_parts(p as *const u8, len as usize)).into_owned()
             }
-        };
-        let name = read(lldi::LLVMDIFileGetFilename);
-        let dir = read(lldi::LLVMDIFileGetDirectory);
-        let path = if name.starts_with('/') || dir.is_empty() {
-            name
-        } else {
-            format!("{dir}/{name}")
-        };
-        ((!path.is_empty()).then_some(path), line)
+        }
+    };
+    let name = read(lldi::LLVMDIFileGetFilename);
+    let dir = read(lldi::LLVMDIFileGetDirectory);
+    if name.starts_with('/') || dir.is_empty() {
+        name
+    } else {
+        format!("{dir}/{name}")
     }
 }

@@ -6,7 +6,7 @@ use llvm_sys::core as llc;
 use llvm_sys::prelude::LLVMValueRef;
 
 /// An LLVM name as an owned string.
-pub(super) fn cstr(s: &std::ffi::CStr) -> String {
+pub(crate) fn cstr(s: &std::ffi::CStr) -> String {
     s.to_string_lossy().into_owned()
 }
 
@@ -35,7 +35,7 @@ pub(super) fn builder_ctx<'ctx>(builder: &Builder<'ctx>) -> ContextRef<'ctx> {
 ///
 /// # Safety
 /// `v` must be a live value.
-pub(super) unsafe fn value_name(v: LLVMValueRef) -> String {
+pub(crate) unsafe fn value_name(v: LLVMValueRef) -> String {
     let mut len = 0usize;
     // SAFETY: LLVM returns a pointer to `len` bytes owned by the value.
     unsafe {

@@ -48,6 +48,9 @@ use function::FunctionInstrumenter;
 use runtime::Runtime;
 use tables::{emit_tables, make_counters};
 use thunk::build_thunk;
+pub(crate) use analysis::{file_path, is_local};
+pub(crate) use ir::{cstr, value_name};
+pub(crate) use tables::{add_to_llvm_used, table_global};
 
 /// What went wrong while instrumenting.
 #[derive(Debug, thiserror::Error)]

@@ -98,7 +98,7 @@ pub(super) fn emit_tables<'ctx>(
     Ok(())
 }
 
-fn table_global<'ctx, T: BasicType<'ctx>>(
+pub(crate) fn table_global<'ctx, T: BasicType<'ctx>>(
     module: &Module<'ctx>,
     ty: T,
     init: &dyn BasicValue<'ctx>,
@@ -115,7 +115,7 @@ fn table_global<'ctx, T: BasicType<'ctx>>(
 }
 
 /// Append `values` to `@llvm.used`, keeping whatever it held.
-fn add_to_llvm_used<'ctx>(module: &Module<'ctx>, values: &[PointerValue<'ctx>]) {
+pub(crate) fn add_to_llvm_used<'ctx>(module: &Module<'ctx>, values: &[PointerValue<'ctx>]) {
     let ctx = module.get_context();
     let ptr = ctx.ptr_type(AddressSpace::default());
     let mut all: Vec<PointerValue<'ctx>> = Vec::new();

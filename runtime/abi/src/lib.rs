@@ -11,6 +11,7 @@
 //! This crate must stay small and free of LLVM and of anything host-only: the runtime,
 //! which is linked into every instrumented subject, compiles against it.
 
+pub mod branches;
 pub mod c_header;
 pub mod context;
 pub mod fuzz;

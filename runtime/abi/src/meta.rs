@@ -27,6 +27,12 @@ macro_rules! section_name {
     (globals) => {
         "trestle_globals"
     };
+    (branches) => {
+        "trestle_branches"
+    };
+    (branch_guards) => {
+        "trestle_branch_guards"
+    };
 }
 
 /// Section holding framed [`ModuleMeta`] blobs.
@@ -220,10 +226,15 @@ pub struct ModuleMeta {
 
 /// Frame a module's metadata for [`SECTION_META`]: magic, version, length, bincode.
 pub fn encode_module_meta(meta: &ModuleMeta) -> Vec<u8> {
-    let body = bincode::serialize(meta).expect("serialising plain data cannot fail");
+    encode_frame(META_MAGIC, META_VERSION, meta)
+}
+
+/// One framed blob: magic, version, length, bincode of `value`.
+pub(crate) fn encode_frame<T: Serialize>(magic: u32, version: u32, value: &T) -> Vec<u8> {
+    let body = bincode::serialize(value).expect("serialising plain data cannot fail");
     let mut out = Vec::with_capacity(body.len() + 12);
-    out.extend_from_slice(&META_MAGIC.to_le_bytes());
-    out.extend_from_slice(&META_VERSION.to_le_bytes());
+    out.extend_from_slice(&magic.to_le_bytes());
+    out.extend_from_slice(&version.to_le_bytes());
     out.extend_from_slice(&(body.len() as u32).to_le_bytes());
     out.extend_from_slice(&body);
     out
@@ -248,9 +259,15 @@ impl std::error::Error for MetaError {}
 
 /// Decode every module blob in a [`SECTION_META`] image. Zero bytes between blobs
 /// (alignment padding a linker may insert) are skipped.
-pub fn decode_meta_section(mut bytes: &[u8]) -> Result<Vec<ModuleMeta>, MetaError> {
+pub fn decode_meta_section(bytes: &[u8]) -> Result<Vec<ModuleMeta>, MetaError> {
+    decode_frames(bytes, META_MAGIC, META_VERSION)
+}
+
+/// Decode every blob framed by [`encode_frame`] with `magic` in a section image,
+/// skipping the zero bytes a linker may put between them.
+pub(crate) fn decode_frames<T: serde::de::DeserializeOwned>(mut bytes: &[u8], magic: u32, version: u32) -> Result<Vec<T>, MetaError> {
     let total = bytes.len();
-    let mut modules = Vec::new();
+    let mut blobs = Vec::new();
     while !bytes.is_empty() {
         if bytes[0] == 0 {
             bytes = &bytes[1..];
@@ -261,26 +278,25 @@ pub fn decode_meta_section(mut bytes: &[u8]) -> Result<Vec<ModuleMeta>, MetaErro
         if bytes.len() < 12 {
             return Err(err("truncated blob header".into()));
         }
-        let magic = u32::from_le_bytes(bytes[0..4].try_into().unwrap());
-        if magic != META_MAGIC {
-            return Err(err(format!("bad magic {magic:#x}")));
+        let found = u32::from_le_bytes(bytes[0..4].try_into().unwrap());
+        if found != magic {
+            return Err(err(format!("bad magic {found:#x}")));
         }
-        let version = u32::from_le_bytes(bytes[4..8].try_into().unwrap());
-        if version != META_VERSION {
+        let found = u32::from_le_bytes(bytes[4..8].try_into().unwrap());
+        if found != version {
             return Err(err(format!(
-                "metadata version {version} (this trestle reads {META_VERSION}): rebuild the program with this trestle-cc"
+                "metadata version {found} (this trestle reads {version}): rebuild the program with this trestle-cc"
             )));
         }
         let len = u32::from_le_bytes(bytes[8..12].try_into().unwrap()) as usize;
         if bytes.len() < 12 + len {
             return Err(err(format!("blob of {len} bytes runs past the section end")));
         }
-        let meta: ModuleMeta = bincode::deserialize(&bytes[12..12 + len])
-            .map_err(|e| err(format!("undecodable blob: {e}")))?;
-        modules.push(meta);
+        let blob: T = bincode::deserialize(&bytes[12..12 + len]).map_err(|e| err(format!("undecodable blob: {e}")))?;
+        blobs.push(blob);
         bytes = &bytes[12 + len..];
     }
-    Ok(modules)
+    Ok(blobs)
 }
 
 /// The id of a binary: FNV-1a of its whole metadata section.

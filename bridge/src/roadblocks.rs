@@ -1,0 +1,193 @@
+//! Roadblocks: where the system fuzzer is stuck. A branch of the program's own code it
+//! reached with one direction taken and another never, read from its edge map and the
+//! branch table `trestle-cc` writes into the binary (`trestle_abi::branches`), ranked by
+//! the code that stands behind the missing direction.
+
+use crate::system::launch::{run_to_end, Capture};
+use crate::system::systest::RunStatus;
+use anyhow::{bail, Context as _, Result};
+use object::{Object as _, ObjectSection as _};
+use std::collections::HashMap;
+use std::path::Path;
+use std::process::Command;
+use std::time::Duration;
+use trestle_abi::branches::{decode_branches_section, decode_guard_numbers, ENV_BRANCH_DUMP, SECTION_BRANCHES};
+
+/// One branch, with its guards as edge numbers of the program's map.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Branch {
+    /// Symbol id of the function whose optimised code holds it.
+    pub function: u64,
+    /// Source file, when known.
+    pub file: Option<String>,
+    /// Source line (0 when unknown).
+    pub line: u32,
+    /// The CmpLog id its comparison logs under.
+    pub cmp: Option<u32>,
+    /// Its directions.
+    pub directions: Vec<Direction>,
+}
+
+/// One direction of a [`Branch`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Direction {
+    /// Edges any of which hit means the direction was taken.
+    pub edges: Vec<u32>,
+    /// Guarded blocks only reachable through it.
+    pub behind: u32,
+    /// The case value of a switch's case.
+    pub case: Option<i64>,
+}
+
+impl Direction {
+    /// Whether `covered` (by edge number) shows the direction taken.
+    pub fn taken(&self, covered: &[bool]) -> bool {
+        self.edges.iter().any(|&e| covered.get(e as usize).copied().unwrap_or(false))
+    }
+}
+
+/// Every branch of a program.
+#[derive(Debug, Clone, Default)]
+pub struct BranchTable {
+    /// The branches, in the binary's order.
+    pub branches: Vec<Branch>,
+}
+
+impl BranchTable {
+    /// Read the table of `program`: the branches from its section, their edge numbers
+    /// from one run of it that stops before `main` ([`ENV_BRANCH_DUMP`]). A program
+    /// built without the table (by an older trestle-cc) has none: an empty table.
+    pub fn load(program: &Path) -> Result<BranchTable> {
+        let data = std::fs::read(program).with_context(|| format!("cannot read program {}", program.display()))?;
+        let file = object::File::parse(&*data).with_context(|| format!("{} is not an executable trestle can read", program.display()))?;
+        let Some(section) = file.section_by_name(SECTION_BRANCHES) else { return Ok(BranchTable::default()) };
+        let bytes = section.data().with_context(|| format!("cannot read the {SECTION_BRANCHES} section of {}", program.display()))?;
+        let modules = decode_branches_section(bytes).with_context(|| format!("in {}", program.display()))?;
+        if modules.is_empty() {
+            return Ok(BranchTable::default());
+        }
+        let numbers = guard_numbers(program)?;
+        let mut branches = Vec::new();
+        for m in modules {
+            let edge = |slot: &u32| numbers.get(&(m.key, u64::from(*slot))).copied();
+            for b in m.branches {
+                let directions = b
+                    .directions
+                    .iter()
+                    .map(|d| Direction { edges: d.guards.iter().filter_map(edge).collect(), behind: d.behind, case: d.case })
+                    .collect();
+                let file = b.file.and_then(|i| m.files.get(i as usize).cloned());
+                branches.push(Branch { function: b.function, file, line: b.line, cmp: b.cmp, directions });
+            }
+        }
+        Ok(BranchTable { branches })
+    }
+}
+
+/// The edge number of every guard row of `program`, by (module key, slot).
+fn guard_numbers(program: &Path) -> Result<HashMap<(u64, u64), u32>> {
+    let dir = tempfile::tempdir().context("cannot create a temporary directory")?;
+    let out = dir.path().join("guards");
+    let mut cmd = Command::new(program);
+    cmd.env(ENV_BRANCH_DUMP, &out).current_dir(dir.path());
+    let ended = run_to_end(&mut cmd, Path::new("/dev/null"), Capture { stdout: false, stderr: true }, Duration::from_secs(30))
+        .with_context(|| format!("reading the branch guards of {}", program.display()))?;
+    if ended.status != RunStatus::Exited(0) || !out.exists() {
+        bail!(
+            "{} did not write its branch guards (it ended with {:?}{}): was it built with this trestle-cc?",
+            program.display(),
+            ended.status,
+            match String::from_utf8_lossy(&ended.stderr).trim() {
+                "" => String::new(),
+                e => format!(": {e}"),
+            }
+        );
+    }
+    let bytes = std::fs::read(&out).with_context(|| format!("cannot read {}", out.display()))?;
+    let rows = decode_guard_numbers(&bytes).map_err(|e| anyhow::anyhow!("{}: {e}", out.display()))?;
+    Ok(rows.into_iter().map(|(m, s, n)| ((m, s), n)).collect())
+}
+
+/// A branch the system fuzzer reached with a direction it never took.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Roadblock {
+    /// Index of the branch in its [`BranchTable`].
+    pub branch: usize,
+    /// Index of the direction never taken (the one with the most code behind it).
+    pub missing: usize,
+    /// How much it promises: the guarded code behind the missing direction, weighted
+    /// by whose code it is.
+    pub score: f64,
+}
+
+impl Roadblock {
+    /// A stable key for the roadblock: where it is and which direction.
+    pub fn key(&self, table: &BranchTable) -> String {
+        let b = &table.branches[self.branch];
+        format!("{}:{}#{}.{}", b.file.as_deref().unwrap_or("?"), b.line, self.branch, self.missing)
+    }
+}
+
+/// The roadblocks of `table` under the coverage `covered` (by edge number), best
+/// first. `weight` says how much a branch's code counts (0 leaves it out: code that
+/// is not the program's own, say).
+pub fn roadblocks(table: &BranchTable, covered: &[bool], weight: impl Fn(&Branch) -> f64) -> Vec<Roadblock> {
+    let mut out = Vec::new();
+    for (i, b) in table.branches.iter().enumerate() {
+        if !b.directions.iter().any(|d| d.taken(covered)) {
+            continue; // not reached (or not seen reached): no roadblock yet
+        }
+        let missing = b
+            .directions
+            .iter()
+            .enumerate()
+            .filter(|(_, d)| !d.edges.is_empty() && !d.taken(covered))
+            .max_by_key(|(_, d)| d.behind);
+        let Some((k, d)) = missing else { continue };
+        let w = weight(b);
+        if w <= 0.0 {
+            continue;
+        }
+        out.push(Roadblock { branch: i, missing: k, score: w * (1.0 + f64::from(d.behind)) });
+    }
+    out.sort_by(|a, b| b.score.total_cmp(&a.score).then(a.branch.cmp(&b.branch)));
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn branch(line: u32, dirs: &[(&[u32], u32)]) -> Branch {
+        Branch {
+            function: 1,
+            file: Some("/p/src/a.c".into()),
+            line,
+            cmp: None,
+            directions: dirs.iter().map(|(e, behind)| Direction { edges: e.to_vec(), behind: *behind, case: None }).collect(),
+        }
+    }
+
+    #[test]
+    fn a_roadblock_is_a_reached_branch_with_a_direction_never_taken() {
+        let table = BranchTable {
+            branches: vec![
+                branch(10, &[(&[1], 1), (&[2], 5)]), // true taken, false (5 behind) not: a roadblock
+                branch(20, &[(&[3], 1), (&[4], 1)]), // both taken
+                branch(30, &[(&[5], 9), (&[6], 9)]), // never reached
+                branch(40, &[(&[7], 1), (&[8], 40)]), // the biggest one
+                branch(50, &[(&[9], 1), (&[], 0)]),  // the missing side has no guard of its own
+            ],
+        };
+        let mut covered = vec![false; 16];
+        for e in [1, 3, 4, 7, 9] {
+            covered[e] = true;
+        }
+        let r = roadblocks(&table, &covered, |_| 1.0);
+        assert_eq!(r.iter().map(|r| (r.branch, r.missing)).collect::<Vec<_>>(), vec![(3, 1), (0, 1)]);
+        assert_eq!(r[0].score, 41.0);
+        assert!(roadblocks(&table, &covered, |b| if b.line == 40 { 0.0 } else { 1.0 }).iter().all(|r| r.branch != 3));
+        covered[8] = true;
+        assert_eq!(roadblocks(&table, &covered, |_| 1.0).len(), 1, "a direction once taken is no roadblock");
+    }
+}

@@ -1,0 +1,98 @@
+//! The runtime's side of the branch table (`trestle_abi::branches`): the hook that logs
+//! a branch's comparison under its fixed CmpLog id, and the dump of the guards' edge
+//! numbers, which exist only once the program runs.
+
+use libafl_targets::cmps::{CmpLogHeader, CmpLogInstruction, CmpLogMap, CMPLOG_KIND_INS};
+use libafl_targets::{CMPLOG_ENABLED, CMPLOG_MAP_H, CMPLOG_MAP_PTR, CMPLOG_MAP_W};
+use std::mem::size_of;
+use trestle_abi::branches::{encode_guard_numbers, GuardRow, ENV_BRANCH_DUMP};
+
+// One all-zero row from the runtime itself, so that the section and the linker's
+// start/stop symbols exist in every program (padding rows have module key 0).
+#[used]
+#[link_section = trestle_abi::section_name!(branch_guards)]
+static mut GUARDS_PAD: [u64; 3] = [0; 3];
+#[used]
+#[link_section = trestle_abi::section_name!(branches)]
+static mut BRANCHES_PAD: [u8; 8] = [0; 8];
+
+extern "C" {
+    #[link_name = concat!("__start_", trestle_abi::section_name!(branch_guards))]
+    static GUARDS_START: GuardRow;
+    #[link_name = concat!("__stop_", trestle_abi::section_name!(branch_guards))]
+    static GUARDS_STOP: GuardRow;
+}
+
+// The hook writes LibAFL's CmpLog map as its own `trace-cmp` hooks do; its fields are
+// private, so it is written by layout: the headers, then the operands.
+const HEADER: usize = size_of::<CmpLogHeader>();
+const OPERANDS: usize = size_of::<CmpLogInstruction>();
+const _: () = assert!(HEADER == 4 && OPERANDS == 24 && size_of::<CmpLogMap>() >= CMPLOG_MAP_W * (HEADER + CMPLOG_MAP_H * OPERANDS));
+
+/// A branch's comparison: `trestle_abi::branches::CMP_HOOK`. Logs `a` and `b` at `id`
+/// while a CmpLog tracer is attached, exactly as SanitizerCoverage's `trace-cmp` hooks
+/// would have under their own id.
+///
+/// # Safety
+/// Called by instrumented code only, single-threaded as the `trace-cmp` hooks are.
+#[no_mangle]
+pub unsafe extern "C" fn __trestle_cmp(id: u64, size: u8, a: u64, b: u64, a_is_const: u8) {
+    // SAFETY: the flag and the map pointer are LibAFL's, set up before any hook runs;
+    // the writes stay within entry `id` of the map, as its own hooks' do.
+    unsafe {
+        if CMPLOG_ENABLED == 0 || size == 0 {
+            return;
+        }
+        CMPLOG_ENABLED = 0;
+        let k = id as usize & (CMPLOG_MAP_W - 1);
+        let map = CMPLOG_MAP_PTR as *mut u8;
+        let header = map.add(k * HEADER);
+        let (hits, shape, kind) = (header as *mut u16, header.add(2), header.add(3));
+        let wanted = size - 1;
+        let hit = if *kind != CMPLOG_KIND_INS {
+            *kind = CMPLOG_KIND_INS;
+            *hits = 1;
+            *shape = wanted;
+            0
+        } else {
+            let h = *hits;
+            *hits = h.wrapping_add(1);
+            if *shape < wanted {
+                *shape = wanted;
+            }
+            h
+        } as usize
+            & (CMPLOG_MAP_H - 1);
+        let op = map.add(CMPLOG_MAP_W * HEADER + (k * CMPLOG_MAP_H + hit) * OPERANDS);
+        (op as *mut u64).write_unaligned(a);
+        (op.add(8) as *mut u64).write_unaligned(b);
+        *op.add(16) = a_is_const;
+        CMPLOG_ENABLED = 1;
+    }
+}
+
+/// With `TRESTLE_BRANCH_DUMP` set, write every guard row's edge number there and exit
+/// (the host runs the program once so, before `main`); otherwise one lookup.
+pub fn maybe_dump() {
+    let Some(path) = std::env::var_os(ENV_BRANCH_DUMP) else { return };
+    // SAFETY: the linker's symbols bound the section; the guards were numbered by
+    // their modules' constructors, which ran before `main`.
+    let rows: Vec<(u64, u64, u32)> = unsafe {
+        let start = &raw const GUARDS_START;
+        let n = (&raw const GUARDS_STOP as usize - start as usize) / size_of::<GuardRow>();
+        std::slice::from_raw_parts(start, n)
+            .iter()
+            .filter(|r| r.module != 0 && !r.guard.is_null())
+            .map(|r| (r.module, r.slot, *r.guard))
+            .collect()
+    };
+    let code = match std::fs::write(&path, encode_guard_numbers(&rows)) {
+        Ok(()) => 0,
+        Err(e) => {
+            eprintln!("trestle runtime: cannot write the branch guards to {}: {e}", std::path::Path::new(&path).display());
+            2
+        }
+    };
+    // SAFETY: leaving before `main` runs; nothing of the program's to flush.
+    unsafe { libc::_exit(code) }
+}

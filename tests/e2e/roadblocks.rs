@@ -1,0 +1,116 @@
+//! Roadblocks: the branch table trestle-cc writes into a program names every branch
+//! with the edges of its directions, the code behind each and its comparison; a bridge
+//! campaign reads the system fuzzer's roadblocks from it and fuzzes units where they
+//! are, and a system-only campaign does not.
+
+use serde_json::{json, Value};
+use std::path::Path;
+use trestle_bridge::roadblocks::BranchTable;
+use trestle_tests::*;
+
+/// A line protocol whose `check` command guards a large block behind a checksum no
+/// seed matches (and no mutation finds by chance).
+const SOURCE: &str = r#"
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static unsigned checksum(const char *s) {
+    unsigned h = 2166136261u;
+    for (; *s; s++) h = (h ^ (unsigned char)*s) * 16777619u;
+    return h;
+}
+
+static int table[64];
+
+static int check(const char *word, int n) {
+    int total = 0;
+    if (checksum(word) == 0x5eed1234u) {  /* ROADBLOCK */
+        for (int i = 0; i < n && i < 64; i++) {
+            if (table[i] > 3) total += table[i];
+            else if (table[i] == 2) total -= 1;
+            else total ^= i;
+        }
+        if (total > 100) puts("big");
+        else if (total < 0) puts("negative");
+        else puts("small");
+        return total;
+    }
+    return n > 3 ? 1 : 0;
+}
+
+int main(void) {
+    char line[256];
+    while (fgets(line, sizeof line, stdin)) {
+        char word[64];
+        int n = 0;
+        if (sscanf(line, "check %63s %d", word, &n) == 2) printf("%d\n", check(word, n));
+        else if (strncmp(line, "set ", 4) == 0) { int i = atoi(line + 4) & 63; table[i]++; }
+    }
+    return 0;
+}
+"#;
+
+fn roadblock_line() -> u32 {
+    SOURCE.lines().position(|l| l.contains("ROADBLOCK")).unwrap() as u32 + 1
+}
+
+#[test]
+fn the_branch_table_names_both_directions_the_code_behind_and_the_comparison() {
+    let dir = tempfile::tempdir().unwrap();
+    let program = build_c(dir.path(), "gate", SOURCE, "-O2");
+    let table = BranchTable::load(&program).unwrap();
+    let line = roadblock_line();
+    let b = table
+        .branches
+        .iter()
+        .find(|b| b.line == line && b.file.as_deref().is_some_and(|f| f.ends_with("gate.c")))
+        .unwrap_or_else(|| panic!("no branch at gate.c:{line} in {:#?}", table.branches));
+    assert_eq!(b.directions.len(), 2);
+    assert!(b.directions.iter().all(|d| !d.edges.is_empty()), "each direction has its edge: {b:?}");
+    let (t, f) = (&b.directions[0], &b.directions[1]);
+    assert!(t.behind >= 4 && t.behind > f.behind, "the checksum's true side guards the loop: {b:?}");
+    assert!(b.cmp.is_some(), "the checksum comparison logs under a fixed id: {b:?}");
+    // Edge numbers are the program's own, distinct between the two directions.
+    assert!(t.edges.iter().all(|e| !f.edges.contains(e)));
+    // A plain program has no table: an empty one, not an error.
+    let plain = dir.path().join("plain");
+    ok(std::process::Command::new("clang-19").arg("-O2").arg(dir.path().join("gate.c")).arg("-o").arg(&plain));
+    assert!(BranchTable::load(&plain).unwrap().branches.is_empty());
+}
+
+fn json_file(p: &Path) -> Value {
+    serde_json::from_slice(&std::fs::read(p).unwrap_or_else(|e| panic!("{}: {e}", p.display()))).unwrap()
+}
+
+#[test]
+fn a_bridge_campaign_fuzzes_units_at_the_system_fuzzers_roadblock() {
+    let dir = tempfile::tempdir().unwrap();
+    let program = build_c(dir.path(), "gate", SOURCE, "-O2");
+    let seeds = dir.path().join("seeds");
+    write_test(&seeds, "check", &json!({ "stdin": "set 1\nset 2\nset 2\ncheck hello 5\ncheck world 2\n" }));
+    let out = dir.path().join("bridge");
+    let o = run(&mut trestle(&[&"run", &"--program", &program, &"--seeds", &seeds, &"--time", &"40s", &"--out", &out, &"--plain"]));
+    let log = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "trestle run:\n{log}");
+    let line = roadblock_line();
+    let listed = json_file(&out.join("roadblocks.json"));
+    let rows = listed["roadblocks"].as_array().unwrap();
+    let at = |r: &Value| r["line"] == line && r["file"].as_str().is_some_and(|f| f.ends_with("gate.c"));
+    assert!(rows.iter().any(|r| at(r) && r["function"] == "check" && r["direction"] == 0), "the checksum is a roadblock: {listed}\n{log}");
+    let c = json_file(&out.join("campaign.json"));
+    let attempts = c["roadblocks"]["attempts"].as_array().unwrap();
+    assert!(
+        attempts.iter().any(|a| a["location"].as_str().is_some_and(|l| l.ends_with(&format!("gate.c:{line}"))) && a["function"] == "check"),
+        "no unit fuzzed at the roadblock: {}\n{log}",
+        c["roadblocks"]
+    );
+    let first = attempts[0]["fuzzed"].as_u64().unwrap() as usize;
+    assert!(c["fuzzed"][first]["reason"].as_str().unwrap().starts_with("roadblock at"), "{}", c["fuzzed"][first]);
+    assert!(log.contains("roadblocks: "), "the last lines say what became of the roadblocks:\n{log}");
+    // The baseline has no roadblock machinery: no unit, no roadblocks file.
+    let base = dir.path().join("system-only");
+    let o = run(&mut trestle(&[&"run", &"--program", &program, &"--seeds", &seeds, &"--time", &"5s", &"--out", &base, &"--plain", &"--system-only"]));
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(!base.join("roadblocks.json").exists());
+}
