@@ -227,6 +227,10 @@ unsafe fn cmp_hook_call(icmp: LLVMValueRef) -> Option<(LLVMValueRef, u8, bool)> 
             // The hook logs this comparison's operands (constants first, when one is).
             let (a, b) = (llc::LLVMGetOperand(icmp, 0), llc::LLVMGetOperand(icmp, 1));
             let (x, y) = (llc::LLVMGetOperand(prev, 0), llc::LLVMGetOperand(prev, 1));
+            let int = |v: LLVMValueRef| llc::LLVMGetTypeKind(llc::LLVMTypeOf(v)) == llvm_sys::LLVMTypeKind::LLVMIntegerTypeKind;
+            if !int(x) || !int(y) {
+                return None;
+            }
             let same = |p: LLVMValueRef, q: LLVMValueRef| p == q || strip_cast(p) == strip_cast(q);
             if (same(x, a) && same(y, b)) || (same(x, b) && same(y, a)) {
                 return Some((prev, size, is_const));
@@ -274,6 +278,7 @@ pub fn emit_branch_table(module: &Module<'_>) -> Result<BranchStats, PassError> 
         })
     };
     let mut replace: Vec<(LLVMValueRef, u32, u8, bool)> = Vec::new();
+    let mut claimed: HashMap<LLVMValueRef, u32> = HashMap::new();
     let functions: Vec<FunctionValue<'_>> = module.get_functions().filter(|f| f.count_basic_blocks() > 0).collect();
     for f in functions {
         let fref = f.as_value_ref();
@@ -347,8 +352,13 @@ pub fn emit_branch_table(module: &Module<'_>) -> Result<BranchStats, PassError> 
             if let Some(icmp) = icmp {
                 // SAFETY: `icmp` is a live icmp.
                 if let Some((call, size, is_const)) = unsafe { cmp_hook_call(icmp) } {
-                    let id = cmp_id(&module_name, table.branches.len() as u32);
-                    replace.push((call, id, size, is_const));
+                    // Branches sharing one comparison (the optimiser merges equal
+                    // conditions) share its id; its call is replaced once.
+                    let next = cmp_id(&module_name, table.branches.len() as u32);
+                    let id = *claimed.entry(call).or_insert_with(|| {
+                        replace.push((call, next, size, is_const));
+                        next
+                    });
                     cmp = Some(id);
                 }
             }
@@ -390,6 +400,16 @@ fn replace_cmp_hooks(module: &Module<'_>, calls: &[(LLVMValueRef, u32, u8, bool)
     });
     let builder = ctx.create_builder();
     for &(call, id, size, is_const) in calls {
+        // SAFETY: type queries on the operands of a live call.
+        let ints = unsafe {
+            (0..2).all(|k| {
+                let ty = llc::LLVMTypeOf(llc::LLVMGetOperand(call, k));
+                llc::LLVMGetTypeKind(ty) == llvm_sys::LLVMTypeKind::LLVMIntegerTypeKind
+            })
+        };
+        if !ints {
+            continue; // not the hook's usual shape: it keeps logging under its own id
+        }
         // SAFETY: `call` is a live call instruction with two integer operands.
         let inst = unsafe { InstructionValue::new(call) };
         builder.position_before(&inst);
