@@ -497,6 +497,53 @@ fn a_stream_made_line_buffered_in_main_is_line_buffered_in_replay() {
     assert_eq!(summary["faithful"], summary["units"], "{summary:#}");
 }
 
+/// mawk's output table: the standard streams behind the program's own pointers,
+/// stderr unbuffered (the C library's default) and not yet written when the first
+/// warning goes to it.
+const UNBUFFERED_STDERR: &str = r#"
+#include <stdio.h>
+#include <string.h>
+static FILE *sinks[2];
+static int report(int to_err, const char *msg) {
+    FILE *f = sinks[to_err];
+    fputs(msg, f);
+    fputc('\n', f);
+    return (int)strlen(msg);
+}
+static void warn_to(FILE *f, const char *msg) {
+    fprintf(f, "warning: %s\n", msg);
+}
+int main(int argc, char **argv) {
+    sinks[0] = stdout;
+    sinks[1] = stderr;
+    int n = 0;
+    for (int i = 1; i < argc; i++) {
+        if (argv[i][0] == '!') warn_to(stderr, argv[i] + 1);
+        else n += report(argv[i][0] == '?', argv[i]);
+    }
+    printf("%d\n", n);
+    return 0;
+}
+"#;
+
+#[test]
+fn an_unbuffered_stderr_stays_unbuffered_in_replay() {
+    let (summary, index, _dir) = carve_c(
+        "stderrsink",
+        UNBUFFERED_STDERR,
+        &[
+            ("report-first", json!({"args": ["?first", "out", "?second"]})),
+            ("warn-first", json!({"args": ["!careful", "?then", "!again"]})),
+        ],
+    );
+    assert!(units_of(&index, "report") >= 3, "{:#}", index["units"]);
+    assert!(units_of(&index, "warn_to") >= 2, "{:#}", index["units"]);
+    // A replay that gave stderr a buffer the recording never had reaches one more
+    // extent after the call than the recording did.
+    let bad = unfaithful(&summary);
+    assert!(bad.is_empty(), "{bad:#?}");
+}
+
 /// bc's scanner: a token's value goes into a union, a character over what may still
 /// be the previous token's string pointer.
 const UNION_VALUE: &str = r#"
