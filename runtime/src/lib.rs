@@ -22,6 +22,7 @@
 //! Every `extern "C"` entry point catches panics and aborts; nothing unwinds into C.
 
 pub mod alloc;
+pub mod clock;
 pub mod extents;
 pub mod files;
 pub mod forkserver;
