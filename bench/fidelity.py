@@ -15,8 +15,10 @@ Programs are built with trestle-cc first, e.g. for GNU bc and dc:
 
     python3 bench/fidelity.py --suite [--markdown bench/results/fidelity.md]
 
-builds the real programs itself (GNU sed 4.9, bc and dc from bc 1.07.1, from their
-Debian sources; the bundled C++ subjects shapes and ledger) with trestle-cc -O2 -g and measures them all.
+builds the real programs itself (GNU sed 4.9, bc and dc from bc 1.07.1, mawk
+1.3.4-20200120, from their Debian sources; the bundled C++ subjects shapes and
+ledger) with trestle-cc -O2 -g and measures them all. mawk is the program none of
+trestle's tests was written against (bench/mawk: its build script and seeds).
 A replay check that finds unfaithful units exits 1; that is a result here, not a failure.
 """
 
@@ -115,12 +117,14 @@ def build_suite(trestle, work):
     """Build the real programs with trestle-cc; returns NAME=BINARY:SEEDS specs."""
     release = Path(trestle).resolve().parent
     cc, cxx = release / "trestle-cc", release / "trestle-cxx"
-    for script, out in (("tests/sed/build.sh", work / "sed"), ("tests/bc/build.sh", work / "bc")):
+    for script, out in (("tests/sed/build.sh", work / "sed"), ("tests/bc/build.sh", work / "bc"),
+                        ("bench/mawk/build.sh", work / "mawk")):
         subprocess.run(["bash", str(REPO / script), "--cc", str(cc), "--out", str(out)], check=True,
                        stdout=subprocess.DEVNULL)
     specs = [f"sed={work / 'sed/bin/sed'}:{REPO / 'tests/sed/seeds'}",
              f"bc={work / 'bc/bin/bc'}:{REPO / 'tests/bc/bc-seeds'}",
-             f"dc={work / 'bc/bin/dc'}:{REPO / 'tests/bc/dc-seeds'}"]
+             f"dc={work / 'bc/bin/dc'}:{REPO / 'tests/bc/dc-seeds'}",
+             f"mawk={work / 'mawk/bin/mawk'}:{REPO / 'bench/mawk/seeds'}"]
     for subject, source in (("shapes", "inventory.cpp"), ("ledger", "ledger.cpp")):
         binary = work / subject / subject
         binary.parent.mkdir(parents=True, exist_ok=True)
@@ -167,7 +171,7 @@ def main():
     ap.add_argument("--program", action="append", default=[],
                     help="NAME=BINARY:SEEDS (repeatable)")
     ap.add_argument("--suite", action="store_true",
-                    help="build and measure GNU sed 4.9, bc, dc and the bundled C++ subjects")
+                    help="build and measure GNU sed 4.9, bc, dc, mawk and the bundled C++ subjects")
     ap.add_argument("--markdown", type=Path, help="also write the results as a Markdown table here")
     ap.add_argument("--out", type=Path, help="work directory (kept); default: a temporary one")
     ap.add_argument("--top", type=int, default=8)

@@ -4,6 +4,8 @@
 # CFLAGS_ARG, LDFLAGS_ARG, PATCHES) and set PKG, VERSION, DEB_VERSIONS (pinned Debian versions, tried
 # first), ORIG (the upstream tarball's name), ORIG_SHA256 (its pinned hash, or empty
 # where apt's check is the only one) and CACHE (where the unpacked tree is kept).
+# VERSION_CHECK (optional, "FILE:REGEX") names what proves the unpacked tree is
+# $VERSION, for a tree whose configure sets no PACKAGE_VERSION (mawk's).
 
 SUDO=""
 if [ "$(id -u)" -ne 0 ]; then
@@ -126,7 +128,8 @@ fetch_upstream() {
     step "unpack $PKG $VERSION source into cache"
     tar -C "$tmp" -xf "$orig" || { rm -rf "$tmp"; die "cannot unpack $orig"; }
     [ -x "$tmp/$PKG-$VERSION/configure" ] || { rm -rf "$tmp"; die "unpacked tree has no configure"; }
-    grep -q "^PACKAGE_VERSION='$VERSION'" "$tmp/$PKG-$VERSION/configure" \
+    local check="${VERSION_CHECK:-configure:^PACKAGE_VERSION='$VERSION'}"
+    grep -q "${check#*:}" "$tmp/$PKG-$VERSION/${check%%:*}" \
         || { rm -rf "$tmp"; die "unpacked source is not $PKG $VERSION"; }
     touch "$tmp/$PKG-$VERSION/.trestle-complete"
     rm -rf "$CACHE"

@@ -39,10 +39,12 @@ const OFF_OLD_OFFSET: usize = 120;
 const OFF_OFFSET: usize = 144;
 const OFF_MODE: usize = 192;
 /// `_flags` bits (glibc's `libio.h`).
+const IO_UNBUFFERED: i32 = 0x2;
 const IO_NO_READS: i32 = 0x4;
 const IO_EOF_SEEN: i32 = 0x10;
 const IO_ERR_SEEN: i32 = 0x20;
 const IO_IN_BACKUP: i32 = 0x100;
+const IO_LINE_BUF: i32 = 0x200;
 const IO_CURRENTLY_PUTTING: i32 = 0x800;
 
 /// `sizeof(struct _IO_FILE_plus)`: the standard streams are this big.
@@ -115,6 +117,37 @@ pub fn register_std_streams(files: &mut FileTable, extents: &mut ExtentMap) {
 /// # Safety
 /// `fp` must be a live stream on which no I/O has happened yet.
 pub unsafe fn give_zeroed_buffer(fp: *mut FILE, extents: &mut ExtentMap) {
+    // SAFETY: as documented.
+    unsafe {
+        let fd = fileno_of(fp as usize);
+        let mode = if fd >= 0 && libc::isatty(fd) == 1 { libc::_IOLBF } else { libc::_IOFBF };
+        give_zeroed_buffer_in(fp, mode, extents);
+    }
+}
+
+/// Give a `FILE` restored by a replay the buffer its recorded stream would have had:
+/// a zeroed one (as [`give_zeroed_buffer`] gave it in the recording), buffered by
+/// line or in full as the recorded flags say. A stream recorded unbuffered (stderr,
+/// which the runtime leaves as the C library made it) gets none: its first write
+/// takes the one-byte buffer inside the `FILE`, as it did in the recording, instead
+/// of a buffer the recording never had.
+///
+/// # Safety
+/// `fp` must be a restored `FILE` on which no I/O has happened in this process.
+pub unsafe fn give_restored_buffer(fp: *mut FILE, extents: &mut ExtentMap) {
+    // SAFETY: reading the fields of a live FILE.
+    let (flags, base) = unsafe { (*(fp as *const i32), *((fp as usize + OFF_BUF_BASE) as *const usize)) };
+    if base != 0 || flags & IO_UNBUFFERED != 0 {
+        return;
+    }
+    let mode = if flags & IO_LINE_BUF != 0 { libc::_IOLBF } else { libc::_IOFBF };
+    // SAFETY: as documented.
+    unsafe { give_zeroed_buffer_in(fp, mode, extents) };
+}
+
+/// # Safety
+/// `fp` must be a live stream on which no I/O has happened yet.
+unsafe fn give_zeroed_buffer_in(fp: *mut FILE, mode: c_int, extents: &mut ExtentMap) {
     // SAFETY: plain libc calls on a live stream and fresh memory.
     unsafe {
         let fd = fileno_of(fp as usize);
@@ -124,7 +157,6 @@ pub unsafe fn give_zeroed_buffer(fp: *mut FILE, extents: &mut ExtentMap) {
         } else {
             libc::BUFSIZ as usize
         };
-        let mode = if fd >= 0 && libc::isatty(fd) == 1 { libc::_IOLBF } else { libc::_IOFBF };
         let buf = libc::calloc(1, size);
         if buf.is_null() {
             return;

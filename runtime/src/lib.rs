@@ -23,6 +23,7 @@
 
 pub mod alloc;
 pub mod branches;
+pub mod clock;
 pub mod extents;
 pub mod files;
 pub mod forkserver;

@@ -293,14 +293,10 @@ pub(crate) fn restore(rt: &mut crate::Runtime, ctx: &Context) -> Result<Vec<usiz
         reopen(of)?;
         if let Some(&addr) = addrs.get(of.extent as usize) {
             rt.files.insert(addr, crate::files::FileInfo { path: of.path.clone(), flags: of.flags, ..Default::default() });
-            // A stream that had not been used yet gets a zeroed buffer, as in the
-            // recording (see `files::give_zeroed_buffer`).
-            // SAFETY: `addr` holds a restored FILE; reading its buffer pointer.
-            let buf_base = unsafe { *((addr + 56) as *const usize) };
-            if buf_base == 0 {
-                // SAFETY: the restored stream has done no I/O in this process.
-                unsafe { crate::files::give_zeroed_buffer(addr as *mut libc::FILE, &mut rt.extents) };
-            }
+            // A stream that had not been used yet gets the buffer it had in the
+            // recording: a zeroed one, or none if it was unbuffered.
+            // SAFETY: `addr` holds a restored FILE that has done no I/O in this process.
+            unsafe { crate::files::give_restored_buffer(addr as *mut libc::FILE, &mut rt.extents) };
         }
     }
     Ok(addrs)

@@ -497,6 +497,105 @@ fn a_stream_made_line_buffered_in_main_is_line_buffered_in_replay() {
     assert_eq!(summary["faithful"], summary["units"], "{summary:#}");
 }
 
+/// mawk's output table: the standard streams behind the program's own pointers,
+/// stderr unbuffered (the C library's default) and not yet written when the first
+/// warning goes to it.
+const UNBUFFERED_STDERR: &str = r#"
+#include <stdio.h>
+#include <string.h>
+static FILE *sinks[2];
+static int report(int to_err, const char *msg) {
+    FILE *f = sinks[to_err];
+    fputs(msg, f);
+    fputc('\n', f);
+    return (int)strlen(msg);
+}
+static void warn_to(FILE *f, const char *msg) {
+    fprintf(f, "warning: %s\n", msg);
+}
+int main(int argc, char **argv) {
+    sinks[0] = stdout;
+    sinks[1] = stderr;
+    int n = 0;
+    for (int i = 1; i < argc; i++) {
+        if (argv[i][0] == '!') warn_to(stderr, argv[i] + 1);
+        else n += report(argv[i][0] == '?', argv[i]);
+    }
+    printf("%d\n", n);
+    return 0;
+}
+"#;
+
+#[test]
+fn an_unbuffered_stderr_stays_unbuffered_in_replay() {
+    let (summary, index, _dir) = carve_c(
+        "stderrsink",
+        UNBUFFERED_STDERR,
+        &[
+            ("report-first", json!({"args": ["?first", "out", "?second"]})),
+            ("warn-first", json!({"args": ["!careful", "?then", "!again"]})),
+        ],
+    );
+    assert!(units_of(&index, "report") >= 3, "{:#}", index["units"]);
+    assert!(units_of(&index, "warn_to") >= 2, "{:#}", index["units"]);
+    // A replay that gave stderr a buffer the recording never had reaches one more
+    // extent after the call than the recording did.
+    let bad = unfaithful(&summary);
+    assert!(bad.is_empty(), "{bad:#?}");
+}
+
+/// mawk seeds `rand()` from the clock at start-up (`time`, in seconds, as configured
+/// on Debian): the seed differs between the recording and a replay, though not
+/// between two replays in the same second.
+const CLOCK_SEED: &str = r#"
+#include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
+struct rng { unsigned long seed; double seeded_at; int draws; };
+static struct rng rng;
+static void seed_from_clock(void) {
+    rng.seeded_at = (double)time(0);
+    rng.seed = (unsigned long)rng.seeded_at;
+    rng.draws = 0;
+}
+static unsigned draw(unsigned bound) {
+    rng.seed = rng.seed * 6364136223846793005UL + 1442695040888963407UL;
+    rng.draws++;
+    return (unsigned)(rng.seed >> 33) % bound;
+}
+int main(int argc, char **argv) {
+    seed_from_clock();
+    unsigned n = argc > 1 ? (unsigned)atoi(argv[1]) : 3, sum = 0;
+    for (unsigned i = 0; i < n; i++) sum += draw(100) < 100;
+    printf("%u %d\n", sum, rng.draws);
+    return 0;
+}
+"#;
+
+#[test]
+fn a_seed_taken_from_the_clock_does_not_count_against_a_replay() {
+    let dir = tempfile::tempdir().unwrap();
+    let prog = build_c(dir.path(), "clockseed", CLOCK_SEED, "-O2");
+    let seeds = dir.path().join("seeds");
+    write_test(&seeds, "three", &json!({"args": ["3"]}));
+    write_test(&seeds, "five", &json!({"args": ["5"]}));
+    let (traces, units) = (dir.path().join("traces"), dir.path().join("units"));
+    ok(&mut trestle(&[&"record", &"--program", &prog, &"--tests", &seeds, &"--out", &traces]));
+    ok(&mut trestle(&[&"carve", &traces, &"--out", &units]));
+    // The replays come in a later second than the recording.
+    std::thread::sleep(std::time::Duration::from_millis(1100));
+    let summary = check_replay(&units);
+    let index: Value = serde_json::from_slice(&std::fs::read(units.join("index.json")).unwrap()).unwrap();
+    assert!(units_of(&index, "seed_from_clock") > 0, "{:#}", index["units"]);
+    // draw depends on the seed only through its context: faithful as it is.
+    let bad = unfaithful(&summary);
+    assert!(bad.is_empty(), "{bad:#?}");
+    // seed_from_clock (and main, which calls it) differ from the recording only in
+    // the seed and the time it was taken, which two replays in the same second agree
+    // on, unless the second runs with the clock shifted.
+    assert!(summary["unstable"].as_u64().unwrap() >= 2, "{summary:#}");
+}
+
 /// bc's scanner: a token's value goes into a union, a character over what may still
 /// be the previous token's string pointer.
 const UNION_VALUE: &str = r#"

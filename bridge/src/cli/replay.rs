@@ -10,7 +10,10 @@ pub struct ReplayArgs {
     /// A unit file or a directory of units.
     pub units: PathBuf,
     /// Compare each replay with the recorded outcome and report fidelity. Exits with
-    /// status 1 when any unit is not faithful or cannot be replayed, 0 when all are.
+    /// status 1 when any unit is not faithful or cannot be replayed, 0 when all are. A
+    /// unit that differs is replayed a second time, with the clock shifted: words of
+    /// memory in which the two replays differ too (a seed taken from the clock, a
+    /// process id) are left out of the comparison.
     #[arg(long)]
     pub check: bool,
     /// Print a machine-readable summary on stdout.

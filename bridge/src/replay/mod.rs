@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
 use std::time::Duration;
-use trestle_abi::context::diff_outcomes_after;
+use trestle_abi::context::{diff_outcomes_after, diff_outcomes_except, Unstable};
 use trestle_abi::hooks;
 use trestle_abi::trace::{ReplayRequest, ReplayResult};
 use trestle_abi::unit::Unit;
@@ -23,7 +23,10 @@ pub struct Options {
     /// A unit file or a directory of units.
     pub units: PathBuf,
     /// Compare each replay with the recorded outcome and report fidelity. Exits with
-    /// status 1 when any unit is not faithful or cannot be replayed, 0 when all are.
+    /// status 1 when any unit is not faithful or cannot be replayed, 0 when all are. A
+    /// unit that differs is replayed a second time, with the clock shifted: words of
+    /// memory in which the two replays differ too (a seed taken from the clock, a
+    /// process id) are left out of the comparison.
     pub check: bool,
     /// Print a machine-readable summary on stdout.
     pub json: bool,
@@ -45,6 +48,10 @@ pub struct Options {
 pub enum Verdict {
     /// Same outcome and post-state as recorded.
     Faithful,
+    /// Same outcome and post-state as recorded but for this many words of memory, in
+    /// which a second replay differed from the first (see [`Unstable`]): what the call
+    /// took from the clock or the process id. Counted as faithful.
+    FaithfulWhereStable(usize),
     /// Different; the first difference.
     Unfaithful(String),
     /// The recorded outcome is unknown: nothing to compare.
@@ -82,8 +89,10 @@ pub struct FunctionFidelity {
 pub struct ReplaySummary {
     /// Units replayed.
     pub units: usize,
-    /// Faithful replays.
+    /// Faithful replays (those faithful but for words two replays disagree on too).
     pub faithful: usize,
+    /// Of the faithful, those faithful only with words two replays disagree on left out.
+    pub unstable: usize,
     /// Units without a recorded outcome (not counted in `fidelity`).
     pub no_oracle: usize,
     /// Units that could not be replayed.
@@ -105,19 +114,31 @@ pub fn replay_unit(program: &Path, unit: &Unit, timeout: Duration) -> Result<Out
 
 /// Like [`replay_unit`], also returning the last line the program wrote to stderr.
 pub fn replay_unit_with_stderr(program: &Path, unit: &Unit, timeout: Duration) -> Result<(Outcome, String), String> {
+    replay_unit_with_clock(program, unit, timeout, 0)
+}
+
+/// Seconds the clock is shifted by in the second replay of a unit that differs from
+/// its recording (see [`judge_unstable`]): days and an odd second, so that a time in
+/// seconds changes in its low bytes, one in microseconds in its high ones.
+const CLOCK_SHIFT: i64 = 11 * 86_400 + 3_607;
+
+/// [`replay_unit_with_stderr`] with the program's clock `clock_shift` seconds ahead.
+fn replay_unit_with_clock(program: &Path, unit: &Unit, timeout: Duration, clock_shift: i64) -> Result<(Outcome, String), String> {
     let dir = tempfile::Builder::new().prefix("trestle-replay-").tempdir().map_err(|e| e.to_string())?;
     let req_path = dir.path().join("request.bin");
     let out_path = dir.path().join("result.bin");
     let req = ReplayRequest { binary_id: unit.binary_id, context: unit.context.clone() };
     std::fs::write(&req_path, bincode::serialize(&req).map_err(|e| e.to_string())?).map_err(|e| e.to_string())?;
-    let opts = RunOptions {
-        timeout,
-        env: vec![
-            (hooks::ENV_REPLAY.into(), req_path.display().to_string()),
-            (hooks::ENV_REPLAY_OUT.into(), out_path.display().to_string()),
-        ],
-        capture_stdout: false,
-    };
+    let mut env = vec![
+        (hooks::ENV_REPLAY.into(), req_path.display().to_string()),
+        (hooks::ENV_REPLAY_OUT.into(), out_path.display().to_string()),
+    ];
+    // Only when shifting: every variable moves the stack, and a context may hold a
+    // stack address the recording did not capture (read as it lies).
+    if clock_shift != 0 {
+        env.push((hooks::ENV_CLOCK_SHIFT.into(), clock_shift.to_string()));
+    }
+    let opts = RunOptions { timeout, env, capture_stdout: false };
     let r = run_test(program, &unit.system_test, &opts).map_err(|e| format!("{e:#}"))?;
     let last_err = String::from_utf8_lossy(&r.stderr).lines().last().unwrap_or("").trim().to_owned();
     match std::fs::read(&out_path) {
@@ -235,23 +256,41 @@ fn replay_one(opts: &Options, f: &Path, u: &Unit) -> UnitReplay {
             o.summary(),
             match diff_outcomes_after(&u.context.graph, exp, o) {
                 None => Verdict::Faithful,
-                Some(d) => Verdict::Unfaithful(d + &stderr_note),
+                Some(d) => judge_unstable(opts, u, exp, o).unwrap_or(Verdict::Unfaithful(d + &stderr_note)),
             },
         ),
     };
     UnitReplay { unit: f.display().to_string(), function: u.function.clone(), observed, verdict }
 }
 
+/// The verdict on a unit whose replay `observed` differs from the recording, once a
+/// second replay (another process, the clock shifted by [`CLOCK_SHIFT`]) shows which
+/// words of memory no recording can predict: faithful where the two replays agree,
+/// or the first difference there. `None` when the second replay agrees with the
+/// first in all memory (or fails): the difference stands as it was.
+fn judge_unstable(opts: &Options, u: &Unit, expected: &Outcome, observed: &Outcome) -> Option<Verdict> {
+    let (again, _) = replay_unit_with_clock(&program_of(opts, u), u, opts.timeout, CLOCK_SHIFT).ok()?;
+    let unstable = Unstable::between(observed, &again);
+    if unstable.is_empty() {
+        return None;
+    }
+    Some(match diff_outcomes_except(&u.context.graph, expected, observed, &unstable) {
+        None => Verdict::FaithfulWhereStable(unstable.len()),
+        Some(d) => Verdict::Unfaithful(d),
+    })
+}
+
 /// Fidelity over all replays and per function.
 fn summarize(results: Vec<UnitReplay>) -> ReplaySummary {
     let mut per_fn: BTreeMap<String, FunctionFidelity> = BTreeMap::new();
-    let (mut faithful, mut no_oracle, mut errors) = (0, 0, 0);
+    let (mut faithful, mut unstable, mut no_oracle, mut errors) = (0, 0, 0, 0);
     let (mut failures, mut unchecked) = (Vec::new(), Vec::new());
     for r in &results {
         let e = per_fn.entry(r.function.clone()).or_insert_with(|| FunctionFidelity { name: r.function.clone(), ..Default::default() });
         match &r.verdict {
-            Verdict::Faithful => {
+            Verdict::Faithful | Verdict::FaithfulWhereStable(_) => {
                 faithful += 1;
+                unstable += usize::from(matches!(r.verdict, Verdict::FaithfulWhereStable(_)));
                 e.units += 1;
                 e.faithful += 1;
             }
@@ -270,6 +309,7 @@ fn summarize(results: Vec<UnitReplay>) -> ReplaySummary {
     ReplaySummary {
         units: results.len(),
         faithful,
+        unstable,
         no_oracle,
         errors,
         fidelity: if checked == 0 { 0.0 } else { faithful as f64 / checked as f64 },
@@ -297,8 +337,9 @@ fn print_table(s: &ReplaySummary, verbose: bool) {
         let name: String = f.name.chars().take(width).collect();
         crate::outln!("{name:<width$}  {:>6}  {:>8}  {:>7.1}%", f.units, f.faithful, pct);
     }
+    let unstable = if s.unstable == 0 { String::new() } else { format!(" ({} but for words two replays disagree on)", s.unstable) };
     crate::outln!(
-        "total: {} unit(s), {} faithful, {} without a recorded outcome, {} error(s): fidelity {:.1}%",
+        "total: {} unit(s), {} faithful{unstable}, {} without a recorded outcome, {} error(s): fidelity {:.1}%",
         s.units,
         s.faithful,
         s.no_oracle,
@@ -309,7 +350,7 @@ fn print_table(s: &ReplaySummary, verbose: bool) {
         for f in &s.failures {
             let why = match &f.verdict {
                 Verdict::Unfaithful(d) | Verdict::Error(d) | Verdict::NoOracle(d) => d.as_str(),
-                Verdict::Faithful => "",
+                Verdict::Faithful | Verdict::FaithfulWhereStable(_) => "",
             };
             crate::outln!("  {}: {} ({})", f.unit, why, f.observed);
         }

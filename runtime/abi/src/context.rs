@@ -288,20 +288,88 @@ pub fn diff_outcomes(expected: &Outcome, observed: &Outcome) -> Option<String> {
 /// pointer's, an address that differs between the recording and the replay by
 /// construction, so only the bytes the recorded call changed are compared there.
 pub fn diff_outcomes_after(pre: &Graph, expected: &Outcome, observed: &Outcome) -> Option<String> {
-    let stale = StalePointers::of(pre);
+    diff_outcomes_except(pre, expected, observed, &Unstable::default())
+}
+
+/// [`diff_outcomes_after`], leaving out the words of memory that are `unstable`.
+pub fn diff_outcomes_except(pre: &Graph, expected: &Outcome, observed: &Outcome, unstable: &Unstable) -> Option<String> {
+    let exempt = Exempt { stale: StalePointers::of(pre), unstable };
     match (expected, observed) {
-        (Outcome::Returned(a), Outcome::Returned(b)) => diff_states_with(a, b, &stale),
+        (Outcome::Returned(a), Outcome::Returned(b)) => diff_states_with(a, b, &exempt),
         (Outcome::Exited { code: ca, state: a }, Outcome::Exited { code: cb, state: b }) => {
             if ca != cb {
                 Some(format!("exit status {ca} recorded, {cb} in replay"))
             } else {
-                diff_states_with(a, b, &stale)
+                diff_states_with(a, b, &exempt)
             }
         }
         (Outcome::Crashed { signal: a }, Outcome::Crashed { signal: b }) if a == b => None,
         (Outcome::Threw, Outcome::Threw) => None,
         (a, b) => Some(format!("{} recorded, {} in replay", a.summary(), b.summary())),
     }
+}
+
+/// The words of memory in which two replays of one context differ from each other:
+/// what the call computed from something outside its context (the clock, the process
+/// id, a random seed taken from either; mawk seeds `rand()` from the time of day at
+/// start-up), which no recording can predict. By aligned 8-byte words, not bytes: a
+/// time in microseconds differs only in its low bytes between two replays a moment
+/// apart, in its high bytes too from a recording made earlier. Only memory, and not
+/// the call's result: two replays that differ in how they ended, in the return value
+/// or a returned aggregate, in the shape of the memory or in a pointer leave nothing
+/// out, so such a difference from the recording still counts (a function returning
+/// the process id is not faithful).
+#[derive(Debug, Default)]
+pub struct Unstable {
+    /// (extent index, offset of the word) in the memory after the call.
+    words: std::collections::HashSet<(usize, usize)>,
+}
+
+impl Unstable {
+    /// Where the memory after the replays `a` and `b` differs.
+    pub fn between(a: &Outcome, b: &Outcome) -> Self {
+        let mut words = std::collections::HashSet::new();
+        if let (Some(x), Some(y)) = (a.state(), b.state()) {
+            // A returned aggregate is copied into a stack extent for the walk.
+            let result = match x.ret {
+                Value::Ptr { extent, .. } if x.graph.extents.get(extent as usize).is_some_and(|e| e.kind == ExtentKind::Stack) => {
+                    Some(extent as usize)
+                }
+                _ => None,
+            };
+            if x.graph.extents.len() == y.graph.extents.len() {
+                for (i, (p, q)) in x.graph.extents.iter().zip(&y.graph.extents).enumerate() {
+                    if Some(i) == result {
+                        continue;
+                    }
+                    if let (Some(p), Some(q)) = (&p.bytes, &q.bytes) {
+                        words.extend((0..p.len().min(q.len())).filter(|&o| p[o] != q[o]).map(|o| (i, o & !7)));
+                    }
+                }
+            }
+        }
+        Unstable { words }
+    }
+
+    /// How many words are left out.
+    pub fn len(&self) -> usize {
+        self.words.len()
+    }
+
+    /// True if nothing is left out.
+    pub fn is_empty(&self) -> bool {
+        self.words.is_empty()
+    }
+
+    fn contains(&self, extent: usize, offset: usize) -> bool {
+        self.words.contains(&(extent, offset & !7))
+    }
+}
+
+/// What a comparison of memory after a call leaves out.
+struct Exempt<'a> {
+    stale: StalePointers<'a>,
+    unstable: &'a Unstable,
 }
 
 /// The pointer words of a context's globals, with the bytes they held.
@@ -336,10 +404,10 @@ impl<'a> StalePointers<'a> {
 
 /// Compare two states (return value, then memory graph).
 pub fn diff_states(a: &State, b: &State) -> Option<String> {
-    diff_states_with(a, b, &StalePointers::default())
+    diff_states_with(a, b, &Exempt { stale: StalePointers::default(), unstable: &Unstable::default() })
 }
 
-fn diff_states_with(a: &State, b: &State, stale: &StalePointers<'_>) -> Option<String> {
+fn diff_states_with(a: &State, b: &State, exempt: &Exempt<'_>) -> Option<String> {
     if a.ret != b.ret {
         return Some(format!(
             "return value {} recorded, {} in replay",
@@ -347,16 +415,16 @@ fn diff_states_with(a: &State, b: &State, stale: &StalePointers<'_>) -> Option<S
             b.ret.describe()
         ));
     }
-    diff_graphs_with(&a.graph, &b.graph, stale)
+    diff_graphs_with(&a.graph, &b.graph, exempt)
 }
 
 /// Compare two memory graphs extent by extent. Alignment is not compared: a replay
 /// places heap extents where its allocator likes.
 pub fn diff_graphs(a: &Graph, b: &Graph) -> Option<String> {
-    diff_graphs_with(a, b, &StalePointers::default())
+    diff_graphs_with(a, b, &Exempt { stale: StalePointers::default(), unstable: &Unstable::default() })
 }
 
-fn diff_graphs_with(a: &Graph, b: &Graph, stale: &StalePointers<'_>) -> Option<String> {
+fn diff_graphs_with(a: &Graph, b: &Graph, exempt: &Exempt<'_>) -> Option<String> {
     if a.extents.len() != b.extents.len() {
         return Some(format!(
             "{} extents reachable after the recorded call, {} after the replay",
@@ -395,7 +463,9 @@ fn diff_graphs_with(a: &Graph, b: &Graph, stale: &StalePointers<'_>) -> Option<S
             let in_ptr = |o: usize| {
                 ptr_words.iter().any(|&w| (o as u64) >= w && (o as u64) < w + 8)
             };
-            let differs = |o: usize| p[o] != q[o] && !in_ptr(o) && !stale.leftover(x.kind, o, p[o]);
+            let differs = |o: usize| {
+                p[o] != q[o] && !in_ptr(o) && !exempt.stale.leftover(x.kind, o, p[o]) && !exempt.unstable.contains(i, o)
+            };
             if let Some(o) = (0..p.len().min(q.len())).find(|&o| differs(o)) {
                 return Some(format!(
                     "extent e{i} ({:?}): byte {o} is {:#04x} recorded, {:#04x} in replay",
@@ -428,6 +498,34 @@ mod tests {
         assert_eq!(diff_states(&a, &b), None);
         b.graph.extents[0].bytes = Some(b"abd".to_vec());
         assert!(diff_states(&a, &b).unwrap().contains("byte 2"));
+    }
+
+    #[test]
+    fn words_two_replays_disagree_on_are_left_out_and_nothing_else() {
+        let out = |ret, count: u64, seed: u64| {
+            let bytes = [count.to_le_bytes(), seed.to_le_bytes()].concat();
+            Outcome::Returned(State { ret: Value::Bits(ret), graph: Graph { extents: vec![heap(&bytes)], ..Graph::default() }, streams: vec![] })
+        };
+        // A count the call keeps, then a time in microseconds: the two replays a
+        // moment apart differ in its low bytes, the recording in its high bytes too.
+        let recorded = out(0, 3, 0x0006_1f00_0000_1234);
+        let (first, second) = (out(0, 3, 0x0006_1f22_0001_5678), out(0, 3, 0x0006_1f22_0001_9abc));
+        let unstable = Unstable::between(&first, &second);
+        assert_eq!(unstable.len(), 1);
+        let pre = Graph::default();
+        assert!(diff_outcomes_after(&pre, &recorded, &first).unwrap().contains("byte 8"));
+        assert_eq!(diff_outcomes_except(&pre, &recorded, &first, &unstable), None);
+        // The count is the same in both replays: the recording is its oracle.
+        assert!(diff_outcomes_except(&pre, &recorded, &out(0, 4, 0x0006_1f22_0001_5678), &unstable).unwrap().contains("byte 0"));
+        // A return value that differs between replays is no memory: it counts.
+        let unstable = Unstable::between(&out(1, 3, 5), &out(2, 3, 6));
+        assert!(diff_outcomes_except(&pre, &recorded, &out(1, 3, 5), &unstable).unwrap().contains("return value"));
+        // Nor does a returned aggregate (its copy on the stack, pointed at by the result).
+        let returned = |seed: u64| {
+            let e = Extent { kind: ExtentKind::Stack, ..heap(&seed.to_le_bytes()) };
+            Outcome::Returned(State { ret: Value::Ptr { extent: 0, offset: 0 }, graph: Graph { extents: vec![e], ..Graph::default() }, streams: vec![] })
+        };
+        assert!(Unstable::between(&returned(5), &returned(6)).is_empty());
     }
 
     #[test]

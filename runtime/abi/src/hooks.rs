@@ -113,6 +113,11 @@ pub const RENAMED_ALLOCATORS: &[(&str, &str)] = &[
     // A file mapped into memory is input no stream parameter can replace.
     ("mmap", "__trestle_mmap"),
     ("mmap64", "__trestle_mmap"),
+    // The clock, which a replay can shift (ENV_CLOCK_SHIFT) to tell what a call took
+    // from it.
+    ("time", "__trestle_time"),
+    ("gettimeofday", "__trestle_gettimeofday"),
+    ("clock_gettime", "__trestle_clock_gettime"),
 ];
 
 /// The wrapper a call to `name` is renamed to, if any.
@@ -141,6 +146,10 @@ pub const ENV_TRACE_DIR: &str = "TRESTLE_TRACE_DIR";
 pub const ENV_REPLAY: &str = "TRESTLE_REPLAY";
 /// Environment variable: where a replay writes its [`crate::trace::ReplayResult`].
 pub const ENV_REPLAY_OUT: &str = "TRESTLE_REPLAY_OUT";
+/// Seconds added to every time the program reads from the clock (`time`,
+/// `gettimeofday`, `clock_gettime`): a second replay of a unit that differs from the
+/// recording runs with the clock shifted, so what the call took from it differs.
+pub const ENV_CLOCK_SHIFT: &str = "TRESTLE_CLOCK_SHIFT";
 /// Environment variable: distinct contexts carved per function and process.
 pub const ENV_MAX_PER_FN: &str = "TRESTLE_MAX_PER_FN";
 /// Environment variable: calls of one function inspected before carving gives up on it.
