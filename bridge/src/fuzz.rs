@@ -99,6 +99,7 @@ pub fn run(args: &Options) -> Result<FuzzReport> {
         },
         cores: args.cores,
         plateau: None,
+        goal: Vec::new(),
     };
     let report = if args.in_process {
         trestle_unit_fuzz::fuzz_in_process(&cfg)

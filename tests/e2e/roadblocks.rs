@@ -114,3 +114,43 @@ fn a_bridge_campaign_fuzzes_units_at_the_system_fuzzers_roadblock() {
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     assert!(!base.join("roadblocks.json").exists());
 }
+
+/// The `tally` subject: a digest gate only many tries cross, behind a start-up that
+/// makes every system-level try cost a tenth of a second.
+fn tally_builds(dir: &Path) -> (std::path::PathBuf, std::path::PathBuf) {
+    let src = subject("tally").join("tally.c");
+    let program = dir.join("tally");
+    ok(std::process::Command::new(tool("trestle-cc")).args(["-O2", "-g"]).arg(&src).arg("-o").arg(&program));
+    let plain = dir.join("tally-plain");
+    ok(std::process::Command::new("clang-19").args(["-O2", "-g"]).arg(&src).arg("-o").arg(&plain));
+    (program, plain)
+}
+
+#[test]
+fn a_unit_crosses_the_roadblock_the_system_fuzzer_does_not_and_the_bridge_reports_the_bug() {
+    let dir = tempfile::tempdir().unwrap();
+    let (program, plain) = tally_builds(dir.path());
+    let seeds = subject("tally").join("seeds");
+    let campaign = |name: &str, extra: &[&str]| {
+        let out = dir.path().join(name);
+        let mut cmd = trestle(&[&"run", &"--program", &program, &"--seeds", &seeds, &"--validate-with", &plain, &"--time", &"75s", &"--out", &out, &"--plain"]);
+        cmd.args(extra);
+        let o = run(&mut cmd);
+        let log = String::from_utf8_lossy(&o.stderr).into_owned();
+        assert!(o.status.success(), "trestle run {name}:\n{log}");
+        (out, log)
+    };
+    let (bridge, log) = campaign("bridge", &[]);
+    let alarms = alarm_list(&bridge);
+    assert!(alarms.iter().any(|a| a["function"] == "remember" && a["source"] == "unit"), "the bridge did not report the digest bug from a unit: {alarms:?}\n{log}");
+    let c = json_file(&bridge.join("campaign.json"));
+    let at_gate = c["roadblocks"]["attempts"].as_array().unwrap().iter().find(|a| a["function"] == "tally_word").cloned();
+    let a = at_gate.unwrap_or_else(|| panic!("no unit fuzzed at tally_word's gate: {}\npicks: {:#?}\n{log}", c["roadblocks"], c["fuzzed"]));
+    let (at, flipped, solved) = (a["at"].as_f64().unwrap(), a["flipped_at"].as_f64(), a["solved_at"].as_f64());
+    assert!(flipped.is_some_and(|f| f >= at) && solved.is_some_and(|s| s >= flipped.unwrap()), "the gate was flipped in the unit, then at system level: {a}");
+    // A unit round that solved a roadblock earns unit rounds more of the time.
+    assert!(c["schedule"]["units"]["found"].as_f64().unwrap() > 0.0, "{}", c["schedule"]);
+    // The same seeds and budget at system level alone: the tries are too slow.
+    let (base, log) = campaign("system-only", &["--system-only"]);
+    assert!(alarm_list(&base).is_empty(), "system-only found the digest bug (about one run in 150 does by chance):\n{log}");
+}

@@ -223,13 +223,18 @@ fn run_loop<Z, ST, E, S, EM>(
 ) -> Result<(), FuzzError>
 where
     Z: Fuzzer<E, EM, BytesInput, S, ST>,
-    S: HasExecutions + HasSolutions<BytesInput> + HasCorpus<BytesInput>,
+    S: HasExecutions + HasSolutions<BytesInput> + HasCorpus<BytesInput> + libafl::HasNamedMetadata,
     EM: ProgressReporter<S>,
 {
     let mut last = Instant::now();
     while Instant::now() < end {
         fuzzer.fuzz_one(stages, executor, state, mgr).map_err(lib)?;
         let solutions = state.solutions().count();
+        if client.is_none() && !cfg.goal.is_empty() && report.goal_after.is_none() && crate::goal_reached(state, &cfg.goal) {
+            // The direction was taken: the rest of the slice is the campaign's.
+            report.goal_after = Some(start.elapsed().as_secs_f64());
+            break;
+        }
         if solutions > 0 && report.first_crash_after.is_none() {
             report.first_crash_after = Some(start.elapsed().as_secs_f64());
             if cfg.stop_on_crash {

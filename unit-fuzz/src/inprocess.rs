@@ -61,6 +61,9 @@ pub struct InProcessPlan {
     pub start: SystemTime,
     /// The deadline.
     pub end: SystemTime,
+    /// [`FuzzConfig::goal`].
+    #[serde(default)]
+    pub goal: Vec<u32>,
 }
 
 /// What the in-process fuzzer did, written by it every second and when it stops.
@@ -74,6 +77,9 @@ pub struct InProcessReport {
     pub objectives: usize,
     /// Seconds from the campaign start to the first objective.
     pub first_crash_after: Option<f64>,
+    /// Seconds from the campaign start until an input hit a goal edge.
+    #[serde(default)]
+    pub goal_after: Option<f64>,
     /// Fuzzer processes started after the first (hangs, periodic fresh starts).
     pub restarts: u64,
     /// Fuzzer processes that died without saving their state: a crash outside the
@@ -140,10 +146,11 @@ pub(crate) fn campaign(cfg: &FuzzConfig, out: &Path, request: &Path, cwd: &Path)
         seconds,
         corpus: r.corpus,
         first_crash_after: r.first_crash_after,
+        goal_after: r.goal_after,
         ..FuzzReport::default()
     };
     let left = cfg.time.saturating_sub(start.elapsed());
-    if r.lost < MAX_LOST_PROCESSES || left < Duration::from_secs(1) {
+    if r.lost < MAX_LOST_PROCESSES || left < Duration::from_secs(1) || r.goal_after.is_some() {
         return Ok(report);
     }
     // The unit keeps taking the fuzzer down: the rest of the time in the forkserver
@@ -156,6 +163,7 @@ pub(crate) fn campaign(cfg: &FuzzConfig, out: &Path, request: &Path, cwd: &Path)
         first_crash_after: report.first_crash_after.or(rest.first_crash_after.map(|t| t + (cfg.time - left).as_secs_f64())),
         crashes: rest.crashes,
         timeouts: rest.timeouts,
+        goal_after: rest.goal_after.map(|t| t + (cfg.time - left).as_secs_f64()),
     })
 }
 
@@ -173,6 +181,7 @@ fn write_plan(cfg: &FuzzConfig, out: &Path, dir: &Path, report_file: &Path) -> R
         stop_on_crash: cfg.stop_on_crash,
         start: now,
         end: now + cfg.time,
+        goal: cfg.goal.clone(),
     };
     let plan_file = dir.join("plan.bin");
     std::fs::write(&plan_file, bincode::serialize(&plan).map_err(|e| FuzzError::Libafl(e.to_string()))?)

@@ -154,6 +154,11 @@ pub struct FuzzConfig {
     /// entry nor a new objective (a unit that has given what it has; a campaign then
     /// moves on to the next one).
     pub plateau: Option<Duration>,
+    /// Edges of which any hit ends the campaign (a branch direction to take: the
+    /// campaign's roadblock); empty for none. One core only (the launcher's clients
+    /// ignore it).
+    #[serde(default)]
+    pub goal: Vec<u32>,
 }
 
 /// What a campaign did.
@@ -171,6 +176,16 @@ pub struct FuzzReport {
     pub timeouts: Vec<PathBuf>,
     /// Seconds until the first crash.
     pub first_crash_after: Option<f64>,
+    /// Seconds until an input first hit one of [`FuzzConfig::goal`]'s edges.
+    pub goal_after: Option<f64>,
+}
+
+/// Whether an input of the campaign behind `state` hit one of the edges of `goal`:
+/// the coverage feedback's history (named after the edge observer, `edges`) has it.
+pub fn goal_reached<S: libafl::HasNamedMetadata>(state: &S, goal: &[u32]) -> bool {
+    state
+        .named_metadata::<libafl::feedbacks::MapFeedbackMetadata<u8>>("edges")
+        .is_ok_and(|m| goal.iter().any(|&e| m.history_map.get(e as usize).is_some_and(|&v| v != 0)))
 }
 
 /// A crash or timeout, described for people and for lifting.

@@ -72,6 +72,7 @@ pub fn unit_fuzz_config(
         pin_core: None,
         cores,
         plateau: Some(Duration::from_secs(3)),
+        goal: Vec::new(),
     }
 }
 
@@ -301,6 +302,9 @@ pub struct RoadblockAttempt {
     pub fuzzed: usize,
     /// Campaign seconds when the attempt started.
     pub at: f64,
+    /// Campaign seconds when an input of the unit fuzzer first took the direction.
+    #[serde(default)]
+    pub flipped_at: Option<f64>,
     /// Campaign seconds when its lifted tests took the missing direction at system level.
     pub solved_at: Option<f64>,
 }

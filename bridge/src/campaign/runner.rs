@@ -264,9 +264,15 @@ impl Runner {
             return Vec::new();
         }
         let covered = self.sys.covered_edges();
+        // A unit of `main` is the whole program run again: its roadblocks are the
+        // system fuzzer's own work.
+        let main = self.binary.functions.values().find(|f| f.name == "main").map(|f| f.id);
         roadblocks(&self.branches, &covered, |_| 1.0)
             .into_iter()
-            .filter(|r| self.weights.get(&self.branch_functions[r.branch]).copied().unwrap_or(1.0) >= 1.0)
+            .filter(|r| {
+                let f = self.branch_functions[r.branch];
+                self.weights.get(&f).copied().unwrap_or(1.0) >= 1.0 && Some(f) != main
+            })
             .collect()
     }
 
@@ -290,7 +296,7 @@ impl Runner {
                 })
             })
             .collect();
-        files::write(&self.out.join(files::ROADBLOCKS), &serde_json::json!({ "format": 1, "roadblocks": rows }))
+        files::write(&self.out.join(files::ROADBLOCKS), &serde_json::json!({ "roadblocks": rows }))
     }
 
     pub(super) fn unit_round(&mut self) -> Result<bool> {
@@ -303,7 +309,7 @@ impl Runner {
         let dir = self.out.join("fuzz").join(format!("{}-{k}", crate::carve::units::safe_name(&function)));
         crate::files::remove_dir_if_present(&dir)?;
         let slice = Duration::from_secs_f64(self.c.settings.unit_slice.min(self.remaining().max(1.0)));
-        let cfg = super::unit_fuzz_config(
+        let mut cfg = super::unit_fuzz_config(
             &self.binary,
             unit,
             dir.clone(),
@@ -330,6 +336,11 @@ impl Runner {
         });
         let mut phase = format!("unit fuzzing {function}");
         if let Some(rb) = &roadblock {
+            // The slice ends once the unit takes the missing direction, and only then
+            // or at its end: a gate (a digest, a checksum) shows no progress on the
+            // way, so no plateau ends it before.
+            cfg.goal = self.branches.branches[rb.branch].directions[rb.missing].edges.clone();
+            cfg.plateau = None;
             let b = &self.branches.branches[rb.branch];
             let location = format!("{}:{}", b.file.as_deref().map(short_path).unwrap_or("?"), b.line);
             phase = format!("unit fuzzing {function} at the roadblock {location}");
@@ -340,6 +351,7 @@ impl Runner {
                 behind: b.directions[rb.missing].behind,
                 fuzzed: self.c.fuzzed.len() - 1,
                 at: self.clock(),
+                flipped_at: None,
                 solved_at: None,
             });
         }
@@ -370,6 +382,11 @@ impl Runner {
         let last = self.c.fuzzed.last_mut().expect("pushed above");
         match result {
             Ok(Ok(rep)) => {
+                if let (Some(after), Some(_)) = (rep.goal_after, &roadblock) {
+                    if let Some(a) = self.c.roadblocks.attempts.last_mut() {
+                        a.flipped_at = Some(a.at + after);
+                    }
+                }
                 last.executions = rep.executions;
                 last.crashes = rep.crashes.len();
                 self.c.main_finds += rep.crashes.len() as u64;
@@ -384,8 +401,11 @@ impl Runner {
         self.save()?;
         self.lift_pending()?;
         if let Some(rb) = roadblock {
-            // Solved when the lifted tests made the system fuzzer take the direction.
-            if self.branches.branches[rb.branch].directions[rb.missing].taken(&self.sys.covered_edges()) {
+            // Solved when the lifted tests made the system fuzzer take the direction, or
+            // one of them crashed the program with the unit's crash (a crashing test
+            // joins no queue, so its edges are not the system fuzzer's).
+            let alarmed = self.c.fuzzed.last().is_some_and(|f| f.new_alarms > 0);
+            if alarmed || self.branches.branches[rb.branch].directions[rb.missing].taken(&self.sys.covered_edges()) {
                 let now = self.clock();
                 if let Some(a) = self.c.roadblocks.attempts.last_mut() {
                     a.solved_at = Some(now);

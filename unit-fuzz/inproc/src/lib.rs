@@ -88,6 +88,8 @@ struct Shared {
     executions: AtomicU64,
     /// Milliseconds from the start to the first objective; `u64::MAX` before.
     first_objective_ms: AtomicU64,
+    /// Milliseconds from the start until an input hit a goal edge; `u64::MAX` before.
+    goal_ms: AtomicU64,
     /// Fuzzer processes started after the first.
     restarts: AtomicU64,
     /// Fuzzer processes that died without saving their state.
@@ -115,6 +117,7 @@ impl Shared {
             }
             let shared = &*(p as *const Shared);
             shared.first_objective_ms.store(u64::MAX, Ordering::Relaxed);
+            shared.goal_ms.store(u64::MAX, Ordering::Relaxed);
             Ok(shared)
         }
     }
@@ -135,7 +138,9 @@ struct Campaign<'a> {
 impl Campaign<'_> {
     fn report(&self, executions: u64, corpus: usize, objectives: usize, done: bool, error: Option<String>) {
         let first = self.shared.first_objective_ms.load(Ordering::Relaxed);
+        let goal = self.shared.goal_ms.load(Ordering::Relaxed);
         let r = InProcessReport {
+            goal_after: (goal != u64::MAX).then(|| goal as f64 / 1000.0),
             executions,
             corpus,
             objectives,
@@ -451,7 +456,11 @@ where
         if objectives > 0 && c.shared.first_objective_ms.load(Ordering::Relaxed) == u64::MAX {
             c.shared.first_objective_ms.store(c.start.elapsed().as_millis() as u64, Ordering::Relaxed);
         }
-        if Instant::now() >= c.end || (plan.stop_on_crash && objectives > 0) {
+        if !plan.goal.is_empty() && c.shared.goal_ms.load(Ordering::Relaxed) == u64::MAX && trestle_unit_fuzz::goal_reached(state, &plan.goal) {
+            c.shared.goal_ms.store(c.start.elapsed().as_millis() as u64, Ordering::Relaxed);
+        }
+        let goal = c.shared.goal_ms.load(Ordering::Relaxed) != u64::MAX;
+        if Instant::now() >= c.end || (plan.stop_on_crash && objectives > 0) || goal {
             c.report(executions, state.corpus().count(), objectives, true, None);
             c.shared.done.store(true, Ordering::SeqCst);
             return Ok(());
