@@ -1,28 +1,55 @@
 #!/usr/bin/env bash
-# trestle's main job on the bundled planted-bug subject `requests`: one campaign
-# (`trestle run`: system fuzzing, carving, unit fuzzing, lifting, validation), the
-# system-only baseline with the same budget, and the report comparing them.
+# trestle's main job on the bundled planted-bug subject `tally`: one bridge campaign
+# (`trestle run`: system fuzzing, roadblocks, carving, unit fuzzing, lifting,
+# validation), the system-only baseline with the same budget and seeds, the report
+# comparing them, and both results side by side.
 #
-# usage: bash tests/demo.sh [WORK_DIR] (TRESTLE_DEMO_TIME=3m by default)
+# tally's bug sits behind a 16-bit digest: only many tries reach it, and every run of
+# the program first builds a table for a tenth of a second. The system fuzzer stalls
+# at that branch (a roadblock); the bridge fuzzes the unit one call away from it at the
+# function's own speed, lifts the word it finds into the input, and the plain build
+# crashes on it.
+#
+# usage: bash tests/demo.sh [WORK_DIR] (TRESTLE_DEMO_TIME=90s by default)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source tests/setup.sh
 work="${1:-$(mktemp -d /tmp/trestle-demo.XXXXXX)}"
-budget="${TRESTLE_DEMO_TIME:-3m}"
+budget="${TRESTLE_DEMO_TIME:-90s}"
 mkdir -p "$work"
-rm -rf "$work/campaign" "$work/system-only"
+rm -rf "$work/bridge" "$work/system-only"
 B="$TRESTLE_BIN"
+src=tests/subjects/tally/tally.c
+seeds=tests/subjects/tally/seeds
 set -x
-# The program built with trestle-cc (carving, unit harness, system coverage), and
-# built plainly for validation: alarms are confirmed on what users run.
-"$B/trestle-cc" -O2 -g tests/subjects/requests/requests.c -o "$work/requests"
-clang-19 -O2 -g tests/subjects/requests/requests.c -o "$work/requests-plain"
-"$B/trestle" run --program "$work/requests" --seeds tests/subjects/requests/seeds \
-    --validate-with "$work/requests-plain" --time "$budget" --out "$work/campaign"
-"$B/trestle" run --program "$work/requests" --seeds tests/subjects/requests/seeds \
-    --validate-with "$work/requests-plain" --time "$budget" --out "$work/system-only" --system-only
-"$B/trestle" report "$work/campaign" --baseline "$work/system-only"
+"$B/trestle-cc" -O2 -g "$src" -o "$work/tally"
+clang-19 -O2 -g "$src" -o "$work/tally-plain"
+"$B/trestle" run --program "$work/tally" --seeds "$seeds" \
+    --validate-with "$work/tally-plain" --time "$budget" --out "$work/bridge"
+"$B/trestle" run --program "$work/tally" --seeds "$seeds" \
+    --validate-with "$work/tally-plain" --time "$budget" --out "$work/system-only" --system-only
+"$B/trestle" report "$work/bridge" --baseline "$work/system-only"
 set +x
-cat "$work"/campaign/alarms/*/summary.md
+python3 - "$work" <<'PY'
+import json, sys, pathlib
+work = pathlib.Path(sys.argv[1])
+def side(name):
+    d = work / name
+    c = json.loads((d / "campaign.json").read_text())
+    alarms = json.loads((d / "alarms.json").read_text())["alarms"]
+    found = ", ".join(f"{a['signature']} at {a['found_at']:.0f}s (from {a['source']})" for a in alarms) or "none"
+    r = c.get("roadblocks", {})
+    solved = sum(1 for a in r.get("attempts", []) if a.get("solved_at") is not None)
+    return [
+        f"{c['system_executions']} system / {c['unit_executions']} unit executions",
+        f"alarms: {len(alarms)}: {found}",
+        f"roadblocks: {r.get('seen', 0)} seen, {len(r.get('attempts', []))} attempted, {solved} solved" if name == "bridge" else "roadblocks: (not used)",
+    ]
+print()
+for name in ("bridge", "system-only"):
+    print(f"{name:>12}: " + "\n              ".join(side(name)))
+PY
 echo
-echo "alarms: $work/campaign/alarms.json; report: $work/campaign/report.html (and report.md)"
+for s in "$work"/bridge/alarms/*/summary.md; do [ -e "$s" ] && cat "$s"; done
+echo
+echo "alarms: $work/bridge/alarms.json; report: $work/bridge/report.html (and report.md)"
