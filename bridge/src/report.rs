@@ -244,8 +244,51 @@ pub fn markdown(r: &Report) -> String {
     node_section(&mut s, r);
     alarm_sections(&mut s, r);
     lifting_sections(&mut s, r);
+    roadblock_section(&mut s, c);
     unit_sections(&mut s, c);
     s
+}
+
+/// The system fuzzer's roadblocks, the units fuzzed at them and what came of it.
+fn roadblock_section(s: &mut String, c: &Campaign) {
+    if c.settings.system_only {
+        return;
+    }
+    let r = &c.roadblocks;
+    *s += "## Roadblocks
+
+";
+    let _ = writeln!(
+        s,
+        "Branches of the program's own code the system fuzzer reached with a direction never taken: {} at the last look (`roadblocks.json`); {} unit(s) fuzzed at one, {} flipped in the unit, {} solved at system level. Unit rounds had {:.0}% of the time at the end (`schedule` in `campaign.json`).\n",
+        r.seen,
+        r.attempts.len(),
+        r.attempts.iter().filter(|a| a.flipped_at.is_some()).count(),
+        r.solved(),
+        100.0 * c.schedule.unit_share()
+    );
+    if r.attempts.is_empty() {
+        return;
+    }
+    *s += "| at | roadblock | function | blocks behind | unit | flipped in the unit | solved | alarms | effective lifted tests |\n|---|---|---|---|---|---|---|---|---|\n";
+    let secs = |t: Option<f64>| t.map_or("—".to_owned(), |t| format!("{t:.0}s"));
+    for a in &r.attempts {
+        let f = c.fuzzed.get(a.fuzzed);
+        let _ = writeln!(
+            s,
+            "| {:.0}s | `{}` | `{}` | {} | `{}` | {} | {} | {} | {} |",
+            a.at,
+            a.location,
+            a.function,
+            a.behind,
+            f.map_or("?", |f| f.function.as_str()),
+            secs(a.flipped_at),
+            secs(a.solved_at),
+            f.map_or(0, |f| f.new_alarms),
+            f.map_or(0, |f| f.effective)
+        );
+    }
+    *s += "\n";
 }
 
 /// The machines of a campaign across machines, with what each did.

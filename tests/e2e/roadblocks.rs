@@ -148,6 +148,12 @@ fn a_unit_crosses_the_roadblock_the_system_fuzzer_does_not_and_the_bridge_report
     let a = at_gate.unwrap_or_else(|| panic!("no unit fuzzed at tally_word's gate: {}\npicks: {:#?}\n{log}", c["roadblocks"], c["fuzzed"]));
     let (at, flipped, solved) = (a["at"].as_f64().unwrap(), a["flipped_at"].as_f64(), a["solved_at"].as_f64());
     assert!(flipped.is_some_and(|f| f >= at) && solved.is_some_and(|s| s >= flipped.unwrap()), "the gate was flipped in the unit, then at system level: {a}");
+    // The report says where the roadblock was and what came of it.
+    let o = run(&mut trestle(&[&"report", &bridge]));
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let md = std::fs::read_to_string(bridge.join("report.md")).unwrap();
+    let section = md.split("## Roadblocks").nth(1).unwrap_or_else(|| panic!("no roadblocks section:\n{md}"));
+    assert!(section.contains("`tally_word`") && section.contains("solved at system level") && !section.contains(", 0 solved at system level"), "{section}");
     // A unit round that solved a roadblock earns unit rounds more of the time.
     assert!(c["schedule"]["units"]["found"].as_f64().unwrap() > 0.0, "{}", c["schedule"]);
     // The same seeds and budget at system level alone: the tries are too slow.
