@@ -1,11 +1,59 @@
 # Shared steps of the scripts that build a Debian source package with a given
-# compiler (tests/coreutils/build.sh, tests/sed/build.sh, tests/bc/build.sh). Sourced
-# after the caller defined `die` and `step`, parsed its arguments (CC_ARG, OUT,
-# CFLAGS_ARG, LDFLAGS_ARG, PATCHES) and set PKG, VERSION, DEB_VERSIONS (pinned Debian versions, tried
-# first), ORIG (the upstream tarball's name), ORIG_SHA256 (its pinned hash, or empty
-# where apt's check is the only one) and CACHE (where the unpacked tree is kept).
+# compiler (tests/coreutils/build.sh, tests/sed/build.sh, tests/bc/build.sh,
+# bench/mawk/build.sh). A script sources this first, sets PKG, VERSION, DEB_VERSIONS
+# (pinned Debian versions, tried first), ORIG (the upstream tarball's name),
+# ORIG_SHA256 (its pinned hash, or empty where apt's check is the only one) and CACHE
+# (where the unpacked tree is kept), then calls `build_start "$@"`, which parses the
+# options every script takes (CC_ARG, OUT, CFLAGS_ARG, LDFLAGS_ARG, PATCHES).
 # VERSION_CHECK (optional, "FILE:REGEX") names what proves the unpacked tree is
 # $VERSION, for a tree whose configure sets no PACKAGE_VERSION (mawk's).
+
+STEP="startup"
+die() { echo "build.sh: error in step '$STEP': $*" >&2; exit 1; }
+step() { STEP="$1"; echo "== [${SECONDS}s] $1" >&2; }
+
+# The caller's usage (the lines USAGE_LINES of it, 2,4 unless said), then exit 2.
+usage() {
+    trap - EXIT
+    sed -n "${USAGE_LINES:-2,4}p" "$0" | sed 's/^# \{0,1\}//' >&2
+    exit 2
+}
+
+# Parse the options every build script takes; a script with options of its own
+# defines `extra_option "$@"`, which sets TAKEN to the words it took (0: not its).
+# A failure from here on names the step it happened in.
+build_start() {
+    trap 'rc=$?; if [ $rc -ne 0 ]; then echo "build.sh: FAILED in step: $STEP (exit $rc)" >&2; fi' EXIT
+    CC_ARG=""
+    OUT=""
+    CFLAGS_ARG="-O2 -g"
+    LDFLAGS_ARG=""
+    PATCHES=()
+    local p
+    while [ $# -gt 0 ]; do
+        case "$1" in
+            --cc) [ $# -ge 2 ] || usage; CC_ARG="$2"; shift 2 ;;
+            --cc=*) CC_ARG="${1#--cc=}"; shift ;;
+            --out) [ $# -ge 2 ] || usage; OUT="$2"; shift 2 ;;
+            --out=*) OUT="${1#--out=}"; shift ;;
+            --cflags) [ $# -ge 2 ] || usage; CFLAGS_ARG="$2"; shift 2 ;;
+            --cflags=*) CFLAGS_ARG="${1#--cflags=}"; shift ;;
+            --ldflags) [ $# -ge 2 ] || usage; LDFLAGS_ARG="$2"; shift 2 ;;
+            --ldflags=*) LDFLAGS_ARG="${1#--ldflags=}"; shift ;;
+            --patch) [ $# -ge 2 ] || usage; PATCHES+=("$(cd "$(dirname "$2")" && pwd)/$(basename "$2")"); shift 2 ;;
+            --patch=*) p="${1#--patch=}"; PATCHES+=("$(cd "$(dirname "$p")" && pwd)/$(basename "$p")"); shift ;;
+            -h|--help) usage ;;
+            *)
+                TAKEN=0
+                if declare -F extra_option >/dev/null; then extra_option "$@"; fi
+                [ "$TAKEN" -gt 0 ] || { echo "build.sh: unknown argument: $1" >&2; usage; }
+                shift "$TAKEN"
+                ;;
+        esac
+    done
+    [ -n "$CC_ARG" ] || { echo "build.sh: --cc is required" >&2; usage; }
+    [ -n "$OUT" ] || { echo "build.sh: --out is required" >&2; usage; }
+}
 
 SUDO=""
 if [ "$(id -u)" -ne 0 ]; then

@@ -15,6 +15,7 @@
 # by running a first bc built with COMPILER, and the upstream helper that
 # formats it uses ed, which is installed when missing.
 set -euo pipefail
+source "$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/../debian-source.sh"
 
 PKG=bc
 VERSION=1.07.1
@@ -24,42 +25,8 @@ ORIG=bc_$VERSION.orig.tar.gz
 ORIG_SHA256=62adfca89b0a1c0164c2cdca59ca210c1d44c3ffc46daf9931cf4942664cb02a
 CACHE="${TRESTLE_CACHE:-${HOME:-/root}/.cache/trestle}/bc-${VERSION}-src"
 
-STEP="startup"
-die() { echo "build.sh: error in step '$STEP': $*" >&2; exit 1; }
-trap 'rc=$?; if [ $rc -ne 0 ]; then echo "build.sh: FAILED in step: $STEP (exit $rc)" >&2; fi' EXIT
-step() { STEP="$1"; echo "== [${SECONDS}s] $1" >&2; }
+build_start "$@"
 
-usage() {
-    trap - EXIT
-    sed -n '2,4p' "$0" | sed 's/^# \{0,1\}//' >&2
-    exit 2
-}
-
-CC_ARG=""
-OUT=""
-CFLAGS_ARG="-O2 -g"
-LDFLAGS_ARG=""
-PATCHES=()
-while [ $# -gt 0 ]; do
-    case "$1" in
-        --cc) [ $# -ge 2 ] || usage; CC_ARG="$2"; shift 2 ;;
-        --cc=*) CC_ARG="${1#--cc=}"; shift ;;
-        --out) [ $# -ge 2 ] || usage; OUT="$2"; shift 2 ;;
-        --out=*) OUT="${1#--out=}"; shift ;;
-        --cflags) [ $# -ge 2 ] || usage; CFLAGS_ARG="$2"; shift 2 ;;
-        --cflags=*) CFLAGS_ARG="${1#--cflags=}"; shift ;;
-        --ldflags) [ $# -ge 2 ] || usage; LDFLAGS_ARG="$2"; shift 2 ;;
-        --ldflags=*) LDFLAGS_ARG="${1#--ldflags=}"; shift ;;
-        --patch) [ $# -ge 2 ] || usage; PATCHES+=("$(cd "$(dirname "$2")" && pwd)/$(basename "$2")"); shift 2 ;;
-        --patch=*) p="${1#--patch=}"; PATCHES+=("$(cd "$(dirname "$p")" && pwd)/$(basename "$p")"); shift ;;
-        -h|--help) usage ;;
-        *) echo "build.sh: unknown argument: $1" >&2; usage ;;
-    esac
-done
-[ -n "$CC_ARG" ] || { echo "build.sh: --cc is required" >&2; usage; }
-[ -n "$OUT" ] || { echo "build.sh: --out is required" >&2; usage; }
-
-source "$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/../debian-source.sh"
 resolve_compiler
 # bc/fix-libmath_h (run by make to format libmath.h) is an ed script
 install_build_tools gzip:gzip ed:ed

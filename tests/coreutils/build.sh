@@ -10,6 +10,7 @@
 # Each build copies it to a fresh DIR/coreutils-9.1-build, configures it with
 # CC=COMPILER, builds only the requested programs and copies them to DIR/bin/.
 set -euo pipefail
+source "$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/../debian-source.sh"
 
 PKG=coreutils
 VERSION=9.1
@@ -19,49 +20,20 @@ ORIG=coreutils_$VERSION.orig.tar.xz
 ORIG_SHA256=""
 CACHE="${TRESTLE_CACHE:-${HOME:-/root}/.cache/trestle}/coreutils-${VERSION}-src"
 
-STEP="startup"
-die() { echo "build.sh: error in step '$STEP': $*" >&2; exit 1; }
-trap 'rc=$?; if [ $rc -ne 0 ]; then echo "build.sh: FAILED in step: $STEP (exit $rc)" >&2; fi' EXIT
-step() { STEP="$1"; echo "== [${SECONDS}s] $1" >&2; }
-
-usage() {
-    trap - EXIT
-    sed -n '2,4p' "$0" | sed 's/^# \{0,1\}//' >&2
-    exit 2
-}
-
-CC_ARG=""
-OUT=""
-CFLAGS_ARG="-O2 -g"
-LDFLAGS_ARG=""
-PATCHES=()
 PROGS=()
-while [ $# -gt 0 ]; do
+extra_option() {
+    local p
     case "$1" in
-        --cc) [ $# -ge 2 ] || usage; CC_ARG="$2"; shift 2 ;;
-        --cc=*) CC_ARG="${1#--cc=}"; shift ;;
-        --out) [ $# -ge 2 ] || usage; OUT="$2"; shift 2 ;;
-        --out=*) OUT="${1#--out=}"; shift ;;
-        --cflags) [ $# -ge 2 ] || usage; CFLAGS_ARG="$2"; shift 2 ;;
-        --cflags=*) CFLAGS_ARG="${1#--cflags=}"; shift ;;
-        --ldflags) [ $# -ge 2 ] || usage; LDFLAGS_ARG="$2"; shift 2 ;;
-        --ldflags=*) LDFLAGS_ARG="${1#--ldflags=}"; shift ;;
-        --patch) [ $# -ge 2 ] || usage; PATCHES+=("$(cd "$(dirname "$2")" && pwd)/$(basename "$2")"); shift 2 ;;
-        --patch=*) p="${1#--patch=}"; PATCHES+=("$(cd "$(dirname "$p")" && pwd)/$(basename "$p")"); shift ;;
-        --prog) [ $# -ge 2 ] || usage; IFS=', ' read -r -a p <<<"$2"; PROGS+=("${p[@]}"); shift 2 ;;
-        --prog=*) IFS=', ' read -r -a p <<<"${1#--prog=}"; PROGS+=("${p[@]}"); shift ;;
-        -h|--help) usage ;;
-        *) echo "build.sh: unknown argument: $1" >&2; usage ;;
+        --prog) [ $# -ge 2 ] || usage; IFS=', ' read -r -a p <<<"$2"; PROGS+=("${p[@]}"); TAKEN=2 ;;
+        --prog=*) IFS=', ' read -r -a p <<<"${1#--prog=}"; PROGS+=("${p[@]}"); TAKEN=1 ;;
     esac
-done
-[ -n "$CC_ARG" ] || { echo "build.sh: --cc is required" >&2; usage; }
-[ -n "$OUT" ] || { echo "build.sh: --out is required" >&2; usage; }
+}
+build_start "$@"
 [ ${#PROGS[@]} -gt 0 ] || PROGS=(cut)
 for p in "${PROGS[@]}"; do
     [[ "$p" =~ ^[a-z0-9_]+$ ]] || { echo "build.sh: bad program name: '$p'" >&2; exit 2; }
 done
 
-source "$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/../debian-source.sh"
 resolve_compiler
 install_build_tools
 
