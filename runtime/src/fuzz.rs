@@ -13,7 +13,7 @@
 use crate::replay::{arena_alloc, arena_mark, arena_rewind, set_up};
 use crate::lock;
 use std::convert::Infallible;
-use trestle_abi::fuzz::{decode_values, FuzzRequest, ENV_CRASH_STACK_LIB, ENV_FUZZ, ENV_FUZZ_INPROC, ENV_FUZZ_INPUT};
+use trestle_abi::fuzz::{decode_values, FuzzRequest, ENV_CRASH_STACK_LIB, ENV_FUZZ, ENV_FUZZ_INPROC, ENV_FUZZ_INPUT, ENV_FUZZ_PROBE};
 use trestle_abi::params::{self, ParamTarget, StringSite};
 use trestle_abi::unit::{Param, ParamSite, Resize};
 use trestle_abi::Value;
@@ -432,8 +432,9 @@ pub(crate) fn die(msg: &str) -> ! {
     unsafe { libc::_exit(trestle_abi::fuzz::EXIT_SETUP_FAILED) }
 }
 
-/// Serve the unit: fuzz it in-process (`TRESTLE_FUZZ_INPROC`), run one input from a
-/// file (`TRESTLE_FUZZ_INPUT`), or serve a fuzzer through the forkserver protocol.
+/// Serve the unit: fuzz it in-process (`TRESTLE_FUZZ_INPROC`), probe a branch with a
+/// few inputs (`TRESTLE_FUZZ_PROBE`), run one input from a file (`TRESTLE_FUZZ_INPUT`),
+/// or serve a fuzzer through the forkserver protocol.
 /// Never returns.
 pub fn run() -> ! {
     let mut session = match crate::guard("harness setup", Session::from_env) {
@@ -442,6 +443,9 @@ pub fn run() -> ! {
     };
     if let Some(plan) = std::env::var_os(ENV_FUZZ_INPROC) {
         crate::inproc::serve(&mut session, &plan)
+    }
+    if let Some(path) = std::env::var_os(ENV_FUZZ_PROBE) {
+        crate::probe::run(&mut session, &path)
     }
     if let Some(path) = std::env::var_os(ENV_FUZZ_INPUT) {
         let input = std::fs::read(&path).unwrap_or_else(|e| die(&format!("cannot read input: {e}")));

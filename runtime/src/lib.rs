@@ -30,6 +30,7 @@ pub mod forkserver;
 pub mod fuzz;
 pub mod sysserver;
 pub mod inproc;
+mod probe;
 pub mod unit_heap;
 pub mod walk;
 pub mod writer;

@@ -9,7 +9,8 @@ use trestle_bridge::roadblocks::BranchTable;
 use trestle_tests::*;
 
 /// A line protocol whose `check` command guards a large block behind a checksum no
-/// seed matches (and no mutation finds by chance).
+/// seed matches (and no mutation finds by chance), and a larger one behind a setting
+/// from the environment that no input of `check` changes.
 const SOURCE: &str = r#"
 #include <stdio.h>
 #include <stdlib.h>
@@ -22,9 +23,31 @@ static unsigned checksum(const char *s) {
 }
 
 static int table[64];
+static int mode = 977;
 
 static int check(const char *word, int n) {
     int total = 0;
+    if (mode == 4242) {  /* CONFIG */
+        for (int i = 0; i < n && i < 64; i++) {
+            if (table[i] > 7) total += table[i] * 3;
+            else if (table[i] == 5) total -= 2;
+            else if (table[i] == 1) total |= 1;
+            else if (table[i] == 3) total *= 2;
+            else total ^= i * 7;
+            if (total > 4096) break;
+        }
+        if (total > 1000) puts("huge");
+        else if (total > 500) puts("large");
+        else if (total < -5) puts("very negative");
+        else if (total == 7) puts("seven");
+        else puts("modest");
+        if (n == 78) printf("%d\n", total);
+        if (n == 79) table[0] = total;
+        if (n == 80) table[1] = -total;
+        if (n == 81) fputs("eighty-one\n", stderr);
+        if (n == 82) table[2] ^= total;
+        if (n == 77) puts("lucky");
+    }
     if (checksum(word) == 0x5eed1234u) {  /* ROADBLOCK */
         for (int i = 0; i < n && i < 64; i++) {
             if (table[i] > 3) total += table[i];
@@ -41,6 +64,8 @@ static int check(const char *word, int n) {
 
 int main(void) {
     char line[256];
+    const char *m = getenv("GATE_MODE");
+    if (m) mode = atoi(m);
     while (fgets(line, sizeof line, stdin)) {
         char word[64];
         int n = 0;
@@ -51,8 +76,12 @@ int main(void) {
 }
 "#;
 
+fn line_of(mark: &str) -> u32 {
+    SOURCE.lines().position(|l| l.contains(mark)).unwrap() as u32 + 1
+}
+
 fn roadblock_line() -> u32 {
-    SOURCE.lines().position(|l| l.contains("ROADBLOCK")).unwrap() as u32 + 1
+    line_of("ROADBLOCK")
 }
 
 #[test]
@@ -104,6 +133,19 @@ fn a_bridge_campaign_fuzzes_units_at_the_system_fuzzers_roadblock() {
         attempts.iter().any(|a| a["location"].as_str().is_some_and(|l| l.ends_with(&format!("gate.c:{line}"))) && a["function"] == "check"),
         "no unit fuzzed at the roadblock: {}\n{log}",
         c["roadblocks"]
+    );
+    // The setting's gate promises more code, but no parameter of a `check` unit moves
+    // what it compares: probed, passed over, never fuzzed.
+    let config = format!("gate.c:{}", line_of("CONFIG"));
+    assert!(rows.iter().any(|r| r["line"] == line_of("CONFIG")), "the setting's gate is a roadblock: {listed}");
+    let probes = c["roadblocks"]["probes"].as_array().unwrap();
+    let probed_config: Vec<&Value> = probes.iter().filter(|p| p["location"].as_str().is_some_and(|l| l.ends_with(&config))).collect();
+    assert!(!probed_config.is_empty() && probed_config.iter().all(|p| p["worth"] == false), "the setting's gate was not probed, or passed: {probes:#?}");
+    assert!(probed_config.iter().any(|p| p["verdict"].as_str().unwrap().contains("do not change")), "{probed_config:#?}");
+    assert!(!attempts.iter().any(|a| a["location"].as_str().is_some_and(|l| l.ends_with(&config))), "fuzzed at a gate its parameters do not decide: {attempts:#?}");
+    assert!(
+        probes.iter().any(|p| p["worth"] == true && p["location"].as_str().is_some_and(|l| l.ends_with(&format!("gate.c:{line}")))),
+        "the checksum's unit was not found deciding it: {probes:#?}"
     );
     let first = attempts[0]["fuzzed"].as_u64().unwrap() as usize;
     assert!(c["fuzzed"][first]["reason"].as_str().unwrap().starts_with("roadblock at"), "{}", c["fuzzed"][first]);

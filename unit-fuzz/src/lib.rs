@@ -26,8 +26,10 @@ mod forkserver;
 pub mod inprocess;
 pub mod mutators;
 mod parallel;
+pub mod probe;
 
 pub use parallel::{launcher_main, LAUNCHER};
+pub use probe::{probe, Influence};
 
 use libafl::mutators::Tokens;
 use std::path::{Path, PathBuf};

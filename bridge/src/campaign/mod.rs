@@ -277,6 +277,13 @@ pub struct Roadblocks {
     pub seen: usize,
     /// Units fuzzed at a roadblock, in order.
     pub attempts: Vec<RoadblockAttempt>,
+    /// Units probed at a roadblock before it (`trestle_unit_fuzz::probe`), in order:
+    /// those whose parameters do not decide the branch are not fuzzed there.
+    #[serde(default)]
+    pub probes: Vec<RoadblockProbe>,
+    /// Roadblocks recorded for, each as `key@queue entry`: recorded once.
+    #[serde(default)]
+    pub recorded: BTreeSet<String>,
 }
 
 impl Roadblocks {
@@ -307,6 +314,25 @@ pub struct RoadblockAttempt {
     pub flipped_at: Option<f64>,
     /// Campaign seconds when its lifted tests took the missing direction at system level.
     pub solved_at: Option<f64>,
+}
+
+/// A unit probed at a roadblock.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct RoadblockProbe {
+    /// The roadblock ([`crate::roadblocks::Roadblock::key`]).
+    pub key: String,
+    /// Where it is, `file:line`.
+    pub location: String,
+    /// The unit probed.
+    pub unit: PathBuf,
+    /// Its function.
+    pub function: String,
+    /// Whether its parameters may decide the branch (then it is fuzzed there).
+    pub worth: bool,
+    /// What the probe found, in words.
+    pub verdict: String,
+    /// Seconds the probe took.
+    pub seconds: f64,
 }
 
 /// Samples of `timeline.csv`.

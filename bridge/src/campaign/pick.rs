@@ -20,7 +20,9 @@ use crate::binary::Binary;
 use crate::carve::units::UnitRow;
 use crate::roadblocks::Roadblock;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
+use anyhow::Result;
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 /// A unit chosen to fuzz next.
 pub(super) struct Pick {
@@ -34,7 +36,17 @@ pub(super) struct Pick {
 }
 
 /// How often a roadblock is attempted before it is left to the system fuzzer.
-const ROADBLOCK_TRIES: usize = 2;
+pub(super) const ROADBLOCK_TRIES: usize = 2;
+
+/// Units probed at most per pick: a probe starts the harness and runs a few inputs,
+/// a tenth of a second or so on a program like sed.
+const PROBES_PER_PICK: usize = 6;
+
+/// Units of a roadblock's function (and again of its callers) probed at most, best first.
+const CANDIDATES_PER_LEVEL: usize = 3;
+
+/// Time limit of one probe run (the campaign's own per-execution limit if lower).
+const PROBE_RUN_LIMIT: Duration = Duration::from_secs(1);
 
 /// One pick in this many goes to a function never fuzzed, whatever its coverage.
 const EXPLORE_EVERY: usize = 3;
@@ -233,9 +245,9 @@ impl Best {
 impl Runner {
     /// The next unit to fuzz: a changed function's first; then, but for every
     /// [`EXPLORE_EVERY`]th pick, one at the best roadblock (of `roadblocks`, best first)
-    /// that has a unit of its function or of a caller; else by the code in reach
-    /// (see the module's documentation).
-    pub(super) fn pick(&self, roadblocks: &[Roadblock]) -> Option<Pick> {
+    /// that has a unit of its function or of a caller whose parameters the probe shows
+    /// deciding the branch; else by the code in reach (see the module's documentation).
+    pub(super) fn pick(&mut self, roadblocks: &[Roadblock]) -> Option<Pick> {
         let by_reach = self.pick_by_reach();
         let explore = self.c.fuzzed.len() % EXPLORE_EVERY == EXPLORE_EVERY - 1;
         let changed_first = by_reach.as_ref().is_some_and(|p| p.reason.starts_with(CHANGED_REASON));
@@ -245,9 +257,62 @@ impl Runner {
         self.pick_roadblock(roadblocks).or(by_reach)
     }
 
-    /// The best unit at the first roadblock, in order, that has one: of the function
-    /// holding it, else of a function calling that one.
-    fn pick_roadblock(&self, roadblocks: &[Roadblock]) -> Option<Pick> {
+    /// The first unit at a roadblock, in order, whose parameters may decide it: each
+    /// candidate is probed first (at most [`PROBES_PER_PICK`] a pick), and one that
+    /// does not reach the branch, or reaches it with the same operands whatever its
+    /// parameters, is passed over, for good at that roadblock.
+    fn pick_roadblock(&mut self, roadblocks: &[Roadblock]) -> Option<Pick> {
+        let candidates = self.roadblock_candidates(roadblocks);
+        let mut probed = 0;
+        for mut pick in candidates {
+            if probed == PROBES_PER_PICK {
+                break;
+            }
+            probed += 1;
+            let rb = pick.roadblock.clone().expect("a roadblock's candidate");
+            self.status(&format!("probing a unit of {} at a roadblock", pick.function));
+            let t = std::time::Instant::now();
+            let influence = self.probe(&pick, &rb);
+            let (worth, verdict) = match &influence {
+                Ok(i) => (i.worth_fuzzing(), i.describe()),
+                // A unit the harness cannot set up is no unit to fuzz either.
+                Err(e) => (false, format!("the probe failed: {e:#}")),
+            };
+            let b = &self.branches.branches[rb.branch];
+            self.c.roadblocks.probes.push(super::RoadblockProbe {
+                key: rb.key(&self.branches),
+                location: format!("{}:{}", b.file.as_deref().unwrap_or("?"), b.line),
+                unit: pick.path.clone(),
+                function: pick.function.clone(),
+                worth,
+                verdict: verdict.clone(),
+                seconds: t.elapsed().as_secs_f64(),
+            });
+            if worth {
+                pick.reason = format!("{}; probed: {verdict}", pick.reason);
+                return Some(pick);
+            }
+        }
+        None
+    }
+
+    /// Probe the unit of `pick` at `rb`'s branch.
+    fn probe(&self, pick: &Pick, rb: &Roadblock) -> Result<trestle_unit_fuzz::Influence> {
+        let unit = crate::carve::units::read_unit(&pick.path)?;
+        let b = &self.branches.branches[rb.branch];
+        let edges: Vec<u32> = b.directions.iter().flat_map(|d| d.edges.iter().copied()).collect();
+        let dir = self.out.join("probe");
+        crate::files::remove_dir_if_present(&dir)?;
+        let timeout = Duration::from_secs_f64(self.c.settings.timeout).min(PROBE_RUN_LIMIT);
+        let result = trestle_unit_fuzz::probe(&self.c.settings.program, &unit, &dir, b.cmp, &edges, timeout);
+        crate::files::remove_dir_if_present(&dir)?;
+        Ok(result?)
+    }
+
+    /// Units to probe at the roadblocks, best roadblock first: for each, the best few
+    /// ([`CANDIDATES_PER_LEVEL`]) of the function holding it, then of its callers,
+    /// but for units already found not to decide it.
+    fn roadblock_candidates(&self, roadblocks: &[Roadblock]) -> Vec<Pick> {
         let history = History::of(&self.c.fuzzed);
         // Each attempt halves a roadblock's promise and more than
         // [`ROADBLOCK_TRIES`] leave it to the system fuzzer; one decided by a comparison
@@ -262,45 +327,58 @@ impl Runner {
             })
             .collect();
         order.sort_by(|a, b| b.0.total_cmp(&a.0));
+        let rejected: BTreeSet<(&str, &Path)> =
+            self.c.roadblocks.probes.iter().filter(|p| !p.worth).map(|p| (p.key.as_str(), p.unit.as_path())).collect();
+        // The candidates by function, once: a campaign has thousands of units and
+        // hundreds of roadblocks.
+        let mut by_function: HashMap<u64, Vec<(PathBuf, &UnitRow)>> = HashMap::new();
+        for (path, row) in self.candidates(&history) {
+            // A unit of `main` is the whole program run: no shortcut to the branch.
+            if row.function != "main" {
+                by_function.entry(u64::from_str_radix(&row.fn_id, 16).unwrap_or(0)).or_default().push((path, row));
+            }
+        }
+        let mut out = Vec::new();
         for (_, rb) in order {
+            if out.len() >= PROBES_PER_PICK {
+                break;
+            }
+            let key = rb.key(&self.branches);
             let id = self.branch_functions[rb.branch];
             let callers = self.callers.get(&id).map(Vec::as_slice).unwrap_or_default();
             for (level, ids) in [(0, std::slice::from_ref(&id)), (1, callers)] {
-                let mut best = Best::default();
-                for (path, row) in self.candidates(&history) {
-                    let fid = u64::from_str_radix(&row.fn_id, 16).unwrap_or(0);
-                    // A unit of `main` is the whole program run: no shortcut to the branch.
-                    if !ids.contains(&fid) || row.function == "main" {
-                        continue;
-                    }
-                    best.offer(unit_weight(row) / (1.0 + history.times(&row.function)), || {
-                        let b = &self.branches.branches[rb.branch];
-                        let d = &b.directions[rb.missing];
-                        Pick {
-                            path: path.clone(),
-                            function: row.function.clone(),
-                            reason: format!(
-                                "roadblock at {}:{} in {}: {} never taken, {} block(s) behind it{}; {}",
-                                b.file.as_deref().unwrap_or("?"),
-                                b.line,
-                                self.binary.function_name(id),
-                                direction_name(b, rb.missing),
-                                d.behind,
-                                if level > 0 { " (a unit of a caller)" } else { "" },
-                                describe_params(row)
-                            ),
-                            value_hashes: row.value_hashes.clone(),
-                            param_kinds: row.param_kinds.clone(),
-                            roadblock: Some(rb.clone()),
-                        }
+                let b = &self.branches.branches[rb.branch];
+                let d = &b.directions[rb.missing];
+                let mut level_picks: Vec<(f64, &PathBuf, &UnitRow)> = ids
+                    .iter()
+                    .filter_map(|f| by_function.get(f))
+                    .flatten()
+                    .filter(|(path, _)| !rejected.contains(&(key.as_str(), path.as_path())))
+                    .map(|(path, row)| (unit_weight(row) / (1.0 + history.times(&row.function)), path, *row))
+                    .collect();
+                level_picks.sort_by(|a, b| b.0.total_cmp(&a.0));
+                for (_, path, row) in level_picks.into_iter().take(CANDIDATES_PER_LEVEL) {
+                    out.push(Pick {
+                        path: path.clone(),
+                        function: row.function.clone(),
+                        reason: format!(
+                            "roadblock at {}:{} in {}: {} never taken, {} block(s) behind it{}; {}",
+                            b.file.as_deref().unwrap_or("?"),
+                            b.line,
+                            self.binary.function_name(id),
+                            direction_name(b, rb.missing),
+                            d.behind,
+                            if level > 0 { " (a unit of a caller)" } else { "" },
+                            describe_params(row)
+                        ),
+                        value_hashes: row.value_hashes.clone(),
+                        param_kinds: row.param_kinds.clone(),
+                        roadblock: Some(rb.clone()),
                     });
-                }
-                if let Some((_, p)) = best.0 {
-                    return Some(p);
                 }
             }
         }
-        None
+        out
     }
 
     /// The next unit by the code in its reach (see the module's documentation).

@@ -97,6 +97,50 @@ pub struct InProcessTarget {
     pub plan: *const core::ffi::c_char,
 }
 
+/// Environment variable, next to [`ENV_FUZZ`]: path of a [`ProbeRequest`]. The harness
+/// runs each of its inputs once, in a fork of the restored unit, and writes what the
+/// branch of interest saw into [`ProbeRequest::out`] (a bincode `Vec<ProbeRun>`).
+pub const ENV_FUZZ_PROBE: &str = "TRESTLE_FUZZ_PROBE";
+
+/// A probe: does changing the parameters change what one branch compares?
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ProbeRequest {
+    /// The CmpLog id of the branch's comparison, when it has one.
+    pub cmp: Option<u32>,
+    /// Edges to report hits of (the branch's directions).
+    pub edges: Vec<u32>,
+    /// Inputs, each run once.
+    pub inputs: Vec<Vec<u8>>,
+    /// Time limit per input, in milliseconds.
+    pub timeout_ms: u64,
+    /// Where the harness writes the runs.
+    pub out: std::path::PathBuf,
+}
+
+/// How one probe input ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum ProbeEnd {
+    /// The function returned, or called `exit` with this status (0 when it returned).
+    Exited(i32),
+    /// A signal ended it.
+    Signaled(i32),
+    /// It ran past its time and was killed.
+    TimedOut,
+}
+
+/// What one probe input did at the branch.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ProbeRun {
+    /// How it ended.
+    pub end: ProbeEnd,
+    /// Times the comparison ran (0 without a CmpLog id).
+    pub hits: u32,
+    /// The operands it compared, in order (at most as many as the map keeps per id).
+    pub operands: Vec<(u64, u64)>,
+    /// Which of [`ProbeRequest::edges`] were hit.
+    pub edges: Vec<u32>,
+}
+
 /// Signature of [`INPROC_ENTRY`]: fuzz until the plan says stop; returns the exit
 /// status the harness process ends with.
 pub type InProcessEntry = unsafe extern "C" fn(target: *const InProcessTarget) -> i32;

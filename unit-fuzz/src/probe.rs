@@ -1,0 +1,160 @@
+//! Before a unit is fuzzed at a roadblock: do its parameters decide the branch?
+//!
+//! The harness runs the recorded values twice and, for each parameter, a few values
+//! changed in ways a mutator would change them, each once in a fork of the restored
+//! unit (`TRESTLE_FUZZ_PROBE`), and reports the operands the branch's comparison logged
+//! under its fixed CmpLog id and which of the branch's edges each run hit. A unit whose
+//! runs never reach the branch, or reach it with the same operands whatever its
+//! parameters, cannot flip it: fuzzing it would spend a slice for nothing.
+
+use crate::{io, lay_out, FuzzError};
+use std::path::Path;
+use std::time::Duration;
+use trestle_abi::fuzz::{encode_values, original_value, ParamValue, ProbeRequest, ProbeRun, ENV_FUZZ, ENV_FUZZ_PROBE};
+use trestle_abi::unit::Unit;
+
+/// What the probe found.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub enum Influence {
+    /// Changing these parameters (indices) changed the operands, or the branch's edges.
+    Decides(Vec<usize>),
+    /// The unit reaches the branch, but nothing it varies changes what the branch sees.
+    Unmoved,
+    /// No run reached the branch.
+    Unreached,
+    /// The runs disagree with themselves (the operands change between two runs of the
+    /// recorded values) or the branch logs no operands: no telling, so fuzz it.
+    Unknown(String),
+}
+
+impl Influence {
+    /// Whether the unit is worth a slice at the branch.
+    pub fn worth_fuzzing(&self) -> bool {
+        matches!(self, Influence::Decides(_) | Influence::Unknown(_))
+    }
+
+    /// In words, for a pick's reason or a log line.
+    pub fn describe(&self) -> String {
+        match self {
+            Influence::Decides(p) => format!(
+                "parameter{} {} change{} what the branch compares",
+                if p.len() == 1 { "" } else { "s" },
+                p.iter().map(|i| format!("#{i}")).collect::<Vec<_>>().join(", "),
+                if p.len() == 1 { "s" } else { "" }
+            ),
+            Influence::Unmoved => "its parameters do not change what the branch compares".into(),
+            Influence::Unreached => "it does not reach the branch".into(),
+            Influence::Unknown(why) => format!("influence unknown ({why})"),
+        }
+    }
+}
+
+/// The values a probe tries for one parameter besides the recorded one.
+fn variants(v: &ParamValue) -> Vec<ParamValue> {
+    match v {
+        ParamValue::Int(i) => vec![ParamValue::Int(i.wrapping_add(1)), ParamValue::Int(i.wrapping_mul(3).wrapping_add(7)), ParamValue::Int(0)],
+        ParamValue::Bytes(b) => {
+            let mut longer = b.clone();
+            longer.push(b'x');
+            vec![ParamValue::Bytes(b.iter().map(|c| c ^ 1).collect()), ParamValue::Bytes(longer), ParamValue::Bytes(b[..b.len() / 2].to_vec())]
+        }
+    }
+}
+
+/// Probe `unit` at the branch with CmpLog id `cmp` and edges `edges` (its directions),
+/// laying the harness out in `dir`. `timeout` bounds each run.
+pub fn probe(program: &Path, unit: &Unit, dir: &Path, cmp: Option<u32>, edges: &[u32], timeout: Duration) -> Result<Influence, FuzzError> {
+    let out = lay_out(unit, dir)?;
+    let original: Vec<ParamValue> = unit.params.iter().map(original_value).collect();
+    // Two runs of the recorded values, then each parameter's variants.
+    let mut inputs = vec![encode_values(&original), encode_values(&original)];
+    let mut owner = vec![None, None];
+    for (k, v) in original.iter().enumerate() {
+        for changed in variants(v) {
+            let mut values = original.clone();
+            values[k] = changed;
+            inputs.push(encode_values(&values));
+            owner.push(Some(k));
+        }
+    }
+    let runs_path = out.join("probe.runs");
+    let req = ProbeRequest { cmp, edges: edges.to_vec(), inputs, timeout_ms: timeout.as_millis() as u64, out: runs_path.clone() };
+    let req_path = out.join("probe.bin");
+    std::fs::write(&req_path, bincode::serialize(&req).map_err(|e| FuzzError::Libafl(e.to_string()))?).map_err(io("cannot write", &req_path))?;
+    let mut cmd = std::process::Command::new(program);
+    cmd.env(ENV_FUZZ, out.join("request.bin"))
+        .env(ENV_FUZZ_PROBE, &req_path)
+        .current_dir(out.join("cwd"))
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped());
+    // Recorded addresses of C library objects hold only without ASLR.
+    {
+        use std::os::unix::process::CommandExt;
+        // SAFETY: personality() only affects the child.
+        unsafe {
+            cmd.pre_exec(|| {
+                crate::libc_personality();
+                Ok(())
+            });
+        }
+    }
+    let limit = timeout * (req.inputs.len() as u32 + 2) + Duration::from_secs(2);
+    let ended = crate::wait_bounded(&mut cmd, program, limit)?;
+    let runs: Vec<ProbeRun> = match std::fs::read(&runs_path) {
+        Ok(bytes) => bincode::deserialize(&bytes).map_err(|e| FuzzError::Harness(format!("the probe's runs in {} are corrupt: {e}", runs_path.display())))?,
+        Err(_) => return Err(FuzzError::Harness(format!("the probe ended ({ended:?}) without writing its runs"))),
+    };
+    if runs.len() != owner.len() {
+        return Err(FuzzError::Harness(format!("the probe ran {} of {} inputs", runs.len(), owner.len())));
+    }
+    Ok(judge(&runs, &owner, cmp.is_some()))
+}
+
+/// What the runs say: `owner[i]` is the parameter run `i` changed (none for the
+/// recorded values, runs 0 and 1).
+fn judge(runs: &[ProbeRun], owner: &[Option<usize>], compared: bool) -> Influence {
+    let reached = |r: &ProbeRun| r.hits > 0 || !r.edges.is_empty();
+    if !runs.iter().any(reached) {
+        return Influence::Unreached;
+    }
+    let seen = |r: &ProbeRun| (r.operands.clone(), r.edges.clone());
+    if seen(&runs[0]) != seen(&runs[1]) {
+        return Influence::Unknown("two runs of the recorded values differ at the branch".into());
+    }
+    let mut params: Vec<usize> = runs.iter().zip(owner).filter(|(r, _)| seen(r) != seen(&runs[0])).filter_map(|(_, o)| *o).collect();
+    params.dedup();
+    if !params.is_empty() {
+        Influence::Decides(params)
+    } else if compared {
+        Influence::Unmoved
+    } else {
+        Influence::Unknown("the branch logs no operands".into())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use trestle_abi::fuzz::ProbeEnd;
+
+    fn run(operands: &[(u64, u64)], edges: &[u32]) -> ProbeRun {
+        ProbeRun { end: ProbeEnd::Exited(0), hits: operands.len() as u32, operands: operands.to_vec(), edges: edges.to_vec() }
+    }
+
+    #[test]
+    fn a_parameter_decides_a_branch_when_changing_it_changes_the_operands() {
+        let owner = [None, None, Some(0), Some(0), Some(1)];
+        let same = run(&[(5, 0xbeef)], &[3]);
+        let runs = [same.clone(), same.clone(), same.clone(), run(&[(6, 0xbeef)], &[3]), same.clone()];
+        assert_eq!(judge(&runs, &owner, true), Influence::Decides(vec![0]));
+        let runs = [same.clone(), same.clone(), same.clone(), same.clone(), same.clone()];
+        assert_eq!(judge(&runs, &owner, true), Influence::Unmoved);
+        assert!(!Influence::Unmoved.worth_fuzzing());
+        let none = run(&[], &[]);
+        assert_eq!(judge(&[none.clone(), none.clone(), none.clone(), none.clone(), none], &owner, true), Influence::Unreached);
+        // The recorded values disagreeing with themselves: no telling.
+        let runs = [same.clone(), run(&[(9, 0xbeef)], &[3]), same.clone(), same.clone(), same];
+        assert!(matches!(judge(&runs, &owner, true), Influence::Unknown(_)));
+    }
+}
