@@ -21,6 +21,11 @@ pub struct Options {
     pub timeout: Duration,
     /// Distinct contexts carved per function and process.
     pub max_per_fn: u32,
+    /// Record only these functions (symbol ids) and those named in `functions`;
+    /// both empty for all.
+    pub only: Vec<u64>,
+    /// Record only the functions of these names (and those in `only`).
+    pub functions: Vec<String>,
     /// Print nothing but warnings (for campaigns, which show their own progress).
     pub quiet: bool,
 }
@@ -65,6 +70,14 @@ fn prepare_out(out: &Path) -> Result<()> {
 /// Run `trestle record`.
 pub fn run(args: &Options) -> Result<()> {
     let binary = Binary::load(&args.program)?;
+    let mut only = args.only.clone();
+    for name in &args.functions {
+        let ids: Vec<u64> = binary.functions.values().filter(|f| f.display_name() == name || f.name == *name).map(|f| f.id).collect();
+        if ids.is_empty() {
+            bail!("--function {name}: {} has no instrumented function of that name", args.program.display());
+        }
+        only.extend(ids);
+    }
     let tests = load_tests(&args.tests)?;
     prepare_out(&args.out)?;
     let out = std::fs::canonicalize(&args.out)?;
@@ -78,14 +91,14 @@ pub fn run(args: &Options) -> Result<()> {
         let dir = out.join(&t.name);
         std::fs::create_dir_all(&dir)?;
         crate::system::systest::save_test(&t.test, &dir.join("test.json"))?;
-        let opts = RunOptions {
-            timeout: args.timeout,
-            env: vec![
-                (hooks::ENV_TRACE_DIR.into(), dir.display().to_string()),
-                (hooks::ENV_MAX_PER_FN.into(), args.max_per_fn.to_string()),
-            ],
-            capture_stdout: false,
-        };
+        let mut env = vec![
+            (hooks::ENV_TRACE_DIR.into(), dir.display().to_string()),
+            (hooks::ENV_MAX_PER_FN.into(), args.max_per_fn.to_string()),
+        ];
+        if !only.is_empty() {
+            env.push((hooks::ENV_RECORD_ONLY.into(), only.iter().map(|id| format!("{id:x}")).collect::<Vec<_>>().join(",")));
+        }
+        let opts = RunOptions { timeout: args.timeout, env, capture_stdout: false };
         let r = run_test(&binary.path, &t.test, &opts)?;
         let mut traces = Vec::new();
         for e in std::fs::read_dir(&dir).with_context(|| format!("cannot list {}", dir.display()))? {

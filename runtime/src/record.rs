@@ -20,6 +20,8 @@ pub(crate) struct Config {
     max_per_fn: u32,
     max_attempts: u32,
     limits: Limits,
+    /// The only functions to record ([`hooks::ENV_RECORD_ONLY`]); `None` for all.
+    only: Option<HashSet<u64>>,
 }
 
 impl Config {
@@ -38,7 +40,18 @@ impl Config {
             }
         };
         let bytes = num(hooks::ENV_CONTEXT_LIMIT, 4 << 20) as usize;
+        let only = std::env::var(hooks::ENV_RECORD_ONLY).ok().map(|v| {
+            v.split(',')
+                .filter(|s| !s.trim().is_empty())
+                .filter_map(|s| {
+                    u64::from_str_radix(s.trim(), 16)
+                        .map_err(|e| eprintln!("trestle runtime: {}: {s:?} is not a function id ({e}); left out", hooks::ENV_RECORD_ONLY))
+                        .ok()
+                })
+                .collect()
+        });
         Config {
+            only,
             max_per_fn: num(hooks::ENV_MAX_PER_FN, 5) as u32,
             max_attempts: num(hooks::ENV_MAX_ATTEMPTS, 100) as u32,
             limits: Limits { bytes, extent_bytes: bytes.min(1 << 20), extents: 50_000 },
@@ -167,7 +180,7 @@ impl Runtime {
     pub(crate) fn enter(&mut self, id: u64, state: &AtomicU32, slots: *const u64, nslots: u32, sp: usize) {
         let s = state.load(Ordering::Relaxed);
         let idx = if s == 0 {
-            match self.program.index_of(id) {
+            match self.program.index_of(id).filter(|_| self.config.only.as_ref().is_none_or(|o| o.contains(&id))) {
                 Some(i) => {
                     state.store(i as u32 + 1, Ordering::Relaxed);
                     i

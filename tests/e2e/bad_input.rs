@@ -181,7 +181,7 @@ fn a_unit_whose_extents_overlap_is_an_error_naming_the_unit() {
     // global's one address.
     let (path, mut unit) = files
         .iter()
-        .map(|p| (p.clone(), Unit::decode(&std::fs::read(p).unwrap()).unwrap()))
+        .map(|p| (p.clone(), trestle_bridge::carve::units::read_unit(p).unwrap()))
         .find(|(_, u)| u.context.graph.extents.iter().any(|e| matches!(e.kind, ExtentKind::Global { .. })))
         .expect("a unit of len_plus, with `calls` in its context");
     let global = unit.context.graph.extents.iter().find(|e| matches!(e.kind, ExtentKind::Global { .. })).unwrap().clone();

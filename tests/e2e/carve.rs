@@ -793,3 +793,26 @@ fn contexts_over_the_size_bound_are_not_carved_and_say_why() {
     let out = ok(&mut trestle(&[&"replay", &units.join("compile"), &"--check", &"-v"]));
     assert!(out.contains("over the snapshot size bound"), "{out}");
 }
+
+#[test]
+fn recording_named_functions_carves_their_units_only_and_they_replay() {
+    let dir = tempfile::tempdir().unwrap();
+    let prog = dir.path().join("strproc");
+    build_subject(&subject("strproc"), "-O2", &prog);
+    let seeds = subject("strproc").join("seeds");
+    let (traces, units) = (dir.path().join("traces"), dir.path().join("units"));
+    ok(&mut trestle(&[&"record", &"--program", &prog, &"--tests", &seeds, &"--out", &traces, &"--function", &"split_line", &"--function", &"str_upper"]));
+    ok(&mut trestle(&[&"carve", &traces, &"--out", &units]));
+    let index: Value = serde_json::from_slice(&std::fs::read(units.join("index.json")).unwrap()).unwrap();
+    assert!(units_of(&index, "split_line") > 0 && units_of(&index, "str_upper") > 0, "{index:#}");
+    let others: Vec<&Value> = index["units"].as_array().unwrap().iter().filter(|r| r["function"] != "split_line" && r["function"] != "str_upper").collect();
+    assert!(others.is_empty(), "units of functions not asked for: {others:?}");
+    // Unit files are compressed, and read back as any other.
+    let file = units.join(index["units"][0]["file"].as_str().unwrap());
+    assert_eq!(&std::fs::read(&file).unwrap()[..4], &[0x28, 0xb5, 0x2f, 0xfd], "{} is not zstd", file.display());
+    let summary = check_replay(&units);
+    assert!(summary["fidelity"].as_f64().unwrap() >= 0.95, "{summary:#}");
+    // A name the program does not have is an error that names it.
+    let o = run(&mut trestle(&[&"record", &"--program", &prog, &"--tests", &seeds, &"--out", &dir.path().join("t2"), &"--function", &"no_such_fn"]));
+    assert!(!o.status.success() && String::from_utf8_lossy(&o.stderr).contains("--function no_such_fn"), "{}", String::from_utf8_lossy(&o.stderr));
+}

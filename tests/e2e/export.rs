@@ -81,7 +81,7 @@ fn run_test(exe: &Path) -> (ExitStatus, String) {
 }
 
 fn read(unit: &Path) -> Unit {
-    Unit::decode(&std::fs::read(unit).unwrap()).unwrap()
+    trestle_bridge::carve::units::read_unit(unit).unwrap()
 }
 
 /// A raw fuzzer input giving each parameter `pick(parameter index)`, or its

@@ -125,7 +125,7 @@ fn a_parameter_that_no_longer_fits_is_a_clear_error() {
     let c = carve_requests();
     let row = rows(&c, "check_login").into_iter().find(|r| r["params"].as_u64().unwrap() >= 1).unwrap();
     let path = c.units.join(row["file"].as_str().unwrap());
-    let mut unit = trestle_abi::unit::Unit::decode(&std::fs::read(&path).unwrap()).unwrap();
+    let mut unit = trestle_bridge::carve::units::read_unit(&path).unwrap();
     // Point the first string parameter past the end of its extent.
     for p in &mut unit.params {
         if let trestle_abi::unit::ParamSite::Memory { offset, .. } = &mut p.site {

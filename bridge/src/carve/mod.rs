@@ -270,7 +270,7 @@ impl Carver<'_> {
         let rel = format!("{}/{key:016x}.{UNIT_EXT}", safe_name(&function));
         let out = self.opts.out.join(&rel);
         std::fs::create_dir_all(out.parent().expect("unit path has a parent"))?;
-        std::fs::write(&out, unit.encode()).with_context(|| format!("cannot write {}", out.display()))?;
+        units::write_unit(&out, &unit)?;
         self.functions.insert(unit.context.fn_id);
         self.rows.push(UnitRow {
             file: rel,

@@ -22,6 +22,10 @@ pub struct RecordArgs {
     /// Distinct contexts carved per function and process.
     #[arg(long, default_value_t = 5)]
     pub max_per_fn: u32,
+    /// Record only this function (repeat for more): the units of the functions you
+    /// work on, without the time and disk of every other one.
+    #[arg(long = "function", value_name = "NAME")]
+    pub functions: Vec<String>,
 }
 
 impl RecordArgs {
@@ -33,6 +37,8 @@ impl RecordArgs {
             out: self.out.clone(),
             timeout: self.timeout,
             max_per_fn: self.max_per_fn,
+            only: Vec::new(),
+            functions: self.functions.clone(),
             quiet: false,
         }
     }

@@ -352,7 +352,7 @@ impl Worker {
         let Some(i) = (0..self.units.len()).min_by_key(|&i| (self.units[i].1, order(&self.units[i].0))) else { return Ok(()) };
         self.units[i].1 += 1;
         let (u, k) = (self.units[i].0.clone(), self.units[i].1);
-        let unit = trestle_abi::unit::Unit::decode(&u.bytes).with_context(|| format!("unit {} from the main node", u.name))?;
+        let unit = crate::carve::units::decode_unit(&u.bytes).with_context(|| format!("unit {} from the main node", u.name))?;
         let dir = self.dir.join("fuzz").join(format!("{}-{k}", crate::carve::units::safe_name(&u.function)));
         crate::files::remove_dir_if_present(&dir)?;
         let left = self.deadline.saturating_duration_since(Instant::now());

@@ -154,5 +154,9 @@ pub const ENV_CLOCK_SHIFT: &str = "TRESTLE_CLOCK_SHIFT";
 pub const ENV_MAX_PER_FN: &str = "TRESTLE_MAX_PER_FN";
 /// Environment variable: calls of one function inspected before carving gives up on it.
 pub const ENV_MAX_ATTEMPTS: &str = "TRESTLE_MAX_ATTEMPTS";
+/// Environment variable: the functions to record, as comma-separated hexadecimal
+/// symbol ids; unset, every function. A campaign records a queue entry for the
+/// functions at a roadblock only (the rest cost time and disk for nothing).
+pub const ENV_RECORD_ONLY: &str = "TRESTLE_RECORD_ONLY";
 /// Environment variable: bytes one context may hold before it is cut (marked partial).
 pub const ENV_CONTEXT_LIMIT: &str = "TRESTLE_CONTEXT_LIMIT";
