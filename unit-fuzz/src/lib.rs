@@ -356,7 +356,25 @@ fn fuzz_with(cfg: &FuzzConfig, in_process: bool) -> Result<FuzzReport, FuzzError
         single_core_campaign(cfg, &out, &request, &cwd)?
     };
     sort_solutions(cfg, &out, &request, &cwd, &mut report)?;
+    goal_in_crashes(cfg, &out, &mut report);
     Ok(report)
+}
+
+/// An input that takes the goal's direction and then crashes is an objective, whose
+/// coverage never reaches the feedback that [`goal_reached`] reads: run the crashes
+/// once more, through the probe, to see whether one took it. (The gate of a planted
+/// bug is crossed by the very input that crashes behind it.) A probe that fails
+/// leaves the report as it was.
+fn goal_in_crashes(cfg: &FuzzConfig, out: &Path, report: &mut FuzzReport) {
+    if cfg.goal.is_empty() || report.goal_after.is_some() || report.crashes.is_empty() {
+        return;
+    }
+    let inputs: Vec<Vec<u8>> = report.crashes.iter().take(8).filter_map(|p| std::fs::read(p).ok()).collect();
+    if let Ok(runs) = probe::run_probe(&cfg.program, out, None, &cfg.goal, inputs, cfg.timeout) {
+        if runs.iter().any(|r| !r.edges.is_empty()) {
+            report.goal_after = Some(report.first_crash_after.unwrap_or(report.seconds));
+        }
+    }
 }
 
 /// Refuse a campaign that cannot run: nothing to fuzz, or cores it cannot have.

@@ -8,6 +8,7 @@
 //! parameters, cannot flip it: fuzzing it would spend a slice for nothing.
 
 use crate::{io, lay_out, FuzzError};
+use std::collections::BTreeSet;
 use std::path::Path;
 use std::time::Duration;
 use trestle_abi::fuzz::{encode_values, original_value, ParamValue, ProbeRequest, ProbeRun, ENV_FUZZ, ENV_FUZZ_PROBE};
@@ -77,6 +78,14 @@ pub fn probe(program: &Path, unit: &Unit, dir: &Path, cmp: Option<u32>, edges: &
             owner.push(Some(k));
         }
     }
+    let runs = run_probe(program, &out, cmp, edges, inputs, timeout)?;
+    Ok(judge(&runs, &owner, cmp.is_some()))
+}
+
+/// Run `inputs` through the harness laid out in `out` (by [`lay_out`]), each once in
+/// a fork, and read what each did at the comparison `cmp` and which of `edges` it hit.
+pub(crate) fn run_probe(program: &Path, out: &Path, cmp: Option<u32>, edges: &[u32], inputs: Vec<Vec<u8>>, timeout: Duration) -> Result<Vec<ProbeRun>, FuzzError> {
+    let n = inputs.len();
     let runs_path = out.join("probe.runs");
     let req = ProbeRequest { cmp, edges: edges.to_vec(), inputs, timeout_ms: timeout.as_millis() as u64, out: runs_path.clone() };
     let req_path = out.join("probe.bin");
@@ -87,7 +96,7 @@ pub fn probe(program: &Path, unit: &Unit, dir: &Path, cmp: Option<u32>, edges: &
         .current_dir(out.join("cwd"))
         .stdin(std::process::Stdio::null())
         .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::piped());
+        .stderr(std::process::Stdio::null());
     // Recorded addresses of C library objects hold only without ASLR.
     {
         use std::os::unix::process::CommandExt;
@@ -99,30 +108,42 @@ pub fn probe(program: &Path, unit: &Unit, dir: &Path, cmp: Option<u32>, edges: &
             });
         }
     }
-    let limit = timeout * (req.inputs.len() as u32 + 2) + Duration::from_secs(2);
+    let limit = timeout * (n as u32 + 2) + Duration::from_secs(2);
     let ended = crate::wait_bounded(&mut cmd, program, limit)?;
     let runs: Vec<ProbeRun> = match std::fs::read(&runs_path) {
         Ok(bytes) => bincode::deserialize(&bytes).map_err(|e| FuzzError::Harness(format!("the probe's runs in {} are corrupt: {e}", runs_path.display())))?,
         Err(_) => return Err(FuzzError::Harness(format!("the probe ended ({ended:?}) without writing its runs"))),
     };
-    if runs.len() != owner.len() {
-        return Err(FuzzError::Harness(format!("the probe ran {} of {} inputs", runs.len(), owner.len())));
+    // Read, the files have served.
+    let _ = std::fs::remove_file(&runs_path);
+    let _ = std::fs::remove_file(&req_path);
+    if runs.len() != n {
+        return Err(FuzzError::Harness(format!("the probe ran {} of {n} inputs", runs.len())));
     }
-    Ok(judge(&runs, &owner, cmp.is_some()))
+    Ok(runs)
 }
 
 /// What the runs say: `owner[i]` is the parameter run `i` changed (none for the
-/// recorded values, runs 0 and 1).
+/// recorded values, runs 0 and 1). A parameter decides the branch when a run that
+/// changed it reached the branch and compared other values there, or took other
+/// edges of it; a changed count of the same comparisons (a loop running once more)
+/// or a run that no longer reaches the branch says nothing about its operands.
 fn judge(runs: &[ProbeRun], owner: &[Option<usize>], compared: bool) -> Influence {
     let reached = |r: &ProbeRun| r.hits > 0 || !r.edges.is_empty();
     if !runs.iter().any(reached) {
         return Influence::Unreached;
     }
-    let seen = |r: &ProbeRun| (r.operands.clone(), r.edges.clone());
-    if seen(&runs[0]) != seen(&runs[1]) {
+    let seen = |r: &ProbeRun| (r.operands.iter().copied().collect::<BTreeSet<_>>(), r.edges.iter().copied().collect::<BTreeSet<_>>());
+    let recorded = seen(&runs[0]);
+    if recorded != seen(&runs[1]) {
         return Influence::Unknown("two runs of the recorded values differ at the branch".into());
     }
-    let mut params: Vec<usize> = runs.iter().zip(owner).filter(|(r, _)| seen(r) != seen(&runs[0])).filter_map(|(_, o)| *o).collect();
+    let mut params: Vec<usize> = runs
+        .iter()
+        .zip(owner)
+        .filter(|(r, o)| o.is_some() && reached(r) && seen(r) != recorded)
+        .filter_map(|(_, o)| *o)
+        .collect();
     params.dedup();
     if !params.is_empty() {
         Influence::Decides(params)
@@ -149,6 +170,11 @@ mod tests {
         let runs = [same.clone(), same.clone(), same.clone(), run(&[(6, 0xbeef)], &[3]), same.clone()];
         assert_eq!(judge(&runs, &owner, true), Influence::Decides(vec![0]));
         let runs = [same.clone(), same.clone(), same.clone(), same.clone(), same.clone()];
+        assert_eq!(judge(&runs, &owner, true), Influence::Unmoved);
+        // The same comparison once more (a longer loop), or not reached at all: the
+        // parameter does not move the operands.
+        let twice = run(&[(5, 0xbeef), (5, 0xbeef)], &[3]);
+        let runs = [same.clone(), same.clone(), twice, run(&[], &[]), same.clone()];
         assert_eq!(judge(&runs, &owner, true), Influence::Unmoved);
         assert!(!Influence::Unmoved.worth_fuzzing());
         let none = run(&[], &[]);

@@ -344,6 +344,15 @@ impl Runner {
                 break;
             }
             let key = rb.key(&self.branches);
+            let own_entries: BTreeSet<&str> = self
+                .c
+                .roadblocks
+                .recorded
+                .iter()
+                .filter_map(|m| m.rsplit_once('@'))
+                .filter(|(k, _)| *k == key)
+                .map(|(_, entry)| entry.trim_end_matches(".json"))
+                .collect();
             let id = self.branch_functions[rb.branch];
             let callers = self.callers.get(&id).map(Vec::as_slice).unwrap_or_default();
             for (level, ids) in [(0, std::slice::from_ref(&id)), (1, callers)] {
@@ -354,7 +363,12 @@ impl Runner {
                     .filter_map(|f| by_function.get(f))
                     .flatten()
                     .filter(|(path, _)| !rejected.contains(&(key.as_str(), path.as_path())))
-                    .map(|(path, row)| (unit_weight(row) / (1.0 + history.times(&row.function)), path, *row))
+                    // A unit carved from the queue entry recorded for this very
+                    // roadblock reached its branch in that run: those first.
+                    .map(|(path, row)| {
+                        let ours = if own_entries.contains(row.test.as_str()) { 1e6 } else { 0.0 };
+                        (ours + unit_weight(row) / (1.0 + history.times(&row.function)), path, *row)
+                    })
                     .collect();
                 level_picks.sort_by(|a, b| b.0.total_cmp(&a.0));
                 for (_, path, row) in level_picks.into_iter().take(CANDIDATES_PER_LEVEL) {

@@ -36,6 +36,9 @@ pub(super) const PHASE_LIFT: &str = "lifting";
 /// fuzz 14, and recording, carving and measuring them took 123 s of its 600.
 const RECORD_PER_ROUND: usize = 16;
 
+/// Roadblocks a round records a queue entry for (the best ones not recorded for yet).
+const ROADBLOCKS_PER_ROUND: usize = 4;
+
 /// What reducing the alarms may take, at least, once the fuzzing budget is spent.
 const REDUCTION_TIME: Duration = Duration::from_secs(120);
 
@@ -131,6 +134,7 @@ impl Runner {
         let (fps, eff) = self.lifter.as_ref().map_or((0, 0), |l| (l.stats.false_positives, l.stats.effective));
         let s = Status {
             c: &self.c,
+            elapsed: self.c.elapsed,
             edges: self.sys.edges(),
             phase: phase.to_owned(),
             alarms,
@@ -179,8 +183,14 @@ impl Runner {
         Ok(())
     }
 
-    /// Record and carve the queue entries not carved yet.
+    /// Record and carve what the next unit round needs: in the first round the seeds;
+    /// later, for the best roadblocks not recorded for yet, the queue entry that
+    /// reaches each, for the functions at it only ([`Runner::carve_at_roadblocks`]),
+    /// and the newest queue entries not carved yet, for every function.
     pub(super) fn carve_new(&mut self) -> Result<()> {
+        if self.c.rounds > 0 {
+            self.carve_at_roadblocks()?;
+        }
         let queue = self.out.join("system").join("queue");
         let fresh: Vec<PathBuf> = std::fs::read_dir(&queue)
             .with_context(|| format!("cannot list {}", queue.display()))?
@@ -195,14 +205,81 @@ impl Runner {
         if fresh.is_empty() {
             return Ok(());
         }
-        self.status(&format!("recording {} new system test(s)", fresh.len()));
+        let tests = fresh.iter().map(|p| load_test(p).map(|t| (p.file_name().unwrap_or_default().to_string_lossy().into_owned(), t))).collect::<Result<Vec<_>>>()?;
+        self.record_and_carve(&tests, &[])?;
+        if self.lifter.as_ref().is_some_and(|l| l.measures_coverage()) {
+            self.status("measuring coverage");
+        }
+        let t = Instant::now();
+        if let Some(lifter) = self.lifter.as_mut().filter(|l| l.measures_coverage()) {
+            let tests: Vec<_> = tests.iter().map(|(_, t)| t.clone()).collect();
+            lifter.observe(&tests)?;
+        }
+        self.spent(PHASE_COVERAGE, t);
+        for (name, _) in &tests {
+            self.c.recorded.insert(name.clone());
+        }
+        self.save()
+    }
+
+    /// Units where the system fuzzer is stuck: for each of the best
+    /// [`ROADBLOCKS_PER_ROUND`] roadblocks not recorded for yet, the queue entry the
+    /// scheduler rates best among those taking its reached direction, recorded for
+    /// the function holding it and its callers one and two calls up only (a sed
+    /// entry recorded for every function carved thousands of units of which a round
+    /// fuzzes one).
+    fn carve_at_roadblocks(&mut self) -> Result<()> {
+        let mut tests: Vec<(String, trestle_abi::unit::SystemTest)> = Vec::new();
+        let mut only: std::collections::BTreeSet<u64> = std::collections::BTreeSet::new();
+        for rb in self.current_roadblocks() {
+            if tests.len() == ROADBLOCKS_PER_ROUND {
+                break;
+            }
+            let key = rb.key(&self.branches);
+            if self.c.roadblocks.attempts.iter().filter(|a| a.key == key).count() >= super::pick::ROADBLOCK_TRIES {
+                continue;
+            }
+            let b = &self.branches.branches[rb.branch];
+            let reached: Vec<u32> = b.directions.iter().enumerate().filter(|(k, _)| *k != rb.missing).flat_map(|(_, d)| d.edges.iter().copied()).collect();
+            let Some((name, test)) = self.sys.entry_reaching(&reached) else { continue };
+            let mark = format!("{key}@{name}");
+            if !self.c.roadblocks.recorded.insert(mark) {
+                continue; // recorded for this roadblock already, from this very entry
+            }
+            let f = self.branch_functions[rb.branch];
+            only.insert(f);
+            for caller in self.callers.get(&f).into_iter().flatten() {
+                only.insert(*caller);
+                only.extend(self.callers.get(caller).into_iter().flatten().copied());
+            }
+            if !tests.iter().any(|(n, _)| *n == name) {
+                tests.push((name, test));
+            }
+        }
+        if tests.is_empty() {
+            return Ok(());
+        }
+        // `main`'s units are the whole run again: never fuzzed at a roadblock.
+        let main = self.binary.functions.values().find(|f| f.name == "main").map(|f| f.id);
+        only.retain(|f| Some(*f) != main);
+        if only.is_empty() {
+            return Ok(());
+        }
+        self.record_and_carve(&tests, &only.into_iter().collect::<Vec<_>>())?;
+        self.save()
+    }
+
+    /// Record `tests` (for the functions `only`, all when empty) into a batch of its
+    /// own and carve it; the units join the campaign's.
+    fn record_and_carve(&mut self, tests: &[(String, trestle_abi::unit::SystemTest)], only: &[u64]) -> Result<()> {
+        self.status(&format!("recording {} system test(s){}", tests.len(), if only.is_empty() { "" } else { " at roadblocks" }));
         let round = self.c.unit_dirs.len();
         let batch = self.out.join("traces").join(format!("batch-{round:04}"));
         let tests_dir = batch.join("tests");
         crate::files::remove_dir_if_present(&batch)?;
         std::fs::create_dir_all(&tests_dir)?;
-        for p in &fresh {
-            std::fs::copy(p, tests_dir.join(p.file_name().unwrap_or_default()))?;
+        for (name, t) in tests {
+            crate::system::systest::save_test(t, &tests_dir.join(name))?;
         }
         let traces = batch.join("traces");
         let t = Instant::now();
@@ -212,7 +289,11 @@ impl Runner {
             out: traces.clone(),
             // Within what is left of the budget.
             timeout: Duration::from_secs_f64((self.c.settings.timeout * 5.0).min(self.remaining().max(1.0))),
-            max_per_fn: 5,
+            // At a roadblock, few functions are recorded, and the call that reaches
+            // the branch may come late in the run.
+            max_per_fn: if only.is_empty() { 5 } else { 20 },
+            only: only.to_vec(),
+            functions: Vec::new(),
             quiet: true,
         })?;
         self.spent(PHASE_RECORD, t);
@@ -239,24 +320,11 @@ impl Runner {
         }
         self.c.units_carved += index.units.len();
         self.c.units_parameterized += index.units.iter().filter(|u| u.params > 0).count();
-        if self.lifter.as_ref().is_some_and(|l| l.measures_coverage()) {
-            self.status("measuring coverage");
-        }
-        let t = Instant::now();
-        if let Some(lifter) = self.lifter.as_mut().filter(|l| l.measures_coverage()) {
-            let tests = fresh.iter().map(|p| load_test(p)).collect::<Result<Vec<_>>>()?;
-            lifter.observe(&tests)?;
-        }
-        self.spent(PHASE_COVERAGE, t);
-        for p in &fresh {
-            self.c.recorded.insert(p.file_name().unwrap_or_default().to_string_lossy().into_owned());
-        }
         self.share_units(&units, &index)?;
         self.c.unit_dirs.push(units);
         self.unit_indexes.push(index);
-        self.save()
+        Ok(())
     }
-
 
     /// The roadblocks in the program's own code now, best first.
     pub(super) fn current_roadblocks(&self) -> Vec<Roadblock> {
@@ -445,7 +513,40 @@ impl Runner {
                 // Each lifted test runs on the fuzzing build first, through the
                 // system fuzzer's forkserver; the validation build sees only what
                 // crashes or hangs there.
-                let lifted = lifter.lift_dir(&f.dir, 50, Some(&mut self.sys));
+                // The status goes on meanwhile (lifting 50 inputs of a slow program
+                // takes half a minute), from a thread of its own.
+                let progress = lifter.lift_progress();
+                let (edges, clock) = (self.sys.edges(), self.clock());
+                let started = Instant::now();
+                let finished = std::sync::atomic::AtomicBool::new(false);
+                let (live, sys) = (&mut self.live, &mut self.sys);
+                let view = Status {
+                    c: &self.c,
+                    elapsed: clock,
+                    edges,
+                    phase: String::new(),
+                    alarms: lifter.alarms().len(),
+                    candidates: lifter.stats.unit_crashes,
+                    false_positives: lifter.stats.false_positives,
+                    effective: lifter.stats.effective,
+                    sys_rate: self.sys_execs_session as f64 / self.sys_time_session.max(1e-3),
+                    unit_rate: self.unit_execs_session as f64 / self.unit_time_session.max(1e-3),
+                };
+                let lifted = std::thread::scope(|scope| {
+                    scope.spawn(|| {
+                        let mut view = view;
+                        while !finished.load(Ordering::Relaxed) {
+                            std::thread::sleep(Duration::from_millis(500));
+                            let (done, total) = (progress.done.load(Ordering::Relaxed), progress.total.load(Ordering::Relaxed));
+                            view.phase = format!("lifting {}: {done} of {total} input(s)", f.function);
+                            view.elapsed = clock + started.elapsed().as_secs_f64();
+                            live.show(&view);
+                        }
+                    });
+                    let lifted = lifter.lift_dir(&f.dir, 50, Some(sys));
+                    finished.store(true, Ordering::Relaxed);
+                    lifted
+                });
                 lifter.set_node(None);
                 if let Err(e) = lifted {
                     // A unit the harness cannot set up again is that unit's problem,
@@ -639,7 +740,7 @@ impl Runner {
         if !self.c.settings.system_only {
             let r = &self.c.roadblocks;
             eprintln!(
-                "roadblocks: {} in the program's own code, {} unit(s) fuzzed at one, {} solved; units had {:.0}% of the time",
+                "roadblocks: {} in the program's own code, {} unit(s) fuzzed at one, {} solved; the schedule ended giving units {:.0}% of the time",
                 r.seen,
                 r.attempts.len(),
                 r.solved(),

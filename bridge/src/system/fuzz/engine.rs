@@ -24,9 +24,10 @@ use libafl::monitors::NopMonitor;
 use libafl::mutators::HavocScheduledMutator;
 use libafl::observers::{CanTrack, HitcountsMapObserver, StdMapObserver, TimeObserver};
 use libafl::schedulers::{IndexesLenTimeMinimizerScheduler, QueueScheduler};
+use libafl::schedulers::minimizer::TopRatedsMetadata;
 use libafl::stages::{StdMutationalStage, TracingStage};
 use libafl::state::{HasCorpus, HasExecutions, StdState};
-use libafl::{feedback_and_fast, feedback_or, HasNamedMetadata};
+use libafl::{feedback_and_fast, feedback_or, HasMetadata, HasNamedMetadata};
 use libafl_bolts::rands::StdRand;
 use libafl_bolts::shmem::{ShMem, ShMemProvider, UnixShMem, UnixShMemProvider};
 use libafl_bolts::tuples::tuple_list;
@@ -439,6 +440,17 @@ impl SysFuzzer {
             .named_metadata_map()
             .get::<MapFeedbackMetadata<u8>>("edges")
             .map_or_else(Vec::new, |m| m.history_map.iter().map(|&v| v > 0).collect())
+    }
+
+    /// The queue entry the scheduler rates best (smallest and fastest) among those
+    /// that cover one of `edges`, as a test, with its file name in the queue: the
+    /// entry to record for a roadblock whose taken direction these edges are.
+    pub fn entry_reaching(&self, edges: &[u32]) -> Option<(String, SystemTest)> {
+        let top = self.state.metadata::<TopRatedsMetadata>().ok()?;
+        let id = edges.iter().find_map(|&e| top.map.get(&(e as usize)))?;
+        let tc = self.state.corpus().get(*id).ok()?.borrow();
+        let input = tc.input().as_ref()?;
+        Some((input.file_name(), input.to_test()))
     }
 
     /// Entries in the queue.

@@ -27,6 +27,11 @@ libafl_bolts::impl_serdeany!(Trimmed);
 /// Executions at most for trimming one queue entry.
 const MAX_TRIM_RUNS: usize = 256;
 
+/// Time at most for trimming one queue entry: a program that starts slowly (a tenth
+/// of a second a run) would otherwise hold a slice for most of a minute, past the
+/// campaign's budget.
+const MAX_TRIM_TIME: std::time::Duration = std::time::Duration::from_secs(1);
+
 /// Inputs with less content than this are left as they are.
 const MIN_TRIM: usize = 16;
 
@@ -105,6 +110,7 @@ where
             return Ok(());
         }
         let reference = self.trace().to_vec();
+        let started = std::time::Instant::now();
         let mut runs = 1;
         let mut changed = false;
         let parts = 1 + input.files.len();
@@ -116,7 +122,7 @@ where
                 let mut progressed = false;
                 // Back to front, so earlier ranges stay where they were.
                 for &(a, b) in cuts.iter().rev() {
-                    if runs >= MAX_TRIM_RUNS {
+                    if runs >= MAX_TRIM_RUNS || started.elapsed() >= MAX_TRIM_TIME {
                         break 'parts;
                     }
                     let mut trial = input.clone();
