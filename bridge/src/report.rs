@@ -260,7 +260,7 @@ fn roadblock_section(s: &mut String, c: &Campaign) {
 ";
     let _ = writeln!(
         s,
-        "Branches of the program's own code the system fuzzer reached with a direction never taken: {} at the last look (`roadblocks.json`); {} unit(s) fuzzed at one, {} flipped in the unit, {} solved at system level. Unit rounds had {:.0}% of the time at the end (`schedule` in `campaign.json`).\n",
+        "Branches of the program's own code the system fuzzer reached with a direction never taken: {} at the last look (`roadblocks.json`); {} unit(s) fuzzed at one, {} flipped in the unit, {} solved at system level. The schedule ended giving unit rounds {:.0}% of the time, by what each side found lately (`schedule` in `campaign.json`).\n",
         r.seen,
         r.attempts.len(),
         r.attempts.iter().filter(|a| a.flipped_at.is_some()).count(),

@@ -202,3 +202,58 @@ fn a_unit_crosses_the_roadblock_the_system_fuzzer_does_not_and_the_bridge_report
     let (base, log) = campaign("system-only", &["--system-only"]);
     assert!(alarm_list(&base).is_empty(), "system-only found the digest bug (about one run in 150 does by chance):\n{log}");
 }
+
+/// A command loop whose bug needs two `arm` lines before a `fire`: the system fuzzer
+/// duplicates a line in seconds, while a unit of `process` has the count of arms
+/// fixed in its context, not among its parameters.
+const ARMED: &str = r#"
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int armed;
+static long total;
+static int *volatile target;  /* never set: a null pointer the compiler cannot see */
+
+__attribute__((noinline)) static void process(const char *line) {
+    if (strncmp(line, "arm", 3) == 0) { armed++; return; }
+    if (strncmp(line, "add ", 4) == 0) { total += atol(line + 4); printf("%ld\n", total); return; }
+    if (strncmp(line, "fire", 4) == 0) {
+        if (armed >= 2) *target = (int)total;  /* ARMED */
+        puts("not armed");
+        return;
+    }
+    puts("?");
+}
+
+int main(void) {
+    char line[256];
+    while (fgets(line, sizeof line, stdin)) process(line);
+    return 0;
+}
+"#;
+
+#[test]
+fn where_units_add_nothing_the_bridge_gives_them_the_floor_and_finds_the_bug_at_system_level() {
+    let dir = tempfile::tempdir().unwrap();
+    let program = build_c(dir.path(), "armed", ARMED, "-O2");
+    let seeds = dir.path().join("seeds");
+    write_test(&seeds, "fire", &json!({ "stdin": "arm\nadd 5\nfire\n" }));
+    let out = dir.path().join("bridge");
+    let o = run(&mut trestle(&[&"run", &"--program", &program, &"--seeds", &seeds, &"--time", &"45s", &"--out", &out, &"--plain"]));
+    let log = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "trestle run:\n{log}");
+    let alarms = alarm_list(&out);
+    assert!(alarms.iter().any(|a| a["function"] == "process" && a["source"] == "system"), "the system half did not report the bug: {alarms:?}\n{log}");
+    let c = json_file(&out.join("campaign.json"));
+    // The system fuzzer crosses the arm count within seconds; no unit slice goes there.
+    let armed = format!("armed.c:{}", ARMED.lines().position(|l| l.contains("ARMED")).unwrap() + 1);
+    let attempts = c["roadblocks"]["attempts"].as_array().unwrap();
+    assert!(!attempts.iter().any(|a| a["location"].as_str().is_some_and(|l| l.ends_with(&armed))), "fuzzed at the arm count: {attempts:#?}");
+    // Unit rounds found nothing the system fuzzer had not: after the first rounds,
+    // taken to learn, the schedule gives them its floor.
+    let units = &c["schedule"]["units"];
+    assert!(units["rounds"].as_u64().unwrap() >= 2, "{}", c["schedule"]);
+    assert_eq!(units["found"].as_f64().unwrap(), 0.0, "units found something here: {}", c["schedule"]);
+    assert!(log.contains("the schedule ended giving units 10% of the time"), "{log}");
+}

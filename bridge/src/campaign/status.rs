@@ -21,6 +21,8 @@ pub(super) struct Live {
 /// What the status screen shows.
 pub(super) struct Status<'a> {
     pub(super) c: &'a Campaign,
+    /// The campaign's clock now.
+    pub(super) elapsed: f64,
     pub(super) edges: usize,
     pub(super) phase: String,
     pub(super) alarms: usize,
@@ -37,7 +39,7 @@ impl Live {
     }
 
     pub(super) fn show(&mut self, s: &Status) {
-        let el = s.c.elapsed;
+        let el = s.elapsed;
         let budget = s.c.settings.budget;
         if self.tty {
             let mode = if s.c.settings.system_only { "system only" } else { "bridge" };

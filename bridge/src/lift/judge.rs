@@ -83,6 +83,8 @@ impl Lifter {
         candidates.extend(queue.into_iter().take(max_queue).map(|(input, new_edges)| Candidate { input, crash: false, new_edges }));
         let started = Instant::now();
         let total = candidates.len();
+        self.lifting.total.store(total, std::sync::atomic::Ordering::Relaxed);
+        self.lifting.done.store(0, std::sync::atomic::Ordering::Relaxed);
         let mut tally: BTreeMap<String, SignatureTally> = BTreeMap::new();
         for (k, c) in candidates.iter().enumerate() {
             if self.deadline.is_some_and(|d| Instant::now() >= d) {
@@ -97,6 +99,7 @@ impl Lifter {
                     continue;
                 }
             }
+            self.lifting.done.store(k, std::sync::atomic::Ordering::Relaxed);
             let effective_before = self.stats.effective;
             self.lift_one(dir, &unit, c, &mut tally, probe.as_deref_mut()).with_context(|| format!("lifting {}", c.input.display()))?;
             if let (true, Some(new), Some(covered)) = (self.stats.effective > effective_before, &c.new_edges, &mut self.system_edges) {

@@ -51,9 +51,26 @@ pub struct Lifter {
     /// The node (a worker of a campaign across machines) whose finds are being
     /// lifted; `None`: this machine's.
     pub(super) node: Option<String>,
+    /// Inputs of the current [`Lifter::lift_dir`] lifted, and how many it has, for a
+    /// status shown from another thread meanwhile.
+    pub(super) lifting: std::sync::Arc<LiftProgress>,
+}
+
+/// How far a [`Lifter::lift_dir`] is.
+#[derive(Debug, Default)]
+pub struct LiftProgress {
+    /// Inputs done.
+    pub done: std::sync::atomic::AtomicUsize,
+    /// Inputs to lift.
+    pub total: std::sync::atomic::AtomicUsize,
 }
 
 impl Lifter {
+    /// How far the current [`Lifter::lift_dir`] is, readable while it runs.
+    pub fn lift_progress(&self) -> std::sync::Arc<LiftProgress> {
+        self.lifting.clone()
+    }
+
     /// A lifter writing to `out`. `baseline` are the tests whose coverage counts as
     /// already reached.
     pub fn new(program: &Path, out: &Path, sandbox: Sandbox, baseline: &[SystemTest], progress: bool) -> Result<Lifter> {
@@ -86,6 +103,7 @@ impl Lifter {
             metadata_warned: false,
             epoch: Instant::now(),
             node: None,
+            lifting: Default::default(),
         };
         lifter.load_existing()?;
         if is_coverage_build(&lifter.program) {
