@@ -48,7 +48,7 @@ const IO_LINE_BUF: i32 = 0x200;
 const IO_CURRENTLY_PUTTING: i32 = 0x800;
 
 /// `sizeof(struct _IO_FILE_plus)`: the standard streams are this big.
-const STD_FILE_SIZE: usize = 224;
+pub(crate) const STD_FILE_SIZE: usize = 224;
 
 /// What the runtime knows about one `FILE`.
 #[derive(Debug, Clone, Default)]
@@ -230,8 +230,13 @@ fn register(fp: *mut FILE, path: Option<Vec<u8>>, mode: Option<Vec<u8>>) {
     if fp.is_null() || mode_passive() {
         return;
     }
-    // SAFETY: `fp` came from the C library's fopen family: a malloc'd FILE.
-    let size = unsafe { malloc_usable_size(fp.cast()) }.max(STD_FILE_SIZE);
+    let size = if std_stream_fd(fp).is_some() {
+        // freopen on a standard stream returns it: static, not malloc'd.
+        STD_FILE_SIZE
+    } else {
+        // SAFETY: `fp` came from the C library's fopen family: a malloc'd FILE.
+        unsafe { malloc_usable_size(fp.cast()) }.max(STD_FILE_SIZE)
+    };
     if let Some(rt) = lock().as_mut() {
         let old = rt.files.remove(&(fp as usize)).unwrap_or_default();
         if let Some((b, _)) = old.buf {
@@ -477,6 +482,7 @@ pub fn open_fds(fds: &HashMap<i32, FdInfo>) -> Vec<trestle_abi::OpenFile> {
                 offset: (off >= 0).then_some(off as u64),
                 path: Some(info.path.clone()),
                 flags: info.flags,
+                standard: None,
             }
         })
         .collect();
@@ -542,7 +548,7 @@ pub fn stream_positions(
         let fp = unsafe { stdin } as usize;
         // SAFETY: lseek only queries the descriptor.
         let off = unsafe { libc::lseek(0, 0, libc::SEEK_CUR) };
-        let open = trestle_abi::OpenFile { extent: u32::MAX, fd: 0, offset: (off >= 0).then_some(off as u64), path: None, flags: -1 };
+        let open = trestle_abi::OpenFile { extent: u32::MAX, fd: 0, offset: (off >= 0).then_some(off as u64), path: None, flags: -1, standard: Some(0) };
         // SAFETY: stdin is a live FILE.
         if fp != 0 {
             if let Some(s) = unsafe { stream_pos(fp, &open) } {

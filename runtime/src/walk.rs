@@ -178,6 +178,7 @@ impl<'a> Walker<'a> {
                     offset: (off >= 0).then_some(off as u64),
                     path: info.and_then(|i| i.path.clone()),
                     flags: info.map_or(-1, |i| i.flags),
+                    standard: crate::files::std_stream_fd(f.start as *mut libc::FILE).map(|i| i as u8),
                 };
                 // SAFETY: a registered FILE is live.
                 if let Some(s) = unsafe { crate::files::stream_pos(f.start, &open) } {

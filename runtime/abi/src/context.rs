@@ -70,6 +70,10 @@ pub struct OpenFile {
     pub path: Option<String>,
     /// `open(2)` flags equivalent to its `fopen` mode.
     pub flags: i32,
+    /// Which of the C library's standard streams this `FILE` was (0 `stdin`, 1
+    /// `stdout`, 2 `stderr`), if any: a replay restores it in place, where the C
+    /// library's own pointer (`printf`, `getchar`) still finds it.
+    pub standard: Option<u8>,
 }
 
 /// A pointer-sized word inside an extent that points somewhere known.

@@ -12,8 +12,8 @@ use serde::{Deserialize, Serialize};
 
 /// Magic at the start of a header body.
 pub const TRACE_MAGIC: [u8; 8] = *b"TRSTRACE";
-/// Trace format version (7: an invocation may end as `Outcome::Threw`).
-pub const TRACE_VERSION: u32 = 7;
+/// Trace format version (8: an open file says whether it is a standard stream).
+pub const TRACE_VERSION: u32 = 8;
 /// Extension of trace files (`<pid>.trace`).
 pub const TRACE_EXT: &str = "trace";
 /// Bytes before a frame's body.
