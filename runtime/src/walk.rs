@@ -141,7 +141,11 @@ impl<'a> Walker<'a> {
             let bytes = unsafe { std::slice::from_raw_parts(f.start as *const u8, f.len) };
             if !constant {
                 self.copied += f.len;
-                self.extents[i as usize].bytes = Some(bytes.to_vec());
+                let mut copy = bytes.to_vec();
+                if f.kind == ExtentKind::File {
+                    crate::files::clear_padding(&mut copy);
+                }
+                self.extents[i as usize].bytes = Some(copy);
             }
             let mut pointers = Vec::new();
             let first = (f.start + 7) & !7;
