@@ -596,6 +596,109 @@ fn a_standard_stream_behind_a_program_pointer_is_restored_where_the_c_library_se
     assert!(bad.is_empty(), "{bad:#?}");
 }
 
+/// mawk's output pipes: `print | "cmd"` starts the command in one call (a pipe and
+/// a fork), later calls write to it, `close` (or the exit) waits for it in another.
+/// A replay of the waiting call alone has no child to wait for; a call that starts
+/// its child and waits for it itself replays as recorded.
+const CHILD_PROCESSES: &str = r#"
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+struct pipe_out { FILE *fp; int pid; char cmd[32]; };
+static struct pipe_out outs[4];
+static int nouts;
+static struct pipe_out *open_pipe(const char *cmd) {
+    int fds[2];
+    if (pipe(fds) < 0) return 0;
+    struct pipe_out *o = &outs[nouts++];
+    strncpy(o->cmd, cmd, sizeof o->cmd - 1);
+    fflush(stdout);
+    o->pid = fork();
+    if (o->pid == 0) {
+        close(fds[1]);
+        dup2(fds[0], 0);
+        execl("/bin/sh", "sh", "-c", cmd, (char *)0);
+        _exit(127);
+    }
+    close(fds[0]);
+    o->fp = fdopen(fds[1], "w");
+    return o;
+}
+static int wait_for(int pid) {
+    int status, id;
+    while ((id = wait(&status)) != pid)
+        if (id < 0) { fprintf(stderr, "wait_for: no child %d\n", pid); exit(3); }
+    return WIFEXITED(status) ? WEXITSTATUS(status) : 128;
+}
+static int close_pipe(struct pipe_out *o) {
+    fclose(o->fp);
+    return wait_for(o->pid);
+}
+static int run_and_wait(const char *cmd) {
+    int pid = fork();
+    if (pid == 0) { execl("/bin/sh", "sh", "-c", cmd, (char *)0); _exit(127); }
+    int status;
+    waitpid(pid, &status, 0);
+    return WIFEXITED(status) ? WEXITSTATUS(status) : 128;
+}
+static int count_through(const char *cmd, const char *text) {
+    FILE *p = popen(cmd, "w");
+    if (!p) return -1;
+    fputs(text, p);
+    return pclose(p);
+}
+int main(int argc, char **argv) {
+    int sum = 0;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "open")) open_pipe("cat >/dev/null");
+        else if (!strcmp(argv[i], "close") && nouts) sum += close_pipe(&outs[--nouts]);
+        else if (!strncmp(argv[i], "run:", 4)) sum += run_and_wait(argv[i] + 4);
+        else if (!strncmp(argv[i], "popen:", 6)) sum += count_through(argv[i] + 6, "text\n");
+        else if (nouts) fprintf(outs[nouts - 1].fp, "%s\n", argv[i]);
+    }
+    printf("%d\n", sum);
+    return 0;
+}
+"#;
+
+#[test]
+fn calls_that_wait_for_a_child_started_before_them_are_not_carved_and_say_why() {
+    let dir = tempfile::tempdir().unwrap();
+    let prog = build_c(dir.path(), "children", CHILD_PROCESSES, "-O2");
+    let seeds = dir.path().join("seeds");
+    write_test(&seeds, "pipes", &json!({"args": ["open", "a", "b", "close", "open", "c", "close"]}));
+    write_test(&seeds, "commands", &json!({"args": ["run:exit 3", "popen:cat >/dev/null", "run:true"]}));
+    let (traces, units) = (dir.path().join("traces"), dir.path().join("units"));
+    ok(&mut trestle(&[&"record", &"--program", &prog, &"--tests", &seeds, &"--out", &traces]));
+    let out = run(&mut trestle(&[&"carve", &traces, &"--out", &units]));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    assert!(err.contains("not carved: waits for a child process started before the call (wait)"), "{err}");
+    let index: Value = serde_json::from_slice(&std::fs::read(units.join("index.json")).unwrap()).unwrap();
+    let unreplayable = index["unreplayable"].as_object().expect("unreplayable counts in the index");
+    let waits: u64 = unreplayable.values().map(|n| n.as_u64().unwrap()).sum();
+    // close_pipe and wait_for, twice each.
+    assert!(waits >= 4, "{index:#}");
+    for f in ["close_pipe", "wait_for"] {
+        assert_eq!(units_of(&index, f), 0, "{:#}", index["units"]);
+        let not_carved = index["not_carved"].as_array().unwrap();
+        assert!(
+            not_carved.iter().any(|n| n.as_str().unwrap().starts_with(&format!("{f}: every carvable call waits for a child"))),
+            "{f}: {not_carved:#?}"
+        );
+    }
+    // Starting a child, or starting one and waiting for it in the same call, replays
+    // as recorded; so does main, in which every child starts and ends.
+    for f in ["open_pipe", "run_and_wait", "count_through", "main"] {
+        assert!(units_of(&index, f) > 0, "{f}: {:#}", index["units"]);
+    }
+    let summary = check_replay(&units);
+    let bad = unfaithful(&summary);
+    assert!(bad.is_empty(), "{bad:#?}");
+}
+
 /// mawk seeds `rand()` from the clock at start-up (`time`, in seconds, as configured
 /// on Debian): the seed differs between the recording and a replay, though not
 /// between two replays in the same second.
