@@ -699,6 +699,40 @@ fn calls_that_wait_for_a_child_started_before_them_are_not_carved_and_say_why() 
     assert!(bad.is_empty(), "{bad:#?}");
 }
 
+/// Two globals a call writes, one of which a replay cannot reproduce: the program
+/// asks for an environment variable only the replay sets.
+const NAMED_GLOBALS: &str = r#"
+#include <stdio.h>
+#include <stdlib.h>
+int replayed_here;
+static int calls;
+static int note(const char *var) {
+    replayed_here = getenv(var) != 0;
+    return ++calls;
+}
+int main(int argc, char **argv) {
+    for (int i = 1; i < argc; i++) note(argv[i]);
+    printf("%d %d\n", calls, replayed_here);
+    return 0;
+}
+"#;
+
+#[test]
+fn show_and_replay_differences_name_globals_by_name() {
+    let (summary, index, dir) =
+        carve_c("named", NAMED_GLOBALS, &[("env", json!({"args": [trestle_abi::hooks::ENV_REPLAY, "HOME"]}))]);
+    assert!(units_of(&index, "note") >= 1, "{:#}", index["units"]);
+    let bad = unfaithful(&summary);
+    let note = bad.iter().find(|(f, _)| f == "note").unwrap_or_else(|| panic!("note replays unfaithfully: {bad:#?}"));
+    assert!(note.1.contains("(global replayed_here): byte 0 is 0x00 recorded, 0x01 in replay"), "{note:?}");
+    let unit = index["units"].as_array().unwrap().iter().find(|r| r["function"] == "note").unwrap();
+    let shown = ok(&mut trestle(&[&"show", &dir.path().join("units").join(unit["file"].as_str().unwrap())]));
+    for g in ["global replayed_here", "global calls"] {
+        assert!(shown.contains(g), "{g}: {shown}");
+    }
+    assert!(!shown.contains("global 0") && !shown.contains("Global {"), "{shown}");
+}
+
 /// mawk seeds `rand()` from the clock at start-up (`time`, in seconds, as configured
 /// on Debian): the seed differs between the recording and a replay, though not
 /// between two replays in the same second.
