@@ -20,6 +20,9 @@ pub struct Binary {
     pub functions: HashMap<u64, FnMeta>,
     /// Short constant strings by global id.
     pub strings: HashMap<u64, Vec<u8>>,
+    /// Global names by id, for messages ([`trestle_abi::context::GlobalNames`]); a
+    /// name two globals share (file-local `static`s) carries the id too.
+    pub global_names: trestle_abi::context::GlobalNames,
 }
 
 impl Binary {
@@ -38,18 +41,26 @@ impl Binary {
         let modules = decode_meta_section(bytes).with_context(|| format!("in {}", path.display()))?;
         let mut functions = HashMap::new();
         let mut strings = HashMap::new();
+        let mut global_names = HashMap::new();
         for m in modules {
             for f in m.functions {
                 functions.entry(f.id).or_insert(f);
             }
             for g in m.globals {
+                global_names.insert(g.id, g.name);
                 if let Some(t) = g.text {
                     strings.insert(g.id, t);
                 }
             }
         }
         let path = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_owned());
-        Ok(Binary { path, id: binary_id(bytes), build: trestle_abi::ids::fnv1a64(&data), functions, strings })
+        let global_names = disambiguate(global_names);
+        Ok(Binary { path, id: binary_id(bytes), build: trestle_abi::ids::fnv1a64(&data), functions, strings, global_names })
+    }
+
+    /// The name of global `id`, or its id in hex.
+    pub fn global_name(&self, id: u64) -> String {
+        self.global_names.get(&id).cloned().unwrap_or_else(|| format!("{id:016x}"))
     }
 
     /// Fail unless `unit` (read from `unit_path`) was carved from this binary.
@@ -120,4 +131,20 @@ impl Binary {
             .map(|f| f.display_name().to_owned())
             .unwrap_or_else(|| format!("fn_{id:016x}"))
     }
+}
+
+/// Names by id, a name that more than one id has followed by the id.
+fn disambiguate(names: HashMap<u64, String>) -> HashMap<u64, String> {
+    let mut count: HashMap<&str, usize> = HashMap::new();
+    for n in names.values() {
+        *count.entry(n.as_str()).or_default() += 1;
+    }
+    let shared: std::collections::HashSet<String> = count.into_iter().filter(|&(_, c)| c > 1).map(|(n, _)| n.to_owned()).collect();
+    names
+        .into_iter()
+        .map(|(id, n)| {
+            let n = if shared.contains(&n) { format!("{n} ({id:016x})") } else { n };
+            (id, n)
+        })
+        .collect()
 }

@@ -135,6 +135,15 @@ impl ExtentMap {
         }
     }
 
+    /// The extent at `start` is gone (a closed `FILE`, freed by the C library out of
+    /// the runtime's sight): it becomes [`ExtentKind::Freed`], until memory it
+    /// overlaps is registered again.
+    pub fn retire(&mut self, start: usize) {
+        if let Some((_, kind)) = self.heap.get_mut(&start) {
+            *kind = ExtentKind::Freed;
+        }
+    }
+
     /// Forget the freed extent at `start` (its block goes back to the allocator).
     pub fn forget_freed(&mut self, start: usize) {
         if self.heap.get(&start).is_some_and(|&(_, k)| k == ExtentKind::Freed) {

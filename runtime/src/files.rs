@@ -48,7 +48,34 @@ const IO_LINE_BUF: i32 = 0x200;
 const IO_CURRENTLY_PUTTING: i32 = 0x800;
 
 /// `sizeof(struct _IO_FILE_plus)`: the standard streams are this big.
-const STD_FILE_SIZE: usize = 224;
+pub(crate) const STD_FILE_SIZE: usize = 224;
+/// `sizeof(struct locked_FILE)` (glibc's `iofopen.c`, `iofdopen.c`): what `fopen` and
+/// `fdopen` allocate, the `FILE`, its lock and its wide-character state. The block
+/// `malloc` hands out may be larger, by however much the chunk it reused was, which
+/// differs between a recording and its replay.
+const LOCKED_FILE_SIZE: usize = 472;
+/// Bytes of a `FILE` that hold nothing: the padding after `_flags` and after
+/// `_shortbuf`, `_freeres_buf`, `__pad5` and `_unused2`. `fopen` and `fdopen` leave
+/// them as `malloc` found them.
+const PADDING: [std::ops::Range<usize>; 4] = [4..8, 132..136, 176..192, 196..216];
+/// Bytes a `FILE` uses only once it is wide-oriented (`_mode` > 0), uninitialised
+/// until then: its `_codecvt` pointer, and in the wide state `fopen` allocates after
+/// the `FILE` and its lock, the conversion states, converters and `_shortbuf`.
+const WIDE_ONLY: [std::ops::Range<usize>; 2] = [152..160, 328..464];
+
+/// Zero the bytes of a `FILE`'s copy that hold nothing ([`PADDING`], and
+/// [`WIDE_ONLY`] in a stream that is not wide), so that what an earlier user of its
+/// memory left there does not count as its state. The C library sets the wide bytes
+/// up when a stream turns wide, so a replay may restore them as zeros.
+pub fn clear_padding(bytes: &mut [u8]) {
+    let wide = bytes.get(OFF_MODE..OFF_MODE + 4).is_some_and(|m| i32::from_ne_bytes([m[0], m[1], m[2], m[3]]) > 0);
+    let wide_only: &[std::ops::Range<usize>] = if wide { &[] } else { &WIDE_ONLY };
+    for r in PADDING.iter().chain(wide_only) {
+        if let Some(b) = bytes.get_mut(r.clone()) {
+            b.fill(0);
+        }
+    }
+}
 
 /// What the runtime knows about one `FILE`.
 #[derive(Debug, Clone, Default)]
@@ -192,7 +219,9 @@ pub fn refresh_buffers(files: &mut FileTable, extents: &mut ExtentMap) {
     }
 }
 
-/// Forget a `FILE` and its buffer.
+/// Forget a `FILE` and its buffer. The `FILE` stays known as freed memory: a
+/// pointer the program keeps to a closed stream is then a pointer to a freed extent
+/// in the recording and in the replay alike, not an address that differs.
 fn forget(fp: usize) {
     if let Some(rt) = lock().as_mut() {
         if let Some(info) = rt.files.remove(&fp) {
@@ -200,7 +229,7 @@ fn forget(fp: usize) {
                 rt.extents.remove_heap(b);
             }
         }
-        rt.extents.remove_heap(fp);
+        rt.extents.retire(fp);
     }
 }
 
@@ -230,8 +259,13 @@ fn register(fp: *mut FILE, path: Option<Vec<u8>>, mode: Option<Vec<u8>>) {
     if fp.is_null() || mode_passive() {
         return;
     }
-    // SAFETY: `fp` came from the C library's fopen family: a malloc'd FILE.
-    let size = unsafe { malloc_usable_size(fp.cast()) }.max(STD_FILE_SIZE);
+    let size = if std_stream_fd(fp).is_some() {
+        // freopen on a standard stream returns it: static, not malloc'd.
+        STD_FILE_SIZE
+    } else {
+        // SAFETY: `fp` came from the C library's fopen family: a malloc'd FILE.
+        unsafe { malloc_usable_size(fp.cast()) }.clamp(STD_FILE_SIZE, LOCKED_FILE_SIZE)
+    };
     if let Some(rt) = lock().as_mut() {
         let old = rt.files.remove(&(fp as usize)).unwrap_or_default();
         if let Some((b, _)) = old.buf {
@@ -477,6 +511,7 @@ pub fn open_fds(fds: &HashMap<i32, FdInfo>) -> Vec<trestle_abi::OpenFile> {
                 offset: (off >= 0).then_some(off as u64),
                 path: Some(info.path.clone()),
                 flags: info.flags,
+                standard: None,
             }
         })
         .collect();
@@ -542,7 +577,7 @@ pub fn stream_positions(
         let fp = unsafe { stdin } as usize;
         // SAFETY: lseek only queries the descriptor.
         let off = unsafe { libc::lseek(0, 0, libc::SEEK_CUR) };
-        let open = trestle_abi::OpenFile { extent: u32::MAX, fd: 0, offset: (off >= 0).then_some(off as u64), path: None, flags: -1 };
+        let open = trestle_abi::OpenFile { extent: u32::MAX, fd: 0, offset: (off >= 0).then_some(off as u64), path: None, flags: -1, standard: Some(0) };
         // SAFETY: stdin is a live FILE.
         if fp != 0 {
             if let Some(s) = unsafe { stream_pos(fp, &open) } {

@@ -31,6 +31,7 @@ pub mod fuzz;
 pub mod sysserver;
 pub mod inproc;
 mod probe;
+pub mod process;
 pub mod unit_heap;
 pub mod walk;
 pub mod writer;
@@ -87,6 +88,8 @@ struct OpenFrame {
     /// A C++ exception was thrown while it was open: if it is left without
     /// returning, the exception left it.
     threw: bool,
+    /// Marked `Record::Unreplayable` already.
+    unreplayable: bool,
 }
 
 struct Runtime {
@@ -108,6 +111,8 @@ struct Runtime {
     locale: Vec<(i32, String)>,
     /// `setvbuf` calls on the standard streams so far (see `Context::stdio_modes`).
     stdio_modes: Vec<(i32, i32, u64)>,
+    /// Child processes started and not yet waited for.
+    children: Vec<process::Child>,
 }
 
 /// Run `f`, turning a panic into an abort with a message: nothing may unwind into C.
@@ -183,6 +188,7 @@ fn init() {
         stats: RuntimeStats::default(),
         locale: Vec::new(),
         stdio_modes: Vec::new(),
+        children: Vec::new(),
     };
     let mode = if fuzz {
         MODE_FUZZ

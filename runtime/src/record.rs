@@ -245,7 +245,7 @@ impl Runtime {
         self.next_seq += 1;
         self.write(&Record::Enter { seq, call_index, context });
         let stack_seq = self.extents.stack_seq();
-        self.frames.push(OpenFrame { seq, fn_idx: idx, marker, sp, args, stack_seq, threw: false });
+        self.frames.push(OpenFrame { seq, fn_idx: idx, marker, sp, args, stack_seq, threw: false, unreplayable: false });
         OPEN_FRAMES.fetch_add(1, Ordering::AcqRel);
     }
 
@@ -268,6 +268,23 @@ impl Runtime {
         self.frames.pop();
         OPEN_FRAMES.fetch_sub(1, Ordering::AcqRel);
         self.write(&Record::Exit { seq: frame.seq, outcome: Outcome::Returned(state) });
+    }
+
+    /// Mark every open invocation numbered `from` or later as one a replay cannot
+    /// repeat, for `why` (once each).
+    pub(crate) fn mark_unreplayable(&mut self, from: u64, why: &trestle_abi::trace::Unreplayable) {
+        let marked: Vec<u64> = self
+            .frames
+            .iter_mut()
+            .filter(|f| f.seq >= from && !f.unreplayable)
+            .map(|f| {
+                f.unreplayable = true;
+                f.seq
+            })
+            .collect();
+        for seq in marked {
+            self.write(&Record::Unreplayable { seq, why: why.clone() });
+        }
     }
 
     /// A C++ exception is being thrown: any open invocation may be left by it.

@@ -224,7 +224,7 @@ pub(crate) fn set_up(rt: &mut crate::Runtime, binary_id: u64, ctx: &Context) -> 
         _ => 0,
     };
     slots.resize(nparams.max(ret_words).max(1), 0);
-    let frame = OpenFrame { seq: 0, fn_idx: idx, marker: 0, sp: 0, args, stack_seq: rt.extents.stack_seq(), threw: false };
+    let frame = OpenFrame { seq: 0, fn_idx: idx, marker: 0, sp: 0, args, stack_seq: rt.extents.stack_seq(), threw: false, unreplayable: false };
     Ok(SetUp { frame, thunk, slots, addrs })
 }
 
@@ -246,9 +246,11 @@ pub(crate) fn relocate(rt: &crate::Runtime, addrs: &[usize], v: &Value) -> Resul
 /// new address of each extent.
 pub(crate) fn restore(rt: &mut crate::Runtime, ctx: &Context) -> Result<Vec<usize>, String> {
     let mut addrs = Vec::with_capacity(ctx.graph.extents.len());
-    for e in &ctx.graph.extents {
-        let addr = match e.kind {
-            ExtentKind::Global { id, .. } => {
+    for (i, e) in ctx.graph.extents.iter().enumerate() {
+        let home = if e.kind == ExtentKind::File { standard_stream_home(ctx, i, e.len) } else { None };
+        let addr = match (home, e.kind) {
+            (Some(fp), _) => fp,
+            (None, ExtentKind::Global { id, .. }) => {
                 let (start, len, _) = rt
                     .extents
                     .global(id)
@@ -258,7 +260,7 @@ pub(crate) fn restore(rt: &mut crate::Runtime, ctx: &Context) -> Result<Vec<usiz
                 }
                 start
             }
-            kind => {
+            (None, kind) => {
                 let align = (e.align as usize).clamp(16, 4096);
                 let p = arena_alloc(e.len as usize, align)?;
                 rt.extents.insert_heap(p, e.len as usize, kind);
@@ -300,6 +302,16 @@ pub(crate) fn restore(rt: &mut crate::Runtime, ctx: &Context) -> Result<Vec<usiz
         }
     }
     Ok(addrs)
+}
+
+/// Where extent `i` of `ctx` goes if it was one of the C library's standard streams:
+/// in place, over the stream the C library's `stdin`, `stdout` or `stderr` points
+/// at. A copy elsewhere would split one stream in two, the program's pointer writing
+/// into the copy and `printf` or `getchar` into the original.
+fn standard_stream_home(ctx: &Context, i: usize, len: u64) -> Option<usize> {
+    let std = ctx.graph.files.iter().find(|f| f.extent as usize == i)?.standard?;
+    let fp = crate::files::std_stream(i32::from(std))?;
+    (len as usize == crate::files::STD_FILE_SIZE).then_some(fp as usize)
 }
 
 /// Give the restored `FILE` an open descriptor like the one it had: the same file,

@@ -141,7 +141,11 @@ impl<'a> Walker<'a> {
             let bytes = unsafe { std::slice::from_raw_parts(f.start as *const u8, f.len) };
             if !constant {
                 self.copied += f.len;
-                self.extents[i as usize].bytes = Some(bytes.to_vec());
+                let mut copy = bytes.to_vec();
+                if f.kind == ExtentKind::File {
+                    crate::files::clear_padding(&mut copy);
+                }
+                self.extents[i as usize].bytes = Some(copy);
             }
             let mut pointers = Vec::new();
             let first = (f.start + 7) & !7;
@@ -178,6 +182,7 @@ impl<'a> Walker<'a> {
                     offset: (off >= 0).then_some(off as u64),
                     path: info.and_then(|i| i.path.clone()),
                     flags: info.map_or(-1, |i| i.flags),
+                    standard: crate::files::std_stream_fd(f.start as *mut libc::FILE).map(|i| i as u8),
                 };
                 // SAFETY: a registered FILE is live.
                 if let Some(s) = unsafe { crate::files::stream_pos(f.start, &open) } {

@@ -24,7 +24,7 @@ pub struct TraceWriter {
 impl TraceWriter {
     /// Create `path` and map its first chunk.
     pub fn create(path: &Path) -> io::Result<Self> {
-        let file = OpenOptions::new().read(true).write(true).create_new(true).open(path)?;
+        let file = out_of_the_way(OpenOptions::new().read(true).write(true).create_new(true).open(path)?);
         file.set_len(CHUNK)?;
         // SAFETY: the file was just created by this process and nothing else maps it.
         let map = unsafe { MmapMut::map_mut(&file)? };
@@ -73,6 +73,29 @@ impl TraceWriter {
     /// Let go of the mapping without trimming (after `fork`, the parent owns the file).
     pub fn abandon(self) {
         drop(self.map);
+    }
+}
+
+/// `file` under a descriptor number near the top of the process's limit. Opened
+/// under the lowest free number, the trace would take the descriptor the program's
+/// next `open` or `pipe` gets in a replay, where no trace is open: every descriptor
+/// a recorded call opened would be one higher than in its replay.
+fn out_of_the_way(file: File) -> File {
+    use std::os::fd::{AsRawFd, FromRawFd};
+    let mut lim = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
+    // SAFETY: getrlimit writes into the struct given.
+    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) } != 0 || lim.rlim_cur < 64 {
+        return file;
+    }
+    let floor = lim.rlim_cur.min(1 << 16) as libc::c_int - 32;
+    // SAFETY: duplicating a descriptor this function owns; on success the new one is
+    // owned by the returned File and the old one closes with `file`.
+    unsafe {
+        let high = libc::fcntl(file.as_raw_fd(), libc::F_DUPFD_CLOEXEC, floor);
+        if high < 0 {
+            return file;
+        }
+        File::from_raw_fd(high)
     }
 }
 

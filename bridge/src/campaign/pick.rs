@@ -505,6 +505,7 @@ mod tests {
             build: 0,
             functions: functions.into_iter().map(|f| (f.id, f)).collect(),
             strings: HashMap::new(),
+            global_names: HashMap::new(),
         }
     }
 

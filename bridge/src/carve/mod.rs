@@ -58,6 +58,12 @@ pub struct CarveSummary {
     /// Invocations not carved because their context was larger than the snapshot
     /// bound (a replay would restore only part of it), by function id.
     pub over_bound: BTreeMap<u64, usize>,
+    /// Invocations not carved because a replay could not repeat what they did, by
+    /// reason.
+    pub unreplayable: BTreeMap<String, usize>,
+    /// The same, by function id: the reason of its first such invocation and how
+    /// many there were.
+    pub unreplayable_fns: BTreeMap<u64, (String, usize)>,
     /// The index written into the unit directory.
     pub index: UnitIndex,
 }
@@ -205,18 +211,28 @@ impl Carver<'_> {
 
     fn trace(&mut self, origin: &Origin, records: Vec<(u64, Record)>) -> Result<()> {
         let mut exits = HashMap::new();
+        let mut unreplayable = HashMap::new();
         for (_, r) in &records {
             match r {
                 Record::Exit { seq, outcome } => {
                     exits.insert(*seq, outcome.clone());
                 }
                 Record::Stats(st) => self.called.extend(st.called.iter().map(|(id, _)| *id)),
+                Record::Unreplayable { seq, why } => {
+                    unreplayable.entry(*seq).or_insert_with(|| why.to_string());
+                }
                 Record::Enter { .. } => {}
             }
         }
         for (_, r) in records {
             let Record::Enter { seq, call_index, context } = r else { continue };
             self.summary.invocations += 1;
+            if let Some(why) = unreplayable.remove(&seq) {
+                // Carved, its replay would differ for a reason the unit cannot hold.
+                *self.summary.unreplayable.entry(why.clone()).or_default() += 1;
+                self.summary.unreplayable_fns.entry(context.fn_id).or_insert((why, 0)).1 += 1;
+                continue;
+            }
             let expected = exits.remove(&seq);
             if context.graph.partial {
                 // The walk stopped at the size bound: some extents have no bytes.
@@ -310,7 +326,7 @@ impl Carver<'_> {
         summary.functions = functions.len();
         summary.called = called.len();
         for id in called.difference(&functions) {
-            let reason = not_carved_reason(binary.functions.get(id), summary.over_bound.get(id).copied());
+            let reason = not_carved_reason(binary.functions.get(id), summary.over_bound.get(id).copied(), summary.unreplayable_fns.get(id));
             summary.not_carved.push((binary.function_name(*id), reason));
         }
         summary.not_carved.sort();
@@ -324,6 +340,7 @@ impl Carver<'_> {
             units_by_param_kind: summary.units_by_kind.clone(),
             unmapped_streams: summary.unmapped_streams.clone(),
             over_bound: summary.over_bound.values().sum(),
+            unreplayable: summary.unreplayable.clone(),
             units: rows,
         };
         crate::files::write(&opts.out.join(UNIT_INDEX), &summary.index)?;
@@ -332,17 +349,19 @@ impl Carver<'_> {
 }
 
 /// Why a function that was called has no unit; `over_bound` counts its calls whose
-/// context was over the snapshot bound.
-fn not_carved_reason(meta: Option<&FnMeta>, over_bound: Option<usize>) -> String {
-    match (meta, over_bound) {
-        (Some(f), _) if f.variadic && !f.replayable => "variadic: no replay thunk on this target".to_owned(),
-        (Some(f), _) if !f.replayable => "a parameter or return type a 64-bit slot cannot carry".to_owned(),
-        (Some(_), Some(n)) => format!(
+/// context was over the snapshot bound, `unreplayable` its calls a replay could not
+/// repeat (the first reason, and how many).
+fn not_carved_reason(meta: Option<&FnMeta>, over_bound: Option<usize>, unreplayable: Option<&(String, usize)>) -> String {
+    match (meta, over_bound, unreplayable) {
+        (Some(f), _, _) if f.variadic && !f.replayable => "variadic: no replay thunk on this target".to_owned(),
+        (Some(f), _, _) if !f.replayable => "a parameter or return type a 64-bit slot cannot carry".to_owned(),
+        (Some(_), Some(n), _) => format!(
             "its context exceeded the snapshot size bound in every call ({n} of them; raise {})",
             trestle_abi::hooks::ENV_CONTEXT_LIMIT
         ),
-        (Some(_), None) => "every call ended without a carvable context (or was only called at exit)".to_owned(),
-        (None, _) => "unknown function".to_owned(),
+        (Some(_), None, Some((why, n))) => format!("every carvable call {why} ({n} of them)"),
+        (Some(_), None, None) => "every call ended without a carvable context (or was only called at exit)".to_owned(),
+        (None, _, _) => "unknown function".to_owned(),
     }
 }
 
@@ -379,6 +398,9 @@ fn print_summary(summary: &CarveSummary, out: &Path) {
             summary.over_bound.len(),
             trestle_abi::hooks::ENV_CONTEXT_LIMIT
         );
+    }
+    for (why, n) in &summary.unreplayable {
+        eprintln!("  {n} invocation(s) not carved: {why}");
     }
     for (name, why) in &summary.not_carved {
         eprintln!("  not carved: {name} ({why})");

@@ -30,8 +30,10 @@ fn preview(bytes: &[u8], full: bool) -> String {
 /// Render a unit as text.
 pub fn render(unit: &Unit, full: bool) -> String {
     let mut s = String::new();
-    header(&mut s, unit);
-    extents(&mut s, &unit.context.graph, full);
+    let binary = crate::binary::Binary::load(std::path::Path::new(&unit.provenance.program));
+    header(&mut s, unit, binary.as_ref());
+    let names = binary.map(|b| b.global_names).unwrap_or_default();
+    extents(&mut s, &unit.context.graph, full, &names);
     if unit.params.is_empty() {
         let _ = writeln!(s, "  parameters: none (no context value occurs in the system input)");
     } else {
@@ -46,10 +48,10 @@ pub fn render(unit: &Unit, full: bool) -> String {
 }
 
 /// The function, where it was carved, the call and its recorded outcome.
-fn header(s: &mut String, unit: &Unit) {
+fn header(s: &mut String, unit: &Unit, binary: Result<&crate::binary::Binary, &anyhow::Error>) {
     let p = &unit.provenance;
     let _ = writeln!(s, "unit of {}  (fn id {:016x})", unit.function, unit.context.fn_id);
-    match crate::binary::Binary::load(std::path::Path::new(&p.program)) {
+    match binary {
         Ok(b) => {
             if let Some(f) = b.functions.get(&unit.context.fn_id) {
                 let params: Vec<String> = f
@@ -81,11 +83,13 @@ fn header(s: &mut String, unit: &Unit) {
 }
 
 /// The memory of the context: each extent with its bytes and pointers, and the files.
-fn extents(s: &mut String, g: &trestle_abi::context::Graph, full: bool) {
+/// Globals are named as `names` says (by id where it does not know them: the program
+/// is gone).
+fn extents(s: &mut String, g: &trestle_abi::context::Graph, full: bool, names: &trestle_abi::context::GlobalNames) {
     let _ = writeln!(s, "  context   {} extent(s){}", g.extents.len(), if g.partial { ", PARTIAL (size bound reached)" } else { "" });
     for (i, e) in g.extents.iter().enumerate() {
         let kind = match e.kind {
-            ExtentKind::Global { id, constant } => format!("global {id:016x}{}", if constant { " (read-only)" } else { "" }),
+            k @ ExtentKind::Global { .. } => trestle_abi::context::describe_kind(k, names),
             ExtentKind::Heap => "heap".into(),
             ExtentKind::Stack => "stack".into(),
             ExtentKind::Arg => "argv/envp".into(),

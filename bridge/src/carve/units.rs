@@ -38,6 +38,10 @@ pub struct UnitIndex {
     /// Invocations not carved because their context was over the snapshot size bound.
     #[serde(default)]
     pub over_bound: usize,
+    /// Invocations not carved because a replay could not repeat what they did
+    /// (wait for a child process started before them), by reason.
+    #[serde(default)]
+    pub unreplayable: std::collections::BTreeMap<String, usize>,
     /// One row per unit.
     pub units: Vec<UnitRow>,
 }

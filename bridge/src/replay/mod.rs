@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
 use std::time::Duration;
-use trestle_abi::context::{diff_outcomes_after, diff_outcomes_except, Unstable};
+use trestle_abi::context::{diff_outcomes_after, diff_outcomes_named, GlobalNames, Unstable};
 use trestle_abi::hooks;
 use trestle_abi::trace::{ReplayRequest, ReplayResult};
 use trestle_abi::unit::Unit;
@@ -161,8 +161,8 @@ fn replay_unit_with_clock(program: &Path, unit: &Unit, timeout: Duration, clock_
 
 /// Run `trestle replay`. Returns the summary (printed too).
 pub fn run(opts: &Options) -> Result<ReplaySummary> {
-    let units = load_units(opts)?;
-    let results = replay_all(opts, &units);
+    let (units, names) = load_units(opts)?;
+    let results = replay_all(opts, &units, &names);
     let summary = summarize(results);
     if opts.json {
         crate::outln!("{}", serde_json::to_string_pretty(&summary)?);
@@ -178,8 +178,9 @@ fn program_of(opts: &Options, u: &Unit) -> PathBuf {
 }
 
 /// Read every unit and check every program once, up front: a unit from another
-/// binary is an error naming the unit, not a failed replay.
-fn load_units(opts: &Options) -> Result<Vec<(PathBuf, Unit)>> {
+/// binary is an error naming the unit, not a failed replay. Returns the units and
+/// the names of the globals of each program they replay in.
+fn load_units(opts: &Options) -> Result<(Vec<(PathBuf, Unit)>, ProgramNames)> {
     let mut units = Vec::new();
     for f in unit_files(&opts.units)? {
         let u = read_unit(&f)?;
@@ -203,11 +204,14 @@ fn load_units(opts: &Options) -> Result<Vec<(PathBuf, Unit)>> {
             );
         }
     }
-    Ok(units)
+    Ok((units, binaries.into_iter().map(|(p, b)| (p, b.global_names)).collect()))
 }
 
+/// Global names by program.
+type ProgramNames = HashMap<PathBuf, GlobalNames>;
+
 /// Replay `units` on `--jobs` threads (each replay is a process of its own).
-fn replay_all(opts: &Options, units: &[(PathBuf, Unit)]) -> Vec<UnitReplay> {
+fn replay_all(opts: &Options, units: &[(PathBuf, Unit)], names: &ProgramNames) -> Vec<UnitReplay> {
     let jobs = opts.jobs.unwrap_or_else(|| std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1)).max(1);
     let next = AtomicUsize::new(0);
     let done = AtomicUsize::new(0);
@@ -218,7 +222,8 @@ fn replay_all(opts: &Options, units: &[(PathBuf, Unit)]) -> Vec<UnitReplay> {
             s.spawn(|| loop {
                 let i = next.fetch_add(1, Ordering::SeqCst);
                 let Some((f, u)) = units.get(i) else { break };
-                let r = replay_one(opts, f, u);
+                let no_names = GlobalNames::new();
+                let r = replay_one(opts, f, u, names.get(&program_of(opts, u)).unwrap_or(&no_names));
                 results.lock().expect("no replay thread panics holding the lock")[i] = Some(r);
                 let d = done.fetch_add(1, Ordering::SeqCst) + 1;
                 if !opts.json && (d.is_multiple_of(50) || d == total) {
@@ -230,8 +235,9 @@ fn replay_all(opts: &Options, units: &[(PathBuf, Unit)]) -> Vec<UnitReplay> {
     results.into_inner().expect("no replay thread panics holding the lock").into_iter().flatten().collect()
 }
 
-/// Replay one unit and judge it against its recorded outcome.
-fn replay_one(opts: &Options, f: &Path, u: &Unit) -> UnitReplay {
+/// Replay one unit and judge it against its recorded outcome; differences name
+/// globals as `names` says.
+fn replay_one(opts: &Options, f: &Path, u: &Unit, names: &GlobalNames) -> UnitReplay {
     let observed = replay_unit_with_stderr(&program_of(opts, u), u, opts.timeout);
     let stderr_note = match &observed {
         Ok((Outcome::Crashed { .. }, e)) if !e.is_empty() => format!("; stderr: {e}"),
@@ -254,9 +260,9 @@ fn replay_one(opts: &Options, f: &Path, u: &Unit) -> UnitReplay {
         }
         (Ok(o), Some(exp)) => (
             o.summary(),
-            match diff_outcomes_after(&u.context.graph, exp, o) {
+            match diff_outcomes_named(&u.context.graph, exp, o, &Unstable::default(), names) {
                 None => Verdict::Faithful,
-                Some(d) => judge_unstable(opts, u, exp, o).unwrap_or(Verdict::Unfaithful(d + &stderr_note)),
+                Some(d) => judge_unstable(opts, u, exp, o, names).unwrap_or(Verdict::Unfaithful(d + &stderr_note)),
             },
         ),
     };
@@ -268,13 +274,13 @@ fn replay_one(opts: &Options, f: &Path, u: &Unit) -> UnitReplay {
 /// words of memory no recording can predict: faithful where the two replays agree,
 /// or the first difference there. `None` when the second replay agrees with the
 /// first in all memory (or fails): the difference stands as it was.
-fn judge_unstable(opts: &Options, u: &Unit, expected: &Outcome, observed: &Outcome) -> Option<Verdict> {
+fn judge_unstable(opts: &Options, u: &Unit, expected: &Outcome, observed: &Outcome, names: &GlobalNames) -> Option<Verdict> {
     let (again, _) = replay_unit_with_clock(&program_of(opts, u), u, opts.timeout, CLOCK_SHIFT).ok()?;
     let unstable = Unstable::between(observed, &again);
     if unstable.is_empty() {
         return None;
     }
-    Some(match diff_outcomes_except(&u.context.graph, expected, observed, &unstable) {
+    Some(match diff_outcomes_named(&u.context.graph, expected, observed, &unstable, names) {
         None => Verdict::FaithfulWhereStable(unstable.len()),
         Some(d) => Verdict::Unfaithful(d),
     })

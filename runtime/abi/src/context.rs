@@ -70,6 +70,10 @@ pub struct OpenFile {
     pub path: Option<String>,
     /// `open(2)` flags equivalent to its `fopen` mode.
     pub flags: i32,
+    /// Which of the C library's standard streams this `FILE` was (0 `stdin`, 1
+    /// `stdout`, 2 `stderr`), if any: a replay restores it in place, where the C
+    /// library's own pointer (`printf`, `getchar`) still finds it.
+    pub standard: Option<u8>,
 }
 
 /// A pointer-sized word inside an extent that points somewhere known.
@@ -293,14 +297,23 @@ pub fn diff_outcomes_after(pre: &Graph, expected: &Outcome, observed: &Outcome) 
 
 /// [`diff_outcomes_after`], leaving out the words of memory that are `unstable`.
 pub fn diff_outcomes_except(pre: &Graph, expected: &Outcome, observed: &Outcome, unstable: &Unstable) -> Option<String> {
+    diff_outcomes_named(pre, expected, observed, unstable, &GlobalNames::new())
+}
+
+/// Names of globals by id, for differences that name the global they are in
+/// (`global initial_seed`) rather than its id. An id without a name is shown as it is.
+pub type GlobalNames = std::collections::HashMap<u64, String>;
+
+/// [`diff_outcomes_except`], naming globals as `names` says.
+pub fn diff_outcomes_named(pre: &Graph, expected: &Outcome, observed: &Outcome, unstable: &Unstable, names: &GlobalNames) -> Option<String> {
     let exempt = Exempt { stale: StalePointers::of(pre), unstable };
     match (expected, observed) {
-        (Outcome::Returned(a), Outcome::Returned(b)) => diff_states_with(a, b, &exempt),
+        (Outcome::Returned(a), Outcome::Returned(b)) => diff_states_with(a, b, &exempt, names),
         (Outcome::Exited { code: ca, state: a }, Outcome::Exited { code: cb, state: b }) => {
             if ca != cb {
                 Some(format!("exit status {ca} recorded, {cb} in replay"))
             } else {
-                diff_states_with(a, b, &exempt)
+                diff_states_with(a, b, &exempt, names)
             }
         }
         (Outcome::Crashed { signal: a }, Outcome::Crashed { signal: b }) if a == b => None,
@@ -404,10 +417,10 @@ impl<'a> StalePointers<'a> {
 
 /// Compare two states (return value, then memory graph).
 pub fn diff_states(a: &State, b: &State) -> Option<String> {
-    diff_states_with(a, b, &Exempt { stale: StalePointers::default(), unstable: &Unstable::default() })
+    diff_states_with(a, b, &Exempt { stale: StalePointers::default(), unstable: &Unstable::default() }, &GlobalNames::new())
 }
 
-fn diff_states_with(a: &State, b: &State, exempt: &Exempt<'_>) -> Option<String> {
+fn diff_states_with(a: &State, b: &State, exempt: &Exempt<'_>, names: &GlobalNames) -> Option<String> {
     if a.ret != b.ret {
         return Some(format!(
             "return value {} recorded, {} in replay",
@@ -415,16 +428,29 @@ fn diff_states_with(a: &State, b: &State, exempt: &Exempt<'_>) -> Option<String>
             b.ret.describe()
         ));
     }
-    diff_graphs_with(&a.graph, &b.graph, exempt)
+    diff_graphs_with(&a.graph, &b.graph, exempt, names)
 }
 
 /// Compare two memory graphs extent by extent. Alignment is not compared: a replay
 /// places heap extents where its allocator likes.
 pub fn diff_graphs(a: &Graph, b: &Graph) -> Option<String> {
-    diff_graphs_with(a, b, &Exempt { stale: StalePointers::default(), unstable: &Unstable::default() })
+    diff_graphs_with(a, b, &Exempt { stale: StalePointers::default(), unstable: &Unstable::default() }, &GlobalNames::new())
 }
 
-fn diff_graphs_with(a: &Graph, b: &Graph, exempt: &Exempt<'_>) -> Option<String> {
+/// An extent's kind in a difference: a global by name where `names` knows it.
+pub fn describe_kind(kind: ExtentKind, names: &GlobalNames) -> String {
+    match kind {
+        ExtentKind::Global { id, constant } => format!(
+            "global {}{}",
+            names.get(&id).cloned().unwrap_or_else(|| format!("{id:016x}")),
+            if constant { " (read-only)" } else { "" }
+        ),
+        k => format!("{k:?}"),
+    }
+}
+
+fn diff_graphs_with(a: &Graph, b: &Graph, exempt: &Exempt<'_>, names: &GlobalNames) -> Option<String> {
+    let kind = |k: ExtentKind| describe_kind(k, names);
     if a.extents.len() != b.extents.len() {
         return Some(format!(
             "{} extents reachable after the recorded call, {} after the replay",
@@ -440,7 +466,7 @@ fn diff_graphs_with(a: &Graph, b: &Graph, exempt: &Exempt<'_>) -> Option<String>
             _ => true,
         };
         if !same_kind {
-            return Some(format!("extent e{i}: {:?} recorded, {:?} in replay", x.kind, y.kind));
+            return Some(format!("extent e{i}: {} recorded, {} in replay", kind(x.kind), kind(y.kind)));
         }
         if x.len != y.len {
             return Some(format!("extent e{i}: {} bytes recorded, {} in replay", x.len, y.len));
@@ -452,8 +478,8 @@ fn diff_graphs_with(a: &Graph, b: &Graph, exempt: &Exempt<'_>) -> Option<String>
             };
             let k = x.pointers.iter().zip(&y.pointers).take_while(|(a, b)| a == b).count();
             return Some(format!(
-                "extent e{i} ({:?}): pointer {} recorded, {} in replay",
-                x.kind,
+                "extent e{i} ({}): pointer {} recorded, {} in replay",
+                kind(x.kind),
                 describe(x.pointers.get(k)),
                 describe(y.pointers.get(k))
             ));
@@ -468,8 +494,8 @@ fn diff_graphs_with(a: &Graph, b: &Graph, exempt: &Exempt<'_>) -> Option<String>
             };
             if let Some(o) = (0..p.len().min(q.len())).find(|&o| differs(o)) {
                 return Some(format!(
-                    "extent e{i} ({:?}): byte {o} is {:#04x} recorded, {:#04x} in replay",
-                    x.kind, p[o], q[o]
+                    "extent e{i} ({}): byte {o} is {:#04x} recorded, {:#04x} in replay",
+                    kind(x.kind), p[o], q[o]
                 ));
             }
         }
@@ -498,6 +524,18 @@ mod tests {
         assert_eq!(diff_states(&a, &b), None);
         b.graph.extents[0].bytes = Some(b"abd".to_vec());
         assert!(diff_states(&a, &b).unwrap().contains("byte 2"));
+    }
+
+    #[test]
+    fn a_difference_in_a_global_names_it_where_the_name_is_known() {
+        let global = |v: u8| Extent { kind: ExtentKind::Global { id: 7, constant: false }, ..heap(&[v]) };
+        let out = |v| Outcome::Returned(State { ret: Value::Bits(0), graph: Graph { extents: vec![global(v)], ..Graph::default() }, streams: vec![] });
+        let pre = Graph::default();
+        let names = GlobalNames::from([(7, "initial_seed".to_owned())]);
+        let named = diff_outcomes_named(&pre, &out(1), &out(2), &Unstable::default(), &names).unwrap();
+        assert_eq!(named, "extent e0 (global initial_seed): byte 0 is 0x01 recorded, 0x02 in replay");
+        let unnamed = diff_outcomes_except(&pre, &out(1), &out(2), &Unstable::default()).unwrap();
+        assert!(unnamed.contains("(global 0000000000000007)"), "{unnamed}");
     }
 
     #[test]

@@ -118,6 +118,19 @@ pub const RENAMED_ALLOCATORS: &[(&str, &str)] = &[
     ("time", "__trestle_time"),
     ("gettimeofday", "__trestle_gettimeofday"),
     ("clock_gettime", "__trestle_clock_gettime"),
+    // Child processes: the recording learns which invocations wait for a child
+    // started before they began, which a replay cannot repeat.
+    ("fork", "__trestle_fork"),
+    ("vfork", "__trestle_vfork"),
+    ("posix_spawn", "__trestle_posix_spawn"),
+    ("posix_spawnp", "__trestle_posix_spawnp"),
+    ("popen", "__trestle_popen"),
+    ("pclose", "__trestle_pclose"),
+    ("wait", "__trestle_wait"),
+    ("waitpid", "__trestle_waitpid"),
+    ("wait3", "__trestle_wait3"),
+    ("wait4", "__trestle_wait4"),
+    ("waitid", "__trestle_waitid"),
 ];
 
 /// The wrapper a call to `name` is renamed to, if any.

@@ -12,8 +12,9 @@ use serde::{Deserialize, Serialize};
 
 /// Magic at the start of a header body.
 pub const TRACE_MAGIC: [u8; 8] = *b"TRSTRACE";
-/// Trace format version (7: an invocation may end as `Outcome::Threw`).
-pub const TRACE_VERSION: u32 = 7;
+/// Trace format version (8: an open file says whether it is a standard stream, an
+/// invocation may be marked `Record::Unreplayable`).
+pub const TRACE_VERSION: u32 = 8;
 /// Extension of trace files (`<pid>.trace`).
 pub const TRACE_EXT: &str = "trace";
 /// Bytes before a frame's body.
@@ -55,6 +56,32 @@ pub enum Record {
     },
     /// Counters at process end (absent if the process died).
     Stats(RuntimeStats),
+    /// The invocation [`Record::Enter`] `seq` opened did something a replay in a
+    /// process of its own cannot repeat; `carve` leaves it out, counted by reason.
+    Unreplayable {
+        /// The invocation.
+        seq: u64,
+        /// What it did.
+        why: Unreplayable,
+    },
+}
+
+/// Why a recorded invocation cannot be replayed.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Unreplayable {
+    /// It waited for (or asked after) a child process started before it began, by
+    /// calling this C library function: a replay has no such child.
+    WaitsForEarlierChild(String),
+}
+
+impl std::fmt::Display for Unreplayable {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Unreplayable::WaitsForEarlierChild(call) => {
+                write!(f, "waits for a child process started before the call ({call}); a replay has none")
+            }
+        }
+    }
 }
 
 /// Runtime counters, written once at exit.

@@ -7,8 +7,8 @@ use std::collections::BTreeMap;
 
 /// Magic at the start of a unit file.
 pub const UNIT_MAGIC: [u8; 8] = *b"TRSTUNIT";
-/// Unit format version (8: an expected outcome may be `Outcome::Threw`).
-pub const UNIT_VERSION: u32 = 8;
+/// Unit format version (9: an open file says whether it is a standard stream).
+pub const UNIT_VERSION: u32 = 9;
 
 /// One system test (the JSON format of the README's "Formats"), decoded: arguments (without the program name),
 /// stdin, files created in a fresh working directory, environment. The JSON form
