@@ -55,9 +55,10 @@ pub(crate) const STD_FILE_SIZE: usize = 224;
 /// differs between a recording and its replay.
 const LOCKED_FILE_SIZE: usize = 472;
 /// Bytes of a `FILE` that hold nothing: the padding after `_flags` and after
-/// `_shortbuf`, `_freeres_buf`, `__pad5` and `_unused2`. `fopen` and `fdopen` leave
-/// them as `malloc` found them.
-const PADDING: [std::ops::Range<usize>; 4] = [4..8, 132..136, 176..192, 196..216];
+/// `_shortbuf`, `_old_offset` (the offset of the glibc 2.0 ABI's streams, which the
+/// current one never reads or writes), `_freeres_buf`, `__pad5` and `_unused2`.
+/// `fopen`, `fdopen` and `popen` leave them as `malloc` found them.
+const PADDING: [std::ops::Range<usize>; 5] = [4..8, 120..128, 132..136, 176..192, 196..216];
 /// Bytes a `FILE` uses only once it is wide-oriented (`_mode` > 0), uninitialised
 /// until then: its `_codecvt` pointer, and in the wide state `fopen` allocates after
 /// the `FILE` and its lock, the conversion states, converters and `_shortbuf`.

@@ -131,6 +131,24 @@ pub unsafe extern "C" fn __trestle_vfork() -> pid_t {
     unsafe { __trestle_fork() }
 }
 
+/// After `posix_spawn(p)` returned `r` for `child`: note the child, and give its pid
+/// to the caller's slot `pid` (which may be null).
+///
+/// # Safety
+/// `pid` is null or the caller's writable slot.
+unsafe fn spawned(r: c_int, child: pid_t, pid: *mut pid_t) -> c_int {
+    if r == 0 {
+        if recording() {
+            started(child, 0);
+        }
+        if !pid.is_null() {
+            // SAFETY: as documented.
+            unsafe { *pid = child };
+        }
+    }
+    r
+}
+
 /// `posix_spawn`, noted.
 ///
 /// # Safety
@@ -147,16 +165,8 @@ pub unsafe extern "C" fn __trestle_posix_spawn(
     let mut child: pid_t = 0;
     // SAFETY: forwarding, with our own pid slot.
     let r = unsafe { libc::posix_spawn(&mut child, path, actions, attr, argv, envp) };
-    if r == 0 {
-        if recording() {
-            started(child, 0);
-        }
-        if !pid.is_null() {
-            // SAFETY: the caller's slot.
-            unsafe { *pid = child };
-        }
-    }
-    r
+    // SAFETY: the caller's slot, as the caller passed it.
+    unsafe { spawned(r, child, pid) }
 }
 
 /// `posix_spawnp`, noted.
@@ -175,16 +185,8 @@ pub unsafe extern "C" fn __trestle_posix_spawnp(
     let mut child: pid_t = 0;
     // SAFETY: forwarding, with our own pid slot.
     let r = unsafe { libc::posix_spawnp(&mut child, file, actions, attr, argv, envp) };
-    if r == 0 {
-        if recording() {
-            started(child, 0);
-        }
-        if !pid.is_null() {
-            // SAFETY: the caller's slot.
-            unsafe { *pid = child };
-        }
-    }
-    r
+    // SAFETY: the caller's slot, as the caller passed it.
+    unsafe { spawned(r, child, pid) }
 }
 
 /// `popen`, noted.
