@@ -267,6 +267,15 @@ fn roadblock_section(s: &mut String, c: &Campaign) {
         r.solved(),
         100.0 * c.schedule.unit_share()
     );
+    if !r.probes.is_empty() {
+        let passed = r.probes.iter().filter(|p| !p.worth).count();
+        let unreached = r.probes.iter().filter(|p| !p.worth && p.verdict.contains("does not reach")).count();
+        let _ = writeln!(
+            s,
+            "Before a slice, {} unit(s) were probed at a roadblock: {passed} passed over ({unreached} did not reach the branch, the others' parameters did not change what it compares; `roadblocks.probes` in `campaign.json`).\n",
+            r.probes.len()
+        );
+    }
     if r.attempts.is_empty() {
         return;
     }

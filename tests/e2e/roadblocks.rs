@@ -185,6 +185,10 @@ fn a_unit_crosses_the_roadblock_the_system_fuzzer_does_not_and_the_bridge_report
     let (bridge, log) = campaign("bridge", &[]);
     let alarms = alarm_list(&bridge);
     assert!(alarms.iter().any(|a| a["function"] == "remember" && a["source"] == "unit"), "the bridge did not report the digest bug from a unit: {alarms:?}\n{log}");
+    assert!(
+        alarms.iter().any(|a| a["function"] == "remember" && a["roadblock"].as_str().is_some_and(|r| r.ends_with("tally.c:50"))),
+        "the alarm does not name the roadblock whose slice found it: {alarms:?}"
+    );
     let c = json_file(&bridge.join("campaign.json"));
     let at_gate = c["roadblocks"]["attempts"].as_array().unwrap().iter().find(|a| a["function"] == "tally_word").cloned();
     let a = at_gate.unwrap_or_else(|| panic!("no unit fuzzed at tally_word's gate: {}\npicks: {:#?}\n{log}", c["roadblocks"], c["fuzzed"]));
@@ -196,6 +200,7 @@ fn a_unit_crosses_the_roadblock_the_system_fuzzer_does_not_and_the_bridge_report
     let md = std::fs::read_to_string(bridge.join("report.md")).unwrap();
     let section = md.split("## Roadblocks").nth(1).unwrap_or_else(|| panic!("no roadblocks section:\n{md}"));
     assert!(section.contains("`tally_word`") && section.contains("solved at system level") && !section.contains(", 0 solved at system level"), "{section}");
+    assert!(section.contains("probed at a roadblock"), "the report does not say what the probes did: {section}");
     // A unit round that solved a roadblock earns unit rounds more of the time.
     assert!(c["schedule"]["units"]["found"].as_f64().unwrap() > 0.0, "{}", c["schedule"]);
     // The same seeds and budget at system level alone: the tries are too slow.

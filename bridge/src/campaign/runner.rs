@@ -510,6 +510,7 @@ impl Runner {
                 // its edges and the units' are the same map.
                 lifter.set_system_edges(Some(self.sys.covered_edges()));
                 lifter.set_node(f.node.clone());
+                lifter.set_roadblock(self.c.roadblocks.attempts.iter().find(|a| a.fuzzed == i).map(|a| a.location.clone()));
                 // Each lifted test runs on the fuzzing build first, through the
                 // system fuzzer's forkserver; the validation build sees only what
                 // crashes or hangs there.
@@ -548,6 +549,7 @@ impl Runner {
                     lifted
                 });
                 lifter.set_node(None);
+                lifter.set_roadblock(None);
                 if let Err(e) = lifted {
                     // A unit the harness cannot set up again is that unit's problem,
                     // not the campaign's.

@@ -60,6 +60,7 @@ impl Lifter {
             found_at: Some(confirmed),
             reduction_pending: rstats.pending,
             found_on: self.node.clone(),
+            roadblock: None,
         };
         self.publish_alarm(&tmp, entry)?;
         Ok(true)
@@ -261,6 +262,7 @@ impl Lifter {
             found_at: Some(confirmed),
             reduction_pending: rstats.pending,
             found_on: self.node.clone(),
+            roadblock: self.roadblock.clone(),
         };
         self.publish_alarm(&tmp, entry)
     }

@@ -54,6 +54,8 @@ pub struct Lifter {
     /// Inputs of the current [`Lifter::lift_dir`] lifted, and how many it has, for a
     /// status shown from another thread meanwhile.
     pub(super) lifting: std::sync::Arc<LiftProgress>,
+    /// The roadblock (`file:line`) the unit being lifted was fuzzed at; alarms carry it.
+    pub(super) roadblock: Option<String>,
 }
 
 /// How far a [`Lifter::lift_dir`] is.
@@ -104,6 +106,7 @@ impl Lifter {
             epoch: Instant::now(),
             node: None,
             lifting: Default::default(),
+            roadblock: None,
         };
         lifter.load_existing()?;
         if is_coverage_build(&lifter.program) {
@@ -141,6 +144,12 @@ impl Lifter {
     /// sessions included).
     pub fn set_epoch(&mut self, epoch: Instant) {
         self.epoch = epoch;
+    }
+
+    /// The roadblock (`file:line`) the unit lifted next was fuzzed at, `None` for
+    /// none; alarms carry it (`roadblock`).
+    pub fn set_roadblock(&mut self, roadblock: Option<String>) {
+        self.roadblock = roadblock;
     }
 
     /// Whose finds are lifted from now on: a worker's name, or `None` for this

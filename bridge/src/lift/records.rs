@@ -103,6 +103,10 @@ pub struct AlarmEntry {
     /// node, or a campaign on one machine).
     #[serde(default)]
     pub found_on: Option<String>,
+    /// The roadblock (`file:line`) whose unit slice found it; `None` for the system
+    /// fuzzer's finds and for units fuzzed elsewhere.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub roadblock: Option<String>,
 }
 
 pub(super) fn unit_source() -> String {
