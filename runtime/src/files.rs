@@ -55,10 +55,12 @@ pub(crate) const STD_FILE_SIZE: usize = 224;
 /// differs between a recording and its replay.
 const LOCKED_FILE_SIZE: usize = 472;
 /// Bytes of a `FILE` that hold nothing: the padding after `_flags` and after
-/// `_shortbuf`, `_old_offset` (the offset of the glibc 2.0 ABI's streams, which the
-/// current one never reads or writes), `_freeres_buf`, `__pad5` and `_unused2`.
+/// `_shortbuf`, `_old_offset` and `_vtable_offset` (the glibc 2.0 ABI's, which the
+/// current one neither sets nor reads), `_freeres_buf`, `__pad5` and `_unused2`.
 /// `fopen`, `fdopen` and `popen` leave them as `malloc` found them.
-const PADDING: [std::ops::Range<usize>; 5] = [4..8, 120..128, 132..136, 176..192, 196..216];
+const PADDING: [std::ops::Range<usize>; 6] = [4..8, 120..128, 130..131, 132..136, 176..192, 196..216];
+/// Offset of a `FILE`'s one-byte `_shortbuf`.
+const OFF_SHORTBUF: usize = 131;
 /// Bytes a `FILE` uses only once it is wide-oriented (`_mode` > 0), uninitialised
 /// until then: its `_codecvt` pointer, and in the wide state `fopen` allocates after
 /// the `FILE` and its lock, the conversion states, converters and `_shortbuf`.
@@ -74,6 +76,13 @@ pub fn clear_padding(bytes: &mut [u8]) {
     for r in PADDING.iter().chain(wide_only) {
         if let Some(b) = bytes.get_mut(r.clone()) {
             b.fill(0);
+        }
+    }
+    // `_shortbuf` is the buffer of an unbuffered stream only; in any other it is residue.
+    let unbuffered = bytes.first().is_some_and(|&f| i32::from(f) & IO_UNBUFFERED != 0);
+    if !unbuffered {
+        if let Some(b) = bytes.get_mut(OFF_SHORTBUF) {
+            *b = 0;
         }
     }
 }
