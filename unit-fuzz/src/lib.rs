@@ -218,10 +218,17 @@ pub fn describe(p: &trestle_abi::unit::Param, v: &ParamValue) -> String {
 
 /// The harness running `input` once, in `cwd`, without address randomisation.
 fn harness_command(program: &Path, request: &Path, input: &Path, cwd: &Path) -> std::process::Command {
+    let mut cmd = harness(program, request, cwd);
+    cmd.env(ENV_FUZZ_INPUT, input);
+    cmd
+}
+
+/// The harness of `request` in `cwd`, without address randomisation (recorded
+/// addresses of C library objects hold only so), its output discarded.
+fn harness(program: &Path, request: &Path, cwd: &Path) -> std::process::Command {
     use std::os::unix::process::CommandExt;
     let mut cmd = std::process::Command::new(program);
     cmd.env(ENV_FUZZ, request)
-        .env(ENV_FUZZ_INPUT, input)
         .current_dir(cwd)
         .stdin(std::process::Stdio::null())
         .stdout(std::process::Stdio::null())

@@ -11,7 +11,7 @@ use crate::{io, lay_out, FuzzError};
 use std::collections::BTreeSet;
 use std::path::Path;
 use std::time::Duration;
-use trestle_abi::fuzz::{encode_values, original_value, ParamValue, ProbeRequest, ProbeRun, ENV_FUZZ, ENV_FUZZ_PROBE};
+use trestle_abi::fuzz::{encode_values, original_value, ParamValue, ProbeRequest, ProbeRun, ENV_FUZZ_PROBE};
 use trestle_abi::unit::Unit;
 
 /// What the probe found.
@@ -90,24 +90,8 @@ pub(crate) fn run_probe(program: &Path, out: &Path, cmp: Option<u32>, edges: &[u
     let req = ProbeRequest { cmp, edges: edges.to_vec(), inputs, timeout_ms: timeout.as_millis() as u64, out: runs_path.clone() };
     let req_path = out.join("probe.bin");
     std::fs::write(&req_path, bincode::serialize(&req).map_err(|e| FuzzError::Libafl(e.to_string()))?).map_err(io("cannot write", &req_path))?;
-    let mut cmd = std::process::Command::new(program);
-    cmd.env(ENV_FUZZ, out.join("request.bin"))
-        .env(ENV_FUZZ_PROBE, &req_path)
-        .current_dir(out.join("cwd"))
-        .stdin(std::process::Stdio::null())
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null());
-    // Recorded addresses of C library objects hold only without ASLR.
-    {
-        use std::os::unix::process::CommandExt;
-        // SAFETY: personality() only affects the child.
-        unsafe {
-            cmd.pre_exec(|| {
-                crate::libc_personality();
-                Ok(())
-            });
-        }
-    }
+    let mut cmd = crate::harness(program, &out.join("request.bin"), &out.join("cwd"));
+    cmd.env(ENV_FUZZ_PROBE, &req_path);
     let limit = timeout * (n as u32 + 2) + Duration::from_secs(2);
     let ended = crate::wait_bounded(&mut cmd, program, limit)?;
     let runs: Vec<ProbeRun> = match std::fs::read(&runs_path) {

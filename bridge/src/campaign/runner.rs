@@ -132,6 +132,7 @@ impl Runner {
         self.c.elapsed = self.clock();
         let (candidates, alarms) = self.findings();
         let (fps, eff) = self.lifter.as_ref().map_or((0, 0), |l| (l.stats.false_positives, l.stats.effective));
+        let (sys_rate, unit_rate) = self.rates();
         let s = Status {
             c: &self.c,
             elapsed: self.c.elapsed,
@@ -141,10 +142,18 @@ impl Runner {
             candidates,
             false_positives: fps,
             effective: eff,
-            sys_rate: self.sys_execs_session as f64 / self.sys_time_session.max(1e-3),
-            unit_rate: self.unit_execs_session as f64 / self.unit_time_session.max(1e-3),
+            sys_rate,
+            unit_rate,
         };
         self.live.show(&s);
+    }
+
+    /// System and unit executions per second this session.
+    fn rates(&self) -> (f64, f64) {
+        (
+            self.sys_execs_session as f64 / self.sys_time_session.max(1e-3),
+            self.unit_execs_session as f64 / self.unit_time_session.max(1e-3),
+        )
     }
 
     /// System fuzzing for `d`, in short chunks so the status stays live.
@@ -518,6 +527,7 @@ impl Runner {
                 // takes half a minute), from a thread of its own.
                 let progress = lifter.lift_progress();
                 let (edges, clock) = (self.sys.edges(), self.clock());
+                let (sys_rate, unit_rate) = self.rates();
                 let started = Instant::now();
                 let finished = std::sync::atomic::AtomicBool::new(false);
                 let (live, sys) = (&mut self.live, &mut self.sys);
@@ -530,8 +540,8 @@ impl Runner {
                     candidates: lifter.stats.unit_crashes,
                     false_positives: lifter.stats.false_positives,
                     effective: lifter.stats.effective,
-                    sys_rate: self.sys_execs_session as f64 / self.sys_time_session.max(1e-3),
-                    unit_rate: self.unit_execs_session as f64 / self.unit_time_session.max(1e-3),
+                    sys_rate,
+                    unit_rate,
                 };
                 let lifted = std::thread::scope(|scope| {
                     scope.spawn(|| {
