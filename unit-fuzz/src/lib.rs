@@ -472,7 +472,9 @@ pub(crate) fn single_core_campaign(cfg: &FuzzConfig, out: &Path, request: &Path,
 /// within a bound of its own: many hangs must not hold the caller past its time
 /// (what is left stays in `.solutions`).
 fn sort_solutions(cfg: &FuzzConfig, out: &Path, request: &Path, cwd: &Path, report: &mut FuzzReport) -> Result<(), FuzzError> {
-    let sort_end = Instant::now() + Duration::from_secs(5) + cfg.timeout * 8;
+    // Two hangs' worth and a little: a campaign's unit slice is 10 s, and sorting
+    // once took twice that on dc (hangs reading a stream at its end).
+    let sort_end = Instant::now() + Duration::from_secs(2) + cfg.timeout * 4;
     let solutions = out.join(".solutions");
     for entry in std::fs::read_dir(&solutions).map_err(io("cannot list", &solutions))? {
         let entry = entry.map_err(io("cannot list", &solutions))?;
@@ -484,7 +486,7 @@ fn sort_solutions(cfg: &FuzzConfig, out: &Path, request: &Path, cwd: &Path, repo
         if name.starts_with('.') || path.extension().is_some_and(|e| e == "json" || e == "metadata") {
             continue;
         }
-        let (kind, dir, signal) = match run_input(&cfg.program, request, &path, cwd, cfg.timeout * 4)? {
+        let (kind, dir, signal) = match run_input(&cfg.program, request, &path, cwd, cfg.timeout * 2)? {
             HarnessEnd::TimedOut => ("timeout", "timeouts", None),
             HarnessEnd::Signaled(sig) => ("crash", "crashes", Some(sig)),
             HarnessEnd::Exited(_) => continue, // did not reproduce alone

@@ -41,14 +41,17 @@ impl Lifter {
         Ok(cmd)
     }
 
-    fn wait_harness(&self, mut cmd: std::process::Command, harness: &Path) -> Result<std::process::ExitStatus> {
+    /// Run the harness to its end or to the wall limit; `None` when it ran into the
+    /// limit (and was killed).
+    fn wait_harness(&self, mut cmd: std::process::Command, harness: &Path) -> Result<Option<std::process::ExitStatus>> {
         let mut child = cmd.spawn().with_context(|| format!("cannot run the unit harness {}", harness.display()))?;
         use wait_timeout::ChildExt as _;
         Ok(match child.wait_timeout(self.harness_wall.unwrap_or(self.sandbox.limits.wall))? {
-            Some(s) => s,
+            Some(s) => Some(s),
             None => {
                 let _ = child.kill();
-                child.wait()?
+                child.wait()?;
+                None
             }
         })
     }
@@ -72,7 +75,7 @@ impl Lifter {
             trial[i] = original;
             std::fs::write(&input, encode_values(&trial)).with_context(|| format!("cannot write {}", input.display()))?;
             let status = self.wait_harness(self.harness_command(dir, unit, &input)?, &harness)?;
-            if status.signal() == Some(signal) {
+            if status.is_some_and(|s| s.signal() == Some(signal)) {
                 cur = trial;
             }
         }
@@ -80,15 +83,16 @@ impl Lifter {
     }
 
     /// The unit's crash, read by running the input once more in the harness with the
-    /// crash-stack library preloaded.
-    pub(super) fn unit_signature(&mut self, dir: &Path, unit: &Unit, input: &Path) -> Result<CrashSignature> {
+    /// crash-stack library preloaded; `None` when the input hangs there instead (an
+    /// objective the unit fuzzer had no time to sort: no crash to lift).
+    pub(super) fn unit_signature(&mut self, dir: &Path, unit: &Unit, input: &Path) -> Result<Option<CrashSignature>> {
         let harness = self.harness_for(unit);
         let preload = find_tool("libtrestle_crashstack.so")?;
         let side = tempfile::tempdir()?;
         let stack = side.path().join("stack");
         let mut cmd = self.harness_command(dir, unit, input)?;
         cmd.env(trestle_abi::fuzz::ENV_CRASH_STACK_LIB, &preload).env(trestle_abi::fuzz::ENV_CRASH_STACK, &stack);
-        let status = self.wait_harness(cmd, &harness)?;
+        let Some(status) = self.wait_harness(cmd, &harness)? else { return Ok(None) };
         use std::os::unix::process::ExitStatusExt as _;
         let filter = FrameFilter { program: Some(std::fs::canonicalize(&harness).unwrap_or(harness.clone())), stop_after: Some(unit.function.clone()) };
         let raw = match std::fs::read_to_string(&stack) {
@@ -99,15 +103,15 @@ impl Lifter {
         };
         let frames = raw.as_ref().map(|raw| symbolise(raw, filter.program.as_deref())).transpose()?.unwrap_or_default();
         match (status.signal(), status.code()) {
-            (Some(s), _) => Ok(filter.signature(crash_kind(s, raw.as_ref()), frames)),
+            (Some(s), _) => Ok(Some(filter.signature(crash_kind(s, raw.as_ref()), frames))),
             (None, Some(trestle_abi::fuzz::EXIT_SETUP_FAILED)) => {
                 bail!("the unit harness {} cannot set this unit up again (exit status {})", harness.display(), trestle_abi::fuzz::EXIT_SETUP_FAILED)
             }
-            (None, code) => Ok(CrashSignature {
+            (None, code) => Ok(Some(CrashSignature {
                 kind: format!("no crash (exit {}) when run alone", code.unwrap_or(-1)),
                 frames: Vec::new(),
                 stack: Vec::new(),
-            }),
+            })),
         }
     }
 }

@@ -214,8 +214,13 @@ impl Lifter {
             self.stats.unit_queue += 1;
             return Ok(Some((values, None)));
         }
+        let Some(sig) = self.unit_signature(dir, unit, &c.input)? else {
+            // A hang, not a crash: trying which values it needs would wait for the
+            // limit once per value (on dc, most of a lifting slice went so).
+            self.stats.unit_hangs += 1;
+            return Ok(None);
+        };
         self.stats.unit_crashes += 1;
-        let sig = self.unit_signature(dir, unit, &c.input)?;
         let t = tally.entry(sig.key()).or_default();
         if t.confirmed || t.tried >= LIFTS_PER_UNIT_SIGNATURE {
             self.stats.same_signature_skipped += 1;

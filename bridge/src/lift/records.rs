@@ -13,6 +13,10 @@ use std::path::PathBuf;
 pub struct LiftStats {
     /// Unit inputs that crashed the unit.
     pub unit_crashes: usize,
+    /// Unit objectives that hang in the harness when run alone (the unit fuzzer
+    /// leaves objectives it had no time to sort among the crashes): not lifted.
+    #[serde(default)]
+    pub unit_hangs: usize,
     /// Unit inputs from the queues (new unit coverage).
     pub unit_queue: usize,
     /// System tests made by lifting and run.
