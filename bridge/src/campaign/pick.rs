@@ -39,11 +39,19 @@ pub(super) struct Pick {
 pub(super) const ROADBLOCK_TRIES: usize = 2;
 
 /// Units probed at most per pick: a probe starts the harness and runs a few inputs,
-/// a tenth of a second or so on a program like sed.
-const PROBES_PER_PICK: usize = 6;
+/// 0.01-0.1 s on programs like sed and dc. Six were too few: on dc the one unit of
+/// `dc_register_pop` probed at its roadblock did not reach the branch and the other
+/// five probes went to its callers, so the roadblock with a planted bug behind it was
+/// never fuzzed.
+const PROBES_PER_PICK: usize = 32;
 
-/// Units of a roadblock's function (and again of its callers) probed at most, best first.
-const CANDIDATES_PER_LEVEL: usize = 3;
+/// The time a pick's probes may take together, whatever their number.
+const PROBE_TIME: Duration = Duration::from_secs(3);
+
+/// Units of a roadblock's function probed at most, best first (those recorded for it
+/// first); of its callers, [`CALLER_CANDIDATES`].
+const CANDIDATES_PER_LEVEL: usize = 8;
+const CALLER_CANDIDATES: usize = 3;
 
 /// Time limit of one probe run (the campaign's own per-execution limit if lower).
 const PROBE_RUN_LIMIT: Duration = Duration::from_secs(1);
@@ -264,8 +272,9 @@ impl Runner {
     fn pick_roadblock(&mut self, roadblocks: &[Roadblock]) -> Option<Pick> {
         let candidates = self.roadblock_candidates(roadblocks);
         let mut probed = 0;
+        let started = std::time::Instant::now();
         for mut pick in candidates {
-            if probed == PROBES_PER_PICK {
+            if probed == PROBES_PER_PICK || started.elapsed() > PROBE_TIME {
                 break;
             }
             probed += 1;
@@ -371,7 +380,7 @@ impl Runner {
                     })
                     .collect();
                 level_picks.sort_by(|a, b| b.0.total_cmp(&a.0));
-                for (_, path, row) in level_picks.into_iter().take(CANDIDATES_PER_LEVEL) {
+                for (_, path, row) in level_picks.into_iter().take(if level == 0 { CANDIDATES_PER_LEVEL } else { CALLER_CANDIDATES }) {
                     out.push(Pick {
                         path: path.clone(),
                         function: row.function.clone(),
