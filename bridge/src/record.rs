@@ -26,6 +26,12 @@ pub struct Options {
     pub only: Vec<u64>,
     /// Record only the functions of these names (and those in `only`).
     pub functions: Vec<String>,
+    /// Keep only the invocations that reach one of these edges (a branch's) before
+    /// they end; empty for all ([`hooks::ENV_RECORD_REACH`]).
+    pub reach: Vec<u32>,
+    /// The same for the conditional branches at these source lines (`FILE:LINE`, the
+    /// file as a name or a path suffix), read from the program's branch table.
+    pub reach_lines: Vec<String>,
     /// Print nothing but warnings (for campaigns, which show their own progress).
     pub quiet: bool,
 }
@@ -78,6 +84,17 @@ pub fn run(args: &Options) -> Result<()> {
         }
         only.extend(ids);
     }
+    let mut reach = args.reach.clone();
+    if !args.reach_lines.is_empty() {
+        let table = crate::roadblocks::BranchTable::load(&args.program)?;
+        for loc in &args.reach_lines {
+            let edges = table.edges_at(loc)?;
+            if edges.is_empty() {
+                bail!("--reach {loc}: {} has no conditional branch there in its branch table (built by an older trestle-cc, or the line holds none)", args.program.display());
+            }
+            reach.extend(edges);
+        }
+    }
     let tests = load_tests(&args.tests)?;
     prepare_out(&args.out)?;
     let out = std::fs::canonicalize(&args.out)?;
@@ -97,6 +114,9 @@ pub fn run(args: &Options) -> Result<()> {
         ];
         if !only.is_empty() {
             env.push((hooks::ENV_RECORD_ONLY.into(), only.iter().map(|id| format!("{id:x}")).collect::<Vec<_>>().join(",")));
+        }
+        if !reach.is_empty() {
+            env.push((hooks::ENV_RECORD_REACH.into(), reach.iter().map(u32::to_string).collect::<Vec<_>>().join(",")));
         }
         let opts = RunOptions { timeout: args.timeout, env, capture_stdout: false };
         let r = run_test(&binary.path, &t.test, &opts)?;

@@ -54,6 +54,23 @@ pub struct BranchTable {
 }
 
 impl BranchTable {
+    /// The edges of every direction of the branches at `loc` (`FILE:LINE`, FILE a
+    /// file name or a suffix of the recorded path).
+    pub fn edges_at(&self, loc: &str) -> Result<Vec<u32>> {
+        let Some((file, line)) = loc.rsplit_once(':') else { bail!("{loc:?} is not FILE:LINE") };
+        let line: u32 = line.parse().with_context(|| format!("{loc:?}: {line:?} is not a line number"))?;
+        let file = file.trim_start_matches("./");
+        let mut edges: Vec<u32> = self
+            .branches
+            .iter()
+            .filter(|b| b.line == line && b.file.as_deref().is_some_and(|f| f == file || f.ends_with(&format!("/{file}"))))
+            .flat_map(|b| b.directions.iter().flat_map(|d| d.edges.iter().copied()))
+            .collect();
+        edges.sort_unstable();
+        edges.dedup();
+        Ok(edges)
+    }
+
     /// Read the table of `program`: the branches from its section, their edge numbers
     /// from one run of it that stops before `main` ([`ENV_BRANCH_DUMP`]). A program
     /// built without the table (by an older trestle-cc) has none: an empty table.

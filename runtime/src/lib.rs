@@ -90,6 +90,8 @@ struct OpenFrame {
     threw: bool,
     /// Marked `Record::Unreplayable` already.
     unreplayable: bool,
+    /// The counters of the branch recorded for at entry (empty when recording for none).
+    reach: Vec<u8>,
 }
 
 struct Runtime {

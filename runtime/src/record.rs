@@ -22,6 +22,8 @@ pub(crate) struct Config {
     limits: Limits,
     /// The only functions to record ([`hooks::ENV_RECORD_ONLY`]); `None` for all.
     only: Option<HashSet<u64>>,
+    /// The edges of the branch recorded for ([`hooks::ENV_RECORD_REACH`]); empty for none.
+    reach: Vec<usize>,
 }
 
 impl Config {
@@ -50,8 +52,23 @@ impl Config {
                 })
                 .collect()
         });
+        let reach = std::env::var(hooks::ENV_RECORD_REACH)
+            .ok()
+            .map(|v| {
+                v.split(',')
+                    .filter(|s| !s.trim().is_empty())
+                    .filter_map(|s| {
+                        s.trim()
+                            .parse::<usize>()
+                            .map_err(|e| eprintln!("trestle runtime: {}: {s:?} is not an edge id ({e}); left out", hooks::ENV_RECORD_REACH))
+                            .ok()
+                    })
+                    .collect()
+            })
+            .unwrap_or_default();
         Config {
             only,
+            reach,
             max_per_fn: num(hooks::ENV_MAX_PER_FN, 5) as u32,
             max_attempts: num(hooks::ENV_MAX_ATTEMPTS, 100) as u32,
             limits: Limits { bytes, extent_bytes: bytes.min(1 << 20), extents: 50_000 },
@@ -245,7 +262,8 @@ impl Runtime {
         self.next_seq += 1;
         self.write(&Record::Enter { seq, call_index, context });
         let stack_seq = self.extents.stack_seq();
-        self.frames.push(OpenFrame { seq, fn_idx: idx, marker, sp, args, stack_seq, threw: false, unreplayable: false });
+        let reach = self.reach_counters();
+        self.frames.push(OpenFrame { seq, fn_idx: idx, marker, sp, args, stack_seq, threw: false, unreplayable: false, reach });
         OPEN_FRAMES.fetch_add(1, Ordering::AcqRel);
     }
 
@@ -264,10 +282,39 @@ impl Runtime {
             return;
         }
         let frame = top.clone();
+        self.say_reached(&frame);
         let state = self.post_state(&frame, Some(ret));
         self.frames.pop();
         OPEN_FRAMES.fetch_sub(1, Ordering::AcqRel);
         self.write(&Record::Exit { seq: frame.seq, outcome: Outcome::Returned(state) });
+    }
+
+    /// The counters of the branch recorded for, now (empty when recording for none).
+    fn reach_counters(&self) -> Vec<u8> {
+        if self.config.reach.is_empty() {
+            return Vec::new();
+        }
+        // SAFETY: the SanitizerCoverage counters the program's edges write, at least
+        // as many as it registered; ids past them read as untaken.
+        unsafe {
+            let map = libafl_targets::EDGES_MAP_PTR;
+            let n = crate::forkserver::edges();
+            self.config.reach.iter().map(|&e| if e < n && !map.is_null() { *map.add(e) } else { 0 }).collect()
+        }
+    }
+
+    /// Recording for a branch: say whether `frame`'s invocation reached it; one that
+    /// did not leaves its place in the function's recording limit to a later call.
+    fn say_reached(&mut self, frame: &OpenFrame) {
+        if self.config.reach.is_empty() {
+            return;
+        }
+        let reached = self.reach_counters() != frame.reach;
+        if !reached {
+            let f = &mut self.fns[frame.fn_idx];
+            f.carved = f.carved.saturating_sub(1);
+        }
+        self.write(&Record::Reach { seq: frame.seq, reached });
     }
 
     /// Mark every open invocation numbered `from` or later as one a replay cannot
@@ -298,6 +345,7 @@ impl Runtime {
     pub(crate) fn exited(&mut self, code: i32) {
         while let Some(frame) = self.frames.pop() {
             OPEN_FRAMES.fetch_sub(1, Ordering::AcqRel);
+            self.say_reached(&frame);
             let state = self.post_state(&frame, None);
             self.write(&Record::Exit { seq: frame.seq, outcome: Outcome::Exited { code, state } });
         }

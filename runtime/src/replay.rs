@@ -224,7 +224,7 @@ pub(crate) fn set_up(rt: &mut crate::Runtime, binary_id: u64, ctx: &Context) -> 
         _ => 0,
     };
     slots.resize(nparams.max(ret_words).max(1), 0);
-    let frame = OpenFrame { seq: 0, fn_idx: idx, marker: 0, sp: 0, args, stack_seq: rt.extents.stack_seq(), threw: false, unreplayable: false };
+    let frame = OpenFrame { seq: 0, fn_idx: idx, marker: 0, sp: 0, args, stack_seq: rt.extents.stack_seq(), threw: false, unreplayable: false, reach: Vec::new() };
     Ok(SetUp { frame, thunk, slots, addrs })
 }
 

@@ -1005,3 +1005,69 @@ fn recording_named_functions_carves_their_units_only_and_they_replay() {
     let o = run(&mut trestle(&[&"record", &"--program", &prog, &"--tests", &seeds, &"--out", &dir.path().join("t2"), &"--function", &"no_such_fn"]));
     assert!(!o.status.success() && String::from_utf8_lossy(&o.stderr).contains("--function no_such_fn"), "{}", String::from_utf8_lossy(&o.stderr));
 }
+
+/// A function called 60 times whose branch at a marked line is evaluated only on its
+/// calls with an item over 50: those come last.
+const LATE_BRANCH: &str = r#"#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static long total;
+
+__attribute__((noinline)) int weigh(const char *item) {
+    int n = atoi(item);
+    if (n > 50) {
+        if (strlen(item) > 2 && item[2] == '!') { /* the branch */
+            total += 1000;
+            return 2;
+        }
+        total += n;
+        return 1;
+    }
+    total += 1;
+    return 0;
+}
+
+int main(int argc, char **argv) {
+    char buf[32];
+    for (int i = 1; i <= 60; i++) {
+        snprintf(buf, sizeof buf, "%d%s", i, argc > 1 ? argv[1] : "");
+        weigh(buf);
+    }
+    printf("%ld\n", total);
+    return 0;
+}
+"#;
+
+#[test]
+fn recording_for_a_branch_carves_only_the_calls_that_reach_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let prog = build_c(dir.path(), "late", LATE_BRANCH, "-O1");
+    let tests = dir.path().join("tests");
+    write_test(&tests, "plain", &json!({"args": []}));
+    let line = LATE_BRANCH.lines().position(|l| l.contains("/* the branch */")).unwrap() + 1;
+    let loc = format!("late.c:{line}");
+    let (traces, units) = (dir.path().join("traces"), dir.path().join("units"));
+    ok(&mut trestle(&[&"record", &"--program", &prog, &"--tests", &tests, &"--out", &traces, &"--function", &"weigh", &"--max-per-fn", &"3", &"--reach", &loc]));
+    let o = run(&mut trestle(&[&"carve", &traces, &"--out", &units]));
+    let out = String::from_utf8_lossy(&o.stderr).into_owned();
+    assert!(o.status.success(), "{out}");
+    let index: Value = serde_json::from_slice(&std::fs::read(units.join("index.json")).unwrap()).unwrap();
+    let rows = index["units"].as_array().unwrap();
+    // Three calls that reach it (the first three over 50), none of the fifty before.
+    assert_eq!(rows.len(), 3, "{index:#}\n{out}");
+    for r in rows {
+        assert_eq!(r["function"], "weigh");
+        assert!(r["call_index"].as_u64().unwrap() >= 50, "a call that does not reach the branch was carved: {r}");
+    }
+    assert!(out.contains("did not reach"), "carve says what it left out: {out}");
+    // Without --reach the first three calls are carved, which never reach it.
+    let (t2, u2) = (dir.path().join("t2"), dir.path().join("u2"));
+    ok(&mut trestle(&[&"record", &"--program", &prog, &"--tests", &tests, &"--out", &t2, &"--function", &"weigh", &"--max-per-fn", &"3"]));
+    ok(&mut trestle(&[&"carve", &t2, &"--out", &u2]));
+    let index: Value = serde_json::from_slice(&std::fs::read(u2.join("index.json")).unwrap()).unwrap();
+    assert!(index["units"].as_array().unwrap().iter().all(|r| r["call_index"].as_u64().unwrap() < 3), "{index:#}");
+    // A line without a branch is an error that names it.
+    let o = run(&mut trestle(&[&"record", &"--program", &prog, &"--tests", &tests, &"--out", &dir.path().join("t3"), &"--reach", &"late.c:1"]));
+    assert!(!o.status.success() && String::from_utf8_lossy(&o.stderr).contains("--reach late.c:1"), "{}", String::from_utf8_lossy(&o.stderr));
+}

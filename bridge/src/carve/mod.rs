@@ -64,6 +64,9 @@ pub struct CarveSummary {
     /// The same, by function id: the reason of its first such invocation and how
     /// many there were.
     pub unreplayable_fns: BTreeMap<u64, (String, usize)>,
+    /// Invocations recorded for a branch (`trestle record --reach`, a campaign at a
+    /// roadblock) that did not reach it: not carved.
+    pub missed_branch: usize,
     /// The index written into the unit directory.
     pub index: UnitIndex,
 }
@@ -212,6 +215,7 @@ impl Carver<'_> {
     fn trace(&mut self, origin: &Origin, records: Vec<(u64, Record)>) -> Result<()> {
         let mut exits = HashMap::new();
         let mut unreplayable = HashMap::new();
+        let mut missed = std::collections::HashSet::new();
         for (_, r) in &records {
             match r {
                 Record::Exit { seq, outcome } => {
@@ -221,12 +225,20 @@ impl Carver<'_> {
                 Record::Unreplayable { seq, why } => {
                     unreplayable.entry(*seq).or_insert_with(|| why.to_string());
                 }
-                Record::Enter { .. } => {}
+                Record::Reach { seq, reached: false } => {
+                    missed.insert(*seq);
+                }
+                Record::Enter { .. } | Record::Reach { .. } => {}
             }
         }
         for (_, r) in records {
             let Record::Enter { seq, call_index, context } = r else { continue };
             self.summary.invocations += 1;
+            if missed.contains(&seq) {
+                // Recorded for a branch it did not reach.
+                self.summary.missed_branch += 1;
+                continue;
+            }
             if let Some(why) = unreplayable.remove(&seq) {
                 // Carved, its replay would differ for a reason the unit cannot hold.
                 *self.summary.unreplayable.entry(why.clone()).or_default() += 1;
@@ -401,6 +413,9 @@ fn print_summary(summary: &CarveSummary, out: &Path) {
     }
     for (why, n) in &summary.unreplayable {
         eprintln!("  {n} invocation(s) not carved: {why}");
+    }
+    if summary.missed_branch > 0 {
+        eprintln!("  {} invocation(s) not carved: recorded for a branch they did not reach", summary.missed_branch);
     }
     for (name, why) in &summary.not_carved {
         eprintln!("  not carved: {name} ({why})");

@@ -26,6 +26,12 @@ pub struct RecordArgs {
     /// work on, without the time and disk of every other one.
     #[arg(long = "function", value_name = "NAME")]
     pub functions: Vec<String>,
+    /// Keep only the calls that reach the conditional branch at this source line
+    /// (FILE:LINE, e.g. stack.c:419; repeat for more) before they return: the units
+    /// that can decide it. Each function may then be called many times before its
+    /// --max-per-fn calls that reach are recorded.
+    #[arg(long = "reach", value_name = "FILE:LINE")]
+    pub reach: Vec<String>,
 }
 
 impl RecordArgs {
@@ -39,6 +45,8 @@ impl RecordArgs {
             max_per_fn: self.max_per_fn,
             only: Vec::new(),
             functions: self.functions.clone(),
+            reach: Vec::new(),
+            reach_lines: self.reach.clone(),
             quiet: false,
         }
     }

@@ -171,5 +171,11 @@ pub const ENV_MAX_ATTEMPTS: &str = "TRESTLE_MAX_ATTEMPTS";
 /// symbol ids; unset, every function. A campaign records a queue entry for the
 /// functions at a roadblock only (the rest cost time and disk for nothing).
 pub const ENV_RECORD_ONLY: &str = "TRESTLE_RECORD_ONLY";
+/// Environment variable: edge ids (decimal, comma-separated), the edges of one
+/// branch. When set, every recorded invocation says at its end whether one of them
+/// was taken while it ran ([`crate::trace::Record::Reach`]), and one that was not does
+/// not count towards its function's recording limit: a campaign recording for a
+/// roadblock wants the calls that reach the branch, which may come late in the run.
+pub const ENV_RECORD_REACH: &str = "TRESTLE_RECORD_REACH";
 /// Environment variable: bytes one context may hold before it is cut (marked partial).
 pub const ENV_CONTEXT_LIMIT: &str = "TRESTLE_CONTEXT_LIMIT";

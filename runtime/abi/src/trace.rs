@@ -14,7 +14,7 @@ use serde::{Deserialize, Serialize};
 pub const TRACE_MAGIC: [u8; 8] = *b"TRSTRACE";
 /// Trace format version (8: an open file says whether it is a standard stream, an
 /// invocation may be marked `Record::Unreplayable`).
-pub const TRACE_VERSION: u32 = 8;
+pub const TRACE_VERSION: u32 = 9;
 /// Extension of trace files (`<pid>.trace`).
 pub const TRACE_EXT: &str = "trace";
 /// Bytes before a frame's body.
@@ -63,6 +63,15 @@ pub enum Record {
         seq: u64,
         /// What it did.
         why: Unreplayable,
+    },
+    /// Recording for a branch ([`crate::hooks::ENV_RECORD_REACH`]): whether the
+    /// invocation [`Record::Enter`] `seq` opened reached it before it ended; `carve`
+    /// leaves out those that did not.
+    Reach {
+        /// The invocation.
+        seq: u64,
+        /// Whether one of the branch's edges was taken while it ran.
+        reached: bool,
     },
 }
 
