@@ -39,6 +39,11 @@ const RECORD_PER_ROUND: usize = 16;
 /// Roadblocks a round records a queue entry for (the best ones not recorded for yet).
 const ROADBLOCKS_PER_ROUND: usize = 4;
 
+/// How long, as a share of the time it took to find the system fuzzer's last new
+/// edge, it must find none for the first unit round to begin
+/// ([`Runner::system_stalled`]).
+const STALL_SHARE: f64 = 0.2;
+
 /// What reducing the alarms may take, at least, once the fuzzing budget is spent.
 const REDUCTION_TIME: Duration = Duration::from_secs(120);
 
@@ -76,6 +81,9 @@ pub(super) struct Runner {
     pub(super) worker_finds: Vec<crate::cluster::Message>,
     /// Seconds the last unit round (carving, fuzzing, lifting) took.
     pub(super) last_unit_round: Option<f64>,
+    /// The campaign's time when the system fuzzer last found a new edge (this
+    /// session's start after a resume).
+    pub(super) last_new_edge: f64,
     /// The campaign's time when fuzzing ended (what follows, reducing the alarms,
     /// is not part of the budget).
     pub(super) fuzzing_ended: Option<f64>,
@@ -161,8 +169,11 @@ impl Runner {
         let end = Instant::now() + d;
         while Instant::now() < end && !STOP.load(Ordering::SeqCst) && self.remaining() > 0.0 {
             let chunk = (end - Instant::now()).min(Duration::from_secs(2)).min(Duration::from_secs_f64(self.remaining().max(0.1)));
-            let t = Instant::now();
+            let (t, edges) = (Instant::now(), self.sys.edges());
             let rep = self.sys.fuzz_for(chunk)?;
+            if self.sys.edges() > edges {
+                self.last_new_edge = self.clock();
+            }
             self.sys_time_session += t.elapsed().as_secs_f64();
             self.spent(PHASE_SYSTEM, t);
             self.sys_execs_session += rep.executions;
@@ -192,6 +203,15 @@ impl Runner {
         Ok(())
     }
 
+    /// Whether the system fuzzer is stuck: no new edge for a fifth of the time it took
+    /// to find the last one, and for a system slice at least. Until it first is, the
+    /// bridge fuzzes as `--system-only` does: units are carved where it is stuck, and
+    /// bugs it finds in its first minute must not wait for unit rounds.
+    pub(super) fn system_stalled(&self) -> bool {
+        let quiet = self.clock() - self.last_new_edge;
+        quiet >= self.c.settings.system_slice.max(STALL_SHARE * self.last_new_edge)
+    }
+
     /// Record and carve what the next unit round needs: in the first round the seeds;
     /// later, for the best roadblocks not recorded for yet, the queue entry that
     /// reaches each, for the functions at it only ([`Runner::carve_at_roadblocks`]),
@@ -210,12 +230,12 @@ impl Runner {
             .filter(|p| p.extension().is_some_and(|x| x == "json"))
             .filter(|p| !self.c.recorded.contains(&p.file_name().unwrap_or_default().to_string_lossy().into_owned()))
             .collect();
-        let fresh = to_record(fresh, self.c.rounds == 0);
+        let fresh = to_record(fresh, self.c.schedule.units.rounds == 0);
         if fresh.is_empty() {
             return Ok(());
         }
         let tests = fresh.iter().map(|p| load_test(p).map(|t| (p.file_name().unwrap_or_default().to_string_lossy().into_owned(), t))).collect::<Result<Vec<_>>>()?;
-        self.record_and_carve(&tests, &[])?;
+        self.record_and_carve(&tests, &[], &[])?;
         if self.lifter.as_ref().is_some_and(|l| l.measures_coverage()) {
             self.status("measuring coverage");
         }
@@ -240,6 +260,8 @@ impl Runner {
     fn carve_at_roadblocks(&mut self) -> Result<()> {
         let mut tests: Vec<(String, trestle_abi::unit::SystemTest)> = Vec::new();
         let mut only: std::collections::BTreeSet<u64> = std::collections::BTreeSet::new();
+        // The branches' edges, both directions: a call that evaluated the branch.
+        let mut reach: Vec<u32> = Vec::new();
         for rb in self.current_roadblocks() {
             if tests.len() == ROADBLOCKS_PER_ROUND {
                 break;
@@ -255,6 +277,7 @@ impl Runner {
             if !self.c.roadblocks.recorded.insert(mark) {
                 continue; // recorded for this roadblock already, from this very entry
             }
+            reach.extend(b.directions.iter().flat_map(|d| d.edges.iter().copied()));
             let f = self.branch_functions[rb.branch];
             only.insert(f);
             for caller in self.callers.get(&f).into_iter().flatten() {
@@ -274,13 +297,15 @@ impl Runner {
         if only.is_empty() {
             return Ok(());
         }
-        self.record_and_carve(&tests, &only.into_iter().collect::<Vec<_>>())?;
+        self.record_and_carve(&tests, &only.into_iter().collect::<Vec<_>>(), &reach)?;
         self.save()
     }
 
     /// Record `tests` (for the functions `only`, all when empty) into a batch of its
     /// own and carve it; the units join the campaign's.
-    fn record_and_carve(&mut self, tests: &[(String, trestle_abi::unit::SystemTest)], only: &[u64]) -> Result<()> {
+    /// With `reach` (edges of the roadblocks recorded for), only the invocations that
+    /// reach one of them are carved.
+    fn record_and_carve(&mut self, tests: &[(String, trestle_abi::unit::SystemTest)], only: &[u64], reach: &[u32]) -> Result<()> {
         self.status(&format!("recording {} system test(s){}", tests.len(), if only.is_empty() { "" } else { " at roadblocks" }));
         let round = self.c.unit_dirs.len();
         let batch = self.out.join("traces").join(format!("batch-{round:04}"));
@@ -303,6 +328,8 @@ impl Runner {
             max_per_fn: if only.is_empty() { 5 } else { 20 },
             only: only.to_vec(),
             functions: Vec::new(),
+            reach: reach.to_vec(),
+            reach_lines: Vec::new(),
             quiet: true,
         })?;
         self.spent(PHASE_RECORD, t);
@@ -610,10 +637,11 @@ impl Runner {
                 callers.entry(*c).or_default().push(f.id);
             }
         }
+        let elapsed_before = campaign.elapsed;
         Ok(Runner {
             out,
             unit_indexes,
-            elapsed_before: campaign.elapsed,
+            elapsed_before,
             c: campaign,
             lines,
             weights: super::pick::code_weights(&binary),
@@ -633,6 +661,7 @@ impl Runner {
             delegate: false,
             worker_finds: Vec::new(),
             last_unit_round: None,
+            last_new_edge: elapsed_before,
             fuzzing_ended: None,
         })
     }
@@ -653,7 +682,11 @@ impl Runner {
                 // and the seeds' units go first. Later the system fuzzer gets the time
                 // the schedule gives it after the last unit round: most of it where
                 // units find nothing, less where they solve what it cannot.
+                // Until the system fuzzer first stalls, it keeps the time (the changed
+                // functions' units, with --changed-since, go first at once).
+                let waiting = self.c.schedule.units.rounds == 0 && self.c.settings.changed.is_empty();
                 let slice = match self.last_unit_round {
+                    _ if waiting => system_slice / 4,
                     _ if self.c.rounds == 0 => system_slice / 4,
                     Some(unit_secs) => Duration::from_secs_f64(self.c.schedule.system_slice(unit_secs, system_slice.as_secs_f64())),
                     None => system_slice,
@@ -664,6 +697,12 @@ impl Runner {
                 self.c.schedule.system_found(found, self.findings().1.saturating_sub(alarms) as f64, t.elapsed().as_secs_f64());
                 if STOP.load(Ordering::SeqCst) || self.remaining() <= 0.0 {
                     break;
+                }
+                if waiting && !self.system_stalled() {
+                    self.c.rounds += 1;
+                    self.sample()?;
+                    self.save()?;
+                    continue;
                 }
                 // Carving pays only with time left to fuzz what it carves: near the
                 // end, the system fuzzer keeps the rest of the budget.
