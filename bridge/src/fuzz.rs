@@ -45,6 +45,41 @@ pub struct Options {
     pub no_pin: bool,
     /// Print the report as JSON on stdout.
     pub json: bool,
+    /// A branch to flip (`FILE:LINE`): see [`goal_at`].
+    pub goal: Option<String>,
+    /// With `goal`: without the operand distance as feedback.
+    pub no_distance: bool,
+}
+
+/// The goal at the branch on `loc`: the edges of the directions the unit's recorded
+/// values do not take there, and the CmpLog id of its comparison.
+fn goal_at(binary: &Binary, unit: &trestle_abi::unit::Unit, loc: &str, timeout: Duration) -> Result<(Vec<u32>, Option<u32>)> {
+    let table = crate::roadblocks::BranchTable::load(&binary.path)?;
+    let branches = table.branches_at(loc)?;
+    if branches.is_empty() {
+        bail!("--goal {loc}: {} has no conditional branch there ({})", binary.path.display(), table.lines_of(loc));
+    }
+    let all: Vec<u32> = branches.iter().flat_map(|b| b.directions.iter().flat_map(|d| d.edges.iter().copied())).collect();
+    let dir = tempfile::tempdir()?;
+    let taken = trestle_unit_fuzz::recorded_edges(&binary.path, unit, dir.path(), &all, timeout)?;
+    let reached: Vec<&crate::roadblocks::Branch> = branches.into_iter().filter(|b| b.directions.iter().any(|d| d.edges.iter().any(|e| taken.contains(e)))).collect();
+    if reached.is_empty() {
+        bail!("--goal {loc}: the unit's recorded values do not reach that branch (`trestle record --reach {loc}` records calls that do)");
+    }
+    let mut goal = Vec::new();
+    let mut cmp = None;
+    for b in &reached {
+        for d in &b.directions {
+            if !d.edges.iter().any(|e| taken.contains(e)) {
+                goal.extend(d.edges.iter().copied());
+                cmp = cmp.or(b.cmp);
+            }
+        }
+    }
+    if goal.is_empty() {
+        bail!("--goal {loc}: the unit's recorded values take every direction of that branch already");
+    }
+    Ok((goal, cmp))
 }
 
 /// Bind this thread (and the programs it starts from now on) to core `pin`, or to a
@@ -80,6 +115,10 @@ pub fn run(args: &Options) -> Result<FuzzReport> {
     let binary = Binary::load(&program).with_context(|| format!("fuzzing {}", args.unit.display()))?;
     binary.check_unit(&unit, &args.unit)?;
     let (words, ints) = binary.dictionary_for(unit.context.fn_id);
+    let (goal, goal_cmp) = match &args.goal {
+        Some(loc) => goal_at(&binary, &unit, loc, args.timeout)?,
+        None => (Vec::new(), None),
+    };
     let cfg = FuzzConfig {
         program: binary.path.clone(),
         unit,
@@ -99,7 +138,8 @@ pub fn run(args: &Options) -> Result<FuzzReport> {
         },
         cores: args.cores,
         plateau: None,
-        goal: Vec::new(),
+        goal,
+        goal_cmp: goal_cmp.filter(|_| !args.no_distance),
     };
     let report = if args.in_process {
         trestle_unit_fuzz::fuzz_in_process(&cfg)
@@ -121,6 +161,12 @@ pub fn run(args: &Options) -> Result<FuzzReport> {
             report.timeouts.len(),
             report.first_crash_after.map(|t| format!("; first after {t:.1}s")).unwrap_or_default()
         );
+        if let Some(loc) = &args.goal {
+            match report.goal_after {
+                Some(t) => eprintln!("took the other direction at {loc} after {t:.1}s"),
+                None => eprintln!("never took the other direction at {loc}"),
+            }
+        }
         for c in &report.crashes {
             eprintln!("  crash: {}", c.display());
         }

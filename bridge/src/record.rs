@@ -90,7 +90,7 @@ pub fn run(args: &Options) -> Result<()> {
         for loc in &args.reach_lines {
             let edges = table.edges_at(loc)?;
             if edges.is_empty() {
-                bail!("--reach {loc}: {} has no conditional branch there in its branch table (built by an older trestle-cc, or the line holds none)", args.program.display());
+                bail!("--reach {loc}: {} has no conditional branch there ({})", args.program.display(), table.lines_of(loc));
             }
             reach.extend(edges);
         }

@@ -54,18 +54,38 @@ pub struct BranchTable {
 }
 
 impl BranchTable {
-    /// The edges of every direction of the branches at `loc` (`FILE:LINE`, FILE a
-    /// file name or a suffix of the recorded path).
-    pub fn edges_at(&self, loc: &str) -> Result<Vec<u32>> {
+    /// The branches at `loc` (`FILE:LINE`, FILE a file name or a suffix of the
+    /// recorded path).
+    pub fn branches_at(&self, loc: &str) -> Result<Vec<&Branch>> {
         let Some((file, line)) = loc.rsplit_once(':') else { bail!("{loc:?} is not FILE:LINE") };
         let line: u32 = line.parse().with_context(|| format!("{loc:?}: {line:?} is not a line number"))?;
         let file = file.trim_start_matches("./");
-        let mut edges: Vec<u32> = self
+        Ok(self.branches.iter().filter(|b| b.line == line && b.file.as_deref().is_some_and(|f| f == file || f.ends_with(&format!("/{file}")))).collect())
+    }
+
+    /// For an error about `loc` (`FILE:LINE`) that holds no branch: the lines of FILE
+    /// that do, or that the table knows no such file.
+    pub fn lines_of(&self, loc: &str) -> String {
+        let file = loc.rsplit_once(':').map_or(loc, |(f, _)| f).trim_start_matches("./");
+        let mut lines: Vec<u32> = self
             .branches
             .iter()
-            .filter(|b| b.line == line && b.file.as_deref().is_some_and(|f| f == file || f.ends_with(&format!("/{file}"))))
-            .flat_map(|b| b.directions.iter().flat_map(|d| d.edges.iter().copied()))
+            .filter(|b| b.file.as_deref().is_some_and(|f| f == file || f.ends_with(&format!("/{file}"))))
+            .map(|b| b.line)
             .collect();
+        lines.sort_unstable();
+        lines.dedup();
+        match lines.len() {
+            0 => format!("no branch of the program is in a file {file}"),
+            n if n > 40 => format!("{file} has branches on {n} lines, from {} to {}", lines[0], lines[n - 1]),
+            _ => format!("{file} has branches on lines {}", lines.iter().map(u32::to_string).collect::<Vec<_>>().join(", ")),
+        }
+    }
+
+    /// The edges of every direction of the branches at `loc` (`FILE:LINE`, FILE a
+    /// file name or a suffix of the recorded path).
+    pub fn edges_at(&self, loc: &str) -> Result<Vec<u32>> {
+        let mut edges: Vec<u32> = self.branches_at(loc)?.into_iter().flat_map(|b| b.directions.iter().flat_map(|d| d.edges.iter().copied())).collect();
         edges.sort_unstable();
         edges.dedup();
         Ok(edges)
@@ -83,6 +103,8 @@ impl BranchTable {
         if modules.is_empty() {
             return Ok(BranchTable::default());
         }
+        // It runs in a directory of its own: a relative path would not find it there.
+        let program = &std::fs::canonicalize(program).with_context(|| format!("cannot resolve {}", program.display()))?;
         let numbers = guard_numbers(program)?;
         let mut branches = Vec::new();
         for m in modules {

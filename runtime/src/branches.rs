@@ -38,8 +38,15 @@ const _: () = assert!(HEADER == 4 && OPERANDS == 24 && size_of::<CmpLogMap>() >=
 #[no_mangle]
 pub unsafe extern "C" fn __trestle_cmp(id: u64, size: u8, a: u64, b: u64, a_is_const: u8) {
     // SAFETY: the flag and the map pointer are LibAFL's, set up before any hook runs;
-    // the writes stay within entry `id` of the map, as its own hooks' do.
+    // the writes stay within entry `id` of the map, as its own hooks' do. The goal's
+    // statics are written by this (single) thread only.
     unsafe {
+        if id == GOAL_CMP {
+            let d = operand_distance(size, a, b);
+            if d < GOAL_DISTANCE {
+                GOAL_DISTANCE = d;
+            }
+        }
         if CMPLOG_ENABLED == 0 || size == 0 {
             return;
         }
@@ -68,6 +75,44 @@ pub unsafe extern "C" fn __trestle_cmp(id: u64, size: u8, a: u64, b: u64, a_is_c
         (op.add(8) as *mut u64).write_unaligned(b);
         *op.add(16) = a_is_const;
         CMPLOG_ENABLED = 1;
+    }
+}
+
+/// The comparison whose operand distance is tracked ([`trestle_abi::fuzz::ENV_FUZZ_GOAL_CMP`]);
+/// `u64::MAX` for none.
+pub(crate) static mut GOAL_CMP: u64 = u64::MAX;
+/// The least distance between its operands in the current execution; `u64::MAX`
+/// when it was not reached.
+pub(crate) static mut GOAL_DISTANCE: u64 = u64::MAX;
+
+/// How far apart two operands of `size` bytes are: the lesser of their differences
+/// either way round, modulo the width (so that it serves signed and unsigned
+/// comparisons alike).
+fn operand_distance(size: u8, a: u64, b: u64) -> u64 {
+    let mask = if size >= 8 || size == 0 { u64::MAX } else { (1u64 << (8 * size as u32)) - 1 };
+    let (x, y) = (a.wrapping_sub(b) & mask, b.wrapping_sub(a) & mask);
+    x.min(y)
+}
+
+/// The slot (0..=64) of a distance: its bit length.
+pub(crate) fn distance_slot(d: u64) -> usize {
+    (64 - d.leading_zeros()) as usize
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn distances_are_modular_in_the_width_and_slots_are_bit_lengths() {
+        assert_eq!(operand_distance(4, 5, 1_000_000), 999_995);
+        assert_eq!(operand_distance(4, 0xffff_ffff, 1), 2, "-1 and 1 as 32-bit values");
+        assert_eq!(operand_distance(1, 0x1ff, 0x01), 2, "the width masks the bits above it");
+        assert_eq!(operand_distance(8, 7, 7), 0);
+        assert_eq!(distance_slot(0), 0);
+        assert_eq!(distance_slot(1), 1);
+        assert_eq!(distance_slot(999_995), 20);
+        assert_eq!(distance_slot(u64::MAX), 64);
     }
 }
 

@@ -21,7 +21,10 @@
 use crate::fuzz::Session;
 use std::ffi::{c_void, CString, OsStr};
 use std::os::unix::ffi::OsStrExt;
-use trestle_abi::fuzz::{InProcessEntry, InProcessTarget, ENV_FUZZ_INPROC_LIB, INPROC_ABI_VERSION, INPROC_ENTRY};
+use trestle_abi::fuzz::{InProcessEntry, InProcessTarget, ENV_FUZZ_GOAL_CMP, ENV_FUZZ_INPROC_LIB, GOAL_DISTANCE_SLOTS, INPROC_ABI_VERSION, INPROC_ENTRY};
+
+/// Where the operand distance's slots begin in the edge map (0: not tracked).
+static DISTANCE_BASE: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
 
 use crate::fuzz::die;
 
@@ -61,6 +64,21 @@ pub fn serve(session: &mut Session, plan: &OsStr) -> ! {
     let entry: InProcessEntry = unsafe { std::mem::transmute::<*mut c_void, InProcessEntry>(sym) };
     // From here on the program's allocations are the unit's, apart from the fuzzer's.
     crate::unit_heap::enable().unwrap_or_else(|e| die(&e));
+    // A branch to flip: the operand distance of its comparison goes into slots past
+    // the edges, when the map has room for them.
+    let mut edges_len = crate::forkserver::edges();
+    if let Some(v) = std::env::var_os(ENV_FUZZ_GOAL_CMP) {
+        match v.to_string_lossy().parse::<u64>() {
+            Ok(id) if edges_len + GOAL_DISTANCE_SLOTS <= libafl_targets::EDGES_MAP_ALLOCATED_SIZE => {
+                // SAFETY: single-threaded, before the first execution.
+                unsafe { crate::branches::GOAL_CMP = id };
+                DISTANCE_BASE.store(edges_len, std::sync::atomic::Ordering::Relaxed);
+                edges_len += GOAL_DISTANCE_SLOTS;
+            }
+            Ok(_) => eprintln!("trestle runtime: the edge map has no room for the operand distance; fuzzing without it"),
+            Err(e) => eprintln!("trestle runtime: {ENV_FUZZ_GOAL_CMP}={v:?} is not a comparison id ({e}); fuzzing without the operand distance"),
+        }
+    }
     let target = InProcessTarget {
         abi_version: INPROC_ABI_VERSION,
         run: run_one,
@@ -69,7 +87,7 @@ pub fn serve(session: &mut Session, plan: &OsStr) -> ! {
         // SAFETY: reads of statics that libafl_targets set up before main (the
         // counters' location and count); nothing else writes them in this mode.
         edges: unsafe { libafl_targets::EDGES_MAP_PTR },
-        edges_len: crate::forkserver::edges(),
+        edges_len,
         // SAFETY: as above, the map the trace-cmp hooks write and their switch.
         cmplog_map: unsafe { libafl_targets::CMPLOG_MAP_PTR } as *mut c_void,
         cmplog_enabled: &raw mut libafl_targets::CMPLOG_ENABLED,
@@ -92,9 +110,26 @@ unsafe extern "C" fn run_one(session: *mut c_void, input: *const u8, len: usize)
     let (session, input) =
         unsafe { (&mut *(session as *mut Session), std::slice::from_raw_parts(input, len)) };
     crate::guard("an in-process execution", || {
+        let base = DISTANCE_BASE.load(std::sync::atomic::Ordering::Relaxed);
+        // SAFETY: this thread's own static (see `branches`).
+        unsafe { crate::branches::GOAL_DISTANCE = u64::MAX };
         session.apply(input);
         // EXEC_RETURNED, EXEC_EXITED or EXEC_CRASHED + signal, as unit_call.c counts.
         let how = session.execute_catching();
+        if base != 0 {
+            // SAFETY: as above; the slots lie within the edge map (checked in `serve`),
+            // which the fuzzer's observer reads after this callback returns.
+            unsafe {
+                // Every slot from the distance's up: only a distance shorter than any
+                // before sets a slot never set (a longer one is no progress).
+                let d = crate::branches::GOAL_DISTANCE;
+                if d != u64::MAX {
+                    for k in crate::branches::distance_slot(d)..GOAL_DISTANCE_SLOTS {
+                        *libafl_targets::EDGES_MAP_PTR.add(base + k) = 1;
+                    }
+                }
+            }
+        }
         session.reset();
         crate::unit_heap::rewind();
         how

@@ -526,3 +526,65 @@ fn length_conditions_past_a_4096_byte_block_and_a_byte_sized_count_are_found_at_
         assert!(!found_crashes(&out).is_empty(), "{function}: no crash from {want} in 20 s: {report}");
     }
 }
+
+/// A gate on a weighted sum of the bytes of a line: no constant in the input to copy
+/// (input-to-state has nothing to put where), only a distance to close. Measured: with
+/// the operand distance every seed passed it within 0.2 s; without, none of three in
+/// 40 s (11 million executions each).
+const CLIMB: &str = r#"#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+__attribute__((noinline)) int check(const char *s) {
+    unsigned long acc = 0;
+    for (size_t i = 0; s[i]; i++)
+        acc += (unsigned char)s[i] * (i + 1);
+    if (acc == 1234567) { /* the gate */
+        abort();
+    }
+    return (int)(acc & 1);
+}
+
+int main(void) {
+    char line[4096];
+    if (!fgets(line, sizeof line, stdin)) return 1;
+    line[strcspn(line, "\n")] = 0;
+    printf("%d\n", check(line));
+    return 0;
+}
+"#;
+
+#[test]
+fn fuzzing_for_a_branch_climbs_its_operand_distance_and_ends_when_it_flips() {
+    let dir = tempfile::tempdir().unwrap();
+    let prog = build_c(dir.path(), "climb", CLIMB, "-O1");
+    let tests = dir.path().join("tests");
+    write_test(&tests, "seed", &serde_json::json!({"args": [], "stdin": "hello world, this is a seed\n"}));
+    let line = CLIMB.lines().position(|l| l.contains("/* the gate */")).unwrap() + 1;
+    let goal = format!("climb.c:{line}");
+    let (traces, units) = (dir.path().join("traces"), dir.path().join("units"));
+    ok(&mut trestle(&[&"record", &"--program", &prog, &"--tests", &tests, &"--out", &traces, &"--function", &"check", &"--reach", &goal]));
+    ok(&mut trestle(&[&"carve", &traces, &"--out", &units]));
+    let index: Value = serde_json::from_slice(&std::fs::read(units.join("index.json")).unwrap()).unwrap();
+    let unit = units.join(index["units"][0]["file"].as_str().unwrap());
+    for seed in 1..=3 {
+        let out = dir.path().join(format!("fuzz-{seed}"));
+        let o = run(&mut trestle(&[&"fuzz", &unit, &"--in-process", &"--time", &"30s", &"--out", &out, &"--seed", &seed.to_string(), &"--goal", &goal, &"--json"]));
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        let report: Value = serde_json::from_slice(&o.stdout).unwrap();
+        // The direction past the gate is taken (it aborts there: a crash), and the
+        // campaign ends then rather than at its time.
+        let after = report["goal_after"].as_f64().unwrap_or_else(|| panic!("seed {seed}: the gate was never passed: {report}"));
+        assert!(report["crashes"].as_array().is_some_and(|c| !c.is_empty()), "seed {seed}: {report}");
+        assert!(report["seconds"].as_f64().unwrap() < after + 5.0, "seed {seed}: the campaign went on after the goal: {report}");
+    }
+    // Without the distance as feedback the gate stands (what the test is for).
+    let out = dir.path().join("plain");
+    let o = run(&mut trestle(&[&"fuzz", &unit, &"--in-process", &"--time", &"5s", &"--out", &out, &"--goal", &goal, &"--no-distance", &"--json"]));
+    let report: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert!(report["goal_after"].is_null(), "the gate fell without the operand distance: {report}");
+    // A line the unit does not reach, and one without a branch, are errors that say so.
+    let o = run(&mut trestle(&[&"fuzz", &unit, &"--in-process", &"--time", &"5s", &"--out", &dir.path().join("x"), &"--goal", &"climb.c:1"]));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success() && err.contains("--goal climb.c:1") && err.contains(&format!("{line}")), "{err}");
+}

@@ -208,6 +208,9 @@ fn harness_command(
         .stdin(std::process::Stdio::null())
         .stdout(std::process::Stdio::null())
         .stderr(log);
+    if let Some(id) = cfg.goal_cmp {
+        cmd.env(trestle_abi::fuzz::ENV_FUZZ_GOAL_CMP, id.to_string());
+    }
     let pin = cfg.pin_core;
     // SAFETY: only async-signal-safe calls between fork and exec.
     unsafe {

@@ -29,7 +29,7 @@ mod parallel;
 pub mod probe;
 
 pub use parallel::{launcher_main, LAUNCHER};
-pub use probe::{probe, Influence};
+pub use probe::{probe, recorded_edges, Influence};
 
 use libafl::mutators::Tokens;
 use std::path::{Path, PathBuf};
@@ -161,6 +161,10 @@ pub struct FuzzConfig {
     /// ignore it).
     #[serde(default)]
     pub goal: Vec<u32>,
+    /// The CmpLog id of the comparison deciding the goal's branch: in-process, how
+    /// close its operands came is coverage too ([`trestle_abi::fuzz::ENV_FUZZ_GOAL_CMP`]).
+    #[serde(default)]
+    pub goal_cmp: Option<u32>,
 }
 
 /// What a campaign did.
@@ -183,11 +187,15 @@ pub struct FuzzReport {
 }
 
 /// Whether an input of the campaign behind `state` hit one of the edges of `goal`:
-/// the coverage feedback's history (named after the edge observer, `edges`) has it.
+/// the coverage feedback's history (named after the edge observer, `edges`) has it,
+/// or the objective's (`objective_edges`), for an input that took the goal's
+/// direction and crashed there (a planted bug behind a roadblock does).
 pub fn goal_reached<S: libafl::HasNamedMetadata>(state: &S, goal: &[u32]) -> bool {
-    state
-        .named_metadata::<libafl::feedbacks::MapFeedbackMetadata<u8>>("edges")
-        .is_ok_and(|m| goal.iter().any(|&e| m.history_map.get(e as usize).is_some_and(|&v| v != 0)))
+    ["edges", "objective_edges"].iter().any(|name| {
+        state
+            .named_metadata::<libafl::feedbacks::MapFeedbackMetadata<u8>>(name)
+            .is_ok_and(|m| goal.iter().any(|&e| m.history_map.get(e as usize).is_some_and(|&v| v != 0)))
+    })
 }
 
 /// A crash or timeout, described for people and for lifting.

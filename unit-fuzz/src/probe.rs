@@ -82,6 +82,15 @@ pub fn probe(program: &Path, unit: &Unit, dir: &Path, cmp: Option<u32>, edges: &
     Ok(judge(&runs, &owner, cmp.is_some()))
 }
 
+/// Which of `edges` the unit's recorded values take, in one run of the harness laid
+/// out in `dir` (a probe of the recorded values alone).
+pub fn recorded_edges(program: &Path, unit: &Unit, dir: &Path, edges: &[u32], timeout: Duration) -> Result<Vec<u32>, FuzzError> {
+    let out = lay_out(unit, dir)?;
+    let original: Vec<ParamValue> = unit.params.iter().map(original_value).collect();
+    let runs = run_probe(program, &out, None, edges, vec![encode_values(&original)], timeout)?;
+    Ok(runs.into_iter().next().map(|r| r.edges).unwrap_or_default())
+}
+
 /// Run `inputs` through the harness laid out in `out` (by [`lay_out`]), each once in
 /// a fork, and read what each did at the comparison `cmp` and which of `edges` it hit.
 pub(crate) fn run_probe(program: &Path, out: &Path, cmp: Option<u32>, edges: &[u32], inputs: Vec<Vec<u8>>, timeout: Duration) -> Result<Vec<ProbeRun>, FuzzError> {

@@ -73,6 +73,7 @@ pub fn unit_fuzz_config(
         cores,
         plateau: Some(Duration::from_secs(3)),
         goal: Vec::new(),
+        goal_cmp: None,
     }
 }
 

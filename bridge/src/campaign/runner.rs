@@ -444,6 +444,7 @@ impl Runner {
             // or at its end: a gate (a digest, a checksum) shows no progress on the
             // way, so no plateau ends it before.
             cfg.goal = self.branches.branches[rb.branch].directions[rb.missing].edges.clone();
+            cfg.goal_cmp = self.branches.branches[rb.branch].cmp;
             cfg.plateau = None;
             let b = &self.branches.branches[rb.branch];
             let location = format!("{}:{}", b.file.as_deref().map(short_path).unwrap_or("?"), b.line);

@@ -54,6 +54,16 @@ pub struct FuzzArgs {
     /// Print the report as JSON on stdout.
     #[arg(long)]
     pub json: bool,
+    /// Fuzz to take the direction the unit's recorded values do not take at the
+    /// conditional branch on this source line (FILE:LINE): the campaign ends once an
+    /// input takes it. In-process, how close the branch's comparison came counts as
+    /// progress. The unit must reach the line (`trestle record --reach` carves such units).
+    #[arg(long, value_name = "FILE:LINE")]
+    pub goal: Option<String>,
+    /// With --goal: do not count the comparison's operand distance as progress (to
+    /// measure what it adds).
+    #[arg(long, requires = "goal")]
+    pub no_distance: bool,
 }
 
 impl FuzzArgs {
@@ -74,6 +84,8 @@ impl FuzzArgs {
             pin: self.pin,
             no_pin: self.no_pin,
             json: self.json,
+            goal: self.goal.clone(),
+            no_distance: self.no_distance,
         }
     }
 }

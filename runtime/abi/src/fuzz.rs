@@ -52,6 +52,17 @@ pub const ENV_FUZZ_INPROC: &str = "TRESTLE_FUZZ_INPROC";
 /// Environment variable: path of the in-process fuzzer library (a shared object
 /// exporting [`INPROC_ENTRY`]).
 pub const ENV_FUZZ_INPROC_LIB: &str = "TRESTLE_FUZZ_INPROC_LIB";
+/// Environment variable, next to [`ENV_FUZZ_INPROC`]: the CmpLog id (decimal) of the
+/// comparison that decides the branch a unit is fuzzed to flip. After every
+/// in-process execution the harness marks, in [`GOAL_DISTANCE_SLOTS`] slots past the
+/// program's edges, how close the comparison's operands came (every slot from the
+/// bit length of their least difference up): an input that brings them closer than
+/// any before is new coverage to the fuzzer, so it climbs towards the boundary
+/// instead of waiting for a jump across.
+pub const ENV_FUZZ_GOAL_CMP: &str = "TRESTLE_FUZZ_GOAL_CMP";
+/// Slots of the operand distance ([`ENV_FUZZ_GOAL_CMP`]): one per bit length of a
+/// 64-bit difference, 0 to 64.
+pub const GOAL_DISTANCE_SLOTS: usize = 65;
 /// The in-process fuzzer library's entry point, an [`InProcessEntry`].
 pub const INPROC_ENTRY: &str = "trestle_inproc_fuzz";
 /// Version of [`InProcessTarget`]; the library refuses a harness of another.
