@@ -161,14 +161,14 @@ pub fn run(args: &Options) -> Result<FuzzReport> {
             report.timeouts.len(),
             report.first_crash_after.map(|t| format!("; first after {t:.1}s")).unwrap_or_default()
         );
+        for c in &report.crashes {
+            eprintln!("  crash: {}", c.display());
+        }
         if let Some(loc) = &args.goal {
             match report.goal_after {
                 Some(t) => eprintln!("took the other direction at {loc} after {t:.1}s"),
                 None => eprintln!("never took the other direction at {loc}"),
             }
-        }
-        for c in &report.crashes {
-            eprintln!("  crash: {}", c.display());
         }
     }
     Ok(report)

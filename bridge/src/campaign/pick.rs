@@ -363,8 +363,14 @@ impl Runner {
                 .map(|(_, entry)| entry.trim_end_matches(".json"))
                 .collect();
             let id = self.branch_functions[rb.branch];
-            let callers = self.callers.get(&id).map(Vec::as_slice).unwrap_or_default();
-            for (level, ids) in [(0, std::slice::from_ref(&id)), (1, callers)] {
+            let callers = self.callers.get(&id).cloned().unwrap_or_default();
+            // Two calls up too: the parameter that decides the branch may live there
+            // (dc's `dc_register_pop` and `dc_func` units hold no part of the program
+            // text; `dc_evalfile`'s stream, two calls up, is it).
+            let mut grand: Vec<u64> = callers.iter().flat_map(|c| self.callers.get(c).into_iter().flatten().copied()).filter(|g| *g != id && !callers.contains(g)).collect();
+            grand.sort_unstable();
+            grand.dedup();
+            for (level, ids) in [(0, vec![id]), (1, callers), (2, grand)] {
                 let b = &self.branches.branches[rb.branch];
                 let d = &b.directions[rb.missing];
                 let mut level_picks: Vec<(f64, &PathBuf, &UnitRow)> = ids
@@ -391,7 +397,11 @@ impl Runner {
                             self.binary.function_name(id),
                             direction_name(b, rb.missing),
                             d.behind,
-                            if level > 0 { " (a unit of a caller)" } else { "" },
+                            match level {
+                                0 => "",
+                                1 => " (a unit of a caller)",
+                                _ => " (a unit of a caller's caller)",
+                            },
                             describe_params(row)
                         ),
                         value_hashes: row.value_hashes.clone(),

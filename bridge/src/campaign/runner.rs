@@ -212,10 +212,14 @@ impl Runner {
         quiet >= self.c.settings.system_slice.max(STALL_SHARE * self.last_new_edge)
     }
 
-    /// Record and carve what the next unit round needs: in the first round the seeds;
-    /// later, for the best roadblocks not recorded for yet, the queue entry that
-    /// reaches each, for the functions at it only ([`Runner::carve_at_roadblocks`]),
-    /// and the newest queue entries not carved yet, for every function.
+    /// Record and carve what the next unit round needs: for the best roadblocks not
+    /// recorded for yet, the queue entry that reaches each, for the functions at it
+    /// only ([`Runner::carve_at_roadblocks`]); with --changed-since or --focus, the
+    /// seeds (in the first round) and then the newest queue entries, for the changed
+    /// or focused functions only. Every function of every entry is not carved: on sed
+    /// that took 37 s of a 300 s campaign for 18,598 units of which two were fuzzed. The entries' coverage
+    /// of the validation build is measured either way (what makes a lifted test
+    /// effective).
     pub(super) fn carve_new(&mut self) -> Result<()> {
         if self.c.rounds > 0 {
             self.carve_at_roadblocks()?;
@@ -235,7 +239,16 @@ impl Runner {
             return Ok(());
         }
         let tests = fresh.iter().map(|p| load_test(p).map(|t| (p.file_name().unwrap_or_default().to_string_lossy().into_owned(), t))).collect::<Result<Vec<_>>>()?;
-        self.record_and_carve(&tests, &[], &[])?;
+        let changed: Vec<u64> = self
+            .binary
+            .functions
+            .values()
+            .filter(|f| self.c.settings.changed.iter().chain(&self.c.settings.focus).any(|c| *c == f.name || *c == f.display_name()))
+            .map(|f| f.id)
+            .collect();
+        if !changed.is_empty() {
+            self.record_and_carve(&tests, &changed, &[])?;
+        }
         if self.lifter.as_ref().is_some_and(|l| l.measures_coverage()) {
             self.status("measuring coverage");
         }
@@ -685,7 +698,7 @@ impl Runner {
                 // units find nothing, less where they solve what it cannot.
                 // Until the system fuzzer first stalls, it keeps the time (the changed
                 // functions' units, with --changed-since, go first at once).
-                let waiting = self.c.schedule.units.rounds == 0 && self.c.settings.changed.is_empty();
+                let waiting = self.c.schedule.units.rounds == 0 && self.c.settings.changed.is_empty() && self.c.settings.focus.is_empty();
                 let slice = match self.last_unit_round {
                     _ if waiting => system_slice / 4,
                     _ if self.c.rounds == 0 => system_slice / 4,
@@ -699,7 +712,10 @@ impl Runner {
                 if STOP.load(Ordering::SeqCst) || self.remaining() <= 0.0 {
                     break;
                 }
-                if waiting && !self.system_stalled() {
+                // ... or at the latest once a quarter of the budget is spent: on sed the
+                // system fuzzer still found an edge every half minute at 300 s, and
+                // units must get their floor somewhere.
+                if waiting && !self.system_stalled() && self.clock() < self.c.settings.budget / 4.0 {
                     self.c.rounds += 1;
                     self.sample()?;
                     self.save()?;
