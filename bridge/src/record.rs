@@ -29,6 +29,8 @@ pub struct Options {
     /// Keep only the invocations that reach one of these edges (a branch's) before
     /// they end; empty for all ([`hooks::ENV_RECORD_REACH`]).
     pub reach: Vec<u32>,
+    /// The same, for the tests of these names (file stems) alone, instead of `reach`.
+    pub reach_by_test: std::collections::HashMap<String, Vec<u32>>,
     /// The same for the conditional branches at these source lines (`FILE:LINE`, the
     /// file as a name or a path suffix), read from the program's branch table.
     pub reach_lines: Vec<String>,
@@ -115,6 +117,7 @@ pub fn run(args: &Options) -> Result<()> {
         if !only.is_empty() {
             env.push((hooks::ENV_RECORD_ONLY.into(), only.iter().map(|id| format!("{id:x}")).collect::<Vec<_>>().join(",")));
         }
+        let reach = args.reach_by_test.get(&t.name).unwrap_or(&reach);
         if !reach.is_empty() {
             env.push((hooks::ENV_RECORD_REACH.into(), reach.iter().map(u32::to_string).collect::<Vec<_>>().join(",")));
         }

@@ -45,6 +45,9 @@ pub(super) const ROADBLOCK_TRIES: usize = 2;
 /// never fuzzed.
 const PROBES_PER_PICK: usize = 32;
 
+/// Failed probes after which a roadblock is left to the system fuzzer.
+const PROBE_FAILURES: usize = 12;
+
 /// The time a pick's probes may take together, whatever their number.
 const PROBE_TIME: Duration = Duration::from_secs(3);
 
@@ -331,6 +334,11 @@ impl Runner {
             .filter_map(|rb| {
                 let key = rb.key(&self.branches);
                 let tries = self.c.roadblocks.attempts.iter().filter(|a| a.key == key).count();
+                // One whose units keep failing the probe is the system fuzzer's: on sed,
+                // 24 probes of a pick after pick went to one branch in `str_append`.
+                if self.c.roadblocks.probes.iter().filter(|p| p.key == key && !p.worth).count() >= PROBE_FAILURES {
+                    return None;
+                }
                 let compared = if self.branches.branches[rb.branch].cmp.is_some() { 1.5 } else { 1.0 };
                 (tries < ROADBLOCK_TRIES).then(|| (rb.score * compared / (1.0 + tries as f64), rb))
             })
@@ -363,14 +371,20 @@ impl Runner {
                 .map(|(_, entry)| entry.trim_end_matches(".json"))
                 .collect();
             let id = self.branch_functions[rb.branch];
-            let callers = self.callers.get(&id).cloned().unwrap_or_default();
+            // The function whose optimised code holds the branch first: where the
+            // source function was inlined (tally's `digest` into `tally_word` at -O2),
+            // only calls of the holder run these edges; the out-of-line copy has its own.
+            let holder = self.branches.branches[rb.branch].function;
+            let own: Vec<u64> = if holder != id && self.binary.functions.contains_key(&holder) { vec![holder, id] } else { vec![id] };
+            let mut callers: Vec<u64> = own.iter().flat_map(|f| self.callers.get(f).into_iter().flatten().copied()).filter(|c| !own.contains(c)).collect();
+            callers.dedup();
             // Two calls up too: the parameter that decides the branch may live there
             // (dc's `dc_register_pop` and `dc_func` units hold no part of the program
             // text; `dc_evalfile`'s stream, two calls up, is it).
-            let mut grand: Vec<u64> = callers.iter().flat_map(|c| self.callers.get(c).into_iter().flatten().copied()).filter(|g| *g != id && !callers.contains(g)).collect();
+            let mut grand: Vec<u64> = callers.iter().flat_map(|c| self.callers.get(c).into_iter().flatten().copied()).filter(|g| !own.contains(g) && !callers.contains(g)).collect();
             grand.sort_unstable();
             grand.dedup();
-            for (level, ids) in [(0, vec![id]), (1, callers), (2, grand)] {
+            for (level, ids) in [(0, own), (1, callers), (2, grand)] {
                 let b = &self.branches.branches[rb.branch];
                 let d = &b.directions[rb.missing];
                 let mut level_picks: Vec<(f64, &PathBuf, &UnitRow)> = ids

@@ -247,7 +247,7 @@ impl Runner {
             .map(|f| f.id)
             .collect();
         if !changed.is_empty() {
-            self.record_and_carve(&tests, &changed, &[])?;
+            self.record_and_carve(&tests, &changed, &Default::default())?;
         }
         if self.lifter.as_ref().is_some_and(|l| l.measures_coverage()) {
             self.status("measuring coverage");
@@ -273,8 +273,9 @@ impl Runner {
     fn carve_at_roadblocks(&mut self) -> Result<()> {
         let mut tests: Vec<(String, trestle_abi::unit::SystemTest)> = Vec::new();
         let mut only: std::collections::BTreeSet<u64> = std::collections::BTreeSet::new();
-        // The branches' edges, both directions: a call that evaluated the branch.
-        let mut reach: Vec<u32> = Vec::new();
+        // Each entry's branches' edges, both directions: a call that evaluated the
+        // branch it was chosen for (another roadblock's branch is no use there).
+        let mut reach: std::collections::HashMap<String, Vec<u32>> = std::collections::HashMap::new();
         for rb in self.current_roadblocks() {
             if tests.len() == ROADBLOCKS_PER_ROUND {
                 break;
@@ -290,12 +291,16 @@ impl Runner {
             if !self.c.roadblocks.recorded.insert(mark) {
                 continue; // recorded for this roadblock already, from this very entry
             }
-            reach.extend(b.directions.iter().flat_map(|d| d.edges.iter().copied()));
-            let f = self.branch_functions[rb.branch];
-            only.insert(f);
-            for caller in self.callers.get(&f).into_iter().flatten() {
-                only.insert(*caller);
-                only.extend(self.callers.get(caller).into_iter().flatten().copied());
+            let stem = name.trim_end_matches(".json").to_owned();
+            reach.entry(stem).or_default().extend(b.directions.iter().flat_map(|d| d.edges.iter().copied()));
+            // The source function and the one whose code holds the branch (they
+            // differ where it was inlined), and their callers two calls up.
+            for f in [self.branch_functions[rb.branch], b.function] {
+                only.insert(f);
+                for caller in self.callers.get(&f).into_iter().flatten() {
+                    only.insert(*caller);
+                    only.extend(self.callers.get(caller).into_iter().flatten().copied());
+                }
             }
             if !tests.iter().any(|(n, _)| *n == name) {
                 tests.push((name, test));
@@ -316,9 +321,14 @@ impl Runner {
 
     /// Record `tests` (for the functions `only`, all when empty) into a batch of its
     /// own and carve it; the units join the campaign's.
-    /// With `reach` (edges of the roadblocks recorded for), only the invocations that
-    /// reach one of them are carved.
-    fn record_and_carve(&mut self, tests: &[(String, trestle_abi::unit::SystemTest)], only: &[u64], reach: &[u32]) -> Result<()> {
+    /// With `reach` (by test, the edges of the roadblock it is recorded for), only the
+    /// invocations that reach them are carved.
+    fn record_and_carve(
+        &mut self,
+        tests: &[(String, trestle_abi::unit::SystemTest)],
+        only: &[u64],
+        reach: &std::collections::HashMap<String, Vec<u32>>,
+    ) -> Result<()> {
         self.status(&format!("recording {} system test(s){}", tests.len(), if only.is_empty() { "" } else { " at roadblocks" }));
         let round = self.c.unit_dirs.len();
         let batch = self.out.join("traces").join(format!("batch-{round:04}"));
@@ -341,7 +351,8 @@ impl Runner {
             max_per_fn: if only.is_empty() { 5 } else { 20 },
             only: only.to_vec(),
             functions: Vec::new(),
-            reach: reach.to_vec(),
+            reach: Vec::new(),
+            reach_by_test: reach.clone(),
             reach_lines: Vec::new(),
             quiet: true,
         })?;

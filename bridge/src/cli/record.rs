@@ -46,6 +46,7 @@ impl RecordArgs {
             only: Vec::new(),
             functions: self.functions.clone(),
             reach: Vec::new(),
+            reach_by_test: Default::default(),
             reach_lines: self.reach.clone(),
             quiet: false,
         }
