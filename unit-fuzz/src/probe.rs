@@ -51,13 +51,33 @@ impl Influence {
 }
 
 /// The values a probe tries for one parameter besides the recorded one.
+/// Places of a longer string changed one at a time by [`variants`].
+const LOCAL_CHANGES: usize = 4;
+
 fn variants(v: &ParamValue) -> Vec<ParamValue> {
     match v {
         ParamValue::Int(i) => vec![ParamValue::Int(i.wrapping_add(1)), ParamValue::Int(i.wrapping_mul(3).wrapping_add(7)), ParamValue::Int(0)],
         ParamValue::Bytes(b) => {
             let mut longer = b.clone();
             longer.push(b'x');
-            vec![ParamValue::Bytes(b.iter().map(|c| c ^ 1).collect()), ParamValue::Bytes(longer), ParamValue::Bytes(b[..b.len() / 2].to_vec())]
+            let mut out =
+                vec![ParamValue::Bytes(b.iter().map(|c| c ^ 1).collect()), ParamValue::Bytes(longer), ParamValue::Bytes(b[..b.len() / 2].to_vec())];
+            // Changes at single places too: a program text (dc's, a sed script) changed
+            // everywhere or cut in half no longer reaches the branch at all, and says
+            // nothing; one byte changed (a digit stays a digit under ^1) or dropped
+            // mostly does.
+            if b.len() > 4 {
+                for k in 1..=LOCAL_CHANGES {
+                    let at = b.len() * k / (LOCAL_CHANGES + 1);
+                    let mut one = b.clone();
+                    one[at] ^= 1;
+                    out.push(ParamValue::Bytes(one));
+                }
+                let mut dropped = b.clone();
+                dropped.remove(b.len() / 2);
+                out.push(ParamValue::Bytes(dropped));
+            }
+            out
         }
     }
 }
@@ -154,6 +174,22 @@ mod tests {
 
     fn run(operands: &[(u64, u64)], edges: &[u32]) -> ProbeRun {
         ProbeRun { end: ProbeEnd::Exited(0), hits: operands.len() as u32, operands: operands.to_vec(), edges: edges.to_vec() }
+    }
+
+    #[test]
+    fn a_longer_string_is_also_changed_at_single_places() {
+        let v = ParamValue::Bytes(b"1 2 + p 3 4 * p".to_vec());
+        let vs = variants(&v);
+        let single: Vec<_> = vs
+            .iter()
+            .filter_map(|x| match x {
+                ParamValue::Bytes(b) if b.len() == 15 => Some(b.iter().zip(b"1 2 + p 3 4 * p").filter(|(a, o)| a != o).count()),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(single.iter().filter(|&&d| d == 1).count(), LOCAL_CHANGES, "{vs:?}");
+        assert!(vs.iter().any(|x| matches!(x, ParamValue::Bytes(b) if b.len() == 14)), "one byte dropped: {vs:?}");
+        assert_eq!(variants(&ParamValue::Bytes(b"ab".to_vec())).len(), 3, "a short string: the three changes only");
     }
 
     #[test]
