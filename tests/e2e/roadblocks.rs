@@ -147,6 +147,26 @@ fn a_bridge_campaign_fuzzes_units_at_the_system_fuzzers_roadblock() {
         probes.iter().any(|p| p["worth"] == true && p["location"].as_str().is_some_and(|l| l.ends_with(&format!("gate.c:{line}")))),
         "the checksum's unit was not found deciding it: {probes:#?}"
     );
+    // Each roadblock's entry is recorded under a name of its own, for that branch
+    // alone: a unit carved from it reached the branch, and no probe there says it
+    // does not (with one recording for two roadblocks, units that reached only the
+    // other one were probed here and failed).
+    let recorded: Vec<&str> = c["roadblocks"]["recorded"].as_array().unwrap().iter().map(|m| m.as_str().unwrap()).collect();
+    assert!(recorded.iter().all(|m| m.contains("~b")), "{recorded:?}");
+    let mut own = 0;
+    for p in probes {
+        let unit = Path::new(p["unit"].as_str().unwrap());
+        let batch = unit.parent().unwrap().parent().unwrap();
+        let index = json_file(&batch.join("index.json"));
+        let file = unit.strip_prefix(batch).unwrap().to_str().unwrap();
+        let row = index["units"].as_array().unwrap().iter().find(|r| r["file"] == file).unwrap_or_else(|| panic!("{file} in {index}"));
+        let mark = format!("{}@{}.json", p["key"].as_str().unwrap(), row["test"].as_str().unwrap());
+        if recorded.contains(&mark.as_str()) {
+            own += 1;
+            assert!(!p["verdict"].as_str().unwrap().contains("does not reach"), "a unit recorded for this roadblock does not reach it: {p}");
+        }
+    }
+    assert!(own > 0, "no unit recorded for its roadblock was probed there: {probes:#?}");
     let first = attempts[0]["fuzzed"].as_u64().unwrap() as usize;
     assert!(c["fuzzed"][first]["reason"].as_str().unwrap().starts_with("roadblock at"), "{}", c["fuzzed"][first]);
     assert!(log.contains("roadblocks: "), "the last lines say what became of the roadblocks:\n{log}");

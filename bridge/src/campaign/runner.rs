@@ -273,8 +273,12 @@ impl Runner {
     fn carve_at_roadblocks(&mut self) -> Result<()> {
         let mut tests: Vec<(String, trestle_abi::unit::SystemTest)> = Vec::new();
         let mut only: std::collections::BTreeSet<u64> = std::collections::BTreeSet::new();
-        // Each entry's branches' edges, both directions: a call that evaluated the
-        // branch it was chosen for (another roadblock's branch is no use there).
+        // Each recording's branch's edges, both directions: a call that evaluated the
+        // branch it was chosen for. An entry chosen for two roadblocks is recorded once
+        // for each, under a name of its own: with the edges of both in one recording,
+        // dc's `dc_func` units carved for `dc_numlen`'s branch were probed at
+        // `dc_register_pop`'s, failed there ("does not reach"), and the failures left
+        // that roadblock, the one with a bug behind it, to the system fuzzer.
         let mut reach: std::collections::HashMap<String, Vec<u32>> = std::collections::HashMap::new();
         for rb in self.current_roadblocks() {
             if tests.len() == ROADBLOCKS_PER_ROUND {
@@ -287,12 +291,13 @@ impl Runner {
             let b = &self.branches.branches[rb.branch];
             let reached: Vec<u32> = b.directions.iter().enumerate().filter(|(k, _)| *k != rb.missing).flat_map(|(_, d)| d.edges.iter().copied()).collect();
             let Some((name, test)) = self.sys.entry_reaching(&reached) else { continue };
+            let stem = format!("{}~b{}.{}", name.trim_end_matches(".json"), rb.branch, rb.missing);
+            let name = format!("{stem}.json");
             let mark = format!("{key}@{name}");
             if !self.c.roadblocks.recorded.insert(mark) {
                 continue; // recorded for this roadblock already, from this very entry
             }
-            let stem = name.trim_end_matches(".json").to_owned();
-            reach.entry(stem).or_default().extend(b.directions.iter().flat_map(|d| d.edges.iter().copied()));
+            reach.insert(stem, b.directions.iter().flat_map(|d| d.edges.iter().copied()).collect());
             // The source function and the one whose code holds the branch (they
             // differ where it was inlined), and their callers two calls up.
             for f in [self.branch_functions[rb.branch], b.function] {
@@ -302,9 +307,7 @@ impl Runner {
                     only.extend(self.callers.get(caller).into_iter().flatten().copied());
                 }
             }
-            if !tests.iter().any(|(n, _)| *n == name) {
-                tests.push((name, test));
-            }
+            tests.push((name, test));
         }
         if tests.is_empty() {
             return Ok(());
