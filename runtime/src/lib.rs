@@ -251,7 +251,9 @@ impl Runtime {
 #[no_mangle]
 pub unsafe extern "C" fn __trestle_enter(id: u64, state: *mut u32, slots: *const u64, nslots: u32, sp: *const u8) {
     let m = mode();
-    if m == MODE_PASSIVE {
+    // Only recording and replay track the stack (a unit harness calls this for every
+    // call the unit makes: on dc's arithmetic a fifth of its time went here).
+    if !matches!(m, MODE_RECORD | MODE_REPLAY) {
         return;
     }
     STACK_MARK.with(|c| c.set(sp as usize));

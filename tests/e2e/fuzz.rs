@@ -471,6 +471,36 @@ fn in_process_fuzzing_reports_a_hang_as_a_timeout() {
     assert!(left.is_empty(), "processes left running after the campaign: {left:#?}");
 }
 
+/// A hang is noticed by the time the recorded values take, not the per-execution
+/// limit: with `--timeout 4s`, the first objective (the hang for 7777) is kept long
+/// before that limit could have fired once, and the harness says the limit it used.
+#[test]
+fn in_process_fuzzing_notices_a_hang_by_the_recorded_calls_time() {
+    let dir = tempfile::tempdir().unwrap();
+    let unit = carve_exiting_unit(dir.path());
+    let out = dir.path().join("out");
+    let json = ok(&mut trestle(&[
+        &"fuzz",
+        &unit,
+        &"--time",
+        &"60s",
+        &"--timeout",
+        &"4s",
+        &"--out",
+        &out,
+        &"--in-process",
+        &"--stop-on-crash",
+        &"--json",
+    ]));
+    let report: Value = serde_json::from_str(&json).unwrap();
+    let log = std::fs::read_to_string(out.join(".inproc").join("harness.log")).unwrap();
+    assert!(log.contains("hang limit 100 ms"), "{log}");
+    let first = report["first_crash_after"].as_f64().expect("an objective");
+    assert!(first < 4.0, "the hang waited for the 4 s limit: first objective after {first} s; {report}");
+    let timeouts = report["timeouts"].as_array().unwrap();
+    assert!(!timeouts.is_empty(), "the hang, run alone at the full limit, is still a timeout: {report}");
+}
+
 /// Planted length conditions: `shout` upper-cases its text in 4096-byte blocks and
 /// goes wrong for a text longer than one block and not a whole number of them;
 /// `blank_run` counts consecutive empty lines in a signed byte, which wraps at 128.

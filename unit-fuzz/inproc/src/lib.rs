@@ -71,6 +71,13 @@ use trestle_unit_fuzz::mutators::ParamValueMutator;
 /// the respawner (see the crate docs); a hand-over costs about a millisecond.
 pub const FRESH_PROCESS_EVERY: u64 = 100_000;
 
+/// The hang limit is this many times the recorded values' execution time ...
+const HANG_FACTOR: u32 = 20;
+/// ... and at least this, and at most the plan's timeout.
+const HANG_FLOOR: Duration = Duration::from_millis(100);
+/// Runs of the recorded values that measure it (the slowest counts).
+const CALIBRATION_RUNS: usize = 3;
+
 type UnitState = StdState<InMemoryOnDiskCorpus<BytesInput>, BytesInput, StdRand, OnDiskCorpus<BytesInput>>;
 type Inner = SimpleEventManager<BytesInput, NopMonitor, UnitState>;
 type Manager = RestartingEventManager<Inner, UnixShMemProvider>;
@@ -97,6 +104,9 @@ struct Shared {
     /// Executions started, counted by the harness callback (the respawner's sign
     /// of life: a fuzzer stuck outside the target does not move it).
     beats: AtomicU64,
+    /// The hang limit the first fuzzer process measured ([`hang_limit`]), in
+    /// microseconds; 0 before.
+    hang_us: AtomicU64,
 }
 
 impl Shared {
@@ -348,11 +358,11 @@ fn fuzz(c: &Campaign, mut restorer: Restorer) -> Result<(), Error> {
         // and crashing units crash often); the host reruns each objective instead.
         .crashdump(false)
         .build()?;
+    catch_unit_crashes(t)?;
     // Arming and disarming a timer around every execution costs two system calls,
     // more than a cheap unit: batch mode arms it once for many executions (a hang is
-    // then caught within one to two timeouts).
-    *executor.inprocess_hooks_mut().timer_mut() = TimerStruct::batch_mode(plan.timeout);
-    catch_unit_crashes(t)?;
+    // then caught within one to two limits).
+    *executor.inprocess_hooks_mut().timer_mut() = TimerStruct::batch_mode(hang_limit(c));
 
     if plan.cmplog {
         // SAFETY: the runtime's CmpLog map and switch, valid for the process's life.
@@ -370,6 +380,34 @@ fn fuzz(c: &Campaign, mut restorer: Restorer) -> Result<(), Error> {
         let mut stages = tuple_list!(value_stage!(plan), havoc_stage!());
         fuzz_loop(c, afresh, &mut fuzzer, &mut stages, &mut executor, &mut state, &mut mgr)
     }
+}
+
+/// How long an execution may run before it counts as a hang: [`HANG_FACTOR`] times
+/// the slowest of [`CALIBRATION_RUNS`] runs of the recorded values, within
+/// [`HANG_FLOOR`] and the plan's timeout; measured by the first fuzzer process, the
+/// later ones (after a hang) take it over. With the plan's timeout alone, every hang
+/// cost one to two seconds: a dc `dc_evalfile` unit (its recorded input runs in 5 ms)
+/// whose mutated programs often loop made 9 executions a second, most of the slice
+/// spent waiting for hangs to be noticed. Needs the unit's crash handlers in place
+/// (a unit carved from a crashing run crashes here too).
+fn hang_limit(c: &Campaign) -> Duration {
+    let known = c.shared.hang_us.load(Ordering::Relaxed);
+    if known > 0 {
+        return Duration::from_micros(known);
+    }
+    let t = c.target;
+    let original = encode_values(&c.plan.params.iter().map(original_value).collect::<Vec<_>>());
+    let mut slowest = Duration::ZERO;
+    for _ in 0..CALIBRATION_RUNS {
+        let started = Instant::now();
+        // SAFETY: the runtime's callback with its session, on `len` readable bytes.
+        unsafe { (t.run)(t.session, original.as_ptr(), original.len()) };
+        slowest = slowest.max(started.elapsed());
+    }
+    let limit = (slowest * HANG_FACTOR).max(HANG_FLOOR).min(c.plan.timeout);
+    c.shared.hang_us.store(limit.as_micros().max(1) as u64, Ordering::Relaxed);
+    c.say(&format!("hang limit {} ms (the recorded values ran in {:.2} ms at most)", limit.as_millis(), slowest.as_secs_f64() * 1000.0));
+    limit
 }
 
 /// A new fuzzer state: the queue under the plan's `queue/`, the objectives under
