@@ -151,7 +151,7 @@ pub fn run(args: &Options) -> Result<FuzzReport> {
         crate::outln!("{}", serde_json::to_string_pretty(&report)?);
     } else {
         eprintln!(
-            "fuzzed {} for {:.1}s: {} executions ({:.0}/s), {} in queue, {} crash(es), {} timeout(s){}",
+            "fuzzed {} for {:.1}s: {} executions ({:.0}/s), {} in queue, {} crash(es), {} timeout(s){}{}",
             cfg.unit.function,
             report.seconds,
             report.executions,
@@ -159,6 +159,7 @@ pub fn run(args: &Options) -> Result<FuzzReport> {
             report.corpus,
             report.crashes.len(),
             report.timeouts.len(),
+            report.hang_limit_ms.map(|ms| format!(" (hang limit {ms} ms, from the recorded call's time)")).unwrap_or_default(),
             report.first_crash_after.map(|t| format!("; first after {t:.1}s")).unwrap_or_default()
         );
         for c in &report.crashes {

@@ -86,6 +86,9 @@ pub struct InProcessReport {
     /// unit call, most likely a unit that corrupts memory the fuzzer lives in.
     #[serde(default)]
     pub lost: u64,
+    /// The hang limit in milliseconds, once the first fuzzer process measured it.
+    #[serde(default)]
+    pub hang_limit_ms: Option<u64>,
     /// Set when the fuzzer stopped by itself (deadline, or a crash with
     /// `stop_on_crash`, or [`MAX_LOST_PROCESSES`] lost).
     pub done: bool,
@@ -147,6 +150,7 @@ pub(crate) fn campaign(cfg: &FuzzConfig, out: &Path, request: &Path, cwd: &Path)
         corpus: r.corpus,
         first_crash_after: r.first_crash_after,
         goal_after: r.goal_after,
+        hang_limit_ms: r.hang_limit_ms,
         ..FuzzReport::default()
     };
     let left = cfg.time.saturating_sub(start.elapsed());
@@ -164,6 +168,8 @@ pub(crate) fn campaign(cfg: &FuzzConfig, out: &Path, request: &Path, cwd: &Path)
         crashes: rest.crashes,
         timeouts: rest.timeouts,
         goal_after: rest.goal_after.map(|t| t + (cfg.time - left).as_secs_f64()),
+        // The forkserver's timeouts are by the full limit: sort them by it.
+        hang_limit_ms: None,
     })
 }
 

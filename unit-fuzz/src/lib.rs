@@ -184,6 +184,9 @@ pub struct FuzzReport {
     pub first_crash_after: Option<f64>,
     /// Seconds until an input first hit one of [`FuzzConfig::goal`]'s edges.
     pub goal_after: Option<f64>,
+    /// In-process: the time after which an execution counted as a hang, measured on
+    /// the recorded values (at most [`FuzzConfig::timeout`]), in milliseconds.
+    pub hang_limit_ms: Option<u64>,
 }
 
 /// Whether an input of the campaign behind `state` hit one of the edges of `goal`:
@@ -478,11 +481,20 @@ pub(crate) fn single_core_campaign(cfg: &FuzzConfig, out: &Path, request: &Path,
 
 /// Sort the objective's finds into crashes and timeouts by running each alone,
 /// within a bound of its own: many hangs must not hold the caller past its time
-/// (what is left stays in `.solutions`).
+/// (what is left stays in `.solutions`). Each runs for twice the limit the fuzzer
+/// judged it by: the timeout, or in-process the hang limit measured on the recorded
+/// values (half a second at least, for the harness to start): a crash shows within
+/// that, and a hang is a hang by the same measure the fuzzer used. (With twice the
+/// timeout for each, a dc slice's dozen hangs were mostly left unsorted, and lifting
+/// then waited for each as a crash that might be.)
 fn sort_solutions(cfg: &FuzzConfig, out: &Path, request: &Path, cwd: &Path, report: &mut FuzzReport) -> Result<(), FuzzError> {
+    let limit = match report.hang_limit_ms {
+        Some(ms) => (Duration::from_millis(ms) * 2).max(Duration::from_millis(500)).min(cfg.timeout * 2),
+        None => cfg.timeout * 2,
+    };
     // Two hangs' worth and a little: a campaign's unit slice is 10 s, and sorting
     // once took twice that on dc (hangs reading a stream at its end).
-    let sort_end = Instant::now() + Duration::from_secs(2) + cfg.timeout * 4;
+    let sort_end = Instant::now() + Duration::from_secs(2) + limit * 2;
     let solutions = out.join(".solutions");
     for entry in std::fs::read_dir(&solutions).map_err(io("cannot list", &solutions))? {
         let entry = entry.map_err(io("cannot list", &solutions))?;
@@ -494,7 +506,7 @@ fn sort_solutions(cfg: &FuzzConfig, out: &Path, request: &Path, cwd: &Path, repo
         if name.starts_with('.') || path.extension().is_some_and(|e| e == "json" || e == "metadata") {
             continue;
         }
-        let (kind, dir, signal) = match run_input(&cfg.program, request, &path, cwd, cfg.timeout * 2)? {
+        let (kind, dir, signal) = match run_input(&cfg.program, request, &path, cwd, limit)? {
             HarnessEnd::TimedOut => ("timeout", "timeouts", None),
             HarnessEnd::Signaled(sig) => ("crash", "crashes", Some(sig)),
             HarnessEnd::Exited(_) => continue, // did not reproduce alone

@@ -157,6 +157,10 @@ impl Campaign<'_> {
             first_crash_after: (first != u64::MAX).then(|| first as f64 / 1000.0),
             restarts: self.shared.restarts.load(Ordering::Relaxed),
             lost: self.shared.lost.load(Ordering::Relaxed),
+            hang_limit_ms: match self.shared.hang_us.load(Ordering::Relaxed) {
+                0 => None,
+                us => Some(us.div_ceil(1000)),
+            },
             done,
             error,
         };
