@@ -254,6 +254,12 @@ impl Best {
 }
 
 impl Runner {
+    /// What a roadblock promises before any try: its score, half again for a branch
+    /// decided by a comparison whose operands CmpLog sees (input-to-state can solve it).
+    pub(super) fn promise(&self, rb: &Roadblock) -> f64 {
+        rb.score * if self.branches.branches[rb.branch].cmp.is_some() { 1.5 } else { 1.0 }
+    }
+
     /// The next unit to fuzz: a changed function's first; then, but for every
     /// [`EXPLORE_EVERY`]th pick, one at the best roadblock (of `roadblocks`, best first)
     /// that has a unit of its function or of a caller whose parameters the probe shows
@@ -339,8 +345,7 @@ impl Runner {
                 if self.c.roadblocks.probes.iter().filter(|p| p.key == key && !p.worth).count() >= PROBE_FAILURES {
                     return None;
                 }
-                let compared = if self.branches.branches[rb.branch].cmp.is_some() { 1.5 } else { 1.0 };
-                (tries < ROADBLOCK_TRIES).then(|| (rb.score * compared / (1.0 + tries as f64), rb))
+                (tries < ROADBLOCK_TRIES).then(|| (self.promise(rb) / (1.0 + tries as f64), rb))
             })
             .collect();
         order.sort_by(|a, b| b.0.total_cmp(&a.0));
