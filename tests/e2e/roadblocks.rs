@@ -155,6 +155,8 @@ fn a_bridge_campaign_fuzzes_units_at_the_system_fuzzers_roadblock() {
     assert!(recorded.iter().all(|m| m.contains("~b")), "{recorded:?}");
     let mut own = 0;
     for p in probes {
+        // Only a unit that reaches the branch counts against the roadblock.
+        assert_eq!(p["unreached"].as_bool(), Some(p["verdict"].as_str().unwrap().contains("does not reach")), "{p}");
         let unit = Path::new(p["unit"].as_str().unwrap());
         let batch = unit.parent().unwrap().parent().unwrap();
         let index = json_file(&batch.join("index.json"));

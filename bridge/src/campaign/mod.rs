@@ -330,6 +330,10 @@ pub struct RoadblockProbe {
     pub function: String,
     /// Whether its parameters may decide the branch (then it is fuzzed there).
     pub worth: bool,
+    /// Whether it did not reach the branch at all (not counted against the
+    /// roadblock: only units that reach it and cannot move it count as its failures).
+    #[serde(default)]
+    pub unreached: bool,
     /// What the probe found, in words.
     pub verdict: String,
     /// Seconds the probe took.

@@ -45,7 +45,8 @@ pub(super) const ROADBLOCK_TRIES: usize = 2;
 /// never fuzzed.
 const PROBES_PER_PICK: usize = 32;
 
-/// Failed probes after which a roadblock is left to the system fuzzer.
+/// Failed probes (of units that reach the branch) after which a roadblock is left to
+/// the system fuzzer.
 const PROBE_FAILURES: usize = 12;
 
 /// The time a pick's probes may take together, whatever their number.
@@ -296,6 +297,7 @@ impl Runner {
                 // A unit the harness cannot set up is no unit to fuzz either.
                 Err(e) => (false, format!("the probe failed: {e:#}")),
             };
+            let unreached = matches!(influence, Ok(trestle_unit_fuzz::Influence::Unreached));
             let b = &self.branches.branches[rb.branch];
             self.c.roadblocks.probes.push(super::RoadblockProbe {
                 key: rb.key(&self.branches),
@@ -303,6 +305,7 @@ impl Runner {
                 unit: pick.path.clone(),
                 function: pick.function.clone(),
                 worth,
+                unreached,
                 verdict: verdict.clone(),
                 seconds: t.elapsed().as_secs_f64(),
             });
@@ -329,7 +332,7 @@ impl Runner {
 
     /// Units to probe at the roadblocks, best roadblock first: for each, the best few
     /// ([`CANDIDATES_PER_LEVEL`]) of the function holding it, then of its callers,
-    /// but for units already found not to decide it.
+    /// but for units already found not to decide it or fuzzed at it before.
     fn roadblock_candidates(&self, roadblocks: &[Roadblock]) -> Vec<Pick> {
         let history = History::of(&self.c.fuzzed);
         // Each attempt halves a roadblock's promise and more than
@@ -342,7 +345,9 @@ impl Runner {
                 let tries = self.c.roadblocks.attempts.iter().filter(|a| a.key == key).count();
                 // One whose units keep failing the probe is the system fuzzer's: on sed,
                 // 24 probes of a pick after pick went to one branch in `str_append`.
-                if self.c.roadblocks.probes.iter().filter(|p| p.key == key && !p.worth).count() >= PROBE_FAILURES {
+                // A unit that does not reach the branch says nothing of the others
+                // (most are carved for other branches): it is passed over alone.
+                if self.c.roadblocks.probes.iter().filter(|p| p.key == key && !p.worth && !p.unreached).count() >= PROBE_FAILURES {
                     return None;
                 }
                 (tries < ROADBLOCK_TRIES).then(|| (self.promise(rb) / (1.0 + tries as f64), rb))
@@ -354,7 +359,12 @@ impl Runner {
         // The candidates by function, once: a campaign has thousands of units and
         // hundreds of roadblocks.
         let mut by_function: HashMap<u64, Vec<(PathBuf, &UnitRow)>> = HashMap::new();
-        for (path, row) in self.candidates(&history) {
+        // A unit fuzzed before is a candidate still, at any other roadblock: a slice
+        // at one ends the moment its branch flips (tally's `tally_word` unit flipped
+        // digest's gate in 4 ms, and was then never tried at its own gate, the one
+        // with the bug behind it).
+        let everything = History::of(&[]);
+        for (path, row) in self.candidates(&everything) {
             // A unit of `main` is the whole program run: no shortcut to the branch.
             if row.function != "main" {
                 by_function.entry(u64::from_str_radix(&row.fn_id, 16).unwrap_or(0)).or_default().push((path, row));
@@ -366,6 +376,15 @@ impl Runner {
                 break;
             }
             let key = rb.key(&self.branches);
+            let tried_here: BTreeSet<&Path> = self
+                .c
+                .roadblocks
+                .attempts
+                .iter()
+                .filter(|a| a.key == key)
+                .filter_map(|a| self.c.fuzzed.get(a.fuzzed))
+                .map(|f| f.unit.as_path())
+                .collect();
             let own_entries: BTreeSet<&str> = self
                 .c
                 .roadblocks
@@ -396,7 +415,7 @@ impl Runner {
                     .iter()
                     .filter_map(|f| by_function.get(f))
                     .flatten()
-                    .filter(|(path, _)| !rejected.contains(&(key.as_str(), path.as_path())))
+                    .filter(|(path, _)| !rejected.contains(&(key.as_str(), path.as_path())) && !tried_here.contains(path.as_path()))
                     // A unit carved from the queue entry recorded for this very
                     // roadblock reached its branch in that run: those first.
                     .map(|(path, row)| {
