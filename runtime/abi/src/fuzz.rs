@@ -11,7 +11,7 @@
 //! at their recorded values, and a length past the end takes what is there.
 
 use crate::context::Context;
-use crate::unit::{Param, ParamKind};
+use crate::unit::{Param, ParamKind, Resize};
 use serde::{Deserialize, Serialize};
 
 /// Environment variable: path of a [`FuzzRequest`]; the program becomes a unit harness.
@@ -205,6 +205,8 @@ pub fn encode_values(values: &[ParamValue]) -> Vec<u8> {
 
 /// Decode a fuzzer input into one value per parameter.
 pub fn decode_values(params: &[Param], mut input: &[u8]) -> Vec<ParamValue> {
+    // Both the harness and the lifter read values here: what a unit runs with is what
+    // a lifted test carries (see [`liftable_len`]).
     let mut out = Vec::with_capacity(params.len());
     for (i, p) in params.iter().enumerate() {
         let last = i + 1 == params.len();
@@ -223,7 +225,8 @@ pub fn decode_values(params: &[Param], mut input: &[u8]) -> Vec<ParamValue> {
                     let n = u32::from_le_bytes(input[..4].try_into().unwrap()) as usize;
                     let n = if last { input.len() - 4 } else { n.min(input.len() - 4) };
                     let n = n.min(MAX_STRING_VALUE);
-                    out.push(ParamValue::Bytes(input[4..4 + n].to_vec()));
+                    let value = &input[4..4 + n];
+                    out.push(ParamValue::Bytes(value[..liftable_len(p, value)].to_vec()));
                     input = &input[4 + n..];
                 } else {
                     input = &[];
@@ -235,10 +238,41 @@ pub fn decode_values(params: &[Param], mut input: &[u8]) -> Vec<ParamValue> {
     out
 }
 
+/// How much of a string value `p` can hold as the program would see it: a
+/// NUL-terminated string ends at its first NUL, and a token the program cut out of a
+/// line at its first whitespace byte, unless the recorded token held such a byte.
+/// Beyond that, the program given the lifted input would see another string (tally's
+/// `strtok` split a word with a newline in it in two), so a unit finding that needs
+/// the rest is no finding.
+fn liftable_len(p: &Param, value: &[u8]) -> usize {
+    let ParamKind::Bytes { nul, resize } = p.kind else { return value.len() };
+    let ends = |b: u8| {
+        (nul && b == 0 && !p.original.contains(&0))
+            || (resize == Resize::Token && b.is_ascii_whitespace() && !p.original.iter().any(u8::is_ascii_whitespace))
+    };
+    value.iter().position(|&b| ends(b)).unwrap_or(value.len())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::unit::{ParamSite, Resize};
+    use crate::unit::ParamSite;
+
+    #[test]
+    fn a_string_value_ends_where_the_program_would_end_it() {
+        let token = param(ParamKind::Bytes { nul: true, resize: Resize::Token }, b"epsilon");
+        let spaced = param(ParamKind::Bytes { nul: true, resize: Resize::Token }, b"two words");
+        let line = param(ParamKind::Bytes { nul: false, resize: Resize::Extent }, b"a line\n");
+        let c_string = param(ParamKind::Bytes { nul: true, resize: Resize::Extent }, b"name");
+        let v = |b: &[u8]| encode_values(&[ParamValue::Bytes(b.to_vec())]);
+        assert_eq!(decode_values(&[token.clone()], &v(b"na\x01:b\nrest c")), vec![ParamValue::Bytes(b"na\x01:b".to_vec())]);
+        assert_eq!(decode_values(&[token], &v(b"ab\0cd")), vec![ParamValue::Bytes(b"ab".to_vec())]);
+        // A token recorded with a space in it was not cut at spaces.
+        assert_eq!(decode_values(&[spaced], &v(b"x y\tz")), vec![ParamValue::Bytes(b"x y\tz".to_vec())]);
+        // Not a token: whitespace stays; NUL ends only a NUL-terminated string.
+        assert_eq!(decode_values(&[line], &v(b"x y\0z")), vec![ParamValue::Bytes(b"x y\0z".to_vec())]);
+        assert_eq!(decode_values(&[c_string], &v(b"x y\0z")), vec![ParamValue::Bytes(b"x y".to_vec())]);
+    }
 
     fn param(kind: ParamKind, original: &[u8]) -> Param {
         Param { site: ParamSite::Arg(0), kind, original: original.to_vec(), origins: vec![], companions: vec![] }
