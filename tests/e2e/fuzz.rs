@@ -439,26 +439,20 @@ fn a_unit_that_keeps_killing_the_in_process_fuzzer_goes_on_in_the_forkserver_har
     assert!(report["executions"].as_u64().unwrap() > 1_000, "{report}");
 }
 
+/// `trestle fuzz --in-process --stop-on-crash` on `unit` for up to a minute, with
+/// `timeout` per execution; the JSON report.
+fn fuzz_in_process_to_first_objective(unit: &Path, out: &Path, timeout: &str) -> Value {
+    let json = ok(&mut trestle(&[&"fuzz", &unit, &"--time", &"60s", &"--timeout", &timeout, &"--out", &out, &"--in-process", &"--stop-on-crash", &"--json"]));
+    serde_json::from_str(&json).unwrap()
+}
+
 #[test]
 fn in_process_fuzzing_reports_a_hang_as_a_timeout() {
     let dir = tempfile::tempdir().unwrap();
     let unit = carve_exiting_unit(dir.path());
     let out = dir.path().join("out");
     let started = Instant::now();
-    let json = ok(&mut trestle(&[
-        &"fuzz",
-        &unit,
-        &"--time",
-        &"60s",
-        &"--timeout",
-        &"100ms",
-        &"--out",
-        &out,
-        &"--in-process",
-        &"--stop-on-crash",
-        &"--json",
-    ]));
-    let report: Value = serde_json::from_str(&json).unwrap();
+    let report = fuzz_in_process_to_first_objective(&unit, &out, "100ms");
     let timeouts = report["timeouts"].as_array().unwrap();
     assert!(!timeouts.is_empty(), "no timeout: {report}");
     let finding: Value =
@@ -479,20 +473,7 @@ fn in_process_fuzzing_notices_a_hang_by_the_recorded_calls_time() {
     let dir = tempfile::tempdir().unwrap();
     let unit = carve_exiting_unit(dir.path());
     let out = dir.path().join("out");
-    let json = ok(&mut trestle(&[
-        &"fuzz",
-        &unit,
-        &"--time",
-        &"60s",
-        &"--timeout",
-        &"4s",
-        &"--out",
-        &out,
-        &"--in-process",
-        &"--stop-on-crash",
-        &"--json",
-    ]));
-    let report: Value = serde_json::from_str(&json).unwrap();
+    let report = fuzz_in_process_to_first_objective(&unit, &out, "4s");
     let log = std::fs::read_to_string(out.join(".inproc").join("harness.log")).unwrap();
     assert!(log.contains("hang limit 100 ms"), "{log}");
     assert_eq!(report["hang_limit_ms"], 100, "{report}");

@@ -246,11 +246,13 @@ pub fn decode_values(params: &[Param], mut input: &[u8]) -> Vec<ParamValue> {
 /// the rest is no finding.
 fn liftable_len(p: &Param, value: &[u8]) -> usize {
     let ParamKind::Bytes { nul, resize } = p.kind else { return value.len() };
-    let ends = |b: u8| {
-        (nul && b == 0 && !p.original.contains(&0))
-            || (resize == Resize::Token && b.is_ascii_whitespace() && !p.original.iter().any(u8::is_ascii_whitespace))
-    };
-    value.iter().position(|&b| ends(b)).unwrap_or(value.len())
+    // Asked once a value, not once a byte: this runs for every unit execution.
+    let at_nul = nul && !p.original.contains(&0);
+    let at_space = resize == Resize::Token && !p.original.iter().any(u8::is_ascii_whitespace);
+    if !at_nul && !at_space {
+        return value.len();
+    }
+    value.iter().position(|&b| (at_nul && b == 0) || (at_space && b.is_ascii_whitespace())).unwrap_or(value.len())
 }
 
 #[cfg(test)]
