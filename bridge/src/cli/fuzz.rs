@@ -23,7 +23,7 @@ pub struct FuzzArgs {
     #[arg(long)]
     pub program: Option<PathBuf>,
     /// Time limit per execution. In-process, an execution is a hang sooner: after 20
-    /// times the recorded values' time (100 ms at least), measured when fuzzing starts
+    /// times the recorded values' time (10 ms at least), measured when fuzzing starts
     #[arg(long, default_value = "1s", value_parser = parse_duration)]
     pub timeout: Duration,
     /// Random seed.

@@ -73,8 +73,12 @@ pub const FRESH_PROCESS_EVERY: u64 = 100_000;
 
 /// The hang limit is this many times the recorded values' execution time ...
 const HANG_FACTOR: u32 = 20;
-/// ... and at least this, and at most the plan's timeout.
-const HANG_FLOOR: Duration = Duration::from_millis(100);
+/// ... and at least this, and at most the plan's timeout. Half the system fuzzer's
+/// least run limit (20 ms), which pays for a process start: at 100 ms, a dc
+/// `dc_evalfile` unit whose mutated programs loop one execution in fifteen waited for
+/// hangs most of its slice (63 executions a second at 100 ms with a batch-mode timer;
+/// 500-550 at 20 ms, 780-890 at 10 ms with the timer below).
+const HANG_FLOOR: Duration = Duration::from_millis(10);
 /// Runs of the recorded values that measure it (the slowest counts).
 const CALIBRATION_RUNS: usize = 3;
 
@@ -363,10 +367,12 @@ fn fuzz(c: &Campaign, mut restorer: Restorer) -> Result<(), Error> {
         .crashdump(false)
         .build()?;
     catch_unit_crashes(t)?;
-    // Arming and disarming a timer around every execution costs two system calls,
-    // more than a cheap unit: batch mode arms it once for many executions (a hang is
-    // then caught within one to two limits).
-    *executor.inprocess_hooks_mut().timer_mut() = TimerStruct::batch_mode(hang_limit(c));
+    // A timer armed and disarmed around every execution: two system calls, no slower
+    // on a 30 µs sed unit than LibAFL's batch mode, which arms it once for many
+    // executions and, after hangs in a row, sometimes left it disarmed: a dc unit's
+    // fuzzer then ran one looping program until the respawner gave it up (a 10 s
+    // slice took 14 s and its queue was lost).
+    *executor.inprocess_hooks_mut().timer_mut() = TimerStruct::new(hang_limit(c));
 
     if plan.cmplog {
         // SAFETY: the runtime's CmpLog map and switch, valid for the process's life.
