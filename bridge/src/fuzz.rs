@@ -49,6 +49,8 @@ pub struct Options {
     pub goal: Option<String>,
     /// With `goal`: without the operand distance as feedback.
     pub no_distance: bool,
+    /// With `goal`: how long to go on once the direction is taken.
+    pub after_goal: Duration,
 }
 
 /// The goal at the branch on `loc`: the edges of the directions the unit's recorded
@@ -140,6 +142,7 @@ pub fn run(args: &Options) -> Result<FuzzReport> {
         plateau: None,
         goal,
         goal_cmp: goal_cmp.filter(|_| !args.no_distance),
+        after_goal: args.after_goal,
     };
     let report = if args.in_process {
         trestle_unit_fuzz::fuzz_in_process(&cfg)

@@ -600,3 +600,58 @@ fn fuzzing_for_a_branch_climbs_its_operand_distance_and_ends_when_it_flips() {
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(!o.status.success() && err.contains("--goal climb.c:1") && err.contains(&format!("{line}")), "{err}");
 }
+
+/// A gate a comparison solves at once (`n == 4242`), and behind it a crash that takes
+/// more mutations (a text longer than 200 bytes).
+const BEHIND: &str = r#"#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+__attribute__((noinline)) int check(long n, const char *text) {
+    if (n == 4242) { /* the gate */
+        if (strlen(text) > 200)
+            abort();
+        return 1;
+    }
+    return 0;
+}
+
+int main(void) {
+    char line[4096], text[4096];
+    long n;
+    if (!fgets(line, sizeof line, stdin) || sscanf(line, "%ld %4095s", &n, text) != 2) return 1;
+    printf("%d\n", check(n, text));
+    return 0;
+}
+"#;
+
+/// With `--after-goal`, fuzzing goes on past the flip and finds what lies behind the
+/// branch; without, it ends at the flip, before the crash.
+#[test]
+fn fuzzing_for_a_branch_goes_on_behind_it_when_asked() {
+    let dir = tempfile::tempdir().unwrap();
+    let prog = build_c(dir.path(), "behind", BEHIND, "-O1");
+    let tests = dir.path().join("tests");
+    write_test(&tests, "seed", &serde_json::json!({"args": [], "stdin": "17 hello\n"}));
+    let line = BEHIND.lines().position(|l| l.contains("/* the gate */")).unwrap() + 1;
+    let goal = format!("behind.c:{line}");
+    let (traces, units) = (dir.path().join("traces"), dir.path().join("units"));
+    ok(&mut trestle(&[&"record", &"--program", &prog, &"--tests", &tests, &"--out", &traces, &"--function", &"check", &"--reach", &goal]));
+    ok(&mut trestle(&[&"carve", &traces, &"--out", &units]));
+    let index: Value = serde_json::from_slice(&std::fs::read(units.join("index.json")).unwrap()).unwrap();
+    let unit = units.join(index["units"][0]["file"].as_str().unwrap());
+    let fuzz = |name: &str, after: &str| -> Value {
+        let out = dir.path().join(name);
+        let o = run(&mut trestle(&[&"fuzz", &unit, &"--in-process", &"--time", &"40s", &"--out", &out, &"--goal", &goal, &"--after-goal", &after, &"--json"]));
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        serde_json::from_slice(&o.stdout).unwrap()
+    };
+    let at_flip = fuzz("fuzz-at-flip", "0s");
+    let flipped = at_flip["goal_after"].as_f64().unwrap_or_else(|| panic!("the gate was never passed: {at_flip}"));
+    assert!(at_flip["seconds"].as_f64().unwrap() < flipped + 5.0, "{at_flip}");
+    assert!(at_flip["crashes"].as_array().is_some_and(|c| c.is_empty()), "the flip itself crashed: {at_flip}");
+    let behind = fuzz("fuzz-behind", "20s");
+    let flipped = behind["goal_after"].as_f64().unwrap_or_else(|| panic!("the gate was never passed: {behind}"));
+    assert!(behind["crashes"].as_array().is_some_and(|c| !c.is_empty()), "nothing behind the gate in 20 s: {behind}");
+    assert!(behind["seconds"].as_f64().unwrap() < flipped + 25.0, "went on past --after-goal: {behind}");
+}

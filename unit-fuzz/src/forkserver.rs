@@ -227,13 +227,15 @@ where
     EM: ProgressReporter<S>,
 {
     let mut last = Instant::now();
+    let mut end = end;
     while Instant::now() < end {
         fuzzer.fuzz_one(stages, executor, state, mgr).map_err(lib)?;
         let solutions = state.solutions().count();
         if client.is_none() && !cfg.goal.is_empty() && report.goal_after.is_none() && crate::goal_reached(state, &cfg.goal) {
-            // The direction was taken: the rest of the slice is the campaign's.
+            // The direction was taken: what lies behind it gets `after_goal`, the
+            // rest of the slice is the campaign's.
             report.goal_after = Some(start.elapsed().as_secs_f64());
-            break;
+            end = end.min(Instant::now() + cfg.after_goal);
         }
         if solutions > 0 && report.first_crash_after.is_none() {
             report.first_crash_after = Some(start.elapsed().as_secs_f64());

@@ -64,6 +64,9 @@ pub struct InProcessPlan {
     /// [`FuzzConfig::goal`].
     #[serde(default)]
     pub goal: Vec<u32>,
+    /// [`FuzzConfig::after_goal`].
+    #[serde(default)]
+    pub after_goal: Duration,
 }
 
 /// What the in-process fuzzer did, written by it every second and when it stops.
@@ -188,6 +191,7 @@ fn write_plan(cfg: &FuzzConfig, out: &Path, dir: &Path, report_file: &Path) -> R
         start: now,
         end: now + cfg.time,
         goal: cfg.goal.clone(),
+        after_goal: cfg.after_goal,
     };
     let plan_file = dir.join("plan.bin");
     std::fs::write(&plan_file, bincode::serialize(&plan).map_err(|e| FuzzError::Libafl(e.to_string()))?)

@@ -165,6 +165,11 @@ pub struct FuzzConfig {
     /// close its operands came is coverage too ([`trestle_abi::fuzz::ENV_FUZZ_GOAL_CMP`]).
     #[serde(default)]
     pub goal_cmp: Option<u32>,
+    /// How long fuzzing goes on once an input took the goal's direction (within
+    /// [`FuzzConfig::time`]): what lies behind the branch, a crash a few mutations
+    /// past the flip above all. Zero ends the campaign at the flip.
+    #[serde(default)]
+    pub after_goal: Duration,
 }
 
 /// What a campaign did.

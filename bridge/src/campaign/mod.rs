@@ -74,6 +74,7 @@ pub fn unit_fuzz_config(
         plateau: Some(Duration::from_secs(3)),
         goal: Vec::new(),
         goal_cmp: None,
+        after_goal: Duration::ZERO,
     }
 }
 

@@ -44,6 +44,12 @@ const RECORD_PER_ROUND: usize = 16;
 /// (`dc_array_get`'s cache index) never came up.
 const ROADBLOCKS_PER_ROUND: usize = 16;
 
+/// How long a roadblock slice goes on once its unit took the missing direction. Ended
+/// at the flip, a sed `str_append_modified` unit flipped `ascii_only`'s branch in 8 ms
+/// and its slice was over; fuzzed on, the same unit crashed on a replacement longer
+/// than a case-conversion block (a planted bug) within a tenth of a second.
+const AFTER_FLIP: Duration = Duration::from_secs(3);
+
 /// How long, as a share of the time it took to find the system fuzzer's last new
 /// edge, it must find none for the first unit round to begin
 /// ([`Runner::system_stalled`]).
@@ -480,11 +486,13 @@ impl Runner {
         });
         let mut phase = format!("unit fuzzing {function}");
         if let Some(rb) = &roadblock {
-            // The slice ends once the unit takes the missing direction, and only then
-            // or at its end: a gate (a digest, a checksum) shows no progress on the
-            // way, so no plateau ends it before.
+            // The slice ends a little after the unit takes the missing direction
+            // ([`AFTER_FLIP`]: a crash a few mutations behind the branch), or at its
+            // end: a gate (a digest, a checksum) shows no progress on the way, so no
+            // plateau ends it before.
             cfg.goal = self.branches.branches[rb.branch].directions[rb.missing].edges.clone();
             cfg.goal_cmp = self.branches.branches[rb.branch].cmp;
+            cfg.after_goal = AFTER_FLIP;
             cfg.plateau = None;
             let b = &self.branches.branches[rb.branch];
             let location = format!("{}:{}", b.file.as_deref().map(short_path).unwrap_or("?"), b.line);

@@ -65,6 +65,10 @@ pub struct FuzzArgs {
     /// measure what it adds).
     #[arg(long, requires = "goal")]
     pub no_distance: bool,
+    /// With --goal: go on fuzzing this long once the direction is taken (what lies
+    /// behind the branch), instead of ending there.
+    #[arg(long, requires = "goal", default_value = "0s", value_parser = parse_duration)]
+    pub after_goal: Duration,
 }
 
 impl FuzzArgs {
@@ -87,6 +91,7 @@ impl FuzzArgs {
             json: self.json,
             goal: self.goal.clone(),
             no_distance: self.no_distance,
+            after_goal: self.after_goal,
         }
     }
 }

@@ -507,7 +507,9 @@ where
         if !plan.goal.is_empty() && c.shared.goal_ms.load(Ordering::Relaxed) == u64::MAX && trestle_unit_fuzz::goal_reached(state, &plan.goal) {
             c.shared.goal_ms.store(c.start.elapsed().as_millis() as u64, Ordering::Relaxed);
         }
-        let goal = c.shared.goal_ms.load(Ordering::Relaxed) != u64::MAX;
+        // Once the goal's direction is taken, what lies behind it gets `after_goal`.
+        let goal_ms = c.shared.goal_ms.load(Ordering::Relaxed);
+        let goal = goal_ms != u64::MAX && c.start.elapsed() >= Duration::from_millis(goal_ms) + plan.after_goal;
         if Instant::now() >= c.end || (plan.stop_on_crash && objectives > 0) || goal {
             c.report(executions, state.corpus().count(), objectives, true, None);
             c.shared.done.store(true, Ordering::SeqCst);
