@@ -206,22 +206,31 @@ fn a_unit_crosses_the_roadblock_the_system_fuzzer_does_not_and_the_bridge_report
     };
     let (bridge, log) = campaign("bridge", &[]);
     let alarms = alarm_list(&bridge);
-    assert!(alarms.iter().any(|a| a["function"] == "remember" && a["source"] == "unit"), "the bridge did not report the digest bug from a unit: {alarms:?}\n{log}");
-    assert!(
-        alarms.iter().any(|a| a["function"] == "remember" && a["roadblock"].as_str().is_some_and(|r| r.ends_with("tally.c:50"))),
-        "the alarm does not name the roadblock whose slice found it: {alarms:?}"
-    );
+    let alarm = alarms
+        .iter()
+        .find(|a| a["function"] == "remember" && a["source"] == "unit")
+        .unwrap_or_else(|| panic!("the bridge did not report the digest bug from a unit: {alarms:?}\n{log}"));
+    // The slice that found it was a roadblock's: tally_word's gate, or another whose
+    // slice gave the same unit (a `digest` loop's, never flipped: the word is never
+    // empty) the time to pass the gate by chance. The alarm names it, and the alarm
+    // solved it.
+    let roadblock = alarm["roadblock"].as_str().unwrap_or_else(|| panic!("the alarm names no roadblock: {alarm}"));
     let c = json_file(&bridge.join("campaign.json"));
-    let at_gate = c["roadblocks"]["attempts"].as_array().unwrap().iter().find(|a| a["function"] == "tally_word").cloned();
-    let a = at_gate.unwrap_or_else(|| panic!("no unit fuzzed at tally_word's gate: {}\npicks: {:#?}\n{log}", c["roadblocks"], c["fuzzed"]));
+    let attempts = c["roadblocks"]["attempts"].as_array().unwrap();
+    let a = attempts
+        .iter()
+        .find(|a| roadblock.ends_with(a["location"].as_str().unwrap()) || a["location"].as_str().unwrap().ends_with(roadblock))
+        .unwrap_or_else(|| panic!("the alarm's roadblock {roadblock} was never attempted: {}\npicks: {:#?}\n{log}", c["roadblocks"], c["fuzzed"]));
+    assert!(c["fuzzed"][a["fuzzed"].as_u64().unwrap() as usize]["function"] == "tally_word", "{a}\n{:#?}", c["fuzzed"]);
     let (at, flipped, solved) = (a["at"].as_f64().unwrap(), a["flipped_at"].as_f64(), a["solved_at"].as_f64());
-    assert!(flipped.is_some_and(|f| f >= at) && solved.is_some_and(|s| s >= flipped.unwrap()), "the gate was flipped in the unit, then at system level: {a}");
+    assert!(solved.is_some_and(|s| s >= at && flipped.is_none_or(|f| s >= f)), "the alarm did not solve its roadblock: {a}");
+    let function = a["function"].as_str().unwrap().to_owned();
     // The report says where the roadblock was and what came of it.
     let o = run(&mut trestle(&[&"report", &bridge]));
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let md = std::fs::read_to_string(bridge.join("report.md")).unwrap();
     let section = md.split("## Roadblocks").nth(1).unwrap_or_else(|| panic!("no roadblocks section:\n{md}"));
-    assert!(section.contains("`tally_word`") && section.contains("solved at system level") && !section.contains(", 0 solved at system level"), "{section}");
+    assert!(section.contains(&format!("`{function}`")) && section.contains("solved at system level") && !section.contains(", 0 solved at system level"), "{section}");
     assert!(section.contains("probed at a roadblock"), "the report does not say what the probes did: {section}");
     // A unit round that solved a roadblock earns unit rounds more of the time.
     assert!(c["schedule"]["units"]["found"].as_f64().unwrap() > 0.0, "{}", c["schedule"]);
