@@ -111,6 +111,8 @@ struct Shared {
     /// The hang limit the first fuzzer process measured ([`hang_limit`]), in
     /// microseconds; 0 before.
     hang_us: AtomicU64,
+    /// Hangs kept as objectives ([`HangBudget`]).
+    hangs: AtomicU64,
 }
 
 impl Shared {
@@ -342,10 +344,12 @@ fn fuzz(c: &Campaign, mut restorer: Restorer) -> Result<(), Error> {
     };
     let time_observer = TimeObserver::new("time");
     let mut feedback = feedback_or!(MaxMapFeedback::new(&edges_observer), TimeFeedback::new(&time_observer));
-    // As in run_fuzzer: one objective per way to crash, not copies of one crash.
+    // As in run_fuzzer: one objective per way to crash, not copies of one crash; and
+    // a few hangs at most.
     let mut objective = feedback_and_fast!(
         feedback_or_fast!(CrashFeedback::new(), TimeoutFeedback::new()),
-        MaxMapFeedback::with_name("objective_edges", &edges_observer)
+        MaxMapFeedback::with_name("objective_edges", &edges_observer),
+        HangBudget(&c.shared.hangs)
     );
     let mut state = match saved {
         Some(state) => state,
@@ -354,7 +358,7 @@ fn fuzz(c: &Campaign, mut restorer: Restorer) -> Result<(), Error> {
     let scheduler = IndexesLenTimeMinimizerScheduler::new(&edges_observer, QueueScheduler::new());
     let mut fuzzer = StdFuzzer::new(scheduler, feedback, objective);
 
-    let mut harness = unit_harness(c);
+    let mut harness = unit_harness(c)?;
     let mut executor = InProcessExecutor::builder()
         .harness(&mut harness)
         .observers(tuple_list!(edges_observer, time_observer))
@@ -367,12 +371,13 @@ fn fuzz(c: &Campaign, mut restorer: Restorer) -> Result<(), Error> {
         .crashdump(false)
         .build()?;
     catch_unit_crashes(t)?;
-    // A timer armed and disarmed around every execution: two system calls, no slower
-    // on a 30 µs sed unit than LibAFL's batch mode, which arms it once for many
-    // executions and, after hangs in a row, sometimes left it disarmed: a dc unit's
-    // fuzzer then ran one looping program until the respawner gave it up (a 10 s
-    // slice took 14 s and its queue was lost).
-    *executor.inprocess_hooks_mut().timer_mut() = TimerStruct::new(hang_limit(c));
+    // The hang limit is the harness's CPU timer's; LibAFL's timer, armed and disarmed
+    // around every execution (no slower on a 30 µs sed unit than its batch mode, which
+    // after hangs in a row sometimes stayed disarmed: a dc unit's fuzzer then ran one
+    // looping program until the respawner gave it up), ends an execution blocked
+    // past the plan's timeout.
+    hang_limit(c);
+    *executor.inprocess_hooks_mut().timer_mut() = TimerStruct::new(c.plan.timeout);
 
     if plan.cmplog {
         // SAFETY: the runtime's CmpLog map and switch, valid for the process's life.
@@ -443,20 +448,92 @@ where
     Ok(state)
 }
 
-/// One execution through the runtime's callback, counted as a sign of life.
-fn unit_harness<'a>(c: &'a Campaign) -> impl FnMut(&BytesInput) -> ExitKind + 'a {
+/// One execution through the runtime's callback, counted as a sign of life, with the
+/// [`CpuTimer`] armed at the hang limit once it is measured.
+fn unit_harness<'a>(c: &'a Campaign) -> Result<impl FnMut(&BytesInput) -> ExitKind + 'a, Error> {
     let t = c.target;
-    let beats = &c.shared.beats;
-    move |input: &BytesInput| {
+    let (beats, hang_us) = (&c.shared.beats, &c.shared.hang_us);
+    let timer = CpuTimer::new()?;
+    Ok(move |input: &BytesInput| {
         // One writer (this process): a plain add, no locked instruction.
         beats.store(beats.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
         let bytes = input.target_bytes();
+        timer.arm(hang_us.load(Ordering::Relaxed));
         // SAFETY: the runtime's callback with its session, on `len` readable bytes.
-        if unsafe { (t.run)(t.session, bytes.as_ptr(), bytes.len()) } >= EXEC_CRASHED {
+        let r = unsafe { (t.run)(t.session, bytes.as_ptr(), bytes.len()) };
+        timer.arm(0);
+        if r >= EXEC_CRASHED {
             ExitKind::Crash
         } else {
             ExitKind::Ok
         }
+    })
+}
+
+/// Hangs kept as objectives, at most, in one campaign.
+const MAX_HANGS: u64 = 4;
+
+/// Keeps at most [`MAX_HANGS`] hangs as objectives. A hang is cut at the limit
+/// wherever the unit is, so its edges are new almost every time: a 10 s slice of a dc
+/// unit whose programs often loop kept 29, each confirmed by running to a longer
+/// limit, and those the slice had no time to sort waited for a limit again in
+/// lifting (61 s of a 300 s campaign).
+struct HangBudget(&'static AtomicU64);
+
+impl libafl_bolts::Named for HangBudget {
+    fn name(&self) -> &std::borrow::Cow<'static, str> {
+        static NAME: std::borrow::Cow<'static, str> = std::borrow::Cow::Borrowed("hang_budget");
+        &NAME
+    }
+}
+
+impl<S> libafl::feedbacks::StateInitializer<S> for HangBudget {}
+
+impl<EM, I, OT, S> libafl::feedbacks::Feedback<EM, I, OT, S> for HangBudget {
+    fn is_interesting(&mut self, _: &mut S, _: &mut EM, _: &I, _: &OT, exit: &ExitKind) -> Result<bool, Error> {
+        if *exit != ExitKind::Timeout {
+            return Ok(true);
+        }
+        Ok(self.0.fetch_add(1, Ordering::Relaxed) < MAX_HANGS)
+    }
+}
+
+/// A timer on this thread's CPU time that raises `SIGALRM`, LibAFL's timeout signal:
+/// an execution is a hang once it has computed for the hang limit, however long it
+/// waited for the CPU. By the wall clock, a 10 ms limit made hangs of executions
+/// that were only preempted (tests running side by side on two cores): each cost a
+/// restart, and with `--stop-on-crash` ended the campaign. LibAFL's own timer, by the
+/// wall clock at the plan's timeout, still ends an execution blocked in a system call.
+struct CpuTimer(libc::timer_t);
+
+impl CpuTimer {
+    fn new() -> Result<CpuTimer, Error> {
+        // SAFETY: a zeroed sigevent is valid; the fields set are the ones SIGEV_SIGNAL reads.
+        unsafe {
+            let mut event: libc::sigevent = std::mem::zeroed();
+            event.sigev_notify = libc::SIGEV_SIGNAL;
+            event.sigev_signo = libc::SIGALRM;
+            let mut id: libc::timer_t = std::ptr::null_mut();
+            if libc::timer_create(libc::CLOCK_THREAD_CPUTIME_ID, &mut event, &mut id) != 0 {
+                return Err(Error::unknown(format!("cannot create a CPU-time timer: {}", std::io::Error::last_os_error())));
+            }
+            Ok(CpuTimer(id))
+        }
+    }
+
+    /// Fire after `us` microseconds of CPU time; 0 disarms.
+    fn arm(&self, us: u64) {
+        let value = libc::timespec { tv_sec: (us / 1_000_000) as libc::time_t, tv_nsec: ((us % 1_000_000) * 1000) as libc::c_long };
+        let spec = libc::itimerspec { it_interval: libc::timespec { tv_sec: 0, tv_nsec: 0 }, it_value: value };
+        // SAFETY: our timer, a valid itimerspec.
+        unsafe { libc::timer_settime(self.0, 0, &spec, std::ptr::null_mut()) };
+    }
+}
+
+impl Drop for CpuTimer {
+    fn drop(&mut self) {
+        // SAFETY: our timer, deleted once.
+        unsafe { libc::timer_delete(self.0) };
     }
 }
 
