@@ -2,11 +2,18 @@
 
 use crate::binary::Binary;
 
+use crate::carve::mapping::STREAM_CAP;
 use crate::carve::units::read_unit;
 use anyhow::{bail, Context as _, Result};
+use std::collections::HashSet;
 use std::path::PathBuf;
 use std::time::Duration;
+use trestle_abi::fuzz::{encode_values, original_value, ParamValue};
+use trestle_abi::unit::{InputRef, ParamKind, SystemTest, Unit};
 use trestle_unit_fuzz::{Dictionary, FuzzConfig, FuzzReport};
+
+/// Inputs `--start-from` gives the fuzzer at most.
+const MAX_START_FROM: usize = 1024;
 
 /// Options of `trestle fuzz`.
 #[derive(Debug)]
@@ -51,6 +58,59 @@ pub struct Options {
     pub no_distance: bool,
     /// With `goal`: how long to go on once the direction is taken.
     pub after_goal: Duration,
+    /// System tests whose inputs the unit's stream parameters start from too
+    /// ([`stream_seeds`]).
+    pub start_from: Option<PathBuf>,
+}
+
+/// Unit inputs made of system tests' inputs (a system fuzzer's queue, say), at most
+/// `max`: a stream parameter (what was left to read of an input when the call began)
+/// takes a test's same input from the same place, when the test's bytes before that
+/// place are the recorded ones; the other parameters keep their recorded values. A
+/// unit whose parameter is the program text of an interpreter (dc's `dc_evalfile`)
+/// then starts from the programs the system fuzzer found, not from one seed's.
+/// Tests that change no stream parameter, or whose input runs past what a parameter
+/// holds ([`STREAM_CAP`]), give none.
+pub fn stream_seeds(unit: &Unit, tests: &[SystemTest], max: usize) -> Vec<Vec<u8>> {
+    let streams: Vec<usize> = (0..unit.params.len())
+        .filter(|&i| matches!(unit.params[i].kind, ParamKind::Stream { cut: 0 }) && !unit.params[i].origins.is_empty())
+        .collect();
+    let original: Vec<ParamValue> = unit.params.iter().map(original_value).collect();
+    let mut seen = HashSet::new();
+    let mut seeds = Vec::new();
+    for test in tests {
+        if seeds.len() >= max || streams.is_empty() {
+            break;
+        }
+        let mut values = original.clone();
+        for &i in &streams {
+            let origin = &unit.params[i].origins[0];
+            let (Some(ours), Some(theirs)) = (input_bytes(&unit.system_test, &origin.input), input_bytes(test, &origin.input)) else {
+                continue;
+            };
+            let at = origin.offset as usize;
+            if theirs.len() < at || theirs.len() - at > STREAM_CAP || ours.get(..at) != theirs.get(..at) {
+                continue;
+            }
+            values[i] = ParamValue::Bytes(theirs[at..].to_vec());
+        }
+        if values != original {
+            let input = encode_values(&values);
+            if seen.insert(input.clone()) {
+                seeds.push(input);
+            }
+        }
+    }
+    seeds
+}
+
+/// The bytes of one input of `test` (not of an argument: a stream reads stdin or a file).
+fn input_bytes<'a>(test: &'a SystemTest, input: &InputRef) -> Option<&'a [u8]> {
+    match input {
+        InputRef::Stdin => Some(test.stdin.as_deref().unwrap_or_default()),
+        InputRef::File(name) => test.files.get(name).map(Vec::as_slice),
+        InputRef::Arg(_) => None,
+    }
 }
 
 /// The goal at the branch on `loc`: the edges of the directions the unit's recorded
@@ -121,6 +181,21 @@ pub fn run(args: &Options) -> Result<FuzzReport> {
         Some(loc) => goal_at(&binary, &unit, loc, args.timeout)?,
         None => (Vec::new(), None),
     };
+    let seeds = match &args.start_from {
+        Some(dir) => {
+            let tests: Vec<SystemTest> = crate::system::systest::load_tests(dir)?.into_iter().map(|t| t.test).collect();
+            let seeds = stream_seeds(&unit, &tests, MAX_START_FROM);
+            if seeds.is_empty() {
+                bail!(
+                    "--start-from {}: no test there gives the unit's stream parameters another value (the unit has {} stream parameter(s); a test must have the same input, alike up to where the call began reading)",
+                    dir.display(),
+                    unit.params.iter().filter(|p| matches!(p.kind, ParamKind::Stream { .. })).count()
+                );
+            }
+            seeds
+        }
+        None => Vec::new(),
+    };
     let cfg = FuzzConfig {
         program: binary.path.clone(),
         unit,
@@ -143,6 +218,7 @@ pub fn run(args: &Options) -> Result<FuzzReport> {
         goal,
         goal_cmp: goal_cmp.filter(|_| !args.no_distance),
         after_goal: args.after_goal,
+        seeds,
     };
     let report = if args.in_process {
         trestle_unit_fuzz::fuzz_in_process(&cfg)

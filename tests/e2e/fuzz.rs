@@ -655,3 +655,60 @@ fn fuzzing_for_a_branch_goes_on_behind_it_when_asked() {
     assert!(behind["crashes"].as_array().is_some_and(|c| !c.is_empty()), "nothing behind the gate in 20 s: {behind}");
     assert!(behind["seconds"].as_f64().unwrap() < flipped + 25.0, "went on past --after-goal: {behind}");
 }
+
+/// An interpreter's evaluation of its whole program text, with a crash only one
+/// program reaches (its 32-bit hash, which no mutation finds by chance).
+const HASHED: &str = r#"#include <stdio.h>
+#include <stdlib.h>
+
+__attribute__((noinline)) int eval(FILE *f) {
+    unsigned long h = 5381;
+    int c;
+    size_t n = 0;
+    while ((c = getc(f)) != EOF) {
+        h = h * 33 + (unsigned char)c;
+        n++;
+    }
+    if (n > 8 && (h & 0xffffffffUL) == 0x2a687697UL)
+        abort();
+    return (int)(h & 1);
+}
+
+int main(void) {
+    printf("%d\n", eval(stdin));
+    return 0;
+}
+"#;
+
+/// `--start-from`: a unit's stream parameter starts from other system tests' same
+/// input (the campaign gives it the system fuzzer's queue): the one program that
+/// crashes is there, so the crash is found at once; without it, never. Tests that
+/// cannot give the parameter a value are a clear error.
+#[test]
+fn a_units_stream_parameter_starts_from_system_tests_when_asked() {
+    let dir = tempfile::tempdir().unwrap();
+    let unit = carve_one(dir.path(), "hashed", HASHED, &serde_json::json!({ "stdin": "1 2 + p\n" }), "eval", 1);
+    let queue = dir.path().join("queue");
+    write_test(&queue, "a", &serde_json::json!({ "stdin": "3 4 * p\n" }));
+    write_test(&queue, "b", &serde_json::json!({ "stdin": "dc program: 1 2 + p q\n" }));
+    let fuzz = |name: &str, extra: &[&dyn AsRef<std::ffi::OsStr>]| -> Value {
+        let out = dir.path().join(name);
+        let mut cmd = trestle(&[&"fuzz", &unit, &"--in-process", &"--time", &"5s", &"--out", &out, &"--stop-on-crash", &"--json"]);
+        cmd.args(extra.iter().map(|a| a.as_ref()));
+        serde_json::from_str(&ok(&mut cmd)).unwrap()
+    };
+    let alone = fuzz("fuzz-alone", &[]);
+    assert!(alone["crashes"].as_array().unwrap().is_empty(), "the hash was found by chance: {alone}");
+    let started = fuzz("fuzz-started", &[&"--start-from", &queue]);
+    let crashes = started["crashes"].as_array().unwrap();
+    assert!(!crashes.is_empty(), "the crashing program in the queue was not run: {started}");
+    let finding: Value =
+        serde_json::from_slice(&std::fs::read(Path::new(crashes[0].as_str().unwrap()).with_extension("json")).unwrap()).unwrap();
+    assert!(finding["values"][0].as_str().unwrap().contains("dc program: 1 2 + p q"), "{finding}");
+    // Tests that give the parameter no other value give nothing to start from: said so.
+    let other = dir.path().join("other");
+    write_test(&other, "c", &serde_json::json!({ "args": ["-x"], "stdin": "1 2 + p\n" }));
+    let o = run(&mut trestle(&[&"fuzz", &unit, &"--in-process", &"--time", &"5s", &"--out", &dir.path().join("fuzz-other"), &"--start-from", &other]));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success() && err.contains("--start-from") && err.contains("stream parameter"), "{err}");
+}

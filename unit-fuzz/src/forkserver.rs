@@ -91,6 +91,9 @@ where
     if state.corpus().count() == 0 {
         let original: Vec<ParamValue> = unit.params.iter().map(original_value).collect();
         fuzzer.add_input(&mut state, &mut executor, mgr, BytesInput::new(encode_values(&original))).map_err(lib)?;
+        for seed in &cfg.seeds {
+            fuzzer.evaluate_input(&mut state, &mut executor, mgr, &BytesInput::new(seed.clone())).map_err(lib)?;
+        }
     }
 
     let mutations = havoc_mutations().merge(tokens_mutations());

@@ -67,6 +67,9 @@ pub struct InProcessPlan {
     /// [`FuzzConfig::after_goal`].
     #[serde(default)]
     pub after_goal: Duration,
+    /// [`FuzzConfig::seeds`].
+    #[serde(default)]
+    pub seeds: Vec<Vec<u8>>,
 }
 
 /// What the in-process fuzzer did, written by it every second and when it stops.
@@ -192,6 +195,7 @@ fn write_plan(cfg: &FuzzConfig, out: &Path, dir: &Path, report_file: &Path) -> R
         end: now + cfg.time,
         goal: cfg.goal.clone(),
         after_goal: cfg.after_goal,
+        seeds: cfg.seeds.clone(),
     };
     let plan_file = dir.join("plan.bin");
     std::fs::write(&plan_file, bincode::serialize(&plan).map_err(|e| FuzzError::Libafl(e.to_string()))?)

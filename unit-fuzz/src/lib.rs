@@ -170,6 +170,12 @@ pub struct FuzzConfig {
     /// past the flip above all. Zero ends the campaign at the flip.
     #[serde(default)]
     pub after_goal: Duration,
+    /// Inputs to start from besides the recorded values (encoded values, one per
+    /// parameter): a system fuzzer's queue entries seen through the unit's stream
+    /// parameters, say. Each runs once when fuzzing starts and stays if it covers
+    /// something new (or is an objective).
+    #[serde(default)]
+    pub seeds: Vec<Vec<u8>>,
 }
 
 /// What a campaign did.

@@ -75,6 +75,7 @@ pub fn unit_fuzz_config(
         goal: Vec::new(),
         goal_cmp: None,
         after_goal: Duration::ZERO,
+        seeds: Vec::new(),
     }
 }
 
@@ -220,6 +221,10 @@ pub struct FuzzedUnit {
     /// The worker that fuzzed it (`None`: this machine).
     #[serde(default)]
     pub node: Option<String>,
+    /// System queue entries its stream parameters started from besides the recorded
+    /// values ([`crate::fuzz::stream_seeds`]).
+    #[serde(default)]
+    pub started_from: usize,
 }
 
 /// `campaign.json`: everything needed to report on or resume a campaign.

@@ -173,6 +173,7 @@ impl Runner {
             value_hashes: Vec::new(),
             param_kinds: Vec::new(),
             node: Some(from),
+            started_from: 0,
         });
         self.save()
     }

@@ -622,6 +622,7 @@ mod tests {
             value_hashes: vec![7],
             param_kinds: vec!["heap string".into(), "token string".into()],
             node: None,
+            started_from: 0,
         }];
         let h = History::of(&fuzzed);
         assert!(h.new_kind(&row("do_list", &["argument int", "heap string"])));

@@ -50,6 +50,10 @@ const ROADBLOCKS_PER_ROUND: usize = 16;
 /// than a case-conversion block (a planted bug) within a tenth of a second.
 const AFTER_FLIP: Duration = Duration::from_secs(3);
 
+/// System queue entries, newest first, a unit's stream parameters may start from: run
+/// once each when its slice begins (a dc queue entry runs in a millisecond).
+const QUEUE_SEEDS: usize = 256;
+
 /// How long, as a share of the time it took to find the system fuzzer's last new
 /// edge, it must find none for the first unit round to begin
 /// ([`Runner::system_stalled`]).
@@ -469,6 +473,8 @@ impl Runner {
             self.c.settings.seed.wrapping_add(self.c.fuzzed.len() as u64),
             self.c.settings.cores,
         );
+        // A stream parameter starts from what the system fuzzer found too.
+        cfg.seeds = crate::fuzz::stream_seeds(&cfg.unit, &self.sys.queue_tests(QUEUE_SEEDS), QUEUE_SEEDS);
         self.c.fuzzed.push(FuzzedUnit {
             unit: unit_path.clone(),
             function: function.clone(),
@@ -483,6 +489,7 @@ impl Runner {
             value_hashes,
             param_kinds,
             node: None,
+            started_from: cfg.seeds.len(),
         });
         let mut phase = format!("unit fuzzing {function}");
         if let Some(rb) = &roadblock {

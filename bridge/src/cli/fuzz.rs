@@ -69,6 +69,11 @@ pub struct FuzzArgs {
     /// behind the branch), instead of ending there.
     #[arg(long, requires = "goal", default_value = "0s", value_parser = parse_duration)]
     pub after_goal: Duration,
+    /// Start from these system tests too (a directory of them, a system fuzzer's
+    /// queue say): each stream parameter takes a test's same input, from where the
+    /// recorded call began reading it.
+    #[arg(long)]
+    pub start_from: Option<PathBuf>,
 }
 
 impl FuzzArgs {
@@ -92,6 +97,7 @@ impl FuzzArgs {
             goal: self.goal.clone(),
             no_distance: self.no_distance,
             after_goal: self.after_goal,
+            start_from: self.start_from.clone(),
         }
     }
 }

@@ -571,6 +571,13 @@ where
         }
         let original = plan.params.iter().map(original_value).collect::<Vec<_>>();
         fuzzer.add_input(state, executor, mgr, BytesInput::new(encode_values(&original)))?;
+        if !afresh {
+            // A hang among them ends this process; the next takes the state up as
+            // it was, with the seeds not run yet left out.
+            for seed in &plan.seeds {
+                fuzzer.evaluate_input(state, executor, mgr, &BytesInput::new(seed.clone()))?;
+            }
+        }
     }
     let first = *state.executions();
     let mut last = Instant::now();

@@ -453,6 +453,16 @@ impl SysFuzzer {
         Some((input.file_name(), input.to_test()))
     }
 
+    /// The newest `max` queue entries, as tests, newest first.
+    pub fn queue_tests(&self, max: usize) -> Vec<SystemTest> {
+        let mut ids: Vec<_> = self.state.corpus().ids().collect();
+        ids.sort_by_key(|id| std::cmp::Reverse(id.0));
+        ids.into_iter()
+            .filter_map(|id| self.state.corpus().get(id).ok()?.borrow().input().as_ref().map(SysInput::to_test))
+            .take(max)
+            .collect()
+    }
+
     /// Entries in the queue.
     pub fn queue_len(&self) -> usize {
         self.state.corpus().count()
