@@ -253,3 +253,57 @@ pub fn run(args: &Options) -> Result<FuzzReport> {
     }
     Ok(report)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use trestle_abi::unit::{Origin, Param, ParamSite, Provenance, UNIT_MAGIC, UNIT_VERSION};
+
+    /// A unit whose one parameter is stdin's rest from byte 4 of "set 1 2 +\n".
+    fn stream_unit() -> Unit {
+        let stdin = b"set 1 2 +\n".to_vec();
+        Unit {
+            magic: UNIT_MAGIC,
+            version: UNIT_VERSION,
+            binary_id: 1,
+            function: "eval".into(),
+            context: trestle_abi::Context { fn_id: 1, args: vec![], graph: Default::default(), locale: vec![], stdio_modes: vec![], fds: vec![], streams: vec![] },
+            expected: None,
+            provenance: Provenance { program: "/p".into(), test: "seed".into(), trace: "t".into(), pid: 1, seq: 0, call_index: 0 },
+            params: vec![Param {
+                site: ParamSite::Stream { fd: 0, file: None, buffered: true },
+                kind: ParamKind::Stream { cut: 0 },
+                original: stdin[4..].to_vec(),
+                origins: vec![Origin { input: InputRef::Stdin, offset: 4, len: 6 }],
+                companions: vec![],
+            }],
+            system_test: SystemTest { stdin: Some(stdin), ..Default::default() },
+        }
+    }
+
+    fn stdin(s: &[u8]) -> SystemTest {
+        SystemTest { stdin: Some(s.to_vec()), ..Default::default() }
+    }
+
+    #[test]
+    fn a_stream_parameter_takes_the_rest_of_tests_that_read_alike_up_to_it() {
+        let unit = stream_unit();
+        let long = [b"set ".as_slice(), &vec![b'9'; STREAM_CAP + 1]].concat();
+        let tests = [
+            stdin(b"set 7 7 * p\n"),
+            stdin(b"get 7 7 * p\n"), // read differently before the call
+            stdin(b"set 1 2 +\n"),   // the recorded value: nothing new
+            stdin(&long),            // more than a parameter holds
+            stdin(b"set 7 7 * p\n"), // the same again
+            stdin(b"set q\n"),
+        ];
+        let seeds = stream_seeds(&unit, &tests, 10);
+        let values: Vec<Vec<ParamValue>> = seeds.iter().map(|s| trestle_abi::fuzz::decode_values(&unit.params, s)).collect();
+        assert_eq!(values, vec![vec![ParamValue::Bytes(b"7 7 * p\n".to_vec())], vec![ParamValue::Bytes(b"q\n".to_vec())]]);
+        assert_eq!(stream_seeds(&unit, &tests, 1).len(), 1, "at most max");
+        // A unit without a stream parameter starts from its recorded values only.
+        let mut plain = unit.clone();
+        plain.params[0].kind = ParamKind::Bytes { nul: false, resize: trestle_abi::unit::Resize::Fixed };
+        assert!(stream_seeds(&plain, &tests, 10).is_empty());
+    }
+}
