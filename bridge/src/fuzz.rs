@@ -70,16 +70,20 @@ pub struct Options {
 /// unit whose parameter is the program text of an interpreter (dc's `dc_evalfile`)
 /// then starts from the programs the system fuzzer found, not from one seed's.
 /// Tests that change no stream parameter, or whose input runs past what a parameter
-/// holds ([`STREAM_CAP`]), give none.
-pub fn stream_seeds(unit: &Unit, tests: &[SystemTest], max: usize) -> Vec<Vec<u8>> {
+/// holds ([`STREAM_CAP`]), give none. `tests` is asked for only when the unit has a
+/// stream parameter (a campaign's queue is copied out for it).
+pub fn stream_seeds(unit: &Unit, tests: impl FnOnce() -> Vec<SystemTest>, max: usize) -> Vec<Vec<u8>> {
     let streams: Vec<usize> = (0..unit.params.len())
         .filter(|&i| matches!(unit.params[i].kind, ParamKind::Stream { cut: 0 }) && !unit.params[i].origins.is_empty())
         .collect();
+    if streams.is_empty() {
+        return Vec::new();
+    }
     let original: Vec<ParamValue> = unit.params.iter().map(original_value).collect();
     let mut seen = HashSet::new();
     let mut seeds = Vec::new();
-    for test in tests {
-        if seeds.len() >= max || streams.is_empty() {
+    for test in &tests() {
+        if seeds.len() >= max {
             break;
         }
         let mut values = original.clone();
@@ -184,7 +188,7 @@ pub fn run(args: &Options) -> Result<FuzzReport> {
     let seeds = match &args.start_from {
         Some(dir) => {
             let tests: Vec<SystemTest> = crate::system::systest::load_tests(dir)?.into_iter().map(|t| t.test).collect();
-            let seeds = stream_seeds(&unit, &tests, MAX_START_FROM);
+            let seeds = stream_seeds(&unit, || tests, MAX_START_FROM);
             if seeds.is_empty() {
                 bail!(
                     "--start-from {}: no test there gives the unit's stream parameters another value (the unit has {} stream parameter(s); a test must have the same input, alike up to where the call began reading)",
@@ -297,13 +301,13 @@ mod tests {
             stdin(b"set 7 7 * p\n"), // the same again
             stdin(b"set q\n"),
         ];
-        let seeds = stream_seeds(&unit, &tests, 10);
+        let seeds = stream_seeds(&unit, || tests.to_vec(), 10);
         let values: Vec<Vec<ParamValue>> = seeds.iter().map(|s| trestle_abi::fuzz::decode_values(&unit.params, s)).collect();
         assert_eq!(values, vec![vec![ParamValue::Bytes(b"7 7 * p\n".to_vec())], vec![ParamValue::Bytes(b"q\n".to_vec())]]);
-        assert_eq!(stream_seeds(&unit, &tests, 1).len(), 1, "at most max");
+        assert_eq!(stream_seeds(&unit, || tests.to_vec(), 1).len(), 1, "at most max");
         // A unit without a stream parameter starts from its recorded values only.
         let mut plain = unit.clone();
         plain.params[0].kind = ParamKind::Bytes { nul: false, resize: trestle_abi::unit::Resize::Fixed };
-        assert!(stream_seeds(&plain, &tests, 10).is_empty());
+        assert!(stream_seeds(&plain, || panic!("asked for tests"), 10).is_empty());
     }
 }

@@ -474,7 +474,7 @@ impl Runner {
             self.c.settings.cores,
         );
         // A stream parameter starts from what the system fuzzer found too.
-        cfg.seeds = crate::fuzz::stream_seeds(&cfg.unit, &self.sys.queue_tests(QUEUE_SEEDS), QUEUE_SEEDS);
+        cfg.seeds = crate::fuzz::stream_seeds(&cfg.unit, || self.sys.queue_tests(QUEUE_SEEDS), QUEUE_SEEDS);
         self.c.fuzzed.push(FuzzedUnit {
             unit: unit_path.clone(),
             function: function.clone(),
