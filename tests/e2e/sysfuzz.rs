@@ -305,7 +305,10 @@ const SPIN: &str = r#"
 #include <time.h>
 
 /* A stdin line starting with "spin" loops for ever; one starting with "slow" takes
-   200 ms and the program goes on. The seeds hold "spix" and "slox". */
+   200 ms and the program goes on. The seeds hold "spix" and "slox". The endless loop
+   has a branch inside, so its body has an edge of its own: SanitizerCoverage leaves
+   a body without one uncounted, and a stopped "spin" run would then cover nothing a
+   stopped "slow" run had not, so it would not run again to the hang limit. */
 static volatile unsigned long sink;
 
 static void busy(double seconds) {
@@ -322,7 +325,8 @@ int main(void) {
     while (fgets(line, sizeof line, stdin)) {
         if (strncmp(line, "spin", 4) == 0)
             for (;;)
-                sink++;
+                if (++sink == 0)
+                    puts("wrapped");
         if (strncmp(line, "slow", 4) == 0)
             busy(0.2);
     }
