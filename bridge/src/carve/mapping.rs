@@ -147,17 +147,23 @@ pub fn map_rest(ctx: &Context, meta: Option<&FnMeta>, test: &SystemTest, streams
     Mapping { params, unmapped_streams: streams.unmapped_streams }
 }
 
-fn string_params(ctx: &Context, inputs: &[(InputRef, &[u8])]) -> Vec<Param> {
-    let extents = &ctx.graph.extents;
-    // Buffers of FILE objects hold whole stretches of input: not values of the program.
-    let mut stream_buffers = BTreeSet::new();
-    for e in extents.iter().filter(|e| e.kind == ExtentKind::File) {
+/// Buffers of FILE objects: they hold whole stretches of input, not values of the
+/// program.
+fn stream_buffers(ctx: &Context) -> BTreeSet<u32> {
+    let mut buffers = BTreeSet::new();
+    for e in ctx.graph.extents.iter().filter(|e| e.kind == ExtentKind::File) {
         for p in &e.pointers {
             if let Value::Ptr { extent, .. } = p.target {
-                stream_buffers.insert(extent);
+                buffers.insert(extent);
             }
         }
     }
+    buffers
+}
+
+fn string_params(ctx: &Context, inputs: &[(InputRef, &[u8])]) -> Vec<Param> {
+    let extents = &ctx.graph.extents;
+    let stream_buffers = stream_buffers(ctx);
 
     // Where strings may start: pointer arguments, pointers in memory, extent starts.
     // The first two are places something points at.
@@ -248,6 +254,11 @@ fn int_params(ctx: &Context, meta: Option<&FnMeta>, inputs: &[(InputRef, &[u8])]
             else {
                 continue;
             };
+            // One length per string: a flag after it that happens to equal it
+            // (`str_append_modified (to, s, 2, 2)`) is no second one.
+            if p.companions.iter().any(|c| matches!(c.site, ParamSite::Arg(_))) {
+                continue;
+            }
             let len = p.original.len() as i64;
             // A one-byte value's length is 1: any flag or counter would match.
             if len < MIN_STRING as i64 {
@@ -266,6 +277,14 @@ fn int_params(ctx: &Context, meta: Option<&FnMeta>, inputs: &[(InputRef, &[u8])]
             params[k].companions.push(Companion { site, bits, delta });
             continue;
         }
+        if let Some(span) = counted_span(ctx, i, v, inputs) {
+            // The string the pointer's NUL ends runs past what the call reads: the
+            // counted bytes replace it as the parameter there.
+            let ParamSite::Memory { extent, offset, .. } = span.site else { unreachable!("a counted span lies in memory") };
+            params.retain(|p| !matches!(p.site, ParamSite::Memory { extent: e, offset: o, len } if (e, o) == (extent, offset) && len > v as u64));
+            params.push(Param { companions: vec![Companion { site, bits, delta: 0 }], ..span });
+            continue;
+        }
         let text = v.to_string();
         let origins = occurrences(inputs, text.as_bytes(), Match::Number);
         if origins.is_empty() {
@@ -273,6 +292,39 @@ fn int_params(ctx: &Context, meta: Option<&FnMeta>, inputs: &[(InputRef, &[u8])]
         }
         params.push(Param { site, kind: ParamKind::Int { bits }, original: text.into_bytes(), origins, companions: Vec::new() });
     }
+}
+
+/// The counted string of a `(pointer, length)` argument pair, C's most common way
+/// to pass bytes that are not NUL-terminated (`str_append (to, s, len)`, `fwrite`):
+/// the `v` bytes at the pointer argument just before argument `i` (one byte or
+/// more), if they occur in the input. Its length argument follows the string's length; fuzzed on its own,
+/// it would read past the buffer, a crash no input of the program can cause (sed's
+/// `str_append_modified (to, "at concat cat.", 2, ...)` read 2 bytes of a word, and a
+/// length of -2 "crashed" it).
+fn counted_span(ctx: &Context, i: usize, v: i64, inputs: &[(InputRef, &[u8])]) -> Option<Param> {
+    let Value::Ptr { extent, offset } = *ctx.args.get(i.checked_sub(1)?)? else { return None };
+    // Even one byte: the pair says it is a string, where a lone byte would be any
+    // flag or digit.
+    let n = usize::try_from(v).ok().filter(|n| (1..=MAX_STRING).contains(n))?;
+    let e = ctx.graph.extents.get(extent as usize)?;
+    if e.kind == ExtentKind::File || stream_buffers(ctx).contains(&extent) {
+        return None;
+    }
+    let span = e.bytes.as_deref()?.get(offset as usize..)?.get(..n)?;
+    if span.contains(&0) {
+        return None;
+    }
+    let whole = offset == 0 && n as u64 == e.len && !matches!(e.kind, ExtentKind::Global { .. });
+    let resize = if whole { Resize::Extent } else { Resize::Token };
+    let (kind, origins) = match canonical_decimal(span) {
+        Some(_) => (ParamKind::Decimal { nul: false, resize }, occurrences(inputs, span, Match::Number)),
+        None => (ParamKind::Bytes { nul: false, resize }, occurrences(inputs, span, Match::Substring)),
+    };
+    if origins.is_empty() {
+        return None;
+    }
+    let site = ParamSite::Memory { extent, offset, len: n as u64 };
+    Some(Param { site, kind, original: span.to_vec(), origins, companions: Vec::new() })
 }
 
 /// The input a stream reads, if it is one of the system test's.
@@ -400,6 +452,35 @@ mod tests {
         assert_eq!(n.origins, vec![Origin { input: InputRef::Stdin, offset: 12, len: 5 }]);
         // 7 does not occur in the input: no parameter.
         assert_eq!(params.len(), 2);
+    }
+
+    #[test]
+    fn a_length_after_a_pointer_counts_the_bytes_it_points_at() {
+        // `str_append (to, s, 2)`, `s` pointing into a word of a line: the call reads
+        // "at", not the NUL-terminated rest of the line.
+        let ctx = Context {
+            fn_id: 1,
+            args: vec![Value::Ptr { extent: 0, offset: 0 }, Value::Ptr { extent: 1, offset: 1 }, Value::Bits(2), Value::Bits(2)],
+            graph: Graph { extents: vec![heap(&[0u8; 16]), heap(b"cat concat cat.\0")], ..Graph::default() },
+            locale: vec![],
+            stdio_modes: vec![],
+            fds: vec![],
+            streams: vec![],
+        };
+        let test = SystemTest { args: vec!["s/\\(a\\)/\\2/".into()], stdin: Some(b"cat concat cat.\n".to_vec()), ..Default::default() };
+        let m = meta(&[ValueKind::Ptr, ValueKind::Ptr, ValueKind::Int(64), ValueKind::Int(32)]);
+        let params = map_params(&ctx, Some(&m), &test, None).params;
+        let at = params.iter().find(|p| p.site == ParamSite::Memory { extent: 1, offset: 1, len: 2 }).expect("the counted bytes");
+        assert_eq!((at.original.as_slice(), at.kind), (&b"at"[..], ParamKind::Bytes { nul: false, resize: Resize::Token }));
+        assert_eq!(at.companions, vec![Companion { site: ParamSite::Arg(2), bits: 64, delta: 0 }]);
+        // The length is no parameter of its own (it occurs as the "2" of "\2"), and
+        // the rest of the line after the pointer is not one either.
+        assert!(!params.iter().any(|p| p.site == ParamSite::Arg(2)), "{params:#?}");
+        assert!(!params.iter().any(|p| matches!(p.site, ParamSite::Memory { extent: 1, offset: 1, len } if len > 2)), "{params:#?}");
+        // The last argument follows the length, not a pointer: an integer as before.
+        assert!(params.iter().any(|p| p.site == ParamSite::Arg(3) && p.kind == ParamKind::Int { bits: 32 }), "{params:#?}");
+        // The whole line, from its start, is still a parameter.
+        assert!(params.iter().any(|p| p.original == b"cat concat cat."), "{params:#?}");
     }
 
     #[test]
