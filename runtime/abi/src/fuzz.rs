@@ -11,7 +11,7 @@
 //! at their recorded values, and a length past the end takes what is there.
 
 use crate::context::Context;
-use crate::unit::{Param, ParamKind, Resize};
+use crate::unit::{InputRef, Param, ParamKind, Resize};
 use serde::{Deserialize, Serialize};
 
 /// Environment variable: path of a [`FuzzRequest`]; the program becomes a unit harness.
@@ -239,16 +239,19 @@ pub fn decode_values(params: &[Param], mut input: &[u8]) -> Vec<ParamValue> {
 }
 
 /// How much of a string value `p` can hold as the program would see it: a
-/// NUL-terminated string ends at its first NUL, and a token the program cut out of a
-/// line at its first whitespace byte, unless the recorded token held such a byte.
-/// Beyond that, the program given the lifted input would see another string (tally's
-/// `strtok` split a word with a newline in it in two), so a unit finding that needs
-/// the rest is no finding.
+/// NUL-terminated string ends at its first NUL, so does one that only ever comes from
+/// command-line arguments (an argument cannot hold a NUL), and a token the program
+/// cut out of a line at its first whitespace byte, unless the recorded token held
+/// such a byte. Beyond that, the program given the lifted input would see another
+/// string (tally's `strtok` split a word with a newline in it in two; sed's counted
+/// replacement text, grown to 8 KiB with NULs in it, was cut short in the lifted
+/// script), so a unit finding that needs the rest is no finding.
 fn liftable_len(p: &Param, value: &[u8]) -> usize {
     let ParamKind::Bytes { nul, resize } = p.kind else { return value.len() };
     // Asked once a value, not once a byte: this runs for every unit execution.
-    let at_nul = nul && !p.original.contains(&0);
-    let at_space = resize == Resize::Token && !p.original.iter().any(u8::is_ascii_whitespace);
+    let from_args = !p.origins.is_empty() && p.origins.iter().all(|o| matches!(o.input, InputRef::Arg(_)));
+    let at_nul = (nul || from_args) && !p.original.contains(&0);
+    let at_space = resize == Resize::Token && nul && !p.original.iter().any(u8::is_ascii_whitespace);
     if !at_nul && !at_space {
         return value.len();
     }
@@ -274,6 +277,14 @@ mod tests {
         // Not a token: whitespace stays; NUL ends only a NUL-terminated string.
         assert_eq!(decode_values(&[line], &v(b"x y\0z")), vec![ParamValue::Bytes(b"x y\0z".to_vec())]);
         assert_eq!(decode_values(&[c_string], &v(b"x y\0z")), vec![ParamValue::Bytes(b"x y".to_vec())]);
+        // Counted bytes (no NUL after them) that only come from arguments end at a NUL
+        // all the same, and are no strtok token: whitespace stays.
+        let from = |input| crate::unit::Origin { input, offset: 0, len: 2 };
+        let counted = Param { origins: vec![from(InputRef::Arg(3))], ..param(ParamKind::Bytes { nul: false, resize: Resize::Token }, b"at") };
+        assert_eq!(decode_values(&[counted.clone()], &v(b"a b\0c")), vec![ParamValue::Bytes(b"a b".to_vec())]);
+        // From stdin too, a NUL can be delivered.
+        let read = Param { origins: vec![from(InputRef::Arg(3)), from(InputRef::Stdin)], ..counted };
+        assert_eq!(decode_values(&[read], &v(b"a b\0c")), vec![ParamValue::Bytes(b"a b\0c".to_vec())]);
     }
 
     fn param(kind: ParamKind, original: &[u8]) -> Param {
