@@ -15,10 +15,11 @@ Programs are built with trestle-cc first, e.g. for GNU bc and dc:
 
     python3 bench/fidelity.py --suite [--markdown bench/results/fidelity.md]
 
-builds the real programs itself (GNU sed 4.9, bc and dc from bc 1.07.1, mawk
-1.3.4-20200120, from their Debian sources; the bundled C++ subjects shapes and
-ledger) with trestle-cc -O2 -g and measures them all. mawk is the program none of
-trestle's tests was written against (bench/mawk: its build script and seeds).
+builds the real programs itself (GNU sed 4.9, bc and dc from bc 1.07.1, and the
+programs none of trestle's tests was written against: mawk 1.3.4, Lua 5.4.4, bzip2
+1.0.8, GNU m4 1.4.19, expat 2.5.0's xmlwf, GNU indent 2.2.12, GNU cpio 2.13, each
+from its Debian bookworm source with its build script and seeds in bench/NAME; the
+bundled C++ subjects shapes and ledger) with trestle-cc -O2 -g and measures them all.
 A replay check that finds unfaithful units exits 1; that is a result here, not a failure.
 """
 
@@ -113,18 +114,28 @@ def print_result(r):
             print(f"          {row}")
 
 
+# Real programs of the suite that the project's tests were not written against
+# (bench/NAME/build.sh builds bin/NAME from its Debian bookworm source).
+UNSEEN = ["mawk", "lua", "bzip2", "m4", "xmlwf", "indent", "cpio"]
+
+
 def build_suite(trestle, work):
     """Build the real programs with trestle-cc; returns NAME=BINARY:SEEDS specs."""
     release = Path(trestle).resolve().parent
     cc, cxx = release / "trestle-cc", release / "trestle-cxx"
-    for script, out in (("tests/sed/build.sh", work / "sed"), ("tests/bc/build.sh", work / "bc"),
-                        ("bench/mawk/build.sh", work / "mawk")):
+    for script, out in (("tests/sed/build.sh", work / "sed"), ("tests/bc/build.sh", work / "bc")):
         subprocess.run(["bash", str(REPO / script), "--cc", str(cc), "--out", str(out)], check=True,
                        stdout=subprocess.DEVNULL)
     specs = [f"sed={work / 'sed/bin/sed'}:{REPO / 'tests/sed/seeds'}",
              f"bc={work / 'bc/bin/bc'}:{REPO / 'tests/bc/bc-seeds'}",
-             f"dc={work / 'bc/bin/dc'}:{REPO / 'tests/bc/dc-seeds'}",
-             f"mawk={work / 'mawk/bin/mawk'}:{REPO / 'bench/mawk/seeds'}"]
+             f"dc={work / 'bc/bin/dc'}:{REPO / 'tests/bc/dc-seeds'}"]
+    # Programs none of trestle's tests was written against, each with seeds of its
+    # own under bench/NAME: an interpreter, a compressor, a macro processor, an XML
+    # parser, a text formatter and an archiver.
+    for name in UNSEEN:
+        subprocess.run(["bash", str(REPO / "bench" / name / "build.sh"), "--cc", str(cc), "--out", str(work / name)],
+                       check=True, stdout=subprocess.DEVNULL)
+        specs.append(f"{name}={work / name / 'bin' / name}:{REPO / 'bench' / name / 'seeds'}")
     for subject, source in (("shapes", "inventory.cpp"), ("ledger", "ledger.cpp")):
         binary = work / subject / subject
         binary.parent.mkdir(parents=True, exist_ok=True)
@@ -171,7 +182,7 @@ def main():
     ap.add_argument("--program", action="append", default=[],
                     help="NAME=BINARY:SEEDS (repeatable)")
     ap.add_argument("--suite", action="store_true",
-                    help="build and measure GNU sed 4.9, bc, dc, mawk and the bundled C++ subjects")
+                    help="build and measure sed, bc, dc, the unseen programs (" + ", ".join(UNSEEN) + ") and the bundled C++ subjects")
     ap.add_argument("--markdown", type=Path, help="also write the results as a Markdown table here")
     ap.add_argument("--out", type=Path, help="work directory (kept); default: a temporary one")
     ap.add_argument("--top", type=int, default=8)
