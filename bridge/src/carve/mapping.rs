@@ -316,15 +316,15 @@ fn counted_span(ctx: &Context, i: usize, v: i64, inputs: &[(InputRef, &[u8])]) -
     }
     let whole = offset == 0 && n as u64 == e.len && !matches!(e.kind, ExtentKind::Global { .. });
     let resize = if whole { Resize::Extent } else { Resize::Token };
-    let (kind, origins) = match canonical_decimal(span) {
-        Some(_) => (ParamKind::Decimal { nul: false, resize }, occurrences(inputs, span, Match::Number)),
-        None => (ParamKind::Bytes { nul: false, resize }, occurrences(inputs, span, Match::Substring)),
-    };
+    // Bytes, even where they spell a number: a counted string is copied, compared
+    // or converted byte by byte (sed's `ascii_only` looks for a byte above 0x7f in a
+    // replacement that was "1"), where a number is parsed from a NUL-terminated one.
+    let origins = occurrences(inputs, span, Match::Substring);
     if origins.is_empty() {
         return None;
     }
     let site = ParamSite::Memory { extent, offset, len: n as u64 };
-    Some(Param { site, kind, original: span.to_vec(), origins, companions: Vec::new() })
+    Some(Param { site, kind: ParamKind::Bytes { nul: false, resize }, original: span.to_vec(), origins, companions: Vec::new() })
 }
 
 /// The input a stream reads, if it is one of the system test's.
@@ -481,6 +481,15 @@ mod tests {
         assert!(params.iter().any(|p| p.site == ParamSite::Arg(3) && p.kind == ParamKind::Int { bits: 32 }), "{params:#?}");
         // The whole line, from its start, is still a parameter.
         assert!(params.iter().any(|p| p.original == b"cat concat cat."), "{params:#?}");
+        // Counted bytes that spell a number are bytes all the same.
+        let mut digits = ctx.clone();
+        digits.graph.extents[1] = heap(b"s/1/x/\0");
+        digits.args[1] = Value::Ptr { extent: 1, offset: 2 };
+        digits.args[2] = Value::Bits(1);
+        let test = SystemTest { args: vec!["s/1/x/".into()], ..Default::default() };
+        let params = map_params(&digits, Some(&m), &test, None).params;
+        let one = params.iter().find(|p| p.original == b"1").expect("the counted digit");
+        assert_eq!(one.kind, ParamKind::Bytes { nul: false, resize: Resize::Token });
     }
 
     #[test]
