@@ -142,14 +142,20 @@ EOF
 
 # The pristine upstream tree of $PKG $VERSION in $CACHE: downloaded (without the
 # Debian patches, so without dpkg-source) and unpacked once, then reused. $1 names
-# the calling script, for the deb-src entry it may add.
+# the calling script, for the deb-src entry it may add. A script whose package is
+# laid out otherwise sets SRC_PKG (the source package, if not $PKG), TREE (the
+# tarball's top directory, if not $PKG-$VERSION), TREE_MARK (a file every good tree
+# has, if not configure) and may define prepare_tree (run in the unpacked tree
+# before the version check: expat makes its configure there) and check_tree (a
+# version check of its own, beside VERSION_CHECK).
 fetch_upstream() {
     if [ -f "$CACHE/.trestle-complete" ]; then
         echo "using cached source: $CACHE" >&2
         return
     fi
     enable_deb_src "$1"
-    step "download $PKG ${DEB_VERSIONS[0]} source package"
+    local src_pkg="${SRC_PKG:-$PKG}"
+    step "download $src_pkg ${DEB_VERSIONS[0]} source package"
     local parent tmp
     parent="$(dirname "$CACHE")"
     mkdir -p "$parent" || die "cannot create cache dir $parent"
@@ -159,14 +165,14 @@ fetch_upstream() {
     local ok=0 try v
     for try in 1 2; do
         for v in "${DEB_VERSIONS[@]}" ""; do
-            if (cd "$tmp" && apt-get source --download-only -qq "$PKG${v:+=$v}" >&2 2>"$tmp/.apt-err"); then
-                echo "downloaded source package $PKG=${v:-(current bookworm version)}" >&2
+            if (cd "$tmp" && apt-get source --download-only -qq "$src_pkg${v:+=$v}" >&2 2>"$tmp/.apt-err"); then
+                echo "downloaded source package $src_pkg=${v:-(current bookworm version)}" >&2
                 ok=1; break 2
             fi
         done
         [ $try -eq 1 ] && { APT_UPDATED=0; apt_update; }
     done
-    [ $ok -eq 1 ] || { cat "$tmp/.apt-err" >&2; rm -rf "$tmp"; die "apt-get source $PKG failed (deb-src entry or network missing?)"; }
+    [ $ok -eq 1 ] || { cat "$tmp/.apt-err" >&2; rm -rf "$tmp"; die "apt-get source $src_pkg failed (deb-src entry or network missing?)"; }
     local orig="$tmp/$ORIG"
     [ -f "$orig" ] || { ls -l "$tmp" >&2; rm -rf "$tmp"; die "no $ORIG downloaded (wrong version?)"; }
     if [ -n "$ORIG_SHA256" ]; then
@@ -175,13 +181,20 @@ fetch_upstream() {
     fi
     step "unpack $PKG $VERSION source into cache"
     tar -C "$tmp" -xf "$orig" || { rm -rf "$tmp"; die "cannot unpack $orig"; }
-    [ -x "$tmp/$PKG-$VERSION/configure" ] || { rm -rf "$tmp"; die "unpacked tree has no configure"; }
+    local tree="$tmp/${TREE:-$PKG-$VERSION}" mark="${TREE_MARK:-configure}"
+    [ -e "$tree/$mark" ] || { rm -rf "$tmp"; die "unpacked tree has no $mark"; }
+    if declare -F prepare_tree >/dev/null; then
+        (cd "$tree" && prepare_tree) || { rm -rf "$tmp"; die "preparing the unpacked tree failed"; }
+    fi
     local check="${VERSION_CHECK:-configure:^PACKAGE_VERSION='$VERSION'}"
-    grep -q "${check#*:}" "$tmp/$PKG-$VERSION/${check%%:*}" \
+    grep -q "${check#*:}" "$tree/${check%%:*}" \
         || { rm -rf "$tmp"; die "unpacked source is not $PKG $VERSION"; }
-    touch "$tmp/$PKG-$VERSION/.trestle-complete"
+    if declare -F check_tree >/dev/null; then
+        (cd "$tree" && check_tree) || { rm -rf "$tmp"; die "unpacked source is not $PKG $VERSION"; }
+    fi
+    touch "$tree/.trestle-complete"
     rm -rf "$CACHE"
-    mv "$tmp/$PKG-$VERSION" "$CACHE" || die "cannot move source into $CACHE"
+    mv "$tree" "$CACHE" || die "cannot move source into $CACHE"
     rm -rf "$tmp"
 }
 

@@ -25,52 +25,19 @@ ORIG=lua5.4_5.4.4.orig.tar.gz
 ORIG_SHA256=164c7849653b80ae67bec4b7473b884bf5cc8d2dca05653475ec2ed27b9ebf61
 CACHE="${TRESTLE_CACHE:-${HOME:-/root}/.cache/trestle}/lua-${VERSION}-src"
 
+# No configure: src/Makefile, and lua.h says the version.
+TREE_MARK=src/Makefile
+VERSION_CHECK='src/lua.h:^#define LUA_VERSION_RELEASE[[:space:]]*"4"'
+check_tree() { grep -q '^#define LUA_VERSION_MINOR[[:space:]]*"4"' src/lua.h; }
+
 USAGE_LINES=5
 build_start "$@"
 
 resolve_compiler
 install_build_tools gzip:gzip
 
-# fetch_upstream of tests/debian-source.sh expects a configure script and a
-# source package named like the program; Lua's has neither, so its own here.
-fetch_lua() {
-    if [ -f "$CACHE/.trestle-complete" ]; then
-        echo "using cached source: $CACHE" >&2
-        return
-    fi
-    enable_deb_src bench/lua/build.sh
-    step "download $SRC_PKG ${DEB_VERSIONS[0]} source package"
-    local parent tmp ok=0 try v
-    parent="$(dirname "$CACHE")"
-    mkdir -p "$parent" || die "cannot create cache dir $parent"
-    tmp="$(mktemp -d "$parent/.$PKG-dl.XXXXXX")"
-    for try in 1 2; do
-        for v in "${DEB_VERSIONS[@]}" ""; do
-            if (cd "$tmp" && apt-get source --download-only -qq "$SRC_PKG${v:+=$v}" >&2 2>"$tmp/.apt-err"); then
-                echo "downloaded source package $SRC_PKG=${v:-(current bookworm version)}" >&2
-                ok=1; break 2
-            fi
-        done
-        [ $try -eq 1 ] && { APT_UPDATED=0; apt_update; }
-    done
-    [ $ok -eq 1 ] || { cat "$tmp/.apt-err" >&2; rm -rf "$tmp"; die "apt-get source $SRC_PKG failed (deb-src entry or network missing?)"; }
-    local orig="$tmp/$ORIG"
-    [ -f "$orig" ] || { ls -l "$tmp" >&2; rm -rf "$tmp"; die "no $ORIG downloaded (wrong version?)"; }
-    echo "$ORIG_SHA256  $orig" | sha256sum -c --quiet - >&2 \
-        || { rm -rf "$tmp"; die "$ORIG does not have the expected SHA-256"; }
-    step "unpack $PKG $VERSION source into cache"
-    tar -C "$tmp" -xf "$orig" || { rm -rf "$tmp"; die "cannot unpack $orig"; }
-    [ -f "$tmp/$PKG-$VERSION/src/Makefile" ] || { rm -rf "$tmp"; die "unpacked tree has no src/Makefile"; }
-    grep -q '^#define LUA_VERSION_RELEASE[[:space:]]*"4"' "$tmp/$PKG-$VERSION/src/lua.h" \
-        && grep -q '^#define LUA_VERSION_MINOR[[:space:]]*"4"' "$tmp/$PKG-$VERSION/src/lua.h" \
-        || { rm -rf "$tmp"; die "unpacked source is not $PKG $VERSION"; }
-    touch "$tmp/$PKG-$VERSION/.trestle-complete"
-    rm -rf "$CACHE"
-    mv "$tmp/$PKG-$VERSION" "$CACHE" || die "cannot move source into $CACHE"
-    rm -rf "$tmp"
-}
 
-fetch_lua
+fetch_upstream bench/lua/build.sh
 copy_to_build
 step "make src/lua"
 # CFLAGS and LIBS as src/Makefile's `linux` target sets them (no readline), with
