@@ -12,7 +12,10 @@
 //!   room of its own with the pointers into it, the rest of the buffer stays.
 //! - An integer argument whose decimal form occurs as a whole token is an integer
 //!   parameter; one equal to a string parameter's length (or length + 1) is that
-//!   string's length companion instead.
+//!   string's length companion instead; and one right after a pointer argument that
+//!   counts bytes there which occur in the input is the length companion of those
+//!   counted bytes, which are the parameter (C's `(pointer, length)` pair: the
+//!   call reads those bytes, not whatever NUL-terminated string starts there).
 //! - The unread rest of an input stream (stdin or an input file, from the point the
 //!   program had consumed, read-ahead in a `FILE` buffer included) is a *stream*
 //!   parameter of a unit whose call reads from it.
