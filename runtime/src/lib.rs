@@ -402,18 +402,31 @@ pub unsafe extern "C" fn __trestle_exit_call(code: libc::c_int) -> ! {
     unsafe { libc::exit(code) }
 }
 
-/// Before a call to `error`, `err` & co. (see `trestle_abi::hooks::EXITS_WITH`): in a
-/// unit harness, a call that is going to exit ends the execution here, as the renamed
-/// `exit` does, instead of exiting inside the C library (which would end an in-process
-/// fuzzer with it). Elsewhere nothing happens, and the C library reports and exits.
+/// Before a call to `error`, `err` & co. (see `trestle_abi::hooks::EXITS_WITH`), one
+/// that is going to exit inside the C library, out of the renamed `exit`'s reach: a
+/// recording ends the open invocations here as that `exit` would (with the status
+/// the reporter exits with), and so does a replay; in a unit harness the execution
+/// ends here, as the renamed `exit` does (exiting inside the C library would end an
+/// in-process fuzzer with it). The C library then reports and exits.
 ///
 /// # Safety
 /// Called by instrumented code only, straight before the reporter's call.
 #[no_mangle]
 pub unsafe extern "C" fn __trestle_exits_with(status: libc::c_int, always: libc::c_int) {
-    if (status != 0 || always != 0) && fuzzing() {
+    if status == 0 && always == 0 {
+        return;
+    }
+    match mode() {
+        MODE_RECORD => guard("the exiting reporter hook", || {
+            if let Some(rt) = lock().as_mut() {
+                rt.exited(status);
+            }
+        }),
+        // Before the report is printed, as the recording took the state.
+        MODE_REPLAY => replay::exited(status),
         // SAFETY: straight from the hook, before the reporter's call.
-        unsafe { end_unit_execution() }
+        MODE_FUZZ => unsafe { end_unit_execution() },
+        _ => {}
     }
 }
 

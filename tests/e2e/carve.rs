@@ -1071,3 +1071,44 @@ fn recording_for_a_branch_carves_only_the_calls_that_reach_it() {
     let o = run(&mut trestle(&[&"record", &"--program", &prog, &"--tests", &tests, &"--out", &dir.path().join("t3"), &"--reach", &"late.c:1"]));
     assert!(!o.status.success() && String::from_utf8_lossy(&o.stderr).contains("--reach late.c:1"), "{}", String::from_utf8_lossy(&o.stderr));
 }
+
+/// A fatal error reported by the C library: `error_at_line` prints and exits inside
+/// glibc, out of reach of the renamed `exit`, so the calls it leaves open end there.
+const LIBRARY_EXIT: &str = r#"
+#include <error.h>
+#include <stdio.h>
+#include <string.h>
+static int check(const char *word, int line) {
+    if (strcmp(word, "bad") == 0)
+        error_at_line(3, 0, "input", line, "bad word: %s", word);
+    return (int)strlen(word);
+}
+static int total(int argc, char **argv) {
+    int n = 0;
+    for (int i = 1; i < argc; i++)
+        n += check(argv[i], i);
+    return n;
+}
+int main(int argc, char **argv) {
+    printf("%d\n", total(argc, argv));
+    return 0;
+}
+"#;
+
+#[test]
+fn calls_left_open_by_a_library_error_report_replay_to_the_exit_they_recorded() {
+    let (summary, index, _dir) = carve_c(
+        "liberror",
+        LIBRARY_EXIT,
+        &[("fine", json!({"args": ["good", "words"]})), ("fatal", json!({"args": ["good", "bad", "never"]}))],
+    );
+    // check returned twice, then exited; total and main returned once and exited once.
+    assert!(units_of(&index, "check") >= 3, "{:#}", index["units"]);
+    assert!(units_of(&index, "total") >= 2, "{:#}", index["units"]);
+    // Each call that ended in the report has its outcome (exit status 3) and replays
+    // to it: no unit without an oracle, none an error.
+    assert_eq!(summary["errors"].as_u64(), Some(0), "{summary:#}");
+    assert_eq!(summary["no_oracle"].as_u64(), Some(0), "{summary:#}");
+    let bad = unfaithful(&summary);
+    assert!(bad.is_empty(), "{bad:#?}");
+}

@@ -57,9 +57,10 @@ pub const THUNK_PREFIX: &str = "__trestle_thunk.";
 /// Called just before each call to a C library function that reports an error and
 /// then exits inside the C library ([`EXITING_REPORTERS`]): `error(status, ...)` exits
 /// when `status` is not 0, `err(status, ...)` always (`always` = 1). Their `exit` is
-/// out of the pass's reach, so the renamed `exit` never sees it. In a unit harness the
-/// hook ends the execution the way the renamed `exit` does (in-process, such an exit
-/// would end the fuzzer); everywhere else it returns and the call goes ahead.
+/// out of the pass's reach, so the renamed `exit` never sees it. The hook does what
+/// that `exit` would: a recording ends the open invocations with the status, a replay
+/// ends there with it, a unit harness ends the execution (in-process, such an exit
+/// would end the fuzzer); a recording then returns and the call goes ahead.
 pub const EXITS_WITH: &str = "__trestle_exits_with";
 
 /// The C library's error reporters that exit, with whether they always do (the
