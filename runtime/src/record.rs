@@ -260,11 +260,15 @@ impl Runtime {
         }
         let seq = self.next_seq;
         self.next_seq += 1;
+        let unknown = unknown_memory_argument(&context.args, &self.program.functions[idx].params);
         self.write(&Record::Enter { seq, call_index, context });
         let stack_seq = self.extents.stack_seq();
         let reach = self.reach_counters();
         self.frames.push(OpenFrame { seq, fn_idx: idx, marker, sp, args, stack_seq, threw: false, unreplayable: false, reach });
         OPEN_FRAMES.fetch_add(1, Ordering::AcqRel);
+        if let Some(k) = unknown {
+            self.mark_unreplayable(seq, &trestle_abi::trace::Unreplayable::UnknownMemory(k as u32));
+        }
     }
 
     pub(crate) fn exit(&mut self, id: u64, ret: u64, marker: usize, sp: usize) {
@@ -402,4 +406,70 @@ pub(crate) unsafe fn install_crash_handlers() {
             libc::sigaction(sig, &sa, std::ptr::null_mut());
         }
     }
+}
+
+/// The first pointer argument (by the parameters' kinds) whose address lies in no
+/// recorded extent (the walk left it plain bits), no loaded object (the program's or
+/// a library's image: the same in a replay, ASLR being off in both), not in this
+/// thread's stack and not in the C library's heap: memory a replay does not have at
+/// all, such as a file the program mapped (xmlwf's input). The heap and the stack
+/// are there in a replay, at the same place; what a C library allocated there for
+/// itself (a C++ exception object, under its constructor) replayed faithfully. Null,
+/// small and negative sentinels (`SIG_IGN`, `MAP_FAILED`) are no addresses.
+fn unknown_memory_argument(args: &[trestle_abi::Value], params: &[trestle_abi::meta::ParamMeta]) -> Option<usize> {
+    args.iter().zip(params).position(|(a, p)| {
+        let trestle_abi::Value::Bits(v) = *a else { return false };
+        p.kind == trestle_abi::meta::ValueKind::Ptr
+            && (0x10000..0x8000_0000_0000).contains(&v)
+            && !in_loaded_object(v as usize)
+            && !on_this_stack(v as usize)
+            && !in_brk_heap(v as usize)
+    })
+}
+
+/// Whether `addr` is in the C library's main heap (from where `/proc/self/maps` says
+/// it starts, read once, to the current break).
+fn in_brk_heap(addr: usize) -> bool {
+    static START: std::sync::OnceLock<Option<usize>> = std::sync::OnceLock::new();
+    let start = START.get_or_init(|| {
+        let maps = std::fs::read_to_string("/proc/self/maps").ok()?;
+        let line = maps.lines().find(|l| l.ends_with("[heap]"))?;
+        usize::from_str_radix(line.split('-').next()?, 16).ok()
+    });
+    // SAFETY: sbrk(0) only reads the current break.
+    let top = unsafe { libc::sbrk(0) } as usize;
+    start.is_some_and(|s| (s..top).contains(&addr))
+}
+
+fn in_loaded_object(addr: usize) -> bool {
+    // SAFETY: dladdr only reads the loader's tables; `info` is plain data it fills.
+    unsafe {
+        let mut info: libc::Dl_info = std::mem::zeroed();
+        libc::dladdr(addr as *const libc::c_void, &mut info) != 0
+    }
+}
+
+fn on_this_stack(addr: usize) -> bool {
+    thread_local! {
+        static STACK: std::cell::Cell<Option<(usize, usize)>> = const { std::cell::Cell::new(None) };
+    }
+    let (lo, hi) = STACK.with(|s| {
+        if let Some(r) = s.get() {
+            return r;
+        }
+        // SAFETY: glibc fills the attributes of the calling thread (for the main
+        // thread from /proc/self/maps, once); they are destroyed after reading.
+        let r = unsafe {
+            let mut attr: libc::pthread_attr_t = std::mem::zeroed();
+            let (mut base, mut size): (*mut libc::c_void, usize) = (std::ptr::null_mut(), 0);
+            if libc::pthread_getattr_np(libc::pthread_self(), &mut attr) == 0 {
+                libc::pthread_attr_getstack(&attr, &mut base, &mut size);
+                libc::pthread_attr_destroy(&mut attr);
+            }
+            (base as usize, base as usize + size)
+        };
+        s.set(Some(r));
+        r
+    });
+    (lo..hi).contains(&addr)
 }

@@ -81,6 +81,10 @@ pub enum Unreplayable {
     /// It waited for (or asked after) a child process started before it began, by
     /// calling this C library function: a replay has no such child.
     WaitsForEarlierChild(String),
+    /// Its pointer argument (by index) held an address in no recorded extent, no
+    /// loaded object and no thread's stack: memory a replay does not have (a C
+    /// library's own heap buffer, such as `readdir`'s entry; a file the program mapped).
+    UnknownMemory(u32),
 }
 
 impl std::fmt::Display for Unreplayable {
@@ -89,6 +93,10 @@ impl std::fmt::Display for Unreplayable {
             Unreplayable::WaitsForEarlierChild(call) => {
                 write!(f, "waits for a child process started before the call ({call}); a replay has none")
             }
+            Unreplayable::UnknownMemory(k) => write!(
+                f,
+                "gets a pointer (argument {k}) into memory a replay does not have (a C library's own buffer, a mapping)"
+            ),
         }
     }
 }
