@@ -408,15 +408,7 @@ impl Runner {
             let mut grand: Vec<u64> = callers.iter().flat_map(|c| self.callers.get(c).into_iter().flatten().copied()).filter(|g| !own.contains(g) && !callers.contains(g)).collect();
             grand.sort_unstable();
             grand.dedup();
-            let levels = [(0, own), (1, callers), (2, grand)];
-            // A unit carved from the queue entry recorded for this very roadblock
-            // reached its branch in that run; where there is one, only those: on sed,
-            // 36 of a campaign's 64 probes went to units of other runs that never
-            // reached the branch, and the roadblocks they were spent on crowded out
-            // the one with a bug behind it.
-            let ours = |row: &UnitRow| own_entries.contains(row.test.as_str());
-            let only_ours = levels.iter().flat_map(|(_, ids)| ids).filter_map(|f| by_function.get(f)).flatten().any(|(_, row)| ours(row));
-            for (level, ids) in levels {
+            for (level, ids) in [(0, own), (1, callers), (2, grand)] {
                 let b = &self.branches.branches[rb.branch];
                 let d = &b.directions[rb.missing];
                 let mut level_picks: Vec<(f64, &PathBuf, &UnitRow)> = ids
@@ -424,8 +416,12 @@ impl Runner {
                     .filter_map(|f| by_function.get(f))
                     .flatten()
                     .filter(|(path, _)| !rejected.contains(&(key.as_str(), path.as_path())) && !tried_here.contains(path.as_path()))
-                    .filter(|(_, row)| !only_ours || ours(row))
-                    .map(|(path, row)| (unit_weight(row) / (1.0 + history.times(&row.function)), path, *row))
+                    // A unit carved from the queue entry recorded for this very
+                    // roadblock reached its branch in that run: those first.
+                    .map(|(path, row)| {
+                        let ours = if own_entries.contains(row.test.as_str()) { 1e6 } else { 0.0 };
+                        (ours + unit_weight(row) / (1.0 + history.times(&row.function)), path, *row)
+                    })
                     .collect();
                 level_picks.sort_by(|a, b| b.0.total_cmp(&a.0));
                 for (_, path, row) in level_picks.into_iter().take(if level == 0 { CANDIDATES_PER_LEVEL } else { CALLER_CANDIDATES }) {
