@@ -384,47 +384,45 @@ pub unsafe extern "C" fn __trestle_setvbuf(fp: *mut libc::FILE, buf: *mut libc::
 /// As `exit`.
 #[no_mangle]
 pub unsafe extern "C" fn __trestle_exit_call(code: libc::c_int) -> ! {
-    match mode() {
-        MODE_RECORD => guard("the exit call hook", || {
-            if let Some(rt) = lock().as_mut() {
-                rt.exited(code);
-            }
-        }),
-        MODE_REPLAY => replay::exited(code),
-        // In a unit harness, exit() ends the execution, not the fuzzing: in-process
-        // it returns to the fuzzer (nothing of ours on the stack below needs
-        // dropping); otherwise it ends this forked execution.
-        // SAFETY: straight from the exit hook.
-        MODE_FUZZ => unsafe { end_unit_execution() },
-        _ => {}
-    }
+    // SAFETY: straight from the exit hook.
+    unsafe { exiting(code) };
     // SAFETY: plain libc exit.
     unsafe { libc::exit(code) }
 }
 
 /// Before a call to `error`, `err` & co. (see `trestle_abi::hooks::EXITS_WITH`), one
-/// that is going to exit inside the C library, out of the renamed `exit`'s reach: a
-/// recording ends the open invocations here as that `exit` would (with the status
-/// the reporter exits with), and so does a replay; in a unit harness the execution
-/// ends here, as the renamed `exit` does (exiting inside the C library would end an
-/// in-process fuzzer with it). The C library then reports and exits.
+/// that is going to exit inside the C library, out of the renamed `exit`'s reach: the
+/// same as that `exit` does before exiting, with the status the reporter exits with
+/// (a replay ends before the report is printed, as the recording took the state
+/// there). The C library then reports and exits.
 ///
 /// # Safety
 /// Called by instrumented code only, straight before the reporter's call.
 #[no_mangle]
 pub unsafe extern "C" fn __trestle_exits_with(status: libc::c_int, always: libc::c_int) {
-    if status == 0 && always == 0 {
-        return;
+    if status != 0 || always != 0 {
+        // SAFETY: straight from the hook, before the reporter's call.
+        unsafe { exiting(status) }
     }
+}
+
+/// The process is about to exit with `code`: a recording ends the open invocations
+/// with it; a replay ends here with it; in a unit harness the execution ends, not the
+/// fuzzing (in-process it returns to the fuzzer, nothing of ours on the stack below
+/// needing to be dropped; otherwise this forked execution ends). Elsewhere, and after
+/// a recording, it returns.
+///
+/// # Safety
+/// Straight from an exit hook.
+unsafe fn exiting(code: libc::c_int) {
     match mode() {
-        MODE_RECORD => guard("the exiting reporter hook", || {
+        MODE_RECORD => guard("the exit hook", || {
             if let Some(rt) = lock().as_mut() {
-                rt.exited(status);
+                rt.exited(code);
             }
         }),
-        // Before the report is printed, as the recording took the state.
-        MODE_REPLAY => replay::exited(status),
-        // SAFETY: straight from the hook, before the reporter's call.
+        MODE_REPLAY => replay::exited(code),
+        // SAFETY: straight from the exit hook.
         MODE_FUZZ => unsafe { end_unit_execution() },
         _ => {}
     }
