@@ -35,6 +35,12 @@ pub const MIN_STRING: usize = 2;
 pub const MAX_STRING: usize = 4096;
 /// Origins kept per parameter.
 pub const MAX_ORIGINS: usize = 16;
+/// Occurrences looked at per value before the best [`MAX_ORIGINS`] are kept.
+const SCAN_ORIGINS: usize = 256;
+/// Bytes compared on each side of an occurrence with the memory around the value.
+const SURROUNDINGS: usize = 32;
+/// Bytes of agreeing surroundings that single out where a value came from.
+const MIN_SURROUNDINGS: usize = 3;
 /// A stream parameter covers at most this many bytes of what is left to read; the
 /// rest stays as recorded (and the cut is kept in the parameter).
 pub const STREAM_CAP: usize = 4096;
@@ -83,7 +89,7 @@ fn occurrences(inputs: &[(InputRef, &[u8])], needle: &[u8], rule: Match) -> Vec<
     }
     for (input, hay) in inputs {
         let mut from = 0;
-        while from + needle.len() <= hay.len() && out.len() < MAX_ORIGINS {
+        while from + needle.len() <= hay.len() && out.len() < SCAN_ORIGINS {
             let Some(pos) = hay[from..].windows(needle.len()).position(|w| w == needle) else { break };
             let at = from + pos;
             let end = at + needle.len();
@@ -100,6 +106,36 @@ fn occurrences(inputs: &[(InputRef, &[u8])], needle: &[u8], rule: Match) -> Vec<
             from = at + 1;
         }
     }
+    out
+}
+
+/// The places a value of memory came from, of all its `found` occurrences: where the
+/// bytes around an occurrence agree with the bytes around the value in its extent
+/// (`around`, the value at `at`) on at least [`MIN_SURROUNDINGS`] bytes, only the
+/// occurrences that agree most; otherwise all, in input order. At most
+/// [`MAX_ORIGINS`]. A one-byte counted string ("x") occurs all over a sed script and
+/// its input, but the copy of a line it points into agrees with the line it was
+/// read from, not with the script.
+fn by_surroundings(found: Vec<Origin>, inputs: &[(InputRef, &[u8])], around: &[u8], at: usize) -> Vec<Origin> {
+    let agree = |o: &Origin| -> usize {
+        let Some((_, hay)) = inputs.iter().find(|(i, _)| *i == o.input) else { return 0 };
+        let (start, len) = (o.offset as usize, o.len as usize);
+        let left = (1..=SURROUNDINGS)
+            .take_while(|&k| k <= at && k <= start && around[at - k] == hay[start - k])
+            .count();
+        let right = (0..SURROUNDINGS)
+            .take_while(|&k| around.get(at + len + k).is_some_and(|b| hay.get(start + len + k) == Some(b)))
+            .count();
+        left + right
+    };
+    let scores: Vec<usize> = found.iter().map(agree).collect();
+    let best = scores.iter().copied().max().unwrap_or(0);
+    let mut out: Vec<Origin> = if best >= MIN_SURROUNDINGS {
+        found.into_iter().zip(&scores).filter(|(_, s)| **s == best).map(|(o, _)| o).collect()
+    } else {
+        found
+    };
+    out.truncate(MAX_ORIGINS);
     out
 }
 
@@ -225,6 +261,7 @@ fn string_params(ctx: &Context, inputs: &[(InputRef, &[u8])]) -> Vec<Param> {
         if origins.is_empty() {
             continue;
         }
+        let origins = by_surroundings(origins, inputs, bytes, off as usize);
         params.push(Param { site, kind, original: s.to_vec(), origins, companions: Vec::new() });
     }
     params
@@ -289,10 +326,11 @@ fn int_params(ctx: &Context, meta: Option<&FnMeta>, inputs: &[(InputRef, &[u8])]
             continue;
         }
         let text = v.to_string();
-        let origins = occurrences(inputs, text.as_bytes(), Match::Number);
+        let mut origins = occurrences(inputs, text.as_bytes(), Match::Number);
         if origins.is_empty() {
             continue;
         }
+        origins.truncate(MAX_ORIGINS);
         params.push(Param { site, kind: ParamKind::Int { bits }, original: text.into_bytes(), origins, companions: Vec::new() });
     }
 }
@@ -313,7 +351,8 @@ fn counted_span(ctx: &Context, i: usize, v: i64, inputs: &[(InputRef, &[u8])]) -
     if e.kind == ExtentKind::File || stream_buffers(ctx).contains(&extent) {
         return None;
     }
-    let span = e.bytes.as_deref()?.get(offset as usize..)?.get(..n)?;
+    let bytes = e.bytes.as_deref()?;
+    let span = bytes.get(offset as usize..)?.get(..n)?;
     if span.contains(&0) {
         return None;
     }
@@ -326,6 +365,7 @@ fn counted_span(ctx: &Context, i: usize, v: i64, inputs: &[(InputRef, &[u8])]) -
     if origins.is_empty() {
         return None;
     }
+    let origins = by_surroundings(origins, inputs, bytes, offset as usize);
     let site = ParamSite::Memory { extent, offset, len: n as u64 };
     Some(Param { site, kind: ParamKind::Bytes { nul: false, resize }, original: span.to_vec(), origins, companions: Vec::new() })
 }
@@ -493,6 +533,37 @@ mod tests {
         let params = map_params(&digits, Some(&m), &test, None).params;
         let one = params.iter().find(|p| p.original == b"1").expect("the counted digit");
         assert_eq!(one.kind, ParamKind::Bytes { nul: false, resize: Resize::Token });
+    }
+
+    #[test]
+    fn a_value_found_at_many_places_comes_from_the_one_whose_surroundings_agree() {
+        // `str_append_modified (to, s, 1, ...)`, `s` pointing at the "x" of the line
+        // being edited: "x" occurs all over the script too, but only the line agrees
+        // with the bytes around it.
+        let line = b"say x to me";
+        let ctx = Context {
+            fn_id: 1,
+            args: vec![Value::Ptr { extent: 0, offset: 0 }, Value::Ptr { extent: 1, offset: 4 }, Value::Bits(1)],
+            graph: Graph { extents: vec![heap(&[0u8; 16]), heap(&[&line[..], b"\0"].concat())], ..Graph::default() },
+            locale: vec![],
+            stdio_modes: vec![],
+            fds: vec![],
+            streams: vec![],
+        };
+        let script = "s/x/\\U&x/;/x/x;x;x;x;x;x;x;x;x;x;x;x;x;x;x;x;x;x";
+        let test = SystemTest { args: vec![script.into()], stdin: Some([&b"no\n"[..], line, b"\n"].concat()), ..Default::default() };
+        let m = meta(&[ValueKind::Ptr, ValueKind::Ptr, ValueKind::Int(64)]);
+        let params = map_params(&ctx, Some(&m), &test, None).params;
+        let x = params.iter().find(|p| p.original == b"x").expect("the counted byte");
+        assert_eq!(x.origins, vec![Origin { input: InputRef::Stdin, offset: 7, len: 1 }]);
+        // Where nothing around it agrees, every place stays (in input order).
+        let mut alone = ctx.clone();
+        alone.graph.extents[1] = heap(b"x\0");
+        alone.args[1] = Value::Ptr { extent: 1, offset: 0 };
+        let params = map_params(&alone, Some(&m), &test, None).params;
+        let x = params.iter().find(|p| p.original == b"x").expect("the counted byte");
+        assert_eq!(x.origins.len(), MAX_ORIGINS);
+        assert_eq!(x.origins[0], Origin { input: InputRef::Arg(0), offset: 2, len: 1 });
     }
 
     #[test]

@@ -248,7 +248,7 @@ impl Lifter {
         if let Some(probe) = probe {
             match probe.probe(&test)? {
                 // The validation build decides.
-                Probed::Objective => {}
+                Probed::Objective | Probed::Unfit => {}
                 Probed::NewCoverage => {
                     self.stats.lifted_tests += 1;
                     self.stats.settled_by_probe += 1;

@@ -46,6 +46,9 @@ pub enum Probed {
     Objective,
     /// It ended by itself in time, without a crash, reaching nothing new.
     Nothing,
+    /// It is over the fuzzer's bounds (an argument longer than it makes, say): it
+    /// would run cut there, as another test. The validation build decides.
+    Unfit,
 }
 
 /// Runs lifted tests on the fuzzing build first: only one that crashes or hangs

@@ -20,7 +20,8 @@ fn value_text(kind: ParamKind, v: &ParamValue) -> Vec<u8> {
 }
 
 /// The lifted system tests for `values`: every changed parameter at all its places,
-/// then, for a parameter found at several places, each place alone. At most 16.
+/// then each changed parameter alone, then, for a parameter found at several places,
+/// each place alone. At most 16.
 pub fn lift_variants(unit: &Unit, values: &[ParamValue]) -> Vec<(SystemTest, Vec<Substitution>)> {
     let changed: Vec<(usize, Vec<u8>)> = unit
         .params
@@ -39,6 +40,15 @@ pub fn lift_variants(unit: &Unit, values: &[ParamValue]) -> Vec<(SystemTest, Vec
         .flat_map(|(i, text)| unit.params[*i].origins.iter().map(move |o| (*i, o.clone(), text.clone())))
         .collect();
     let mut plans = vec![all.clone()];
+    // A unit crash often needs one of its changed values, not all: a flag the fuzzer
+    // changed too may be mapped to a place it never came from (sed's case-conversion
+    // type to the "1" of the script's address `1,2s`), and writing it there turns the
+    // test into another one.
+    if changed.len() > 1 {
+        for (i, _) in &changed {
+            plans.push(all.iter().filter(|(j, _, _)| j == i).cloned().collect());
+        }
+    }
     for (i, _) in &changed {
         let origins = &unit.params[*i].origins;
         if origins.len() > 1 {
@@ -209,13 +219,16 @@ mod tests {
         };
         let unit = unit_with(vec![int, user], test);
         let v = lift_variants(&unit, &[ParamValue::Int(42342531), ParamValue::Bytes(b"admin".to_vec())]);
-        // All places, then each place of the ambiguous user name alone.
-        assert_eq!(v.len(), 3);
+        // All places; each changed value alone; each place of the ambiguous user
+        // name alone.
+        assert_eq!(v.len(), 5);
         assert_eq!(v[0].0.args, vec!["set", "7", "42342531"]);
         assert_eq!(v[0].0.stdin.as_deref().unwrap(), b"login admin pw\nlogin admin x\n");
-        assert_eq!(v[1].0.stdin.as_deref().unwrap(), b"login admin pw\nlogin guest x\n");
-        assert_eq!(v[2].0.stdin.as_deref().unwrap(), b"login guest pw\nlogin admin x\n");
-        assert!(v.iter().all(|(t, _)| t.args[2] == "42342531"));
+        assert_eq!((v[1].0.args[2].as_str(), v[1].0.stdin.as_deref().unwrap()), ("42342531", &b"login guest pw\nlogin guest x\n"[..]));
+        assert_eq!((v[2].0.args[2].as_str(), v[2].0.stdin.as_deref().unwrap()), ("12", &b"login admin pw\nlogin admin x\n"[..]));
+        assert_eq!(v[3].0.stdin.as_deref().unwrap(), b"login admin pw\nlogin guest x\n");
+        assert_eq!(v[4].0.stdin.as_deref().unwrap(), b"login guest pw\nlogin admin x\n");
+        assert!(v[3..].iter().all(|(t, _)| t.args[2] == "42342531"));
         // Unchanged values lift to nothing.
         assert!(lift_variants(&unit, &[ParamValue::Int(12), ParamValue::Bytes(b"guest".to_vec())]).is_empty());
     }

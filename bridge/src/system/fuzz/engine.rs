@@ -494,6 +494,9 @@ impl SysFuzzer {
 impl crate::lift::Probe for SysFuzzer {
     fn probe(&mut self, t: &SystemTest) -> Result<crate::lift::Probed> {
         SysInput::check(t)?;
+        if !SysInput::fits(t) {
+            return Ok(crate::lift::Probed::Unfit);
+        }
         let input = SysInput::from_test(t);
         let kept = self.engine.evaluate(&mut self.state, &mut self.mgr, &input).map_err(lib)?;
         // Whatever the feedback made of it (a crash along edges an earlier finding

@@ -51,6 +51,16 @@ impl SysInput {
         input
     }
 
+    /// Whether `t` is an input as it stands: within the bounds [`Self::from_test`]
+    /// cuts to. One that is not would run as another test here (a lifted sed script
+    /// with an 8 KiB replacement, cut at 4 KiB, loses its closing `/`).
+    pub fn fits(t: &SystemTest) -> bool {
+        t.args.len() <= MAX_ARGS
+            && t.args.iter().all(|a| a.len() <= MAX_ARG_LEN && !a.contains('\0'))
+            && t.stdin.as_ref().is_none_or(|s| s.len() <= MAX_CONTENT)
+            && t.files.values().all(|v| v.len() <= MAX_CONTENT)
+    }
+
     /// The system test this input is.
     pub fn to_test(&self) -> SystemTest {
         SystemTest {
@@ -153,6 +163,19 @@ pub(super) mod tests {
         i.to_file(&p).unwrap();
         assert_eq!(SysInput::from_file(&p).unwrap(), i);
         assert_eq!(systest::load_test(&p).unwrap(), i.to_test());
+    }
+
+    #[test]
+    fn a_test_over_the_bounds_does_not_fit_as_it_stands() {
+        let mut t = input(&["-e", "s/a/b/"], "abc\n").to_test();
+        assert!(SysInput::fits(&t));
+        // A lifted replacement of 8 KiB: cut at 4 KiB it would be another script.
+        t.args[1] = format!("s/a/{}/", "b".repeat(2 * MAX_ARG_LEN));
+        assert!(!SysInput::fits(&t));
+        assert!(SysInput::fits(&SysInput::from_test(&t).to_test()));
+        let mut big = input(&[], "").to_test();
+        big.stdin = Some(vec![b'x'; MAX_CONTENT + 1]);
+        assert!(!SysInput::fits(&big));
     }
 
     #[test]
