@@ -146,7 +146,7 @@ fn result(r: &Report, a: &AlarmEntry, d: &AlarmDetail, rule_index: usize, base: 
         "message": { "text": format!("{} ({origin}). Reproduce: {command}", a.signature) },
         "locations": [location],
         "relatedLocations": related,
-        "partialFingerprints": { "trestleCrashKey/v1": a.key },
+        "partialFingerprints": { "trestleCrashKey/v2": a.key },
         "attachments": [
             {
                 "description": { "text": "the reduced system test that reproduces the crash (trestle's system-test JSON)" },

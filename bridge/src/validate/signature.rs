@@ -58,9 +58,27 @@ pub struct CrashSignature {
 }
 
 impl CrashSignature {
-    /// A short stable text for deduplication: kind and frames.
+    /// A short stable text for deduplication, naming the bug rather than the stack:
+    /// the class of crash and where it faulted, the innermost frame of the subject's
+    /// own code with its source line (`dc_array_set:array.c:88`), whatever called it
+    /// (dc's one planted bug came out as two alarms, reached from a file and from a
+    /// string); a stack overflow by the functions that recur; without a source line,
+    /// the innermost frames.
     pub fn key(&self) -> String {
-        format!("{}@{}", self.class(), self.frames.join("<"))
+        format!("{}@{}", self.class(), self.place().unwrap_or_else(|| self.frames.join("<")))
+    }
+
+    /// The faulting place, `function:file:line`, when the innermost frame of the
+    /// subject's code has a source line (not for a stack overflow: where the stack
+    /// ran out is chance).
+    fn place(&self) -> Option<String> {
+        if is_stack_overflow(&self.kind) {
+            return None;
+        }
+        let f = self.stack.iter().find(|f| f.own)?;
+        let file = f.file.as_deref().filter(|_| f.line > 0 && self.frames.first() == Some(&f.function))?;
+        let file = Path::new(file).file_name().map_or(file.into(), |n| n.to_string_lossy());
+        Some(format!("{}:{}:{}", f.function, file, f.line))
     }
 
     /// Memory errors are one class whichever way they show (a SIGSEGV without a
@@ -547,6 +565,23 @@ mod tests {
         assert!(CrashSignature::keys_match("memory@check_login", "memory@check_login<handle_login<dispatch_request"));
         assert!(!CrashSignature::keys_match("memory@check_login", "SIGFPE@check_login"));
         assert!(!CrashSignature::keys_match("memory@main", "memory@store_value<main"));
+    }
+
+    #[test]
+    fn one_faulting_line_is_one_bug_whatever_called_it() {
+        let frame = |f: &str, line: u32| Frame { function: f.into(), file: Some("/src/dc/array.c".into()), line, module: "/bin/dc".into(), own: false };
+        let filter = FrameFilter { program: None, stop_after: None };
+        let from_file = filter.signature("SIGSEGV".into(), vec![frame("dc_array_set", 88), frame("dc_func", 310), frame("dc_evalfile", 700)]);
+        let from_string = filter.signature("SIGSEGV".into(), vec![frame("dc_array_set", 88), frame("dc_func", 310), frame("dc_evalstr", 512)]);
+        assert_ne!(from_file.frames, from_string.frames);
+        assert_eq!(from_file.key(), "memory@dc_array_set:array.c:88");
+        assert_eq!(from_file.key(), from_string.key());
+        // Another line of the same function is another bug.
+        let other_line = filter.signature("SIGSEGV".into(), vec![frame("dc_array_set", 95), frame("dc_func", 310)]);
+        assert_ne!(other_line.key(), from_file.key());
+        // So is another kind of crash at the same line.
+        let abort = filter.signature("SIGABRT".into(), vec![frame("dc_array_set", 88), frame("dc_func", 310)]);
+        assert_ne!(abort.key(), from_file.key());
     }
 
     #[test]
