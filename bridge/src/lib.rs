@@ -14,6 +14,7 @@
 //!   system-level coverage and the system fuzzer;
 //! - [`campaign`]: all of the above as one time-boxed campaign (`trestle run`), on one
 //!   machine or, with [`cluster`], across several;
+//! - [`triage`]: crashing inputs from any fuzzer → confirmed bugs, grouped and reduced;
 //! - [`report`] and [`export`]: what a campaign found (also as SARIF, [`sarif`]), and
 //!   units as standalone C tests.
 //!
@@ -39,4 +40,5 @@ pub mod report;
 pub mod sarif;
 pub mod stdout;
 pub mod system;
+pub mod triage;
 pub mod validate;

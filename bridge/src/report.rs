@@ -194,7 +194,7 @@ fn provenance_lines(p: &Provenance) -> Vec<String> {
     let reduction = |r: &crate::validate::reduce::ReduceStats| format!("reduced test: {} → {} bytes", r.size_before, r.size_after);
     match p {
         Provenance::System(f) => vec![
-            "found by system-level fuzzing".into(),
+            f.found_by.as_ref().map_or_else(|| "found by system-level fuzzing".into(), |by| format!("triaged from {by}")),
             format!("system test {}", f.system_test.name),
             reduction(&f.reduced_test.reduction),
         ],

@@ -114,7 +114,10 @@ fn result(r: &Report, a: &AlarmEntry, d: &AlarmDetail, rule_index: usize, base: 
     let script = alarm_dir.join("reproduce.sh");
     let command = format!("sh {}", shown(&script, base));
     let origin = match &d.provenance {
-        Provenance::System(_) => "found by system-level fuzzing".to_owned(),
+        Provenance::System(f) => match &f.found_by {
+            Some(by) => format!("triaged from {by}"),
+            None => "found by system-level fuzzing".to_owned(),
+        },
         Provenance::Lifted(f) => format!("found by fuzzing a unit of {} and lifted to a system test", f.carved_invocation.function),
     };
     let own: Vec<&Frame> = d.provenance.frames().iter().filter(|f| f.own).collect();

@@ -14,6 +14,7 @@ mod report;
 mod run;
 mod show;
 mod sysfuzz;
+mod triage;
 mod validate;
 
 use clap::{Parser, Subcommand};
@@ -73,6 +74,10 @@ enum Command {
     /// with trestle-cc) and print how each run ended, its output sizes and costs; with
     /// --for, how many runs a second the executor makes.
     Exec(exec::ExecArgs),
+    /// Sort crashing inputs from any fuzzer (AFL++, libFuzzer, trestle) into bugs:
+    /// confirm each on the program as shipped, group by crash class and faulting line,
+    /// reduce one per bug (exit status 1 with --fail-on-new when a bug is new).
+    Triage(triage::TriageArgs),
 }
 
 /// Parse the command line, run the command, and turn its result into the exit status.
@@ -108,6 +113,16 @@ pub fn main() -> ExitCode {
             r => r.map(|_| ()),
         },
         Command::Sysfuzz(a) => crate::system::fuzz::run(&a.options()).map(|_| ()),
+        Command::Triage(a) => match crate::triage::run(&a.options()) {
+            Ok(s) => {
+                a.print(&s);
+                if a.fail_on_new.is_some() && s.groups.iter().any(|g| g.new) {
+                    return ExitCode::from(1);
+                }
+                Ok(())
+            }
+            Err(e) => Err(e),
+        },
         // Whatever the program's exit status, a test that ran is a success; one the
         // executor could not run makes the input bad.
         Command::Exec(a) => crate::system::exec::run(&a.options(), &mut |t, r| a.print_run(t, r)).and_then(|s| {

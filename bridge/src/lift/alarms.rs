@@ -24,11 +24,25 @@ impl Lifter {
     /// validation program like a lifted test, and reported if it reproduces. Returns
     /// whether it did.
     pub fn system_crash(&mut self, test: &SystemTest, name: &str, source: &Path) -> Result<bool> {
+        Ok(!matches!(self.confirm_crash(test, name, source, None)?, Confirmed::NotReproduced(_)))
+    }
+
+    /// Validate a crashing system test found elsewhere (`name`, in `source`) with the
+    /// validation program and report it if it reproduces, as a new alarm or one more
+    /// finding of a listed one. `found_by` says where it came from when it was not
+    /// this campaign's system fuzzer (a triaged AFL++ crash, say).
+    pub fn confirm_crash(&mut self, test: &SystemTest, name: &str, source: &Path, found_by: Option<&str>) -> Result<Confirmed> {
         let run = self.sandbox.run(&self.program, test, &[], &self.filter, None)?;
-        let Some(sys) = run.crash else { return Ok(false) };
+        let Some(sys) = run.crash else {
+            let how = match &run.limit {
+                Some(limit) => format!("{} ({limit})", run.status),
+                None => run.status.to_string(),
+            };
+            return Ok(Confirmed::NotReproduced(how));
+        };
         let key = sys.key();
-        if self.count_duplicate(&key)? {
-            return Ok(true);
+        if let Some(id) = self.count_duplicate(&key)? {
+            return Ok(Confirmed::Known(id));
         }
         let confirmed = self.epoch.elapsed().as_secs_f64();
         let function = sys.frames.first().cloned().unwrap_or_else(|| "unknown".into());
@@ -43,17 +57,18 @@ impl Lifter {
             validated_with: self.program.clone(),
             sandboxed: self.sandbox.isolated(),
             found_on: self.node.clone(),
+            found_by: found_by.map(str::to_owned),
         }));
         files::write(&tmp.join(files::PROVENANCE), &provenance)?;
-        std::fs::write(tmp.join("summary.md"), system_summary_md(&sys, &self.program, &reduced, &rstats, name, source))?;
+        std::fs::write(tmp.join("summary.md"), system_summary_md(&sys, &self.program, &reduced, &rstats, name, source, found_by))?;
         let entry = AlarmEntry {
-            id,
+            id: id.clone(),
             function,
             unit_function: None,
             signature: sys.to_string(),
             key,
             matches_unit: true,
-            source: "system".into(),
+            source: if found_by.is_some() { "triage" } else { "system" }.into(),
             candidates: 1,
             size_lifted: test_size(test),
             size_reduced: test_size(&reduced),
@@ -63,16 +78,17 @@ impl Lifter {
             roadblock: None,
         };
         self.publish_alarm(&tmp, entry)?;
-        Ok(true)
+        Ok(Confirmed::New(id))
     }
 
     /// If an alarm with the crash `key` is listed already, count one more finding of
-    /// it and say so.
-    fn count_duplicate(&mut self, key: &str) -> Result<bool> {
-        let Some(a) = self.alarms.values_mut().find(|a| CrashSignature::keys_match(&a.key, key)) else { return Ok(false) };
+    /// it and return its id.
+    fn count_duplicate(&mut self, key: &str) -> Result<Option<String>> {
+        let Some(a) = self.alarms.values_mut().find(|a| CrashSignature::keys_match(&a.key, key)) else { return Ok(None) };
         a.candidates += 1;
+        let id = a.id.clone();
         self.write_index()?;
-        Ok(true)
+        Ok(Some(id))
     }
 
     /// A fresh `alarms/.tmp-<id>` holding `test` (`lifted.json`), its reduction
@@ -197,7 +213,7 @@ impl Lifter {
     /// unit's crash), unless an alarm with that crash is listed already.
     pub(super) fn alarm(&mut self, f: &Finding, lifted: &SystemTest, subs: &[Substitution], sys: &CrashSignature, matches_unit: bool) -> Result<()> {
         let key = sys.key();
-        if self.count_duplicate(&key)? {
+        if self.count_duplicate(&key)?.is_some() {
             return Ok(());
         }
         let confirmed = self.epoch.elapsed().as_secs_f64();
@@ -289,6 +305,17 @@ impl Lifter {
         }
         Ok(source)
     }
+}
+
+/// What validating a crash found elsewhere came to ([`Lifter::confirm_crash`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Confirmed {
+    /// A new alarm, with this id.
+    New(String),
+    /// One more finding of the listed alarm with this id.
+    Known(String),
+    /// The program did not crash on it: how the run ended instead.
+    NotReproduced(String),
 }
 
 fn fnv32(s: &str) -> u32 {

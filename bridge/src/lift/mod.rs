@@ -60,6 +60,7 @@ pub trait Probe {
     /// Run `test` on the fuzzing build.
     fn probe(&mut self, test: &trestle_abi::unit::SystemTest) -> anyhow::Result<Probed>;
 }
+pub use alarms::Confirmed;
 pub use lifter::{LiftProgress, Lifter};
 pub use queue::LIFTS_PER_NEW_EDGES;
 pub use records::{AlarmEntry, AlarmList, FalsePositive, LiftStats, Provenance, Substitution, SystemOutcome};

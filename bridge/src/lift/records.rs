@@ -199,6 +199,10 @@ pub struct SystemFind {
     /// The worker whose system fuzzer found it (`None`: this machine's).
     #[serde(default)]
     pub found_on: Option<String>,
+    /// Where it came from when not from trestle's system fuzzer (`trestle triage`
+    /// of another fuzzer's crashes: "AFL++ crash", ...).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub found_by: Option<String>,
 }
 
 /// A system test the system fuzzer wrote.

@@ -123,8 +123,20 @@ pub(super) fn origin_words(seed: &str, mutation: Option<&str>) -> String {
 }
 
 /// `summary.md` of a crash system-level fuzzing found (`name`, in `source`).
-pub(super) fn system_summary_md(sys: &CrashSignature, program: &Path, reduced: &SystemTest, rstats: &ReduceStats, name: &str, source: &Path) -> String {
-    let mut md = format!("# Crash found by system-level fuzzing\n\n**{sys}** when running `{}`.\n\n## Stack\n\n", program.display());
+pub(super) fn system_summary_md(
+    sys: &CrashSignature,
+    program: &Path,
+    reduced: &SystemTest,
+    rstats: &ReduceStats,
+    name: &str,
+    source: &Path,
+    found_by: Option<&str>,
+) -> String {
+    let heading = match found_by {
+        Some(by) => format!("Crash triaged from {by}"),
+        None => "Crash found by system-level fuzzing".into(),
+    };
+    let mut md = format!("# {heading}\n\n**{sys}** when running `{}`.\n\n## Stack\n\n", program.display());
     for f in sys.stack.iter().take(12) {
         md += &format!("- {f}\n");
     }

@@ -1,0 +1,104 @@
+//! `trestle triage`: its command-line arguments and what it prints.
+
+use crate::system::systest::parse_duration;
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// Arguments of `trestle triage`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct TriageArgs {
+    /// Crashing inputs: AFL++ output or instance directories (crashes/, with the
+    /// target's command line read from fuzzer_stats), libFuzzer crash-* files or
+    /// directories of them, trestle system tests (JSON), or files of input bytes.
+    #[arg(required = true)]
+    pub inputs: Vec<PathBuf>,
+    /// The program to confirm crashes with, as shipped (built with -g for source
+    /// lines; not a trestle-cc build).
+    #[arg(long)]
+    pub program: PathBuf,
+    /// Output directory: alarms/<id>/ per bug (reduced reproducer, provenance,
+    /// summary), alarms.json, triage.json (every group with all its members, every
+    /// dropped input with why).
+    #[arg(long)]
+    pub out: PathBuf,
+    /// An earlier triage (or campaign) directory: exit with status 1 when a bug is
+    /// not among its alarms (for CI).
+    #[arg(long)]
+    pub fail_on_new: Option<PathBuf>,
+    /// Wall-clock limit per run.
+    #[arg(long, default_value = "10s", value_parser = parse_duration)]
+    pub timeout: Duration,
+    /// Address-space limit per run, MiB (not applied to sanitizer builds).
+    #[arg(long, default_value_t = 4096)]
+    pub memory_mb: u64,
+    /// Time allowed for reducing each bug's smallest input to 1-minimal.
+    #[arg(long, default_value = "60s", value_parser = parse_duration)]
+    pub reduce_time: Duration,
+    /// Do not reduce.
+    #[arg(long)]
+    pub no_reduce: bool,
+    /// Run without bubblewrap (still in a fresh directory, with rlimits).
+    #[arg(long)]
+    pub no_sandbox: bool,
+    /// Print the summary as JSON on stdout.
+    #[arg(long)]
+    pub json: bool,
+    /// The program's arguments, `@@` standing for the input file (default: AFL++'s
+    /// from fuzzer_stats; `@@` alone for libFuzzer crash files; otherwise the input
+    /// is the program's stdin).
+    #[arg(last = true)]
+    pub command: Vec<String>,
+}
+
+impl TriageArgs {
+    /// The stage's options from the command line.
+    pub fn options(&self) -> crate::triage::Options {
+        crate::triage::Options {
+            inputs: self.inputs.clone(),
+            program: self.program.clone(),
+            command: (!self.command.is_empty()).then(|| self.command.clone()),
+            out: self.out.clone(),
+            timeout: self.timeout,
+            memory_mb: self.memory_mb,
+            no_sandbox: self.no_sandbox,
+            reduce_time: (!self.no_reduce).then_some(self.reduce_time),
+            fail_on_new: self.fail_on_new.clone(),
+            progress: !self.json,
+        }
+    }
+
+    /// Print the summary: one line per bug, then what was dropped.
+    pub fn print(&self, s: &crate::triage::Summary) {
+        if self.json {
+            crate::outln!("{}", serde_json::to_string_pretty(s).expect("the summary serialises"));
+            return;
+        }
+        crate::outln!(
+            "triaged {} input(s) in {:.0}s: {} crash(es) of {} bug(s), {} dropped",
+            s.inputs,
+            s.seconds,
+            s.reproduced,
+            s.groups.len(),
+            s.dropped.len()
+        );
+        for g in &s.groups {
+            crate::outln!(
+                "  {}{}: {} ({} input(s); first {}, smallest {})",
+                if g.new && self.fail_on_new.is_some() { "NEW " } else { "" },
+                g.id,
+                g.signature,
+                g.members.len(),
+                g.first.display(),
+                g.smallest.display()
+            );
+        }
+        let mut reasons: std::collections::BTreeMap<&str, usize> = std::collections::BTreeMap::new();
+        for d in &s.dropped {
+            *reasons.entry(d.reason.as_str()).or_default() += 1;
+        }
+        for (r, n) in reasons {
+            crate::outln!("  dropped {n}: {r}");
+        }
+        crate::outln!("alarms: {}", self.out.join("alarms").display());
+    }
+}

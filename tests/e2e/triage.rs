@@ -1,0 +1,102 @@
+//! `trestle triage` end to end: an AFL++ output directory of a small parser with
+//! three bugs (two NULL writes on two lines of one function, the first reached from
+//! two callers, and a runaway recursion that runs out of stack at different depths),
+//! one input that does not crash, one hang; the plain build confirms the crashes.
+
+use serde_json::Value;
+use std::path::Path;
+use std::process::Command;
+use trestle_tests::*;
+
+fn json(p: &Path) -> Value {
+    serde_json::from_slice(&std::fs::read(p).unwrap_or_else(|e| panic!("{}: {e}", p.display()))).unwrap()
+}
+
+/// An AFL++ instance directory as afl-fuzz leaves it, with these crashes.
+fn afl_dir(root: &Path, crashes: &[(&str, &[u8])]) -> std::path::PathBuf {
+    let inst = root.join("default");
+    std::fs::create_dir_all(inst.join("crashes")).unwrap();
+    std::fs::create_dir_all(inst.join("hangs")).unwrap();
+    std::fs::write(inst.join("fuzzer_stats"), "start_time        : 1\ncommand_line      : afl-fuzz -i in -o out -V 60 -- /elsewhere/parse-afl @@\n").unwrap();
+    std::fs::write(inst.join("crashes/README.txt"), "Command line used to find this crash: ...\n").unwrap();
+    for (i, (op, bytes)) in crashes.iter().enumerate() {
+        std::fs::write(inst.join("crashes").join(format!("id:{i:06},sig:11,src:000000,time:{},execs:{},op:{op}", 100 * (i + 1), 50 * (i + 1))), bytes).unwrap();
+    }
+    std::fs::write(inst.join("hangs/id:000000,src:000000,time:700,execs:600,op:havoc,rep:2"), b"slow").unwrap();
+    root.to_owned()
+}
+
+#[test]
+fn crashes_from_another_fuzzer_are_sorted_into_bugs_and_what_does_not_reproduce_is_dropped() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let plain = d.join("parse");
+    ok(Command::new("clang-19").args(["-O2", "-g"]).arg(subject("triage").join("parse.c")).arg("-o").arg(&plain));
+    let afl = afl_dir(
+        &d.join("afl"),
+        &[("havoc", b"A1"), ("havoc", b"Bzz"), ("flip1", b"A2xx"), ("havoc", b"Rabc"), ("havoc", b"Rq"), ("havoc", b"ok")],
+    );
+    let out = d.join("triage");
+    let stdout = ok(&mut trestle(&[&"triage", &"--program", &plain, &"--out", &out, &"--reduce-time", &"20s", &afl]));
+    let t = json(&out.join("triage.json"));
+    assert_eq!(t["inputs"], 7, "{t}");
+    let groups = t["groups"].as_array().unwrap();
+    // One bug per faulting line: A1 and B (another caller) are one; A2 another; the
+    // two recursions, out of stack at different depths, one.
+    assert_eq!(groups.len(), 3, "{t}");
+    let members = |g: &Value| -> Vec<String> {
+        g["members"].as_array().unwrap().iter().map(|m| std::fs::read_to_string(m.as_str().unwrap()).unwrap()).collect()
+    };
+    let mut by_members: Vec<Vec<String>> = groups.iter().map(members).collect();
+    by_members.iter_mut().for_each(|m| m.sort());
+    by_members.sort();
+    assert_eq!(by_members, vec![vec!["A1", "Bzz"], vec!["A2xx"], vec!["Rabc", "Rq"]], "{t}");
+    let overflow = groups.iter().find(|g| g["key"].as_str().unwrap().starts_with("stack-overflow")).expect("the recursion's group");
+    assert_eq!(std::fs::read(overflow["smallest"].as_str().unwrap()).unwrap(), b"Rq");
+    // The input that exits normally and the hang are dropped, each with why.
+    let dropped = t["dropped"].as_array().unwrap();
+    assert_eq!(dropped.len(), 2, "{t}");
+    assert!(dropped.iter().any(|x| x["kind"] == "afl-crash" && x["reason"].as_str().unwrap().contains("does not crash")), "{t}");
+    assert!(dropped.iter().any(|x| x["kind"] == "afl-hang"), "{t}");
+    assert!(stdout.contains("5 crash(es) of 3 bug(s), 2 dropped"), "{stdout}");
+    // Each bug is an alarm folder whose reduced reproducer crashes the program as
+    // the AFL++ command line ran it (the input as the file `@@` named).
+    let alarms = alarm_list(&out);
+    assert_eq!(alarms.len(), 3);
+    for a in &alarms {
+        assert_eq!(a["source"], "triage");
+        let reduced = out.join("alarms").join(a["id"].as_str().unwrap()).join("reduced.json");
+        let v = ok(&mut trestle(&[&"validate", &"--program", &plain, &reduced, &"--json"]));
+        assert!(v.contains("\"crash\":\"") || v.contains("\"crash\": \""), "{v}");
+        let summary = std::fs::read_to_string(reduced.with_file_name("summary.md")).unwrap();
+        assert!(summary.starts_with("# Crash triaged from an AFL++ crash"), "{summary}");
+    }
+
+    // Against that triage, the same crashes are nothing new; a new bug is.
+    let again = ok(&mut trestle(&[&"triage", &"--program", &plain, &"--out", &d.join("again"), &"--no-reduce", &"--fail-on-new", &out, &afl]));
+    assert!(!again.contains("NEW "), "{again}");
+    let only_a1 = afl_dir(&d.join("afl-a1"), &[("havoc", b"A1")]);
+    let first = d.join("first");
+    ok(&mut trestle(&[&"triage", &"--program", &plain, &"--out", &first, &"--no-reduce", &only_a1]));
+    let r = run(&mut trestle(&[&"triage", &"--program", &plain, &"--out", &d.join("later"), &"--no-reduce", &"--fail-on-new", &first, &afl]));
+    assert_eq!(r.status.code(), Some(1), "{}", String::from_utf8_lossy(&r.stderr));
+    assert_eq!(String::from_utf8_lossy(&r.stdout).matches("NEW ").count(), 2);
+}
+
+#[test]
+fn inputs_of_the_wrong_kind_and_programs_that_do_not_start_are_one_line_errors() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let empty = d.join("empty");
+    std::fs::create_dir(&empty).unwrap();
+    std::fs::write(empty.join("README.txt"), "nothing here").unwrap();
+    let r = run(&mut trestle(&[&"triage", &"--program", &"/bin/true", &"--out", &d.join("o"), &empty]));
+    assert_eq!(r.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&r.stderr);
+    assert!(err.contains("holds no inputs to triage") && err.lines().count() == 1, "{err}");
+    let input = d.join("crash-1");
+    std::fs::write(&input, b"x").unwrap();
+    let r = run(&mut trestle(&[&"triage", &"--program", &d.join("missing"), &"--out", &d.join("o"), &input]));
+    assert_eq!(r.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&r.stderr).contains("missing"), "{}", String::from_utf8_lossy(&r.stderr));
+}

@@ -1,0 +1,41 @@
+/* A file parser with three bugs for `trestle triage`: two NULL writes on two lines
+   of one function, the first reached from two callers, and a runaway recursion. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static __attribute__((noinline)) void store(const char *buf, size_t len) {
+  volatile int *p = NULL;
+  if (len >= 2 && buf[1] == '1')
+    *p = 1; /* bug one */
+  if (len >= 2 && buf[1] == '2')
+    p[100] = 2; /* bug two */
+}
+
+static __attribute__((noinline)) void via_b(const char *buf, size_t len) {
+  char copy[8] = "x1";
+  (void)buf;
+  (void)len;
+  store(copy, 2);
+}
+
+static __attribute__((noinline)) int nest(const char *buf, size_t n) {
+  volatile char pad[512];
+  pad[n % 512] = buf[0];
+  if (buf[0] == 'R')
+    return nest(buf, n + 1) + pad[(n + 1) % 512];
+  return pad[0];
+}
+
+int main(int argc, char **argv) {
+  char buf[256];
+  FILE *f = argc > 1 ? fopen(argv[1], "rb") : stdin;
+  if (!f) return 2;
+  size_t len = fread(buf, 1, sizeof buf - 1, f);
+  buf[len] = 0;
+  if (len >= 1 && buf[0] == 'A') store(buf, len);
+  if (len >= 1 && buf[0] == 'B') via_b(buf, len);
+  if (len >= 1 && buf[0] == 'R') return nest(buf, len);
+  puts("ok");
+  return 0;
+}
