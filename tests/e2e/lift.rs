@@ -247,3 +247,45 @@ fn a_runaway_recursion_is_one_stack_overflow_wherever_it_runs_out() {
         assert_eq!(l["crash"], "stack-overflow in down_a < down_b", "{l}");
     }
 }
+
+/// A unit hang that is a crash at system level: `slowcmd`'s `main` reads a command
+/// from stdin and closes it; `check` spins for a second, then crashes. The unit
+/// fuzzer, whose limit is milliseconds, keeps it as a timeout; lifting runs it on
+/// the program, which crashes.
+#[test]
+fn a_unit_hang_that_crashes_the_program_is_a_true_alarm() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let src = subject("slowcmd").join("slowcmd.c");
+    let harness = d.join("slowcmd-trestle");
+    ok(Command::new(tool("trestle-cc")).args(["-O2", "-g"]).arg(&src).arg("-o").arg(&harness));
+    let plain = d.join("slowcmd-plain");
+    clang(&[&"-O2", &"-g", &src, &"-o", &plain]);
+    ok(&mut trestle(&[&"record", &"--program", &harness, &"--tests", &subject("slowcmd").join("seeds"), &"--out", &d.join("traces")]));
+    let units = d.join("units");
+    ok(&mut trestle(&[&"carve", &d.join("traces"), &"--out", &units]));
+    let index = json(&units.join("index.json"));
+    // main closed stdin after reading it: the stream is its parameter all the same.
+    let row = index["units"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["function"] == "main" && r["test"] == "hello")
+        .unwrap_or_else(|| panic!("no main unit: {index}"));
+    assert_eq!(row["param_kinds"], serde_json::json!(["stream"]), "{row}");
+    let fz = d.join("fz");
+    let out = ok(&mut trestle(&[&"fuzz", &units.join(row["file"].as_str().unwrap()), &"--in-process", &"--time", &"30s", &"--out", &fz, &"--json"]));
+    let report: Value = serde_json::from_str(&out).unwrap();
+    // Many executions of main, each served a new stdin: closing it did not end them.
+    assert!(report["executions"].as_u64().unwrap() > 100, "{report}");
+    assert!(std::fs::read_dir(fz.join("timeouts")).map(|d| d.count()).unwrap_or(0) > 0, "no unit timeout in 30 s: {report}");
+    assert_eq!(std::fs::read_dir(fz.join("crashes")).map(|d| d.count()).unwrap_or(0), 0, "the unit never runs long enough to crash");
+    let lifted = d.join("lift");
+    ok(&mut trestle(&[&"lift", &"--program", &plain, &"--out", &lifted, &"--max-queue", &"0", &"--no-reduce", &fz]));
+    let alarms = alarm_list(&lifted);
+    assert_eq!(alarms.len(), 1, "{alarms:?}");
+    assert_eq!(alarms[0]["function"], "run_command");
+    let reduced = lifted.join("alarms").join(alarms[0]["id"].as_str().unwrap()).join("reduced.json");
+    let t = json(&reduced);
+    assert!(t["stdin"].as_str().unwrap().starts_with("check"), "{t}");
+}

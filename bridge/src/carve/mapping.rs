@@ -390,9 +390,11 @@ fn reads(s: &StreamPos, outcome: Option<&Outcome>) -> bool {
         Some(Outcome::Returned(st)) | Some(Outcome::Exited { state: st, .. }) => &st.streams,
         Some(Outcome::Crashed { .. } | Outcome::Threw) | None => return true,
     };
-    // A descriptor that became something else during the call (a pipe put over
+    // A stream that is no input stream after the call was closed in it: closing
+    // follows reading (cut's `main` reads stdin to its end, then closes it). A
+    // descriptor that became something else during the call (a pipe put over
     // stdin, say) was replaced, not read.
-    after.iter().find(|a| a.fd == s.fd).is_some_and(|a| {
+    after.iter().find(|a| a.fd == s.fd).is_none_or(|a| {
         a.offset.is_some() == s.offset.is_some()
             && (a.consumed() != s.consumed() || a.offset != s.offset || a.mark != s.mark || a.pending != s.pending)
     })
@@ -645,6 +647,9 @@ mod tests {
         // A call that left the stream where it was does not read it.
         let same = returned(ctx.streams.clone());
         assert!(map_params(&ctx, None, &test, Some(&same)).params.iter().all(|p| p.kind != ParamKind::Stream { cut: 0 }));
+        // One that closed it did (a `main` reads its input to the end, then closes it).
+        let closed = returned(vec![]);
+        assert!(map_params(&ctx, None, &test, Some(&closed)).params.iter().any(|p| p.kind == ParamKind::Stream { cut: 0 }));
         // A long rest is capped, and the cut recorded.
         let long = vec![b'a'; STREAM_CAP + 100];
         let mut ctx2 = ctx.clone();

@@ -2,7 +2,7 @@
 //! run on the validation program and are judged a true alarm, another crash,
 //! effective (new system coverage) or, for a unit crash, a false positive.
 
-use super::queue::{beyond_system_edges, inputs_in, Candidate};
+use super::queue::{beyond_system_edges, inputs_in, Candidate, HANGS_PER_UNIT};
 use super::substitute::lift_variants;
 use super::{Lifter, Probe, Probed, Substitution, SystemOutcome};
 use crate::carve::units::read_unit;
@@ -77,10 +77,13 @@ impl Lifter {
         let mut candidates: Vec<Candidate> = inputs_in(&dir.join("crashes"))?
             .into_iter()
             .chain(inputs_in(&dir.join(".solutions"))?)
-            .map(|input| Candidate { input, crash: true, new_edges: None })
+            .map(|input| Candidate { input, crash: true, hang: false, new_edges: None })
             .collect();
+        candidates.extend(
+            inputs_in(&dir.join("timeouts"))?.into_iter().take(HANGS_PER_UNIT).map(|input| Candidate { input, crash: false, hang: true, new_edges: None }),
+        );
         let queue = self.queue_to_lift(dir)?;
-        candidates.extend(queue.into_iter().take(max_queue).map(|(input, new_edges)| Candidate { input, crash: false, new_edges }));
+        candidates.extend(queue.into_iter().take(max_queue).map(|(input, new_edges)| Candidate { input, crash: false, hang: false, new_edges }));
         let started = Instant::now();
         let total = candidates.len();
         self.lifting.total.store(total, std::sync::atomic::Ordering::Relaxed);
@@ -175,8 +178,13 @@ impl Lifter {
             }
             return Ok(());
         }
-        // Queue entries: the all-places variant only (they are many).
-        let variants = if c.crash { variants } else { variants.into_iter().take(1).collect() };
+        // Queue entries: the all-places variant only (they are many); hangs, the
+        // first two (each may wait for the time limit).
+        let variants: Vec<_> = match (c.crash, c.hang) {
+            (true, _) => variants,
+            (false, true) => variants.into_iter().take(2).collect(),
+            (false, false) => variants.into_iter().take(1).collect(),
+        };
         let mut last: Option<(SystemTest, SystemOutcome)> = None;
         for (test, subs) in variants {
             match self.judge(&f, test, &subs, tally, probe.as_deref_mut())? {
@@ -210,6 +218,10 @@ impl Lifter {
     ) -> Result<Option<(Vec<ParamValue>, Option<CrashSignature>)>> {
         let bytes = std::fs::read(&c.input).with_context(|| format!("cannot read {}", c.input.display()))?;
         let values = decode_values(&unit.params, &bytes);
+        if c.hang {
+            self.stats.unit_hangs += 1;
+            return Ok(Some((values, None)));
+        }
         if !c.crash {
             self.stats.unit_queue += 1;
             return Ok(Some((values, None)));

@@ -13,12 +13,20 @@ use std::path::{Path, PathBuf};
 pub(super) struct Candidate {
     /// The fuzzer's input file.
     pub(super) input: PathBuf,
-    /// Whether it crashed the unit (else it is a queue entry).
+    /// Whether it crashed the unit (else it is a queue entry or a hang).
     pub(super) crash: bool,
+    /// Whether it ran past the unit's time limit: in a harness, reading past a
+    /// buffer often runs on through restored memory where the program would fault
+    /// at once (cut's delimiter loop read 231 bytes past its argument).
+    pub(super) hang: bool,
     /// For a queue entry, when the system fuzzer's edges are known: the edges it
     /// reaches that the system had not (at the time the unit's lifting began).
     pub(super) new_edges: Option<Vec<usize>>,
 }
+
+/// Hangs of one unit lifted at most: a lifted test that hangs costs the lifted
+/// test's time limit on the validation build.
+pub const HANGS_PER_UNIT: usize = 4;
 
 /// Queue entries of one unit lifted at most for the same set of edges new to the
 /// system (when the system fuzzer's edges are known).

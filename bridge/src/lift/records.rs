@@ -13,8 +13,10 @@ use std::path::PathBuf;
 pub struct LiftStats {
     /// Unit inputs that crashed the unit.
     pub unit_crashes: usize,
-    /// Unit objectives that hang in the harness when run alone (the unit fuzzer
-    /// leaves objectives it had no time to sort among the crashes): not lifted.
+    /// Unit inputs that ran past the unit's time limit (its `timeouts/`, lifted
+    /// like queue entries, a few per unit: at system level such a run often
+    /// crashes), and objectives among the crashes that hang when run alone (not
+    /// lifted).
     #[serde(default)]
     pub unit_hangs: usize,
     /// Unit inputs from the queues (new unit coverage).

@@ -79,12 +79,14 @@ pub fn run(args: &Options) -> Result<LiftStats> {
         crate::outln!("{}", serde_json::to_string_pretty(&serde_json::json!({"stats": s, "alarms": lifter.alarms()}))?);
     } else {
         eprintln!(
-            "lifted {} unit crash(es) and {} queue input(s) into {} system test(s): {} true alarm(s) ({} distinct), {} effective ({:.1}% productive), {} false positive(s) suppressed{}",
+            "lifted {} unit crash(es), {} hang(s) and {} queue input(s) into {} system test(s): {} true alarm(s) ({} distinct; {} alarm(s) in all), {} effective ({:.1}% productive), {} false positive(s) suppressed{}",
             s.unit_crashes,
+            s.unit_hangs,
             s.unit_queue,
             s.lifted_tests,
             s.true_alarm_tests,
             lifter.alarms().iter().filter(|a| a.matches_unit).count(),
+            lifter.alarms().len(),
             s.effective,
             100.0 * s.productive_share(),
             s.false_positives,
