@@ -364,11 +364,11 @@ impl Runner {
         // digest's gate in 4 ms, and was then never tried at its own gate, the one
         // with the bug behind it).
         let everything = History::of(&[]);
+        // `main` among them: its unit is the whole run, its arguments and stdin the
+        // parameters, and in process it runs several times as fast as the system
+        // fuzzer's forkserver (cut: 6,900 against 1,200 executions a second).
         for (path, row) in self.candidates(&everything) {
-            // A unit of `main` is the whole program run: no shortcut to the branch.
-            if row.function != "main" {
-                by_function.entry(u64::from_str_radix(&row.fn_id, 16).unwrap_or(0)).or_default().push((path, row));
-            }
+            by_function.entry(u64::from_str_radix(&row.fn_id, 16).unwrap_or(0)).or_default().push((path, row));
         }
         let mut out = Vec::new();
         for (_, rb) in order {

@@ -335,9 +335,9 @@ impl Runner {
         if tests.is_empty() {
             return Ok(());
         }
-        // `main`'s units are the whole run again: never fuzzed at a roadblock.
-        let main = self.binary.functions.values().find(|f| f.name == "main").map(|f| f.id);
-        only.retain(|f| Some(*f) != main);
+        // `main` stays among them when it is a caller: its unit is the whole run, its
+        // arguments and stdin the parameters, fuzzed in process several times as fast
+        // as the system fuzzer runs the program.
         if only.is_empty() {
             return Ok(());
         }
