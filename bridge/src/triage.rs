@@ -187,8 +187,8 @@ pub fn run(opts: &Options) -> Result<Summary> {
     let mut sized: Vec<(u64, Input)> = inputs.into_iter().map(|i| (std::fs::metadata(&i.path).map(|m| m.len()).unwrap_or(0), i)).collect();
     sized.sort_by(|a, b| a.0.cmp(&b.0).then_with(|| a.1.path.cmp(&b.1.path)));
     let total = sized.len();
+    // By alarm id, in the order run: smallest first.
     let mut members: BTreeMap<String, Vec<PathBuf>> = BTreeMap::new();
-    let mut smallest: BTreeMap<String, PathBuf> = BTreeMap::new();
     let mut dropped = Vec::new();
     let mut last_line = Instant::now();
     for (n, (_, input)) in sized.iter().enumerate() {
@@ -213,7 +213,6 @@ pub fn run(opts: &Options) -> Result<Summary> {
                     eprintln!("[triage {}/{total}] {}: a new bug, alarms/{id}", n + 1, input.path.display());
                     last_line = Instant::now();
                 }
-                smallest.insert(id.clone(), input.path.clone());
                 members.entry(id).or_default().push(input.path.clone());
             }
             Confirmed::Known(id) => members.entry(id).or_default().push(input.path.clone()),
@@ -233,6 +232,7 @@ pub fn run(opts: &Options) -> Result<Summary> {
     let mut groups: Vec<Group> = Vec::new();
     for a in &alarms {
         let Some(mut m) = members.remove(&a.id) else { continue };
+        let smallest = m[0].clone();
         m.sort();
         let new = earlier.as_ref().is_some_and(|keys| !keys.iter().any(|k| CrashSignature::keys_match(k, &a.key)));
         groups.push(Group {
@@ -240,7 +240,7 @@ pub fn run(opts: &Options) -> Result<Summary> {
             key: a.key.clone(),
             signature: a.signature.clone(),
             first: m[0].clone(),
-            smallest: smallest.get(&a.id).cloned().unwrap_or_else(|| m[0].clone()),
+            smallest,
             members: m,
             new,
         });

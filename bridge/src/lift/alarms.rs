@@ -125,7 +125,7 @@ impl Lifter {
         match self.reduce_budget {
             Some(budget) => {
                 let mut keep = |t: &SystemTest| -> Result<bool> {
-                    let run = self.sandbox.run(&self.program, t, &[], &self.filter, None)?;
+                    let run = self.sandbox.run_once(&self.program, t, &[], &self.filter, None)?;
                     Ok(run.crash.is_some_and(|s| s.key() == key))
                 };
                 reduce(test, budget, Some(until), &mut keep)

@@ -319,7 +319,9 @@ impl Sandbox {
         Ok(first)
     }
 
-    fn run_once(
+    /// One run, as [`Sandbox::run`] but never again for a missing stack: for the
+    /// many runs of a reduction, where a run without one just does not keep a step.
+    pub fn run_once(
         &self,
         program: &Path,
         test: &SystemTest,
