@@ -11,7 +11,7 @@
 
 use crate::lift::{AlarmEntry, Provenance};
 use crate::report::{AlarmDetail, Report};
-use crate::validate::signature::Frame;
+use crate::validate::signature::{CrashSignature, Frame};
 use anyhow::{Context as _, Result};
 use serde_json::{json, Value};
 use std::path::{Component, Path, PathBuf};
@@ -149,7 +149,7 @@ fn result(r: &Report, a: &AlarmEntry, d: &AlarmDetail, rule_index: usize, base: 
         "message": { "text": format!("{} ({origin}). Reproduce: {command}", a.signature) },
         "locations": [location],
         "relatedLocations": related,
-        "partialFingerprints": { "trestleCrashKey/v2": a.key },
+        "partialFingerprints": { "trestleCrashKey/v2": CrashSignature::stable_key(&a.key) },
         "attachments": [
             {
                 "description": { "text": "the reduced system test that reproduces the crash (trestle's system-test JSON)" },

@@ -126,7 +126,7 @@ impl Lifter {
             Some(budget) => {
                 let mut keep = |t: &SystemTest| -> Result<bool> {
                     let run = self.sandbox.run_once(&self.program, t, &[], &self.filter, None)?;
-                    Ok(run.crash.is_some_and(|s| s.key() == key))
+                    Ok(run.crash.is_some_and(|s| CrashSignature::keys_match(&s.key(), key)))
                 };
                 reduce(test, budget, Some(until), &mut keep)
             }

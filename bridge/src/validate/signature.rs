@@ -62,10 +62,21 @@ impl CrashSignature {
     /// the class of crash and where it faulted, the innermost frame of the subject's
     /// own code with its source line (`dc_array_set:array.c:88`), whatever called it
     /// (dc's one planted bug came out as two alarms, reached from a file and from a
-    /// string); a stack overflow by the functions that recur; without a source line,
-    /// the innermost frames.
+    /// string), followed after `|` by the innermost frames (a heap overflow that
+    /// faults in `strcpy` one time and at the overwritten pointer's call the next is
+    /// one bug by the path that reached both); a stack overflow by the functions that
+    /// recur; without a source line, the innermost frames alone.
     pub fn key(&self) -> String {
-        format!("{}@{}", self.class(), self.place().unwrap_or_else(|| self.frames.join("<")))
+        match self.place() {
+            Some(place) => format!("{}@{place}{PLACE_END}{}", self.class(), self.frames.join("<")),
+            None => format!("{}@{}", self.class(), self.frames.join("<")),
+        }
+    }
+
+    /// The part of a deduplication key that stays the same for one bug from run to
+    /// run (the faulting place when there is one): what a fingerprint is made of.
+    pub fn stable_key(key: &str) -> &str {
+        key.split_once(PLACE_END).map_or(key, |(k, _)| k)
     }
 
     /// The faulting place, `function:file:line`, when the innermost frame of the
@@ -100,15 +111,39 @@ impl CrashSignature {
     }
 
     /// Whether two deduplication keys ([`CrashSignature::key`]) name the same crash:
-    /// the same class and the same innermost frames as far as both reach.
+    /// the same class, and the same faulting place, or the same full path of
+    /// [`SIGNATURE_FRAMES`] innermost frames to it; keys without a place match when
+    /// their innermost frames agree as far as both reach.
     pub fn keys_match(a: &str, b: &str) -> bool {
-        let split = |k: &str| -> (String, Vec<String>) {
-            let (class, frames) = k.split_once('@').unwrap_or((k, ""));
-            (class.to_owned(), frames.split('<').filter(|f| !f.is_empty()).map(str::to_owned).collect())
-        };
-        let ((ca, fa), (cb, fb)) = (split(a), split(b));
-        let n = fa.len().min(fb.len());
-        ca == cb && (if n == 0 { fa.is_empty() && fb.is_empty() } else { fa[..n] == fb[..n] })
+        struct Parts<'a> {
+            class: &'a str,
+            place: Option<&'a str>,
+            frames: Vec<&'a str>,
+        }
+        fn split(k: &str) -> Parts<'_> {
+            let (class, rest) = k.split_once('@').unwrap_or((k, ""));
+            let (place, frames) = match rest.split_once(PLACE_END) {
+                Some((place, frames)) => (Some(place), frames),
+                None => (None, rest),
+            };
+            Parts { class, place, frames: frames.split('<').filter(|f| !f.is_empty()).collect() }
+        }
+        let (a, b) = (split(a), split(b));
+        if a.class != b.class {
+            return false;
+        }
+        match (a.place, b.place) {
+            (Some(pa), Some(pb)) => pa == pb || (a.frames.len() == SIGNATURE_FRAMES && a.frames == b.frames),
+            // An older key of frames alone against one with a place: by the frames.
+            _ => {
+                let n = a.frames.len().min(b.frames.len());
+                if n == 0 {
+                    a.frames.is_empty() && b.frames.is_empty()
+                } else {
+                    a.frames[..n] == b.frames[..n]
+                }
+            }
+        }
     }
 
     /// Whether `other` (seen at system level) is the crash this one (seen in the
@@ -136,6 +171,9 @@ impl std::fmt::Display for CrashSignature {
         }
     }
 }
+
+/// What separates the faulting place from the frames in a deduplication key.
+const PLACE_END: char = '|';
 
 /// The kind of a crash that ran out of stack (ASan calls it `asan:stack-overflow`).
 pub const STACK_OVERFLOW: &str = "stack-overflow";
@@ -574,14 +612,25 @@ mod tests {
         let from_file = filter.signature("SIGSEGV".into(), vec![frame("dc_array_set", 88), frame("dc_func", 310), frame("dc_evalfile", 700)]);
         let from_string = filter.signature("SIGSEGV".into(), vec![frame("dc_array_set", 88), frame("dc_func", 310), frame("dc_evalstr", 512)]);
         assert_ne!(from_file.frames, from_string.frames);
-        assert_eq!(from_file.key(), "memory@dc_array_set:array.c:88");
-        assert_eq!(from_file.key(), from_string.key());
-        // Another line of the same function is another bug.
+        assert_eq!(from_file.key(), "memory@dc_array_set:array.c:88|dc_array_set<dc_func<dc_evalfile");
+        assert_eq!(CrashSignature::stable_key(&from_file.key()), "memory@dc_array_set:array.c:88");
+        assert!(CrashSignature::keys_match(&from_file.key(), &from_string.key()));
+        // Another line of the same function reached another way is another bug.
         let other_line = filter.signature("SIGSEGV".into(), vec![frame("dc_array_set", 95), frame("dc_func", 310)]);
-        assert_ne!(other_line.key(), from_file.key());
+        assert!(!CrashSignature::keys_match(&other_line.key(), &from_file.key()));
+        let other_path = filter.signature("SIGSEGV".into(), vec![frame("dc_array_set", 95), frame("dc_func", 310), frame("dc_evalstr", 512)]);
+        assert!(!CrashSignature::keys_match(&other_path.key(), &from_file.key()));
         // So is another kind of crash at the same line.
         let abort = filter.signature("SIGABRT".into(), vec![frame("dc_array_set", 88), frame("dc_func", 310)]);
-        assert_ne!(abort.key(), from_file.key());
+        assert!(!CrashSignature::keys_match(&abort.key(), &from_file.key()));
+        // One heap overflow that faults once inside strcpy (the call at line 104) and
+        // once at the overwritten pointer's call (line 113), on one path: one bug.
+        let path = |line: u32| vec![frame("check_login", line), frame("handle_login", 161), frame("dispatch_request", 206), frame("process", 223)];
+        let (in_strcpy, at_call) = (filter.signature("SIGSEGV".into(), path(104)), filter.signature("SIGSEGV".into(), path(113)));
+        assert_ne!(CrashSignature::stable_key(&in_strcpy.key()), CrashSignature::stable_key(&at_call.key()));
+        assert!(CrashSignature::keys_match(&in_strcpy.key(), &at_call.key()));
+        // A key from before places were kept matches by its frames.
+        assert!(CrashSignature::keys_match("memory@dc_array_set<dc_func", &from_file.key()));
     }
 
     #[test]
