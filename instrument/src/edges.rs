@@ -24,6 +24,7 @@ pub fn inline_edge_counters_file(input: &Path, output: &Path) -> Result<usize, P
     let buf = inkwell::memory_buffer::MemoryBuffer::create_from_file(input).map_err(|e| bitcode_err(e.to_string()))?;
     let module = Module::parse_bitcode_from_buffer(&buf, &ctx).map_err(|e| bitcode_err(e.to_string()))?;
     crate::branches::emit_branch_table(&module)?;
+    crate::routines::hook_comparison_routines(&module)?;
     let n = inline_edge_counters(&module)?;
     module.verify().map_err(|e| PassError::Verify(e.to_string()))?;
     if !module.write_bitcode_to_path(output) {

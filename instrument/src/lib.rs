@@ -12,3 +12,4 @@ pub mod branches;
 pub mod driver;
 pub mod edges;
 pub mod pass;
+pub mod routines;

@@ -2,10 +2,10 @@
 //! a branch's comparison under its fixed CmpLog id, and the dump of the guards' edge
 //! numbers, which exist only once the program runs.
 
-use libafl_targets::cmps::{CmpLogHeader, CmpLogInstruction, CmpLogMap, CMPLOG_KIND_INS};
+use libafl_targets::cmps::{CmpLogHeader, CmpLogInstruction, CmpLogMap, CMPLOG_KIND_INS, CMPLOG_KIND_RTN, CMPLOG_MAP_RTN_H, CMPLOG_RTN_LEN};
 use libafl_targets::{CMPLOG_ENABLED, CMPLOG_MAP_H, CMPLOG_MAP_PTR, CMPLOG_MAP_W};
 use std::mem::size_of;
-use trestle_abi::branches::{encode_guard_numbers, GuardRow, ENV_BRANCH_DUMP};
+use trestle_abi::branches::{encode_guard_numbers, GuardRow, CMP_ROUTINE_STRING, ENV_BRANCH_DUMP};
 
 // One all-zero row from the runtime itself, so that the section and the linker's
 // start/stop symbols exist in every program (padding rows have module key 0).
@@ -77,6 +77,63 @@ pub unsafe extern "C" fn __trestle_cmp(id: u64, size: u8, a: u64, b: u64, a_is_c
         CMPLOG_ENABLED = 1;
     }
 }
+
+/// A comparison routine's operands: `trestle_abi::branches::CMP_ROUTINE_HOOK`, called
+/// right before the routine with its pointers. Logs the first `n` bytes of each (at
+/// most [`CMPLOG_RTN_LEN`]), or with `CMP_ROUTINE_STRING` set each C string up to its
+/// NUL or the bound in `n`'s other bits (at most one byte less), zero-padded, as a routine entry at `id` while a CmpLog tracer
+/// is attached. Only then are the operands read: no further than the routine itself
+/// reads them (for `strncmp`, not past its bound).
+///
+/// # Safety
+/// Called by instrumented code only, with the pointers the routine is about to read.
+#[no_mangle]
+pub unsafe extern "C" fn __trestle_cmp_routine(id: u64, a: *const u8, b: *const u8, n: u64) {
+    // SAFETY: as in `__trestle_cmp`; the operands are read only within what the
+    // routine called next reads (a string to its NUL, or `n` bytes).
+    unsafe {
+        if CMPLOG_ENABLED == 0 || a.is_null() || b.is_null() {
+            return;
+        }
+        CMPLOG_ENABLED = 0;
+        let string = n & CMP_ROUTINE_STRING != 0;
+        let limit = if string { (n & !CMP_ROUTINE_STRING).min(CMPLOG_RTN_LEN as u64 - 1) } else { n.min(CMPLOG_RTN_LEN as u64) } as usize;
+        let read = |p: *const u8| -> [u8; CMPLOG_RTN_LEN] {
+            let mut out = [0u8; CMPLOG_RTN_LEN];
+            for (i, slot) in out.iter_mut().enumerate().take(limit) {
+                let c = *p.add(i);
+                if c == 0 && string {
+                    break;
+                }
+                *slot = c;
+            }
+            out
+        };
+        let (va, vb) = (read(a), read(b));
+        let k = id as usize & (CMPLOG_MAP_W - 1);
+        let map = CMPLOG_MAP_PTR as *mut u8;
+        let header = map.add(k * HEADER);
+        let (hits, shape, kind) = (header as *mut u16, header.add(2), header.add(3));
+        let hit = if *kind != CMPLOG_KIND_RTN {
+            *kind = CMPLOG_KIND_RTN;
+            *hits = 1;
+            *shape = (CMPLOG_RTN_LEN - 1) as u8;
+            0
+        } else {
+            let h = *hits;
+            *hits = h.wrapping_add(1);
+            h as usize % CMPLOG_MAP_RTN_H
+        };
+        let entry = map.add(CMPLOG_MAP_W * HEADER + (k * CMPLOG_MAP_RTN_H + hit) * ROUTINE);
+        std::ptr::copy_nonoverlapping(va.as_ptr(), entry, CMPLOG_RTN_LEN);
+        std::ptr::copy_nonoverlapping(vb.as_ptr(), entry.add(CMPLOG_RTN_LEN), CMPLOG_RTN_LEN);
+        CMPLOG_ENABLED = 1;
+    }
+}
+
+/// The size of one routine entry of the map: both operands.
+const ROUTINE: usize = 2 * CMPLOG_RTN_LEN;
+const _: () = assert!(CMPLOG_MAP_RTN_H * ROUTINE <= CMPLOG_MAP_H * OPERANDS);
 
 /// The comparison whose operand distance is tracked ([`trestle_abi::fuzz::ENV_FUZZ_GOAL_CMP`]);
 /// `u64::MAX` for none.

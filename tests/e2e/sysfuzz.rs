@@ -230,6 +230,48 @@ fn cmplog_solves_decimal_numbers_in_arguments_and_stdin_without_a_dictionary() {
     assert!(blind["crashes"].as_array().unwrap().is_empty(), "found without CmpLog: {blind}");
 }
 
+const WORDS: &str = r#"
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+int main(int argc, char **argv) {
+    char line[128];
+    if (argc < 2 || strcmp(argv[1], "--frobnicate") != 0) {
+        puts("usage: words --frobnicate < input");
+        return 0;
+    }
+    while (fgets(line, sizeof line, stdin))
+        if (memcmp(line, "MAGIC7", 6) == 0 && strncmp(line + 6, ":unlock", 7) == 0)
+            abort();
+    return 0;
+}
+"#;
+
+/// Input-to-state through comparison routines: what `strcmp`, `memcmp` and `strncmp`
+/// compare is logged too, so without a dictionary the fuzzer writes the option (longer
+/// than the seed's argument) and both parts of the magic line; `--no-cmplog` cannot.
+#[test]
+fn cmplog_solves_strings_compared_by_routines_without_a_dictionary() {
+    let dir = tempfile::tempdir().unwrap();
+    let prog = build_c(dir.path(), "words", WORDS, "-O2");
+    let seeds = dir.path().join("seeds");
+    write_test(&seeds, "small", &serde_json::json!({ "args": ["-x"], "stdin": "hello world, again\nline two\n" }));
+    let out = dir.path().join("out");
+    let report = sysfuzz(&prog, &seeds, &out, "60s", &["--stop-on-crash", "--no-dict"]);
+    let crashes = report["crashes"].as_array().unwrap();
+    assert!(!crashes.is_empty(), "no crash in 60 s: {report}");
+    // Only a line starting with both parts after that option aborts (stdin may be
+    // base64 here, with other bytes around the line).
+    let v = assert_system_test(Path::new(crashes[0].as_str().unwrap()));
+    assert_eq!(v["args"][0], "--frobnicate", "{v}");
+    eprintln!("words found after {:.1}s, {} executions", report["seconds"].as_f64().unwrap(), num(&report, "executions"));
+
+    let out2 = dir.path().join("out2");
+    let blind = sysfuzz(&prog, &seeds, &out2, "10s", &["--stop-on-crash", "--no-dict", "--no-cmplog"]);
+    assert!(blind["crashes"].as_array().unwrap().is_empty(), "found without CmpLog: {blind}");
+}
+
 const LINES: &str = r#"
 #include <stdio.h>
 

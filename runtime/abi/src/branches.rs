@@ -44,6 +44,23 @@ pub const CMP_HOOK: &str = "__trestle_cmp";
 /// Comparison ids are below this (the CmpLog map's width).
 pub const CMP_IDS: u32 = 1 << 16;
 
+/// `void __trestle_cmp_routine(i64 id, ptr a, ptr b, i64 n)`: called right before a
+/// call to a string or memory comparison routine (`strcmp`, `memcmp`, ...), logs what
+/// it compares into the CmpLog map at `id` as a routine entry (LibAFL's `Bytes`
+/// operands, zero-padded): the first `n` bytes of each (at most 32), or with
+/// [`CMP_ROUTINE_STRING`] set in `n`, each C string up to its NUL or the bound in
+/// the other bits of `n`, whichever comes first (at most 31 bytes).
+pub const CMP_ROUTINE_HOOK: &str = "__trestle_cmp_routine";
+
+/// The bit of [`CMP_ROUTINE_HOOK`]'s `n` that says the operands are C strings.
+pub const CMP_ROUTINE_STRING: u64 = 1 << 63;
+
+/// The CmpLog id of the `index`th comparison routine call of `module` (another range
+/// of indexes than [`cmp_id`]'s branches).
+pub fn routine_cmp_id(module: &str, index: u32) -> u32 {
+    cmp_id(module, index | 1 << 31)
+}
+
 /// The branches of one module.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ModuleBranches {

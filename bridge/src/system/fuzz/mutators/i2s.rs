@@ -83,9 +83,16 @@ fn replacements(cmp: &CmpValues) -> Vec<Replacement> {
             }
         }
     } else if let CmpValues::Bytes((a, b)) = cmp {
-        let (a, b) = (a.to_slice(), b.to_slice());
-        push(a.to_vec(), b.to_vec(), Fit::Bytes);
-        push(b.to_vec(), a.to_vec(), Fit::Bytes);
+        // A routine's operands come zero-padded to the map's width: a string is what
+        // comes before the padding, and may be replaced by one of another length.
+        let unpadded = |v: &[u8]| v[..v.iter().rposition(|&c| c != 0).map_or(0, |i| i + 1)].to_vec();
+        let (a, b) = (unpadded(a.to_slice()), unpadded(b.to_slice()));
+        if !b.is_empty() {
+            push(a.clone(), b.clone(), Fit::Bytes);
+        }
+        if !a.is_empty() {
+            push(b, a, Fit::Bytes);
+        }
     }
     out
 }
@@ -184,6 +191,23 @@ mod tests {
         // Negative numbers as the program's signed type sees them.
         let out = apply(b"-3", CmpValues::U32((-3i32 as u32, 7, false)));
         assert!(out.contains(&b"7".to_vec()), "{out:?}");
+    }
+
+    #[test]
+    fn compared_strings_replace_each_other_whatever_their_lengths() {
+        // `strcmp("bob", "admin")`, logged zero-padded as a routine's operands.
+        let padded = |s: &[u8]| {
+            let mut v = s.to_vec();
+            v.resize(32, 0);
+            libafl::observers::cmp::CmplogBytes::from_buf_and_len(v.try_into().unwrap(), 32)
+        };
+        let cmp = CmpValues::Bytes((padded(b"bob"), padded(b"admin")));
+        let out = apply(b"login bob secret\n", cmp.clone());
+        assert!(out.contains(&b"login admin secret\n".to_vec()), "{out:?}");
+        let out = apply(b"x admin y", cmp);
+        assert!(out.contains(&b"x bob y".to_vec()), "{out:?}");
+        // An empty string is not looked for.
+        assert!(apply(b"abc", CmpValues::Bytes((padded(b""), padded(b"zz")))).is_empty());
     }
 
     #[test]
