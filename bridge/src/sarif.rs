@@ -69,6 +69,19 @@ fn crash_kind(a: &AlarmEntry) -> &str {
 }
 
 fn rule(kind: &str) -> Value {
+    if kind == crate::validate::signature::HANG {
+        return json!({
+            "id": kind,
+            "name": "Hang",
+            "shortDescription": { "text": "The program hangs: it spins on the CPU until stopped" },
+            "fullDescription": { "text":
+                "A system test makes the program run on past its time limit, spinning in one place (the \
+                 location is where the CPU limit stopped it). trestle reports it only after the real program \
+                 hung on the test twice." },
+            "defaultConfiguration": { "level": "error" },
+            "properties": { "tags": ["hang", "fuzzing"] },
+        });
+    }
     json!({
         "id": kind,
         "name": rule_name(kind),

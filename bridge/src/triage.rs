@@ -38,6 +38,8 @@ pub struct Options {
     pub out: PathBuf,
     /// Wall-clock limit per run.
     pub timeout: Duration,
+    /// CPU time after which a run of a hang input counts as hanging (whole seconds).
+    pub hang_timeout: Duration,
     /// Address-space limit per run, MiB.
     pub memory_mb: u64,
     /// Run without bubblewrap.
@@ -81,7 +83,7 @@ impl InputKind {
         }
     }
 
-    /// Inputs that hang or blow up memory rather than crash: not triaged yet.
+    /// Inputs that hang (or blow up memory) rather than crash: confirmed as hangs.
     fn is_hang(self) -> bool {
         matches!(self, InputKind::AflHang | InputKind::LibfuzzerHang)
     }
@@ -97,7 +99,7 @@ struct Input {
     command: Option<Vec<String>>,
 }
 
-/// One bug: the alarm and every input that crashed with it.
+/// One bug: the alarm and every input that crashed (or hung) with it.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Group {
     /// The alarm's id (`alarms/<id>/`).
@@ -136,11 +138,12 @@ pub struct Summary {
     pub program: PathBuf,
     /// Inputs looked at.
     pub inputs: usize,
-    /// Of those, confirmed as crashes.
+    /// Of those, confirmed as crashes or hangs.
     pub reproduced: usize,
     /// The bugs, first found first.
     pub groups: Vec<Group>,
-    /// Inputs not confirmed (did not crash, or hang inputs), with why.
+    /// Inputs not confirmed (a crash input that does not crash, a hang input that
+    /// does not hang), with why.
     pub dropped: Vec<Dropped>,
     /// Seconds the triage took.
     pub seconds: f64,
@@ -178,6 +181,7 @@ pub fn run(opts: &Options) -> Result<Summary> {
         None => None,
     };
     let mut lifter = Lifter::new(&program, &opts.out, sandbox, &[], false)?;
+    lifter.set_hang_limit(opts.hang_timeout);
     lifter.set_reduce_budget(opts.reduce_time.map(|_| 100_000));
     if let Some(t) = opts.reduce_time {
         lifter.set_reduce_time(t);
@@ -192,17 +196,17 @@ pub fn run(opts: &Options) -> Result<Summary> {
     let mut dropped = Vec::new();
     let mut last_line = Instant::now();
     for (n, (_, input)) in sized.iter().enumerate() {
-        if input.kind.is_hang() {
-            dropped.push(Dropped { input: input.path.clone(), kind: input.kind, reason: "a hang or out-of-memory input: triage confirms crashes only".into() });
-            continue;
-        }
         let test = test_of(input, opts.command.as_deref())?;
         let name = input.path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
         let mut outcome = Confirmed::NotReproduced(String::new());
-        for _ in 0..TRIES {
-            outcome = lifter
-                .confirm_crash(&test, &name, &input.path, Some(input.kind.words()))
-                .with_context(|| format!("triaging {}", input.path.display()))?;
+        // A hang is run twice by its confirmation already.
+        for _ in 0..if input.kind.is_hang() { 1 } else { TRIES } {
+            let confirmed = if input.kind.is_hang() {
+                lifter.confirm_hang(&test, &name, &input.path, Some(input.kind.words()))
+            } else {
+                lifter.confirm_crash(&test, &name, &input.path, Some(input.kind.words()))
+            };
+            outcome = confirmed.with_context(|| format!("triaging {}", input.path.display()))?;
             if !matches!(outcome, Confirmed::NotReproduced(_)) {
                 break;
             }
@@ -219,7 +223,11 @@ pub fn run(opts: &Options) -> Result<Summary> {
             Confirmed::NotReproduced(how) => dropped.push(Dropped {
                 input: input.path.clone(),
                 kind: input.kind,
-                reason: format!("does not crash the program ({how}, {TRIES} runs)"),
+                reason: if input.kind.is_hang() {
+                    format!("does not hang the program ({how}; {} of CPU time)", humantime_secs(opts.hang_timeout))
+                } else {
+                    format!("does not crash the program ({how}, {TRIES} runs)")
+                },
             }),
         }
         if opts.progress && last_line.elapsed() > Duration::from_secs(5) {
@@ -446,4 +454,9 @@ mod tests {
         assert_eq!(lf.kind, InputKind::LibfuzzerCrash);
         assert_eq!(test_of(&lf, None).unwrap().args, [INPUT_FILE]);
     }
+}
+
+/// Whole seconds, as in `2s`.
+fn humantime_secs(d: Duration) -> String {
+    format!("{}s", d.as_secs_f64().ceil().max(1.0) as u64)
 }

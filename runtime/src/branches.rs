@@ -79,11 +79,12 @@ pub unsafe extern "C" fn __trestle_cmp(id: u64, size: u8, a: u64, b: u64, a_is_c
 }
 
 /// A comparison routine's operands: `trestle_abi::branches::CMP_ROUTINE_HOOK`, called
-/// right before the routine with its pointers. Logs the first `n` bytes of each (at
-/// most [`CMPLOG_RTN_LEN`]), or with `CMP_ROUTINE_STRING` set each C string up to its
-/// NUL or the bound in `n`'s other bits (at most one byte less), zero-padded, as a routine entry at `id` while a CmpLog tracer
-/// is attached. Only then are the operands read: no further than the routine itself
-/// reads them (for `strncmp`, not past its bound).
+/// right before the routine with its pointers. While a CmpLog tracer is attached, logs
+/// the first `n` bytes of each (at most [`CMPLOG_RTN_LEN`]), or with
+/// `CMP_ROUTINE_STRING` set each C string up to its NUL or the bound in `n`'s other
+/// bits (at most one byte less), zero-padded, as a routine entry at `id`. Only then are
+/// the operands read, and no further than the routine itself reads them (for
+/// `strncmp`, not past its bound).
 ///
 /// # Safety
 /// Called by instrumented code only, with the pointers the routine is about to read.

@@ -1,7 +1,8 @@
 //! `trestle triage` end to end: an AFL++ output directory of a small parser with
-//! three bugs (two NULL writes on two lines of one function, the first reached from
-//! two callers, and a runaway recursion that runs out of stack at different depths),
-//! one input that does not crash, one hang; the plain build confirms the crashes.
+//! four bugs (two NULL writes on two lines of one function, the first reached from
+//! two callers, a runaway recursion that runs out of stack at different depths, and
+//! a loop that never ends), one input that does not crash, one hang input that does
+//! not hang; the plain build confirms the crashes and the hang.
 
 use serde_json::Value;
 use std::path::Path;
@@ -23,6 +24,7 @@ fn afl_dir(root: &Path, crashes: &[(&str, &[u8])]) -> std::path::PathBuf {
         std::fs::write(inst.join("crashes").join(format!("id:{i:06},sig:11,src:000000,time:{},execs:{},op:{op}", 100 * (i + 1), 50 * (i + 1))), bytes).unwrap();
     }
     std::fs::write(inst.join("hangs/id:000000,src:000000,time:700,execs:600,op:havoc,rep:2"), b"slow").unwrap();
+    std::fs::write(inst.join("hangs/id:000001,src:000000,time:900,execs:700,op:havoc,rep:4"), b"Loop").unwrap();
     root.to_owned()
 }
 
@@ -37,34 +39,43 @@ fn crashes_from_another_fuzzer_are_sorted_into_bugs_and_what_does_not_reproduce_
         &[("havoc", b"A1"), ("havoc", b"Bzz"), ("flip1", b"A2xx"), ("havoc", b"Rabc"), ("havoc", b"Rq"), ("havoc", b"ok")],
     );
     let out = d.join("triage");
-    let stdout = ok(&mut trestle(&[&"triage", &"--program", &plain, &"--out", &out, &"--reduce-time", &"20s", &afl]));
+    let stdout = ok(&mut trestle(&[&"triage", &"--program", &plain, &"--out", &out, &"--reduce-time", &"20s", &"--hang-timeout", &"1s", &afl]));
     let t = json(&out.join("triage.json"));
-    assert_eq!(t["inputs"], 7, "{t}");
+    assert_eq!(t["inputs"], 8, "{t}");
     let groups = t["groups"].as_array().unwrap();
     // One bug per faulting line: A1 and B (another caller) are one; A2 another; the
-    // two recursions, out of stack at different depths, one.
-    assert_eq!(groups.len(), 3, "{t}");
+    // two recursions, out of stack at different depths, one; the loop one.
+    assert_eq!(groups.len(), 4, "{t}");
     let members = |g: &Value| -> Vec<String> {
         g["members"].as_array().unwrap().iter().map(|m| std::fs::read_to_string(m.as_str().unwrap()).unwrap()).collect()
     };
     let mut by_members: Vec<Vec<String>> = groups.iter().map(members).collect();
     by_members.iter_mut().for_each(|m| m.sort());
     by_members.sort();
-    assert_eq!(by_members, vec![vec!["A1", "Bzz"], vec!["A2xx"], vec!["Rabc", "Rq"]], "{t}");
+    assert_eq!(by_members, vec![vec!["A1", "Bzz"], vec!["A2xx"], vec!["Loop"], vec!["Rabc", "Rq"]], "{t}");
     let overflow = groups.iter().find(|g| g["key"].as_str().unwrap().starts_with("stack-overflow")).expect("the recursion's group");
     assert_eq!(std::fs::read(overflow["smallest"].as_str().unwrap()).unwrap(), b"Rq");
-    // The input that exits normally and the hang are dropped, each with why.
+    // The hang is named by where it spins.
+    let hang = groups.iter().find(|g| g["key"].as_str().unwrap().starts_with("hang@")).expect("the loop's group");
+    assert!(hang["signature"].as_str().unwrap().starts_with("hang in spin"), "{hang}");
+    // The input that exits normally and the hang input that ends are dropped, each
+    // with why.
     let dropped = t["dropped"].as_array().unwrap();
     assert_eq!(dropped.len(), 2, "{t}");
     assert!(dropped.iter().any(|x| x["kind"] == "afl-crash" && x["reason"].as_str().unwrap().contains("does not crash")), "{t}");
-    assert!(dropped.iter().any(|x| x["kind"] == "afl-hang"), "{t}");
-    assert!(stdout.contains("5 crash(es) of 3 bug(s), 2 dropped"), "{stdout}");
+    assert!(dropped.iter().any(|x| x["kind"] == "afl-hang" && x["reason"].as_str().unwrap().contains("does not hang")), "{t}");
+    assert!(stdout.contains("6 crash(es) and hang(s) of 4 bug(s), 2 dropped"), "{stdout}");
     // Each bug is an alarm folder whose reduced reproducer crashes the program as
     // the AFL++ command line ran it (the input as the file `@@` named).
     let alarms = alarm_list(&out);
-    assert_eq!(alarms.len(), 3);
+    assert_eq!(alarms.len(), 4);
     for a in &alarms {
         assert_eq!(a["source"], "triage");
+        if a["signature"].as_str().unwrap().starts_with("hang") {
+            let reduced = json(&out.join("alarms").join(a["id"].as_str().unwrap()).join("reduced.json"));
+            assert_eq!(reduced["files"]["input"], "L", "the hang's input reduced to its one byte: {reduced}");
+            continue;
+        }
         let reduced = out.join("alarms").join(a["id"].as_str().unwrap()).join("reduced.json");
         let v = ok(&mut trestle(&[&"validate", &"--program", &plain, &reduced, &"--json"]));
         assert!(v.contains("\"crash\":\"") || v.contains("\"crash\": \""), "{v}");
@@ -80,7 +91,7 @@ fn crashes_from_another_fuzzer_are_sorted_into_bugs_and_what_does_not_reproduce_
     ok(&mut trestle(&[&"triage", &"--program", &plain, &"--out", &first, &"--no-reduce", &only_a1]));
     let r = run(&mut trestle(&[&"triage", &"--program", &plain, &"--out", &d.join("later"), &"--no-reduce", &"--fail-on-new", &first, &afl]));
     assert_eq!(r.status.code(), Some(1), "{}", String::from_utf8_lossy(&r.stderr));
-    assert_eq!(String::from_utf8_lossy(&r.stdout).matches("NEW ").count(), 2);
+    assert_eq!(String::from_utf8_lossy(&r.stdout).matches("NEW ").count(), 2, "A2 and the recursion are new (the loop hangs in both)");
 }
 
 #[test]

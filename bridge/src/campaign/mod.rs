@@ -274,6 +274,23 @@ pub struct Campaign {
     /// The system fuzzer's roadblocks and the units fuzzed at them.
     #[serde(default)]
     pub roadblocks: Roadblocks,
+    /// The system fuzzer's hangs and their confirmation.
+    #[serde(default)]
+    pub hangs: Hangs,
+}
+
+/// The system tests the system fuzzer kept for running into its time limit
+/// (`system/timeouts`), confirmed as hangs on the validation program while that takes
+/// at most [`runner::HANG_SHARE`] of the campaign's time: each runs to the hang limit,
+/// twice when it is a new one.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct Hangs {
+    /// Run on the validation program (a finding, one more of a listed one, or no hang).
+    pub validated: usize,
+    /// Kept by the system fuzzer, not validated yet (oldest first).
+    pub pending: Vec<PathBuf>,
+    /// Seconds their validation took.
+    pub seconds: f64,
 }
 
 /// The roadblocks of a campaign ([`crate::roadblocks`]): branches of the program's own
@@ -469,6 +486,7 @@ fn start(args: &Options) -> Result<(PathBuf, Campaign)> {
         reduction_seconds: 0.0,
         schedule: schedule::Schedule::default(),
         roadblocks: Roadblocks::default(),
+        hangs: Hangs::default(),
     };
     let out = std::fs::canonicalize(&out)?;
     files::write(&out.join(files::CAMPAIGN), &c)?;

@@ -23,6 +23,7 @@ use std::time::{Duration, Instant};
 
 /// The phases `phase_seconds` counts.
 pub(super) const PHASE_SYSTEM: &str = "system fuzzing";
+/// Confirming the system fuzzer's crashes and hangs.
 pub(super) const PHASE_SYSTEM_CRASHES: &str = "system crashes (validating)";
 pub(super) const PHASE_WORKERS: &str = "workers";
 pub(super) const PHASE_RECORD: &str = "recording";
@@ -30,6 +31,12 @@ pub(super) const PHASE_CARVE: &str = "carving";
 pub(super) const PHASE_COVERAGE: &str = "coverage of new system tests";
 pub(super) const PHASE_UNIT: &str = "unit fuzzing";
 pub(super) const PHASE_LIFT: &str = "lifting";
+
+/// The share of a campaign's time that confirming hangs may take.
+pub(crate) const HANG_SHARE: f64 = 0.05;
+
+/// Seconds of hang confirmation a campaign may take beyond [`HANG_SHARE`].
+const HANG_ALLOWANCE: f64 = 10.0;
 
 /// New queue entries recorded and carved in a round after the first. A round fuzzes
 /// one unit: a sed campaign that recorded 40 a round carved 260,807 units (5.9 GB) to
@@ -198,6 +205,8 @@ impl Runner {
             for crash in &rep.new_crashes {
                 self.system_crash(crash)?;
             }
+            self.c.hangs.pending.extend(rep.new_timeouts.iter().cloned());
+            self.system_hangs()?;
             self.spent(PHASE_SYSTEM_CRASHES, t);
             let t = Instant::now();
             self.share_queue(&rep.new_queue)?;
@@ -215,6 +224,25 @@ impl Runner {
         let name = path.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
         lifter.system_crash(&test, &name, path)?;
         self.c.system_crashes += 1;
+        Ok(())
+    }
+
+    /// Confirm the hangs the system fuzzer kept, oldest first, while that has taken
+    /// at most [`HANG_SHARE`] of the campaign's time (and a first [`HANG_ALLOWANCE`]):
+    /// each runs to the hang limit, and a program that hangs on many inputs must not
+    /// stop the fuzzers (mawk's campaigns kept 57 and 88). What is left waits in
+    /// `campaign.json` for time.
+    pub(super) fn system_hangs(&mut self) -> Result<()> {
+        while !self.c.hangs.pending.is_empty() && self.c.hangs.seconds <= HANG_SHARE * self.clock() + HANG_ALLOWANCE {
+            let Some(lifter) = self.lifter.as_mut() else { return Ok(()) };
+            let path = self.c.hangs.pending.remove(0);
+            let t = Instant::now();
+            let test = load_test(&path)?;
+            let name = path.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
+            lifter.confirm_hang(&test, &name, &path, None)?;
+            self.c.hangs.validated += 1;
+            self.c.hangs.seconds += t.elapsed().as_secs_f64();
+        }
         Ok(())
     }
 
@@ -847,6 +875,15 @@ impl Runner {
         for a in &alarms {
             eprintln!("  {}: {}", out.join("alarms").join(&a.id).display(), a.signature);
         }
+        let h = &self.c.hangs;
+        if h.validated + h.pending.len() > 0 {
+            eprintln!(
+                "hangs: {} kept by the system fuzzer, {} run on the validation program{}",
+                h.validated + h.pending.len(),
+                h.validated,
+                if h.pending.is_empty() { String::new() } else { format!(", {} left for lack of time (in {})", h.pending.len(), out.join("system/timeouts").display()) }
+            );
+        }
         if !self.c.settings.system_only {
             let r = &self.c.roadblocks;
             eprintln!(
@@ -953,6 +990,8 @@ fn lifter(s: &Settings, seeds: &[NamedTest], out: &Path, elapsed: f64) -> Result
     lifter.set_harness_limit(Duration::from_secs_f64(s.timeout));
     // Lifted tests too: one that runs past the hang limit is no crash found.
     lifter.set_lifted_limit(Duration::from_secs_f64(s.timeout));
+    // A hang is confirmed at the system fuzzer's own limit (whole CPU seconds).
+    lifter.set_hang_limit(Duration::from_secs_f64(s.timeout));
     lifter.set_epoch(Instant::now() - Duration::from_secs_f64(elapsed.max(0.0)));
     lifter.set_seeds(seeds.iter().map(|n| (n.name.clone(), n.test.clone())).collect());
     Ok(lifter)

@@ -28,6 +28,11 @@ pub struct TriageArgs {
     /// Wall-clock limit per run.
     #[arg(long, default_value = "10s", value_parser = parse_duration)]
     pub timeout: Duration,
+    /// CPU time after which a hang input (AFL++'s hangs/, libFuzzer's timeout-*)
+    /// counts as hanging, in whole seconds; it must hang twice, spinning in the same
+    /// place, to be a finding.
+    #[arg(long, default_value = "2s", value_parser = parse_duration)]
+    pub hang_timeout: Duration,
     /// Address-space limit per run, MiB (not applied to sanitizer builds).
     #[arg(long, default_value_t = 4096)]
     pub memory_mb: u64,
@@ -59,6 +64,7 @@ impl TriageArgs {
             command: (!self.command.is_empty()).then(|| self.command.clone()),
             out: self.out.clone(),
             timeout: self.timeout,
+            hang_timeout: self.hang_timeout,
             memory_mb: self.memory_mb,
             no_sandbox: self.no_sandbox,
             reduce_time: (!self.no_reduce).then_some(self.reduce_time),
@@ -74,7 +80,7 @@ impl TriageArgs {
             return;
         }
         crate::outln!(
-            "triaged {} input(s) in {:.0}s: {} crash(es) of {} bug(s), {} dropped",
+            "triaged {} input(s) in {:.0}s: {} crash(es) and hang(s) of {} bug(s), {} dropped",
             s.inputs,
             s.seconds,
             s.reproduced,

@@ -12,7 +12,7 @@ use crate::carve::units::safe_name;
 use crate::files;
 use crate::system::systest::{load_test, save_test, to_json};
 use crate::validate::reduce::{reduce, test_size, ReduceStats};
-use crate::validate::signature::CrashSignature;
+use crate::validate::signature::{CrashSignature, HANG};
 use anyhow::{Context as _, Result};
 use std::path::{Path, PathBuf};
 use std::time::Instant;
@@ -32,8 +32,21 @@ impl Lifter {
     /// finding of a listed one. `found_by` says where it came from when it was not
     /// this campaign's system fuzzer (a triaged AFL++ crash, say).
     pub fn confirm_crash(&mut self, test: &SystemTest, name: &str, source: &Path, found_by: Option<&str>) -> Result<Confirmed> {
-        let run = self.sandbox.run(&self.program, test, &[], &self.filter, None)?;
-        let Some(sys) = run.crash else {
+        self.confirm(test, name, source, found_by, false)
+    }
+
+    /// Validate a system test that ran into the time limit (`name`, in `source`), as
+    /// [`Lifter::confirm_crash`] does a crash: it is a finding when the validation
+    /// program hangs on it too, twice, spinning in the same place; its alarm is named
+    /// by where (the stack the CPU limit stopped it at).
+    pub fn confirm_hang(&mut self, test: &SystemTest, name: &str, source: &Path, found_by: Option<&str>) -> Result<Confirmed> {
+        self.confirm(test, name, source, found_by, true)
+    }
+
+    fn confirm(&mut self, test: &SystemTest, name: &str, source: &Path, found_by: Option<&str>, hang: bool) -> Result<Confirmed> {
+        let sandbox = if hang { self.hang_sandbox.clone().unwrap_or_else(|| self.sandbox.clone()) } else { self.sandbox.clone() };
+        let run = sandbox.run(&self.program, test, &[], &self.filter, None)?;
+        let Some(sys) = (if hang { run.hang.clone() } else { run.crash.clone() }) else {
             let how = match &run.limit {
                 Some(limit) => format!("{} ({limit})", run.status),
                 None => run.status.to_string(),
@@ -43,6 +56,13 @@ impl Lifter {
         let key = sys.key();
         if let Some(id) = self.count_duplicate(&key)? {
             return Ok(Confirmed::Known(id));
+        }
+        if hang {
+            // A hang once may be a slow machine: it must hang again, in the same place.
+            let again = sandbox.run_once(&self.program, test, &[], &self.filter, None)?;
+            if !again.hang.is_some_and(|h| CrashSignature::keys_match(&h.key(), &key)) {
+                return Ok(Confirmed::NotReproduced(format!("hung once, then {}", again.status)));
+            }
         }
         let confirmed = self.epoch.elapsed().as_secs_f64();
         let function = sys.frames.first().cloned().unwrap_or_else(|| "unknown".into());
@@ -124,9 +144,12 @@ impl Lifter {
     pub(super) fn reduce_alarm(&self, test: &SystemTest, key: &str, until: Instant) -> Result<(SystemTest, ReduceStats)> {
         match self.reduce_budget {
             Some(budget) => {
+                let hang = key.starts_with(&format!("{HANG}@"));
+                let sandbox = if hang { self.hang_sandbox.as_ref().unwrap_or(&self.sandbox) } else { &self.sandbox };
                 let mut keep = |t: &SystemTest| -> Result<bool> {
-                    let run = self.sandbox.run_once(&self.program, t, &[], &self.filter, None)?;
-                    Ok(run.crash.is_some_and(|s| CrashSignature::keys_match(&s.key(), key)))
+                    let run = sandbox.run_once(&self.program, t, &[], &self.filter, None)?;
+                    let found = if hang { run.hang } else { run.crash };
+                    Ok(found.is_some_and(|s| CrashSignature::keys_match(&s.key(), key)))
                 };
                 reduce(test, budget, Some(until), &mut keep)
             }

@@ -36,6 +36,9 @@ pub struct Lifter {
     /// The sandbox for lifted tests when they stop sooner than system crashes being
     /// confirmed ([`Lifter::set_lifted_limit`]); `None`: the sandbox.
     lifted_sandbox: Option<Sandbox>,
+    /// The sandbox that confirms hangs ([`Lifter::set_hang_limit`]); `None`: the
+    /// sandbox.
+    pub(super) hang_sandbox: Option<Sandbox>,
     pub(super) progress: bool,
     pub(super) binaries: BTreeMap<PathBuf, Binary>,
     pub(super) effective_tests: Vec<SystemTest>,
@@ -96,6 +99,7 @@ impl Lifter {
             harness: None,
             harness_wall: None,
             lifted_sandbox: None,
+            hang_sandbox: None,
             progress,
             binaries: BTreeMap::new(),
             effective_tests: Vec::new(),
@@ -227,6 +231,16 @@ impl Lifter {
         sandbox.limits.wall = wall;
         sandbox.limits.cpu_secs = crate::validate::sandbox::cpu_limit(wall);
         self.lifted_sandbox = Some(sandbox);
+    }
+
+    /// Confirm hangs with `cpu` of CPU time (whole seconds, at least one) and a second
+    /// more of wall-clock time, instead of the sandbox's limits: each confirmation and
+    /// each step of a hang's reduction that still hangs runs that long.
+    pub fn set_hang_limit(&mut self, cpu: Duration) {
+        let mut sandbox = self.sandbox.clone();
+        sandbox.limits.cpu_secs = cpu.as_secs_f64().ceil().max(1.0) as u64;
+        sandbox.limits.wall = Duration::from_secs(sandbox.limits.cpu_secs + 1);
+        self.hang_sandbox = Some(sandbox);
     }
 
     /// The effective lifted tests found since the last call (a campaign hands them to

@@ -132,11 +132,17 @@ pub(super) fn system_summary_md(
     source: &Path,
     found_by: Option<&str>,
 ) -> String {
+    let hang = sys.kind == crate::validate::signature::HANG;
+    let what = if hang { "Hang" } else { "Crash" };
     let heading = match found_by {
-        Some(by) => format!("Crash triaged from {by}"),
-        None => "Crash found by system-level fuzzing".into(),
+        Some(by) => format!("{what} triaged from {by}"),
+        None => format!("{what} found by system-level fuzzing"),
     };
-    let mut md = format!("# {heading}\n\n**{sys}** when running `{}`.\n\n## Stack\n\n", program.display());
+    let mut md = format!("# {heading}\n\n**{sys}** when running `{}`.\n\n", program.display());
+    if hang {
+        md += "It ran into the time limit twice, spinning in the same place: the stack is where the CPU limit stopped it. `./reproduce.sh` runs until it is stopped.\n\n";
+    }
+    md += "## Stack\n\n";
     for f in sys.stack.iter().take(12) {
         md += &format!("- {f}\n");
     }

@@ -13,7 +13,7 @@
 
 mod served;
 
-use crate::validate::signature::{crash_kind, parse_sanitizer, parse_stack, symbolise, CrashSignature, FrameFilter};
+use crate::validate::signature::{crash_kind, parse_sanitizer, parse_stack, symbolise, CrashSignature, Frame, FrameFilter, RawStack, HANG};
 use crate::system::launch::{run_to_end, Capture, Ended, Layout};
 use crate::system::systest::RunStatus;
 use anyhow::{bail, Context as _, Result};
@@ -77,6 +77,9 @@ pub struct SandboxRun {
     pub limit: Option<String>,
     /// The crash, if it crashed (signal or sanitizer report).
     pub crash: Option<CrashSignature>,
+    /// Where it was spinning, if it ran into the time limit (kind [`HANG`]; no frames
+    /// when the wall-clock limit stopped it, or it was not spinning on the CPU).
+    pub hang: Option<CrashSignature>,
     /// It was forked from the program's forkserver (not started for this run).
     pub forked: bool,
 }
@@ -260,7 +263,11 @@ fn apply_limits(cmd: &mut Command, limits: Limits, sanitizer: bool) {
                 let l = libc::rlimit { rlim_cur: v, rlim_max: v };
                 libc::setrlimit(res, &l);
             };
-            set(libc::RLIMIT_CPU, limits.cpu_secs.max(1));
+            // The soft CPU limit a second below the hard one: SIGXCPU first, which the
+            // preloaded handler turns into the stack of where the run was spinning
+            // (at the hard limit the kernel sends SIGKILL).
+            let cpu = limits.cpu_secs.max(1);
+            libc::setrlimit(libc::RLIMIT_CPU, &libc::rlimit { rlim_cur: cpu, rlim_max: cpu + 1 });
             if !sanitizer {
                 set(libc::RLIMIT_AS, limits.memory);
             }
@@ -448,26 +455,28 @@ impl Sandbox {
 
     /// The run as the caller sees it: a limit it ran into, else the crash (from a
     /// sanitizer report, else from the signal and the stack the preload left in
-    /// `stack`).
+    /// `stack`); a run stopped at its time limit is a hang, with the stack of where
+    /// it was spinning when the CPU limit stopped it.
     fn conclude(&self, program: &Path, o: Outcome, stack: &Path, sanitizer: bool, filter: &FrameFilter) -> Result<SandboxRun> {
         let err_text = String::from_utf8_lossy(&o.stderr).into_owned();
         let limit = self.limit_hit(&o.status, o.max_rss_kib, o.cpu_ms, &err_text, sanitizer);
+        let stopped_in_time = o.status == RunStatus::TimedOut || limit.as_deref().is_some_and(|l| l.starts_with(CPU_LIMIT));
         let crash = if limit.is_some() {
             None
         } else if let Some((kind, frames)) = parse_sanitizer(&err_text, program) {
             Some(filter.signature(kind, frames))
         } else if let RunStatus::Signaled(sig) = o.status {
-            let raw = match std::fs::read_to_string(stack) {
-                // A crash that killed the process before the preload wrote its stack
-                // (or wrote all of it) has a signature of the signal alone.
-                Ok(text) => parse_stack(&text).ok(),
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
-                Err(e) => return Err(e).with_context(|| format!("cannot read the crash stack {}", stack.display())),
-            };
-            let frames = raw.as_ref().map(|raw| symbolise(raw, filter.program.as_deref())).transpose()?.unwrap_or_default();
+            let (raw, frames) = read_stack(stack, filter)?;
             is_crash_signal(sig).then(|| filter.signature(crash_kind(sig, raw.as_ref()), frames))
         } else {
             None
+        };
+        let hang = if !stopped_in_time {
+            None
+        } else if o.status == RunStatus::Signaled(libc::SIGXCPU) {
+            Some(filter.signature(HANG.into(), read_stack(stack, filter)?.1))
+        } else {
+            Some(filter.signature(HANG.into(), Vec::new()))
         };
         let (stdout_bytes, stderr_bytes) = o.output_len;
         Ok(SandboxRun {
@@ -481,6 +490,7 @@ impl Sandbox {
             wall: o.wall,
             limit,
             crash,
+            hang,
             forked: false,
         })
     }
@@ -489,9 +499,9 @@ impl Sandbox {
         let l = &self.limits;
         match status {
             RunStatus::TimedOut => return Some(format!("wall-clock time ({:.1}s)", l.wall.as_secs_f64())),
-            RunStatus::Signaled(s) if *s == libc::SIGXCPU => return Some(format!("CPU time ({}s)", l.cpu_secs)),
+            RunStatus::Signaled(s) if *s == libc::SIGXCPU => return Some(format!("{CPU_LIMIT} ({}s)", l.cpu_secs)),
             RunStatus::Signaled(s) if *s == libc::SIGKILL && cpu_ms + 50 >= l.cpu_secs * 1000 => {
-                return Some(format!("CPU time ({}s)", l.cpu_secs))
+                return Some(format!("{CPU_LIMIT} ({}s)", l.cpu_secs))
             }
             RunStatus::Signaled(s) if *s == libc::SIGXFSZ => return Some(format!("file size ({} bytes)", l.file_size)),
             _ => {}
@@ -502,6 +512,23 @@ impl Sandbox {
             .any(|m| stderr.contains(m));
         (near || said).then(|| format!("memory ({} MiB address space)", l.memory >> 20))
     }
+}
+
+/// How a run stopped at its CPU limit is described (`limit`).
+const CPU_LIMIT: &str = "CPU time";
+
+/// The stack file a crashed (or stopped) run left, parsed and symbolised; nothing
+/// when the process died before the preload wrote it.
+fn read_stack(stack: &Path, filter: &FrameFilter) -> Result<(Option<RawStack>, Vec<Frame>)> {
+    let raw = match std::fs::read_to_string(stack) {
+        // A crash that killed the process before the preload wrote its stack (or
+        // wrote all of it) has a signature of the signal alone.
+        Ok(text) => parse_stack(&text).ok(),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+        Err(e) => return Err(e).with_context(|| format!("cannot read the crash stack {}", stack.display())),
+    };
+    let frames = raw.as_ref().map(|raw| symbolise(raw, filter.program.as_deref())).transpose()?.unwrap_or_default();
+    Ok((raw, frames))
 }
 
 /// Signals that mean the program crashed, rather than was stopped from outside.

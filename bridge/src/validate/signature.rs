@@ -83,7 +83,8 @@ impl CrashSignature {
     /// subject's code has a source line (not for a stack overflow: where the stack
     /// ran out is chance).
     fn place(&self) -> Option<String> {
-        if is_stack_overflow(&self.kind) {
+        // Nor for a hang: the line a loop was stopped at is chance too.
+        if is_stack_overflow(&self.kind) || self.kind == HANG {
             return None;
         }
         let f = self.stack.iter().find(|f| f.own)?;
@@ -113,7 +114,8 @@ impl CrashSignature {
     /// Whether two deduplication keys ([`CrashSignature::key`]) name the same crash:
     /// the same class, and the same faulting place, or the same full path of
     /// [`SIGNATURE_FRAMES`] innermost frames to it; keys without a place match when
-    /// their innermost frames agree as far as both reach.
+    /// their innermost frames agree as far as both reach; hangs, when one's frames
+    /// are a run of the other's.
     pub fn keys_match(a: &str, b: &str) -> bool {
         struct Parts<'a> {
             class: &'a str,
@@ -131,6 +133,17 @@ impl CrashSignature {
         let (a, b) = (split(a), split(b));
         if a.class != b.class {
             return false;
+        }
+        if a.class == HANG {
+            // Stopped at any point of its loop: the innermost frames may be the loop's
+            // function or one it calls from there, so one path inside the other
+            // (two frames at least, or the whole of one).
+            let (short, long) = if a.frames.len() <= b.frames.len() { (&a.frames, &b.frames) } else { (&b.frames, &a.frames) };
+            return if short.is_empty() || (short.len() < 2 && short.len() < long.len()) {
+                short == long
+            } else {
+                long.windows(short.len()).any(|w| w == &short[..])
+            };
         }
         match (a.place, b.place) {
             (Some(pa), Some(pb)) => pa == pb || (a.frames.len() == SIGNATURE_FRAMES && a.frames == b.frames),
@@ -171,6 +184,10 @@ impl std::fmt::Display for CrashSignature {
         }
     }
 }
+
+/// The kind of a run stopped at its time limit: a hang, named by where it was
+/// spinning.
+pub const HANG: &str = "hang";
 
 /// What separates the faulting place from the frames in a deduplication key.
 const PLACE_END: char = '|';
@@ -629,6 +646,15 @@ mod tests {
         let (in_strcpy, at_call) = (filter.signature("SIGSEGV".into(), path(104)), filter.signature("SIGSEGV".into(), path(113)));
         assert_ne!(CrashSignature::stable_key(&in_strcpy.key()), CrashSignature::stable_key(&at_call.key()));
         assert!(CrashSignature::keys_match(&in_strcpy.key(), &at_call.key()));
+        // A hang stopped inside a helper its loop calls is the loop's hang; another
+        // loop's is not.
+        let hang = |f: &[&str]| filter.signature(HANG.into(), f.iter().map(|f| frame(f, 7)).collect());
+        let (in_loop, in_helper) = (hang(&["spin", "main"]), hang(&["strlen_ish", "spin", "main"]));
+        assert_eq!(in_loop.key(), "hang@spin<main");
+        assert!(CrashSignature::keys_match(&in_loop.key(), &in_helper.key()));
+        assert!(!CrashSignature::keys_match(&in_loop.key(), &hang(&["other_loop", "main"]).key()));
+        assert!(!CrashSignature::keys_match(&hang(&["main"]).key(), &in_loop.key()));
+        assert!(!CrashSignature::keys_match(&in_loop.key(), "memory@spin<main"));
         // A key from before places were kept matches by its frames.
         assert!(CrashSignature::keys_match("memory@dc_array_set<dc_func", &from_file.key()));
     }

@@ -1,8 +1,8 @@
 //! `libtrestle_crashstack.so`: preloaded (`LD_PRELOAD`) into a program that trestle
 //! validates, so that a crash leaves its stack behind for the crash signature.
 //!
-//! When `TRESTLE_CRASH_STACK` names a file, fatal signals (SEGV, BUS, ABRT, FPE, ILL)
-//! get a handler on an alternate stack that writes, with nothing but system calls:
+//! When `TRESTLE_CRASH_STACK` names a file, fatal signals (SEGV, BUS, ABRT, FPE, ILL,
+//! and XCPU, the CPU limit that stops a hang) get a handler on an alternate stack that writes, with nothing but system calls:
 //!
 //! ```text
 //! signal 11
@@ -78,7 +78,9 @@ extern "C" fn init() {
             let ss = libc::stack_t { ss_sp: stack, ss_flags: 0, ss_size: ALT_STACK };
             libc::sigaltstack(&ss, std::ptr::null_mut());
         }
-        for sig in [libc::SIGSEGV, libc::SIGBUS, libc::SIGABRT, libc::SIGFPE, libc::SIGILL] {
+        // SIGXCPU too: a run stopped at its CPU limit (the soft one, a second below
+        // the hard) leaves where it was spinning.
+        for sig in [libc::SIGSEGV, libc::SIGBUS, libc::SIGABRT, libc::SIGFPE, libc::SIGILL, libc::SIGXCPU] {
             let mut sa: libc::sigaction = std::mem::zeroed();
             sa.sa_sigaction = on_fatal as *const () as usize;
             sa.sa_flags = libc::SA_SIGINFO | libc::SA_ONSTACK | libc::SA_RESETHAND;

@@ -1,5 +1,6 @@
-/* A file parser with three bugs for `trestle triage`: two NULL writes on two lines
-   of one function, the first reached from two callers, and a runaway recursion. */
+/* A file parser with four bugs for `trestle triage`: two NULL writes on two lines
+   of one function, the first reached from two callers, a runaway recursion, and a
+   loop that never ends. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -27,6 +28,13 @@ static __attribute__((noinline)) int nest(const char *buf, size_t n) {
   return pad[0];
 }
 
+static __attribute__((noinline)) unsigned spin(const char *buf) {
+  volatile unsigned n = 0;
+  while (buf[0] == 'L') /* bug four: never false once true */
+    n++;
+  return n;
+}
+
 int main(int argc, char **argv) {
   char buf[256];
   FILE *f = argc > 1 ? fopen(argv[1], "rb") : stdin;
@@ -36,6 +44,7 @@ int main(int argc, char **argv) {
   if (len >= 1 && buf[0] == 'A') store(buf, len);
   if (len >= 1 && buf[0] == 'B') via_b(buf, len);
   if (len >= 1 && buf[0] == 'R') return nest(buf, len);
+  if (len >= 1 && buf[0] == 'L') return (int)spin(buf);
   puts("ok");
   return 0;
 }
