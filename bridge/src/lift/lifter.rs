@@ -233,13 +233,15 @@ impl Lifter {
         self.lifted_sandbox = Some(sandbox);
     }
 
-    /// Confirm hangs with `cpu` of CPU time (whole seconds, at least one) and a second
-    /// more of wall-clock time, instead of the sandbox's limits: each confirmation and
-    /// each step of a hang's reduction that still hangs runs that long.
+    /// Confirm hangs with `cpu` of CPU time (whole seconds, at least one), instead of
+    /// the sandbox's limits: each confirmation and each step of a hang's reduction
+    /// that still hangs runs that long. The wall-clock limit is three times that and a
+    /// second: on a loaded machine a spinning program must still reach its CPU limit
+    /// first, which leaves the stack of where it spins (a wall-clock kill leaves none).
     pub fn set_hang_limit(&mut self, cpu: Duration) {
         let mut sandbox = self.sandbox.clone();
         sandbox.limits.cpu_secs = cpu.as_secs_f64().ceil().max(1.0) as u64;
-        sandbox.limits.wall = Duration::from_secs(sandbox.limits.cpu_secs + 1);
+        sandbox.limits.wall = Duration::from_secs(3 * sandbox.limits.cpu_secs + 1);
         self.hang_sandbox = Some(sandbox);
     }
 
