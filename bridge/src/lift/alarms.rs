@@ -44,7 +44,7 @@ impl Lifter {
     }
 
     fn confirm(&mut self, test: &SystemTest, name: &str, source: &Path, found_by: Option<&str>, hang: bool) -> Result<Confirmed> {
-        let sandbox = if hang { self.hang_sandbox.clone().unwrap_or_else(|| self.sandbox.clone()) } else { self.sandbox.clone() };
+        let sandbox = self.sandbox_for(hang).clone();
         let run = sandbox.run(&self.program, test, &[], &self.filter, None)?;
         let Some(sys) = (if hang { run.hang.clone() } else { run.crash.clone() }) else {
             let how = match &run.limit {
@@ -101,6 +101,14 @@ impl Lifter {
         Ok(Confirmed::New(id))
     }
 
+    /// The sandbox that confirms and reduces crashes, or with `hang` hangs.
+    fn sandbox_for(&self, hang: bool) -> &crate::validate::sandbox::Sandbox {
+        match &self.hang_sandbox {
+            Some(s) if hang => s,
+            _ => &self.sandbox,
+        }
+    }
+
     /// If an alarm with the crash `key` is listed already, count one more finding of
     /// it and return its id.
     fn count_duplicate(&mut self, key: &str) -> Result<Option<String>> {
@@ -145,7 +153,7 @@ impl Lifter {
         match self.reduce_budget {
             Some(budget) => {
                 let hang = key.starts_with(&format!("{HANG}@"));
-                let sandbox = if hang { self.hang_sandbox.as_ref().unwrap_or(&self.sandbox) } else { &self.sandbox };
+                let sandbox = self.sandbox_for(hang);
                 let mut keep = |t: &SystemTest| -> Result<bool> {
                     let run = sandbox.run_once(&self.program, t, &[], &self.filter, None)?;
                     let found = if hang { run.hang } else { run.crash };
