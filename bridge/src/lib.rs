@@ -14,6 +14,7 @@
 //!   system-level coverage and the system fuzzer;
 //! - [`campaign`]: all of the above as one time-boxed campaign (`trestle run`), on one
 //!   machine or, with [`cluster`], across several;
+//! - [`capture`]: a project's own test suite → seed system tests;
 //! - [`triage`]: crashing inputs from any fuzzer → confirmed bugs, grouped and reduced;
 //! - [`report`] and [`export`]: what a campaign found (also as SARIF, [`sarif`]), and
 //!   units as standalone C tests.
@@ -26,6 +27,7 @@
 
 pub mod binary;
 pub mod campaign;
+pub mod capture;
 pub mod carve;
 pub mod cli;
 pub mod cluster;

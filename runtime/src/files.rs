@@ -358,6 +358,32 @@ fn mode_passive() -> bool {
     !tracking()
 }
 
+/// Under `trestle capture`: the program opened `path` as the stream `fp` with mode `m`.
+///
+/// # Safety
+/// `fp` is a live stream, `path` and `m` NUL-terminated strings.
+unsafe fn capture_stream(fp: *mut FILE, path: *const c_char, m: *const c_char) {
+    // SAFETY: as documented.
+    let mode = unsafe { std::ffi::CStr::from_ptr(m) }.to_bytes();
+    let reads = mode.first() == Some(&b'r') || mode.contains(&b'+');
+    let writes = mode.first() != Some(&b'r') || mode.contains(&b'+');
+    // "w" and "w+" empty the file: nothing there before is input.
+    let truncates = mode.first() == Some(&b'w');
+    // SAFETY: as documented.
+    unsafe { crate::capture::note_opened(libc::fileno(fp), path, reads && !truncates, writes) };
+}
+
+/// Under `trestle capture`: the program opened `path` as `fd` with `flags`.
+fn capture_fd(fd: c_int, path: *const c_char, flags: c_int) {
+    let access = flags & libc::O_ACCMODE;
+    let writes = access != libc::O_RDONLY;
+    // A file emptied or made anew holds nothing that was input.
+    let fresh = writes && (flags & libc::O_TRUNC != 0 || flags & (libc::O_CREAT | libc::O_EXCL) == libc::O_CREAT | libc::O_EXCL);
+    let reads = access != libc::O_WRONLY && !fresh;
+    // SAFETY: open() accepted `path`, a NUL-terminated string (or null).
+    unsafe { crate::capture::note_opened(fd, path, reads, writes) };
+}
+
 /// `fopen`, tracked.
 ///
 /// # Safety
@@ -370,6 +396,7 @@ pub unsafe extern "C" fn __trestle_fopen(path: *const c_char, m: *const c_char) 
         register(fp, c_str(path), c_str(m));
         if !fp.is_null() {
             note_opened(Opened::Stream(fp as usize));
+            capture_stream(fp, path, m);
         }
         fp
     }
@@ -405,6 +432,7 @@ pub unsafe extern "C" fn __trestle_freopen(path: *const c_char, m: *const c_char
             forget(stream as usize);
         } else {
             register(fp, c_str(path), c_str(m));
+            capture_stream(fp, path, m);
         }
         fp
     }
@@ -475,6 +503,7 @@ pub unsafe extern "C" fn __trestle_open(path: *const c_char, flags: c_int, mode:
     // SAFETY: forwarding.
     let fd = unsafe { libc::open(path, flags, mode) };
     track_fd(fd, path, flags);
+    capture_fd(fd, path, flags);
     if fd >= 0 {
         note_opened(Opened::Fd(fd));
     }
@@ -490,6 +519,7 @@ pub unsafe extern "C" fn __trestle_open(path: *const c_char, flags: c_int, mode:
 pub unsafe extern "C" fn __trestle_openat(dirfd: c_int, path: *const c_char, flags: c_int, mode: libc::c_uint) -> c_int {
     // SAFETY: forwarding.
     let fd = unsafe { libc::openat(dirfd, path, flags, mode) };
+    capture_fd(fd, path, flags);
     if dirfd == libc::AT_FDCWD {
         track_fd(fd, path, flags);
     }

@@ -23,6 +23,7 @@
 
 pub mod alloc;
 pub mod branches;
+pub mod capture;
 pub mod clock;
 pub mod extents;
 pub mod files;
@@ -321,6 +322,10 @@ pub unsafe extern "C" fn __trestle_main(argc: i32, argv: *const *const libc::c_c
     branches::maybe_dump();
     let m = mode();
     if m == MODE_PASSIVE {
+        // Under `trestle capture`, this run becomes a system test (returns in the
+        // program, at once when not asked).
+        // SAFETY: `main`'s own arguments.
+        unsafe { capture::maybe_start(argc, argv) };
         // A host may ask for system tests to be served from here (returns in every
         // child, and at once when not asked).
         sysserver::maybe_serve();
@@ -357,6 +362,20 @@ pub unsafe extern "C" fn __trestle_setlocale(category: libc::c_int, locale: *con
         }
     }
     r
+}
+
+/// `getenv`, renamed by the pass: under `trestle capture`, a variable the program
+/// asks for and has is part of its test.
+///
+/// # Safety
+/// As `getenv`.
+#[no_mangle]
+pub unsafe extern "C" fn __trestle_getenv(name: *const libc::c_char) -> *mut libc::c_char {
+    // SAFETY: forwarding.
+    let value = unsafe { libc::getenv(name) };
+    // SAFETY: `name` is NUL-terminated (getenv took it), `value` null or a variable's.
+    unsafe { capture::note_getenv(name, value) };
+    value
 }
 
 /// `setvbuf`, renamed by the pass: a call on a standard stream that leaves the buffer

@@ -15,6 +15,7 @@ mod run;
 mod show;
 mod sysfuzz;
 mod triage;
+mod capture;
 mod validate;
 
 use clap::{Parser, Subcommand};
@@ -78,6 +79,10 @@ enum Command {
     /// confirm each on the program as shipped, group by crash class and faulting line,
     /// reduce one per bug (exit status 1 with --fail-on-new when a bug is new).
     Triage(triage::TriageArgs),
+    /// Run a project's own tests (`make check`, a script) and turn every run of a
+    /// program built with trestle-cc into a system test, checked to replay the same
+    /// way outside the suite.
+    Capture(capture::CaptureArgs),
 }
 
 /// Parse the command line, run the command, and turn its result into the exit status.
@@ -123,6 +128,7 @@ pub fn main() -> ExitCode {
             }
             Err(e) => Err(e),
         },
+        Command::Capture(a) => crate::capture::run(&a.options()).map(|s| a.print(&s)),
         // Whatever the program's exit status, a test that ran is a success; one the
         // executor could not run makes the input bad.
         Command::Exec(a) => crate::system::exec::run(&a.options(), &mut |t, r| a.print_run(t, r)).and_then(|s| {

@@ -49,6 +49,41 @@ pub struct JsonTest {
     /// Environment variables.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub env: BTreeMap<String, String>,
+    /// What the program did when the test was captured (`trestle capture`); running
+    /// the test does not depend on it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expect: Option<Expect>,
+}
+
+/// How a captured test's run ended and what it wrote.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Expect {
+    /// `exit N` or `signal N`.
+    pub status: String,
+    /// What went to stdout; absent when it was a terminal.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stdout: Option<Output>,
+    /// What went to stderr; absent when it was a terminal or went with stdout.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stderr: Option<Output>,
+    /// stdout and stderr went to one file or pipe: `stdout` is both.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub merged: bool,
+    /// Files it opened for writing, as it named them.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub writes: Vec<String>,
+}
+
+/// Output of a captured run.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Output {
+    /// Bytes written.
+    pub bytes: u64,
+    /// SHA-256 of them, hex; absent when there were more than capturing kept.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sha256: Option<String>,
 }
 
 /// The JSON form of a test.
@@ -58,6 +93,7 @@ pub fn to_json(t: &SystemTest) -> JsonTest {
         stdin: t.stdin.as_deref().map(Content::from_bytes),
         files: t.files.iter().map(|(k, v)| (k.clone(), Content::from_bytes(v))).collect(),
         env: t.env.clone(),
+        expect: None,
     }
 }
 

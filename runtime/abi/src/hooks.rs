@@ -103,6 +103,9 @@ pub const RENAMED_ALLOCATORS: &[(&str, &str)] = &[
     ("fclose", "__trestle_fclose"),
     ("setlocale", "__trestle_setlocale"),
     ("setvbuf", "__trestle_setvbuf"),
+    // Under `trestle capture`, the variables a program asks for are part of its test.
+    ("getenv", "__trestle_getenv"),
+    ("secure_getenv", "__trestle_getenv"),
     // A C++ `throw`: the recording learns which open invocations an exception may
     // leave, so that they end as `Outcome::Threw` rather than with no outcome.
     ("__cxa_throw", "__trestle_cxa_throw"),

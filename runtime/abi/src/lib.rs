@@ -12,6 +12,7 @@
 //! which is linked into every instrumented subject, compiles against it.
 
 pub mod branches;
+pub mod capture;
 pub mod c_header;
 pub mod context;
 pub mod fuzz;
