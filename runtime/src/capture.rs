@@ -11,8 +11,10 @@
 //! same way (the same exit status, or the same signal), forwarding on the way any
 //! signal sent to it, so a suite's `timeout` or `kill` still reaches the program.
 //!
-//! Processes the program forks without starting a program are not captured: they
-//! note nothing, and their runs are part of the test of the process that forked them.
+//! A process the program forks is part of its run: it notes what it opens and asks
+//! for in the same record. A program it starts is captured on its own, and what that
+//! one opens and asks for is noted in the records of the captured processes that
+//! started it as well ([`ENV_CAPTURE_ANCESTORS`]): their tests need it too.
 
 use libc::{c_char, c_int};
 use std::ffi::CStr;
@@ -23,10 +25,11 @@ use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU32, Ordering};
 use std::sync::{Mutex, OnceLock};
 use trestle_abi::capture::*;
 
-/// This process is a captured program (not its supervisor, not a forked child).
+/// This process is a captured program or forked from one (not its supervisor).
 static CAPTURING: AtomicBool = AtomicBool::new(false);
-/// This process's record directory, once capturing.
-static RECORD: OnceLock<PathBuf> = OnceLock::new();
+/// The records what this process opens and asks for goes to, once capturing: its
+/// own first, then those of the captured processes that started it.
+static RECORDS: OnceLock<Vec<PathBuf>> = OnceLock::new();
 static MAX_INPUT: OnceLock<u64> = OnceLock::new();
 /// Stored files so far.
 static STORED: AtomicU32 = AtomicU32::new(0);
@@ -47,16 +50,13 @@ fn max_input() -> u64 {
     })
 }
 
-/// In a forked child: it is no captured program of its own.
-pub fn forked_child() {
-    CAPTURING.store(false, Ordering::Relaxed);
-}
-
 fn append(name: &str, bytes: &[u8]) {
-    let Some(dir) = RECORD.get() else { return };
-    // One write per entry, appended: a crash leaves whole entries.
-    if let Ok(mut f) = std::fs::OpenOptions::new().create(true).append(true).open(dir.join(name)) {
-        let _ = f.write_all(bytes);
+    for dir in RECORDS.get().into_iter().flatten() {
+        // One write per entry, appended: a crash leaves whole entries, and processes
+        // writing to one record at once do not mix theirs.
+        if let Ok(mut f) = std::fs::OpenOptions::new().create(true).append(true).open(dir.join(name)) {
+            let _ = f.write_all(bytes);
+        }
     }
 }
 
@@ -120,11 +120,16 @@ pub unsafe fn note_opened(fd: c_int, path: *const c_char, reads: bool, writes: b
             // The first open of a file keeps its content: later ones may see what
             // the program itself wrote there.
             if is(libc::S_IFREG) && !seen([b"file:".as_slice(), &resolved].concat()) {
-                let name = format!("{STORED_PREFIX}{}", STORED.fetch_add(1, Ordering::Relaxed));
-                if let Some(dir) = RECORD.get() {
-                    if std::fs::write(dir.join(&name), read_at(fd, 0, max_input())).is_ok() {
-                        stored = name.into_bytes();
-                    }
+                // SAFETY: a plain query.
+                let pid = unsafe { libc::getpid() };
+                let name = format!("{STORED_PREFIX}{pid}-{}", STORED.fetch_add(1, Ordering::Relaxed));
+                let content = read_at(fd, 0, max_input());
+                let mut all = true;
+                for dir in RECORDS.get().into_iter().flatten() {
+                    all &= std::fs::write(dir.join(&name), &content).is_ok();
+                }
+                if all {
+                    stored = name.into_bytes();
                 }
             }
             if writes {
@@ -357,7 +362,14 @@ fn start(root: &Path, argc: c_int, argv: *const *const c_char) -> std::io::Resul
                 unsafe { libc::close(t) };
             }
         }
-        let _ = RECORD.set(dir);
+        let ancestors = std::env::var(ENV_CAPTURE_ANCESTORS).unwrap_or_default();
+        let own = dir.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+        let mut records = vec![dir];
+        records.extend(ancestors.split(':').filter(|a| !a.is_empty()).map(|a| root.join(a)));
+        let lineage = if ancestors.is_empty() { own } else { format!("{own}:{ancestors}") };
+        // Single-threaded: the program has only just entered main.
+        std::env::set_var(ENV_CAPTURE_ANCESTORS, lineage);
+        let _ = RECORDS.set(records);
         CAPTURING.store(true, Ordering::Relaxed);
         return Ok(());
     }

@@ -110,9 +110,6 @@ fn after_wait(call: &str, ret: pid_t) {
 pub unsafe extern "C" fn __trestle_fork() -> pid_t {
     // SAFETY: forwarding.
     let pid = unsafe { libc::fork() };
-    if pid == 0 {
-        crate::capture::forked_child();
-    }
     if recording() {
         match pid {
             0 => forked_child(),

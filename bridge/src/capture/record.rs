@@ -216,6 +216,7 @@ pub fn to_test(r: &Record) -> Result<Captured> {
     }
     let mut files: BTreeMap<String, Content> = BTreeMap::new();
     let mut written: Vec<&[u8]> = Vec::new();
+    let mut taken: Vec<&[u8]> = Vec::new();
     let mut writes: Vec<String> = Vec::new();
     for o in &r.opened {
         let shown = String::from_utf8_lossy(&o.given).into_owned();
@@ -233,10 +234,14 @@ pub fn to_test(r: &Record) -> Result<Captured> {
             _ => continue,
         }
         let resolved = String::from_utf8_lossy(&o.resolved);
-        if SYSTEM_DIRS.iter().any(|d| resolved.starts_with(d)) || written.contains(&o.resolved.as_slice()) {
+        // A file first seen as output is the run's own; one seen before (by a program
+        // started from this one, which noted it too) is in the test already.
+        let key = o.resolved.as_slice();
+        if SYSTEM_DIRS.iter().any(|d| resolved.starts_with(d)) || written.contains(&key) || taken.contains(&key) {
             continue;
         }
         let Some(stored) = &o.stored else { continue };
+        taken.push(key);
         let bytes = std::fs::read(stored).with_context(|| format!("capture record {}: cannot read {}", r.dir.display(), stored.display()))?;
         if o.size > bytes.len() as u64 {
             notes.push(format!("file {shown} cut at {} of {} bytes", bytes.len(), o.size));

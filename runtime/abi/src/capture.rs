@@ -19,6 +19,11 @@ pub const ENV_CAPTURE_DIR: &str = "TRESTLE_CAPTURE_DIR";
 pub const ENV_CAPTURE_MAX_INPUT: &str = "TRESTLE_CAPTURE_MAX_INPUT";
 /// [`ENV_CAPTURE_MAX_INPUT`] when it is not set.
 pub const DEFAULT_MAX_INPUT: u64 = 1 << 20;
+/// Environment variable a captured program passes to the programs it starts: the
+/// names of the records (in [`ENV_CAPTURE_DIR`]) of it and of the captured processes
+/// that started it, separated by `:`. What a program started from a captured one
+/// reads, the test of that one needs too: it is noted in each of those records.
+pub const ENV_CAPTURE_ANCESTORS: &str = "TRESTLE_CAPTURE_ANCESTORS";
 /// Version of the record layout; a host refuses records of another.
 pub const CAPTURE_FORMAT: u32 = 1;
 
@@ -35,8 +40,8 @@ pub const PARENT_EXE: &str = "parent-exe";
 /// `getenv` (the locale's, the time zone), and those it asked for: `NAME` NUL `VALUE`
 /// NUL, appended as they are seen.
 pub const ENV: &str = "env";
-/// Files the program opened: [`OPENED_FIELDS`] NUL-terminated fields per entry,
-/// appended at each open.
+/// Files the program, the processes it forked and the programs it started opened:
+/// [`OPENED_FIELDS`] NUL-terminated fields per entry, appended at each open.
 pub const OPENED: &str = "opened";
 /// Fields per [`OPENED`] entry: access ([`ACCESS_READ`] ...), the path as the program
 /// gave it, the path it resolved to, the name its content is stored under in the
@@ -52,7 +57,7 @@ pub const ACCESS_WRITE: &str = "w";
 pub const ACCESS_STREAM: &str = "stream";
 /// A directory.
 pub const ACCESS_DIRECTORY: &str = "dir";
-/// Prefix of the names stored files get in a record (`in-0`, `in-1`, ...).
+/// Prefix of the names stored files get in a record (`in-PID-0`, `in-PID-1`, ...).
 pub const STORED_PREFIX: &str = "in-";
 /// The bytes read from stdin (from where it stood when the program started).
 pub const STDIN: &str = "stdin";

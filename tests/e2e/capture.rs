@@ -1,0 +1,133 @@
+//! `trestle capture` end to end: a small filter's own test suite (a shell script, as
+//! projects have them) run under capture. Every run of the trestle-cc build becomes a
+//! test holding its arguments, stdin (piped or redirected), the files it read (an
+//! absolute path moved into the test and the argument naming it rewritten), the
+//! variables it asked for and how it ended; runs the suite repeats are one test; the
+//! files a forked child or a program it started read are in its test; a run that
+//! depended on what no capture sees (a file looked up without opening it, a FIFO) is
+//! flagged, with the difference; a record of another trestle is refused by name.
+
+use serde_json::Value;
+use std::path::Path;
+use std::process::Command;
+use trestle_tests::*;
+
+fn json(p: &Path) -> Value {
+    serde_json::from_slice(&std::fs::read(p).unwrap_or_else(|e| panic!("{}: {e}", p.display()))).unwrap()
+}
+
+/// The subject copied into `dir` with its data files, built with trestle-cc.
+fn prepare(dir: &Path) {
+    for f in ["tool.c", "suite.sh"] {
+        std::fs::copy(subject("capture").join(f), dir.join(f)).unwrap();
+    }
+    std::fs::create_dir_all(dir.join("data")).unwrap();
+    std::fs::write(dir.join("data/a.txt"), "hello\nworld\n").unwrap();
+    std::fs::write(dir.join("data/b.txt"), "second file\n").unwrap();
+    std::fs::write(dir.join("data/big.txt"), "x".repeat(1500)).unwrap();
+    std::fs::write(dir.join("abs.txt"), "absolute\n").unwrap();
+    ok(Command::new(tool("trestle-cc")).args(["-O1", "-g", "tool.c", "-o", "tool"]).current_dir(dir));
+}
+
+fn capture(dir: &Path, out: &Path, extra: &[&str], command: &[&str]) -> String {
+    let mut c = trestle(&[&"capture", &"--out", &out, &"--max-input", &"1024"]);
+    c.args(extra).arg("--").args(command).current_dir(dir).env("ABS_INPUT", dir.join("abs.txt"));
+    ok(&mut c)
+}
+
+/// The captured test whose arguments are `args`.
+fn test_with<'a>(tests: &'a [(Value, Value)], args: &[&str]) -> &'a (Value, Value) {
+    tests
+        .iter()
+        .find(|(t, _)| t["args"].as_array().unwrap().iter().map(|a| a.as_str().unwrap()).eq(args.iter().copied()))
+        .unwrap_or_else(|| panic!("no test with arguments {args:?}"))
+}
+
+#[test]
+fn a_test_suite_becomes_system_tests_that_replay_as_it_ran_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    prepare(d);
+    let out = d.join("captured");
+    let stdout = capture(d, &out, &[], &["./suite.sh"]);
+    let s = json(&out.join("capture.json"));
+    assert_eq!(s["command_status"], "exit 0", "the suite passes under capture: {s}");
+    // 13 runs of the tool and the planted record of another trestle.
+    assert_eq!(s["processes"], 14, "{s}");
+    assert_eq!(s["unfinished"], 0, "{s}");
+    assert!(s["other_format"]["/old/tool"].as_str().unwrap().contains("9.9.9"), "{s}");
+    assert!(stdout.contains("/old/tool: built by another trestle"), "{stdout}");
+    let programs = s["programs"].as_array().unwrap();
+    assert_eq!(programs.len(), 1, "{s}");
+    let p = &programs[0];
+    assert_eq!(p["name"], "tool");
+    // `./tool data/a.txt > out1 2> err1` twice, and once more through --again: one test.
+    assert_eq!((p["processes"].as_u64(), p["unique"].as_u64(), p["written"].as_u64()), (Some(13), Some(11), Some(11)), "{p}");
+    let tests: Vec<(Value, Value)> = p["tests"].as_array().unwrap().iter().map(|t| (json(&out.join(t["file"].as_str().unwrap())), t.clone())).collect();
+
+    let (t, info) = test_with(&tests, &["data/a.txt"]);
+    assert_eq!(t["files"]["data/a.txt"], "hello\nworld\n");
+    assert_eq!(t["expect"]["status"], "exit 0");
+    assert_eq!(t["expect"]["stdout"]["bytes"], 12);
+    assert_eq!(t["expect"]["stderr"]["bytes"], 9, "stderr redirected to a file is read back: {t}");
+    assert_eq!(info["runs"], 3, "{info}");
+    assert_eq!(info["faithful"], true, "{info}");
+    // Piped and redirected stdin.
+    let piped = tests.iter().find(|(t, _)| t["stdin"] == "piped input\n").expect("the piped run");
+    assert_eq!(piped.1["faithful"], true);
+    assert!(tests.iter().any(|(t, _)| t["stdin"] == "hello\nworld\n" && t["args"].as_array().unwrap().is_empty()), "stdin from a file");
+    // An absolute path moves into the test, and the argument follows; the variable
+    // the program asked for is kept.
+    let (t, info) = test_with(&tests, &["--file=files/abs.txt"]);
+    assert_eq!(t["files"]["files/abs.txt"], "absolute\n", "{t}");
+    assert_eq!(t["env"]["TOOL_MODE"], "upper", "{t}");
+    assert_eq!(info["faithful"], true, "{info}");
+    // An input over --max-input is cut, and the test says so; the run died of SIGABRT.
+    let (t, info) = test_with(&tests, &["data/big.txt"]);
+    assert_eq!(t["files"]["data/big.txt"].as_str().unwrap().len(), 1024);
+    assert_eq!(t["expect"]["status"], "signal 6");
+    assert!(info["notes"][0].as_str().unwrap().contains("cut at 1024 of 1500 bytes"), "{info}");
+    // What a program started from a run (itself, through exec) or a forked child
+    // read is in the run's test.
+    let (t, info) = test_with(&tests, &["--again", "data/a.txt"]);
+    assert_eq!(t["files"]["data/a.txt"], "hello\nworld\n", "{t}");
+    assert_eq!(info["faithful"], true, "{info}");
+    let (t, info) = test_with(&tests, &["--fork", "data/a.txt", "data/b.txt"]);
+    assert_eq!(t["files"].as_object().unwrap().len(), 2, "{t}");
+    assert_eq!(info["faithful"], true, "{info}");
+    // What no capture can see is flagged, with what differs.
+    let (_, info) = test_with(&tests, &["--flag"]);
+    assert_eq!(info["faithful"], false);
+    assert_eq!(info["differs"], "captured exit 3, replayed exit 0", "{info}");
+    let (t, info) = test_with(&tests, &["fifo"]);
+    assert_eq!(info["faithful"], false);
+    assert!(info["differs"].as_str().unwrap().contains("reads the FIFO or socket fifo"), "{info}");
+    assert!(t.get("files").is_none(), "a FIFO's content is not made up: {t}");
+    assert_eq!(p["faithful"], 9, "{p}");
+    assert_eq!(p["unfaithful"]["exit status differs"], 2, "{p}");
+    assert!(stdout.contains("9 of them (81.8%) replay with the same exit status and stdout"), "{stdout}");
+
+    // The captured folder is seeds as it is.
+    let traces = d.join("traces");
+    ok(&mut trestle(&[&"record", &"--program", &d.join("tool"), &"--tests", &out.join("tool"), &"--out", &traces]));
+    assert!(std::fs::read_dir(&traces).unwrap().count() >= 11, "a trace per test");
+}
+
+#[test]
+fn max_keeps_the_most_diverse_tests_and_a_failing_command_loses_none() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    prepare(d);
+    let all = d.join("all");
+    capture(d, &all, &[], &["./suite.sh"]);
+    let few = d.join("few");
+    capture(d, &few, &["--max", "3"], &["sh", "-c", "./suite.sh && exit 7"]);
+    let s = json(&few.join("capture.json"));
+    assert_eq!(s["command_status"], "exit 7", "{s}");
+    let p = &s["programs"][0];
+    assert_eq!((p["written"].as_u64(), p["left_out"].as_u64()), (Some(3), Some(8)), "{p}");
+    let a = &json(&all.join("capture.json"))["programs"][0];
+    let best_single = a["tests"].as_array().unwrap().iter().map(|t| t["edges"].as_u64().unwrap()).max().unwrap();
+    assert!(p["edges"].as_u64().unwrap() > best_single, "three tests chosen by coverage cover more than any one: {p}");
+    assert!(p["edges"].as_u64().unwrap() * 10 >= a["edges"].as_u64().unwrap() * 8, "and most of what all cover: {p} vs {a}");
+}
