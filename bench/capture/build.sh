@@ -18,9 +18,9 @@ set -euo pipefail
 CC_ARG="" OUT="" PROG=""
 while [ $# -gt 0 ]; do
     case "$1" in
-        --cc) CC_ARG="$2"; shift 2 ;;
-        --out) OUT="$2"; shift 2 ;;
-        --program) PROG="$2"; shift 2 ;;
+        --cc) CC_ARG="${2:-}"; shift $(($# > 1 ? 2 : 1)) ;;
+        --out) OUT="${2:-}"; shift $(($# > 1 ? 2 : 1)) ;;
+        --program) PROG="${2:-}"; shift $(($# > 1 ? 2 : 1)) ;;
         *) sed -n 5p "$0" | sed 's/^# //' >&2; exit 2 ;;
     esac
 done

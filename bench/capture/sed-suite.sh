@@ -17,10 +17,13 @@
 # - LOCALE_JA=ja_JP.eucjp (configure found none) and testsuite/ on PATH (init.cfg
 #   needs test-mbrtowc there) let invalid-mb-seq-UMR.sh run; build.sh makes the locales.
 #
-# Measured here (2 cores, bookworm, root, trestle-cc build, -j1): 20-25 s wall;
-# TOTAL 68, PASS 64, SKIP 3 (inplace-selinux: no SELinux; obinary: no O_TEXT;
-# regex-max-int: "very expensive", 2 GiB input), XFAIL 1 (panic-tests, as root),
-# FAIL 0. The built sed is executed ~960 times. Without the locales: 7 more SKIPs.
+# Measured here (2 cores, bookworm, root, trestle-cc build by build.sh): 10.5 s wall
+# (-j2: 7 s; 20-25 s on a tree from tests/sed/build.sh alone, where make check
+# first compiles the helpers and reruns help2man); TOTAL 68, PASS 64, SKIP 3
+# (inplace-selinux: no SELinux; obinary: no O_TEXT; regex-max-int: "very
+# expensive", 2 GiB input), XFAIL 1 (panic-tests, as root), FAIL 0. The built sed
+# is executed 963 times. Without the locales: 7 more SKIPs; without the shims:
+# 4 FAIL, 1 SKIP more.
 set -euo pipefail
 [ "${1:-}" = --build ] && [ $# -ge 2 ] || { sed -n 5,6p "$0" | sed 's/^# //' >&2; exit 2; }
 B="$(cd "$2" && pwd)/sed-4.9-build"; shift 2

@@ -382,6 +382,17 @@ fn start(root: &Path, argc: c_int, argv: *const *const c_char) -> std::io::Resul
     supervise(child, &dir, streams)
 }
 
+/// The write end of the pipe that wakes the supervisor when the program ends.
+static WAKE: AtomicI32 = AtomicI32::new(-1);
+
+extern "C" fn child_ended(_: c_int) {
+    let fd = WAKE.load(Ordering::Relaxed);
+    if fd >= 0 {
+        // SAFETY: async-signal-safe; a full pipe already wakes the supervisor.
+        unsafe { libc::write(fd, [0u8].as_ptr().cast(), 1) };
+    }
+}
+
 extern "C" fn forward_signal(sig: c_int) {
     let child = CHILD.load(Ordering::Relaxed);
     if child > 0 {
@@ -401,6 +412,17 @@ fn supervise(child: libc::pid_t, dir: &Path, mut streams: Vec<Stream>) -> ! {
             libc::signal(sig, forward_signal as extern "C" fn(c_int) as libc::sighandler_t);
         }
         libc::signal(libc::SIGPIPE, libc::SIG_IGN);
+    }
+    // The program's end wakes the poll below at once rather than at its timeout.
+    let wake = pipe();
+    if let Some([r, w]) = wake {
+        // SAFETY: our own pipe; the handler only writes to it.
+        unsafe {
+            libc::fcntl(r, libc::F_SETFL, libc::O_NONBLOCK);
+            libc::fcntl(w, libc::F_SETFL, libc::O_NONBLOCK);
+            WAKE.store(w, Ordering::Relaxed);
+            libc::signal(libc::SIGCHLD, child_ended as extern "C" fn(c_int) as libc::sighandler_t);
+        }
     }
     for s in &streams {
         if s.ours >= 0 {
@@ -437,6 +459,9 @@ fn supervise(child: libc::pid_t, dir: &Path, mut streams: Vec<Stream>) -> ! {
             break;
         }
         let mut polls: Vec<libc::pollfd> = Vec::new();
+        if let Some([r, _]) = wake {
+            polls.push(libc::pollfd { fd: r, events: libc::POLLIN, revents: 0 });
+        }
         if streams[0].ours >= 0 {
             if !pending.is_empty() {
                 polls.push(libc::pollfd { fd: streams[0].ours, events: libc::POLLOUT, revents: 0 });
@@ -455,12 +480,15 @@ fn supervise(child: libc::pid_t, dir: &Path, mut streams: Vec<Stream>) -> ! {
             }
         }
         // SAFETY: an array of pollfds we own.
-        let n = unsafe { libc::poll(polls.as_mut_ptr(), polls.len() as libc::nfds_t, 50) };
+        let n = unsafe { libc::poll(polls.as_mut_ptr(), polls.len() as libc::nfds_t, 200) };
         if n <= 0 {
             continue;
         }
         for p in polls.iter().filter(|p| p.revents != 0) {
-            if p.fd == 0 {
+            if wake.is_some_and(|[r, _]| r == p.fd) {
+                // SAFETY: draining our own non-blocking pipe.
+                while unsafe { libc::read(p.fd, buf.as_mut_ptr().cast(), buf.len()) } > 0 {}
+            } else if p.fd == 0 {
                 // SAFETY: reading into our buffer.
                 let r = unsafe { libc::read(0, buf.as_mut_ptr().cast(), buf.len()) };
                 if r > 0 {
