@@ -140,7 +140,9 @@ pub unsafe fn note_opened(fd: c_int, path: *const c_char, reads: bool, writes: b
         };
         let size = if ok { st.st_size.max(0) as u64 } else { 0 };
         let size = size.to_string();
-        let fields: [&[u8]; OPENED_FIELDS] = [access.as_bytes(), &given, &resolved, &stored, size.as_bytes()];
+        let link = std::fs::symlink_metadata(std::ffi::OsStr::from_bytes(&given)).is_ok_and(|m| m.file_type().is_symlink());
+        let link: &[u8] = if link { OPENED_SYMLINK.as_bytes() } else { b"" };
+        let fields: [&[u8]; OPENED_FIELDS] = [access.as_bytes(), &given, &resolved, &stored, size.as_bytes(), link];
         let mut entry = Vec::new();
         for f in fields {
             entry.extend_from_slice(f);
@@ -208,9 +210,8 @@ fn stream_kind(fd: c_int) -> StreamKind {
         StreamKind::File
     } else if is_terminal(fd) {
         StreamKind::Terminal
-    } else if fd == 0 && t == libc::S_IFCHR {
-        // /dev/null and the like: nothing to keep, nothing the program could tell.
-        StreamKind::Nothing
+    } else if t == libc::S_IFCHR || t == libc::S_IFBLK {
+        StreamKind::Device
     } else {
         StreamKind::Pipe
     }
@@ -310,7 +311,7 @@ fn start(root: &Path, argc: c_int, argv: *const *const c_char) -> std::io::Resul
             Stream { fd, kind, start: if kind == StreamKind::File { offset_of(fd) } else { 0 }, ours: -1, kept: Vec::new(), total: 0, done: false }
         })
         .collect();
-    let merged = streams[1].kind != StreamKind::Terminal && same_file(1, 2);
+    let merged = matches!(streams[1].kind, StreamKind::File | StreamKind::Pipe) && same_file(1, 2);
     // Regular stdin: what is left of it is the test's stdin, read in place.
     if streams[0].kind == StreamKind::File {
         let limit = max_input();

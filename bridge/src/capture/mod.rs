@@ -89,6 +89,9 @@ pub struct ProgramSummary {
     pub left_out: usize,
     /// Written tests that replay the same way.
     pub faithful: usize,
+    /// Written tests whose stdout went to a terminal or a device: only their exit
+    /// status is compared.
+    pub status_only: usize,
     /// Processes whose run cannot be written as a test, by why.
     #[serde(skip_serializing_if = "BTreeMap::is_empty")]
     pub not_tests: BTreeMap<String, usize>,
@@ -253,6 +256,7 @@ fn capture_program(opts: &Options, name: &str, exe: &Path, records: &[Record]) -
         written: 0,
         left_out: 0,
         faithful: 0,
+        status_only: 0,
         not_tests: BTreeMap::new(),
         unfaithful: BTreeMap::new(),
         edges: 0,
@@ -293,6 +297,7 @@ fn capture_program(opts: &Options, name: &str, exe: &Path, records: &[Record]) -
         let path = opts.out.join(&file);
         std::fs::write(&path, serde_json::to_vec_pretty(&c.test)?).with_context(|| format!("cannot write {}", path.display()))?;
         covered.extend(check.edges.iter().copied());
+        summary.status_only += usize::from(c.test.expect.as_ref().is_some_and(|e| e.stdout.is_none()));
         match &check.differs {
             None => summary.faithful += 1,
             Some(d) => *summary.unfaithful.entry(d.class.clone()).or_default() += 1,
@@ -348,7 +353,17 @@ fn check_all(opts: &Options, exe: &Path, tests: &[(Captured, usize, bool)]) -> R
         let run = sandbox.run(exe, &named.test, &env, &filter, None);
         let edges: Vec<u32> = map.iter().enumerate().filter(|(_, &b)| b != 0).map(|(i, _)| i as u32).collect();
         let differs = match run {
-            Ok(run) => compare(&c.test, &run, &c.notes),
+            Ok(run) => {
+                // A program that prints its own name prints its path when the executor
+                // runs it, the name the suite used when the suite did.
+                let mut notes = c.notes.clone();
+                let path = exe.to_string_lossy();
+                let shows_path = |b: &[u8]| String::from_utf8_lossy(b).contains(path.as_ref());
+                if c.name != path && (shows_path(&run.stdout) || shows_path(&run.stderr)) {
+                    notes.push(format!("it prints its own name: {} in the suite, its path here", c.name));
+                }
+                compare(&c.test, &run, &notes)
+            }
             Err(e) => Some(Difference { class: "could not be run".into(), text: format!("{e:#}") }),
         };
         out.push(Check { differs, edges });
@@ -365,24 +380,40 @@ fn to_named(t: &JsonTest) -> Result<NamedTest> {
     Ok(NamedTest { name: "t".into(), path, test })
 }
 
+/// A short name for the likely cause a note gives, to count differences by.
+fn cause(note: &str) -> &'static str {
+    const CAUSES: [(&str, &str); 5] = [
+        ("prints its own name", "the program prints its own name"),
+        ("FIFO or socket", "it reads a FIFO or socket"),
+        (" cut at ", "an input was cut"),
+        ("symbolic link", "it opens a symbolic link"),
+        ("was a terminal", "stdin was a terminal"),
+    ];
+    CAUSES.iter().find(|(k, _)| note.contains(k)).map_or("other", |(_, c)| c)
+}
+
 /// What differs between the captured run and this one (exit status, stdout).
 fn compare(t: &JsonTest, run: &crate::validate::sandbox::SandboxRun, notes: &[String]) -> Option<Difference> {
     let expect = t.expect.as_ref()?;
     let because = if notes.is_empty() { String::new() } else { format!(" ({})", notes.join("; ")) };
+    let differs = |what: &str, text: String| {
+        let why = notes.first().map_or("cause unknown", |n| cause(n));
+        Some(Difference { class: format!("{what} differs: {why}"), text: format!("{text}{because}") })
+    };
     let status = run.status.to_string();
     if status != expect.status {
-        return Some(Difference { class: "exit status differs".into(), text: format!("captured {}, replayed {status}{because}", expect.status) });
+        return differs("exit status", format!("captured {}, replayed {status}", expect.status));
     }
     let out = expect.stdout.as_ref()?;
     let bytes = if expect.merged { run.stdout_bytes + run.stderr_bytes } else { run.stdout_bytes };
     if bytes != out.bytes {
-        return Some(Difference { class: "stdout differs".into(), text: format!("captured {} bytes of stdout, replayed {bytes}{because}", out.bytes) });
+        return differs("stdout", format!("captured {} bytes of stdout, replayed {bytes}", out.bytes));
     }
     // The executor keeps the end of stdout: whole when it is short.
     if !expect.merged && bytes == run.stdout.len() as u64 {
         if let Some(sha) = &out.sha256 {
             if *sha != record::sha256_hex(&run.stdout) {
-                return Some(Difference { class: "stdout differs".into(), text: format!("stdout has the same length, other bytes{because}") });
+                return differs("stdout", "stdout has the same length, other bytes".into());
             }
         }
     }

@@ -41,6 +41,8 @@ pub struct Opened {
     pub stored: Option<PathBuf>,
     /// Its size then.
     pub size: u64,
+    /// The path as given is a symbolic link (a test holds only plain files).
+    pub symlink: bool,
 }
 
 /// One captured process.
@@ -142,6 +144,7 @@ pub fn read_record(dir: &Path) -> Result<std::result::Result<Record, Unusable>> 
                 resolved: f[2].to_vec(),
                 stored,
                 size: String::from_utf8_lossy(f[4]).parse().map_err(|_| anyhow!("capture record {}: malformed size in {OPENED}", dir.display()))?,
+                symlink: f[5] == OPENED_SYMLINK.as_bytes(),
             })
         })
         .collect::<Result<Vec<_>>>()?;
@@ -179,7 +182,7 @@ pub fn sha256_hex(bytes: &[u8]) -> String {
 
 fn output(s: &Stream) -> Option<Output> {
     match s.kind {
-        StreamKind::Terminal | StreamKind::Nothing => None,
+        StreamKind::Terminal | StreamKind::Device | StreamKind::Nothing => None,
         _ => Some(Output { bytes: s.total, sha256: (!s.cut()).then(|| sha256_hex(&s.bytes)) }),
     }
 }
@@ -192,6 +195,9 @@ pub struct Captured {
     /// What of the run the test does not hold ("stdin was a terminal", "file X cut at
     /// N of M bytes", "reads the FIFO X"): the likely causes if it replays otherwise.
     pub notes: Vec<String>,
+    /// The name the program was started by (`argv[0]`), which a test does not hold:
+    /// it runs under its path.
+    pub name: String,
 }
 
 /// The record as a system test; `Err` names what cannot be written as one.
@@ -246,6 +252,9 @@ pub fn to_test(r: &Record) -> Result<Captured> {
         if o.size > bytes.len() as u64 {
             notes.push(format!("file {shown} cut at {} of {} bytes", bytes.len(), o.size));
         }
+        if o.symlink {
+            notes.push(format!("{shown} was a symbolic link; the test holds a copy of its target"));
+        }
         let name = match inside_name(&o.given) {
             Some(n) => n,
             None => {
@@ -283,7 +292,8 @@ pub fn to_test(r: &Record) -> Result<Captured> {
         merged: stderr.kind == StreamKind::Merged,
         writes,
     };
-    Ok(Captured { test: JsonTest { args, stdin: stdin_content, files, env, expect: Some(expect) }, notes })
+    let name = r.argv.first().map(|a| String::from_utf8_lossy(a).into_owned()).unwrap_or_default();
+    Ok(Captured { test: JsonTest { args, stdin: stdin_content, files, env, expect: Some(expect) }, notes, name })
 }
 
 /// Replace `path` where an argument names it: the whole argument, or after an

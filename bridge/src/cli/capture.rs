@@ -80,6 +80,9 @@ impl CaptureArgs {
                 p.faithful,
                 p.edges
             );
+            if p.status_only > 0 {
+                crate::outln!("    {} of them wrote stdout to a terminal or a device: only their exit status is compared", p.status_only);
+            }
             for (why, n) in &p.unfaithful {
                 crate::outln!("    {n} {why}");
             }

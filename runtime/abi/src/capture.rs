@@ -45,8 +45,11 @@ pub const ENV: &str = "env";
 pub const OPENED: &str = "opened";
 /// Fields per [`OPENED`] entry: access ([`ACCESS_READ`] ...), the path as the program
 /// gave it, the path it resolved to, the name its content is stored under in the
-/// record (empty when not stored) and its size in bytes when opened.
-pub const OPENED_FIELDS: usize = 5;
+/// record (empty when not stored), its size in bytes when opened, and
+/// [`OPENED_SYMLINK`] or nothing.
+pub const OPENED_FIELDS: usize = 6;
+/// The last field of an [`OPENED`] entry whose path, as given, is a symbolic link.
+pub const OPENED_SYMLINK: &str = "symlink";
 /// Opened for reading only.
 pub const ACCESS_READ: &str = "r";
 /// Opened for reading and writing, its content kept.
@@ -73,12 +76,14 @@ pub const PROCESS: &str = "process";
 pub enum StreamKind {
     /// A regular file: read or written in place.
     File,
-    /// A pipe, FIFO, socket or device other than a terminal: passed through the
-    /// supervisor, which keeps what went by.
+    /// A pipe, FIFO or socket: passed through the supervisor, which keeps what went by.
     Pipe,
     /// A terminal: left alone, nothing kept.
     Terminal,
-    /// Closed, or `/dev/null` as stdin: nothing to read.
+    /// Another device (`/dev/null`, `/dev/full`): left alone, so the program sees
+    /// what it does of it (a write error on `/dev/full`); nothing kept.
+    Device,
+    /// Closed.
     Nothing,
     /// stdout and stderr are one and the same file or pipe: what is kept is both.
     Merged,
@@ -91,6 +96,7 @@ impl StreamKind {
             StreamKind::File => "file",
             StreamKind::Pipe => "pipe",
             StreamKind::Terminal => "terminal",
+            StreamKind::Device => "device",
             StreamKind::Nothing => "nothing",
             StreamKind::Merged => "merged",
         }
@@ -98,7 +104,7 @@ impl StreamKind {
 
     /// Back from [`StreamKind::word`].
     pub fn from_word(w: &str) -> Option<StreamKind> {
-        [StreamKind::File, StreamKind::Pipe, StreamKind::Terminal, StreamKind::Nothing, StreamKind::Merged]
+        [StreamKind::File, StreamKind::Pipe, StreamKind::Terminal, StreamKind::Device, StreamKind::Nothing, StreamKind::Merged]
             .into_iter()
             .find(|k| k.word() == w)
     }
@@ -133,7 +139,7 @@ mod tests {
 
     #[test]
     fn stream_kinds_read_back_from_their_words() {
-        for k in [StreamKind::File, StreamKind::Pipe, StreamKind::Terminal, StreamKind::Nothing, StreamKind::Merged] {
+        for k in [StreamKind::File, StreamKind::Pipe, StreamKind::Terminal, StreamKind::Device, StreamKind::Nothing, StreamKind::Merged] {
             assert_eq!(StreamKind::from_word(k.word()), Some(k));
         }
     }

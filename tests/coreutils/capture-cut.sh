@@ -1,0 +1,61 @@
+#!/usr/bin/env bash
+# Capture GNU coreutils 9.1 cut's own tests (tests/misc/cut.pl and four more, run by
+# bench/capture/cut-suite.sh) with `trestle capture`, and check the figures: at least
+# 90% of the captured tests replay with the same exit status and stdout through
+# trestle's executor, and carving from them gives units of more functions than
+# carving from the hand-written seeds (tests/coreutils/cut/seeds).
+#
+#   tests/coreutils/capture-cut.sh [WORK_DIR]
+#
+# WORK_DIR may be carve-cut.sh's: its build and its units of the seeds are reused.
+# Uses the tools in $TRESTLE_BIN (default target/release).
+set -euo pipefail
+repo="$(cd "$(dirname "$0")/../.." && pwd)"
+B="${TRESTLE_BIN:-$repo/target/release}"
+work="${1:-$(mktemp -d /tmp/trestle-cut.XXXXXX)}"
+mkdir -p "$work"
+for t in trestle trestle-cc; do
+  [ -x "$B/$t" ] || { echo "capture-cut: $B/$t is missing; run cargo build --workspace --release" >&2; exit 1; }
+done
+if [ ! -x "$work/build/bin/cut" ]; then
+  bash "$repo/tests/coreutils/build.sh" --cc "$B/trestle-cc" --out "$work/build"
+fi
+tree="$work/build/coreutils-9.1-build"
+[ -x "$tree/src/getlimits" ] || make -C "$tree" src/getlimits >"$work/getlimits.log" 2>&1 \
+  || { tail -n 20 "$work/getlimits.log" >&2; exit 1; }
+rm -rf "$work/captured" "$work/captured-traces" "$work/captured-units"
+# The suite's own verdict is not ours to judge here: what it ran is captured either way.
+"$B/trestle" capture --out "$work/captured" -- bash "$repo/bench/capture/cut-suite.sh" --build "$work/build" \
+  > "$work/capture.txt" 2> "$work/capture.log" || { tail -n 30 "$work/capture.log" >&2; exit 1; }
+cat "$work/capture.txt"
+"$B/trestle" record --program "$tree/src/cut" --tests "$work/captured/cut" --out "$work/captured-traces" >/dev/null
+"$B/trestle" carve "$work/captured-traces" --out "$work/captured-units" >/dev/null
+if [ ! -e "$work/units/index.json" ]; then
+  rm -rf "$work/traces"
+  "$B/trestle" record --program "$work/build/bin/cut" --tests "$repo/tests/coreutils/cut/seeds" --out "$work/traces" >/dev/null
+  "$B/trestle" carve "$work/traces" --out "$work/units" >/dev/null
+fi
+python3 - "$work" <<'PY'
+import json, sys
+work = sys.argv[1]
+cap = json.load(open(f"{work}/captured/capture.json"))
+cut = [p for p in cap["programs"] if p["name"] == "cut"]
+ok = True
+if not cut:
+    print("FAIL: no test of cut captured"); sys.exit(1)
+p = cut[0]
+share = p["faithful"] / max(p["written"], 1)
+def functions(d):
+    return len({u["fn_id"] for u in json.load(open(f"{d}/index.json"))["units"]})
+captured, seeds = functions(f"{work}/captured-units"), functions(f"{work}/units")
+print(f"cut: {p['processes']} runs captured, {p['written']} tests, {p['faithful']} replay the same "
+      f"({100*share:.1f}%); units of {captured} functions from them, {seeds} from the hand-written seeds")
+for why, n in p.get("unfaithful", {}).items():
+    print(f"  {n} {why}")
+if share < 0.90:
+    print(f"FAIL: {100*share:.1f}% replay the same, want at least 90%"); ok = False
+if captured <= seeds:
+    print(f"FAIL: the captured tests carve {captured} functions, the seeds {seeds}"); ok = False
+print("capture-cut: " + ("ok" if ok else "FAILED"))
+sys.exit(0 if ok else 1)
+PY
