@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The test suite: installs what is missing, builds, runs every Rust test (unit and
 # end-to-end on the bundled subjects), then carves GNU coreutils cut (downloaded and
-# built at run time) and checks its carving figures. Ends with one summary line.
+# built at run time) and checks its carving figures, and captures seeds from cut's
+# and GNU sed's own test suites (`trestle capture`). Ends with one summary line.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source tests/setup.sh
@@ -20,7 +21,17 @@ cargo test --workspace --release --no-fail-fast 2>&1 | tee "$log" || status=1
 passed=$(grep -Eo '^test result: [a-zA-Z]+\. [0-9]+ passed' "$log" | awk '{s+=$4} END {print s+0}')
 failed=$(grep -Eo '[0-9]+ failed' "$log" | awk '{s+=$1} END {print s+0}')
 if [ "${TRESTLE_SKIP_COREUTILS:-0}" != 1 ]; then
-  if bash tests/coreutils/carve-cut.sh; then passed=$((passed + 1)); else failed=$((failed + 1)); status=1; fi
+  cut_work="$(mktemp -d /tmp/trestle-cut.XXXXXX)"
+  if bash tests/coreutils/carve-cut.sh "$cut_work"; then passed=$((passed + 1)); else failed=$((failed + 1)); status=1; fi
+  # Seeds captured from cut's own tests, on the same build.
+  if bash tests/coreutils/capture-cut.sh "$cut_work"; then passed=$((passed + 1)); else failed=$((failed + 1)); status=1; fi
+  rm -rf "$cut_work"
+fi
+if [ "${TRESTLE_SKIP_SED:-0}" != 1 ]; then
+  # Seeds captured from GNU sed's own testsuite.
+  sed_work="$(mktemp -d /tmp/trestle-sed.XXXXXX)"
+  if bash tests/sed/capture-sed.sh "$sed_work"; then passed=$((passed + 1)); else failed=$((failed + 1)); status=1; fi
+  rm -rf "$sed_work"
 fi
 [ "$failed" -eq 0 ] || status=1
 echo "trestle tests: $passed passed, $failed failed"

@@ -34,7 +34,9 @@ if [ "$PROG" = sed ]; then
     echo "== make all SUBDIRS=. and the testsuite helpers" >&2
     make -j"$JOBS" all SUBDIRS=. testsuite/get-mb-cur-max testsuite/test-mbrtowc >trestle-make-check.log 2>&1 \
         || { tail -n 30 trestle-make-check.log >&2; exit 1; }
-    [ -e /usr/share/i18n/locales/ja_JP ] || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq locales >/dev/null; }
+    SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO=sudo
+    [ -e /usr/share/i18n/locales/ja_JP ] || { $SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq locales >/dev/null; } \
+        || echo "build.sh: could not install the locales package (the multibyte tests will SKIP)" >&2
     have="$(locale -a 2>/dev/null)"
     for l in en_US:UTF-8:en_US.utf8 ru_RU:UTF-8:ru_RU.utf8 el_GR:ISO-8859-7:el_GR.iso88597 \
              ja_JP:SHIFT_JIS:ja_JP.sjis ja_JP:EUC-JP:ja_JP.eucjp; do
@@ -42,7 +44,7 @@ if [ "$PROG" = sed ]; then
         grep -qx "$name" <<<"$have" && continue
         echo "== localedef $name" >&2
         # SHIFT_JIS is not ASCII-compatible: localedef warns and exits 1, but makes it
-        localedef -i "$src" -f "$cmap" "$name" 2>/dev/null || locale -a | grep -qx "$name" \
+        $SUDO localedef -i "$src" -f "$cmap" "$name" 2>/dev/null || locale -a | grep -qx "$name" \
             || echo "build.sh: could not make locale $name (its tests will SKIP)" >&2
     done
 else
