@@ -181,6 +181,17 @@ def seeds_dir(name):
     return REPO / cfg["seeds_path"] if cfg.get("seeds_path") else subject_dir(name) / cfg["seeds"]
 
 
+# Subjects whose seeds --seeds replaced: their runs live apart from the usual ones.
+OTHER_SEEDS = {}
+
+
+def run_dir_of(work, subj, col, rep):
+    tag = ""
+    if subj in OTHER_SEEDS:
+        tag = "@seeds-" + hashlib.sha1(str(OTHER_SEEDS[subj]).encode()).hexdigest()[:8]
+    return work / "runs" / f"{subj}{tag}" / f"{col}-{rep}"
+
+
 def patches(name):
     return sorted(subject_dir(name).glob("*.patch"))
 
@@ -738,7 +749,7 @@ def changed_tree(subj, trestle_bin):
 def trestle_run(task, a, work, bin_dir, builds):
     subj, col, rep = task
     cfg = SUBJECTS[subj]
-    d = work / "runs" / subj / f"{col}-{rep}"
+    d = run_dir_of(work, subj, col, rep)
     camp = d / "campaign"
     d.mkdir(parents=True, exist_ok=True)
     t = bin_dir / "trestle"
@@ -917,7 +928,7 @@ def afl_crashes(crash_dir, cfg, trestle, plain, scratch):
 def afl_run(task, a, work, bin_dir, builds):
     subj, col, rep = task
     cfg = SUBJECTS[subj]
-    d = work / "runs" / subj / f"{col}-{rep}"
+    d = run_dir_of(work, subj, col, rep)
     shutil.rmtree(d, ignore_errors=True)  # an AFL++ run cut short starts again
     d.mkdir(parents=True)
     inputs, dropped = afl_seeds(subj, d / "in")
@@ -1077,7 +1088,7 @@ def one_run(task, a, work, bin_dir, builds):
     # Coverage over time for the three columns (the changed column's question is its
     # time to alarm; its runs stop there).
     if "cov" in builds[subj] and SUBJECTS[subj].get("package") and col != "changed":
-        run_dir = work / "runs" / subj / f"{col}-{rep}"
+        run_dir = run_dir_of(work, subj, col, rep)
         items = afl_timed_tests(run_dir, SUBJECTS[subj]) if col == "aflpp" else trestle_timed_tests(run_dir)
         res["coverage"] = coverage_over_time(subj, builds[subj]["cov"], items, res["budget"], bin_dir, run_dir / "cov")
     # A campaign can run past its budget (trestle finishes the unit round it is in):
@@ -1538,6 +1549,9 @@ def main():
     ap.add_argument("--results", help="where the result files and tables go (default bench/results/bugs; "
                     "another directory for runs that are not the matrix's)")
     ap.add_argument("--work", help="builds and run directories (default ~/.cache/trestle/bench-bugs)")
+    ap.add_argument("--seeds", action="append", default=[], metavar="SUBJECT=DIR",
+                    help="seed system tests for SUBJECT other than its own (e.g. captured from its test suite "
+                         "with `trestle capture`); its runs are kept apart; use with --results")
     ap.add_argument("--stop-by", metavar="HH:MM", help="start no run that would not end (with its replay) by "
                     "this wall-clock time; the rest are left for the next sitting")
     a = ap.parse_args()
@@ -1552,6 +1566,12 @@ def main():
     for c in a.columns:
         if c not in COLUMNS:
             sys.exit(f"bugs: unknown column {c} (columns: {', '.join(COLUMNS)})")
+    for spec in a.seeds:
+        subj, _, d = spec.partition("=")
+        if subj not in SUBJECTS or not d or not Path(d).is_dir():
+            sys.exit(f"bugs: --seeds {spec}: want SUBJECT=DIR with a declared subject and an existing directory")
+        OTHER_SEEDS[subj] = Path(d).resolve()
+        SUBJECTS[subj]["seeds_path"] = str(OTHER_SEEDS[subj])
     a.subjects = [s for s in a.subjects.split(",") if s]
     for s in a.subjects:
         if s not in SUBJECTS:

@@ -37,25 +37,4 @@ if [ ! -e "$work/units/index.json" ]; then
   "$B/trestle" record --program "$work/build/bin/cut" --tests "$repo/tests/coreutils/cut/seeds" --out "$work/traces" >/dev/null
   "$B/trestle" carve "$work/traces" --out "$work/units" >/dev/null
 fi
-python3 - "$work" <<'PY'
-import json, sys
-work = sys.argv[1]
-cap = json.load(open(f"{work}/captured/capture.json"))
-cut = [p for p in cap["programs"] if p["name"] == "cut"]
-ok = True
-if not cut:
-    print("FAIL: no test of cut captured"); sys.exit(1)
-p = cut[0]
-share = p["faithful"] / max(p["written"], 1)
-def functions(d):
-    return len({u["fn_id"] for u in json.load(open(f"{d}/index.json"))["units"]})
-captured, seeds = functions(f"{work}/captured-units"), functions(f"{work}/units")
-print(f"cut: {p['processes']} runs captured, {p['written']} tests, {p['faithful']} replay the same "
-      f"({100*share:.1f}%); units of {captured} functions from them, {seeds} from the hand-written seeds")
-for why, n in p.get("unfaithful", {}).items():
-    print(f"  {n} {why}")
-if share < 0.90:
-    print(f"FAIL: {100*share:.1f}% replay the same, want at least 90%"); ok = False
-print("capture-cut: " + ("ok" if ok else "FAILED"))
-sys.exit(0 if ok else 1)
-PY
+python3 "$repo/tests/capture-figures.py" cut "$work"

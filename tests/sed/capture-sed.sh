@@ -29,27 +29,4 @@ cat "$work/capture.txt"
 "$B/trestle" carve "$work/captured-traces" --out "$work/captured-units" >/dev/null
 "$B/trestle" record --program "$tree/sed/sed" --tests "$repo/tests/sed/seeds" --out "$work/traces" >/dev/null
 "$B/trestle" carve "$work/traces" --out "$work/units" >/dev/null
-python3 - "$work" <<'PY'
-import json, sys
-work = sys.argv[1]
-cap = json.load(open(f"{work}/captured/capture.json"))
-sed = [p for p in cap["programs"] if p["name"] == "sed"]
-if not sed:
-    print("FAIL: no test of sed captured"); sys.exit(1)
-p = sed[0]
-share = p["faithful"] / max(p["written"], 1)
-def functions(d):
-    return len({u["fn_id"] for u in json.load(open(f"{d}/index.json"))["units"]})
-captured, seeds = functions(f"{work}/captured-units"), functions(f"{work}/units")
-print(f"sed: {p['processes']} runs captured, {p['written']} tests, {p['faithful']} replay the same "
-      f"({100*share:.1f}%); units of {captured} functions from them, {seeds} from the hand-written seeds")
-for why, n in p.get("unfaithful", {}).items():
-    print(f"  {n} {why}")
-ok = True
-if share < 0.90:
-    print(f"FAIL: {100*share:.1f}% replay the same, want at least 90%"); ok = False
-if captured <= seeds:
-    print(f"FAIL: the captured tests carve {captured} functions, the seeds {seeds}"); ok = False
-print("capture-sed: " + ("ok" if ok else "FAILED"))
-sys.exit(0 if ok else 1)
-PY
+python3 "$repo/tests/capture-figures.py" sed "$work" --more-functions
