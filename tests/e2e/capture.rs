@@ -2,10 +2,11 @@
 //! projects have them) run under capture. Every run of the trestle-cc build becomes a
 //! test holding its arguments, stdin (piped or redirected), the files it read (an
 //! absolute path moved into the test and the argument naming it rewritten), the
-//! variables it asked for and how it ended; runs the suite repeats are one test; the
-//! files a forked child or a program it started read are in its test; a run that
-//! depended on what no capture sees (a file looked up without opening it, a FIFO) is
-//! flagged, with the difference; a record of another trestle is refused by name.
+//! variables it asked for, the directories it wrote into and how it ended; runs the
+//! suite repeats are one test; the files a forked child or a program it started read
+//! are in its test; a run that depended on what no capture sees (a file looked up
+//! without opening it, a FIFO, a `timeout` in the suite) is flagged, with the
+//! difference; a record of another trestle is refused by name.
 
 use serde_json::Value;
 use std::path::Path;
@@ -52,8 +53,8 @@ fn a_test_suite_becomes_system_tests_that_replay_as_it_ran_them() {
     let stdout = capture(d, &out, &[], &["./suite.sh"]);
     let s = json(&out.join("capture.json"));
     assert_eq!(s["command_status"], "exit 0", "the suite passes under capture: {s}");
-    // 13 runs of the tool and the planted record of another trestle.
-    assert_eq!(s["processes"], 14, "{s}");
+    // 15 runs of the tool and the planted record of another trestle.
+    assert_eq!(s["processes"], 16, "{s}");
     assert_eq!(s["unfinished"], 0, "{s}");
     assert!(s["other_format"]["/old/tool"].as_str().unwrap().contains("9.9.9"), "{s}");
     assert!(stdout.contains("/old/tool: built by another trestle"), "{stdout}");
@@ -62,7 +63,7 @@ fn a_test_suite_becomes_system_tests_that_replay_as_it_ran_them() {
     let p = &programs[0];
     assert_eq!(p["name"], "tool");
     // `./tool data/a.txt > out1 2> err1` twice, and once more through --again: one test.
-    assert_eq!((p["processes"].as_u64(), p["unique"].as_u64(), p["written"].as_u64()), (Some(13), Some(11), Some(11)), "{p}");
+    assert_eq!((p["processes"].as_u64(), p["unique"].as_u64(), p["written"].as_u64()), (Some(15), Some(13), Some(13)), "{p}");
     let tests: Vec<(Value, Value)> = p["tests"].as_array().unwrap().iter().map(|t| (json(&out.join(t["file"].as_str().unwrap())), t.clone())).collect();
 
     let (t, info) = test_with(&tests, &["data/a.txt"]);
@@ -103,15 +104,24 @@ fn a_test_suite_becomes_system_tests_that_replay_as_it_ran_them() {
     assert_eq!(info["faithful"], false);
     assert!(info["differs"].as_str().unwrap().contains("reads the FIFO or socket fifo"), "{info}");
     assert!(t.get("files").is_none(), "a FIFO's content is not made up: {t}");
-    assert_eq!(p["faithful"], 9, "{p}");
+    // A run the suite stopped with `timeout` is one too, and says so.
+    let stopped = tests.iter().find(|(t, _)| t["expect"]["status"] == "signal 15").expect("the run timeout stopped");
+    assert_eq!(stopped.1["faithful"], false, "{}", stopped.1);
+    assert_eq!(p["unfaithful"]["exit status differs: the suite stopped it with a signal"], 1, "{p}");
+    // The directory a run wrote into is part of its test.
+    let (t, info) = test_with(&tests, &["--out=outdir/copy", "data/a.txt"]);
+    assert_eq!(t["files"]["outdir/"], "", "{t}");
+    assert_eq!(t["expect"]["writes"][0], "outdir/copy", "{t}");
+    assert_eq!(info["faithful"], true, "{info}");
+    assert_eq!(p["faithful"], 10, "{p}");
     assert_eq!(p["unfaithful"]["exit status differs: cause unknown"], 1, "{p}");
     assert_eq!(p["unfaithful"]["exit status differs: it reads a FIFO or socket"], 1, "{p}");
-    assert!(stdout.contains("9 of them (81.8%) replay with the same exit status and stdout"), "{stdout}");
+    assert!(stdout.contains("10 of them (76.9%) replay with the same exit status and stdout"), "{stdout}");
 
     // The captured folder is seeds as it is.
     let traces = d.join("traces");
     ok(&mut trestle(&[&"record", &"--program", &d.join("tool"), &"--tests", &out.join("tool"), &"--out", &traces]));
-    assert!(std::fs::read_dir(&traces).unwrap().count() >= 11, "a trace per test");
+    assert!(std::fs::read_dir(&traces).unwrap().count() >= 13, "a trace per test");
 }
 
 #[test]
@@ -126,7 +136,7 @@ fn max_keeps_the_most_diverse_tests_and_a_failing_command_loses_none() {
     let s = json(&few.join("capture.json"));
     assert_eq!(s["command_status"], "exit 7", "{s}");
     let p = &s["programs"][0];
-    assert_eq!((p["written"].as_u64(), p["left_out"].as_u64()), (Some(3), Some(8)), "{p}");
+    assert_eq!((p["written"].as_u64(), p["left_out"].as_u64()), (Some(3), Some(10)), "{p}");
     let a = &json(&all.join("capture.json"))["programs"][0];
     let best_single = a["tests"].as_array().unwrap().iter().map(|t| t["edges"].as_u64().unwrap()).max().unwrap();
     assert!(p["edges"].as_u64().unwrap() > best_single, "three tests chosen by coverage cover more than any one: {p}");

@@ -382,7 +382,8 @@ fn to_named(t: &JsonTest) -> Result<NamedTest> {
 
 /// A short name for the likely cause a note gives, to count differences by.
 fn cause(note: &str) -> &'static str {
-    const CAUSES: [(&str, &str); 5] = [
+    const CAUSES: [(&str, &str); 6] = [
+        ("stopped from outside", "the suite stopped it with a signal"),
         ("prints its own name", "the program prints its own name"),
         ("FIFO or socket", "it reads a FIFO or socket"),
         (" cut at ", "an input was cut"),

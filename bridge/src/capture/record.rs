@@ -223,12 +223,19 @@ pub fn to_test(r: &Record) -> Result<Captured> {
     let mut files: BTreeMap<String, Content> = BTreeMap::new();
     let mut written: Vec<&[u8]> = Vec::new();
     let mut taken: Vec<&[u8]> = Vec::new();
+    let mut dirs: Vec<String> = Vec::new();
     let mut writes: Vec<String> = Vec::new();
     for o in &r.opened {
         let shown = String::from_utf8_lossy(&o.given).into_owned();
         match o.access.as_str() {
             ACCESS_WRITE => {
                 written.push(&o.resolved);
+                // The directory a file is written into must be there, as in the suite.
+                if let Some(dir) = inside_name(&o.given).and_then(|n| Path::new(&n).parent().map(|d| d.to_string_lossy().into_owned())) {
+                    if !dir.is_empty() {
+                        dirs.push(format!("{dir}/"));
+                    }
+                }
                 writes.push(shown);
                 continue;
             }
@@ -273,6 +280,12 @@ pub fn to_test(r: &Record) -> Result<Captured> {
         };
         files.entry(name).or_insert_with(|| Content::from_bytes(&bytes));
     }
+    for d in dirs {
+        // A directory that holds an input file is there already.
+        if !files.keys().any(|f| f.starts_with(&d)) {
+            files.entry(d).or_insert_with(|| Content::Text(String::new()));
+        }
+    }
     let [stdin, stdout, stderr] = &r.streams;
     let stdin_content = match stdin.kind {
         StreamKind::File | StreamKind::Pipe => Some(Content::from_bytes(&stdin.bytes)),
@@ -284,6 +297,12 @@ pub fn to_test(r: &Record) -> Result<Captured> {
     };
     if stdin.cut() {
         notes.push(format!("stdin cut at {} of {} bytes", stdin.bytes.len(), stdin.total));
+    }
+    // A signal no program raises on itself: the suite stopped it (`timeout`, `kill`).
+    if let Some(sig) = r.status.strip_prefix("signal ").and_then(|n| n.parse::<i32>().ok()) {
+        if [libc::SIGHUP, libc::SIGINT, libc::SIGKILL, libc::SIGALRM, libc::SIGTERM].contains(&sig) {
+            notes.push(format!("it was stopped from outside (signal {sig}: a timeout or kill in the suite)"));
+        }
     }
     let expect = Expect {
         status: r.status.clone(),

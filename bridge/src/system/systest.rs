@@ -181,13 +181,23 @@ pub fn load_tests(path: &Path) -> Result<Vec<NamedTest>> {
 /// Create the test's files in `dir`.
 pub fn materialise(test: &SystemTest, dir: &Path) -> Result<()> {
     for (name, content) in &test.files {
-        let p = dir.join(name);
-        if let Some(parent) = p.parent() {
-            std::fs::create_dir_all(parent)?;
-        }
-        std::fs::write(&p, content).with_context(|| format!("cannot create {}", p.display()))?;
+        create_file(dir, name, content)?;
     }
     Ok(())
+}
+
+/// Create one of a test's files, `name`, in `dir`, with the directories it is in; a
+/// name ending in `/` is an empty directory (one the program writes into), whatever
+/// its content.
+pub fn create_file(dir: &Path, name: &str, content: &[u8]) -> Result<()> {
+    let p = dir.join(name);
+    if name.ends_with('/') {
+        return std::fs::create_dir_all(&p).with_context(|| format!("cannot create {}", p.display()));
+    }
+    if let Some(parent) = p.parent() {
+        std::fs::create_dir_all(parent).with_context(|| format!("cannot create {}", parent.display()))?;
+    }
+    std::fs::write(&p, content).with_context(|| format!("cannot create {}", p.display()))
 }
 
 /// Where per-run files go when `TRESTLE_TMPDIR` is not set: memory, if the machine has

@@ -1,7 +1,8 @@
 /* A small filter for `trestle capture`'s test: copies its input files (or stdin) to
  * stdout, upper-cased when TOOL_MODE=upper; --again re-runs itself on the rest of its
  * arguments; --fork reads its files in a child; --flag makes it exit 3 when a file
- * named "flag" exists (looked up without opening it: no capture can know). */
+ * named "flag" exists (looked up without opening it: no capture can know); --out=PATH
+ * writes to PATH instead of stdout (exit 4 when it cannot). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -43,6 +44,11 @@ int main(int argc, char **argv) {
     }
     int files = 0;
     for (int i = 1 + forked; i < argc; i++) {
+        if (strncmp(argv[i], "--out=", 6) == 0) {
+            if (!freopen(argv[i] + 6, "w", stdout))
+                return 4;
+            continue;
+        }
         const char *p = strncmp(argv[i], "--file=", 7) == 0 ? argv[i] + 7 : argv[i];
         FILE *f = fopen(p, "r");
         if (!f) {

@@ -242,11 +242,7 @@ impl<OT> SysExecutor<OT> {
             std::fs::create_dir(&dir)?;
         }
         for (name, bytes) in &input.files {
-            let p = dir.join(name);
-            if let Some(parent) = p.parent() {
-                std::fs::create_dir_all(parent)?;
-            }
-            std::fs::write(&p, bytes)?;
+            crate::system::systest::create_file(&dir, name, bytes).map_err(|e| libafl::Error::unknown(format!("{e:#}")))?;
         }
         // Outside the working directory, as in `run_test`; written only when it
         // changed (the program opens it afresh every run).
