@@ -419,7 +419,8 @@ impl Runner {
                     // A unit carved from the queue entry recorded for this very
                     // roadblock reached its branch in that run: those first.
                     .map(|(path, row)| {
-                        let ours = if own_entries.contains(row.test.as_str()) { 1e6 } else { 0.0 };
+                        let recorded_here = std::iter::once(&row.test).chain(&row.also_from).any(|t| own_entries.contains(t.as_str()));
+                        let ours = if recorded_here { 1e6 } else { 0.0 };
                         (ours + unit_weight(row) / (1.0 + history.times(&row.function)), path, *row)
                     })
                     .collect();
@@ -601,6 +602,7 @@ mod tests {
             param_kinds: kinds.iter().map(|k| k.to_string()).collect(),
             input_bytes: 4,
             value_hashes: vec![1],
+            also_from: Vec::new(),
         }
     }
 

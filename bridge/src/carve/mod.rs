@@ -126,7 +126,7 @@ pub fn run(opts: &Options) -> Result<CarveSummary> {
         opts,
         binary,
         summary: CarveSummary::default(),
-        seen: HashSet::new(),
+        seen: HashMap::new(),
         functions: HashSet::new(),
         called: HashSet::new(),
         rows: Vec::new(),
@@ -154,8 +154,9 @@ struct Carver<'a> {
     opts: &'a Options,
     binary: Binary,
     summary: CarveSummary,
-    /// Keys of the units written: a context equal to one of them is a duplicate.
-    seen: HashSet<u64>,
+    /// Keys of the units written, with their rows: a context equal to one of them is a
+    /// duplicate.
+    seen: HashMap<u64, usize>,
     /// Functions with a unit.
     functions: HashSet<u64>,
     /// Functions the recorded processes called.
@@ -267,8 +268,14 @@ impl Carver<'_> {
             keyed.extend_from_slice(&p.original);
         }
         let key = trestle_abi::ids::fnv1a64(&keyed);
-        if !self.seen.insert(key) {
+        if let Some(&row) = self.seen.get(&key) {
             self.summary.duplicates += 1;
+            // The same context from another test: that test's run reached it too (a
+            // roadblock's own recording, whose units it probes first).
+            let r = &mut self.rows[row];
+            if r.test != origin.test && !r.also_from.iter().any(|t| t == origin.test) {
+                r.also_from.push(origin.test.to_owned());
+            }
             return Ok(());
         }
         let mapping = mapping::map_rest(&context, self.binary.functions.get(&context.fn_id), origin.system_test, streams);
@@ -300,6 +307,7 @@ impl Carver<'_> {
         std::fs::create_dir_all(out.parent().expect("unit path has a parent"))?;
         units::write_unit(&out, &unit)?;
         self.functions.insert(unit.context.fn_id);
+        self.seen.insert(key, self.rows.len());
         self.rows.push(UnitRow {
             file: rel,
             function,
@@ -311,6 +319,7 @@ impl Carver<'_> {
             param_kinds: classes,
             input_bytes: input_bytes(&unit.params),
             value_hashes: units::value_hashes(&unit.params),
+            also_from: Vec::new(),
         });
         Ok(())
     }

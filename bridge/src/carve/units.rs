@@ -74,6 +74,10 @@ pub struct UnitRow {
     /// values all occur in one already fuzzed adds nothing new to fuzz.
     #[serde(default)]
     pub value_hashes: Vec<u64>,
+    /// Other system tests whose recordings held the same context (dropped as
+    /// duplicates of this unit).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub also_from: Vec<String>,
 }
 
 /// The value hashes of a unit's parameters ([`UnitRow::value_hashes`]).
