@@ -135,7 +135,14 @@ pub fn run(opts: &Options) -> Result<Summary> {
     let raw = opts.out.join(RAW_DIR);
     std::fs::create_dir_all(&raw).with_context(|| format!("cannot create {}", raw.display()))?;
     let raw = std::fs::canonicalize(&raw)?;
-    let (command_status, command_seconds) = run_command(opts, &raw)?;
+    let (command_status, command_seconds) = match run_command(opts, &raw) {
+        Ok(r) => r,
+        Err(e) => {
+            // Nothing ran: leave no half-made capture behind.
+            let _ = std::fs::remove_dir_all(&raw);
+            return Err(e);
+        }
+    };
     let mut summary = Summary {
         format: SUMMARY_FORMAT,
         command: opts.command.clone(),
