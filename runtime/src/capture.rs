@@ -230,6 +230,18 @@ fn offset_of(fd: c_int) -> u64 {
     o.max(0) as u64
 }
 
+/// Where what the program writes to the regular file `fd` will start (or where it
+/// reads from): the offset, or the end for a file opened to append (`>>`), whose
+/// offset says nothing until the first write.
+fn start_of(fd: c_int) -> u64 {
+    // SAFETY: a plain query.
+    let flags = unsafe { libc::fcntl(fd, libc::F_GETFL) };
+    if flags >= 0 && flags & libc::O_APPEND != 0 {
+        return stat_of(fd).map_or(0, |s| s.st_size.max(0) as u64);
+    }
+    offset_of(fd)
+}
+
 /// What the supervisor knows of one standard stream.
 struct Stream {
     fd: c_int,
@@ -308,7 +320,7 @@ fn start(root: &Path, argc: c_int, argv: *const *const c_char) -> std::io::Resul
     let mut streams: Vec<Stream> = (0..3)
         .map(|fd| {
             let kind = stream_kind(fd);
-            Stream { fd, kind, start: if kind == StreamKind::File { offset_of(fd) } else { 0 }, ours: -1, kept: Vec::new(), total: 0, done: false }
+            Stream { fd, kind, start: if kind == StreamKind::File { start_of(fd) } else { 0 }, ours: -1, kept: Vec::new(), total: 0, done: false }
         })
         .collect();
     let merged = matches!(streams[1].kind, StreamKind::File | StreamKind::Pipe) && same_file(1, 2);

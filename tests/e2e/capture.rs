@@ -53,8 +53,8 @@ fn a_test_suite_becomes_system_tests_that_replay_as_it_ran_them() {
     let stdout = capture(d, &out, &[], &["./suite.sh"]);
     let s = json(&out.join("capture.json"));
     assert_eq!(s["command_status"], "exit 0", "the suite passes under capture: {s}");
-    // 15 runs of the tool and the planted record of another trestle.
-    assert_eq!(s["processes"], 16, "{s}");
+    // 16 runs of the tool and the planted record of another trestle.
+    assert_eq!(s["processes"], 17, "{s}");
     assert_eq!(s["unfinished"], 0, "{s}");
     assert!(s["other_format"]["/old/tool"].as_str().unwrap().contains("9.9.9"), "{s}");
     assert!(stdout.contains("/old/tool: built by another trestle"), "{stdout}");
@@ -63,7 +63,7 @@ fn a_test_suite_becomes_system_tests_that_replay_as_it_ran_them() {
     let p = &programs[0];
     assert_eq!(p["name"], "tool");
     // `./tool data/a.txt > out1 2> err1` twice, and once more through --again: one test.
-    assert_eq!((p["processes"].as_u64(), p["unique"].as_u64(), p["written"].as_u64()), (Some(15), Some(13), Some(13)), "{p}");
+    assert_eq!((p["processes"].as_u64(), p["unique"].as_u64(), p["written"].as_u64()), (Some(16), Some(14), Some(14)), "{p}");
     let tests: Vec<(Value, Value)> = p["tests"].as_array().unwrap().iter().map(|t| (json(&out.join(t["file"].as_str().unwrap())), t.clone())).collect();
 
     let (t, info) = test_with(&tests, &["data/a.txt"]);
@@ -113,15 +113,19 @@ fn a_test_suite_becomes_system_tests_that_replay_as_it_ran_them() {
     assert_eq!(t["files"]["outdir/"], "", "{t}");
     assert_eq!(t["expect"]["writes"][0], "outdir/copy", "{t}");
     assert_eq!(info["faithful"], true, "{info}");
-    assert_eq!(p["faithful"], 10, "{p}");
+    // Output appended to a file that held something: only what this run wrote.
+    let (t, info) = test_with(&tests, &["data/b.txt"]);
+    assert_eq!((t["expect"]["stdout"]["bytes"].as_u64(), t["expect"]["merged"].as_bool()), (Some(12 + 9), Some(true)), "{t}");
+    assert_eq!(info["faithful"], true, "{info}");
+    assert_eq!(p["faithful"], 11, "{p}");
     assert_eq!(p["unfaithful"]["exit status differs: cause unknown"], 1, "{p}");
     assert_eq!(p["unfaithful"]["exit status differs: it reads a FIFO or socket"], 1, "{p}");
-    assert!(stdout.contains("10 of them (76.9%) replay with the same exit status and stdout"), "{stdout}");
+    assert!(stdout.contains("11 of them (78.6%) replay with the same exit status and stdout"), "{stdout}");
 
     // The captured folder is seeds as it is.
     let traces = d.join("traces");
     ok(&mut trestle(&[&"record", &"--program", &d.join("tool"), &"--tests", &out.join("tool"), &"--out", &traces]));
-    assert!(std::fs::read_dir(&traces).unwrap().count() >= 13, "a trace per test");
+    assert!(std::fs::read_dir(&traces).unwrap().count() >= 14, "a trace per test");
 }
 
 #[test]
@@ -136,7 +140,7 @@ fn max_keeps_the_most_diverse_tests_and_a_failing_command_loses_none() {
     let s = json(&few.join("capture.json"));
     assert_eq!(s["command_status"], "exit 7", "{s}");
     let p = &s["programs"][0];
-    assert_eq!((p["written"].as_u64(), p["left_out"].as_u64()), (Some(3), Some(10)), "{p}");
+    assert_eq!((p["written"].as_u64(), p["left_out"].as_u64()), (Some(3), Some(11)), "{p}");
     let a = &json(&all.join("capture.json"))["programs"][0];
     let best_single = a["tests"].as_array().unwrap().iter().map(|t| t["edges"].as_u64().unwrap()).max().unwrap();
     assert!(p["edges"].as_u64().unwrap() > best_single, "three tests chosen by coverage cover more than any one: {p}");

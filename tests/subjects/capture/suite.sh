@@ -14,6 +14,7 @@ TOOL_MODE=upper ./tool --file="$ABS_INPUT" > out3 || fail=1
 ./tool --fork data/a.txt data/b.txt > out6 || fail=1
 touch flag; ./tool --flag; test $? = 3 || fail=1; rm -f flag
 mkdir -p outdir && ./tool --out=outdir/copy data/a.txt || fail=1
+echo previous > appended; ./tool data/b.txt >> appended 2>&1 || fail=1
 sleep 2 | timeout 1 ./tool; test $? = 124 || fail=1
 mkfifo fifo; (printf 'through a fifo\n' > fifo &); ./tool fifo > out7 || fail=1; rm -f fifo
 # A record left by a runtime of another version.
