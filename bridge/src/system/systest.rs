@@ -138,6 +138,9 @@ pub fn load_test(path: &Path) -> Result<SystemTest> {
         let bytes = content_bytes(content).with_context(|| format!("malformed system test {}: file {name:?}", path.display()))?;
         test.files.insert(name.clone(), bytes);
     }
+    if let Some((f, g)) = layout_conflict(test.files.keys().map(String::as_str)) {
+        bail!("malformed system test {}: file {f:?} and {g:?} cannot both be made (one is inside the other)", path.display());
+    }
     if let Some(stdin) = &json.stdin {
         test.stdin = Some(content_bytes(stdin).with_context(|| format!("malformed system test {}: stdin", path.display()))?);
     }
@@ -176,6 +179,19 @@ pub fn load_tests(path: &Path) -> Result<Vec<NamedTest>> {
         out.push(NamedTest { name, path: f, test });
     }
     Ok(out)
+}
+
+/// Two of a test's file names that cannot both be laid out: a file and a name
+/// inside it (`a` and `a/b`, or `a` and the directory `a/`).
+pub fn layout_conflict<'a>(names: impl IntoIterator<Item = &'a str>) -> Option<(String, String)> {
+    let names: Vec<&str> = names.into_iter().collect();
+    for f in names.iter().filter(|n| !n.ends_with('/')) {
+        let under = format!("{f}/");
+        if let Some(g) = names.iter().find(|g| g.starts_with(&under)) {
+            return Some((f.to_string(), g.to_string()));
+        }
+    }
+    None
 }
 
 /// Create the test's files in `dir`.
@@ -322,6 +338,19 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn a_file_and_a_name_inside_it_cannot_both_be_laid_out() {
+        assert_eq!(layout_conflict(["a", "a/a"]), Some(("a".into(), "a/a".into())));
+        assert_eq!(layout_conflict(["out", "out/"]), Some(("out".into(), "out/".into())));
+        assert_eq!(layout_conflict(["a/", "a/b", "ab", "b"]), None);
+        let dir = tempfile::tempdir().unwrap();
+        let t = dir.path().join("t.json");
+        std::fs::write(&t, r#"{"files": {"a": "x", "a/a": "y"}}"#).unwrap();
+        let e = load_test(&t).unwrap_err().to_string();
+        assert!(e.contains("cannot both be made"), "{e}");
+    }
+
     use super::*;
 
     #[test]

@@ -92,6 +92,9 @@ impl SysInput {
                 bail!("file name {name:?} must be a relative path inside the test directory");
             }
         }
+        if let Some((f, g)) = crate::system::systest::layout_conflict(t.files.keys().map(String::as_str)) {
+            bail!("files {f:?} and {g:?} cannot both be made (one is inside the other)");
+        }
         Ok(())
     }
 

@@ -96,7 +96,12 @@ impl<S: HasRand + HasCorpus<SysInput>> Mutator<SysInput, S> for CrossoverMutator
                 for a in &other.args {
                     let name = String::from_utf8_lossy(a);
                     if let Some(content) = other.files.get(&*name) {
-                        input.files.entry(name.into_owned()).or_insert_with(|| content.clone());
+                        // Not beside a file of this input it would have to be inside
+                        // of, or hold (`a` and `a/a` from two of sed's captured tests).
+                        let names = input.files.keys().map(String::as_str).chain(std::iter::once(&*name));
+                        if crate::system::systest::layout_conflict(names).is_none() {
+                            input.files.entry(name.into_owned()).or_insert_with(|| content.clone());
+                        }
                     }
                 }
                 input.args = other.args;
@@ -145,5 +150,33 @@ impl Named for CrossoverMutator {
     fn name(&self) -> &Cow<'static, str> {
         static NAME: Cow<'static, str> = Cow::Borrowed("CrossoverMutator");
         &NAME
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::system::fuzz::input::tests::input;
+    use crate::system::fuzz::mutators::tests::state;
+    use libafl::corpus::{Corpus, Testcase};
+    use libafl::mutators::Mutator;
+    use libafl::state::HasCorpus;
+
+    #[test]
+    fn crossover_never_puts_a_file_beside_one_it_would_be_inside() {
+        let (_dir, mut s) = state();
+        let mut other = input(&["a/a"], "");
+        other.files.insert("a/a".into(), b"inside".to_vec());
+        s.corpus_mut().add(Testcase::from(other)).unwrap();
+        let mut m = CrossoverMutator;
+        let mut took_args = 0;
+        for _ in 0..400 {
+            let mut i = input(&["a"], "x\n");
+            i.files.insert("a".into(), b"file".to_vec());
+            m.mutate(&mut s, &mut i).unwrap();
+            took_args += usize::from(i.args == [b"a/a".to_vec()]);
+            assert!(crate::system::fuzz::input::SysInput::check(&i.to_test()).is_ok(), "{:?}", i.files.keys());
+        }
+        assert!(took_args > 0, "the other input's arguments were never taken");
     }
 }
