@@ -310,12 +310,18 @@ fn queue_entries_are_trimmed_to_what_their_coverage_needs() {
     assert!(shortest.len() < long.len() * 3 / 4, "trimmed too little: {} of {} bytes", shortest.len(), long.len());
 }
 
+/// Writes where its first argument says (a fuzzed input can make it write elsewhere),
+/// but only under AWAY: unsandboxed, the mutants must not write all over the machine
+/// (they once left files in `/`).
 const WRITER: &str = r#"
 #include <stdio.h>
 #include <string.h>
 int main(int argc, char **argv) {
-    /* writes wherever its first argument says: a fuzzed input can make it do that */
-    if (argc > 1) { FILE *f = fopen(argv[1], "w"); if (f) { fputs("written\n", f); fclose(f); } }
+    const char *away = "AWAY/";
+    if (argc > 1 && strncmp(argv[1], away, strlen(away)) == 0 && !strstr(argv[1], "..")) {
+        FILE *f = fopen(argv[1], "w");
+        if (f) { fputs("written\n", f); fclose(f); }
+    }
     return 0;
 }
 "#;
@@ -323,11 +329,11 @@ int main(int argc, char **argv) {
 #[test]
 fn fuzzed_runs_are_sandboxed_unless_asked_not_to_be() {
     let dir = tempfile::tempdir().unwrap();
-    let prog = build_c(dir.path(), "writer", WRITER, "-O1");
     // Outside every directory the fuzzer gives the program, and away from the source
-    // tree: unsandboxed, the fuzzer mutates this path, and its prefixes are where the
-    // mutants write (under the system's temporary directory, not the checkout).
+    // tree: unsandboxed, the fuzzer mutates this path, and the program writes only
+    // below it.
     let away = tempfile::tempdir().unwrap();
+    let prog = build_c(dir.path(), "writer", &WRITER.replace("AWAY", away.path().to_str().unwrap()), "-O1");
     for sandboxed in [true, false] {
         let outside = away.path().join(format!("written-{sandboxed}"));
         let _ = std::fs::remove_file(&outside);
