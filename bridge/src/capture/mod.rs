@@ -11,7 +11,7 @@
 
 pub mod record;
 
-use crate::system::systest::{JsonTest, NamedTest};
+use crate::system::systest::JsonTest;
 use crate::validate::sandbox::{cpu_limit, Limits, Sandbox};
 use crate::validate::signature::FrameFilter;
 use anyhow::{bail, Context as _, Result};
@@ -355,9 +355,9 @@ fn check_all(opts: &Options, exe: &Path, tests: &[(Captured, usize, bool)]) -> R
             last_shown = started.elapsed().as_secs();
             eprintln!("capture: checked {i} of {} test(s)", tests.len());
         }
-        let named = to_named(&c.test)?;
+        let test = crate::system::systest::from_json(&c.test)?;
         map.fill(0);
-        let run = sandbox.run(exe, &named.test, &env, &filter, None);
+        let run = sandbox.run(exe, &test, &env, &filter, None);
         let edges: Vec<u32> = map.iter().enumerate().filter(|(_, &b)| b != 0).map(|(i, _)| i as u32).collect();
         let differs = match run {
             Ok(run) => {
@@ -376,15 +376,6 @@ fn check_all(opts: &Options, exe: &Path, tests: &[(Captured, usize, bool)]) -> R
         out.push(Check { differs, edges });
     }
     Ok(out)
-}
-
-/// A JSON test as the executor takes it.
-fn to_named(t: &JsonTest) -> Result<NamedTest> {
-    let dir = tempfile::tempdir()?;
-    let path = dir.path().join("t.json");
-    std::fs::write(&path, serde_json::to_vec(t)?)?;
-    let test = crate::system::systest::load_test(&path)?;
-    Ok(NamedTest { name: "t".into(), path, test })
 }
 
 /// A short name for the likely cause a note gives, to count differences by.

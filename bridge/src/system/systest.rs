@@ -129,20 +129,26 @@ pub fn load_test(path: &Path) -> Result<SystemTest> {
         .with_context(|| format!("cannot read system test {}", path.display()))?;
     let json: JsonTest = serde_json::from_str(&text)
         .map_err(|e| anyhow::anyhow!("malformed system test {}: {e}", path.display()))?;
-    let mut test = SystemTest { args: json.args, env: json.env, ..Default::default() };
+    from_json(&json).map_err(|e| anyhow::anyhow!("malformed system test {}: {e:#}", path.display()))
+}
+
+/// A test from its JSON form, checked: file names inside its directory and layable
+/// out together, contents decoded.
+pub fn from_json(json: &JsonTest) -> Result<SystemTest> {
+    let mut test = SystemTest { args: json.args.clone(), env: json.env.clone(), ..Default::default() };
     for (name, content) in &json.files {
         let p = Path::new(name);
         if name.is_empty() || p.is_absolute() || p.components().any(|c| !matches!(c, Component::Normal(_))) {
-            bail!("malformed system test {}: file name {name:?} must be a relative path inside the test directory", path.display());
+            bail!("file name {name:?} must be a relative path inside the test directory");
         }
-        let bytes = content_bytes(content).with_context(|| format!("malformed system test {}: file {name:?}", path.display()))?;
+        let bytes = content_bytes(content).with_context(|| format!("file {name:?}"))?;
         test.files.insert(name.clone(), bytes);
     }
     if let Some((f, g)) = layout_conflict(test.files.keys().map(String::as_str)) {
-        bail!("malformed system test {}: file {f:?} and {g:?} cannot both be made (one is inside the other)", path.display());
+        bail!("file {f:?} and {g:?} cannot both be made (one is inside the other)");
     }
     if let Some(stdin) = &json.stdin {
-        test.stdin = Some(content_bytes(stdin).with_context(|| format!("malformed system test {}: stdin", path.display()))?);
+        test.stdin = Some(content_bytes(stdin).context("stdin")?);
     }
     Ok(test)
 }
