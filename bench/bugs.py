@@ -1048,7 +1048,7 @@ def coverage_over_time(subj, cov_bin, items, budget, bin_dir, scratch):
         if window:
             raw = scratch / f"raw-{mark}"
             raw.mkdir()
-            paper.run_tests(cov_bin, window, {"LLVM_PROFILE_FILE": str(raw / "cov-%4m.profraw")})
+            paper.run_tests(cov_bin, window, {}, profile_dir=raw)
             profiles = [str(r) for r in sorted(raw.glob("*.profraw"))] + ([str(merged)] if merged else [])
             nxt = scratch / f"merged-{mark}.profdata"
             subprocess.run(["llvm-profdata-19", "merge", "-sparse", "-o", str(nxt)] + profiles, check=True)

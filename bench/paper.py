@@ -194,18 +194,22 @@ def produced_tests(campaign, seeds):
     return tests
 
 
-def run_tests(binary, tests, env_extra, timeout=5.0):
-    """Run JSON system tests on `binary` as trestle does: `trestle exec`, trestle's one
-    executor (each test in a fresh working directory holding its files, stdin read from
-    a file beside it, its own process group; environment PATH=/usr/bin:/bin, the test's
-    env, then env_extra). One result per test: the exit status (negative: the signal
-    that ended it), or None on a timeout or a test the executor could not run."""
+def run_tests(binary, tests, env_extra, timeout=5.0, profile_dir=None):
+    """Run JSON system tests on `binary` as trestle does: `trestle exec --sandbox`,
+    trestle's one executor (each test in a fresh working directory holding its files,
+    stdin read from a file beside it, its own process group, isolated by bubblewrap so
+    that a fuzzed test writing to /bin/sh cannot; environment PATH=/usr/bin:/bin, the
+    test's env, then env_extra). With profile_dir each run's LLVM profile lands there.
+    One result per test: the exit status (negative: the signal that ended it), or None
+    on a timeout or a test the executor could not run."""
     if not tests:
         return []
     with tempfile.TemporaryDirectory(prefix="trestle-paper-") as root:
         for i, t in enumerate(tests):
             Path(root, f"{i:06}.json").write_text(json.dumps(t))
-        cmd = [str(TRESTLE), "exec", "--program", str(binary), root, "--json", "--timeout", f"{timeout}s"]
+        cmd = [str(TRESTLE), "exec", "--sandbox", "--program", str(binary), root, "--json", "--timeout", f"{timeout}s"]
+        if profile_dir is not None:
+            cmd += ["--profile-dir", str(profile_dir)]
         for k, v in env_extra.items():
             cmd += ["--env", f"{k}={v}"]
         r = subprocess.run(cmd, capture_output=True, text=True, env={"PATH": "/usr/bin:/bin"})
@@ -225,7 +229,7 @@ def branch_coverage(subj, cov_bin, tests, scratch, keep_profile=False):
     prof = scratch / "prof"
     shutil.rmtree(prof, ignore_errors=True)
     prof.mkdir(parents=True)
-    run_tests(cov_bin, tests, {"LLVM_PROFILE_FILE": str(prof / "cov-%4m.profraw")})
+    run_tests(cov_bin, tests, {}, profile_dir=prof)
     raws = sorted(prof.glob("*.profraw"))
     if not raws:
         raise RuntimeError(f"no profile written by {cov_bin} (not a coverage build?)")

@@ -259,3 +259,42 @@ fn trestle_exec_reports_a_planted_crash_an_exit_status_and_output_sizes_through_
     std::fs::write(tests.join("e_bad.json"), "{\"args\": 3}").unwrap();
     assert_eq!(exec_json(&prog, &tests, &[]).0, Some(2));
 }
+
+/// Under `--sandbox` a test cannot write outside its own directory, and
+/// `--profile-dir` still collects each run's LLVM profile (how the benchmarks replay
+/// fuzzer-made tests on a coverage build without letting `sed -i /bin/sh` through).
+#[test]
+fn trestle_exec_in_the_sandbox_keeps_writes_inside_and_collects_coverage_profiles() {
+    let dir = tempfile::tempdir().unwrap();
+    let src = dir.path().join("w.c");
+    std::fs::write(
+        &src,
+        "#include <stdio.h>\nint main(int c, char **v) { FILE *f = c > 1 ? fopen(v[1], \"w\") : 0;\n\
+         if (f) { fputs(\"x\", f); fclose(f); } return f ? 0 : 3; }\n",
+    )
+    .unwrap();
+    let prog = dir.path().join("w");
+    let built = std::process::Command::new("clang-19")
+        .args(["-fprofile-instr-generate", "-fcoverage-mapping", "-o"])
+        .arg(&prog)
+        .arg(&src)
+        .status()
+        .unwrap();
+    assert!(built.success());
+    let outside = dir.path().join("outside");
+    let tests = dir.path().join("tests");
+    write_test(&tests, "inside", &serde_json::json!({"args": ["here"]}));
+    write_test(&tests, "outside", &serde_json::json!({"args": [outside.to_str().unwrap()]}));
+    let prof = dir.path().join("prof");
+    let (code, runs) = exec_json(&prog, &tests, &["--sandbox", "--profile-dir", prof.to_str().unwrap()]);
+    assert_eq!(code, Some(0), "{runs:?}");
+    let exit_of = |n: &str| runs.iter().find(|r| r["name"] == n).unwrap()["exit"].as_i64();
+    assert_eq!(exit_of("inside"), Some(0), "{runs:?}");
+    // (It wrote to the sandbox's own /tmp, thrown away after the run.)
+    assert!(exit_of("outside").is_some(), "{runs:?}");
+    assert!(!outside.exists(), "a sandboxed test wrote {}", outside.display());
+    for n in ["inside", "outside"] {
+        let p = prof.join(format!("{n}.profraw"));
+        assert!(std::fs::metadata(&p).is_ok_and(|m| m.len() > 0), "no profile {}", p.display());
+    }
+}

@@ -36,6 +36,11 @@ pub struct ExecArgs {
     /// directory with rlimits only).
     #[arg(long)]
     pub sandbox: bool,
+    /// Write each run's LLVM profile (a build with -fprofile-instr-generate) to
+    /// DIR/NAME.profraw; works with --sandbox, where the program cannot write outside
+    /// its test directory. Such runs are started afresh, not forked.
+    #[arg(long, value_name = "DIR")]
+    pub profile_dir: Option<PathBuf>,
     /// Start the program for every run even when it was built with trestle-cc and
     /// could be forked from its forkserver (as `trestle record` runs it).
     #[arg(long)]
@@ -63,6 +68,7 @@ impl ExecArgs {
             sandbox: self.sandbox,
             spawn: self.no_forkserver,
             repeat_for: self.repeat_for,
+            profile_dir: self.profile_dir.clone(),
         }
     }
 

@@ -31,6 +31,9 @@ pub struct Options {
     /// Repeat the tests round-robin for this long and count executions instead of
     /// reporting each run.
     pub repeat_for: Option<Duration>,
+    /// Write each run's LLVM profile (of a coverage build) to `DIR/NAME.profraw`,
+    /// inside the sandbox too (`--profile-dir`).
+    pub profile_dir: Option<PathBuf>,
 }
 
 /// What a whole `trestle exec` did.
@@ -76,7 +79,16 @@ pub fn run(opts: &Options, report: &mut dyn FnMut(&NamedTest, &Result<SandboxRun
     if opts.spawn {
         sandbox = sandbox.without_forkserver();
     }
-    let runner = Runner { sandbox, filter: FrameFilter { program: Some(program.clone()), stop_after: None }, program, env: &opts.env };
+    if let Some(dir) = &opts.profile_dir {
+        std::fs::create_dir_all(dir).with_context(|| format!("profile directory {}", dir.display()))?;
+    }
+    let runner = Runner {
+        sandbox,
+        filter: FrameFilter { program: Some(program.clone()), stop_after: None },
+        program,
+        env: &opts.env,
+        profile_dir: opts.profile_dir.as_deref(),
+    };
     let mut summary = Summary { tests: tests.len(), ..Summary::default() };
     let start = Instant::now();
     match opts.repeat_for {
@@ -109,11 +121,15 @@ struct Runner<'a> {
     filter: FrameFilter,
     program: PathBuf,
     env: &'a [(String, String)],
+    profile_dir: Option<&'a Path>,
 }
 
 impl Runner<'_> {
     fn once(&self, t: &NamedTest) -> Result<SandboxRun> {
-        self.sandbox.run(&self.program, &t.test, self.env, &self.filter, None).with_context(|| format!("running {}", t.path.display()))
+        let profile = self.profile_dir.map(|d| d.join(format!("{}.profraw", t.name.replace('/', "_"))));
+        self.sandbox
+            .run(&self.program, &t.test, self.env, &self.filter, profile.as_deref())
+            .with_context(|| format!("running {}", t.path.display()))
     }
 }
 
