@@ -643,6 +643,42 @@ def run_guarded(cmd, logf, env, limit, cwd=None, stop_when=None):
     return p.returncode, time.monotonic() - t0, overran
 
 
+def dir_bytes(path):
+    """Bytes of the files under path (what `du --apparent-size` counts), 0 if absent."""
+    total = 0
+    for root, _, files in os.walk(path):
+        for f in files:
+            try:
+                total += os.lstat(os.path.join(root, f)).st_size
+            except OSError:
+                pass  # removed while walking
+    return total
+
+
+class DiskWatch:
+    """The largest size a campaign directory reached, sampled every `every` seconds in
+    a thread while the campaign runs (its disk footprint; the final size alone misses
+    units and traces a campaign removes as it goes)."""
+
+    def __init__(self, path, every=15.0):
+        self.path, self.every, self.peak = path, every, 0
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self.run, daemon=True)
+        self.thread.start()
+
+    def run(self):
+        while True:
+            self.peak = max(self.peak, dir_bytes(self.path))
+            if self.stop.wait(self.every):
+                break
+
+    def done(self):
+        self.stop.set()
+        self.thread.join()
+        self.peak = max(self.peak, dir_bytes(self.path))
+        return self.peak
+
+
 def read_timeline(camp):
     rows = []
     f = camp / "timeline.csv"
@@ -806,7 +842,12 @@ def trestle_run(task, a, work, bin_dir, builds):
         sessions = json.loads((d / "sessions.json").read_text()) if resumed and (d / "sessions.json").exists() else []
         sessions.append({"wall_start": time.time(), "elapsed_before": state["elapsed"] if resumed else 0.0})
         write_atomic(d / "sessions.json", json.dumps(sessions) + "\n")
+        watch = DiskWatch(camp)
         rc, wall, overran = run_guarded(cmd, d / "run.log", env, a.time + max(180, a.time), stop_when=stop_when)
+        peak = watch.done()
+        disk = json.loads((d / "disk.json").read_text()) if resumed and (d / "disk.json").exists() else {}
+        write_atomic(d / "disk.json", json.dumps({"peak_bytes": max(peak, disk.get("peak_bytes", 0)),
+                                                  "final_bytes": dir_bytes(camp)}) + "\n")
         if rc != 0 and not overran and not stopped.exists():
             raise RuntimeError(f"trestle run exited {rc}; see {d / 'run.log'}")
     c = json.loads(cj.read_text())
@@ -847,6 +888,7 @@ def trestle_run(task, a, work, bin_dir, builds):
                 others[what] = sec
         else:
             unreproduced.append({"id": al["id"], "signature": al.get("signature"), "seconds": sec})
+    disk = json.loads((d / "disk.json").read_text()) if (d / "disk.json").exists() else {}
     if c.get("finished") or stopped.exists():
         # Carved units are no result and run to gigabytes on sed (a resumed campaign
         # would need them; a finished one does not).
@@ -866,6 +908,7 @@ def trestle_run(task, a, work, bin_dir, builds):
         "elapsed": c["elapsed"], "wall_time": wall, "resumed": resumed, "overran": overran,
         "degenerate": degenerate, "command": first_cmd, "trestle_sha1": sha1_files([t])[:12],
         "stopped_at_change": stopped.exists(),
+        "disk_peak_bytes": disk.get("peak_bytes"), "disk_final_bytes": disk.get("final_bytes"),
     }
 
 

@@ -274,6 +274,14 @@ install_programs() {
     for p in "$@"; do
         [ -x "$p" ] || die "$p was not built"
         cp -f "$p" "$OUT/bin/"
+        # trestle-cc's lean sibling (what the system fuzzer runs), when it linked one;
+        # any older one there is stale.
+        local lean
+        lean="$(dirname "$p")/.$(basename "$p").trestle-lean"
+        rm -f "$OUT/bin/.$(basename "$p").trestle-lean"
+        if [ -x "$lean" ]; then
+            cp -f "$lean" "$OUT/bin/"
+        fi
         echo "built $OUT/bin/$(basename "$p")" >&2
     done
     STEP="done"

@@ -233,6 +233,8 @@ pub fn markdown(r: &Report) -> String {
     let or_dash = |v: Option<String>| v.unwrap_or_else(|| "—".into());
     let _ = writeln!(s, "| system executions | {} | {} |", c.system_executions, or_dash(bc.map(|b| b.system_executions.to_string())));
     let _ = writeln!(s, "| unit executions | {} | {} |", c.unit_executions, or_dash(bc.map(|b| b.unit_executions.to_string())));
+    let build = |c: &Campaign| c.system_build.split(':').next().filter(|k| !k.is_empty()).unwrap_or("—").to_owned();
+    let _ = writeln!(s, "| system fuzzing ran | {} | {} |", build(c), or_dash(bc.map(build)));
     let names = |a: &[AlarmEntry]| a.iter().map(|x| format!("`{}`", x.function)).collect::<Vec<_>>().join(", ");
     let _ = writeln!(
         s,

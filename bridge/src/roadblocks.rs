@@ -124,7 +124,7 @@ impl BranchTable {
 }
 
 /// The edge number of every guard row of `program`, by (module key, slot).
-fn guard_numbers(program: &Path) -> Result<HashMap<(u64, u64), u32>> {
+pub(crate) fn guard_numbers(program: &Path) -> Result<HashMap<(u64, u64), u32>> {
     let dir = tempfile::tempdir().context("cannot create a temporary directory")?;
     let out = dir.path().join("guards");
     let mut cmd = Command::new(program);

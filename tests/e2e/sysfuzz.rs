@@ -11,6 +11,7 @@
 
 use serde_json::Value;
 use std::path::{Path, PathBuf};
+use std::process::Command;
 use std::time::{Duration, Instant};
 use trestle_tests::*;
 
@@ -216,6 +217,8 @@ fn cmplog_solves_decimal_numbers_in_arguments_and_stdin_without_a_dictionary() {
     write_test(&seeds, "small", &serde_json::json!({ "args": ["5"], "stdin": "1\n7\n12\n" }));
     let out = dir.path().join("out");
     let report = sysfuzz(&prog, &seeds, &out, "60s", &["--stop-on-crash", "--no-dict"]);
+    // On the lean build: its CmpLog hooks log what the recording runtime's would.
+    assert_eq!(report["build"], "lean", "{report}");
     let crashes = report["crashes"].as_array().unwrap();
     assert!(!crashes.is_empty(), "no crash in 60 s: {report}");
     let crash = Path::new(crashes[0].as_str().unwrap());
@@ -263,6 +266,7 @@ fn cmplog_solves_strings_compared_by_routines_without_a_dictionary() {
     write_test(&seeds, "small", &serde_json::json!({ "args": ["-x"], "stdin": "hello world, again\nline two\n" }));
     let out = dir.path().join("out");
     let report = sysfuzz(&prog, &seeds, &out, "60s", &["--stop-on-crash", "--no-dict"]);
+    assert_eq!(report["build"], "lean", "{report}");
     let crashes = report["crashes"].as_array().unwrap();
     assert!(!crashes.is_empty(), "no crash in 60 s: {report}");
     // Only a line starting with both parts after that option aborts (stdin may be
@@ -464,4 +468,50 @@ fn a_run_of_128_empty_lines_is_reached_by_repeating_a_line_an_interesting_number
     let v = assert_system_test(Path::new(crashes[0].as_str().unwrap()));
     let stdin = v["stdin"].as_str().unwrap_or("");
     assert!(stdin.contains(&"\n".repeat(128)), "the crash has no run of 128 empty lines");
+}
+
+/// The edge numbers of every branch guard of `program` (its branch dump).
+fn guard_dump(program: &Path) -> Vec<u8> {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("guards");
+    let st = Command::new(program).env("TRESTLE_BRANCH_DUMP", &out).stdin(std::process::Stdio::null()).status().unwrap();
+    assert!(st.success(), "{} did not dump its guards", program.display());
+    std::fs::read(out).unwrap()
+}
+
+/// `trestle-cc` links a lean sibling beside each program: the same code (its guards
+/// numbered alike), a runtime of kilobytes, tied to the program by its build id. The
+/// system fuzzer runs it, finds the planted bug there, and runs the program itself
+/// when the sibling is stale, missing or turned off, saying why.
+#[test]
+fn the_system_fuzzer_runs_the_lean_sibling_only_while_it_belongs_to_the_program() {
+    let dir = tempfile::tempdir().unwrap();
+    let prog = build_c(dir.path(), "boom", BOOM, "-O2");
+    let lean = dir.path().join(".boom.trestle-lean");
+    let (big, small) = (std::fs::metadata(&prog).unwrap().len(), std::fs::metadata(&lean).expect("no lean sibling").len());
+    assert!(small * 20 < big, "the lean build ({small} bytes) is not much smaller than the program ({big})");
+    assert_eq!(guard_dump(&prog), guard_dump(&lean), "the two builds number their guards differently");
+    let seeds = dir.path().join("seeds");
+    write_test(&seeds, "boot", &serde_json::json!({ "stdin": "boot\n" }));
+    let report = sysfuzz(&prog, &seeds, &dir.path().join("out"), "60s", &["--stop-on-crash"]);
+    assert_eq!(report["build"], "lean", "{report}");
+    assert!(!report["crashes"].as_array().unwrap().is_empty(), "no crash on the lean build in 60 s: {report}");
+
+    let off = sysfuzz(&prog, &seeds, &dir.path().join("off"), "1s", &["--no-lean"]);
+    assert_eq!(off["build"], "program", "{off}");
+
+    // Rebuilt without a sibling, then the old one put back: stale.
+    let stale = dir.path().join("stale");
+    std::fs::rename(&lean, &stale).unwrap();
+    let src = dir.path().join("boom.c");
+    std::fs::write(&src, BOOM.replace("boom", "bang")).unwrap();
+    ok(Command::new(tool("trestle-cc")).env("TRESTLE_CC_LEAN", "0").arg("-O2").arg(&src).arg("-o").arg(&prog));
+    assert!(!lean.exists(), "TRESTLE_CC_LEAN=0 linked a lean build");
+    let none = sysfuzz(&prog, &seeds, &dir.path().join("none"), "1s", &[]);
+    assert_eq!(none["build"], "program", "{none}");
+    assert!(none["build_note"].as_str().unwrap().contains("no lean build"), "{none}");
+    std::fs::rename(&stale, &lean).unwrap();
+    let old = sysfuzz(&prog, &seeds, &dir.path().join("old"), "1s", &[]);
+    assert_eq!(old["build"], "program", "{old}");
+    assert!(old["build_note"].as_str().unwrap().contains("stale"), "{old}");
 }

@@ -124,6 +124,8 @@ pub struct Options {
     /// Run the program without bubblewrap, both when fuzzing it and when validating
     /// lifted tests (still in fresh directories, with rlimits).
     pub no_sandbox: bool,
+    /// Fuzz at system level on the program itself, not its lean sibling.
+    pub no_lean: bool,
     /// Plain progress lines even on a terminal.
     pub plain: bool,
     /// Run a one-core campaign (fuzzers and the program) on this core (default: a
@@ -186,6 +188,9 @@ pub struct Settings {
     pub seed: u64,
     /// Sandbox off.
     pub no_sandbox: bool,
+    /// The system fuzzer runs the program itself, not its lean sibling.
+    #[serde(default)]
+    pub no_lean: bool,
 }
 
 /// One unit fuzzed by the campaign.
@@ -277,6 +282,10 @@ pub struct Campaign {
     /// The system fuzzer's hangs and their confirmation.
     #[serde(default)]
     pub hangs: Hangs,
+    /// The build the system fuzzer ran in the last session: `lean` (the program's
+    /// lean sibling) or `program`, with the path or the reason.
+    #[serde(default)]
+    pub system_build: String,
 }
 
 /// The system tests the system fuzzer kept for running into its time limit
@@ -404,6 +413,7 @@ fn settings_from(args: &Options) -> Result<Settings> {
         timeout: args.timeout.as_secs_f64(),
         seed: args.seed,
         no_sandbox: args.no_sandbox,
+        no_lean: args.no_lean,
     })
 }
 
@@ -487,6 +497,7 @@ fn start(args: &Options) -> Result<(PathBuf, Campaign)> {
         schedule: schedule::Schedule::default(),
         roadblocks: Roadblocks::default(),
         hangs: Hangs::default(),
+        system_build: String::new(),
     };
     let out = std::fs::canonicalize(&out)?;
     files::write(&out.join(files::CAMPAIGN), &c)?;

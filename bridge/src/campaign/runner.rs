@@ -12,6 +12,7 @@ use crate::lift::Lifter;
 use crate::record;
 use crate::roadblocks::{roadblocks, BranchTable, Roadblock};
 use crate::system::systest::{load_test, load_tests, NamedTest};
+use crate::system::lean::SystemBuild;
 use crate::system::fuzz::{SysFuzzConfig, SysFuzzer};
 use crate::validate::sandbox::{cpu_limit, Limits, Sandbox};
 use crate::carve::units::{read_unit, UnitIndex, UNIT_INDEX};
@@ -696,11 +697,21 @@ impl Runner {
     /// The session's machinery for `campaign` in `out`: the system fuzzer (at full
     /// strength in both modes) and the lifter, which validates in both modes too: a
     /// system crash is reported only once the validation program confirms it.
-    pub(super) fn new(out: PathBuf, campaign: Campaign, live: Live) -> Result<Runner> {
+    pub(super) fn new(out: PathBuf, mut campaign: Campaign, live: Live) -> Result<Runner> {
         let s = &campaign.settings;
         let binary = Binary::load(&s.program)?;
         let seeds: Vec<NamedTest> = load_tests(&s.seeds)?;
         let sys = system_fuzzer(s, &binary, &seeds, &out)?;
+        campaign.system_build = match sys.build() {
+            SystemBuild::Lean(p) => format!("lean: {}", p.display()),
+            SystemBuild::Program(why) => {
+                if !s.no_lean {
+                    eprintln!("trestle run: system fuzzing runs the program itself: {why}");
+                }
+                format!("program: {why}")
+            }
+        };
+        let s = &campaign.settings;
         let lifter = lifter(s, &seeds, &out, campaign.elapsed)?;
         // A resumed campaign's unit directories, as carving left them.
         let unit_indexes =
@@ -969,6 +980,7 @@ fn system_fuzzer(s: &Settings, binary: &Binary, seeds: &[NamedTest], out: &Path)
         cmplog: true,
         memory: if crate::validate::sandbox::is_sanitizer_build(&s.program) { 0 } else { Limits::default().memory },
         sandbox: !s.no_sandbox,
+        lean: !s.no_lean,
     })
     .context("starting the system-level fuzzer")
 }

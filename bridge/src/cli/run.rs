@@ -66,6 +66,11 @@ pub struct RunArgs {
     /// lifted tests (still in fresh directories, with rlimits).
     #[arg(long)]
     pub no_sandbox: bool,
+    /// Fuzz at system level on the program itself, not on the lean build trestle-cc
+    /// links beside it (`.NAME.trestle-lean`, the same code with a runtime of a few
+    /// kilobytes; used whenever it belongs to the program).
+    #[arg(long)]
+    pub no_lean: bool,
     /// Plain progress lines even on a terminal.
     #[arg(long)]
     pub plain: bool,
@@ -114,6 +119,7 @@ impl RunArgs {
             timeout: self.timeout,
             seed: self.seed,
             no_sandbox: self.no_sandbox,
+            no_lean: self.no_lean,
             plain: self.plain,
             pin: self.pin,
             no_pin: self.no_pin,

@@ -60,6 +60,11 @@ pub struct SysFuzzArgs {
     /// a private /tmp and no network, and writes only in its working directory).
     #[arg(long)]
     pub no_sandbox: bool,
+    /// Run the program itself, not the lean build trestle-cc links beside it
+    /// (`.NAME.trestle-lean`: the same code with a runtime of a few kilobytes, faster
+    /// to fork; used whenever it belongs to the program).
+    #[arg(long)]
+    pub no_lean: bool,
 }
 
 impl SysFuzzArgs {
@@ -81,6 +86,7 @@ impl SysFuzzArgs {
             pin: self.pin,
             no_pin: self.no_pin,
             no_sandbox: self.no_sandbox,
+            no_lean: self.no_lean,
         }
     }
 }

@@ -230,6 +230,8 @@ impl Worker {
             cmplog: true,
             memory: if crate::validate::sandbox::is_sanitizer_build(&binary.path) { 0 } else { crate::validate::sandbox::Limits::default().memory },
             sandbox: !o.no_sandbox,
+            // The lean sibling, if the program a worker runs has one beside it.
+            lean: true,
         })
         .context("starting the system-level fuzzer")?;
         Ok(Worker {

@@ -9,4 +9,5 @@ pub mod exec;
 pub mod forkserver;
 pub mod fuzz;
 pub mod launch;
+pub mod lean;
 pub mod systest;

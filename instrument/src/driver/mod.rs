@@ -35,6 +35,7 @@
 //! | `TRESTLE_CC_PASSTHROUGH=1` | no instrumentation and no runtime: plain clang |
 //! | `TRESTLE_KEEP_TEMPS=1` | keep the temporary bitcode and objects (their directory is printed) |
 //! | `TRESTLE_CC_VERBOSE=1` | print every command run |
+//! | `TRESTLE_CC_LEAN=0` | link no lean sibling (see `lean`) |
 //!
 //! Owns only command-line handling and process plumbing: the IR belongs to
 //! [`crate::pass`], and the runtime is found as a file, never linked into this crate.
@@ -46,9 +47,11 @@
 //! - `plan`: whether to instrument at all ([`PassReason`] if not), and if so every
 //!   command and file of the build; `steps` builds each step's command line.
 //! - `run`: runs the plan, behind [`main_with_args`]; `runtime_lib` finds the runtime
-//!   staticlib and adds it to the link.
+//!   staticlib and adds it to the link; `lean` links the program again as its lean
+//!   sibling, with the lean runtime, for system-level fuzzing.
 
 mod args;
+mod lean;
 mod plan;
 mod response_files;
 mod run;

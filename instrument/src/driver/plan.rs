@@ -71,6 +71,8 @@ pub(super) struct Build {
     pub(super) static_link: bool,
     /// `-r`: a relocatable partial link gets no runtime.
     pub(super) relocatable: bool,
+    /// When linking: the executable it writes (`-o`, else `a.out`).
+    pub(super) output: Option<PathBuf>,
 }
 
 /// The outline of an invocation that the wrapper instruments.
@@ -176,12 +178,14 @@ pub(super) fn plan(args: &[Arg], shape: &Shape<'_>, tmp: &Path, cwd: &Path) -> B
         .iter()
         .any(|a| matches!(&*a.flag(), "-static" | "-static-pie"));
     let relocatable = args.iter().any(|a| a.flag() == "-r");
+    let output = (mode == Mode::Link).then(|| cwd.join(output.unwrap_or(OsStr::new("a.out"))));
     Build {
         units,
         rest,
         link,
         static_link,
         relocatable,
+        output,
     }
 }
 

@@ -7,6 +7,7 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 
 use super::args::{parse, MissingValue};
+use super::lean;
 use super::plan::{plan, shape, Build, PassReason};
 use super::response_files::expand_response_files;
 use super::runtime_lib::{drop_runtime_static_warnings, find_runtime, runtime_link_args};
@@ -53,7 +54,7 @@ pub(super) fn run(lang: Lang, original: Vec<OsString>) -> Result<i32, DriverErro
         }
         _ => None,
     };
-    let result = run_build(&runner, &build, runtime.as_deref(), lang);
+    let result = run_build(&runner, &build, runtime.as_deref(), lang, tmp.path());
     if env_flag(ENV_KEEP_TEMPS) {
         eprintln!(
             "{}: keeping temporary files in {}",
@@ -66,7 +67,7 @@ pub(super) fn run(lang: Lang, original: Vec<OsString>) -> Result<i32, DriverErro
 
 /// Steps 1 to 4 of each unit, then the rest and the link, stopping at the first
 /// command that fails (its exit code).
-fn run_build(runner: &Runner, build: &Build, runtime: Option<&Path>, lang: Lang) -> Result<i32, DriverError> {
+fn run_build(runner: &Runner, build: &Build, runtime: Option<&Path>, lang: Lang, tmp: &Path) -> Result<i32, DriverError> {
     for unit in &build.units {
         let code = runner.run(&unit.frontend)?;
         if code != 0 {
@@ -91,18 +92,20 @@ fn run_build(runner: &Runner, build: &Build, runtime: Option<&Path>, lang: Lang)
             return Ok(code);
         }
     }
-    if let Some(link) = &build.link {
-        let mut link = link.clone();
-        if let Some(runtime) = runtime {
-            link.extend(runtime_link_args(runtime, build.static_link, lang));
-            if build.static_link {
-                let archive = runtime.file_name().unwrap_or_default().to_string_lossy();
-                return runner.run_filtering_stderr(&link, |err| {
-                    drop_runtime_static_warnings(err, &archive)
-                });
-            }
+    if let Some(user_link) = &build.link {
+        let mut link = user_link.clone();
+        let Some(runtime) = runtime else { return runner.run(&link) };
+        link.extend(runtime_link_args(runtime, build.static_link, lang));
+        let code = if build.static_link {
+            let archive = runtime.file_name().unwrap_or_default().to_string_lossy();
+            runner.run_filtering_stderr(&link, |err| drop_runtime_static_warnings(err, &archive))?
+        } else {
+            runner.run(&link)?
+        };
+        if let (0, Some(output)) = (code, &build.output) {
+            lean::link(runner, user_link, output, tmp);
         }
-        return runner.run(&link);
+        return Ok(code);
     }
     Ok(0)
 }
@@ -112,7 +115,7 @@ fn env_flag(var: &str) -> bool {
 }
 
 /// Runs the compiler, printing each command when verbose.
-struct Runner {
+pub(super) struct Runner {
     lang: Lang,
     compiler: OsString,
     verbose: bool,
@@ -132,7 +135,7 @@ impl Runner {
     }
 
     /// Like [`Runner::run`], but pass the compiler's stderr through `filter`.
-    fn run_filtering_stderr(
+    pub(super) fn run_filtering_stderr(
         &self,
         args: &[OsString],
         filter: impl FnOnce(&str) -> String,
@@ -174,7 +177,11 @@ impl Runner {
         }
     }
 
-    fn note(&self, msg: &str) {
+    pub(super) fn verbose(&self) -> bool {
+        self.verbose
+    }
+
+    pub(super) fn note(&self, msg: &str) {
         if self.verbose {
             eprintln!("{}: {msg}", self.lang.tool_name());
         }

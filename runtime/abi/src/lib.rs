@@ -18,6 +18,7 @@ pub mod context;
 pub mod fuzz;
 pub mod hooks;
 pub mod ids;
+pub mod lean;
 pub mod meta;
 pub mod params;
 pub mod sysserver;

@@ -13,6 +13,7 @@ use super::findings::{CompletedRun, FindingFeedback, Found};
 use super::input::SysInput;
 use super::mutators::{sys_mutator, I2SMutator};
 use super::trim::TrimStage;
+use crate::system::lean::SystemBuild;
 use crate::system::systest::NamedTest;
 use anyhow::{bail, Context as _, Result};
 use libafl::corpus::{Corpus, InMemoryCorpus, InMemoryOnDiskCorpus};
@@ -152,6 +153,9 @@ pub struct SysFuzzConfig {
     /// Run the program inside bubblewrap: the machine read-only, no network (fuzzed
     /// inputs can make a program do anything it can do).
     pub sandbox: bool,
+    /// Run the program's lean sibling when `trestle-cc` linked one that belongs to it
+    /// ([`crate::system::lean`]).
+    pub lean: bool,
 }
 
 /// What one slice of fuzzing did.
@@ -180,6 +184,8 @@ pub struct SysFuzzer {
     found: Arc<Mutex<Found>>,
     /// Corpus ids from here on are not reported yet.
     next_id: usize,
+    /// The build it runs.
+    build: SystemBuild,
 }
 
 /// The `.json` files in `dir`, sorted; none if it does not exist. An unreadable
@@ -243,6 +249,8 @@ impl SysFuzzer {
     /// found before are re-run (so they count as known) but not reported again.
     pub fn new(cfg: SysFuzzConfig) -> Result<SysFuzzer> {
         let (out, program, resumed) = prepare(&cfg)?;
+        let build = crate::system::lean::choose(&program, cfg.lean);
+        let program = build.path(&program).to_path_buf();
         let mut provider = UnixShMemProvider::new().map_err(lib).context("cannot use shared memory")?;
         let mut edges_map = provider.new_shmem(MAP_SIZE).map_err(lib).context("cannot create the edge map")?;
         let coverage_env = vec![
@@ -304,7 +312,7 @@ impl SysFuzzer {
             (Box::new(Parts { fuzzer, executor, stages: tuple_list!(trim, stage) }), None)
         };
         let mgr = SimpleEventManager::new(NopMonitor::new());
-        let mut f = SysFuzzer { engine, state, mgr, _edges_map: edges_map, _cmp_map: cmp_map, out, found, next_id: 0 };
+        let mut f = SysFuzzer { engine, state, mgr, _edges_map: edges_map, _cmp_map: cmp_map, out, found, next_id: 0, build };
         f.run_initial_corpus(&cfg, &resumed)?;
         f.check_started(&cfg.program)?;
         let limit = calibrated_limit(&f.corpus_times()?, cfg.timeout);
@@ -356,6 +364,11 @@ impl SysFuzzer {
             }
         }
         Ok(times)
+    }
+
+    /// The build it runs: the program's lean sibling, or the program and why.
+    pub fn build(&self) -> &SystemBuild {
+        &self.build
     }
 
     /// Where fuzzed runs stop (calibrated from the initial corpus; a run stopped

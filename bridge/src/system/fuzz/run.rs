@@ -51,6 +51,8 @@ pub struct Options {
     /// Run the program without bubblewrap (by default it sees the machine read-only,
     /// a private /tmp and no network, and writes only in its working directory).
     pub no_sandbox: bool,
+    /// Run the program itself, not its lean sibling.
+    pub no_lean: bool,
 }
 
 /// What `trestle sysfuzz` did.
@@ -74,6 +76,10 @@ pub struct SysFuzzReport {
     /// Of those, the runs that ran again and ended within --timeout: slow inputs,
     /// neither queue entries nor timeouts (as in AFL++).
     pub slow_runs: u64,
+    /// The build it ran: `lean` (the program's lean sibling) or `program`.
+    pub build: &'static str,
+    /// Why it ran the program itself (empty for the lean build).
+    pub build_note: String,
     /// Executions, the initial corpus included.
     pub executions: u64,
     /// Fuzzing time (after the initial corpus), seconds.
@@ -103,6 +109,7 @@ pub fn run(args: &Options) -> Result<SysFuzzReport> {
         cmplog: !args.no_cmplog,
         memory: if crate::validate::sandbox::is_sanitizer_build(&binary.path) { 0 } else { args.memory_mb << 20 },
         sandbox: !args.no_sandbox,
+        lean: !args.no_lean,
     };
     let n_seeds = cfg.seeds.len();
     crate::fuzz::bind_core(args.pin, args.no_pin)?;
@@ -116,6 +123,11 @@ pub fn run(args: &Options) -> Result<SysFuzzReport> {
         queue: 0,
         edges: 0,
         run_limit_ms: f.run_limit().as_millis() as u64,
+        build: f.build().kind(),
+        build_note: match f.build() {
+            crate::system::lean::SystemBuild::Program(why) => why.clone(),
+            crate::system::lean::SystemBuild::Lean(_) => String::new(),
+        },
         stopped_runs: 0,
         slow_runs: 0,
         executions: 0,
