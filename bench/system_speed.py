@@ -7,19 +7,23 @@
 Per subject, one after the other on one core (never two runs at once):
   trestle     `trestle sysfuzz --time T --json --no-cmplog` on a trestle-cc -O2 -g build,
               from the subject's own seeds (arguments, stdin and files vary): the
-              forkserver at the start of main; without CmpLog, as the aflpp column
-              (both count trimming executions, as afl-fuzz does);
+              forkserver at the start of main of the build's lean sibling (what
+              sysfuzz runs by default); without CmpLog, as the aflpp column (both
+              count trimming executions, as afl-fuzz does);
+  program     the same with --no-lean: the recording build itself (the whole
+              recording runtime in every forked child);
   spawn       the same with --no-forkserver: the program started for every test
               (what the forkserver saves);
   aflpp       afl-fuzz -V T on an afl-clang-fast -O2 -g build (Debian's afl++,
               forkserver, no CmpLog: its fastest; bound to a free core, as it does
               by default and as trestle does), the seeds' stdin (kvshell) or their
               input file behind fixed arguments with @@ (cut, sed);
-  roundtrip   the trestle build's forkserver driven by trestle's own executor alone:
+  roundtrip   the lean build's forkserver driven by trestle's own executor alone:
               `trestle exec --for T` on one fixed small test (per run a fresh
               directory with its stdin file, the request, fork, run, exit, wait, the
               outputs read back; no fuzzer): the floor of an execution through the
-              Rust executor. (Before, a Python copy of the forkserver protocol sent
+              Rust executor;
+  roundtrip-program  the same on the recording build. (Before, a Python copy of the forkserver protocol sent
               bare requests; the aflpp-roundtrip column still does that for AFL++'s
               protocol, which is AFL++'s, not ours.)
 The ratio is trestle / aflpp (medians). Results: bench/results/system-speed/<subject>-
@@ -43,7 +47,7 @@ SUBJECTS = {
     "cut": {"seeds": "tests/coreutils/cut/seeds", "afl": ["-d", ":", "-f", "1,3-", "@@"]},
     "sed": {"seeds": "tests/sed/seeds", "afl": ["-n", "-E", "s/([a-z]+) ([0-9]+)/\\2 \\1/gp", "@@"]},
 }
-COLUMNS = ["trestle", "spawn", "aflpp", "roundtrip", "aflpp-roundtrip"]
+COLUMNS = ["trestle", "program", "spawn", "aflpp", "roundtrip", "roundtrip-program", "aflpp-roundtrip"]
 
 
 def log(msg):
@@ -95,14 +99,23 @@ def afl_inputs(subject, dest):
     return n
 
 
-def run_trestle(prog, subject, secs, work, spawn):
+def run_trestle(prog, subject, secs, work, extra):
     out = Path(tempfile.mkdtemp(prefix="sysfuzz-", dir=work))
     cmd = [str(RELEASE / "trestle"), "sysfuzz", "--program", str(prog), "--seeds", str(REPO / SUBJECTS[subject]["seeds"]),
-           "--time", f"{secs}s", "--out", str(out / "o"), "--json", "--no-cmplog"] + (["--no-forkserver"] if spawn else [])
+           "--time", f"{secs}s", "--out", str(out / "o"), "--json", "--no-cmplog"] + extra
     r = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, check=True)
     d = json.loads(r.stdout)
     shutil.rmtree(out, ignore_errors=True)
-    return {"execs": d["executions"], "seconds": d["seconds"], "execs_per_sec": d["execs_per_sec"], "edges": d["edges"]}
+    return {"execs": d["executions"], "seconds": d["seconds"], "execs_per_sec": d["execs_per_sec"], "edges": d["edges"],
+            "build": d.get("build"), "build_note": d.get("build_note")}
+
+
+def lean_of(prog):
+    """The lean sibling trestle-cc links beside a program (trestle_abi::lean::sibling)."""
+    lean = prog.with_name(f".{prog.name}.trestle-lean")
+    if not lean.exists():
+        raise RuntimeError(f"{prog} has no lean sibling {lean}: built by an older trestle-cc?")
+    return lean
 
 
 def run_afl(prog, subject, secs, work, rep):
@@ -180,7 +193,8 @@ def run_roundtrip(prog, subject, secs, work):
     d = json.loads(r.stdout)
     if d["forked"] != d["executions"]:
         raise RuntimeError(f"{prog}: only {d['forked']} of {d['executions']} runs went through the forkserver")
-    return {"execs": d["executions"], "seconds": d["seconds"], "execs_per_sec": d["execs_per_sec"], "executor": "trestle exec"}
+    return {"execs": d["executions"], "seconds": d["seconds"], "execs_per_sec": d["execs_per_sec"], "executor": "trestle exec",
+            "build": "lean" if prog.name.endswith(".trestle-lean") else "program"}
 
 
 def run_afl_roundtrip(prog, subject, secs, work):
@@ -243,8 +257,11 @@ def run_profile(prog, subject, secs, work):
 
 def current(r):
     """Whether a result was measured as this script measures its column now: roundtrip
-    figures from before it went through `trestle exec` measured another thing."""
-    return r["column"] != "roundtrip" or r.get("executor") == "trestle exec"
+    figures from before it went through `trestle exec` measured another thing, and
+    trestle and roundtrip figures from before the lean build ran the recording build."""
+    if r["column"] in ("trestle", "roundtrip"):
+        return r.get("build") == "lean"
+    return r["column"] != "roundtrip-program" or r.get("executor") == "trestle exec"
 
 
 def table():
@@ -253,15 +270,16 @@ def table():
     out = ["# System-level fuzzing speed", "",
            "Executions per second, median (range) over repetitions, one run at a time on one core",
            "(`python3 bench/system_speed.py`). trestle: `trestle sysfuzz --no-cmplog` (forkserver started once",
-           "in bubblewrap); spawn: the same starting the program per test (and bubblewrap with it); aflpp:",
-           "afl-fuzz, afl-clang-fast build, no CmpLog; roundtrip: the trestle build's forkserver driven by",
+           "in bubblewrap) on the build's lean sibling, as sysfuzz runs it; program: the same with --no-lean,",
+           "on the recording build; spawn: the same starting the program per test (and bubblewrap with it);",
+           "aflpp: afl-fuzz, afl-clang-fast build, no CmpLog; roundtrip: the lean build's forkserver driven by",
            "trestle's Rust executor (`trestle exec --for`) on one fixed test, the first seed as AFL++ gets it",
            "(the floor of an execution through it: a fresh directory, stdin file and output files per run);",
-           "aflpp-roundtrip: the AFL++ build's forkserver alone (bare requests from Python) on the same test.",
-           "The roundtrip ratio compares the two executors on the same test; the other ratio compares whole",
-           "fuzzers, whose inputs differ. Each bound to one core.", "",
-           "| subject | trestle | spawn | aflpp | roundtrip | aflpp-roundtrip | trestle / aflpp | roundtrip ratio |",
-           "|---|---|---|---|---|---|---|---|"]
+           "roundtrip-program: the same on the recording build; aflpp-roundtrip: the AFL++ build's forkserver",
+           "alone (bare requests from Python) on the same test. The roundtrip ratio compares the two executors",
+           "on the same test; the other ratio compares whole fuzzers, whose inputs differ. Each bound to one core.", "",
+           "| subject | trestle | program | spawn | aflpp | roundtrip | roundtrip-program | aflpp-roundtrip | trestle / aflpp | roundtrip ratio |",
+           "|---|---|---|---|---|---|---|---|---|---|"]
     for s in SUBJECTS:
         cells, med = [], {}
         for c in COLUMNS:
@@ -318,12 +336,18 @@ def main():
                         continue
                     log(f"{s} {c} {rep}: {a.time} s")
                     if c == "trestle":
-                        r = run_trestle(tprog, s, a.time, a.work, False)
+                        r = run_trestle(tprog, s, a.time, a.work, [])
+                        if r["build"] != "lean":
+                            raise RuntimeError(f"sysfuzz did not run the lean build of {tprog}: {r['build_note']}")
+                    elif c == "program":
+                        r = run_trestle(tprog, s, a.time, a.work, ["--no-lean"])
                     elif c == "spawn":
-                        r = run_trestle(tprog, s, a.time, a.work, True)
+                        r = run_trestle(tprog, s, a.time, a.work, ["--no-forkserver", "--no-lean"])
                     elif c == "aflpp":
                         r = run_afl(aprog, s, a.time, a.work, rep)
                     elif c == "roundtrip":
+                        r = run_roundtrip(lean_of(tprog), s, min(a.time, 10), a.work)
+                    elif c == "roundtrip-program":
                         r = run_roundtrip(tprog, s, min(a.time, 10), a.work)
                     else:
                         r = run_afl_roundtrip(aprog, s, min(a.time, 10), a.work)
