@@ -332,6 +332,14 @@ mod tests {
     }
 
     #[test]
+    fn a_link_names_the_executable_it_writes_and_a_compile_none() {
+        assert_eq!(build_of(&["a.c", "-o", "bin/prog"]).output, Some(PathBuf::from("/W/bin/prog")));
+        assert_eq!(build_of(&["a.c", "-o", "/abs/prog"]).output, Some(PathBuf::from("/abs/prog")));
+        assert_eq!(build_of(&["a.c"]).output, Some(PathBuf::from("/W/a.out")));
+        assert_eq!(build_of(&["-c", "a.c", "-o", "a.o"]).output, None);
+    }
+
+    #[test]
     fn compile_at_o2_disables_passes_and_adds_line_tables() {
         let b = build_of(&[
             "-O2", "-Iinc", "-DX=1", "-fPIC", "-c", "src/a.c", "-o", "obj/a.o",
