@@ -225,14 +225,14 @@ def run_afl_roundtrip(prog, subject, secs, work):
     return r
 
 
-def run_profile(prog, subject, secs, work):
+def run_profile(prog, subject, secs, work, extra):
     """`perf record` of one `trestle sysfuzz` run: the share of all CPU samples (self
     time) per process (host: trestle; target: the program's server and children),
     kernel or user space, and per object; and the target's busiest kernel functions."""
     data = work / "perf.data"
     out = Path(tempfile.mkdtemp(prefix="sysfuzz-", dir=work))
     cmd = [str(RELEASE / "trestle"), "sysfuzz", "--program", str(prog), "--seeds", str(REPO / SUBJECTS[subject]["seeds"]),
-           "--time", f"{secs}s", "--out", str(out / "o"), "--no-cmplog"]
+           "--time", f"{secs}s", "--out", str(out / "o"), "--no-cmplog"] + extra
     subprocess.run(["perf", "record", "-q", "-o", str(data), "--", *cmd], check=True,
                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     shutil.rmtree(out, ignore_errors=True)
@@ -242,12 +242,14 @@ def run_profile(prog, subject, secs, work):
                            capture_output=True, text=True, check=True)
         return [l.split() for l in r.stdout.splitlines() if l.strip() and not l.startswith("#")]
     res = {"by_object": {}, "target_kernel_top": []}
+    lean = lean_of(prog).name
     for f in report("--sort", "comm,dso"):
         who = "host" if f[1] == "trestle" else "target"
-        obj = "kernel" if f[2] == "[kernel.kallsyms]" else ("the program" if who == "target" and f[2] == Path(prog).name else f[2])
+        obj = "kernel" if f[2] == "[kernel.kallsyms]" else ("the program" if who == "target" and f[2] in (Path(prog).name, lean) else f[2])
         key = f"{who}: {obj}"
         res["by_object"][key] = res["by_object"].get(key, 0.0) + float(f[0].rstrip("%"))
-    target = Path(prog).name[:15]  # the kernel keeps 15 characters of a command name
+    # The kernel keeps 15 characters of a command name; the lean build runs as itself.
+    target = (Path(prog).name if "--no-lean" in extra else lean)[:15]
     for f in report("--comm", target, "--dso", "[kernel.kallsyms]", "--sort", "sym", "--percentage", "absolute")[:8]:
         res["target_kernel_top"].append([f[-1], float(f[0].rstrip("%"))])
     if not os.environ.get("KEEP_PERF"):
@@ -265,7 +267,7 @@ def current(r):
 
 
 def table():
-    rows = [json.loads(p.read_text()) for p in sorted(RESULTS.glob("*.json")) if not p.stem.endswith("-profile")]
+    rows = [json.loads(p.read_text()) for p in sorted(RESULTS.glob("*.json")) if "-profile" not in p.stem]
     rows = [r for r in rows if current(r)]
     out = ["# System-level fuzzing speed", "",
            "Executions per second, median (range) over repetitions, one run at a time on one core",
@@ -293,14 +295,19 @@ def table():
         rt = f"{med['roundtrip'] / med['aflpp-roundtrip']:.2f}x" if "roundtrip" in med and "aflpp-roundtrip" in med else "–"
         out.append(f"| {s} | " + " | ".join(cells) + f" | {ratio} | {rt} |")
     out.append("")
-    profiles = {s: json.loads((RESULTS / f"{s}-profile.json").read_text()) for s in SUBJECTS
-                if (RESULTS / f"{s}-profile.json").exists()}
+    profiles = {}
+    for s in SUBJECTS:
+        for build, suffix in (("lean", ""), ("program", "-program")):
+            f = RESULTS / f"{s}-profile{suffix}.json"
+            if f.exists():
+                profiles[f"{s} ({build})"] = json.loads(f.read_text())
     if profiles:
         subs = list(profiles)
         out += ["## Where the time per execution goes", "",
                 "Share of all CPU samples (self time) of one `trestle sysfuzz --no-cmplog` run under `perf record`",
-                "(`--profile`), by process (host: trestle's fuzzer; target: the program's forkserver and its children)",
-                "and object. Below, the target's busiest kernel functions.", "",
+                "(`--profile`), on the lean build and on the recording build (`--no-lean`), by process (host:",
+                "trestle's fuzzer; target: the program's forkserver and its children) and object. Below, the",
+                "target's busiest kernel functions.", "",
                 "| process: object | " + " | ".join(subs) + " |", "|---|" + "---|" * len(subs)]
         keys = sorted({k for p in profiles.values() for k in p["by_object"]},
                       key=lambda k: -sum(p["by_object"].get(k, 0.0) for p in profiles.values()))
@@ -355,14 +362,15 @@ def main():
                     dest.write_text(json.dumps(r, indent=2))
                     log(f"{s} {c} {rep}: {r['execs_per_sec']:.0f} execs/s")
                     table()
-            dest = RESULTS / f"{s}-profile.json"
-            if a.profile and not dest.exists():
-                if shutil.which("perf"):
-                    log(f"{s}: profiling {min(a.time, 20)} s")
-                    dest.write_text(json.dumps(run_profile(tprog, s, min(a.time, 20), a.work), indent=2))
-                    table()
-                else:
-                    log("perf not found: no profile (apt-get install linux-perf)")
+            for suffix, extra in (("", []), ("-program", ["--no-lean"])):
+                dest = RESULTS / f"{s}-profile{suffix}.json"
+                if a.profile and not dest.exists():
+                    if shutil.which("perf"):
+                        log(f"{s}: profiling {min(a.time, 20)} s{' ' + ' '.join(extra) if extra else ''}")
+                        dest.write_text(json.dumps(run_profile(tprog, s, min(a.time, 20), a.work, extra), indent=2))
+                        table()
+                    else:
+                        log("perf not found: no profile (apt-get install linux-perf)")
     table()
     print((REPO / "bench" / "results" / "system-speed.md").read_text())
 
