@@ -18,12 +18,12 @@ Per subject, one after the other on one core (never two runs at once):
               forkserver, no CmpLog: its fastest; bound to a free core, as it does
               by default and as trestle does), the seeds' stdin (kvshell) or their
               input file behind fixed arguments with @@ (cut, sed);
-  roundtrip   the lean build's forkserver driven by trestle's own executor alone:
-              `trestle exec --for T` on one fixed small test (per run a fresh
-              directory with its stdin file, the request, fork, run, exit, wait, the
-              outputs read back; no fuzzer): the floor of an execution through the
-              Rust executor;
-  roundtrip-program  the same on the recording build. (Before, a Python copy of the forkserver protocol sent
+  roundtrip   the lean build on one fixed small test through the system fuzzer's own
+              executor, unmutated: `trestle sysfuzz --repeat-seeds --no-cmplog` with
+              that test as the only seed (per run its stdin file, the request, fork,
+              run, exit, wait, the edge map classified and compared, as for a fuzzed
+              input): what an execution costs the fuzzer apart from mutating;
+  roundtrip-program  the same on the recording build (--no-lean). (Before, a Python copy of the forkserver protocol sent
               bare requests; the aflpp-roundtrip column still does that for AFL++'s
               protocol, which is AFL++'s, not ours.)
 The ratio is trestle / aflpp (medians). Results: bench/results/system-speed/<subject>-
@@ -177,24 +177,22 @@ def timed(secs, once):
     return {"execs": n, "seconds": secs, "execs_per_sec": n / secs}
 
 
-def run_roundtrip(prog, subject, secs, work):
-    """The trestle build's forkserver through trestle's own executor: `trestle exec
-    --for` on the fixed test, bound to one core as `timed` binds the AFL++ round trip."""
+def run_roundtrip(prog, subject, secs, work, extra):
+    """The fixed test through the system fuzzer's executor, unmutated (`trestle sysfuzz
+    --repeat-seeds`, which binds itself to a free core as the fuzzers do)."""
     args, stdin = fixed_test(subject, work)
-    test = work / f"fixed-{subject}.json"
-    test.write_text(json.dumps({"args": args, "stdin": {"base64": base64.b64encode(stdin).decode()}}))
-    allowed = os.sched_getaffinity(0)
-    os.sched_setaffinity(0, {min(allowed)})  # inherited by trestle and the program
-    try:
-        r = subprocess.run([str(RELEASE / "trestle"), "exec", "--program", str(prog), str(test), "--for", f"{secs}s", "--json"],
-                           capture_output=True, text=True, check=True)
-    finally:
-        os.sched_setaffinity(0, allowed)
+    seeds = work / f"fixed-{subject}-seed"
+    shutil.rmtree(seeds, ignore_errors=True)
+    seeds.mkdir()
+    (seeds / "fixed.json").write_text(json.dumps({"args": args, "stdin": {"base64": base64.b64encode(stdin).decode()}}))
+    out = Path(tempfile.mkdtemp(prefix="sysfuzz-", dir=work))
+    cmd = [str(RELEASE / "trestle"), "sysfuzz", "--program", str(prog), "--seeds", str(seeds), "--time", f"{secs}s",
+           "--out", str(out / "o"), "--json", "--no-cmplog", "--repeat-seeds"] + extra
+    r = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, check=True)
+    shutil.rmtree(out, ignore_errors=True)
     d = json.loads(r.stdout)
-    if d["forked"] != d["executions"]:
-        raise RuntimeError(f"{prog}: only {d['forked']} of {d['executions']} runs went through the forkserver")
-    return {"execs": d["executions"], "seconds": d["seconds"], "execs_per_sec": d["execs_per_sec"], "executor": "trestle exec",
-            "build": "lean" if prog.name.endswith(".trestle-lean") else "program"}
+    return {"execs": d["executions"], "seconds": d["seconds"], "execs_per_sec": d["execs_per_sec"],
+            "executor": "sysfuzz --repeat-seeds", "build": d.get("build"), "build_note": d.get("build_note")}
 
 
 def run_afl_roundtrip(prog, subject, secs, work):
@@ -261,9 +259,11 @@ def current(r):
     """Whether a result was measured as this script measures its column now: roundtrip
     figures from before it went through `trestle exec` measured another thing, and
     trestle and roundtrip figures from before the lean build ran the recording build."""
+    if r["column"] in ("roundtrip", "roundtrip-program") and r.get("executor") != "sysfuzz --repeat-seeds":
+        return False
     if r["column"] in ("trestle", "roundtrip"):
         return r.get("build") == "lean"
-    return r["column"] != "roundtrip-program" or r.get("executor") == "trestle exec"
+    return True
 
 
 def table():
@@ -274,10 +274,10 @@ def table():
            "(`python3 bench/system_speed.py`). trestle: `trestle sysfuzz --no-cmplog` (forkserver started once",
            "in bubblewrap) on the build's lean sibling, as sysfuzz runs it; program: the same with --no-lean,",
            "on the recording build; spawn: the same starting the program per test (and bubblewrap with it);",
-           "aflpp: afl-fuzz, afl-clang-fast build, no CmpLog; roundtrip: the lean build's forkserver driven by",
-           "trestle's Rust executor (`trestle exec --for`) on one fixed test, the first seed as AFL++ gets it",
-           "(the floor of an execution through it: a fresh directory, stdin file and output files per run);",
-           "roundtrip-program: the same on the recording build; aflpp-roundtrip: the AFL++ build's forkserver",
+           "aflpp: afl-fuzz, afl-clang-fast build, no CmpLog; roundtrip: the lean build on one fixed test, the",
+           "first seed as AFL++ gets it, through the system fuzzer's executor unmutated (`sysfuzz --repeat-seeds`:",
+           "stdin file, request, fork, run, wait, edge map classified, per run); roundtrip-program: the same on",
+           "the recording build; aflpp-roundtrip: the AFL++ build's forkserver",
            "alone (bare requests from Python) on the same test. The roundtrip ratio compares the two executors",
            "on the same test; the other ratio compares whole fuzzers, whose inputs differ. Each bound to one core.", "",
            "| subject | trestle | program | spawn | aflpp | roundtrip | roundtrip-program | aflpp-roundtrip | trestle / aflpp | roundtrip ratio |",
@@ -353,9 +353,11 @@ def main():
                     elif c == "aflpp":
                         r = run_afl(aprog, s, a.time, a.work, rep)
                     elif c == "roundtrip":
-                        r = run_roundtrip(lean_of(tprog), s, min(a.time, 10), a.work)
+                        r = run_roundtrip(tprog, s, min(a.time, 10), a.work, [])
+                        if r["build"] != "lean":
+                            raise RuntimeError(f"sysfuzz did not run the lean build of {tprog}: {r['build_note']}")
                     elif c == "roundtrip-program":
-                        r = run_roundtrip(tprog, s, min(a.time, 10), a.work)
+                        r = run_roundtrip(tprog, s, min(a.time, 10), a.work, ["--no-lean"])
                     else:
                         r = run_afl_roundtrip(aprog, s, min(a.time, 10), a.work)
                     r.update({"subject": s, "column": c, "rep": rep, "time": a.time})

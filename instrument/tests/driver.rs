@@ -195,7 +195,9 @@ fn compile_and_link_in_one_step_leaves_no_temporaries() {
         .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
         .collect();
     names.sort();
-    assert_eq!(names, ["main.c", "prog", "util.c", "util.h"]);
+    // The program and its lean sibling are outputs; nothing else is left.
+    assert_eq!(names, [".prog.trestle-lean", "main.c", "prog", "util.c", "util.h"]);
+    assert_eq!(run_program(d, ".prog.trestle-lean", &["x"]), "hello, x 10\n", "the lean build runs as the program does");
 }
 
 #[test]

@@ -174,7 +174,7 @@ int main(int argc, char **argv) {
 
 #[test]
 fn a_unit_whose_extents_overlap_is_an_error_naming_the_unit() {
-    use trestle_abi::{unit::Unit, ExtentKind};
+    use trestle_abi::ExtentKind;
     let dir = tempfile::tempdir().unwrap();
     let (units, files) = carved(dir.path(), "counted", COUNTED);
     // Give a unit a second copy of a global it holds: both would be restored at the

@@ -497,6 +497,12 @@ fn the_system_fuzzer_runs_the_lean_sibling_only_while_it_belongs_to_the_program(
     assert_eq!(report["build"], "lean", "{report}");
     assert!(!report["crashes"].as_array().unwrap().is_empty(), "no crash on the lean build in 60 s: {report}");
 
+    // --repeat-seeds runs the seed unmutated through the same executor: many runs,
+    // nothing new, no crash.
+    let rep = sysfuzz(&prog, &seeds, &dir.path().join("rep"), "2s", &["--repeat-seeds"]);
+    assert!(num(&rep, "executions") > 100 && num(&rep, "queue") == 1, "{rep}");
+    assert!(rep["crashes"].as_array().unwrap().is_empty(), "{rep}");
+
     let off = sysfuzz(&prog, &seeds, &dir.path().join("off"), "1s", &["--no-lean"]);
     assert_eq!(off["build"], "program", "{off}");
 

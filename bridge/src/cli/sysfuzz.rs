@@ -65,6 +65,12 @@ pub struct SysFuzzArgs {
     /// to fork; used whenever it belongs to the program).
     #[arg(long)]
     pub no_lean: bool,
+    /// Do not fuzz: run the seeds round-robin, unmutated, for --time, each as a fuzzed
+    /// input runs, and report the executions per second (what an execution costs the
+    /// fuzzer apart from mutating; `trestle exec --for` measures the validation
+    /// executor instead).
+    #[arg(long)]
+    pub repeat_seeds: bool,
 }
 
 impl SysFuzzArgs {
@@ -87,6 +93,7 @@ impl SysFuzzArgs {
             no_pin: self.no_pin,
             no_sandbox: self.no_sandbox,
             no_lean: self.no_lean,
+            repeat_seeds: self.repeat_seeds,
         }
     }
 }

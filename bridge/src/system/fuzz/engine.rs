@@ -408,6 +408,26 @@ impl SysFuzzer {
         self.report(before)
     }
 
+    /// Run `tests` round-robin, unmutated, for about `d`, each as a fuzzed input runs
+    /// (the executor, the observers, the feedbacks): what an execution costs the
+    /// fuzzer apart from mutating. The executions it made.
+    pub fn repeat_for(&mut self, tests: &[NamedTest], d: Duration) -> Result<u64> {
+        let inputs: Vec<SysInput> = tests.iter().map(|t| SysInput::from_test(&t.test)).collect();
+        let (before, end) = (self.executions(), Instant::now() + d);
+        if inputs.is_empty() {
+            return Ok(0);
+        }
+        'outer: loop {
+            for input in &inputs {
+                self.engine.evaluate(&mut self.state, &mut self.mgr, input).map_err(lib)?;
+                if Instant::now() >= end {
+                    break 'outer;
+                }
+            }
+        }
+        Ok(self.executions() - before)
+    }
+
     fn report(&mut self, executions_before: u64) -> Result<SliceReport> {
         let mut new_queue = Vec::new();
         let mut next = self.next_id;

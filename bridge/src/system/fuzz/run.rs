@@ -53,6 +53,8 @@ pub struct Options {
     pub no_sandbox: bool,
     /// Run the program itself, not its lean sibling.
     pub no_lean: bool,
+    /// Run the seeds round-robin without mutating them (the executor's speed).
+    pub repeat_seeds: bool,
 }
 
 /// What `trestle sysfuzz` did.
@@ -112,6 +114,7 @@ pub fn run(args: &Options) -> Result<SysFuzzReport> {
         lean: !args.no_lean,
     };
     let n_seeds = cfg.seeds.len();
+    let seeds = if args.repeat_seeds { cfg.seeds.clone() } else { Vec::new() };
     crate::fuzz::bind_core(args.pin, args.no_pin)?;
     let mut f = SysFuzzer::new(cfg)?;
     let initial = f.take_report()?;
@@ -139,9 +142,12 @@ pub fn run(args: &Options) -> Result<SysFuzzReport> {
     };
     let start = Instant::now();
     let end = start + args.time;
+    if args.repeat_seeds {
+        f.repeat_for(&seeds, args.time)?;
+    }
     loop {
         let now = Instant::now();
-        if now >= end || (args.stop_on_crash && !report.crashes.is_empty()) {
+        if args.repeat_seeds || now >= end || (args.stop_on_crash && !report.crashes.is_empty()) {
             break;
         }
         let slice = f.fuzz_for((end - now).min(Duration::from_secs(1)))?;
