@@ -43,6 +43,9 @@ const MAX_WRITE: u64 = 64 << 20;
 /// known place costs only the short limit.
 pub struct SysExecutor<OT> {
     program: PathBuf,
+    /// `argv[0]` of every run: the program the user gave, also when `program` is its
+    /// lean sibling (a program may print or dispatch on its own name).
+    argv0: PathBuf,
     /// Working directories and the stdin file, in memory where possible; removed
     /// with the executor.
     work: tempfile::TempDir,
@@ -127,6 +130,7 @@ impl<OT> SysExecutor<OT> {
             limits,
             bwrap,
             program: program.to_path_buf(),
+            argv0: std::fs::canonicalize(&cfg.program).unwrap_or_else(|_| program.to_path_buf()),
             work: systest::scratch_dir("trestle-sysfuzz-")?,
             limit: timeout,
             hang: timeout,
@@ -153,7 +157,11 @@ impl<OT> SysExecutor<OT> {
     fn command(&self) -> Command {
         let mut cmd = match &self.bwrap {
             Some(bwrap) => crate::validate::sandbox::bwrap_command(bwrap, &self.program, &[], &[self.work.path()], true),
-            None => Command::new(&self.program),
+            None => {
+                let mut c = Command::new(&self.program);
+                c.arg0(&self.argv0);
+                c
+            }
         };
         // A fuzzed run is a plain run: never recording, replaying or serving units.
         cmd.env_remove(trestle_abi::hooks::ENV_TRACE_DIR)
@@ -316,6 +324,7 @@ impl<OT> SysExecutor<OT> {
     pub(super) fn with_observers<OT2>(self, observers: OT2) -> SysExecutor<OT2> {
         SysExecutor {
             program: self.program,
+            argv0: self.argv0,
             work: self.work,
             limit: self.limit,
             hang: self.hang,
@@ -348,7 +357,7 @@ impl<OT> SysExecutor<OT> {
             return Ok(None);
         }
         let server = self.server.as_mut().expect("started above");
-        let mut argv: Vec<&[u8]> = vec![self.program.as_os_str().as_bytes()];
+        let mut argv: Vec<&[u8]> = vec![self.argv0.as_os_str().as_bytes()];
         argv.extend(input.args.iter().map(Vec::as_slice));
         let env: Vec<(&[u8], &[u8])> = input.env.iter().map(|(k, v)| (k.as_bytes(), v.as_bytes())).collect();
         let cwd = std::path::absolute(dir)?;
