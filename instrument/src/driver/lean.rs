@@ -25,11 +25,10 @@ pub(super) fn link(runner: &Runner, link: &[OsString], output: &Path, tmp: &Path
         return;
     }
     // Only a regular file has a sibling (not `-o /dev/null`).
-    let Ok(bytes) = std::fs::read(output).map_err(drop).and_then(|b| {
-        std::fs::metadata(output).map_err(drop)?.is_file().then_some(b).ok_or(())
-    }) else {
+    if !std::fs::metadata(output).is_ok_and(|m| m.is_file()) {
         return;
-    };
+    }
+    let Ok(bytes) = std::fs::read(output) else { return };
     let id: String = trestle_abi::lean::build_id(&bytes).iter().map(|b| format!("{b:02x}")).collect();
     let archive = tmp.join("libtrestle_lean.a");
     if let Err(e) = std::fs::write(&archive, ARCHIVE) {
