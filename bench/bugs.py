@@ -939,9 +939,10 @@ def afl_seeds(subj, dest):
     return sorted(seen), dropped
 
 
-def afl_crashes(crash_dir, cfg, trestle, plain, scratch):
+def afl_crashes(crash_dir, subj, trestle, plain, scratch):
     """Classify every file of AFL++'s crashes/ on the plain build: (bug times, other
     crashes, unreproduced, all crashes)."""
+    cfg = SUBJECTS[subj]
     files = sorted(p for p in crash_dir.glob("id:*"))
     tests, meta = [], []
     for p in files:
@@ -1010,7 +1011,7 @@ def afl_run(task, a, work, bin_dir, builds):
               "queue_from_colorization": ops.get("colorization", 0), "queue_by_op": ops,
               "dict_tokens": int((re.search(r"Loaded (\d+) extra tokens", logtext) or [0, 0])[1]),
               "fuzzer_stats_command_line": stats.get("command_line")}
-    found, others, unreproduced, crashes = afl_crashes(out / "crashes", cfg, bin_dir / "trestle", builds["plain"],
+    found, others, unreproduced, crashes = afl_crashes(out / "crashes", subj, bin_dir / "trestle", builds["plain"],
                                                        d / "validate")
     execs = int(stats.get("execs_done", 0) or 0)
     return {
