@@ -9,8 +9,10 @@ use trestle_bridge::roadblocks::BranchTable;
 use trestle_tests::*;
 
 /// A line protocol whose `check` command guards a large block behind a checksum no
-/// seed matches (and no mutation finds by chance), and a larger one behind a setting
-/// from the environment that no input of `check` changes.
+/// seed matches (and no mutation finds by chance); a larger one behind a mode the
+/// input sets (`mode N`) but no parameter of `check` carries (the mode is not a value
+/// of the input: N * 7 + 3, with a bit set); and the largest behind a level only the
+/// environment sets, which no input changes.
 const SOURCE: &str = r#"
 #include <stdio.h>
 #include <stdlib.h>
@@ -24,9 +26,35 @@ static unsigned checksum(const char *s) {
 
 static int table[64];
 static int mode = 977;
+static int level = 2;
 
 static int check(const char *word, int n) {
     int total = 0;
+    if (level > 9) {  /* SETTING */
+        for (int i = 0; i < n && i < 64; i++) {
+            if (table[i] > 9) total += table[i] * 5;
+            else if (table[i] == 6) total -= 3;
+            else if (table[i] == 4) total |= 2;
+            else if (table[i] == 2) total *= 3;
+            else if (table[i] == 8) total /= 2;
+            else total ^= i * 5;
+            if (total > 8192) break;
+        }
+        if (total > 2000) puts("enormous");
+        else if (total > 900) puts("grand");
+        else if (total > 400) puts("fair");
+        else if (total < -9) puts("sunk");
+        else if (total == 9) puts("nine");
+        else puts("plain");
+        if (n == 60) printf("%d\n", total);
+        if (n == 61) table[3] = total;
+        if (n == 62) table[4] = -total;
+        if (n == 63) fputs("sixty-three\n", stderr);
+        if (n == 64) table[5] ^= total;
+        if (n == 65) puts("level");
+        if (n == 66) table[6] += total;
+        if (n == 67) table[7] -= total;
+    }
     if (mode == 4242) {  /* CONFIG */
         for (int i = 0; i < n && i < 64; i++) {
             if (table[i] > 7) total += table[i] * 3;
@@ -64,12 +92,13 @@ static int check(const char *word, int n) {
 
 int main(void) {
     char line[256];
-    const char *m = getenv("GATE_MODE");
-    if (m) mode = atoi(m);
+    const char *l = getenv("GATE_LEVEL");
+    if (l) level = atoi(l);
     while (fgets(line, sizeof line, stdin)) {
         char word[64];
         int n = 0;
         if (sscanf(line, "check %63s %d", word, &n) == 2) printf("%d\n", check(word, n));
+        else if (strncmp(line, "mode ", 5) == 0) mode = (atoi(line + 5) * 7 + 3) | 0x10000;
         else if (strncmp(line, "set ", 4) == 0) { int i = atoi(line + 4) & 63; table[i]++; }
     }
     return 0;
@@ -117,7 +146,7 @@ fn a_bridge_campaign_fuzzes_units_at_the_system_fuzzers_roadblock() {
     let dir = tempfile::tempdir().unwrap();
     let program = build_c(dir.path(), "gate", SOURCE, "-O2");
     let seeds = dir.path().join("seeds");
-    write_test(&seeds, "check", &json!({ "stdin": "set 1\nset 2\nset 2\ncheck hello 5\ncheck world 2\n" }));
+    write_test(&seeds, "check", &json!({ "stdin": "mode 4\nset 1\nset 2\nset 2\ncheck hello 5\ncheck world 2\n" }));
     let out = dir.path().join("bridge");
     let o = run(&mut trestle(&[&"run", &"--program", &program, &"--seeds", &seeds, &"--time", &"40s", &"--out", &out, &"--plain"]));
     let log = String::from_utf8_lossy(&o.stderr);
@@ -134,15 +163,26 @@ fn a_bridge_campaign_fuzzes_units_at_the_system_fuzzers_roadblock() {
         "no unit fuzzed at the roadblock: {}\n{log}",
         c["roadblocks"]
     );
-    // The setting's gate promises more code, but no parameter of a `check` unit moves
-    // what it compares: probed, passed over, never fuzzed.
+    // The mode's gate promises more code than the checksum, and the input moves what
+    // it compares, but no parameter of a `check` unit does: probed, passed over,
+    // never fuzzed.
     let config = format!("gate.c:{}", line_of("CONFIG"));
-    assert!(rows.iter().any(|r| r["line"] == line_of("CONFIG")), "the setting's gate is a roadblock: {listed}");
+    assert!(rows.iter().any(|r| r["line"] == line_of("CONFIG")), "the mode's gate is a roadblock: {listed}");
     let probes = c["roadblocks"]["probes"].as_array().unwrap();
     let probed_config: Vec<&Value> = probes.iter().filter(|p| p["location"].as_str().is_some_and(|l| l.ends_with(&config))).collect();
-    assert!(!probed_config.is_empty() && probed_config.iter().all(|p| p["worth"] == false), "the setting's gate was not probed, or passed: {probes:#?}");
+    assert!(!probed_config.is_empty() && probed_config.iter().all(|p| p["worth"] == false), "the mode's gate was not probed, or passed: {probes:#?}");
     assert!(probed_config.iter().any(|p| p["verdict"].as_str().unwrap().contains("do not change")), "{probed_config:#?}");
     assert!(!attempts.iter().any(|a| a["location"].as_str().is_some_and(|l| l.ends_with(&config))), "fuzzed at a gate its parameters do not decide: {attempts:#?}");
+    // The system fuzzer's tracing runs saw the checksum and the mode change with the
+    // input, and the level never: the level's gate, though it promises the most code,
+    // is not probed first (a setting, not a value of the input).
+    let operands = |l: u32| rows.iter().find(|r| r["line"] == l).map(|r| r["operands"].clone());
+    assert_eq!(operands(line), Some(json!("vary")), "{listed}");
+    assert_eq!(operands(line_of("CONFIG")), Some(json!("vary")), "{listed}");
+    assert_eq!(operands(line_of("SETTING")), Some(json!("constant")), "{listed}");
+    assert_eq!(rows[0]["line"], line_of("SETTING"), "the level's gate promises the most code: {listed}");
+    let setting = format!("gate.c:{}", line_of("SETTING"));
+    assert!(!probes[0]["location"].as_str().unwrap().ends_with(&setting), "the level's gate was probed first: {probes:#?}");
     assert!(
         probes.iter().any(|p| p["worth"] == true && p["location"].as_str().is_some_and(|l| l.ends_with(&format!("gate.c:{line}")))),
         "the checksum's unit was not found deciding it: {probes:#?}"

@@ -242,6 +242,22 @@ impl<'a> Reach<'a> {
     }
 }
 
+/// How much a roadblock's comparison makes it worth a unit: its operands seen to
+/// change across the system fuzzer's tracing runs (`varies`: the input decides them,
+/// and a unit whose parameters carry the input may too) four times; seen, but always
+/// the same (a setting: sed's roadblocks in a 10-minute campaign were the locale's
+/// `mb_cur_max > 1` and a flag no entry set, and all 74 units probed there were passed
+/// over) a quarter; a comparison not logged yet half again (input-to-state may solve
+/// it); a branch without one (a plain truth value) as it is.
+pub(super) fn operand_weight(has_cmp: bool, varies: Option<bool>) -> f64 {
+    match (has_cmp, varies) {
+        (_, Some(true)) => 4.0,
+        (_, Some(false)) => 0.25,
+        (true, None) => 1.5,
+        (false, None) => 1.0,
+    }
+}
+
 /// The best candidate so far, by score.
 #[derive(Default)]
 struct Best(Option<(f64, Pick)>);
@@ -255,10 +271,12 @@ impl Best {
 }
 
 impl Runner {
-    /// What a roadblock promises before any try: its score, half again for a branch
-    /// decided by a comparison whose operands CmpLog sees (input-to-state can solve it).
+    /// What a roadblock promises before any try: its score, weighted by what the
+    /// system fuzzer's tracing runs saw of the comparison deciding it
+    /// ([`operand_weight`]).
     pub(super) fn promise(&self, rb: &Roadblock) -> f64 {
-        rb.score * if self.branches.branches[rb.branch].cmp.is_some() { 1.5 } else { 1.0 }
+        let cmp = self.branches.branches[rb.branch].cmp;
+        rb.score * operand_weight(cmp.is_some(), cmp.and_then(|id| self.sys.operands_vary(id)))
     }
 
     /// The next unit to fuzz: a changed function's first; then, but for every

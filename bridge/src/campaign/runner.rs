@@ -475,6 +475,12 @@ impl Runner {
                     "case": b.directions[r.missing].case,
                     "behind": b.directions[r.missing].behind,
                     "score": r.score,
+                    "operands": match b.cmp.map(|id| self.sys.operands_vary(id)) {
+                        None => "no comparison",
+                        Some(None) => "not logged yet",
+                        Some(Some(true)) => "vary",
+                        Some(Some(false)) => "constant",
+                    },
                     "attempts": self.c.roadblocks.attempts.iter().filter(|a| a.key == key).count(),
                 })
             })

@@ -12,6 +12,7 @@ use super::executor::SysExecutor;
 use super::findings::{CompletedRun, FindingFeedback, Found};
 use super::input::SysInput;
 use super::mutators::{sys_mutator, I2SMutator};
+use super::operands::{OperandVariation, OperandWatch};
 use super::trim::TrimStage;
 use crate::system::lean::SystemBuild;
 use crate::system::systest::NamedTest;
@@ -307,7 +308,9 @@ impl SysFuzzer {
             let (tracer, map) = cmplog_tracer(&mut provider, &program, &cfg, coverage_env, bwrap)?;
             // One to four replacements at a time (each scans the input).
             let i2s = StdMutationalStage::with_max_iterations(HavocScheduledMutator::with_max_stack_pow(tuple_list!(I2SMutator), 2), per_pick);
-            (Box::new(Parts { fuzzer, executor, stages: tuple_list!(trim, TracingStage::new(tracer), i2s, stage) }), Some(map))
+            // SAFETY: the CmpLog map lives in the SysFuzzer, dropped after the engine.
+            let watch = unsafe { OperandWatch::new(map.as_ptr() as *const CmpLogMap) };
+            (Box::new(Parts { fuzzer, executor, stages: tuple_list!(trim, TracingStage::new(tracer), watch, i2s, stage) }), Some(map))
         } else {
             (Box::new(Parts { fuzzer, executor, stages: tuple_list!(trim, stage) }), None)
         };
@@ -473,6 +476,13 @@ impl SysFuzzer {
             .named_metadata_map()
             .get::<MapFeedbackMetadata<u8>>("edges")
             .map_or_else(Vec::new, |m| m.history_map.iter().map(|&v| v > 0).collect())
+    }
+
+    /// Whether the operands of the comparison logged under CmpLog id `cmp` changed
+    /// across the traced runs so far (the input decides them), or never did (a
+    /// setting); `None` if no traced run logged it (or CmpLog is off).
+    pub fn operands_vary(&self, cmp: u32) -> Option<bool> {
+        self.state.metadata::<OperandVariation>().ok()?.varies(cmp)
     }
 
     /// The queue entry the scheduler rates best (smallest and fastest) among those

@@ -21,7 +21,8 @@
 //!
 //! Where things are: the input (`input`), running it (`executor`), keeping crashes
 //! and timeouts (`findings`), changing inputs (`mutators`, with the `dictionary` they
-//! insert from, and `trim` for queue entries), the loop and its settings (`engine`),
+//! insert from, and `trim` for queue entries), which comparisons the input moves
+//! (`operands`), the loop and its settings (`engine`),
 //! and the `trestle sysfuzz` command (`run`).
 
 mod dictionary;
@@ -30,6 +31,7 @@ mod executor;
 mod findings;
 mod input;
 mod mutators;
+mod operands;
 mod run;
 mod trim;
 
