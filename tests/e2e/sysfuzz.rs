@@ -483,6 +483,20 @@ fn guard_dump(program: &Path) -> Vec<u8> {
 /// numbered alike), a runtime of kilobytes, tied to the program by its build id. The
 /// system fuzzer runs it, finds the planted bug there, and runs the program itself
 /// when the sibling is stale, missing or turned off, saying why.
+/// Aborts when its own name is not the program's: what a program that dispatches on
+/// `argv[0]` or prints it would get wrong.
+const NAMED: &str = r#"
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+int main(int argc, char **argv) {
+    char line[64];
+    if (strstr(argv[0], "trestle-lean")) abort();
+    while (fgets(line, sizeof line, stdin)) fputs(line, stdout);
+    return 0;
+}
+"#;
+
 #[test]
 fn the_system_fuzzer_runs_the_lean_sibling_only_while_it_belongs_to_the_program() {
     let dir = tempfile::tempdir().unwrap();
@@ -505,6 +519,17 @@ fn the_system_fuzzer_runs_the_lean_sibling_only_while_it_belongs_to_the_program(
 
     let off = sysfuzz(&prog, &seeds, &dir.path().join("off"), "1s", &["--no-lean"]);
     assert_eq!(off["build"], "program", "{off}");
+
+    // Every run of the lean build is named as the program the user gave, in its
+    // forkserver and, sandboxed or not, when it is started for every run.
+    let named = build_c(dir.path(), "named", NAMED, "-O2");
+    assert!(dir.path().join(".named.trestle-lean").exists());
+    for extra in [&[][..], &["--no-forkserver"][..], &["--no-forkserver", "--no-sandbox"][..]] {
+        let r = sysfuzz(&named, &seeds, &dir.path().join(format!("named{}", extra.len())), "3s", extra);
+        assert_eq!(r["build"], "lean", "{extra:?}: {r}");
+        assert!(num(&r, "executions") > 20, "{extra:?}: {r}");
+        assert!(r["crashes"].as_array().unwrap().is_empty(), "{extra:?}: a run saw the sibling's name as argv[0]: {r}");
+    }
 
     // Rebuilt without a sibling, then the old one put back: stale.
     let stale = dir.path().join("stale");

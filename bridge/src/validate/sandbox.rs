@@ -199,9 +199,17 @@ pub fn find_bwrap(what: &str) -> Result<PathBuf> {
 /// namespace stays trestle's, so that a hung child's process group can be killed from
 /// outside by the pid the server reports.
 pub fn bwrap_command(bwrap: &Path, program: &Path, ro: &[&Path], rw: &[&Path], share_ipc: bool) -> Command {
+    bwrap_command_as(bwrap, program, program, ro, rw, share_ipc)
+}
+
+/// [`bwrap_command`] running the executable `file` under the path `name`, mounted
+/// there: the program's `argv[0]` (and `/proc/self/exe`) is `name`, as when the lean
+/// sibling runs for the program the user gave (bubblewrap 0.8 has no `--argv0`).
+pub fn bwrap_command_as(bwrap: &Path, file: &Path, name: &Path, ro: &[&Path], rw: &[&Path], share_ipc: bool) -> Command {
     let mut c = Command::new(bwrap);
     c.args(["--ro-bind", "/", "/", "--dev", "/dev", "--tmpfs", "/tmp"]);
-    for p in std::iter::once(&program).chain(ro) {
+    c.arg("--ro-bind").arg(file).arg(name);
+    for p in ro {
         c.arg("--ro-bind").arg(p).arg(p);
     }
     for p in rw {
@@ -211,7 +219,7 @@ pub fn bwrap_command(bwrap: &Path, program: &Path, ro: &[&Path], rw: &[&Path], s
     if !share_ipc {
         c.arg("--unshare-ipc");
     }
-    c.args(["--die-with-parent", "--new-session", "--"]).arg(program);
+    c.args(["--die-with-parent", "--new-session", "--"]).arg(name);
     c
 }
 

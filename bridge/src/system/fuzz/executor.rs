@@ -156,7 +156,8 @@ impl<OT> SysExecutor<OT> {
     /// sharing trestle's System V IPC for the coverage map).
     fn command(&self) -> Command {
         let mut cmd = match &self.bwrap {
-            Some(bwrap) => crate::validate::sandbox::bwrap_command(bwrap, &self.program, &[], &[self.work.path()], true),
+            // The lean sibling mounted at the program's path, so it runs under that name.
+            Some(bwrap) => crate::validate::sandbox::bwrap_command_as(bwrap, &self.program, &self.argv0, &[], &[self.work.path()], true),
             None => {
                 let mut c = Command::new(&self.program);
                 c.arg0(&self.argv0);
