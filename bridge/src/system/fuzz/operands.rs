@@ -69,10 +69,15 @@ impl OperandWatch {
     }
 }
 
-/// Read every comparison `map` logged into `into`.
+/// Read every comparison `map` logged into `into` (but those already seen to vary:
+/// nothing more can be learnt of them, and the stage runs on every pick).
 pub(super) fn note_map(map: &CmpLogMap, into: &mut OperandVariation) {
     for id in 0..map.len() {
-        for k in 0..map.usable_executions_for(id) {
+        let logged = map.usable_executions_for(id);
+        if logged == 0 || into.varied.contains(&(id as u32)) {
+            continue;
+        }
+        for k in 0..logged {
             if let Some(v) = map.values_of(id, k) {
                 into.note(id as u32, operands_hash(&v));
             }
