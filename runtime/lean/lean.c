@@ -110,6 +110,27 @@ static struct cmp_map *cmp_map;
 /* Cleared while a hook writes, as LibAFL's hooks do (a hook must not recurse). */
 static int cmplog_on;
 
+/* Past LibAFL's map, when the host's segment has room (it makes one of AFL++'s
+ * size): per comparison, a 256-bit set of every operand pair it saw in the run. The
+ * map keeps a hot comparison's last 32 only; with the set the host can tell whether
+ * a changed input changed anything it saw (trestle_abi::lean::CMPLOG_SEEN_WORDS). */
+#define SEEN_WORDS TRESTLE_CMPLOG_SEEN_WORDS
+static uint64_t (*cmp_seen)[SEEN_WORDS];
+
+static uint64_t mix(uint64_t x) {
+  x ^= x >> 31;
+  x *= 0x7fb5d329728ea185ull;
+  x ^= x >> 27;
+  x *= 0x81dadef4bc2dd44dull;
+  return x ^ (x >> 33);
+}
+
+static void note_seen(uintptr_t k, uint64_t h) {
+  if (!cmp_seen) return;
+  unsigned bit = (unsigned)(mix(h) & (SEEN_WORDS * 64 - 1));
+  cmp_seen[k & (CMPLOG_W - 1)][bit / 64] |= 1ull << (bit % 64);
+}
+
 static void log_operands(uintptr_t k, uint8_t size, uint64_t a, uint64_t b, uint8_t a_is_const) {
   if (!cmplog_on || size == 0) return;
   cmplog_on = 0;
@@ -130,6 +151,7 @@ static void log_operands(uintptr_t k, uint8_t size, uint64_t a, uint64_t b, uint
   o->v0 = a;
   o->v1 = b;
   o->v0_is_const = a_is_const;
+  note_seen(k, mix(a) ^ b);
   cmplog_on = 1;
 }
 
@@ -188,20 +210,31 @@ EXPORT void __trestle_cmp_routine(uint64_t id, const uint8_t *a, const uint8_t *
   }
   memcpy(cmp_map->vals.routines[k][hit].v0, va, CMPLOG_RTN_LEN);
   memcpy(cmp_map->vals.routines[k][hit].v1, vb, CMPLOG_RTN_LEN);
+  uint64_t hv = 0;
+  for (size_t i = 0; i < CMPLOG_RTN_LEN; i++) hv = mix(hv ^ va[i]) + vb[i];
+  note_seen(k, hv);
   cmplog_on = 1;
 }
 
 /* ------------------------------------------------------------ shared memory */
 
-static void *attach(const char *var) {
+/* The segment named by `var`, and its size. */
+static void *attach_sized(const char *var, size_t *size) {
   const char *id = getenv(var);
   if (!id) return NULL;
+  struct shmid_ds ds;
+  *size = shmctl(atoi(id), IPC_STAT, &ds) == 0 ? ds.shm_segsz : 0;
   void *p = shmat(atoi(id), NULL, 0);
   if (p == (void *)-1) {
     fprintf(stderr, "trestle lean runtime: cannot attach %s=%s: %s\n", var, id, strerror(errno));
     return NULL;
   }
   return p;
+}
+
+static void *attach(const char *var) {
+  size_t size;
+  return attach_sized(var, &size);
 }
 
 /* The host's edge map (if it is large enough for every edge) and CmpLog map. */
@@ -215,9 +248,11 @@ static void attach_maps(void) {
   }
   uint8_t *map = attach(TRESTLE_ENV_AFL_SHM_ID);
   if (map) __afl_area_ptr = map;
-  struct cmp_map *cmp = attach(TRESTLE_ENV_AFL_CMPLOG_SHM_ID);
+  size_t cmp_size = 0;
+  struct cmp_map *cmp = attach_sized(TRESTLE_ENV_AFL_CMPLOG_SHM_ID, &cmp_size);
   if (cmp) {
     cmp_map = cmp;
+    if (cmp_size >= sizeof(struct cmp_map) + sizeof(uint64_t[CMPLOG_W][SEEN_WORDS])) cmp_seen = (void *)(cmp + 1);
     cmplog_on = 1;
   }
 }

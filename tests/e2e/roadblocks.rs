@@ -335,3 +335,72 @@ fn where_units_add_nothing_the_bridge_gives_them_the_floor_and_finds_the_bug_at_
     assert_eq!(units["found"].as_f64().unwrap(), 0.0, "units found something here: {}", c["schedule"]);
     assert!(log.contains("the schedule ended giving units 10% of the time"), "{log}");
 }
+
+/// A store whose every record is of kind 1, a value set inside the program (the
+/// `volatile` keeps the compiler from knowing it), with a defensive block for any
+/// other kind. The seed's `1` is where a unit's kind parameter maps to by chance: in
+/// the harness the kind decides the branch, at system level no input does.
+const KINDS: &str = r#"
+#include <stdio.h>
+#include <string.h>
+
+volatile int record_kind = 1;
+static int table[32];
+
+__attribute__((noinline)) int store(const char *word, int n, int kind) {
+    int total = 0;
+    if (kind != 1) {  /* DEFENSIVE */
+        for (int i = 0; i < 32; i++) {
+            if (table[i] > 7) total += table[i] * 3;
+            else if (table[i] == 5) total -= 2;
+            else if (table[i] == 1) total |= 1;
+            else total ^= i * 7;
+        }
+        if (total > 1000) puts("huge");
+        else if (total > 500) puts("large");
+        else if (total < -5) puts("negative");
+        else puts("modest");
+        fputs("record of an unknown kind\n", stderr);
+        return -1;
+    }
+    total = word[0] * 3 + word[1];
+    table[n & 31] += total & 15;
+    return total;
+}
+
+int main(void) {
+    char line[256];
+    while (fgets(line, sizeof line, stdin)) {
+        char word[64];
+        int n = 0;
+        if (sscanf(line, "store %63s %d", word, &n) == 2) printf("%d\n", store(word, n, record_kind));
+    }
+    return 0;
+}
+"#;
+
+#[test]
+fn a_unit_whose_parameter_decides_the_branch_only_in_the_harness_is_not_fuzzed_there() {
+    let dir = tempfile::tempdir().unwrap();
+    let program = build_c(dir.path(), "kinds", KINDS, "-O2");
+    let seeds = dir.path().join("seeds");
+    write_test(&seeds, "store", &json!({ "stdin": "store alpha 1\nstore beta 3\n" }));
+    let out = dir.path().join("bridge");
+    let o = run(&mut trestle(&[&"run", &"--program", &program, &"--seeds", &seeds, &"--time", &"20s", &"--out", &out, &"--plain"]));
+    let log = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "trestle run:\n{log}");
+    let c = json_file(&out.join("campaign.json"));
+    let defensive = format!("kinds.c:{}", KINDS.lines().position(|l| l.contains("DEFENSIVE")).unwrap() + 1);
+    let at = |v: &Value| v["location"].as_str().is_some_and(|l| l.ends_with(&defensive));
+    let probes: Vec<&Value> = c["roadblocks"]["probes"].as_array().unwrap().iter().filter(|p| at(p)).collect();
+    // In the harness the kind decides the branch; written back into the seed (the
+    // `1` of `store alpha 1`, or any other place it maps to), it changes nothing the
+    // branch compares.
+    assert!(
+        probes.iter().any(|p| p["verdict"].as_str().unwrap().contains("at system level the input it was mapped from does not change")),
+        "no unit of `store` was probed at the kind's branch, or the system-level probe passed it: {probes:#?}\n{log}"
+    );
+    assert!(probes.iter().all(|p| p["worth"] == false), "{probes:#?}");
+    let attempts = c["roadblocks"]["attempts"].as_array().unwrap();
+    assert!(!attempts.iter().any(at), "fuzzed at a branch no input decides: {attempts:#?}");
+}

@@ -50,11 +50,11 @@ impl Influence {
     }
 }
 
-/// The values a probe tries for one parameter besides the recorded one.
 /// Places of a longer string changed one at a time by [`variants`].
 const LOCAL_CHANGES: usize = 4;
 
-fn variants(v: &ParamValue) -> Vec<ParamValue> {
+/// The values a probe tries for one parameter besides the recorded one `v`.
+pub fn variants(v: &ParamValue) -> Vec<ParamValue> {
     match v {
         ParamValue::Int(i) => vec![ParamValue::Int(i.wrapping_add(1)), ParamValue::Int(i.wrapping_mul(3).wrapping_add(7)), ParamValue::Int(0)],
         ParamValue::Bytes(b) => {

@@ -23,6 +23,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use anyhow::Result;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
+use trestle_abi::fuzz::{original_value, ParamValue};
 
 /// A unit chosen to fuzz next.
 pub(super) struct Pick {
@@ -36,7 +37,11 @@ pub(super) struct Pick {
 }
 
 /// How often a roadblock is attempted before it is left to the system fuzzer.
-pub(super) const ROADBLOCK_TRIES: usize = 2;
+const ROADBLOCK_TRIES: usize = 2;
+
+/// How often a roadblock is attempted with units that flip it while the lifted tests
+/// do not, before it is left to the system fuzzer.
+const FLIPPED_TRIES: usize = 4;
 
 /// Units probed at most per pick: a probe starts the harness and runs a few inputs,
 /// 0.01-0.1 s on programs like sed and dc. Six were too few: on dc the one unit of
@@ -258,6 +263,19 @@ pub(super) fn operand_weight(has_cmp: bool, varies: Option<bool>) -> f64 {
     }
 }
 
+/// What the system-level probe ([`Runner::system_probe`]) saw.
+enum SystemInfluence {
+    /// Changing the mapped input changed the operands the comparison saw.
+    Moves,
+    /// No change of the mapped input changed them.
+    Unmoved,
+    /// No telling, and why.
+    Unknown(String),
+}
+
+/// Parameters of a unit tried at most by the system-level probe.
+const SYSTEM_PROBE_PARAMS: usize = 8;
+
 /// The best candidate so far, by score.
 #[derive(Default)]
 struct Best(Option<(f64, Pick)>);
@@ -271,6 +289,20 @@ impl Best {
 }
 
 impl Runner {
+    /// The attempts at the roadblock `key` that did not flip its branch, and those
+    /// that flipped it in the unit.
+    fn tries_at(&self, key: &str) -> (usize, usize) {
+        let at = || self.c.roadblocks.attempts.iter().filter(move |a| a.key == key);
+        (at().filter(|a| a.flipped_at.is_none()).count(), at().filter(|a| a.flipped_at.is_some()).count())
+    }
+
+    /// Whether the roadblock `key` is left to the system fuzzer: [`ROADBLOCK_TRIES`]
+    /// attempts did not flip it, or [`FLIPPED_TRIES`] flipped it in vain.
+    pub(super) fn left_to_system(&self, key: &str) -> bool {
+        let (fruitless, flipped) = self.tries_at(key);
+        fruitless >= ROADBLOCK_TRIES || flipped >= FLIPPED_TRIES
+    }
+
     /// What a roadblock promises before any try: its score, weighted by what the
     /// system fuzzer's tracing runs saw of the comparison deciding it
     /// ([`operand_weight`]).
@@ -310,11 +342,23 @@ impl Runner {
             self.status(&format!("probing a unit of {} at a roadblock", pick.function));
             let t = std::time::Instant::now();
             let influence = self.probe(&pick, &rb);
-            let (worth, verdict) = match &influence {
+            let (mut worth, mut verdict) = match &influence {
                 Ok(i) => (i.worth_fuzzing(), i.describe()),
                 // A unit the harness cannot set up is no unit to fuzz either.
                 Err(e) => (false, format!("the probe failed: {e:#}")),
             };
+            if let (true, Ok(i)) = (worth, &influence) {
+                match self.system_probe(&pick, &rb, i) {
+                    Ok(SystemInfluence::Moves) => verdict.push_str("; at system level, its mapped input moves the comparison"),
+                    Ok(SystemInfluence::Unmoved) => {
+                        worth = false;
+                        verdict.push_str(", but at system level the input it was mapped from does not change what the branch compares");
+                    }
+                    Ok(SystemInfluence::Unknown(why)) => verdict.push_str(&format!("; at system level: {why}")),
+                    // The unit's own probe said yes: fuzz it.
+                    Err(e) => verdict.push_str(&format!("; the system-level probe failed: {e:#}")),
+                }
+            }
             let unreached = matches!(influence, Ok(trestle_unit_fuzz::Influence::Unreached));
             let b = &self.branches.branches[rb.branch];
             self.c.roadblocks.probes.push(super::RoadblockProbe {
@@ -335,6 +379,56 @@ impl Runner {
         None
     }
 
+    /// Whether the system input that `pick`'s unit parameters were mapped from moves
+    /// the comparison deciding `rb` at system level: its system test runs with CmpLog
+    /// on, then again with each parameter the unit probe found deciding (`influence`)
+    /// changed as that probe changes it, written back where the mapping found it. A
+    /// unit whose parameters decide the branch only in the harness (dc's value type,
+    /// an enum 1 mapped to a "1" of the script by chance; every flip of it was a
+    /// defensive branch no input takes) is not worth a slice: nothing it finds lifts.
+    fn system_probe(&mut self, pick: &Pick, rb: &Roadblock, influence: &trestle_unit_fuzz::Influence) -> Result<SystemInfluence> {
+        let Some(cmp) = self.branches.branches[rb.branch].cmp else {
+            return Ok(SystemInfluence::Unknown("the branch logs no operands".into()));
+        };
+        let unit = crate::carve::units::read_unit(&pick.path)?;
+        let Some(base) = self.sys.operands_at(&unit.system_test, cmp)? else {
+            return Ok(SystemInfluence::Unknown("no CmpLog".into()));
+        };
+        if base.hits == 0 {
+            return Ok(SystemInfluence::Unknown("its system test does not run the comparison".into()));
+        }
+        if self.sys.operands_at(&unit.system_test, cmp)?.is_none_or(|again| base.differs(&again)) {
+            return Ok(SystemInfluence::Unknown("its system test compares other operands each run".into()));
+        }
+        let original: Vec<ParamValue> = unit.params.iter().map(original_value).collect();
+        let deciding: Vec<usize> = match influence {
+            trestle_unit_fuzz::Influence::Decides(p) => p.clone(),
+            _ => (0..original.len()).collect(),
+        };
+        let mut tried = 0;
+        for k in deciding.into_iter().take(SYSTEM_PROBE_PARAMS) {
+            for v in trestle_unit_fuzz::probe::variants(&original[k]) {
+                let mut values = original.clone();
+                values[k] = v;
+                let Some((test, _)) = crate::lift::lift_variants(&unit, &values).into_iter().next() else { continue };
+                // A test the system fuzzer cannot hold (too many or too long
+                // arguments) is no test of the mapping either.
+                let Ok(Some(seen)) = self.sys.operands_at(&test, cmp) else { continue };
+                tried += 1;
+                if base.differs(&seen) {
+                    return Ok(SystemInfluence::Moves);
+                }
+            }
+        }
+        Ok(if tried == 0 {
+            SystemInfluence::Unknown("no changed value could be written back".into())
+        } else if base.saturated() {
+            SystemInfluence::Unknown("the comparison runs more often than CmpLog logs".into())
+        } else {
+            SystemInfluence::Unmoved
+        })
+    }
+
     /// Probe the unit of `pick` at `rb`'s branch.
     fn probe(&self, pick: &Pick, rb: &Roadblock) -> Result<trestle_unit_fuzz::Influence> {
         let unit = crate::carve::units::read_unit(&pick.path)?;
@@ -353,14 +447,21 @@ impl Runner {
     /// but for units already found not to decide it or fuzzed at it before.
     fn roadblock_candidates(&self, roadblocks: &[Roadblock]) -> Vec<Pick> {
         let history = History::of(&self.c.fuzzed);
-        // Each attempt halves a roadblock's promise and more than
-        // [`ROADBLOCK_TRIES`] leave it to the system fuzzer; one decided by a comparison
-        // whose operands CmpLog sees counts more (input-to-state can solve it).
+        // Each attempt that did not flip the branch halves a roadblock's promise and
+        // more than [`ROADBLOCK_TRIES`] leave it to the system fuzzer. One a unit
+        // flipped without its lifted tests taking the direction keeps it, up to
+        // [`FLIPPED_TRIES`]: the next attempt takes another unit, a call in another
+        // context whose values may reach the branch at system level (sed's
+        // `ascii_only`: a high byte in a `\w` capture never reaches it there, one in
+        // a `\U` capture does).
         let mut order: Vec<(f64, &Roadblock)> = roadblocks
             .iter()
             .filter_map(|rb| {
                 let key = rb.key(&self.branches);
-                let tries = self.c.roadblocks.attempts.iter().filter(|a| a.key == key).count();
+                if self.left_to_system(&key) {
+                    return None;
+                }
+                let (tries, _) = self.tries_at(&key);
                 // One whose units keep failing the probe is the system fuzzer's: on sed,
                 // 24 probes of a pick after pick went to one branch in `str_append`.
                 // A unit that does not reach the branch says nothing of the others
@@ -368,7 +469,7 @@ impl Runner {
                 if self.c.roadblocks.probes.iter().filter(|p| p.key == key && !p.worth && !p.unreached).count() >= PROBE_FAILURES {
                     return None;
                 }
-                (tries < ROADBLOCK_TRIES).then(|| (self.promise(rb) / (1.0 + tries as f64), rb))
+                Some((self.promise(rb) / (1.0 + tries as f64), rb))
             })
             .collect();
         order.sort_by(|a, b| b.0.total_cmp(&a.0));

@@ -337,7 +337,7 @@ impl Runner {
                 break;
             }
             let key = rb.key(&self.branches);
-            if self.c.roadblocks.attempts.iter().filter(|a| a.key == key).count() >= super::pick::ROADBLOCK_TRIES {
+            if self.left_to_system(&key) {
                 continue;
             }
             let b = &self.branches.branches[rb.branch];

@@ -8,7 +8,7 @@ use std::fmt::Write as _;
 /// The text of `trestle_abi.h`.
 pub fn render() -> String {
     let mut h = String::from("/* Generated from trestle-abi by runtime/build.rs: do not edit. */\n#ifndef TRESTLE_ABI_H\n#define TRESTLE_ABI_H\n\n");
-    let ints: [(&str, i128, &str); 11] = [
+    let ints: [(&str, i128, &str); 12] = [
         ("TRESTLE_EXEC_RETURNED", fuzz::EXEC_RETURNED as i128, "a catching unit call returned"),
         ("TRESTLE_EXEC_EXITED", fuzz::EXEC_EXITED as i128, "the unit called exit()"),
         ("TRESTLE_EXEC_CRASHED", fuzz::EXEC_CRASHED as i128, "the unit crashed: this plus the signal number"),
@@ -20,6 +20,7 @@ pub fn render() -> String {
         ("TRESTLE_EDGE_MAP_SIZE", hooks::EDGE_MAP_SIZE as i128, "the edge map's size unless the host says otherwise"),
         ("TRESTLE_BRANCHES_MAGIC", branches::BRANCHES_MAGIC as i128, "first word of a guard number dump"),
         ("TRESTLE_CMP_ROUTINE_STRING", branches::CMP_ROUTINE_STRING as i128, "the comparison routine hook's flag: the operands are C strings"),
+        ("TRESTLE_CMPLOG_SEEN_WORDS", crate::lean::CMPLOG_SEEN_WORDS as i128, "64-bit words of each comparison's set of operands seen, past the CmpLog map"),
     ];
     for (name, value, what) in ints {
         if value > i128::from(i32::MAX) {

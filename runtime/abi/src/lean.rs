@@ -13,6 +13,12 @@ pub fn sibling(program: &Path) -> PathBuf {
     program.with_file_name(format!(".{name}.trestle-lean"))
 }
 
+/// 64-bit words per comparison of the set of operand pairs the lean runtime notes
+/// past LibAFL's CmpLog map (when the host's segment has room: it makes one of
+/// AFL++'s size): a bit per pair, hashed, for every execution in the run, where the
+/// map keeps 32. The set lies right after the map, one row per map entry.
+pub const CMPLOG_SEEN_WORDS: usize = 4;
+
 /// Bytes of the build id the lean build carries.
 pub const BUILD_ID_LEN: usize = 16;
 

@@ -12,7 +12,7 @@ use super::executor::SysExecutor;
 use super::findings::{CompletedRun, FindingFeedback, Found};
 use super::input::SysInput;
 use super::mutators::{sys_mutator, I2SMutator};
-use super::operands::{OperandVariation, OperandWatch};
+use super::operands::{OperandSample, OperandVariation, OperandWatch};
 use super::trim::TrimStage;
 use crate::system::lean::SystemBuild;
 use crate::system::systest::NamedTest;
@@ -187,6 +187,9 @@ pub struct SysFuzzer {
     next_id: usize,
     /// The build it runs.
     build: SystemBuild,
+    /// How to start the operand probe (CmpLog on), and the probe once started.
+    probe_setup: Option<OperandProbeSetup>,
+    probe: Option<OperandProbe>,
 }
 
 /// The `.json` files in `dir`, sorted; none if it does not exist. An unreadable
@@ -224,24 +227,50 @@ fn prepare(cfg: &SysFuzzConfig) -> Result<(PathBuf, PathBuf, Vec<PathBuf>)> {
     Ok((out, program, resumed))
 }
 
-/// The executor of the tracing (CmpLog) runs: a second server of the program whose
-/// trace-cmp hooks log into a map of its own, returned with it.
-fn cmplog_tracer(
+/// A server of the program whose trace-cmp hooks log into a map of its own,
+/// returned with it.
+fn cmplog_server(
     provider: &mut UnixShMemProvider,
     program: &Path,
     cfg: &SysFuzzConfig,
     mut env: Vec<(String, String)>,
     bwrap: Option<PathBuf>,
-) -> Result<(SysExecutor<(CmpLogObserver, ())>, UnixShMem)> {
-    let mut map = provider.uninit_on_shmem::<AflppCmpLogMap>().map_err(lib).context("cannot create the CmpLog map")?;
+) -> Result<(SysExecutor<()>, UnixShMem)> {
+    let map = provider.uninit_on_shmem::<AflppCmpLogMap>().map_err(lib).context("cannot create the CmpLog map")?;
     env.push((hooks::ENV_AFL_CMPLOG_SHM_ID.to_string(), map.id().to_string()));
+    let mut server = SysExecutor::new(program, cfg, cfg.timeout * 2, env, (), bwrap)?;
+    server.notice = false;
+    Ok((server, map))
+}
+
+/// The executor of the tracing (CmpLog) runs: a [`cmplog_server`] observing its map.
+fn cmplog_tracer(
+    provider: &mut UnixShMemProvider,
+    program: &Path,
+    cfg: &SysFuzzConfig,
+    env: Vec<(String, String)>,
+    bwrap: Option<PathBuf>,
+) -> Result<(SysExecutor<(CmpLogObserver, ())>, UnixShMem)> {
+    let (server, mut map) = cmplog_server(provider, program, cfg, env, bwrap)?;
     // SAFETY: the map outlives the observer (the SysFuzzer drops it after the engine,
     // like the edge map); the hooks write LibAFL's CmpLogMap layout into the (larger)
     // AFL++-sized segment.
     let observer = unsafe { CmpLogObserver::with_map_ptr("cmplog", map.as_mut_ptr() as *mut CmpLogMap, true) };
-    let mut tracer = SysExecutor::new(program, cfg, cfg.timeout * 2, env, tuple_list!(observer), bwrap)?;
-    tracer.notice = false;
-    Ok((tracer, map))
+    Ok((server.with_observers(tuple_list!(observer)), map))
+}
+
+/// What starts the server of [`SysFuzzer::operands_at`] when it is first needed.
+struct OperandProbeSetup {
+    program: PathBuf,
+    cfg: SysFuzzConfig,
+    env: Vec<(String, String)>,
+    bwrap: Option<PathBuf>,
+}
+
+/// The server of [`SysFuzzer::operands_at`] (declared before its map: dropped first).
+struct OperandProbe {
+    server: SysExecutor<()>,
+    map: UnixShMem,
 }
 
 impl SysFuzzer {
@@ -305,7 +334,7 @@ impl SysFuzzer {
         let (engine, cmp_map): (Box<dyn Engine>, _) = if cfg.cmplog {
             // Input-to-state: each picked entry runs once more with the trace-cmp
             // hooks logging (a second server, its own environment).
-            let (tracer, map) = cmplog_tracer(&mut provider, &program, &cfg, coverage_env, bwrap)?;
+            let (tracer, map) = cmplog_tracer(&mut provider, &program, &cfg, coverage_env.clone(), bwrap.clone())?;
             // One to four replacements at a time (each scans the input).
             let i2s = StdMutationalStage::with_max_iterations(HavocScheduledMutator::with_max_stack_pow(tuple_list!(I2SMutator), 2), per_pick);
             // SAFETY: the CmpLog map lives in the SysFuzzer, dropped after the engine.
@@ -315,7 +344,20 @@ impl SysFuzzer {
             (Box::new(Parts { fuzzer, executor, stages: tuple_list!(trim, stage) }), None)
         };
         let mgr = SimpleEventManager::new(NopMonitor::new());
-        let mut f = SysFuzzer { engine, state, mgr, _edges_map: edges_map, _cmp_map: cmp_map, out, found, next_id: 0, build };
+        let probe_setup = cfg.cmplog.then(|| OperandProbeSetup { program: program.clone(), cfg: cfg.clone(), env: coverage_env, bwrap });
+        let mut f = SysFuzzer {
+            engine,
+            state,
+            mgr,
+            _edges_map: edges_map,
+            _cmp_map: cmp_map,
+            out,
+            found,
+            next_id: 0,
+            build,
+            probe_setup,
+            probe: None,
+        };
         f.run_initial_corpus(&cfg, &resumed)?;
         f.check_started(&cfg.program)?;
         let limit = calibrated_limit(&f.corpus_times()?, cfg.timeout);
@@ -483,6 +525,37 @@ impl SysFuzzer {
     /// setting); `None` if no traced run logged it (or CmpLog is off).
     pub fn operands_vary(&self, cmp: u32) -> Option<bool> {
         self.state.metadata::<OperandVariation>().ok()?.varies(cmp)
+    }
+
+    /// Run `test` once with the trace-cmp hooks logging (a server of its own, started
+    /// on first use) and say what comparison `cmp` saw: whether the system input moves
+    /// a comparison, tried by changing the input. `None` when CmpLog is off. The run
+    /// is not the fuzzer's: nothing joins the queue, no finding is kept.
+    pub fn operands_at(&mut self, test: &SystemTest, cmp: u32) -> Result<Option<OperandSample>> {
+        SysInput::check(test)?;
+        let Some(setup) = &self.probe_setup else { return Ok(None) };
+        if self.probe.is_none() {
+            let mut provider = UnixShMemProvider::new().map_err(lib).context("cannot use shared memory")?;
+            let (server, map) = cmplog_server(&mut provider, &setup.program, &setup.cfg, setup.env.clone(), setup.bwrap.clone())?;
+            self.probe = Some(OperandProbe { server, map });
+        }
+        let probe = self.probe.as_mut().expect("started above");
+        let row = super::operands::seen_row(cmp, probe.map.len());
+        if let Some(r) = &row {
+            probe.map[r.clone()].fill(0);
+        }
+        // SAFETY: the segment holds a CmpLogMap (see `cmplog_tracer`) and lives as
+        // long as the probe; no run is writing it between runs.
+        let map = unsafe { &mut *(probe.map.as_mut_ptr() as *mut CmpLogMap) };
+        libafl::observers::cmp::CmpMap::reset(map).map_err(lib)?;
+        probe.server.run_once(&SysInput::from_test(test)).map_err(lib)?;
+        let mut seen = [0u64; trestle_abi::lean::CMPLOG_SEEN_WORDS];
+        if let Some(r) = row {
+            for (w, bytes) in seen.iter_mut().zip(probe.map[r].chunks_exact(8)) {
+                *w = u64::from_ne_bytes(bytes.try_into().expect("8 bytes"));
+            }
+        }
+        Ok(Some(super::operands::sample(map, cmp, seen)))
     }
 
     /// The queue entry the scheduler rates best (smallest and fastest) among those

@@ -228,6 +228,11 @@ impl<OT> SysExecutor<OT> {
         Ok(kind)
     }
 
+    /// Run `input` once at the hang limit, outside any fuzzing loop.
+    pub(super) fn run_once(&mut self, input: &SysInput) -> Result<ExitKind, libafl::Error> {
+        self.run_within(input, self.hang)
+    }
+
     /// Set after each run that was a timeout at the hang limit.
     pub(super) fn hung(&self) -> Arc<AtomicBool> {
         self.hung.clone()

@@ -39,6 +39,7 @@ pub use dictionary::dictionary;
 pub use engine::{SliceReport, SysFuzzConfig, SysFuzzer};
 pub use executor::SysExecutor;
 pub use findings::FindingFeedback;
+pub use operands::OperandSample;
 pub use input::{SysInput, MAX_ARGS, MAX_ARG_LEN, MAX_CONTENT};
 pub use mutators::{sys_mutator, ArgListMutator, ByteMutator, CrossoverMutator, LineMutator, NumberMutator, SysMutator, TokenMutator};
 pub use run::{run, Options, SysFuzzReport};
