@@ -392,7 +392,7 @@ impl Runner {
         };
         let unit = crate::carve::units::read_unit(&pick.path)?;
         let Some(base) = self.sys.operands_at(&unit.system_test, cmp)? else {
-            return Ok(SystemInfluence::Unknown("no CmpLog".into()));
+            return Ok(SystemInfluence::Unknown("no CmpLog, or its system test runs past the run limit".into()));
         };
         if base.hits == 0 {
             return Ok(SystemInfluence::Unknown("its system test does not run the comparison".into()));
@@ -412,7 +412,8 @@ impl Runner {
                 values[k] = v;
                 let Some((test, _)) = crate::lift::lift_variants(&unit, &values).into_iter().next() else { continue };
                 // A test the system fuzzer cannot hold (too many or too long
-                // arguments) is no test of the mapping either.
+                // arguments), or one that runs past the limit, is no test of the
+                // mapping either.
                 let Ok(Some(seen)) = self.sys.operands_at(&test, cmp) else { continue };
                 tried += 1;
                 if base.differs(&seen) {

@@ -529,8 +529,10 @@ impl SysFuzzer {
 
     /// Run `test` once with the trace-cmp hooks logging (a server of its own, started
     /// on first use) and say what comparison `cmp` saw: whether the system input moves
-    /// a comparison, tried by changing the input. `None` when CmpLog is off. The run
-    /// is not the fuzzer's: nothing joins the queue, no finding is kept.
+    /// a comparison, tried by changing the input. `None` when CmpLog is off, or the run
+    /// did not end within the fuzzer's run limit (a changed number can make a
+    /// calculator run for seconds; on dc, such runs took a pick's probing time). The
+    /// run is not the fuzzer's: nothing joins the queue, no finding is kept.
     pub fn operands_at(&mut self, test: &SystemTest, cmp: u32) -> Result<Option<OperandSample>> {
         SysInput::check(test)?;
         let Some(setup) = &self.probe_setup else { return Ok(None) };
@@ -548,7 +550,9 @@ impl SysFuzzer {
         // long as the probe; no run is writing it between runs.
         let map = unsafe { &mut *(probe.map.as_mut_ptr() as *mut CmpLogMap) };
         libafl::observers::cmp::CmpMap::reset(map).map_err(lib)?;
-        probe.server.run_once(&SysInput::from_test(test)).map_err(lib)?;
+        if probe.server.run_once(&SysInput::from_test(test), self.engine.limit()).map_err(lib)? == libafl::executors::ExitKind::Timeout {
+            return Ok(None);
+        }
         let mut seen = [0u64; trestle_abi::lean::CMPLOG_SEEN_WORDS];
         if let Some(r) = row {
             for (w, bytes) in seen.iter_mut().zip(probe.map[r].chunks_exact(8)) {

@@ -228,9 +228,9 @@ impl<OT> SysExecutor<OT> {
         Ok(kind)
     }
 
-    /// Run `input` once at the hang limit, outside any fuzzing loop.
-    pub(super) fn run_once(&mut self, input: &SysInput) -> Result<ExitKind, libafl::Error> {
-        self.run_within(input, self.hang)
+    /// Run `input` once within `limit`, outside any fuzzing loop.
+    pub(super) fn run_once(&mut self, input: &SysInput, limit: Duration) -> Result<ExitKind, libafl::Error> {
+        self.run_within(input, limit)
     }
 
     /// Set after each run that was a timeout at the hang limit.
