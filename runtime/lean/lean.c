@@ -210,9 +210,14 @@ EXPORT void __trestle_cmp_routine(uint64_t id, const uint8_t *a, const uint8_t *
   }
   memcpy(cmp_map->vals.routines[k][hit].v0, va, CMPLOG_RTN_LEN);
   memcpy(cmp_map->vals.routines[k][hit].v1, vb, CMPLOG_RTN_LEN);
-  uint64_t hv = 0;
-  for (size_t i = 0; i < CMPLOG_RTN_LEN; i++) hv = mix(hv ^ va[i]) + vb[i];
-  note_seen(k, hv);
+  if (cmp_seen) {
+    /* Both operands as words: a few rounds a call, not one a byte. */
+    uint64_t wa[CMPLOG_RTN_LEN / 8], wb[CMPLOG_RTN_LEN / 8], hv = 0;
+    memcpy(wa, va, sizeof wa);
+    memcpy(wb, vb, sizeof wb);
+    for (size_t i = 0; i < CMPLOG_RTN_LEN / 8; i++) hv = mix(hv ^ wa[i]) ^ wb[i];
+    note_seen(k, hv);
+  }
   cmplog_on = 1;
 }
 

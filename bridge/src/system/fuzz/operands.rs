@@ -74,16 +74,20 @@ impl OperandSample {
     /// set of all it saw says more: a change past the logged executions would not
     /// show. A set with every bit set says nothing either.
     pub fn saturated(&self) -> bool {
-        let set_known = self.seen.iter().any(|&w| w != 0) && self.seen.iter().any(|&w| w != u64::MAX);
+        let set_known = self.noted() && self.seen.iter().any(|&w| w != u64::MAX);
         self.hits > self.operands.len() && !set_known
+    }
+
+    /// Whether the runtime noted a set of all operands (the lean one does).
+    fn noted(&self) -> bool {
+        self.seen.iter().any(|&w| w != 0)
     }
 
     /// Whether `other` (a run of a changed input) saw anything this did not, or
     /// missed anything this saw: the distinct operands logged in the map, and the
     /// sets of all operands when both runs noted one.
     pub fn differs(&self, other: &OperandSample) -> bool {
-        let noted = |s: &OperandSample| s.seen.iter().any(|&w| w != 0);
-        self.distinct() != other.distinct() || (noted(self) && noted(other) && self.seen != other.seen)
+        self.distinct() != other.distinct() || (self.noted() && other.noted() && self.seen != other.seen)
     }
 
     /// The distinct operands: what the comparison saw, whatever how often or in what
