@@ -9,7 +9,8 @@
 //! `atoi` read, so `n == 90210` after parsing `5` is solved in one step and the
 //! replacement may be longer than what it replaces), and as its little- and
 //! big-endian bytes. Byte-string operands (from `memcmp`-like routines) are replaced
-//! as they are.
+//! as they are, and as C strings (up to a NUL, past which a counted compare may read
+//! stale bytes the input does not hold).
 
 use super::parts::{below, part_limit, part_mut, Part};
 use crate::system::fuzz::input::SysInput;
@@ -86,12 +87,18 @@ fn replacements(cmp: &CmpValues) -> Vec<Replacement> {
         // A routine's operands come zero-padded to the map's width: a string is what
         // comes before the padding, and may be replaced by one of another length.
         let unpadded = |v: &[u8]| v[..v.iter().rposition(|&c| c != 0).map_or(0, |i| i + 1)].to_vec();
-        let (a, b) = (unpadded(a.to_slice()), unpadded(b.to_slice()));
-        if !b.is_empty() {
-            push(a.clone(), b.clone(), Fit::Bytes);
-        }
-        if !a.is_empty() {
-            push(b, a, Fit::Bytes);
+        // A counted compare (`memcmp(line + 6, ":unlock", 7)`, or a `strncmp` the
+        // compiler turned into one) also reads what lies past a short string's NUL:
+        // stale bytes of an earlier, longer line, never in this input. So the string
+        // before the first NUL is looked for too.
+        let c_string = |v: &[u8]| v[..v.iter().position(|&c| c == 0).unwrap_or(v.len())].to_vec();
+        let (a, b) = (a.to_slice(), b.to_slice());
+        for (x, y) in [(a, b), (b, a)] {
+            for (from, to) in [(unpadded(x), unpadded(y)), (c_string(x), c_string(y))] {
+                if !to.is_empty() {
+                    push(from, to, Fit::Bytes);
+                }
+            }
         }
     }
     out
@@ -206,6 +213,10 @@ mod tests {
         assert!(out.contains(&b"login admin secret\n".to_vec()), "{out:?}");
         let out = apply(b"x admin y", cmp);
         assert!(out.contains(&b"x bob y".to_vec()), "{out:?}");
+        // Bytes past a short string's NUL (stale, from an earlier line) are not
+        // looked for with it: `memcmp(line + 6, ":unlock", 7)` on "MAGIC7?\n".
+        let stale = apply(b"MAGIC7\xbf\n", CmpValues::Bytes((padded(b"\xbf\n\0ock"), padded(b":unlock"))));
+        assert!(stale.contains(&b"MAGIC7:unlock".to_vec()), "{stale:?}");
         // An empty string is not looked for.
         assert!(apply(b"abc", CmpValues::Bytes((padded(b""), padded(b"zz")))).is_empty());
     }
