@@ -235,6 +235,16 @@ pub fn markdown(r: &Report) -> String {
     let _ = writeln!(s, "| unit executions | {} | {} |", c.unit_executions, or_dash(bc.map(|b| b.unit_executions.to_string())));
     let build = |c: &Campaign| c.system_build.split(':').next().filter(|k| !k.is_empty()).unwrap_or("—").to_owned();
     let _ = writeln!(s, "| system fuzzing ran | {} | {} |", build(c), or_dash(bc.map(build)));
+    let disk = |c: &Campaign| {
+        let d = &c.disk;
+        let evicted = if d.corpora_evicted + d.batches_evicted.len() > 0 {
+            format!(" ({} unit corpora, {} unit batch(es) evicted: {})", d.corpora_evicted, d.batches_evicted.len(), crate::campaign::disk::human(d.bytes_evicted))
+        } else {
+            String::new()
+        };
+        format!("{}, peak {}, of {}{evicted}", crate::campaign::disk::human(d.bytes), crate::campaign::disk::human(d.peak), crate::campaign::disk::human(c.settings.max_disk))
+    };
+    let _ = writeln!(s, "| disk | {} | {} |", disk(c), or_dash(bc.map(disk)));
     let names = |a: &[AlarmEntry]| a.iter().map(|x| format!("`{}`", x.function)).collect::<Vec<_>>().join(", ");
     let _ = writeln!(
         s,

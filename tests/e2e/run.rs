@@ -323,6 +323,57 @@ fn a_killed_campaign_resumes_without_losing_alarms_or_units() {
     each_corrupt_file_is_a_one_line_error(&out);
 }
 
+/// A campaign over `--max-disk` evicts the corpora of lifted unit slices and the
+/// batches of units carved after the seeds', says so (status, summary, report,
+/// `campaign.json`), and keeps what a resume, the alarms and the report need: the
+/// system queue, every alarm with its reduced test, each fuzzed unit and its crashes.
+#[test]
+fn a_campaign_over_its_disk_budget_evicts_corpora_and_later_units_but_keeps_the_rest() {
+    let b = builds(&subject("requests").join("requests.c"));
+    let out = b.dir.join("small-disk");
+    // Less than the system queue and the seeds' units need alone: everything that may
+    // go goes, and the campaign goes on.
+    let o = run(&mut trestle(&[
+        &"run", &"--program", &b.harness, &"--seeds", &seeds(), &"--time", &"60s", &"--out", &out, &"--validate-with", &b.plain,
+        &"--plain", &"--unit-slice", &"5s", &"--system-slice", &"5s", &"--max-disk", &"400K",
+    ]));
+    let log = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{log}");
+    let c = json(&out.join("campaign.json"));
+    let d = &c["disk"];
+    let fuzzed = c["fuzzed"].as_array().unwrap();
+    assert!(fuzzed.len() >= 2, "a few unit slices in 60 s: {}\n{log}", fuzzed.len());
+    // Every lifted slice's corpus went, its unit and crashes stayed.
+    for f in fuzzed.iter().filter(|f| f["lifted"] == true) {
+        let dir = Path::new(f["dir"].as_str().unwrap());
+        assert_eq!(f["corpus_evicted"], true, "{f}");
+        assert!(!dir.join("queue").exists(), "{} keeps its corpus", dir.display());
+        assert!(dir.join("unit.unit").is_file() && dir.join("crashes").is_dir(), "{} lost its unit or crashes", dir.display());
+    }
+    assert_eq!(d["corpora_evicted"].as_u64().unwrap(), fuzzed.iter().filter(|f| f["corpus_evicted"] == true).count() as u64);
+    // Every batch but the seeds' went (carved at roadblocks), and nothing fails for it.
+    let dirs: Vec<&str> = c["unit_dirs"].as_array().unwrap().iter().map(|v| v.as_str().unwrap()).collect();
+    assert!(Path::new(dirs[0]).join("index.json").is_file(), "the seeds' units are kept");
+    let evicted: Vec<&str> = d["batches_evicted"].as_array().unwrap().iter().map(|v| v.as_str().unwrap()).collect();
+    assert_eq!(evicted, dirs[1..].to_vec(), "{d}");
+    assert!(evicted.iter().all(|e| !Path::new(e).exists()));
+    assert!(d["bytes_evicted"].as_u64().unwrap() > 0 && d["peak"].as_u64().unwrap() > 400_000, "{d}");
+    // What may not go alone is over the budget: said once, in one line.
+    assert_eq!(d["over"], true, "{d}");
+    assert_eq!(log.matches("over --max-disk").count(), 1, "{log}");
+    assert!(log.contains("evicted") && log.contains("disk:"), "{log}");
+    // The system queue, the alarms and their reduced tests are all there.
+    assert!(std::fs::read_dir(out.join("system/queue")).unwrap().count() > 0);
+    let alarms = alarm_list(&out);
+    assert!(!alarms.is_empty(), "the planted bugs are found on a small disk too:\n{log}");
+    for a in &alarms {
+        assert!(out.join("alarms").join(a["id"].as_str().unwrap()).join("reduced.json").is_file(), "{a}");
+    }
+    ok(&mut trestle(&[&"report", &out]));
+    let md = std::fs::read_to_string(out.join("report.md")).unwrap();
+    assert!(md.lines().any(|l| l.starts_with("| disk |") && l.contains("evicted")), "{md}");
+}
+
 /// Each file of the campaign `camp`, damaged in a copy, makes `report` (or `run
 /// --resume`, for what only it reads) fail with status 2 and one line naming the
 /// file and, where a field is wrong, the field.

@@ -14,6 +14,7 @@
 //! lifted; `trestle run --resume DIR` goes on from there.
 
 mod changed;
+pub mod disk;
 mod nodes;
 mod pick;
 mod runner;
@@ -140,6 +141,8 @@ pub struct Options {
     /// With --listen: leave all fuzzing to the workers; this node records, carves,
     /// validates and reports.
     pub delegate: bool,
+    /// The most the campaign directory should hold, bytes ([`disk`]).
+    pub max_disk: u64,
 }
 
 /// How a campaign ended.
@@ -191,6 +194,13 @@ pub struct Settings {
     /// The system fuzzer runs the program itself, not its lean sibling.
     #[serde(default)]
     pub no_lean: bool,
+    /// The most the campaign directory should hold, bytes (`--max-disk`).
+    #[serde(default = "default_max_disk")]
+    pub max_disk: u64,
+}
+
+fn default_max_disk() -> u64 {
+    disk::DEFAULT_MAX_DISK
 }
 
 /// One unit fuzzed by the campaign.
@@ -230,6 +240,9 @@ pub struct FuzzedUnit {
     /// values ([`crate::fuzz::stream_seeds`]).
     #[serde(default)]
     pub started_from: usize,
+    /// Whether its corpus was evicted under `--max-disk` (its crashes stay).
+    #[serde(default)]
+    pub corpus_evicted: bool,
 }
 
 /// `campaign.json`: everything needed to report on or resume a campaign.
@@ -286,6 +299,9 @@ pub struct Campaign {
     /// lean sibling) or `program`, with the path or the reason.
     #[serde(default)]
     pub system_build: String,
+    /// The directory's size against `--max-disk`, and what was evicted.
+    #[serde(default)]
+    pub disk: disk::Disk,
 }
 
 /// The system tests the system fuzzer kept for running into its time limit
@@ -414,6 +430,7 @@ fn settings_from(args: &Options) -> Result<Settings> {
         seed: args.seed,
         no_sandbox: args.no_sandbox,
         no_lean: args.no_lean,
+        max_disk: args.max_disk,
     })
 }
 
@@ -446,6 +463,7 @@ pub fn run(args: &Options) -> Result<RunOutcome> {
         libc::signal(libc::SIGTERM, on_stop as *const () as libc::sighandler_t);
     }
     r.sample()?;
+    r.keep_within_disk()?;
     // Findings a kill cut short.
     r.lift_pending()?;
     r.rounds()?;
@@ -498,6 +516,7 @@ fn start(args: &Options) -> Result<(PathBuf, Campaign)> {
         roadblocks: Roadblocks::default(),
         hangs: Hangs::default(),
         system_build: String::new(),
+        disk: disk::Disk::default(),
     };
     let out = std::fs::canonicalize(&out)?;
     files::write(&out.join(files::CAMPAIGN), &c)?;

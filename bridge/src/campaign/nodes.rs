@@ -174,6 +174,7 @@ impl Runner {
             param_kinds: Vec::new(),
             node: Some(from),
             started_from: 0,
+            corpus_evicted: false,
         });
         self.save()
     }

@@ -746,6 +746,7 @@ mod tests {
             param_kinds: vec!["heap string".into(), "token string".into()],
             node: None,
             started_from: 0,
+            corpus_evicted: false,
         }];
         let h = History::of(&fuzzed);
         assert!(h.new_kind(&row("do_list", &["argument int", "heap string"])));

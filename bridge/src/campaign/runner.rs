@@ -525,6 +525,7 @@ impl Runner {
             param_kinds,
             node: None,
             started_from: cfg.seeds.len(),
+            corpus_evicted: false,
         });
         let mut phase = format!("unit fuzzing {function}");
         if let Some(rb) = &roadblock {
@@ -720,8 +721,12 @@ impl Runner {
         let s = &campaign.settings;
         let lifter = lifter(s, &seeds, &out, campaign.elapsed)?;
         // A resumed campaign's unit directories, as carving left them.
-        let unit_indexes =
-            campaign.unit_dirs.iter().map(|d| files::read::<UnitIndex>(&d.join(UNIT_INDEX))).collect::<Result<Vec<_>>>()?;
+        // Those evicted under --max-disk have no units left.
+        let unit_indexes = campaign
+            .unit_dirs
+            .iter()
+            .map(|d| if campaign.disk.batches_evicted.contains(d) { Ok(UnitIndex::default()) } else { files::read::<UnitIndex>(&d.join(UNIT_INDEX)) })
+            .collect::<Result<Vec<_>>>()?;
         let lines = function_lines(&binary);
         let branches = if s.system_only {
             BranchTable::default()
@@ -822,6 +827,7 @@ impl Runner {
                     self.last_unit_round = Some(secs);
                 }
             }
+            self.keep_within_disk()?;
             self.c.rounds += 1;
             self.sample()?;
             self.save()?;
@@ -909,6 +915,18 @@ impl Runner {
                 r.attempts.len(),
                 r.solved(),
                 100.0 * self.c.schedule.unit_share()
+            );
+        }
+        let d = &self.c.disk;
+        if d.corpora_evicted + d.batches_evicted.len() > 0 || d.over {
+            eprintln!(
+                "disk: {} at the last look (peak {}, --max-disk {}); evicted {} unit corpora and {} batch(es) of carved units, {}",
+                super::disk::human(d.bytes),
+                super::disk::human(d.peak),
+                super::disk::human(self.c.settings.max_disk),
+                d.corpora_evicted,
+                d.batches_evicted.len(),
+                super::disk::human(d.bytes_evicted)
             );
         }
         if self.c.elapsed > 0.0 && !self.c.phase_seconds.is_empty() {

@@ -33,6 +33,15 @@ pub(super) struct Status<'a> {
     pub(super) unit_rate: f64,
 }
 
+/// What was evicted under `--max-disk`, if anything, for the status.
+fn evicted(c: &Campaign) -> String {
+    let d = &c.disk;
+    match (d.corpora_evicted, d.batches_evicted.len()) {
+        (0, 0) => String::new(),
+        (k, b) => format!(" ({k} unit corpora, {b} unit batch(es) evicted)"),
+    }
+}
+
 impl Live {
     pub(super) fn new(tty: bool) -> Live {
         Live { tty, last_plain: Instant::now(), lines: 0 }
@@ -49,6 +58,7 @@ impl Live {
                  \x20 system    : {} execs ({:.0}/s), {} edges\n\
                  \x20 units     : {} carved, {} with parameters, {} fuzzed ({} skipped), {} execs ({:.0}/s)\n\
                  \x20 findings  : {} unit crash(es), {} effective lifted test(s), {} false positive(s) suppressed\n\
+                 \x20 disk      : {}{}\n\
                  \x20 \x1b[1malarms    : {}\x1b[0m\n",
                 el,
                 budget,
@@ -66,6 +76,8 @@ impl Live {
                 s.candidates,
                 s.effective,
                 s.false_positives,
+                super::disk::human(s.c.disk.bytes),
+                evicted(s.c),
                 s.alarms
             );
             let mut err = std::io::stderr().lock();
@@ -80,7 +92,7 @@ impl Live {
             self.last_plain = Instant::now();
             self.lines = 1;
             eprintln!(
-                "[run {:>5.0}s/{:.0}s] {} | system {} execs, {} edges | units {} carved, {} fuzzed ({} skipped), {} execs | {} candidates, {} alarm(s)",
+                "[run {:>5.0}s/{:.0}s] {} | system {} execs, {} edges | units {} carved, {} fuzzed ({} skipped), {} execs | {} candidates, {} alarm(s) | disk {}{}",
                 el,
                 budget,
                 s.phase,
@@ -91,7 +103,9 @@ impl Live {
                 s.c.fuzzed.iter().filter(|f| f.error.is_some()).count(),
                 s.c.unit_executions,
                 s.candidates,
-                s.alarms
+                s.alarms,
+                super::disk::human(s.c.disk.bytes),
+                evicted(s.c)
             );
         }
     }

@@ -96,6 +96,12 @@ pub struct RunArgs {
     /// validates and reports.
     #[arg(long, requires = "listen")]
     pub delegate: bool,
+    /// The most the campaign directory should hold (500M, 2G, ...): past 80% of it,
+    /// the corpora of lifted unit slices go first, then the oldest carved units;
+    /// alarms, the system queue and what a resume needs are never evicted. A resumed
+    /// campaign keeps its own.
+    #[arg(long, default_value = "2G", value_parser = crate::campaign::disk::parse_size)]
+    pub max_disk: u64,
 }
 
 impl RunArgs {
@@ -126,6 +132,7 @@ impl RunArgs {
             fail_on_alarm: self.fail_on_alarm,
             listen: self.listen.clone(),
             delegate: self.delegate,
+            max_disk: self.max_disk,
         }
     }
 }
