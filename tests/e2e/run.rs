@@ -374,6 +374,76 @@ fn a_campaign_over_its_disk_budget_evicts_corpora_and_later_units_but_keeps_the_
     assert!(md.lines().any(|l| l.starts_with("| disk |") && l.contains("evicted")), "{md}");
 }
 
+/// What a campaign has found: alarm ids, system queue entries, fuzzed units.
+fn found(out: &Path) -> (Vec<String>, Vec<String>, Vec<String>) {
+    let alarms = alarm_list(out).iter().map(|a| a["id"].as_str().unwrap().to_owned()).collect();
+    let queue = std::fs::read_dir(out.join("system/queue")).map_or(Vec::new(), |d| {
+        d.flatten().map(|e| e.file_name().to_string_lossy().into_owned()).filter(|n| n.ends_with(".json")).collect()
+    });
+    let units = std::fs::read(out.join("campaign.json"))
+        .ok()
+        .and_then(|b| serde_json::from_slice::<Value>(&b).ok())
+        .map_or(Vec::new(), |c| c["fuzzed"].as_array().unwrap().iter().map(|f| f["dir"].as_str().unwrap().to_owned()).collect());
+    (alarms, queue, units)
+}
+
+/// `kill -9` of the campaign in each phase in turn (`TRESTLE_FAULT` kills it from
+/// within, at a set moment of the phase), then `--resume`: every alarm, queue entry
+/// and fuzzed unit there was before the kill is there after, no file is half
+/// written, a unit slice a kill cut short is lifted, and a kill while reducing
+/// leaves alarms the resume reduces.
+#[test]
+fn a_campaign_killed_in_any_phase_resumes_with_all_it_had() {
+    use std::os::unix::process::ExitStatusExt as _;
+    let b = builds(&subject("requests").join("requests.c"));
+    for (phase, ms) in [("recording", 300), ("carving", 0), ("unit fuzzing", 2000), ("lifting", 200), ("reducing", 300)] {
+        let out = b.dir.join(format!("fault-{}", phase.replace(' ', "-")));
+        let o = run(trestle(&[
+            &"run", &"--program", &b.harness, &"--seeds", &seeds(), &"--time", &"40s", &"--out", &out, &"--validate-with", &b.plain,
+            &"--plain", &"--unit-slice", &"5s", &"--system-slice", &"5s",
+        ])
+        .env("TRESTLE_FAULT", format!("{phase}:{ms}")));
+        let log = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.signal(), Some(9), "{phase}: the campaign was not killed there:\n{log}");
+        let (alarms, queue, units) = found(&out);
+        assert!(!queue.is_empty(), "{phase}: no queue before the kill");
+        if phase == "reducing" {
+            assert!(!alarms.is_empty(), "{phase}: nothing to reduce:\n{log}");
+        }
+        // Go on; stop it with Ctrl-C after a while, unless it ends first.
+        let mut resumed = trestle(&[&"run", &"--resume", &out, &"--plain"]).stderr(Stdio::piped()).spawn().unwrap();
+        let start = Instant::now();
+        while resumed.try_wait().unwrap().is_none() && start.elapsed() < Duration::from_secs(15) {
+            std::thread::sleep(Duration::from_millis(200));
+        }
+        // SAFETY: signalling our own child (or nobody, if it ended).
+        unsafe { libc_kill(resumed.id() as i32, 2) };
+        let o = resumed.wait_with_output().unwrap();
+        let log = String::from_utf8_lossy(&o.stderr);
+        assert!(o.status.success(), "{phase}: the resume failed:\n{log}");
+        let (alarms_after, queue_after, units_after) = found(&out);
+        for (what, before, after) in [("alarm", &alarms, &alarms_after), ("queue entry", &queue, &queue_after), ("fuzzed unit", &units, &units_after)] {
+            for x in before {
+                assert!(after.contains(x), "{phase}: {what} {x} lost on resume");
+            }
+        }
+        let c = json(&out.join("campaign.json"));
+        let fuzzed = c["fuzzed"].as_array().unwrap();
+        assert!(fuzzed.iter().rev().skip(1).all(|f| f["lifted"] == true), "{phase}: a unit slice was left unlifted: {c}");
+        for a in &alarm_list(&out) {
+            let dir = out.join("alarms").join(a["id"].as_str().unwrap());
+            for f in ["lifted.json", "reduced.json", "provenance.json"] {
+                let text = std::fs::read_to_string(dir.join(f)).unwrap_or_else(|e| panic!("{phase}: {}: {e}", dir.join(f).display()));
+                serde_json::from_str::<Value>(&text).unwrap_or_else(|e| panic!("{phase}: {} is half written: {e}", dir.join(f).display()));
+            }
+        }
+        if phase == "reducing" {
+            assert!(log.contains("reducing the"), "{phase}: the resume does not say it reduces:\n{log}");
+            assert!(alarm_list(&out).iter().all(|a| a.get("reduction_pending").is_none()), "{phase}: alarms left unreduced");
+        }
+    }
+}
+
 /// Each file of the campaign `camp`, damaged in a copy, makes `report` (or `run
 /// --resume`, for what only it reads) fail with status 2 and one line naming the
 /// file and, where a field is wrong, the field.

@@ -480,9 +480,24 @@ fn resume(dir: &Path) -> Result<(PathBuf, Campaign)> {
     }
     let c: Campaign = files::read(&path)?;
     if c.finished || c.elapsed >= c.settings.budget {
-        bail!("the campaign in {} has used its {:.0}s budget; `trestle report {}` shows it", dir.display(), c.settings.budget, dir.display());
+        // Killed while reducing its alarms: a resume only reduces what is left.
+        let unreduced = unreduced_alarms(dir)?;
+        if unreduced == 0 {
+            bail!("the campaign in {} has used its {:.0}s budget; `trestle report {}` shows it", dir.display(), c.settings.budget, dir.display());
+        }
+        eprintln!("trestle run: the campaign's budget is spent; reducing the {unreduced} alarm(s) it left unreduced");
     }
     Ok((std::fs::canonicalize(dir)?, c))
+}
+
+/// Alarms of the campaign in `dir` whose reduction is still to be done.
+fn unreduced_alarms(dir: &Path) -> Result<usize> {
+    let path = dir.join(files::ALARMS);
+    if !path.exists() {
+        return Ok(0);
+    }
+    let v: serde_json::Value = files::read(&path)?;
+    Ok(v["alarms"].as_array().map_or(0, |a| a.iter().filter(|x| x["reduction_pending"] == true).count()))
 }
 
 /// Start a campaign in `--out` (which must not exist or be empty).

@@ -160,6 +160,7 @@ impl Runner {
     }
 
     pub(super) fn status(&mut self, phase: &str) {
+        super::status::fault_point(phase);
         self.c.elapsed = self.clock();
         let (candidates, alarms) = self.findings();
         let (fps, eff) = self.lifter.as_ref().map_or((0, 0), |l| (l.stats.false_positives, l.stats.effective));

@@ -12,6 +12,28 @@ pub(super) extern "C" fn on_stop(_sig: libc::c_int) {
     STOP.store(true, Ordering::SeqCst);
 }
 
+/// For fault tests: with `TRESTLE_FAULT=PHASE:MS` the campaign kills itself (SIGKILL,
+/// as `kill -9` would) MS milliseconds after a phase whose status begins with PHASE
+/// (`recording`, `carving`, `unit fuzzing`, `lifting`, `reducing`, ...) first shows.
+pub(super) fn fault_point(phase: &str) {
+    static ARMED: std::sync::OnceLock<Option<(String, u64)>> = std::sync::OnceLock::new();
+    static FIRED: AtomicBool = AtomicBool::new(false);
+    let armed = ARMED.get_or_init(|| {
+        let v = std::env::var("TRESTLE_FAULT").ok()?;
+        let (p, ms) = v.rsplit_once(':')?;
+        Some((p.to_owned(), ms.parse().ok()?))
+    });
+    let Some((p, ms)) = armed else { return };
+    if phase.starts_with(p.as_str()) && !FIRED.swap(true, Ordering::SeqCst) {
+        let ms = *ms;
+        std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(ms));
+            // SAFETY: signalling this very process.
+            unsafe { libc::kill(libc::getpid(), libc::SIGKILL) };
+        });
+    }
+}
+
 pub(super) struct Live {
     pub(super) tty: bool,
     pub(super) last_plain: Instant,
