@@ -444,6 +444,56 @@ fn a_campaign_killed_in_any_phase_resumes_with_all_it_had() {
     }
 }
 
+/// A campaign on a file system that fills up (a 600 KB tmpfs, mounted in a user and
+/// mount namespace of its own) stops with one line saying so, and once there is room
+/// again `--resume` goes on with every alarm and queue entry it had.
+#[test]
+fn a_full_disk_stops_the_campaign_with_one_line_and_it_resumes_when_there_is_room() {
+    let b = builds(&subject("requests").join("requests.c"));
+    let mnt = b.dir.join("small");
+    std::fs::create_dir(&mnt).unwrap();
+    let out = mnt.join("camp");
+    let (err1, err2, between) = (b.dir.join("first.err"), b.dir.join("resumed.err"), b.dir.join("between.txt"));
+    let trestle = tool("trestle");
+    let script = format!(
+        "set -u\n\
+         mount -t tmpfs -o size=600k none '{mnt}' || exit 90\n\
+         '{t}' run --program '{prog}' --seeds '{seeds}' --validate-with '{plain}' --time 60s --out '{out}' --plain --unit-slice 5s --system-slice 5s 2> '{err1}'\n\
+         echo \"exit $?\" > '{between}'\n\
+         (cd '{out}' && ls alarms system/queue) >> '{between}' 2>/dev/null\n\
+         mount -o remount,size=50m '{mnt}' || exit 91\n\
+         timeout -s INT 20 '{t}' run --resume '{out}' --plain 2> '{err2}'\n\
+         (cd '{out}' && ls alarms system/queue)\n",
+        mnt = mnt.display(),
+        t = trestle.display(),
+        prog = b.harness.display(),
+        seeds = seeds().display(),
+        plain = b.plain.display(),
+        out = out.display(),
+        err1 = err1.display(),
+        err2 = err2.display(),
+        between = between.display(),
+    );
+    let o = run(Command::new("unshare").args(["--user", "--map-root-user", "--mount", "sh", "-c", &script]));
+    let after = String::from_utf8_lossy(&o.stdout).into_owned();
+    assert!(o.status.success() || o.status.code() == Some(124), "the namespace script failed ({:?}): {}", o.status, String::from_utf8_lossy(&o.stderr));
+    let first = std::fs::read_to_string(&err1).unwrap();
+    let before = std::fs::read_to_string(&between).unwrap();
+    assert!(before.starts_with("exit 2\n"), "a full disk is an error (status 2): {before}\n{first}");
+    // One line says so, and nothing else went wrong on the way (no backtrace, no
+    // other error).
+    let errors: Vec<&str> = first.lines().filter(|l| l.contains("error")).collect();
+    assert_eq!(errors.len(), 1, "{first}");
+    assert!(errors[0].starts_with("trestle: error: the disk holding") && errors[0].contains("--resume"), "{first}");
+    assert!(!first.contains("Backtrace") && !first.contains("panicked"), "{first}");
+    // What was there before is there after the resume.
+    for name in before.lines().skip(1).filter(|l| !l.is_empty() && !l.ends_with(':')) {
+        assert!(after.lines().any(|l| l == name), "{name} lost on resume: before {before}, after {after}");
+    }
+    let resumed = std::fs::read_to_string(&err2).unwrap();
+    assert!(!resumed.contains("error") && resumed.contains("go on with `trestle run --resume"), "the resume failed:\n{resumed}");
+}
+
 /// Each file of the campaign `camp`, damaged in a copy, makes `report` (or `run
 /// --resume`, for what only it reads) fail with status 2 and one line naming the
 /// file and, where a field is wrong, the field.

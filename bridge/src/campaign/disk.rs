@@ -29,6 +29,57 @@ pub const EVICT_AT: f64 = 0.8;
 /// own files. Its unit, crashes and report stay.
 const CORPUS_PARTS: [&str; 4] = ["queue", ".solutions", "cwd", "timeouts"];
 
+/// Below this much free space on its file system the campaign stops, saved, rather
+/// than fail half-way through a write: 5% of the file system, at most 32 MB.
+fn free_floor(total: u64) -> u64 {
+    (total / 20).min(32_000_000)
+}
+
+/// The file system holding the campaign is (nearly) full: the campaign stopped, and
+/// what it saved last is what `--resume` goes on from.
+#[derive(Debug)]
+pub struct DiskFull {
+    /// The campaign directory.
+    pub dir: PathBuf,
+    /// Bytes free there.
+    pub free: u64,
+}
+
+impl std::fmt::Display for DiskFull {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "the disk holding {} is full ({} free): the campaign stopped, saved as of its last step; free some space, then `trestle run --resume {}`",
+            self.dir.display(),
+            human(self.free),
+            self.dir.display()
+        )
+    }
+}
+
+impl std::error::Error for DiskFull {}
+
+/// (bytes free to an unprivileged writer, bytes in all) of the file system holding
+/// `path`.
+pub fn space(path: &Path) -> Option<(u64, u64)> {
+    use std::os::unix::ffi::OsStrExt as _;
+    let c = std::ffi::CString::new(path.as_os_str().as_bytes()).ok()?;
+    let mut s: libc::statvfs = unsafe { std::mem::zeroed() };
+    // SAFETY: a NUL-terminated path and a statvfs to fill.
+    if unsafe { libc::statvfs(c.as_ptr(), &mut s) } != 0 {
+        return None;
+    }
+    let unit = s.f_frsize as u64;
+    Some((s.f_bavail as u64 * unit, s.f_blocks as u64 * unit))
+}
+
+/// `Some` when the file system holding `dir` has less free space than the campaign
+/// needs to go on safely.
+pub fn full(dir: &Path) -> Option<DiskFull> {
+    let (free, total) = space(dir)?;
+    (free < free_floor(total)).then(|| DiskFull { dir: dir.to_owned(), free })
+}
+
 /// The directory's size and what was evicted to keep it under the budget.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct Disk {
@@ -96,7 +147,8 @@ pub fn human(n: u64) -> String {
 
 impl Runner {
     /// Look at the directory's size and evict what may go until it is under
-    /// [`EVICT_AT`] of the budget; said once when what may not go alone is over.
+    /// [`EVICT_AT`] of the budget; said once when what may not go alone is over. A
+    /// [`DiskFull`] error when its file system has too little space left to go on.
     pub(super) fn keep_within_disk(&mut self) -> Result<()> {
         let budget = self.c.settings.max_disk;
         let mut bytes = dir_bytes(&self.out);
@@ -150,7 +202,10 @@ impl Runner {
         }
         self.c.disk.over = over;
         self.c.disk.bytes = bytes;
-        Ok(())
+        match full(&self.out) {
+            Some(e) => Err(e.into()),
+            None => Ok(()),
+        }
     }
 }
 

@@ -462,11 +462,18 @@ pub fn run(args: &Options) -> Result<RunOutcome> {
         libc::signal(libc::SIGINT, on_stop as *const () as libc::sighandler_t);
         libc::signal(libc::SIGTERM, on_stop as *const () as libc::sighandler_t);
     }
-    r.sample()?;
-    r.keep_within_disk()?;
-    // Findings a kill cut short.
-    r.lift_pending()?;
-    r.rounds()?;
+    // Findings a kill cut short are lifted first.
+    let went = r.sample().and_then(|()| r.keep_within_disk()).and_then(|()| r.lift_pending()).and_then(|()| r.rounds());
+    if let Err(e) = went {
+        // A write that failed for want of space ends the campaign with one line (what
+        // it saved last stands: every file is replaced whole or not at all).
+        if let Some(full) = e.downcast_ref::<disk::DiskFull>().map(|d| disk::DiskFull { dir: d.dir.clone(), free: d.free }).or_else(|| disk::full(&out)) {
+            let _ = r.save();
+            r.close_cluster("the main node's disk is full").ok();
+            return Err(full.into());
+        }
+        return Err(e);
+    }
     let interrupted = STOP.load(Ordering::SeqCst);
     let alarms = r.finish(interrupted)?;
     Ok(RunOutcome { dir: out, campaign: r.c, alarms })
