@@ -80,8 +80,10 @@ def one_run(subj, config, rep, a, bin_dir, work, builds):
     worker_cmd = None
     if config == "main+worker":
         addr = f"127.0.0.1:{free_port()}"
-        cmd += ["--listen", addr]
-        worker_cmd = ["taskset", "-c", "1", str(t), "join", addr, "--program", str(builds["trestle"]),
+        key = d / "cluster.key"
+        key.unlink(missing_ok=True)
+        cmd += ["--listen", addr, "--key", str(key)]
+        worker_cmd = ["taskset", "-c", "1", str(t), "join", addr, "--key", str(key), "--program", str(builds["trestle"]),
                       "--name", "w1", "--out", str(d / "w1")]
     log(f"{subj} {config}-{rep}: starting ({a.time} s)")
     limit = a.time + 240

@@ -2,7 +2,8 @@
 //! (`trestle run --listen --delegate`, so every find is a worker's) and two workers
 //! (`trestle join`, one of them on two cores). Every node reports executions, a worker's bug is reported by the
 //! main node as a true alarm naming the worker, a worker killed with SIGKILL loses
-//! none of what it had sent, a worker with another build is refused on both sides, and
+//! none of what it had sent, a worker with another build or without the campaign's
+//! key (and random bytes sent to the port) is refused on both sides, and
 //! a worker whose main node goes away stops with a message.
 
 use serde_json::Value;
@@ -66,22 +67,41 @@ fn a_main_node_and_two_workers_report_the_workers_bug_and_lose_nothing_to_a_kill
     let camp = s.dir.join("camp");
     let seeds = subject("requests").join("seeds");
     let mut main = spawn(
-        &[&"run", &"--program", &s.program, &"--seeds", &seeds, &"--validate-with", &s.plain, &"--time", &"150s", &"--out", &camp, &"--plain", &"--no-pin", &"--listen", &addr, &"--delegate"],
+        &[&"run", &"--program", &s.program, &"--seeds", &seeds, &"--validate-with", &s.plain, &"--time", &"150s", &"--out", &camp, &"--plain", &"--no-pin", &"--listen", &addr, &"--delegate", &"--key", &s.dir.join("cluster.key")],
         &s.dir.join("main.log"),
     );
     std::thread::sleep(Duration::from_secs(2));
     let (wa, wb) = (s.dir.join("wa"), s.dir.join("wb"));
     // a works on two cores: two single-core workers, a-c1 and a-c2.
-    let mut a = spawn(&[&"join", &addr, &"--program", &s.program, &"--name", &"a", &"--cores", &"2", &"--out", &wa], &s.dir.join("a.log"));
-    let mut b = spawn(&[&"join", &addr, &"--program", &s.program, &"--name", &"b", &"--out", &wb], &s.dir.join("b.log"));
+    let mut a = spawn(&[&"join", &addr, &"--key", &s.dir.join("cluster.key"), &"--program", &s.program, &"--name", &"a", &"--cores", &"2", &"--out", &wa], &s.dir.join("a.log"));
+    let mut b = spawn(&[&"join", &addr, &"--key", &s.dir.join("cluster.key"), &"--program", &s.program, &"--name", &"b", &"--out", &wb], &s.dir.join("b.log"));
 
     // Another build of the program is turned away, in one line on both sides.
     let other = s.dir.join("requests-o1");
     ok(Command::new(tool("trestle-cc")).args(["-O1", "-g"]).arg(subject("requests").join("requests.c")).arg("-o").arg(&other));
-    let refused = run(&mut trestle(&[&"join", &addr, &"--program", &other, &"--name", &"other"]));
+    let refused = run(&mut trestle(&[&"join", &addr, &"--key", &s.dir.join("cluster.key"), &"--program", &other, &"--name", &"other"]));
     let why = String::from_utf8_lossy(&refused.stderr);
     assert_eq!(refused.status.code(), Some(2), "{why}");
     assert!(why.trim().lines().count() == 1 && why.contains("another build"), "{why}");
+
+    // A worker without the campaign's key is refused before any message, in one line
+    // on both sides; so are random bytes sent to the port.
+    let wrong = s.dir.join("wrong.key");
+    std::fs::write(&wrong, format!("{}\n", "ab".repeat(32))).unwrap();
+    let refused = run(&mut trestle(&[&"join", &addr, &"--key", &wrong, &"--program", &s.program, &"--name", &"intruder"]));
+    let why = String::from_utf8_lossy(&refused.stderr);
+    assert_eq!(refused.status.code(), Some(2), "{why}");
+    assert!(why.trim().lines().count() == 1 && why.contains("refused this worker") && why.contains("--key"), "{why}");
+    {
+        use std::io::{Read as _, Write as _};
+        let mut t = std::net::TcpStream::connect(&addr).unwrap();
+        let mut hello = [0u8; 40];
+        t.read_exact(&mut hello).unwrap();
+        t.write_all(&[0xa5u8; 72]).unwrap();
+        let mut answer = Vec::new();
+        let _ = t.read_to_end(&mut answer);
+        assert_eq!(answer, b"REFUSED!", "random bytes are refused");
+    }
 
     // Once worker b has sent queue entries for a while, kill it.
     let sent_by_b = camp.join("nodes").join("b").join("queue");
@@ -102,6 +122,8 @@ fn a_main_node_and_two_workers_report_the_workers_bug_and_lose_nothing_to_a_kill
     let log = std::fs::read_to_string(s.dir.join("main.log")).unwrap();
     assert!(status.success(), "main node: {log}");
     assert!(log.contains("refused worker other"), "{log}");
+    assert_eq!(log.matches("refused a connection from").count(), 2, "the wrong key and the random bytes, one line each: {log}");
+    assert!(log.contains("its key is not this campaign's") && !log.contains("intruder joined"), "{log}");
     let a_status = a.wait().unwrap();
     let a_log = std::fs::read_to_string(s.dir.join("a.log")).unwrap();
     assert!(a_status.success() && a_log.contains("the campaign is over"), "worker a: {a_log}");
@@ -143,12 +165,12 @@ fn a_worker_whose_main_node_goes_away_stops_with_a_message() {
     let addr = format!("127.0.0.1:{}", free_port());
     let seeds = subject("requests").join("seeds");
     let mut main = spawn(
-        &[&"run", &"--program", &s.program, &"--seeds", &seeds, &"--validate-with", &s.plain, &"--time", &"300s", &"--out", &s.dir.join("camp"), &"--plain", &"--no-pin", &"--listen", &addr, &"--delegate"],
+        &[&"run", &"--program", &s.program, &"--seeds", &seeds, &"--validate-with", &s.plain, &"--time", &"300s", &"--out", &s.dir.join("camp"), &"--plain", &"--no-pin", &"--listen", &addr, &"--delegate", &"--key", &s.dir.join("cluster.key")],
         &s.dir.join("main.log"),
     );
     std::thread::sleep(Duration::from_secs(2));
     let log = s.dir.join("w.log");
-    let mut w = spawn(&[&"join", &addr, &"--program", &s.program, &"--name", &"w"], &log);
+    let mut w = spawn(&[&"join", &addr, &"--key", &s.dir.join("cluster.key"), &"--program", &s.program, &"--name", &"w"], &log);
     let t = Instant::now();
     while !std::fs::read_to_string(&log).unwrap().contains("joined") && t.elapsed() < Duration::from_secs(60) {
         std::thread::sleep(Duration::from_millis(200));

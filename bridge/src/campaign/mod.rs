@@ -143,6 +143,9 @@ pub struct Options {
     pub delegate: bool,
     /// The most the campaign directory should hold, bytes ([`disk`]).
     pub max_disk: u64,
+    /// With --listen: the cluster's key file (default `OUT/cluster.key`, made when
+    /// missing).
+    pub key: Option<PathBuf>,
 }
 
 /// How a campaign ended.
@@ -449,7 +452,7 @@ pub fn run(args: &Options) -> Result<RunOutcome> {
     let tty = !args.plain && std::io::stderr().is_terminal();
     let mut r = Runner::new(out.clone(), campaign, Live::new(tty))?;
     if let Some(addr) = &args.listen {
-        r.listen(addr, args.delegate)?;
+        r.listen(addr, args.delegate, args.key.as_deref())?;
     } else if args.delegate {
         bail!("--delegate leaves the fuzzing to workers: it needs --listen HOST:PORT");
     }

@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 
 impl Runner {
     /// Accept workers at `addr` from now on; with `delegate`, this node fuzzes nothing.
-    pub(super) fn listen(&mut self, addr: &str, delegate: bool) -> Result<()> {
+    pub(super) fn listen(&mut self, addr: &str, delegate: bool, key: Option<&Path>) -> Result<()> {
         let s = &self.c.settings;
         let mut seeds = Vec::new();
         for t in crate::system::systest::load_tests(&s.seeds)? {
@@ -34,8 +34,19 @@ impl Runner {
             units: !s.system_only,
             remaining: self.remaining(),
         };
-        let hub = Hub::listen(addr, self.binary.build, work)?;
-        eprintln!("trestle run: accepting workers at {} (trestle join {} --program PROGRAM)", hub.addr(), hub.addr());
+        // The campaign's key: given, or made once in its directory (a resume keeps it).
+        let key_path = key.map(Path::to_owned).unwrap_or_else(|| self.out.join("cluster.key"));
+        let (key, made) = crate::cluster::gate::Key::load_or_create(&key_path)?;
+        if made {
+            eprintln!("trestle run: made the campaign's cluster key {}; copy it to the workers' machines", key_path.display());
+        }
+        let hub = Hub::listen(addr, self.binary.build, work, key)?;
+        eprintln!(
+            "trestle run: accepting workers at {} (trestle join {} --program PROGRAM --key {})",
+            hub.addr(),
+            hub.addr(),
+            key_path.display()
+        );
         self.hub = Some(hub);
         self.delegate = delegate;
         // The units carved before (a resumed campaign) are the workers' too.

@@ -423,6 +423,11 @@ impl Runner {
         // minute campaign recorded 2.6 GB), which a long campaign must not pile up.
         // The batch's tests stay, to record again.
         crate::files::remove_dir_if_present(&traces)?;
+        // Carving held the traces' memory (hundreds of MB on sed) and freed it; give
+        // it back to the system, or the campaign's resident size stays at its peak
+        // for the rest of a day.
+        // SAFETY: malloc_trim only releases free heap memory.
+        unsafe { libc::malloc_trim(0) };
         self.spent(PHASE_CARVE, t);
         let index = summary.index;
         if summary.bad_traces > 0 {

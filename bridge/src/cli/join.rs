@@ -30,6 +30,10 @@ pub struct JoinArgs {
     /// Run the program without bubblewrap (still in fresh directories, with rlimits).
     #[arg(long)]
     pub no_sandbox: bool,
+    /// The campaign's key file (the main node's `cluster.key`, copied here): only a
+    /// worker holding it is admitted.
+    #[arg(long, value_name = "FILE")]
+    pub key: PathBuf,
 }
 
 impl JoinArgs {
@@ -43,6 +47,7 @@ impl JoinArgs {
             out: self.out.clone(),
             name: self.name.clone(),
             no_sandbox: self.no_sandbox,
+            key: self.key.clone(),
         }
     }
 }

@@ -96,6 +96,11 @@ pub struct RunArgs {
     /// validates and reports.
     #[arg(long, requires = "listen")]
     pub delegate: bool,
+    /// With --listen: the key file workers must hold (`trestle join --key`); made,
+    /// readable by its owner only, when it does not exist. Default: cluster.key in
+    /// the campaign directory.
+    #[arg(long, value_name = "FILE", requires = "listen")]
+    pub key: Option<PathBuf>,
     /// The most the campaign directory should hold (500M, 2G, ...): past 80% of it,
     /// the corpora of lifted unit slices go first, then the oldest carved units;
     /// alarms, the system queue and what a resume needs are never evicted. A resumed
@@ -133,6 +138,7 @@ impl RunArgs {
             listen: self.listen.clone(),
             delegate: self.delegate,
             max_disk: self.max_disk,
+            key: self.key.clone(),
         }
     }
 }

@@ -35,9 +35,10 @@ pub struct Hub {
 }
 
 impl Hub {
-    /// Listen on `addr` for workers of the program build `build`, to give them `work`.
-    pub fn listen(addr: &str, build: u64, work: Work) -> Result<Hub> {
-        let link = Link::listen(addr, ALIVE_EVERY)?;
+    /// Listen on `addr` for workers of the program build `build` holding `key`, to
+    /// give them `work`.
+    pub fn listen(addr: &str, build: u64, work: Work, key: super::gate::Key) -> Result<Hub> {
+        let link = Link::listen(addr, ALIVE_EVERY, key)?;
         Ok(Hub { link, build, work, workers: BTreeMap::new() })
     }
 

@@ -2,13 +2,15 @@
 //! thread, connected broker-to-broker over TCP. LibAFL's LLMP carries the messages;
 //! trestle adds no protocol of its own beyond what a message holds ([`super::Message`]).
 //!
-//! The main node's broker listens on the `--listen` address; a worker's broker
-//! connects to it. Every message a broker gets from a peer goes to the node (through
+//! The main node's broker listens on loopback, behind the [`super::gate`] on the
+//! `--listen` address; a worker's broker connects to it through a gate of its own,
+//! once the two gates have proved to each other that they hold the campaign's key. Every message a broker gets from a peer goes to the node (through
 //! a channel) and on to its other peers, so the workers hear each other through the
 //! main node's broker; what the node sends goes out on its broker's own page, which
 //! the broker-to-broker threads carry to the peers. The broker keeps its pages, so a
 //! worker that joins late reads everything sent before it came.
 
+use super::gate::{self, Key};
 use super::Message;
 use anyhow::{anyhow, Context as _, Result};
 use libafl_bolts::ClientId;
@@ -26,6 +28,31 @@ const TAG: Tag = Tag(0x7e57_1e00);
 
 /// How long the broker thread sleeps when there was nothing to move.
 const IDLE: Duration = Duration::from_millis(2);
+
+/// The largest message a node takes (a batch of units is the largest kind); one
+/// larger is passed over unread.
+pub const MAX_MESSAGE: usize = 1 << 30;
+
+/// Encode a message as it goes over the link.
+pub fn encode(m: &Message) -> Result<Vec<u8>> {
+    bincode::serialize(m).context("cannot encode a cluster message")
+}
+
+/// Decode a message from the link: at most [`MAX_MESSAGE`] bytes, and nothing in it
+/// may claim more than the message holds (a length field of 2^60 is an error, not an
+/// allocation).
+pub fn decode(bytes: &[u8]) -> Result<Message> {
+    use bincode::Options as _;
+    if bytes.len() > MAX_MESSAGE {
+        anyhow::bail!("{} bytes, more than a message may have ({MAX_MESSAGE})", bytes.len());
+    }
+    bincode::DefaultOptions::new()
+        .with_fixint_encoding()
+        .allow_trailing_bytes()
+        .with_limit(bytes.len() as u64)
+        .deserialize(bytes)
+        .map_err(|e| anyhow!("{e}"))
+}
 
 /// A node's end of the cluster: send to every peer, receive from any.
 pub struct Link {
@@ -59,31 +86,38 @@ impl<SHM, SP> LlmpHook<SHM, SP> for ToNode {
 }
 
 impl Link {
-    /// The main node's link: a broker listening on `addr` (`HOST:PORT`), which says
-    /// [`Message::Alive`] every `heartbeat` by itself, however busy the node is.
-    pub fn listen(addr: &str, heartbeat: Duration) -> Result<Link> {
-        let listener = TcpListener::bind(addr).with_context(|| format!("cannot listen on {addr}"))?;
-        let bound = listener.local_addr()?;
-        let alive = bincode::serialize(&Message::Alive { elapsed: 0.0 }).context("cannot encode a cluster message")?;
-        Link::start(bound, Some((heartbeat, alive)), move |inner| {
-            inner.launch_listener(Listener::Tcp(listener)).map(|_| ()).map_err(|e| anyhow!("cannot accept workers on {bound}: {e}"))
-        })
+    /// The main node's link: a broker on loopback behind a gate listening on `addr`
+    /// (`HOST:PORT`) that admits holders of `key`; the broker says [`Message::Alive`]
+    /// every `heartbeat` by itself, however busy the node is.
+    pub fn listen(addr: &str, heartbeat: Duration, key: Key) -> Result<Link> {
+        let public = TcpListener::bind(addr).with_context(|| format!("cannot listen on {addr}"))?;
+        let bound = public.local_addr()?;
+        let local = TcpListener::bind("127.0.0.1:0").context("cannot open a loopback port")?;
+        let broker = local.local_addr()?;
+        let alive = encode(&Message::Alive { elapsed: 0.0 })?;
+        let link = Link::start(bound, Some((heartbeat, alive)), move |inner| {
+            inner.launch_listener(Listener::Tcp(local)).map(|_| ()).map_err(|e| anyhow!("cannot start the broker's listener: {e}"))
+        })?;
+        gate::serve(public, broker, key, link.stop.clone())?;
+        Ok(link)
     }
 
-    /// A worker's link: a broker of its own, connected to the main node's at `addr`.
-    pub fn join(addr: &str) -> Result<Link> {
+    /// A worker's link: a broker of its own, connected to the main node's at `addr`
+    /// once the gates' handshake proved both hold `key`.
+    pub fn join(addr: &str, key: &Key) -> Result<Link> {
         let target = addr
             .to_socket_addrs()
             .with_context(|| format!("cannot resolve {addr}"))?
             .next()
             .ok_or_else(|| anyhow!("{addr} resolves to no address"))?;
+        let through = gate::connect(target, key)?;
         Link::start(target, None, move |inner| {
             // A listener (on loopback, for nobody) first, as LibAFL's own brokers have:
             // the broker-to-broker connection must not get the id of the broker's own
             // page, or it takes the node's messages for ones it sent and drops them.
             let local = TcpListener::bind("127.0.0.1:0").context("cannot open a loopback port")?;
             inner.launch_listener(Listener::Tcp(local)).map_err(|e| anyhow!("cannot start the local listener: {e}"))?;
-            inner.connect_b2b(target).map_err(|e| anyhow!("cannot reach the main node at {target}: {e}"))
+            inner.connect_b2b(through).map_err(|e| anyhow!("cannot reach the main node at {target}: {e}"))
         })
     }
 
@@ -123,7 +157,7 @@ impl Link {
 
     /// Send `m` to every peer.
     pub fn send(&self, m: &Message) -> Result<()> {
-        let bytes = bincode::serialize(m).context("cannot encode a cluster message")?;
+        let bytes = encode(m)?;
         self.out.send(bytes).map_err(|_| anyhow!("the link to the other nodes is down"))
     }
 
@@ -136,9 +170,9 @@ impl Link {
                 Err(RecvTimeoutError::Timeout) => return Ok(None),
                 Err(RecvTimeoutError::Disconnected) => return Err(anyhow!("the link to the other nodes is down")),
             };
-            match bincode::deserialize::<Message>(&bytes) {
+            match decode(&bytes) {
                 Ok(m) => return Ok(Some(m)),
-                Err(e) => eprintln!("trestle: passing over a cluster message that does not decode ({} bytes): {e}", bytes.len()),
+                Err(e) => eprintln!("trestle: passing over a cluster message that does not decode ({} bytes): {e:#}", bytes.len()),
             }
         }
     }
@@ -232,10 +266,11 @@ mod tests {
     /// the main node's reaches both, and nobody hears its own.
     #[test]
     fn messages_cross_brokers_both_ways_and_between_workers() {
-        let main = Link::listen("127.0.0.1:0", Duration::from_secs(3600)).unwrap();
+        let key = test_key();
+        let main = Link::listen("127.0.0.1:0", Duration::from_secs(3600), key.clone()).unwrap();
         let addr = main.addr.to_string();
-        let a = Link::join(&addr).unwrap();
-        let b = Link::join(&addr).unwrap();
+        let a = Link::join(&addr, &key).unwrap();
+        let b = Link::join(&addr, &key).unwrap();
         let hello = Message::Hello { node: "a".into(), protocol: PROTOCOL_FOR_TEST, build: 7, cores: 1 };
         a.send(&hello).unwrap();
         assert_eq!(next(&main, Duration::from_secs(10)), Some(hello.clone()));
@@ -252,9 +287,67 @@ mod tests {
 
     const PROTOCOL_FOR_TEST: u32 = super::super::PROTOCOL;
 
+    fn test_key() -> Key {
+        let d = tempfile::tempdir().unwrap();
+        Key::load_or_create(&d.path().join("k")).unwrap().0
+    }
+
+    /// The decoder as a fuzz target, for a bounded time: valid messages of every
+    /// kind, flipped, cut short, padded and with length fields blown up, and random
+    /// bytes, never panic and never allocate what the message does not hold.
+    #[test]
+    fn the_message_decoder_takes_any_bytes_without_panicking() {
+        let seeds: Vec<Vec<u8>> = [
+            Message::Hello { node: "w".into(), protocol: 1, build: 7, cores: 2 },
+            Message::Refused { node: "w".into(), reason: "why".into() },
+            Message::Queue { from: "w".into(), name: "q.json".into(), test: b"{}".to_vec() },
+            Message::SystemCrash { from: "w".into(), name: "c".into(), test: vec![1, 2, 3] },
+            Message::Alive { elapsed: 1.0 },
+            Message::Done { reason: "over".into() },
+        ]
+        .iter()
+        .map(|m| encode(m).unwrap())
+        .collect();
+        for s in &seeds {
+            assert!(decode(s).is_ok());
+        }
+        let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
+        let mut rnd = move || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        };
+        let end = Instant::now() + Duration::from_secs(3);
+        let mut runs = 0u64;
+        while Instant::now() < end {
+            let mut b = seeds[(rnd() % seeds.len() as u64) as usize].clone();
+            match rnd() % 5 {
+                0 => {
+                    let i = (rnd() % b.len() as u64) as usize;
+                    b[i] ^= 1 << (rnd() % 8);
+                }
+                1 => b.truncate((rnd() % b.len() as u64) as usize),
+                2 => b.extend((0..rnd() % 64).map(|_| rnd() as u8)),
+                3 => {
+                    // A length or tag field claims the most it can.
+                    let i = (rnd() % b.len() as u64) as usize;
+                    for k in i..(i + 8).min(b.len()) {
+                        b[k] = 0xff;
+                    }
+                }
+                _ => b = (0..rnd() % 256).map(|_| rnd() as u8).collect(),
+            }
+            let _ = decode(&b);
+            runs += 1;
+        }
+        assert!(runs > 10_000, "only {runs} inputs in 3 s");
+        assert!(decode(&vec![0u8; MAX_MESSAGE + 1]).is_err());
+    }
+
     #[test]
     fn a_main_node_that_is_not_there_is_an_error_naming_it() {
-        let e = Link::join("127.0.0.1:9").err().expect("nothing listens on port 9");
+        let e = Link::join("127.0.0.1:9", &test_key()).err().expect("nothing listens on port 9");
         assert!(format!("{e:#}").contains("127.0.0.1:9"), "{e:#}");
     }
 }

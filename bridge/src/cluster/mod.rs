@@ -7,6 +7,7 @@
 //! ([`Message`]). Only the main node judges: a worker's crash is an alarm once the
 //! main node's validation reproduces it.
 
+pub mod gate;
 pub mod hub;
 pub mod link;
 pub mod worker;

@@ -47,6 +47,8 @@ pub struct Options {
     pub name: Option<String>,
     /// Run the program without bubblewrap.
     pub no_sandbox: bool,
+    /// The campaign's key file.
+    pub key: PathBuf,
 }
 
 /// How a worker's session went.
@@ -72,7 +74,8 @@ pub fn run(o: &Options) -> Result<Summary> {
     }
     let binary = Binary::load(&o.program)?;
     let node = o.name.clone().unwrap_or_else(default_name);
-    let link = Link::join(&o.addr)?;
+    let key = crate::cluster::gate::Key::load(&o.key)?;
+    let link = Link::join(&o.addr, &key)?;
     link.send(&Message::Hello { node: node.clone(), protocol: PROTOCOL, build: binary.build, cores: o.cores })?;
     let (work, backlog) = welcome(&link, &node)?;
     // A fuzzer and the program it runs take turns: one core serves both best. (Once
@@ -110,13 +113,14 @@ fn run_per_core(o: &Options) -> Result<Summary> {
         bail!("--cores {}: this process may run on {available} core(s)", o.cores);
     }
     Binary::load(&o.program)?; // a missing or foreign program: one error, not N
+    crate::cluster::gate::Key::load(&o.key)?; // so is a missing key
     let base = o.name.clone().unwrap_or_else(default_name);
     let exe = std::env::current_exe().context("cannot find the trestle executable")?;
     let mut children = Vec::new();
     for k in 1..=o.cores {
         let name = format!("{base}-c{k}");
         let mut cmd = std::process::Command::new(&exe);
-        cmd.arg("join").arg(&o.addr).arg("--program").arg(&o.program).args(["--cores", "1", "--name", name.as_str()]);
+        cmd.arg("join").arg(&o.addr).arg("--program").arg(&o.program).arg("--key").arg(&o.key).args(["--cores", "1", "--name", name.as_str()]);
         if let Some(t) = o.time {
             cmd.arg("--time").arg(format!("{}ms", t.as_millis()));
         }
