@@ -487,11 +487,87 @@ fn a_full_disk_stops_the_campaign_with_one_line_and_it_resumes_when_there_is_roo
     assert!(errors[0].starts_with("trestle: error: the disk holding") && errors[0].contains("--resume"), "{first}");
     assert!(!first.contains("Backtrace") && !first.contains("panicked"), "{first}");
     // What was there before is there after the resume.
-    for name in before.lines().skip(1).filter(|l| !l.is_empty() && !l.ends_with(':')) {
+    // (Temporary files of writes the full disk cut short are not entries: they go.)
+    for name in before.lines().skip(1).filter(|l| !l.is_empty() && !l.ends_with(':') && !l.ends_with(".tmp")) {
         assert!(after.lines().any(|l| l == name), "{name} lost on resume: before {before}, after {after}");
     }
     let resumed = std::fs::read_to_string(&err2).unwrap();
     assert!(!resumed.contains("error") && resumed.contains("go on with `trestle run --resume"), "the resume failed:\n{resumed}");
+}
+
+/// The descendants of `pid`, each with its command line.
+fn descendants(pid: u32) -> Vec<(u32, String)> {
+    let mut parent = std::collections::HashMap::new();
+    let mut cmdline = std::collections::HashMap::new();
+    for e in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(p) = e.file_name().to_string_lossy().parse::<u32>() else { continue };
+        let Ok(stat) = std::fs::read_to_string(e.path().join("stat")) else { continue };
+        let Some(rest) = stat.rfind(')').map(|i| &stat[i + 2..]) else { continue };
+        let Some(pp) = rest.split(' ').nth(1).and_then(|v| v.parse::<u32>().ok()) else { continue };
+        parent.insert(p, pp);
+        let cmd = std::fs::read(e.path().join("cmdline")).unwrap_or_default();
+        cmdline.insert(p, String::from_utf8_lossy(&cmd).replace('\0', " "));
+    }
+    let mut out = Vec::new();
+    let mut todo = vec![pid];
+    while let Some(p) = todo.pop() {
+        for (c, pp) in &parent {
+            if *pp == p {
+                out.push((*c, cmdline.get(c).cloned().unwrap_or_default()));
+                todo.push(*c);
+            }
+        }
+    }
+    out
+}
+
+/// `kill -9` of the system fuzzer's forkserver (the program under bubblewrap), then
+/// of the sandbox around it, in the middle of a campaign: each is started again, and
+/// the campaign goes on fuzzing and ends as usual.
+#[test]
+fn a_killed_forkserver_or_sandbox_is_started_again() {
+    let b = builds(&subject("requests").join("requests.c"));
+    let out = b.dir.join("forkserver-kill");
+    let log_path = b.dir.join("forkserver-kill.log");
+    let mut child = trestle(&[
+        &"run", &"--program", &b.harness, &"--seeds", &seeds(), &"--time", &"40s", &"--out", &out, &"--validate-with", &b.plain,
+        &"--plain", &"--system-only",
+    ])
+    .stderr(std::fs::File::create(&log_path).unwrap())
+    .spawn()
+    .unwrap();
+    for (what, pick) in [("forkserver", "the program"), ("sandbox", "bwrap")] {
+        let start = Instant::now();
+        let victim = loop {
+            let procs = descendants(child.id());
+            let program = b.harness.to_string_lossy();
+            let found = procs.iter().find(|(_, cmd)| {
+                let argv0 = cmd.split(' ').next().unwrap_or("");
+                if pick == "bwrap" { argv0.ends_with("bwrap") && cmd.contains(program.as_ref()) } else { argv0 == program }
+            });
+            if let Some((pid, _)) = found {
+                break *pid;
+            }
+            assert!(start.elapsed() < Duration::from_secs(20), "no {what} under the campaign: {procs:?}");
+            std::thread::sleep(Duration::from_millis(200));
+        };
+        std::thread::sleep(Duration::from_secs(3));
+        // SAFETY: signalling a process of our own.
+        unsafe { libc_kill(victim as i32, 9) };
+        std::thread::sleep(Duration::from_secs(6));
+        assert!(child.try_wait().unwrap().is_none(), "the campaign ended when its {what} was killed: {}", std::fs::read_to_string(&log_path).unwrap());
+    }
+    // The executions the status lines counted by the last kill, and at the end.
+    let execs = |text: &str| -> u64 {
+        text.lines().filter_map(|l| l.split("| system ").nth(1)?.split(' ').next()?.parse().ok()).max().unwrap_or(0)
+    };
+    let at_kills = execs(&std::fs::read_to_string(&log_path).unwrap());
+    let status = child.wait().unwrap();
+    let log = std::fs::read_to_string(&log_path).unwrap();
+    assert!(status.success(), "{log}");
+    let c = json(&out.join("campaign.json"));
+    assert_eq!(c["finished"], true, "{log}");
+    assert!(at_kills > 0 && c["system_executions"].as_u64().unwrap() > at_kills, "no executions after the kills ({at_kills}): {log}");
 }
 
 /// Each file of the campaign `camp`, damaged in a copy, makes `report` (or `run

@@ -217,6 +217,13 @@ fn prepare(cfg: &SysFuzzConfig) -> Result<(PathBuf, PathBuf, Vec<PathBuf>)> {
     let out = &cfg.out;
     for d in ["queue", "crashes", "timeouts"] {
         std::fs::create_dir_all(out.join(d)).with_context(|| format!("cannot create {}", out.join(d).display()))?;
+        // Temporary files of writes a kill or a full disk cut short: never read, and
+        // in the way of the next write of the same name.
+        for e in std::fs::read_dir(out.join(d)).with_context(|| format!("cannot list {}", out.join(d).display()))?.flatten() {
+            if e.file_name().to_string_lossy().ends_with(".tmp") {
+                let _ = std::fs::remove_file(e.path());
+            }
+        }
     }
     let out = std::fs::canonicalize(out).with_context(|| format!("cannot resolve {}", out.display()))?;
     let program = std::fs::canonicalize(&cfg.program).with_context(|| format!("program not found: {}", cfg.program.display()))?;

@@ -124,7 +124,10 @@ impl SysInput {
 
 impl Input for SysInput {
     fn to_file<P: AsRef<Path>>(&self, path: P) -> Result<(), libafl::Error> {
-        libafl_bolts::fs::write_file_atomic(path, &self.to_json())
+        // Whole or not at all, through a temporary file that a write cut short (a kill,
+        // a full disk) may leave behind: replaced next time, where LibAFL's own
+        // `write_file_atomic` refuses to ("File exists") once one is left.
+        crate::files::write_atomic(path.as_ref(), &self.to_json()).map_err(|e| libafl::Error::unknown(format!("{e:#}")))
     }
 
     fn from_file<P: AsRef<Path>>(path: P) -> Result<Self, libafl::Error> {
