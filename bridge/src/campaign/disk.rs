@@ -37,7 +37,7 @@ fn free_floor(total: u64) -> u64 {
 
 /// The file system holding the campaign is (nearly) full: the campaign stopped, and
 /// what it saved last is what `--resume` goes on from.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub struct DiskFull {
     /// The campaign directory.
     pub dir: PathBuf,

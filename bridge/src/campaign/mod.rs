@@ -470,7 +470,7 @@ pub fn run(args: &Options) -> Result<RunOutcome> {
     if let Err(e) = went {
         // A write that failed for want of space ends the campaign with one line (what
         // it saved last stands: every file is replaced whole or not at all).
-        if let Some(full) = e.downcast_ref::<disk::DiskFull>().map(|d| disk::DiskFull { dir: d.dir.clone(), free: d.free }).or_else(|| disk::full(&out)) {
+        if let Some(full) = e.downcast_ref::<disk::DiskFull>().cloned().or_else(|| disk::full(&out)) {
             let _ = r.save();
             r.close_cluster("the main node's disk is full").ok();
             return Err(full.into());
