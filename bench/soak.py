@@ -10,7 +10,9 @@ every --every seconds (60) appends a sample to RESULTS/samples.csv: the campaign
 directory's size on disk, the resident memory of every process of the campaign
 (trestle and all its descendants: the forkservers, the sandboxed programs, the unit
 fuzzing clients) and the system and unit executions per second since the last
-sample (from the campaign's timeline.csv).
+sample (from the campaign's timeline.csv). RESULTS/processes.csv breaks each sample's
+memory down by program name (trestle, trestle-fuzz-launcher, the subject, bwrap, ...),
+so growth can be traced to the process that grows.
 
 Resumable: run the same command again after an interruption (a reboot, a session's
 end) and it goes on with `trestle run --resume` where the campaign stopped, appending
@@ -18,7 +20,8 @@ to the same samples (the campaign's own clock, not the wall clock, is the x axis
 
 At the end it writes RESULTS/soak.json and RESULTS/SUMMARY.md: final and peak disk
 against the budget, and total RSS and executions per second over the last 10 minutes
-against minutes 10-20 (steady when within 20%), and RESULTS/soak.svg (the three
+against minutes 10-20 (steady when within 20%; RSS as the median of the samples,
+executions per second as the executions of the window over its length), and RESULTS/soak.svg (the three
 series over time, SVG written by hand).
 """
 import argparse, csv, json, os, signal, statistics, subprocess, sys, time
@@ -32,9 +35,9 @@ FIELDS = ["campaign_s", "wall", "disk_bytes", "rss_bytes", "processes", "system_
 
 
 def tree_processes(root):
-    """(pid, rss bytes) of `root` and every live descendant (by parent pid: a sandboxed
-    program runs in a session of its own, so the session would miss it)."""
-    parent, rss = {}, {}
+    """(pid, rss bytes, name) of `root` and every live descendant (by parent pid: a
+    sandboxed program runs in a session of its own, so the session would miss it)."""
+    parent, rss, name = {}, {}, {}
     for p in Path("/proc").iterdir():
         if not p.name.isdigit():
             continue
@@ -43,6 +46,7 @@ def tree_processes(root):
             # Fields after the command (which may hold spaces) start past its ')'.
             rest = stat[stat.rindex(")") + 2:].split()
             pid = int(p.name)
+            name[pid] = stat[stat.index("(") + 1:stat.rindex(")")]
             parent[pid] = int(rest[1])  # field 4 of stat: the parent pid
             rss[pid] = 0
             for line in (p / "status").read_text().splitlines():
@@ -57,7 +61,7 @@ def tree_processes(root):
     while todo:
         pid = todo.pop()
         if pid in rss:
-            out.append((pid, rss[pid]))
+            out.append((pid, rss[pid], name.get(pid, "?")))
         todo.extend(children.get(pid, []))
     return out
 
@@ -93,6 +97,34 @@ def append_sample(path, row):
 def window(samples, lo, hi, key):
     vals = [s[key] for s in samples if lo <= s["campaign_s"] < hi]
     return statistics.median(vals) if vals else None
+
+
+def window_rate(samples, lo, hi, execs):
+    """Executions per second over [lo, hi): from the last sample before the window (or
+    its first) to the last sample in it. Per-sample rates jump where the campaign's
+    timeline counts a unit round's executions at its end."""
+    before = [s for s in samples if s["campaign_s"] < lo]
+    inside = [s for s in samples if lo <= s["campaign_s"] < hi]
+    if not inside:
+        return None
+    start = before[-1] if before else inside[0]
+    dt = inside[-1]["campaign_s"] - start["campaign_s"]
+    return (inside[-1][execs] - start[execs]) / dt if dt > 0 else None
+
+
+def append_processes(path, campaign_s, procs):
+    """One row per program name: how many processes of it and their RSS."""
+    by = {}
+    for _, rss, name in procs:
+        n, b = by.get(name, (0, 0))
+        by[name] = (n + 1, b + rss)
+    new = not path.exists()
+    with path.open("a", newline="") as fh:
+        w = csv.writer(fh)
+        if new:
+            w.writerow(["campaign_s", "name", "processes", "rss_bytes"])
+        for name, (n, b) in sorted(by.items()):
+            w.writerow([campaign_s, name, n, b])
 
 
 def svg(samples, budget, out):
@@ -140,7 +172,11 @@ def summarise(samples, a, state, results):
          "peak_disk": max((x["disk_bytes"] for x in samples), default=None),
          "campaign_disk": (state or {}).get("disk")}
     for key in ["rss_bytes", "system_per_s", "unit_per_s"]:
-        e, l = window(samples, *early, key), window(samples, *late, key)
+        if key == "rss_bytes":
+            e, l = window(samples, *early, key), window(samples, *late, key)
+        else:
+            execs = key.replace("_per_s", "_execs")
+            e, l = window_rate(samples, *early, execs), window_rate(samples, *late, execs)
         s[key] = {"minutes_10_20": e, "last_10": l, "ratio": (l / e) if e else None}
     s["disk_within_budget"] = s["peak_disk"] is not None and s["peak_disk"] <= budget_disk
     s["steady"] = {k: (s[k]["ratio"] is not None and abs(s[k]["ratio"] - 1) <= 0.2) for k in ["rss_bytes", "system_per_s"]}
@@ -153,7 +189,7 @@ def summarise(samples, a, state, results):
              f"--cores {a.cores} --max-disk {a.max_disk}`.", "",
              f"- disk: final {mb(s['final_disk'])}, peak {mb(s['peak_disk'])} (budget {mb(budget_disk)}; "
              f"{'within' if s['disk_within_budget'] else 'OVER'})",
-             "", "| | minutes 10–20 (median) | last 10 minutes (median) | ratio |", "|---|---|---|---|"]
+             "", "| | minutes 10–20 | last 10 minutes | ratio |", "|---|---|---|---|"]
     for key, fmt in [("rss_bytes", mb), ("system_per_s", rate), ("unit_per_s", rate)]:
         lines.append(f"| {key} | {fmt(s[key]['minutes_10_20'])} | {fmt(s[key]['last_10'])} | {ratio(s[key]['ratio'])} |")
     if state and state.get("disk"):
@@ -201,6 +237,7 @@ def main():
         if camp.exists():
             subprocess.run(["rm", "-rf", str(camp)], check=True)
         samples_path.unlink(missing_ok=True)
+        (results / "processes.csv").unlink(missing_ok=True)
         cmd = [str(t), "run", "--program", str(builds["trestle"]), "--seeds", str(bugs.seeds_dir(a.subject)),
                "--validate-with", str(builds["cov"]), "--time", f"{a.time}s", "--out", str(camp), "--cores", str(a.cores),
                "--max-disk", a.max_disk, "--seed", "1", "--plain"]
@@ -227,7 +264,7 @@ def main():
             continue
         procs = tree_processes(p.pid)
         sample = {"campaign_s": row["seconds"], "wall": time.time(), "disk_bytes": bugs.dir_bytes(camp),
-                  "rss_bytes": sum(r for _, r in procs), "processes": len(procs),
+                  "rss_bytes": sum(r for _, r, _ in procs), "processes": len(procs),
                   "system_execs": row["system_execs"], "unit_execs": row["unit_execs"], "edges": row["edges"],
                   "units_fuzzed": row["units_fuzzed"], "alarms": row["alarms"]}
         dt = (row["seconds"] - last["campaign_s"]) if last else row["seconds"]
@@ -236,6 +273,7 @@ def main():
         sample["system_per_s"] = (row["system_execs"] - (last["system_execs"] if last else 0)) / dt
         sample["unit_per_s"] = (row["unit_execs"] - (last["unit_execs"] if last else 0)) / dt
         append_sample(samples_path, sample)
+        append_processes(results / "processes.csv", row["seconds"], procs)
         last = sample
         print(f"[soak {row['seconds']:6.0f}s] disk {sample['disk_bytes'] / 1e6:7.1f} MB | rss {sample['rss_bytes'] / 1e6:7.1f} MB "
               f"in {len(procs)} processes | system {sample['system_per_s']:6.0f}/s unit {sample['unit_per_s']:7.0f}/s | "

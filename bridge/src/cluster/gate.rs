@@ -21,8 +21,20 @@
 //! Nothing is read beyond those sizes before the proof, and a peer that does not
 //! send them within [`HANDSHAKE_TIME`] is dropped: random bytes, a wrong key, a
 //! replayed handshake or a flood of bytes cost the main node one line and a closed
-//! socket. The traffic after the handshake is not encrypted (an SSH tunnel or a VPN
-//! does that where the network needs it).
+//! socket.
+//!
+//! After the handshake the two gates pass the brokers' bytes in frames, each bound in
+//! size and sealed with a MAC under a key of its direction (derived from the campaign
+//! key and both nonces) over its sequence number, length and bytes:
+//!
+//! ```text
+//! length (u32, big-endian, 1..=MAX_FRAME)  bytes  mac(seq length bytes)  (32 bytes)
+//! ```
+//!
+//! A frame that is too long, forged, altered, replayed, reordered or from another
+//! connection fails its check before its bytes reach the broker, and the connection
+//! closes with one line. The frames are not encrypted (an SSH tunnel or a VPN does
+//! that where the network needs it).
 
 use anyhow::{anyhow, bail, Context as _, Result};
 use hmac::{Hmac, Mac as _};
@@ -45,6 +57,8 @@ const REFUSED: &[u8; 8] = b"REFUSED!";
 pub const HANDSHAKE_TIME: Duration = Duration::from_secs(5);
 /// Handshakes under way at once on the main node; more wait for the next accept.
 const MAX_HANDSHAKES: usize = 16;
+/// The most bytes one frame carries after the handshake.
+pub const MAX_FRAME: usize = 64 << 10;
 
 /// The campaign's shared secret.
 #[derive(Clone)]
@@ -100,6 +114,27 @@ impl Key {
         m.update(b);
         m
     }
+
+    /// The keys of a connection's two directions, after a handshake with these nonces.
+    fn session(&self, nonce_m: &[u8; 32], nonce_w: &[u8; 32]) -> Session {
+        let derive = |dir: &[u8]| Key(self.mac(dir, nonce_m, nonce_w).finalize().into_bytes().into());
+        Session { to_main: derive(b"frames to main"), to_worker: derive(b"frames to worker") }
+    }
+
+    /// The MAC of frame `seq` carrying `bytes`.
+    fn seal(&self, seq: u64, bytes: &[u8]) -> HmacSha256 {
+        let mut m = HmacSha256::new_from_slice(&self.0).expect("HMAC takes a key of any length");
+        m.update(&seq.to_be_bytes());
+        m.update(&(bytes.len() as u32).to_be_bytes());
+        m.update(bytes);
+        m
+    }
+}
+
+/// The frame keys of one admitted connection.
+struct Session {
+    to_main: Key,
+    to_worker: Key,
 }
 
 /// 32 bytes from the kernel's random source.
@@ -110,7 +145,7 @@ fn random() -> Result<[u8; 32]> {
 }
 
 /// The main node's side of the handshake on `s`; Err says why the peer is refused.
-fn admit(s: &mut TcpStream, key: &Key) -> Result<()> {
+fn admit(s: &mut TcpStream, key: &Key) -> Result<Session> {
     s.set_read_timeout(Some(HANDSHAKE_TIME))?;
     s.set_write_timeout(Some(HANDSHAKE_TIME))?;
     let nonce_m = random()?;
@@ -130,11 +165,11 @@ fn admit(s: &mut TcpStream, key: &Key) -> Result<()> {
     s.write_all(&[&WELCOME[..], &proof].concat())?;
     s.set_read_timeout(None)?;
     s.set_write_timeout(None)?;
-    Ok(())
+    Ok(key.session(&nonce_m, &nonce_w))
 }
 
 /// A worker's side of the handshake with the main node on `s`.
-fn prove(s: &mut TcpStream, key: &Key, main: SocketAddr) -> Result<()> {
+fn prove(s: &mut TcpStream, key: &Key, main: SocketAddr) -> Result<Session> {
     s.set_read_timeout(Some(HANDSHAKE_TIME))?;
     s.set_write_timeout(Some(HANDSHAKE_TIME))?;
     let mut hello = [0u8; 40];
@@ -156,7 +191,7 @@ fn prove(s: &mut TcpStream, key: &Key, main: SocketAddr) -> Result<()> {
     }
     s.set_read_timeout(None)?;
     s.set_write_timeout(None)?;
-    Ok(())
+    Ok(key.session(&nonce_m, &nonce_w))
 }
 
 /// Read until `buf` is full or the peer closes; the bytes read.
@@ -173,21 +208,71 @@ fn read_up_to(s: &mut TcpStream, buf: &mut [u8]) -> Result<usize> {
     Ok(n)
 }
 
-/// Pass bytes both ways between `a` and `b` until either side closes.
-fn splice(a: TcpStream, b: TcpStream) {
-    let pump = |mut from: TcpStream, mut to: TcpStream| {
-        move || {
-            let _ = std::io::copy(&mut from, &mut to);
-            let _ = to.shutdown(Shutdown::Both);
-            let _ = from.shutdown(Shutdown::Both);
+/// Frames of the bytes read from `from`, written to `to` (see the module's text),
+/// until either side closes.
+fn seal_all(mut from: &TcpStream, mut to: &TcpStream, key: &Key) {
+    let mut buf = vec![0u8; MAX_FRAME];
+    for seq in 0u64.. {
+        let n = match from.read(&mut buf) {
+            Ok(0) | Err(_) => return,
+            Ok(n) => n,
+        };
+        let tag = key.seal(seq, &buf[..n]).finalize().into_bytes();
+        if to.write_all(&[&(n as u32).to_be_bytes()[..], &buf[..n], &tag].concat()).is_err() {
+            return;
         }
-    };
-    let (a2, b2) = match (a.try_clone(), b.try_clone()) {
-        (Ok(a2), Ok(b2)) => (a2, b2),
+    }
+}
+
+/// The bytes of the frames read from `from`, checked, written to `to`, until either
+/// side closes (Ok) or a frame is refused (Err says why).
+fn open_all(mut from: &TcpStream, mut to: &TcpStream, key: &Key) -> Result<()> {
+    let mut buf = vec![0u8; MAX_FRAME + 32];
+    for seq in 0u64.. {
+        let mut len = [0u8; 4];
+        if from.read_exact(&mut len).is_err() {
+            return Ok(());
+        }
+        let n = u32::from_be_bytes(len) as usize;
+        if n == 0 || n > MAX_FRAME {
+            bail!("a message of {n} bytes (at most {MAX_FRAME})");
+        }
+        if from.read_exact(&mut buf[..n + 32]).is_err() {
+            return Ok(());
+        }
+        if key.seal(seq, &buf[..n]).verify_slice(&buf[n..n + 32]).is_err() {
+            bail!("message {seq} failed its check: forged, altered or replayed");
+        }
+        if to.write_all(&buf[..n]).is_err() {
+            return Ok(());
+        }
+    }
+    Ok(())
+}
+
+/// Pass bytes both ways between the local broker's `raw` connection and the other
+/// gate's `framed` one until either side closes: frames going out are sealed with
+/// `out`, frames coming in checked with `inn`, and a refused one closes both
+/// connections with a line that starts with `who`.
+fn splice(raw: TcpStream, framed: TcpStream, out: Key, inn: Key, who: &'static str, peer: SocketAddr) {
+    let (raw2, framed2) = match (raw.try_clone(), framed.try_clone()) {
+        (Ok(r), Ok(f)) => (r, f),
         _ => return,
     };
-    let _ = std::thread::Builder::new().name("trestle-gate".into()).spawn(pump(a, b));
-    let _ = std::thread::Builder::new().name("trestle-gate".into()).spawn(pump(b2, a2));
+    let close = |a: &TcpStream, b: &TcpStream| {
+        let _ = a.shutdown(Shutdown::Both);
+        let _ = b.shutdown(Shutdown::Both);
+    };
+    let _ = std::thread::Builder::new().name("trestle-gate".into()).spawn(move || {
+        seal_all(&raw, &framed, &out);
+        close(&raw, &framed);
+    });
+    let _ = std::thread::Builder::new().name("trestle-gate".into()).spawn(move || {
+        if let Err(why) = open_all(&framed2, &raw2, &inn) {
+            eprintln!("{who}: dropped the connection with {peer}: {why:#}");
+        }
+        close(&raw2, &framed2);
+    });
 }
 
 /// The main node's gate: accept on `public`, and pass each admitted connection on to
@@ -215,8 +300,8 @@ pub fn serve(public: TcpListener, broker: SocketAddr, key: Key, stop: Arc<Atomic
                 let admitted = admit(&mut s, &key);
                 busy.fetch_sub(1, Ordering::SeqCst);
                 match admitted {
-                    Ok(()) => match TcpStream::connect(broker) {
-                        Ok(b) => splice(s, b),
+                    Ok(session) => match TcpStream::connect(broker) {
+                        Ok(b) => splice(b, s, session.to_worker, session.to_main, "trestle run", peer),
                         Err(e) => eprintln!("trestle run: cannot reach this node's own broker at {broker}: {e}"),
                     },
                     Err(why) => eprintln!("trestle run: refused a connection from {peer}: {why:#}"),
@@ -232,12 +317,12 @@ pub fn serve(public: TcpListener, broker: SocketAddr, key: Key, stop: Arc<Atomic
 /// loopback address to connect the broker to.
 pub fn connect(main: SocketAddr, key: &Key) -> Result<SocketAddr> {
     let mut upstream = TcpStream::connect_timeout(&main, HANDSHAKE_TIME).map_err(|e| anyhow!("cannot reach the main node at {main}: {e}"))?;
-    prove(&mut upstream, key, main)?;
+    let session = prove(&mut upstream, key, main)?;
     let local = TcpListener::bind("127.0.0.1:0").context("cannot open a loopback port")?;
     let addr = local.local_addr()?;
     std::thread::Builder::new().name("trestle-gate".into()).spawn(move || {
         if let Ok((broker, _)) = local.accept() {
-            splice(broker, upstream);
+            splice(broker, upstream, session.to_main, session.to_worker, "trestle join", main);
         }
     })?;
     Ok(addr)
@@ -352,6 +437,67 @@ mod tests {
         assert!(sent < 64 << 20, "the gate kept reading a flood");
         // And the gate still admits a worker with the key.
         assert!(connect(addr, &k).is_ok());
+    }
+
+    /// A frame sealed with `key` as number `seq`.
+    fn frame(key: &Key, seq: u64, bytes: &[u8]) -> Vec<u8> {
+        let tag = key.seal(seq, bytes).finalize().into_bytes();
+        [&(bytes.len() as u32).to_be_bytes()[..], bytes, &tag].concat()
+    }
+
+    /// Everything the peer sends until it closes (within 10 s).
+    fn rest(s: &mut TcpStream) -> Vec<u8> {
+        s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        let mut v = Vec::new();
+        let _ = s.read_to_end(&mut v);
+        v
+    }
+
+    /// After the handshake, sealed frames pass both ways; a frame replayed, altered,
+    /// too long or sealed for another connection closes the connection before its
+    /// bytes reach the broker.
+    #[test]
+    fn frames_replayed_altered_too_long_or_of_another_connection_are_refused() {
+        let k = key(5);
+        let addr = echo_behind_gate(k.clone());
+        let admitted = || {
+            let mut s = TcpStream::connect(addr).unwrap();
+            let session = prove(&mut s, &k, addr).unwrap();
+            (s, session)
+        };
+        // Sealed frames pass, and the answer comes sealed for this connection.
+        let (mut s, session) = admitted();
+        let ping = frame(&session.to_main, 0, b"ping");
+        s.write_all(&ping).unwrap();
+        let mut back = vec![0u8; 4 + 4 + 32];
+        s.read_exact(&mut back).unwrap();
+        assert_eq!(back, frame(&session.to_worker, 0, b"ping"), "the echo comes back as frame 0");
+        s.write_all(&frame(&session.to_main, 1, b"pong")).unwrap();
+        s.read_exact(&mut back).unwrap();
+        assert_eq!(back, frame(&session.to_worker, 1, b"pong"));
+        // The first frame again: refused, nothing echoed.
+        s.write_all(&ping).unwrap();
+        assert!(rest(&mut s).is_empty(), "a replayed frame reached the broker");
+        // An altered frame.
+        let (mut s, session) = admitted();
+        let mut f = frame(&session.to_main, 0, b"ping");
+        f[5] ^= 1;
+        s.write_all(&f).unwrap();
+        assert!(rest(&mut s).is_empty(), "an altered frame reached the broker");
+        // A frame longer than the bound: refused on its length, before its bytes.
+        let (mut s, session) = admitted();
+        let big = vec![0u8; MAX_FRAME + 1];
+        let _ = s.write_all(&frame(&session.to_main, 0, &big));
+        assert!(rest(&mut s).is_empty(), "an oversized frame reached the broker");
+        // A frame of an earlier connection, replayed on a new one.
+        let (mut s, _) = admitted();
+        s.write_all(&ping).unwrap();
+        assert!(rest(&mut s).is_empty(), "another connection's frame reached the broker");
+        // The gate goes on admitting its own.
+        let (mut s, session) = admitted();
+        s.write_all(&frame(&session.to_main, 0, b"ping")).unwrap();
+        s.read_exact(&mut back).unwrap();
+        assert_eq!(back, frame(&session.to_worker, 0, b"ping"));
     }
 
     #[test]
