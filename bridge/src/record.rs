@@ -34,6 +34,9 @@ pub struct Options {
     /// The same for the conditional branches at these source lines (`FILE:LINE`, the
     /// file as a name or a path suffix), read from the program's branch table.
     pub reach_lines: Vec<String>,
+    /// Bytes each process's trace may reach before it records no new call
+    /// ([`hooks::ENV_TRACE_LIMIT`]); `None` for no bound.
+    pub max_trace_bytes: Option<u64>,
     /// Print nothing but warnings (for campaigns, which show their own progress).
     pub quiet: bool,
 }
@@ -114,6 +117,9 @@ pub fn run(args: &Options) -> Result<()> {
             (hooks::ENV_TRACE_DIR.into(), dir.display().to_string()),
             (hooks::ENV_MAX_PER_FN.into(), args.max_per_fn.to_string()),
         ];
+        if let Some(max) = args.max_trace_bytes {
+            env.push((hooks::ENV_TRACE_LIMIT.into(), max.to_string()));
+        }
         if !only.is_empty() {
             env.push((hooks::ENV_RECORD_ONLY.into(), only.iter().map(|id| format!("{id:x}")).collect::<Vec<_>>().join(",")));
         }

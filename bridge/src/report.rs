@@ -334,6 +334,16 @@ fn alarm_sections(s: &mut String, r: &Report) {
         let _ = writeln!(s, "### `{}`: {}\n", a.id, a.signature);
         let on = a.found_on.as_deref().map(|n| format!(" on worker `{n}`")).unwrap_or_default();
         let _ = writeln!(s, "From {}{on} ({} candidate(s)); reproduce with `alarms/{}/reproduce.sh`.\n", if a.source == "system" { "system-level fuzzing" } else { "a lifted unit finding" }, a.candidates, a.id);
+        if a.build_dependent() {
+            let _ = writeln!(s, "**Build-dependent**: it does not crash every build the same way (often undefined behaviour); check it on the build you ship.\n");
+        }
+        for b in &a.builds {
+            let verdict = if b.reproduces { "reproduces" } else { "does not reproduce" };
+            let _ = writeln!(s, "- {} build `{}`: {verdict} ({})", b.role, b.program.display(), b.ended);
+        }
+        if !a.builds.is_empty() {
+            *s += "\n";
+        }
         let _ = writeln!(s, "Reduced reproducer ({} bytes, lifted {}):\n\n```\n{}\n```\n", a.size_reduced, a.size_lifted, show_test(&d.reduced));
         *s += "Provenance:\n\n";
         for (i, line) in provenance_lines(&d.provenance).iter().enumerate() {

@@ -159,7 +159,7 @@ fn result(r: &Report, a: &AlarmEntry, d: &AlarmDetail, rule_index: usize, base: 
         "ruleId": crash_kind(a),
         "ruleIndex": rule_index,
         "level": "error",
-        "message": { "text": format!("{} ({origin}). Reproduce: {command}", a.signature) },
+        "message": { "text": format!("{} ({origin}{}). Reproduce: {command}", a.signature, if a.build_dependent() { format!("; build-dependent: not on the {} build", a.builds_without().join(", ")) } else { String::new() }) },
         "locations": [location],
         "relatedLocations": related,
         "partialFingerprints": { "trestleCrashKey/v2": CrashSignature::stable_key(&a.key) },
@@ -179,6 +179,8 @@ fn result(r: &Report, a: &AlarmEntry, d: &AlarmDetail, rule_index: usize, base: 
             "unitFunction": a.unit_function,
             "foundAtSeconds": a.found_at,
             "reproducer": { "command": command, "test": d.reduced },
+            "buildDependent": a.build_dependent(),
+            "builds": a.builds.iter().map(|b| json!({ "role": b.role, "program": b.program, "reproduces": b.reproduces, "ended": b.ended })).collect::<Vec<_>>(),
         },
     })
 }

@@ -24,6 +24,8 @@ pub(crate) struct Config {
     only: Option<HashSet<u64>>,
     /// The edges of the branch recorded for ([`hooks::ENV_RECORD_REACH`]); empty for none.
     reach: Vec<usize>,
+    /// Bytes of trace after which no new call is recorded ([`hooks::ENV_TRACE_LIMIT`]).
+    trace_bytes: u64,
 }
 
 impl Config {
@@ -71,6 +73,7 @@ impl Config {
             reach,
             max_per_fn: num(hooks::ENV_MAX_PER_FN, 5) as u32,
             max_attempts: num(hooks::ENV_MAX_ATTEMPTS, 100) as u32,
+            trace_bytes: num(hooks::ENV_TRACE_LIMIT, u64::MAX),
             limits: Limits { bytes, extent_bytes: bytes.min(1 << 20), extents: 50_000 },
         }
     }
@@ -220,6 +223,9 @@ impl Runtime {
         if !replayable || f.carved >= self.config.max_per_fn || f.attempts >= self.config.max_attempts {
             state.store(s | EXHAUSTED, Ordering::Relaxed);
             return;
+        }
+        if self.writer.as_ref().is_some_and(|w| w.used() as u64 >= self.config.trace_bytes) {
+            return; // the trace is full: this call is not recorded, later ones neither
         }
         f.attempts += 1;
         let marker = slots as usize;

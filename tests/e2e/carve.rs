@@ -983,6 +983,55 @@ fn contexts_over_the_size_bound_are_not_carved_and_say_why() {
     assert!(out.contains("over the snapshot size bound"), "{out}");
 }
 
+/// Bytes of the largest trace file under `dir`, and of all of them.
+fn trace_sizes(dir: &std::path::Path) -> (u64, u64) {
+    let (mut max, mut total) = (0, 0);
+    for e in std::fs::read_dir(dir).unwrap().flatten() {
+        let p = e.path();
+        if p.is_dir() {
+            let (m, t) = trace_sizes(&p);
+            max = max.max(m);
+            total += t;
+        } else if p.extension().is_some_and(|x| x == trestle_abi::trace::TRACE_EXT) {
+            let n = std::fs::metadata(&p).unwrap().len();
+            max = max.max(n);
+            total += n;
+        }
+    }
+    (max, total)
+}
+
+/// `record --max-trace` stops recording new calls once a process's trace reaches the
+/// bound, and every call it did record keeps its outcome: fewer units, each with an
+/// oracle, as faithful as without the bound.
+#[test]
+fn a_trace_bound_keeps_traces_small_and_every_recorded_call_whole() {
+    let dir = tempfile::tempdir().unwrap();
+    let prog = dir.path().join("strproc");
+    build_subject(&subject("strproc"), "-O2", &prog);
+    let seeds = subject("strproc").join("seeds");
+    let full = dir.path().join("full");
+    ok(&mut trestle(&[&"record", &"--program", &prog, &"--tests", &seeds, &"--out", &full]));
+    let (full_max, full_total) = trace_sizes(&full);
+    let bound = full_max / 4;
+    assert!(bound > 4096, "the seeds' traces are too small to bound: {full_max} bytes");
+    let small = dir.path().join("small");
+    ok(&mut trestle(&[&"record", &"--program", &prog, &"--tests", &seeds, &"--out", &small, &"--max-trace", &bound.to_string()]));
+    let (small_max, small_total) = trace_sizes(&small);
+    // A call under way when the bound is reached still gets its end (and its context
+    // went in whole): a trace may pass the bound by that much, no more.
+    assert!(small_max < bound * 2, "largest trace {small_max} bytes with a bound of {bound}");
+    assert!(small_total < full_total, "{small_total} vs {full_total} bytes");
+    let (units_full, units_small) = (dir.path().join("units-full"), dir.path().join("units-small"));
+    ok(&mut trestle(&[&"carve", &full, &"--out", &units_full]));
+    ok(&mut trestle(&[&"carve", &small, &"--out", &units_small]));
+    let (a, b) = (check_replay(&units_full), check_replay(&units_small));
+    assert!(b["units"].as_u64().unwrap() < a["units"].as_u64().unwrap(), "{a:#} {b:#}");
+    assert!(b["units"].as_u64().unwrap() > 0);
+    assert_eq!(b["no_oracle"], 0, "a bounded recording left calls without their end: {b:#}");
+    assert!(b["fidelity"].as_f64().unwrap() >= 0.95, "{b:#}");
+}
+
 #[test]
 fn recording_named_functions_carves_their_units_only_and_they_replay() {
     let dir = tempfile::tempdir().unwrap();

@@ -497,6 +497,11 @@ fn a_full_disk_stops_the_campaign_with_one_line_and_it_resumes_when_there_is_roo
 
 /// The descendants of `pid`, each with its command line.
 fn descendants(pid: u32) -> Vec<(u32, String)> {
+    family(pid).into_iter().map(|(p, _, cmd)| (p, cmd)).collect()
+}
+
+/// The descendants of `pid`, each with its parent and its command line.
+fn family(pid: u32) -> Vec<(u32, u32, String)> {
     let mut parent = std::collections::HashMap::new();
     let mut cmdline = std::collections::HashMap::new();
     for e in std::fs::read_dir("/proc").unwrap().flatten() {
@@ -513,7 +518,7 @@ fn descendants(pid: u32) -> Vec<(u32, String)> {
     while let Some(p) = todo.pop() {
         for (c, pp) in &parent {
             if *pp == p {
-                out.push((*c, cmdline.get(c).cloned().unwrap_or_default()));
+                out.push((*c, p, cmdline.get(c).cloned().unwrap_or_default()));
                 todo.push(*c);
             }
         }
@@ -568,6 +573,168 @@ fn a_killed_forkserver_or_sandbox_is_started_again() {
     let c = json(&out.join("campaign.json"));
     assert_eq!(c["finished"], true, "{log}");
     assert!(at_kills > 0 && c["system_executions"].as_u64().unwrap() > at_kills, "no executions after the kills ({at_kills}): {log}");
+}
+
+/// `kill -9` of one of the unit fuzzers `--cores 2` runs (a client of the launcher,
+/// with the harness processes it forked), then of the launcher itself, each in a unit
+/// round: the round ends with what the rest found, and the campaign goes on fuzzing
+/// units and ends as usual with every unit slice lifted.
+#[test]
+fn a_killed_unit_fuzzing_client_or_launcher_costs_no_more_than_its_round() {
+    let b = builds(&subject("requests").join("requests.c"));
+    let out = b.dir.join("launcher-kill");
+    let log_path = b.dir.join("launcher-kill.log");
+    let mut child = trestle(&[
+        &"run", &"--program", &b.harness, &"--seeds", &seeds(), &"--time", &"90s", &"--out", &out, &"--validate-with", &b.plain,
+        &"--plain", &"--cores", &"2", &"--unit-slice", &"8s", &"--system-slice", &"4s",
+    ])
+    .stderr(std::fs::File::create(&log_path).unwrap())
+    .spawn()
+    .unwrap();
+    let log = || std::fs::read_to_string(&log_path).unwrap();
+    let unit_execs = || -> u64 {
+        log().lines().filter_map(|l| l.split(" fuzzed (").nth(1)?.split("), ").nth(1)?.split(' ').next()?.parse().ok()).max().unwrap_or(0)
+    };
+    for what in ["client", "launcher"] {
+        let start = Instant::now();
+        let victim = loop {
+            let procs = family(child.id());
+            let launcher = |pid: u32| procs.iter().any(|(p, _, cmd)| *p == pid && cmd.split(' ').next().unwrap_or("").ends_with("trestle-fuzz-launcher"));
+            // A client: a launcher process with a harness process below it; the
+            // launcher: the one whose parent is the campaign.
+            let found = if what == "client" {
+                procs.iter().find(|(_, pp, cmd)| launcher(*pp) && !cmd.contains("trestle-fuzz-launcher")).map(|(_, pp, _)| *pp)
+            } else {
+                procs.iter().find(|(p, pp, _)| launcher(*p) && *pp == child.id()).map(|(p, _, _)| *p)
+            };
+            if let Some(pid) = found {
+                break pid;
+            }
+            assert!(child.try_wait().unwrap().is_none(), "the campaign ended before a unit round to kill a {what} in:\n{}", log());
+            assert!(start.elapsed() < Duration::from_secs(50), "no unit fuzzing {what} under the campaign: {procs:?}\n{}", log());
+            std::thread::sleep(Duration::from_millis(100));
+        };
+        std::thread::sleep(Duration::from_millis(1500));
+        // SAFETY: signalling a process of our own.
+        unsafe { libc_kill(victim as i32, 9) };
+        std::thread::sleep(Duration::from_secs(3));
+        assert!(child.try_wait().unwrap().is_none(), "the campaign ended when a unit fuzzing {what} was killed:\n{}", log());
+        // Wait for the round to end before looking for the next victim.
+        let round = Instant::now();
+        while family(child.id()).iter().any(|(_, _, cmd)| cmd.contains("trestle-fuzz-launcher")) && round.elapsed() < Duration::from_secs(30) {
+            std::thread::sleep(Duration::from_millis(200));
+        }
+    }
+    let at_kills = unit_execs();
+    let status = child.wait().unwrap();
+    let text = log();
+    assert!(status.success(), "{text}");
+    assert!(!text.contains("panicked"), "{text}");
+    let c = json(&out.join("campaign.json"));
+    assert_eq!(c["finished"], true, "{text}");
+    assert!(c["unit_executions"].as_u64().unwrap() > at_kills, "no unit executions after the kills ({at_kills}):\n{text}");
+    let fuzzed = c["fuzzed"].as_array().unwrap();
+    // One slice per kill at least, each lifted.
+    assert!(fuzzed.len() >= 2, "unit slices: {fuzzed:?}");
+    // Nothing of the killed launcher's is left running (its clients were orphans).
+    let mine = out.to_string_lossy().into_owned();
+    let left: Vec<String> = std::fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .filter_map(|e| std::fs::read(e.path().join("cmdline")).ok())
+        .map(|c| String::from_utf8_lossy(&c).replace('\0', " "))
+        .filter(|c| c.contains(&mine))
+        .collect();
+    assert!(left.is_empty(), "left running after the campaign: {left:?}");
+    assert!(fuzzed.iter().all(|f| f["lifted"] == true), "a unit slice was left unlifted: {fuzzed:?}");
+}
+
+/// Two crashes of a little line reader: `!A` crashes every build, `!B` only builds
+/// without `CHECKED` (as optimisation or instrumentation can make undefined behaviour
+/// crash one build and not another).
+const BUILDS_SOURCE: &str = r#"
+#include <stdio.h>
+
+static volatile int sink;
+
+__attribute__((noinline)) static void everywhere(const char *line) {
+    if (line[0] == '!' && line[1] == 'A')
+        *(volatile int *)0 = 1;
+}
+
+__attribute__((noinline)) static void somewhere(const char *line) {
+#ifndef CHECKED
+    if (line[0] == '!' && line[1] == 'B')
+        *(volatile int *)0 = 2;
+#endif
+    sink = line[0];
+}
+
+int main(void) {
+    char line[256];
+    while (fgets(line, sizeof line, stdin)) {
+        everywhere(line);
+        somewhere(line);
+    }
+    return 0;
+}
+"#;
+
+/// Every alarm says on which builds of the program it reproduces: the validation
+/// build (`--validate-with`, the build as shipped), the build the fuzzers ran and the
+/// coverage build (`--coverage-with`, which decides what is effective). A crash one
+/// of them does not have is flagged build-dependent in `alarms.json`, the last lines,
+/// the report and SARIF; one all of them have is not.
+#[test]
+fn an_alarm_names_the_builds_it_reproduces_on_and_one_some_lack_is_build_dependent() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let src = d.join("lines.c");
+    std::fs::write(&src, BUILDS_SOURCE).unwrap();
+    let (fuzzed, plain, cov) = (d.join("lines"), d.join("lines-plain"), d.join("lines-cov"));
+    ok(Command::new(tool("trestle-cc")).args(["-O1", "-g"]).arg(&src).arg("-o").arg(&fuzzed));
+    ok(Command::new("clang-19").args(["-O2", "-g"]).arg(&src).arg("-o").arg(&plain));
+    ok(Command::new("clang-19").args(["-O1", "-g", "-fprofile-instr-generate", "-fcoverage-mapping", "-DCHECKED"]).arg(&src).arg("-o").arg(&cov));
+    let seeds = d.join("seeds");
+    std::fs::create_dir(&seeds).unwrap();
+    std::fs::write(seeds.join("hello.json"), r#"{"stdin": "hello\nworld\n"}"#).unwrap();
+    // A coverage build given where none is expected is refused with one line.
+    let o = run(&mut trestle(&[&"run", &"--program", &fuzzed, &"--seeds", &seeds, &"--time", &"5s", &"--out", &d.join("no"), &"--coverage-with", &plain]));
+    assert_eq!(o.status.code(), Some(2), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("no coverage build"), "{}", String::from_utf8_lossy(&o.stderr));
+
+    let out = d.join("camp");
+    let sarif = d.join("alarms.sarif");
+    let o = run(&mut trestle(&[
+        &"run", &"--program", &fuzzed, &"--seeds", &seeds, &"--time", &"45s", &"--out", &out, &"--validate-with", &plain,
+        &"--coverage-with", &cov, &"--system-only", &"--plain", &"--sarif", &sarif,
+    ]));
+    let log = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{log}");
+    let alarms = alarm_list(&out);
+    let by_function = |f: &str| alarms.iter().find(|a| a["function"] == f).unwrap_or_else(|| panic!("no alarm in {f}: {alarms:?}\n{log}")).clone();
+    let role = |a: &Value, r: &str| a["builds"].as_array().unwrap().iter().find(|b| b["role"] == r).unwrap_or_else(|| panic!("no {r} build in {a}")).clone();
+    let every = by_function("everywhere");
+    for r in ["validation", "fuzzing", "coverage"] {
+        assert_eq!(role(&every, r)["reproduces"], true, "{every}");
+    }
+    let some = by_function("somewhere");
+    assert_eq!(role(&some, "validation")["reproduces"], true, "{some}");
+    assert_eq!(role(&some, "fuzzing")["reproduces"], true, "{some}");
+    assert_eq!(role(&some, "coverage")["reproduces"], false, "{some}");
+    assert!(role(&some, "coverage")["ended"].as_str().unwrap().contains("exit"), "how it ended there: {some}");
+    // The last lines, the alarm's summary, the report and SARIF say so, for that one only.
+    let line = |f: &str| log.lines().find(|l| l.contains(&format!("SIGSEGV in {f}"))).unwrap_or_else(|| panic!("no line for {f}:\n{log}")).to_owned();
+    assert!(line("somewhere").ends_with("[build-dependent: not on the coverage build]"), "{log}");
+    assert!(!line("everywhere").contains("build-dependent"), "{log}");
+    let summary = std::fs::read_to_string(out.join("alarms").join(some["id"].as_str().unwrap()).join("summary.md")).unwrap();
+    assert!(summary.contains("## Build-dependent") && summary.contains(cov.to_str().unwrap()), "{summary}");
+    ok(&mut trestle(&[&"report", &out]));
+    let html = std::fs::read_to_string(out.join("report.html")).unwrap();
+    assert_eq!(html.matches("Build-dependent").count(), 1, "one alarm flagged in the report");
+    let results = json(&sarif)["runs"][0]["results"].as_array().unwrap().clone();
+    let flagged: Vec<bool> = results.iter().map(|r| r["properties"]["buildDependent"] == true).collect();
+    assert_eq!(flagged.iter().filter(|f| **f).count(), 1, "{results:?}");
 }
 
 /// Each file of the campaign `camp`, damaged in a copy, makes `report` (or `run

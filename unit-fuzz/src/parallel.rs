@@ -392,18 +392,65 @@ fn launch_failed(reports: &Path, why: &str) -> i32 {
 /// Returns whether it ended by itself; a launcher that cannot be waited for is
 /// ended likewise, and the error returned.
 fn supervise(launcher: &mut std::process::Child, hard_end: Instant) -> std::io::Result<bool> {
+    let root = Pid::from_raw(launcher.id() as i32);
+    // The launcher's processes as last seen: if it dies before them (killed), they
+    // fuzz on as orphans, writing finds into the corpus; the round waits for them.
+    let mut known: HashMap<Pid, u64> = HashMap::new();
+    let mut looked = Instant::now() - Duration::from_secs(1);
     loop {
+        if looked.elapsed() >= Duration::from_millis(500) {
+            for p in descendants(root) {
+                if let Some(started) = started_at(p) {
+                    known.insert(p, started);
+                }
+            }
+            looked = Instant::now();
+        }
         let waited = launcher.try_wait();
         if let Ok(Some(_)) = waited {
+            outlive(&known, hard_end);
             return Ok(true);
         }
         if waited.is_err() || Instant::now() > hard_end {
-            kill_tree(Pid::from_raw(launcher.id() as i32), true);
+            kill_tree(root, true);
             // Killed above: the wait only reaps it.
             let _ = launcher.wait();
             return waited.map(|_| false);
         }
         std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// When process `p` started (clock ticks after boot), unless it is gone or a zombie:
+/// with the pid, it names the process even after the pid is used again.
+fn started_at(p: Pid) -> Option<u64> {
+    let stat = std::fs::read_to_string(format!("/proc/{p}/stat")).ok()?;
+    // pid (comm) state ppid ...: field 22 is the start time, the 20th after the ')'.
+    let rest: Vec<&str> = stat.rsplit_once(')')?.1.split_whitespace().collect();
+    if rest.first() == Some(&"Z") {
+        return None;
+    }
+    rest.get(19)?.parse().ok()
+}
+
+/// Wait until none of `pids` (with when each started) runs any more (they end at
+/// the deadline), and stop and kill those left at `hard_end`.
+fn outlive(pids: &HashMap<Pid, u64>, hard_end: Instant) {
+    loop {
+        let left: Vec<Pid> = pids.iter().filter(|(p, t)| started_at(**p) == Some(**t)).map(|(p, _)| *p).collect();
+        if left.is_empty() {
+            return;
+        }
+        if Instant::now() > hard_end {
+            for p in &left {
+                let _ = kill(*p, Signal::SIGSTOP);
+            }
+            for p in &left {
+                let _ = kill(*p, Signal::SIGKILL);
+            }
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(50));
     }
 }
 

@@ -112,6 +112,8 @@ pub struct Options {
     /// a coverage build also decides "effective"). Default: the program itself, run
     /// with trestle's runtime passive.
     pub validate_with: Option<PathBuf>,
+    /// A coverage build that decides "effective" instead of the validation program.
+    pub coverage_with: Option<PathBuf>,
     /// Only system-level fuzzing: the baseline the bridge is compared with.
     pub system_only: bool,
     /// Length of a system fuzzing slice.
@@ -182,6 +184,9 @@ pub struct Settings {
     pub changed_since: Option<String>,
     /// Validation program.
     pub validate_with: PathBuf,
+    /// Coverage build, when it is not the validation program.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub coverage_with: Option<PathBuf>,
     /// System-only baseline.
     pub system_only: bool,
     /// Slice lengths, seconds.
@@ -416,6 +421,16 @@ fn settings_from(args: &Options) -> Result<Settings> {
         Some(v) => std::fs::canonicalize(v).with_context(|| format!("validation program {}", v.display()))?,
         None => program.clone(),
     };
+    let coverage_with = match &args.coverage_with {
+        Some(c) => {
+            let c = std::fs::canonicalize(c).with_context(|| format!("coverage build {}", c.display()))?;
+            if !crate::system::coverage::is_coverage_build(&c) {
+                bail!("--coverage-with {}: no coverage build (build it with clang-19 -g -fprofile-instr-generate -fcoverage-mapping)", c.display());
+            }
+            Some(c)
+        }
+        None => None,
+    };
     Ok(Settings {
         program,
         seeds,
@@ -426,6 +441,7 @@ fn settings_from(args: &Options) -> Result<Settings> {
         changed,
         changed_since: args.changed_since.clone(),
         validate_with,
+        coverage_with,
         system_only: args.system_only,
         system_slice: args.system_slice.as_secs_f64(),
         unit_slice: args.unit_slice.as_secs_f64(),

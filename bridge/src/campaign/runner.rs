@@ -67,6 +67,11 @@ const QUEUE_SEEDS: usize = 256;
 /// ([`Runner::system_stalled`]).
 const STALL_SHARE: f64 = 0.2;
 
+/// The longest the first unit round waits for the system fuzzer to stall, in seconds
+/// of campaign time: a quarter of the budget, but in a campaign of a day that would
+/// leave the roadblocks of its first six hours to the system fuzzer alone.
+const MAX_FIRST_WAIT: f64 = 600.0;
+
 /// What reducing the alarms may take, at least, once the fuzzing budget is spent.
 const REDUCTION_TIME: Duration = Duration::from_secs(120);
 
@@ -410,9 +415,15 @@ impl Runner {
             reach: Vec::new(),
             reach_by_test: reach.clone(),
             reach_lines: Vec::new(),
+            // The traces live until carving has read them: together at most half of
+            // what the disk budget has left (a megabyte per test at least).
+            max_trace_bytes: Some((self.c.settings.max_disk.saturating_sub(self.c.disk.bytes) / 2 / tests.len().max(1) as u64).max(1 << 20)),
             quiet: true,
         })?;
         self.spent(PHASE_RECORD, t);
+        // The campaign's peak on disk counts the traces too, though they go soon.
+        let traces_bytes = super::disk::dir_bytes(&traces);
+        self.c.disk.peak = self.c.disk.peak.max(self.c.disk.bytes + traces_bytes);
         let units = self.out.join("units").join(format!("batch-{round:04}"));
         crate::files::remove_dir_if_present(&units)?;
         self.status("carving");
@@ -810,10 +821,10 @@ impl Runner {
                 if STOP.load(Ordering::SeqCst) || self.remaining() <= 0.0 {
                     break;
                 }
-                // ... or at the latest once a quarter of the budget is spent: on sed the
-                // system fuzzer still found an edge every half minute at 300 s, and
-                // units must get their floor somewhere.
-                if waiting && !self.system_stalled() && self.clock() < self.c.settings.budget / 4.0 {
+                // ... or at the latest once a quarter of the budget (10 minutes at most)
+                // is spent: on sed the system fuzzer still found an edge every half
+                // minute at 300 s, and units must get their floor somewhere.
+                if waiting && !self.system_stalled() && self.clock() < (self.c.settings.budget / 4.0).min(MAX_FIRST_WAIT) {
                     self.c.rounds += 1;
                     self.sample()?;
                     self.save()?;
@@ -902,7 +913,8 @@ impl Runner {
             if alarms.is_empty() { "" } else { ":" }
         );
         for a in &alarms {
-            eprintln!("  {}: {}", out.join("alarms").join(&a.id).display(), a.signature);
+            let caveat = if a.build_dependent() { format!(" [build-dependent: not on the {} build]", a.builds_without().join(", ")) } else { String::new() };
+            eprintln!("  {}: {}{caveat}", out.join("alarms").join(&a.id).display(), a.signature);
         }
         let h = &self.c.hangs;
         if h.validated + h.pending.len() > 0 {
@@ -1024,6 +1036,11 @@ fn lifter(s: &Settings, seeds: &[NamedTest], out: &Path, elapsed: f64) -> Result
     let sandbox = Sandbox::new(limits, !s.no_sandbox)?;
     let baseline: Vec<_> = seeds.iter().map(|n| n.test.clone()).collect();
     let mut lifter = Lifter::new(&s.validate_with, out, sandbox, &baseline, false)?;
+    if let Some(cov) = &s.coverage_with {
+        lifter.use_coverage_build(cov, &baseline)?;
+    }
+    // Every alarm also says whether the build the fuzzers ran crashes on it.
+    lifter.also_check_on("fuzzing", &s.program)?;
     lifter.set_reduce_budget(Some(100_000));
     lifter.set_reduce_time(Duration::from_secs(30));
     lifter.set_defer_reduction(true);

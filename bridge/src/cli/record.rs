@@ -32,6 +32,11 @@ pub struct RecordArgs {
     /// --max-per-fn calls that reach are recorded.
     #[arg(long = "reach", value_name = "FILE:LINE")]
     pub reach: Vec<String>,
+    /// Bytes each process's trace may reach (e.g. 64M) before it records no new call;
+    /// calls already under way still get their ends, so every recorded call carves
+    /// whole. Default: no bound.
+    #[arg(long, value_name = "SIZE", value_parser = crate::campaign::disk::parse_size)]
+    pub max_trace: Option<u64>,
 }
 
 impl RecordArgs {
@@ -48,6 +53,7 @@ impl RecordArgs {
             reach: Vec::new(),
             reach_by_test: Default::default(),
             reach_lines: self.reach.clone(),
+            max_trace_bytes: self.max_trace,
             quiet: false,
         }
     }

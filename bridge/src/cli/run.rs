@@ -42,11 +42,17 @@ pub struct RunArgs {
     /// The source tree (a git work tree) for --changed-since.
     #[arg(long)]
     pub source: Option<PathBuf>,
-    /// The program to validate lifted tests with (built without trestle-cc, with -g;
-    /// a coverage build also decides "effective"). Default: the program itself, run
+    /// The program that confirms findings: every alarm crashes (or hangs) it. Best the
+    /// build you ship (without trestle-cc, with -g); a coverage build also decides
+    /// "effective" unless --coverage-with names one. Default: the program itself, run
     /// with trestle's runtime passive.
     #[arg(long)]
     pub validate_with: Option<PathBuf>,
+    /// A coverage build of the program (clang-19 -g -fprofile-instr-generate
+    /// -fcoverage-mapping) that decides which lifted tests are effective and what is
+    /// not covered yet, so that --validate-with can be the build you ship.
+    #[arg(long)]
+    pub coverage_with: Option<PathBuf>,
     /// Only system-level fuzzing: the baseline the bridge is compared with.
     #[arg(long)]
     pub system_only: bool,
@@ -124,6 +130,7 @@ impl RunArgs {
             changed_since: self.changed_since.clone(),
             source: self.source.clone(),
             validate_with: self.validate_with.clone(),
+            coverage_with: self.coverage_with.clone(),
             system_only: self.system_only,
             system_slice: self.system_slice,
             unit_slice: self.unit_slice,

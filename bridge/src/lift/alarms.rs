@@ -6,13 +6,13 @@
 use super::judge::Finding;
 use super::records::{self, unit_source};
 use super::summary::{origin_words, summary_md, system_summary_md, with_reproducer, write_script};
-use super::{AlarmEntry, FalsePositive, Lifter, Provenance, Substitution, SystemOutcome};
+use super::{AlarmEntry, BuildCheck, FalsePositive, Lifter, Provenance, Substitution, SystemOutcome};
 use crate::binary::Binary;
 use crate::carve::units::safe_name;
 use crate::files;
 use crate::system::systest::{load_test, save_test, to_json};
 use crate::validate::reduce::{reduce, test_size, ReduceStats};
-use crate::validate::signature::{CrashSignature, HANG};
+use crate::validate::signature::{CrashSignature, FrameFilter, HANG};
 use anyhow::{Context as _, Result};
 use std::path::{Path, PathBuf};
 use std::time::Instant;
@@ -96,6 +96,7 @@ impl Lifter {
             reduction_pending: rstats.pending,
             found_on: self.node.clone(),
             roadblock: None,
+            builds: Vec::new(),
         };
         self.publish_alarm(&tmp, entry)?;
         Ok(Confirmed::New(id))
@@ -138,14 +139,54 @@ impl Lifter {
     }
 
     /// Move a staged alarm directory to `alarms/<id>` (replacing one left by an
-    /// earlier run) and list the alarm.
-    fn publish_alarm(&mut self, tmp: &Path, entry: AlarmEntry) -> Result<()> {
+    /// earlier run) and list the alarm, with how its test ran on the other builds.
+    fn publish_alarm(&mut self, tmp: &Path, mut entry: AlarmEntry) -> Result<()> {
+        if !self.other_builds.is_empty() {
+            entry.builds = self.check_builds(&load_test(&tmp.join("lifted.json"))?, &entry)?;
+            if entry.build_dependent() {
+                let mut md = std::fs::read_to_string(tmp.join("summary.md")).unwrap_or_default();
+                md.push_str(&builds_md(&entry));
+                std::fs::write(tmp.join("summary.md"), md).with_context(|| format!("cannot write {}", tmp.join("summary.md").display()))?;
+            }
+        }
         let final_dir = self.out.join("alarms").join(&entry.id);
         files::remove_dir_if_present(&final_dir)?;
         std::fs::rename(tmp, &final_dir).with_context(|| format!("cannot move {} to {}", tmp.display(), final_dir.display()))?;
         self.alarms.insert(entry.key.clone(), entry);
         self.stats.alarms = self.alarms.len();
         self.write_index()
+    }
+
+    /// Run `test`, which crashed (or hung) the validation build as `entry` says, on
+    /// each other build: the validation build first, then whether each reproduces (a
+    /// crash of the same class, or a hang), twice before it counts as not.
+    fn check_builds(&self, test: &SystemTest, entry: &AlarmEntry) -> Result<Vec<BuildCheck>> {
+        let hang = entry.key.starts_with(&format!("{HANG}@"));
+        let class = entry.key.split('@').next().unwrap_or_default();
+        let sandbox = self.sandbox_for(hang);
+        let mut checks =
+            vec![BuildCheck { role: "validation".into(), program: self.program.clone(), reproduces: true, ended: entry.signature.clone() }];
+        for (role, program) in &self.other_builds {
+            let filter = FrameFilter { program: Some(program.clone()), stop_after: None };
+            let mut ended = String::new();
+            let mut reproduces = false;
+            for _ in 0..2 {
+                let run = sandbox.run(program, test, &[], &filter, None)?;
+                let found = if hang { run.hang.clone() } else { run.crash.clone().filter(|c| c.class() == class) };
+                ended = match (&found, &run.crash, &run.limit) {
+                    (Some(sig), _, _) => sig.to_string(),
+                    (None, Some(other), _) => other.to_string(),
+                    (None, None, Some(limit)) => format!("{} ({limit})", run.status),
+                    (None, None, None) => run.status.to_string(),
+                };
+                if found.is_some() {
+                    reproduces = true;
+                    break;
+                }
+            }
+            checks.push(BuildCheck { role: role.clone(), program: program.clone(), reproduces, ended });
+        }
+        Ok(checks)
     }
 
     /// `test` reduced (until `until` at the latest) to a smaller one crashing with `key`.
@@ -310,6 +351,7 @@ impl Lifter {
             reduction_pending: rstats.pending,
             found_on: self.node.clone(),
             roadblock: self.roadblock.clone(),
+            builds: Vec::new(),
         };
         self.publish_alarm(&tmp, entry)
     }
@@ -360,4 +402,14 @@ fn fnv32(s: &str) -> u32 {
 
 pub(super) fn describe_values(unit: &Unit, values: &[ParamValue]) -> Vec<String> {
     unit.params.iter().zip(values).map(|(p, v)| trestle_unit_fuzz::describe(p, v)).collect()
+}
+
+/// The part of an alarm's `summary.md` that says it does not reproduce on every build.
+fn builds_md(entry: &AlarmEntry) -> String {
+    let mut md = String::from("\n## Build-dependent\n\nThe test does not crash every build of the program the same way: the crash depends on how\nthe program was built (optimisation, instrumentation), as undefined behaviour often does.\nCheck it on the build you ship.\n\n");
+    for b in &entry.builds {
+        let verdict = if b.reproduces { "reproduces" } else { "does not reproduce" };
+        md.push_str(&format!("- {} build `{}`: {verdict} ({})\n", b.role, b.program.display(), b.ended));
+    }
+    md
 }

@@ -59,6 +59,12 @@ pub struct Lifter {
     pub(super) lifting: std::sync::Arc<LiftProgress>,
     /// The roadblock (`file:line`) the unit being lifted was fuzzed at; alarms carry it.
     pub(super) roadblock: Option<String>,
+    /// Other builds of the program each new alarm's test also runs on, by role
+    /// ([`Lifter::also_check_on`]).
+    pub(super) other_builds: Vec<(String, PathBuf)>,
+    /// The build that measures coverage when it is not the validation program
+    /// ([`Lifter::use_coverage_build`]).
+    coverage_program: Option<PathBuf>,
 }
 
 /// How far a [`Lifter::lift_dir`] is.
@@ -111,6 +117,8 @@ impl Lifter {
             node: None,
             lifting: Default::default(),
             roadblock: None,
+            other_builds: Vec::new(),
+            coverage_program: None,
         };
         lifter.load_existing()?;
         if is_coverage_build(&lifter.program) {
@@ -123,6 +131,47 @@ impl Lifter {
         // Readers find the lists even when nothing is ever found.
         lifter.write_index()?;
         Ok(lifter)
+    }
+
+    /// Measure coverage (what makes a lifted test effective, and what is not covered
+    /// yet) on `program`, a coverage build of the same program, instead of on the
+    /// validation program; `baseline` are the tests whose coverage counts as reached.
+    /// Lifted tests then run on the validation program, and on the coverage build only
+    /// when they did not crash there. Its alarms also say whether they reproduce on it.
+    pub fn use_coverage_build(&mut self, program: &Path, baseline: &[SystemTest]) -> Result<()> {
+        let program = std::fs::canonicalize(program).with_context(|| format!("coverage build {}", program.display()))?;
+        if !is_coverage_build(&program) {
+            anyhow::bail!(
+                "{} is no coverage build (build it with clang-19 -g -fprofile-instr-generate -fcoverage-mapping)",
+                program.display()
+            );
+        }
+        if program == self.program {
+            return Ok(());
+        }
+        self.coverage_program = Some(program.clone());
+        let base = self.coverage_of(baseline)?;
+        self.stats.coverage_measured = true;
+        self.stats.branches_covered = base.branches();
+        self.stats.branches_total = base.branches_total;
+        self.coverage = Some(base);
+        self.also_check_on("coverage", &program)
+    }
+
+    /// The program coverage is measured on.
+    fn coverage_build(&self) -> &Path {
+        self.coverage_program.as_deref().unwrap_or(&self.program)
+    }
+
+    /// Run each new alarm's test on `program` too, a build of the same program in the
+    /// role `role` (`fuzzing`, `coverage`), and say in the alarm whether it reproduces
+    /// there. The validation program itself, or a build given twice, is not run twice.
+    pub fn also_check_on(&mut self, role: &str, program: &Path) -> Result<()> {
+        let program = std::fs::canonicalize(program).with_context(|| format!("{role} build {}", program.display()))?;
+        if program != self.program && !self.other_builds.iter().any(|(_, p)| *p == program) {
+            self.other_builds.push((role.to_owned(), program));
+        }
+        Ok(())
     }
 
     /// Alarms already in the output directory (a resumed campaign keeps them).
@@ -260,14 +309,16 @@ impl Lifter {
     fn coverage_of(&self, tests: &[SystemTest]) -> Result<CoverageSet> {
         let dir = tempfile::tempdir()?;
         let mut profiles = Vec::new();
+        let program = self.coverage_build();
+        let filter = FrameFilter { program: Some(program.to_owned()), stop_after: None };
         for (i, t) in tests.iter().enumerate() {
             let p = dir.path().join(format!("{i}.profraw"));
-            self.sandbox.run(&self.program, t, &[], &self.filter, Some(&p))?;
+            self.sandbox.run(program, t, &[], &filter, Some(&p))?;
             if p.exists() {
                 profiles.push(p);
             }
         }
-        measure(&self.program, &profiles)
+        measure(program, &profiles)
     }
 
     /// Run `tests` (system tests the campaign made) on the coverage build, so that
@@ -305,11 +356,24 @@ impl Lifter {
         }
         let dir = tempfile::tempdir()?;
         let prof = dir.path().join("run.profraw");
-        let run = sandbox.run(&self.program, test, &[], &self.filter, Some(&prof))?;
+        let run = match &self.coverage_program {
+            None => sandbox.run(&self.program, test, &[], &self.filter, Some(&prof))?,
+            Some(cov) => {
+                // The validation program decides whether it crashes; only a test that
+                // does not is run again for its coverage.
+                let run = sandbox.run(&self.program, test, &[], &self.filter, None)?;
+                if run.crash.is_some() {
+                    return Ok((run, Some(0)));
+                }
+                let filter = FrameFilter { program: Some(cov.clone()), stop_after: None };
+                sandbox.run(cov, test, &[], &filter, Some(&prof))?;
+                run
+            }
+        };
         if !prof.exists() {
             return Ok((run, Some(0)));
         }
-        let set = measure(&self.program, &[prof])?;
+        let set = measure(self.coverage_build(), &[prof])?;
         let cov = self.coverage.as_mut().expect("checked above");
         let new = cov.new_in(&set);
         cov.extend(&set);

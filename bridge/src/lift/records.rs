@@ -113,6 +113,39 @@ pub struct AlarmEntry {
     /// fuzzer's finds and for units fuzzed elsewhere.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub roadblock: Option<String>,
+    /// How its test ran on each build of the program the campaign knows, the one that
+    /// confirmed it first ([`AlarmEntry::build_dependent`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub builds: Vec<BuildCheck>,
+}
+
+impl AlarmEntry {
+    /// Whether some build of the program does not crash (or hang) on the alarm's test
+    /// the way the validation build does: the crash depends on how the program was
+    /// built (optimisation, instrumentation), as undefined behaviour often does.
+    pub fn build_dependent(&self) -> bool {
+        self.builds.iter().any(|b| !b.reproduces)
+    }
+
+    /// The builds it does not reproduce on, by role (`fuzzing`, `coverage`), for people.
+    pub fn builds_without(&self) -> Vec<&str> {
+        self.builds.iter().filter(|b| !b.reproduces).map(|b| b.role.as_str()).collect()
+    }
+}
+
+/// How an alarm's test ran on one build of the program.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct BuildCheck {
+    /// The build's role: `validation` (it confirmed the alarm), `fuzzing` (the
+    /// trestle-cc build the fuzzers ran), `coverage` (the build that measures
+    /// coverage), or a name the user gave.
+    pub role: String,
+    /// The program file.
+    pub program: PathBuf,
+    /// Whether it crashed there the same way (same crash class), or hung.
+    pub reproduces: bool,
+    /// How it ended there: the crash, or the exit status.
+    pub ended: String,
 }
 
 pub(super) fn unit_source() -> String {

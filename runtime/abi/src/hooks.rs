@@ -183,3 +183,8 @@ pub const ENV_RECORD_ONLY: &str = "TRESTLE_RECORD_ONLY";
 pub const ENV_RECORD_REACH: &str = "TRESTLE_RECORD_REACH";
 /// Environment variable: bytes one context may hold before it is cut (marked partial).
 pub const ENV_CONTEXT_LIMIT: &str = "TRESTLE_CONTEXT_LIMIT";
+/// Environment variable: bytes one process's trace may reach before it records no
+/// new call (calls already open still get their ends, so every recorded call has its
+/// outcome); unset, no bound. A campaign keeps the traces of a recording within its
+/// disk budget this way.
+pub const ENV_TRACE_LIMIT: &str = "TRESTLE_TRACE_LIMIT";
