@@ -22,6 +22,7 @@ pub mod schedule;
 mod status;
 
 pub use changed::changed_functions;
+pub(crate) use runner::give_back_free_memory;
 
 use runner::Runner;
 use status::{on_stop, Live, STOP};

@@ -437,8 +437,7 @@ impl Runner {
         // Carving held the traces' memory (hundreds of MB on sed) and freed it; give
         // it back to the system, or the campaign's resident size stays at its peak
         // for the rest of a day.
-        // SAFETY: malloc_trim only releases free heap memory.
-        unsafe { libc::malloc_trim(0) };
+        give_back_free_memory();
         self.spent(PHASE_CARVE, t);
         let index = summary.index;
         if summary.bad_traces > 0 {
@@ -845,6 +844,11 @@ impl Runner {
                 }
             }
             self.keep_within_disk()?;
+            // What a round allocates and frees (the system fuzzer's inputs and
+            // metadata, lifting, the coverage of new entries) stays with the
+            // allocator otherwise: on sed the resident size grew 5 MB a minute and
+            // fell back by 30 MB whenever carving trimmed it.
+            give_back_free_memory();
             self.c.rounds += 1;
             self.sample()?;
             self.save()?;
@@ -1054,6 +1058,13 @@ fn lifter(s: &Settings, seeds: &[NamedTest], out: &Path, elapsed: f64) -> Result
     lifter.set_epoch(Instant::now() - Duration::from_secs_f64(elapsed.max(0.0)));
     lifter.set_seeds(seeds.iter().map(|n| (n.name.clone(), n.test.clone())).collect());
     Ok(lifter)
+}
+
+/// Return the heap memory freed so far to the system (glibc keeps it for reuse, in
+/// an arena per thread, and a process of many rounds would stay at its peak).
+pub(crate) fn give_back_free_memory() {
+    // SAFETY: malloc_trim only releases heap memory that is free.
+    unsafe { libc::malloc_trim(0) };
 }
 
 #[cfg(test)]

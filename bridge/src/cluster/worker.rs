@@ -269,6 +269,7 @@ impl Worker {
                 self.unit_slice()?;
             }
             self.rounds += 1;
+            crate::campaign::give_back_free_memory();
             self.send_stats()?;
         }
     }
