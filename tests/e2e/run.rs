@@ -649,8 +649,9 @@ fn a_killed_unit_fuzzing_client_or_launcher_costs_no_more_than_its_round() {
     assert!(fuzzed.iter().all(|f| f["lifted"] == true), "a unit slice was left unlifted: {fuzzed:?}");
 }
 
-/// Two crashes of a little line reader: `!A` crashes every build, `!B` only builds
-/// without `CHECKED` (as optimisation or instrumentation can make undefined behaviour
+/// Crashes of a little line reader: `!A` crashes every build, `!B` only builds
+/// without `CHECKED`, `!C` only builds without `SHIPPED`, `!D` only builds with
+/// `FUZZING_ONLY` (as optimisation or instrumentation can make undefined behaviour
 /// crash one build and not another).
 const BUILDS_SOURCE: &str = r#"
 #include <stdio.h>
@@ -670,11 +671,29 @@ __attribute__((noinline)) static void somewhere(const char *line) {
     sink = line[0];
 }
 
+__attribute__((noinline)) static void elsewhere(const char *line) {
+#ifndef SHIPPED
+    if (line[0] == '!' && line[1] == 'C')
+        *(volatile int *)0 = 3;
+#endif
+    sink += line[1];
+}
+
+__attribute__((noinline)) static void fuzzing_only(const char *line) {
+#ifdef FUZZING_ONLY
+    if (line[0] == '!' && line[1] == 'D')
+        *(volatile int *)0 = 4;
+#endif
+    sink += line[0];
+}
+
 int main(void) {
     char line[256];
     while (fgets(line, sizeof line, stdin)) {
         everywhere(line);
         somewhere(line);
+        elsewhere(line);
+        fuzzing_only(line);
     }
     return 0;
 }
@@ -684,7 +703,9 @@ int main(void) {
 /// build (`--validate-with`, the build as shipped), the build the fuzzers ran and the
 /// coverage build (`--coverage-with`, which decides what is effective). A crash one
 /// of them does not have is flagged build-dependent in `alarms.json`, the last lines,
-/// the report and SARIF; one all of them have is not.
+/// the report and SARIF; one all of them have is not. One the shipped build does not
+/// have but the coverage build does is reported so flagged, reduced and reproduced on
+/// the coverage build; one that only trestle's fuzzing build has is not reported.
 #[test]
 fn an_alarm_names_the_builds_it_reproduces_on_and_one_some_lack_is_build_dependent() {
     let dir = tempfile::tempdir().unwrap();
@@ -692,8 +713,8 @@ fn an_alarm_names_the_builds_it_reproduces_on_and_one_some_lack_is_build_depende
     let src = d.join("lines.c");
     std::fs::write(&src, BUILDS_SOURCE).unwrap();
     let (fuzzed, plain, cov) = (d.join("lines"), d.join("lines-plain"), d.join("lines-cov"));
-    ok(Command::new(tool("trestle-cc")).args(["-O1", "-g"]).arg(&src).arg("-o").arg(&fuzzed));
-    ok(Command::new("clang-19").args(["-O2", "-g"]).arg(&src).arg("-o").arg(&plain));
+    ok(Command::new(tool("trestle-cc")).args(["-O1", "-g", "-DFUZZING_ONLY"]).arg(&src).arg("-o").arg(&fuzzed));
+    ok(Command::new("clang-19").args(["-O2", "-g", "-DSHIPPED"]).arg(&src).arg("-o").arg(&plain));
     ok(Command::new("clang-19").args(["-O1", "-g", "-fprofile-instr-generate", "-fcoverage-mapping", "-DCHECKED"]).arg(&src).arg("-o").arg(&cov));
     let seeds = d.join("seeds");
     std::fs::create_dir(&seeds).unwrap();
@@ -723,18 +744,30 @@ fn an_alarm_names_the_builds_it_reproduces_on_and_one_some_lack_is_build_depende
     assert_eq!(role(&some, "fuzzing")["reproduces"], true, "{some}");
     assert_eq!(role(&some, "coverage")["reproduces"], false, "{some}");
     assert!(role(&some, "coverage")["ended"].as_str().unwrap().contains("exit"), "how it ended there: {some}");
+    let away = by_function("elsewhere");
+    assert_eq!(role(&away, "validation")["reproduces"], false, "{away}");
+    assert!(role(&away, "validation")["ended"].as_str().unwrap().contains("exit"), "{away}");
+    assert_eq!(role(&away, "coverage")["reproduces"], true, "{away}");
+    assert_eq!(role(&away, "fuzzing")["reproduces"], true, "{away}");
+    let away_dir = out.join("alarms").join(away["id"].as_str().unwrap());
+    let script = std::fs::read_to_string(away_dir.join("reproduce.sh")).unwrap();
+    assert!(script.contains(cov.to_str().unwrap()), "reproduced on the coverage build: {script}");
+    let r = run(Command::new("sh").arg(away_dir.join("reproduce.sh")).arg(&cov));
+    assert_eq!(r.status.code(), Some(139), "the reduced test does not crash the coverage build");
+    assert!(alarms.iter().all(|a| a["function"] != "fuzzing_only"), "a crash of the fuzzing build alone was reported: {alarms:?}");
     // The last lines, the alarm's summary, the report and SARIF say so, for that one only.
     let line = |f: &str| log.lines().find(|l| l.contains(&format!("SIGSEGV in {f}"))).unwrap_or_else(|| panic!("no line for {f}:\n{log}")).to_owned();
     assert!(line("somewhere").ends_with("[build-dependent: not on the coverage build]"), "{log}");
+    assert!(line("elsewhere").ends_with("[build-dependent: not on the validation build]"), "{log}");
     assert!(!line("everywhere").contains("build-dependent"), "{log}");
     let summary = std::fs::read_to_string(out.join("alarms").join(some["id"].as_str().unwrap()).join("summary.md")).unwrap();
     assert!(summary.contains("## Build-dependent") && summary.contains(cov.to_str().unwrap()), "{summary}");
     ok(&mut trestle(&[&"report", &out]));
     let html = std::fs::read_to_string(out.join("report.html")).unwrap();
-    assert_eq!(html.matches("Build-dependent").count(), 1, "one alarm flagged in the report");
+    assert_eq!(html.matches("Build-dependent").count(), 2, "two alarms flagged in the report");
     let results = json(&sarif)["runs"][0]["results"].as_array().unwrap().clone();
     let flagged: Vec<bool> = results.iter().map(|r| r["properties"]["buildDependent"] == true).collect();
-    assert_eq!(flagged.iter().filter(|f| **f).count(), 1, "{results:?}");
+    assert_eq!(flagged.iter().filter(|f| **f).count(), 2, "{results:?}");
 }
 
 /// Each file of the campaign `camp`, damaged in a copy, makes `report` (or `run

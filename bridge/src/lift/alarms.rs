@@ -46,12 +46,28 @@ impl Lifter {
     fn confirm(&mut self, test: &SystemTest, name: &str, source: &Path, found_by: Option<&str>, hang: bool) -> Result<Confirmed> {
         let sandbox = self.sandbox_for(hang).clone();
         let run = sandbox.run(&self.program, test, &[], &self.filter, None)?;
-        let Some(sys) = (if hang { run.hang.clone() } else { run.crash.clone() }) else {
-            let how = match &run.limit {
-                Some(limit) => format!("{} ({limit})", run.status),
-                None => run.status.to_string(),
-            };
-            return Ok(Confirmed::NotReproduced(how));
+        // The build it is confirmed on: the validation program, or where it does not
+        // reproduce there, the coverage build if that crashes (or hangs) on it, which
+        // makes it a build-dependent finding (`not_on_validation` says how the
+        // validation program ended).
+        let mut on = self.program.clone();
+        let mut not_on_validation = None;
+        let sys = match if hang { run.hang.clone() } else { run.crash.clone() } {
+            Some(sys) => sys,
+            None => {
+                let how = match &run.limit {
+                    Some(limit) => format!("{} ({limit})", run.status),
+                    None => run.status.to_string(),
+                };
+                match self.reproduce_elsewhere(test, hang)? {
+                    Some((program, sys)) => {
+                        on = program;
+                        not_on_validation = Some(how);
+                        sys
+                    }
+                    None => return Ok(Confirmed::NotReproduced(how)),
+                }
+            }
         };
         let key = sys.key();
         if let Some(id) = self.count_duplicate(&key)? {
@@ -59,7 +75,8 @@ impl Lifter {
         }
         if hang {
             // A hang once may be a slow machine: it must hang again, in the same place.
-            let again = sandbox.run_once(&self.program, test, &[], &self.filter, None)?;
+            let filter = FrameFilter { program: Some(on.clone()), stop_after: None };
+            let again = sandbox.run_once(&on, test, &[], &filter, None)?;
             if !again.hang.is_some_and(|h| CrashSignature::keys_match(&h.key(), &key)) {
                 return Ok(Confirmed::NotReproduced(format!("hung once, then {}", again.status)));
             }
@@ -67,20 +84,20 @@ impl Lifter {
         let confirmed = self.epoch.elapsed().as_secs_f64();
         let function = sys.frames.first().cloned().unwrap_or_else(|| "unknown".into());
         let id = format!("{}-{:08x}", safe_name(&function), fnv32(&key));
-        let (tmp, reduced, rstats) = self.stage_alarm(&id, test, &key)?;
+        let (tmp, reduced, rstats) = self.stage_alarm(&id, test, &key, &on)?;
         let provenance = Provenance::System(Box::new(records::SystemFind {
             system_test: records::FoundTest { name: name.to_owned(), file: source.to_owned(), test: to_json(test) },
             signature: sys.to_string(),
             stack: records::stack_lines(&sys),
             frames: sys.stack.clone(),
             reduced_test: records::ReducedTest { file: files::REDUCED.into(), reduction: rstats.clone() },
-            validated_with: self.program.clone(),
+            validated_with: on.clone(),
             sandboxed: self.sandbox.isolated(),
             found_on: self.node.clone(),
             found_by: found_by.map(str::to_owned),
         }));
         files::write(&tmp.join(files::PROVENANCE), &provenance)?;
-        std::fs::write(tmp.join("summary.md"), system_summary_md(&sys, &self.program, &reduced, &rstats, name, source, found_by))?;
+        std::fs::write(tmp.join("summary.md"), system_summary_md(&sys, &on, &reduced, &rstats, name, source, found_by))?;
         let entry = AlarmEntry {
             id: id.clone(),
             function,
@@ -98,8 +115,19 @@ impl Lifter {
             roadblock: None,
             builds: Vec::new(),
         };
-        self.publish_alarm(&tmp, entry)?;
+        self.publish_alarm(&tmp, entry, not_on_validation)?;
         Ok(Confirmed::New(id))
+    }
+
+    /// The coverage build and how it crashes on `test` (with `hang`, hangs on it), if
+    /// it does. Only a build the user gave confirms a finding: one that crashes
+    /// nothing but trestle's own fuzzing build is not reported (it may be the
+    /// instrumentation's doing, a deeper stack, say).
+    fn reproduce_elsewhere(&self, test: &SystemTest, hang: bool) -> Result<Option<(PathBuf, CrashSignature)>> {
+        let Some(program) = &self.coverage_program else { return Ok(None) };
+        let filter = FrameFilter { program: Some(program.clone()), stop_after: None };
+        let run = self.sandbox_for(hang).run(program, test, &[], &filter, None)?;
+        Ok(if hang { run.hang } else { run.crash }.map(|sys| (program.clone(), sys)))
     }
 
     /// The sandbox that confirms and reduces crashes, or with `hang` hangs.
@@ -123,7 +151,7 @@ impl Lifter {
     /// A fresh `alarms/.tmp-<id>` holding `test` (`lifted.json`), its reduction
     /// (`reduced.json`; `test` itself while the reduction is deferred) and
     /// `reproduce.sh`; returns it with the reduced test.
-    fn stage_alarm(&self, id: &str, test: &SystemTest, key: &str) -> Result<(PathBuf, SystemTest, ReduceStats)> {
+    fn stage_alarm(&self, id: &str, test: &SystemTest, key: &str, on: &Path) -> Result<(PathBuf, SystemTest, ReduceStats)> {
         let tmp = self.out.join("alarms").join(format!(".tmp-{id}"));
         files::remove_dir_if_present(&tmp)?;
         std::fs::create_dir_all(&tmp).with_context(|| format!("cannot create {}", tmp.display()))?;
@@ -131,18 +159,20 @@ impl Lifter {
         let (reduced, rstats) = if self.defer_reduction && self.reduce_budget.is_some() {
             (test.clone(), ReduceStats::none(test, true))
         } else {
-            self.reduce_alarm(test, key, Instant::now() + self.reduce_time)?
+            self.reduce_alarm(test, key, Instant::now() + self.reduce_time, on)?
         };
         save_test(&reduced, &tmp.join("reduced.json"))?;
-        write_script(&tmp.join("reproduce.sh"), &self.program, &reduced)?;
+        write_script(&tmp.join("reproduce.sh"), on, &reduced)?;
         Ok((tmp, reduced, rstats))
     }
 
     /// Move a staged alarm directory to `alarms/<id>` (replacing one left by an
     /// earlier run) and list the alarm, with how its test ran on the other builds.
-    fn publish_alarm(&mut self, tmp: &Path, mut entry: AlarmEntry) -> Result<()> {
+    /// `not_on_validation` says how the validation program ended when the alarm was
+    /// confirmed on another build.
+    fn publish_alarm(&mut self, tmp: &Path, mut entry: AlarmEntry, not_on_validation: Option<String>) -> Result<()> {
         if !self.other_builds.is_empty() {
-            entry.builds = self.check_builds(&load_test(&tmp.join("lifted.json"))?, &entry)?;
+            entry.builds = self.check_builds(&load_test(&tmp.join("lifted.json"))?, &entry, not_on_validation)?;
             if entry.build_dependent() {
                 let mut md = std::fs::read_to_string(tmp.join("summary.md")).unwrap_or_default();
                 md.push_str(&builds_md(&entry));
@@ -157,15 +187,20 @@ impl Lifter {
         self.write_index()
     }
 
-    /// Run `test`, which crashed (or hung) the validation build as `entry` says, on
-    /// each other build: the validation build first, then whether each reproduces (a
-    /// crash of the same class, or a hang), twice before it counts as not.
-    fn check_builds(&self, test: &SystemTest, entry: &AlarmEntry) -> Result<Vec<BuildCheck>> {
+    /// Run `test`, which crashed (or hung) a build as `entry` says, on each other
+    /// build: the validation build first (whether it reproduced there, said by
+    /// `not_on_validation`), then whether each reproduces (a crash of the same class,
+    /// or a hang), twice before it counts as not.
+    fn check_builds(&self, test: &SystemTest, entry: &AlarmEntry, not_on_validation: Option<String>) -> Result<Vec<BuildCheck>> {
         let hang = entry.key.starts_with(&format!("{HANG}@"));
         let class = entry.key.split('@').next().unwrap_or_default();
         let sandbox = self.sandbox_for(hang);
-        let mut checks =
-            vec![BuildCheck { role: "validation".into(), program: self.program.clone(), reproduces: true, ended: entry.signature.clone() }];
+        let mut checks = vec![BuildCheck {
+            role: "validation".into(),
+            program: self.program.clone(),
+            reproduces: not_on_validation.is_none(),
+            ended: not_on_validation.unwrap_or_else(|| entry.signature.clone()),
+        }];
         for (role, program) in &self.other_builds {
             let filter = FrameFilter { program: Some(program.clone()), stop_after: None };
             let mut ended = String::new();
@@ -189,14 +224,16 @@ impl Lifter {
         Ok(checks)
     }
 
-    /// `test` reduced (until `until` at the latest) to a smaller one crashing with `key`.
-    pub(super) fn reduce_alarm(&self, test: &SystemTest, key: &str, until: Instant) -> Result<(SystemTest, ReduceStats)> {
+    /// `test` reduced (until `until` at the latest) to a smaller one crashing `on` (a
+    /// build of the program) with `key`.
+    pub(super) fn reduce_alarm(&self, test: &SystemTest, key: &str, until: Instant, on: &Path) -> Result<(SystemTest, ReduceStats)> {
         match self.reduce_budget {
             Some(budget) => {
                 let hang = key.starts_with(&format!("{HANG}@"));
                 let sandbox = self.sandbox_for(hang);
+                let filter = FrameFilter { program: Some(on.to_owned()), stop_after: None };
                 let mut keep = |t: &SystemTest| -> Result<bool> {
-                    let run = sandbox.run_once(&self.program, t, &[], &self.filter, None)?;
+                    let run = sandbox.run_once(on, t, &[], &filter, None)?;
                     let found = if hang { run.hang } else { run.crash };
                     Ok(found.is_some_and(|s| CrashSignature::keys_match(&s.key(), key)))
                 };
@@ -231,9 +268,10 @@ impl Lifter {
     fn reduce_one(&mut self, entry: &AlarmEntry, until: Instant) -> Result<()> {
         let dir = self.out.join("alarms").join(&entry.id);
         let found = load_test(&dir.join(files::LIFTED))?;
-        let (reduced, rstats) = self.reduce_alarm(&found, &entry.key, until)?;
+        let on = entry.confirmed_on().unwrap_or(&self.program).to_owned();
+        let (reduced, rstats) = self.reduce_alarm(&found, &entry.key, until, &on)?;
         files::write_atomic(&dir.join(files::REDUCED), &serde_json::to_vec_pretty(&to_json(&reduced))?)?;
-        write_script(&dir.join("reproduce.sh"), &self.program, &reduced)?;
+        write_script(&dir.join("reproduce.sh"), &on, &reduced)?;
         let mut provenance: Provenance = files::read(&dir.join(files::PROVENANCE))?;
         provenance.reduced_test_mut().reduction = rstats.clone();
         files::write(&dir.join(files::PROVENANCE), &provenance)?;
@@ -292,7 +330,8 @@ impl Lifter {
         let unit = f.unit;
         let crash_fn = sys.frames.first().cloned().unwrap_or_else(|| unit.function.clone());
         let id = format!("{}-{:08x}", safe_name(&crash_fn), fnv32(&key));
-        let (tmp, reduced, rstats) = self.stage_alarm(&id, lifted, &key)?;
+        let program = self.program.clone();
+        let (tmp, reduced, rstats) = self.stage_alarm(&id, lifted, &key, &program)?;
         std::fs::copy(&f.candidate.input, tmp.join("unit-input.bin"))
             .with_context(|| format!("cannot copy {}", f.candidate.input.display()))?;
         let source = self.write_unit_c(&tmp, f)?;
@@ -353,7 +392,7 @@ impl Lifter {
             roadblock: self.roadblock.clone(),
             builds: Vec::new(),
         };
-        self.publish_alarm(&tmp, entry)
+        self.publish_alarm(&tmp, entry, None)
     }
 
     /// The unit itself as C with the finding's values (`unit.c` and `build.sh` in

@@ -64,7 +64,7 @@ pub struct Lifter {
     pub(super) other_builds: Vec<(String, PathBuf)>,
     /// The build that measures coverage when it is not the validation program
     /// ([`Lifter::use_coverage_build`]).
-    coverage_program: Option<PathBuf>,
+    pub(super) coverage_program: Option<PathBuf>,
 }
 
 /// How far a [`Lifter::lift_dir`] is.

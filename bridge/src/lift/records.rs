@@ -127,6 +127,16 @@ impl AlarmEntry {
         self.builds.iter().any(|b| !b.reproduces)
     }
 
+    /// The build it was confirmed (and is reduced) on: the validation build, or the
+    /// coverage build where the validation build did not reproduce it; `None` when
+    /// no build was checked.
+    pub fn confirmed_on(&self) -> Option<&std::path::Path> {
+        ["validation", "coverage"]
+            .iter()
+            .find_map(|role| self.builds.iter().find(|b| b.role == *role && b.reproduces))
+            .map(|b| b.program.as_path())
+    }
+
     /// The builds it does not reproduce on, by role (`fuzzing`, `coverage`), for people.
     pub fn builds_without(&self) -> Vec<&str> {
         self.builds.iter().filter(|b| !b.reproduces).map(|b| b.role.as_str()).collect()
