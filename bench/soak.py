@@ -112,6 +112,25 @@ def window_rate(samples, lo, hi, execs):
     return (inside[-1][execs] - start[execs]) / dt if dt > 0 else None
 
 
+def process_windows(path, early, late):
+    """{program name: (median RSS in the early window, in the late one)} from
+    processes.csv, a program absent from a sample counting 0 there."""
+    if not path.exists():
+        return {}
+    rows = {}
+    with path.open() as fh:
+        for r in csv.DictReader(fh):
+            rows.setdefault(float(r["campaign_s"]), {})[r["name"]] = int(r["rss_bytes"])
+    names = {n for per in rows.values() for n in per}
+    out = {}
+    for n in names:
+        def med(lo, hi):
+            vals = [per.get(n, 0) for t, per in rows.items() if lo <= t < hi]
+            return statistics.median(vals) if vals else None
+        out[n] = (med(*early), med(*late))
+    return out
+
+
 def append_processes(path, campaign_s, procs):
     """One row per program name: how many processes of it and their RSS."""
     by = {}
@@ -196,6 +215,14 @@ def summarise(samples, a, state, results):
         d = state["disk"]
         lines += ["", f"Evicted: {d.get('corpora_evicted', 0)} unit corpora, {len(d.get('batches_evicted', []))} unit batches "
                       f"({mb(d.get('bytes_evicted', 0))})."]
+    by_name = process_windows(results / "processes.csv", early, late)
+    if by_name:
+        lines += ["", "RSS by program (median over the samples of each window; 0 where none ran):", "",
+                  "| program | minutes 10–20 | last 10 minutes |", "|---|---|---|"]
+        for name, (e, l) in sorted(by_name.items(), key=lambda kv: -kv[1][1]):
+            lines.append(f"| {name} | {mb(e)} | {mb(l)} |")
+        s["rss_by_program"] = {n: {"minutes_10_20": e, "last_10": l} for n, (e, l) in by_name.items()}
+        (results / "soak.json").write_text(json.dumps(s, indent=2) + "\n")
     lines += ["", "![disk, RSS and executions per second](soak.svg)", ""]
     (results / "SUMMARY.md").write_text("\n".join(lines))
     svg(samples, budget_disk, results / "soak.svg")
