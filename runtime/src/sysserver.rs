@@ -168,7 +168,12 @@ fn child(
             (libc::RLIMIT_NOFILE, limits.open_files),
         ] {
             if value > 0 {
-                let l = libc::rlimit { rlim_cur: value, rlim_max: value };
+                // The CPU limit's hard bound a second later: at the soft one the
+                // program gets SIGXCPU, whose handler writes where it was spinning
+                // (a hang named by its stack, as an unserved run's); with both equal
+                // the kernel sends SIGKILL at once, and the hang has no frames.
+                let max = if resource == libc::RLIMIT_CPU { value + 1 } else { value };
+                let l = libc::rlimit { rlim_cur: value, rlim_max: max };
                 libc::setrlimit(resource, &l);
             }
         }

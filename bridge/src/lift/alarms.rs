@@ -207,7 +207,15 @@ impl Lifter {
             let mut reproduces = false;
             for _ in 0..2 {
                 let run = sandbox.run(program, test, &[], &filter, None)?;
-                let found = if hang { run.hang.clone() } else { run.crash.clone().filter(|c| c.class() == class) };
+                // A build trestle serves (its own forkserver in the sandbox) may end a
+                // hang with a SIGKILL the limits do not account for (seen on mawk:
+                // `signal 9` below the CPU limit): killed, not crashed, so still a hang.
+                let killed = matches!(run.status, crate::system::systest::RunStatus::Signaled(s) if s == libc::SIGKILL);
+                let found = if hang {
+                    run.hang.clone().or_else(|| killed.then(|| CrashSignature { kind: HANG.into(), frames: Vec::new(), stack: Vec::new() }))
+                } else {
+                    run.crash.clone().filter(|c| c.class() == class)
+                };
                 ended = match (&found, &run.crash, &run.limit) {
                     (Some(sig), _, _) => sig.to_string(),
                     (None, Some(other), _) => other.to_string(),
