@@ -75,7 +75,7 @@ impl Lifter {
         }
         if hang {
             // A hang once may be a slow machine: it must hang again, in the same place.
-            let filter = FrameFilter { program: Some(on.clone()), stop_after: None };
+            let filter = FrameFilter::of(&on);
             let again = sandbox.run_once(&on, test, &[], &filter, None)?;
             if !again.hang.is_some_and(|h| CrashSignature::keys_match(&h.key(), &key)) {
                 return Ok(Confirmed::NotReproduced(format!("hung once, then {}", again.status)));
@@ -125,7 +125,7 @@ impl Lifter {
     /// instrumentation's doing, a deeper stack, say).
     fn reproduce_elsewhere(&self, test: &SystemTest, hang: bool) -> Result<Option<(PathBuf, CrashSignature)>> {
         let Some(program) = &self.coverage_program else { return Ok(None) };
-        let filter = FrameFilter { program: Some(program.clone()), stop_after: None };
+        let filter = FrameFilter::of(program);
         let run = self.sandbox_for(hang).run(program, test, &[], &filter, None)?;
         Ok(if hang { run.hang } else { run.crash }.map(|sys| (program.clone(), sys)))
     }
@@ -202,20 +202,12 @@ impl Lifter {
             ended: not_on_validation.unwrap_or_else(|| entry.signature.clone()),
         }];
         for (role, program) in &self.other_builds {
-            let filter = FrameFilter { program: Some(program.clone()), stop_after: None };
+            let filter = FrameFilter::of(program);
             let mut ended = String::new();
             let mut reproduces = false;
             for _ in 0..2 {
                 let run = sandbox.run(program, test, &[], &filter, None)?;
-                // A build trestle serves (its own forkserver in the sandbox) may end a
-                // hang with a SIGKILL the limits do not account for (seen on mawk:
-                // `signal 9` below the CPU limit): killed, not crashed, so still a hang.
-                let killed = matches!(run.status, crate::system::systest::RunStatus::Signaled(s) if s == libc::SIGKILL);
-                let found = if hang {
-                    run.hang.clone().or_else(|| killed.then(|| CrashSignature { kind: HANG.into(), frames: Vec::new(), stack: Vec::new() }))
-                } else {
-                    run.crash.clone().filter(|c| c.class() == class)
-                };
+                let found = if hang { run.hang.clone() } else { run.crash.clone().filter(|c| c.class() == class) };
                 ended = match (&found, &run.crash, &run.limit) {
                     (Some(sig), _, _) => sig.to_string(),
                     (None, Some(other), _) => other.to_string(),
@@ -239,7 +231,7 @@ impl Lifter {
             Some(budget) => {
                 let hang = key.starts_with(&format!("{HANG}@"));
                 let sandbox = self.sandbox_for(hang);
-                let filter = FrameFilter { program: Some(on.to_owned()), stop_after: None };
+                let filter = FrameFilter::of(on);
                 let mut keep = |t: &SystemTest| -> Result<bool> {
                     let run = sandbox.run_once(on, t, &[], &filter, None)?;
                     let found = if hang { run.hang } else { run.crash };

@@ -89,7 +89,7 @@ impl Lifter {
         for d in ["alarms", "false-positives"] {
             std::fs::create_dir_all(out.join(d)).with_context(|| format!("cannot create {}", out.join(d).display()))?;
         }
-        let filter = FrameFilter { program: Some(program.clone()), stop_after: None };
+        let filter = FrameFilter::of(&program);
         let mut lifter = Lifter {
             program,
             out: out.to_owned(),
@@ -310,7 +310,7 @@ impl Lifter {
         let dir = tempfile::tempdir()?;
         let mut profiles = Vec::new();
         let program = self.coverage_build();
-        let filter = FrameFilter { program: Some(program.to_owned()), stop_after: None };
+        let filter = FrameFilter::of(program);
         for (i, t) in tests.iter().enumerate() {
             let p = dir.path().join(format!("{i}.profraw"));
             self.sandbox.run(program, t, &[], &filter, Some(&p))?;
@@ -365,7 +365,7 @@ impl Lifter {
                 if run.crash.is_some() {
                     return Ok((run, Some(0)));
                 }
-                let filter = FrameFilter { program: Some(cov.clone()), stop_after: None };
+                let filter = FrameFilter::of(cov);
                 sandbox.run(cov, test, &[], &filter, Some(&prof))?;
                 run
             }

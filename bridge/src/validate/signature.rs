@@ -253,6 +253,11 @@ pub struct FrameFilter {
 }
 
 impl FrameFilter {
+    /// The filter for the frames of `program`, the whole stack kept.
+    pub fn of(program: &std::path::Path) -> FrameFilter {
+        FrameFilter { program: Some(program.to_owned()), stop_after: None }
+    }
+
     fn keeps(&self, f: &Frame) -> bool {
         let name = f.function.as_str();
         if name == "??" || name.is_empty() {
