@@ -561,6 +561,9 @@ EXPORT int __trestle_open(const char *path, int flags, unsigned mode) { return o
 EXPORT int __trestle_openat(int dir, const char *path, int flags, unsigned mode) { return openat(dir, path, flags, mode); }
 EXPORT int __trestle_close(int fd) { return close(fd); }
 EXPORT void *__trestle_mmap(void *addr, size_t n, int prot, int flags, int fd, off_t off) { return mmap(addr, n, prot, flags, fd, off); }
+EXPORT int __trestle_munmap(void *addr, size_t n) { return munmap(addr, n); }
+EXPORT void *__trestle_mremap(void *old, size_t n, size_t m, int flags, void *to) { return mremap(old, n, m, flags, to); }
+EXPORT int __trestle_mprotect(void *addr, size_t n, int prot) { return mprotect(addr, n, prot); }
 EXPORT time_t __trestle_time(time_t *t) { return time(t); }
 EXPORT int __trestle_gettimeofday(struct timeval *tv, void *tz) { return gettimeofday(tv, tz); }
 EXPORT int __trestle_clock_gettime(clockid_t c, struct timespec *ts) { return clock_gettime(c, ts); }

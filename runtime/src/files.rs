@@ -647,29 +647,6 @@ pub fn stream_positions(
     out
 }
 
-/// `mmap`, tracked: a mapped descriptor's content is in memory the runtime does not
-/// know, so its stream is never a parameter.
-///
-/// # Safety
-/// As `mmap`.
-#[no_mangle]
-pub unsafe extern "C" fn __trestle_mmap(
-    addr: *mut libc::c_void,
-    len: libc::size_t,
-    prot: c_int,
-    flags: c_int,
-    fd: c_int,
-    off: libc::off_t,
-) -> *mut libc::c_void {
-    if fd >= 0 && tracking() {
-        if let Some(rt) = lock().as_mut() {
-            rt.mapped_fds.insert(fd);
-        }
-    }
-    // SAFETY: forwarding.
-    unsafe { libc::mmap(addr, len, prot, flags, fd, off) }
-}
-
 /// Make the `FILE` at `fp` read afresh from its descriptor: its buffer empty, its
 /// end-of-file and error marks cleared, its cached offset forgotten. The next read
 /// fills the buffer from wherever the descriptor now stands.

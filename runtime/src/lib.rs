@@ -31,6 +31,7 @@ pub mod forkserver;
 pub mod fuzz;
 pub mod sysserver;
 pub mod inproc;
+pub mod mappings;
 mod probe;
 pub mod process;
 pub mod unit_heap;
@@ -103,6 +104,8 @@ struct Runtime {
     fds: std::collections::HashMap<i32, files::FdInfo>,
     /// Descriptors the program mapped into memory.
     mapped_fds: HashSet<i32>,
+    /// The program's own readable mappings, heap extents while they last.
+    mappings: mappings::Mappings,
     fns: Vec<FnState>,
     frames: Vec<OpenFrame>,
     writer: Option<TraceWriter>,
@@ -182,6 +185,7 @@ fn init() {
         files: file_table,
         fds: std::collections::HashMap::new(),
         mapped_fds: HashSet::new(),
+        mappings: mappings::Mappings::default(),
         fns,
         frames: Vec::new(),
         writer: None,

@@ -114,9 +114,13 @@ pub const RENAMED_ALLOCATORS: &[(&str, &str)] = &[
     ("openat", "__trestle_openat"),
     ("openat64", "__trestle_openat"),
     ("close", "__trestle_close"),
-    // A file mapped into memory is input no stream parameter can replace.
+    // A mapping is memory a context may point into (a heap extent while it is
+    // readable); a file mapped into memory is input no stream parameter can replace.
     ("mmap", "__trestle_mmap"),
     ("mmap64", "__trestle_mmap"),
+    ("munmap", "__trestle_munmap"),
+    ("mremap", "__trestle_mremap"),
+    ("mprotect", "__trestle_mprotect"),
     // The clock, which a replay can shift (ENV_CLOCK_SHIFT) to tell what a call took
     // from it.
     ("time", "__trestle_time"),
