@@ -137,12 +137,15 @@ impl CrashSignature {
         if a.class == HANG {
             // Stopped at any point of its loop: the innermost frames may be the loop's
             // function or one it calls from there, so one path inside the other
-            // (two frames at least, or the whole of one).
+            // (two frames at least, or the whole of one). Where it spins is the
+            // function it was stopped in and that function's caller, whatever called
+            // them: sed's regex matcher, slow on one pattern, spins in `dfaexec_main <
+            // match_regex` whether an address or a substitution asked.
             let (short, long) = if a.frames.len() <= b.frames.len() { (&a.frames, &b.frames) } else { (&b.frames, &a.frames) };
             return if short.is_empty() || (short.len() < 2 && short.len() < long.len()) {
                 short == long
             } else {
-                long.windows(short.len()).any(|w| w == &short[..])
+                long.windows(short.len()).any(|w| w == &short[..]) || short[..2] == long[..2]
             };
         }
         match (a.place, b.place) {
@@ -659,6 +662,11 @@ mod tests {
         assert!(CrashSignature::keys_match(&in_loop.key(), &in_helper.key()));
         assert!(!CrashSignature::keys_match(&in_loop.key(), &hang(&["other_loop", "main"]).key()));
         assert!(!CrashSignature::keys_match(&hang(&["main"]).key(), &in_loop.key()));
+        // The same spin reached from two places is one hang; the same function's
+        // spin under another caller is not.
+        let (from_address, from_subst) = (hang(&["dfaexec_main", "match_regex", "match_address_p"]), hang(&["dfaexec_main", "match_regex", "do_subst"]));
+        assert!(CrashSignature::keys_match(&from_address.key(), &from_subst.key()));
+        assert!(!CrashSignature::keys_match(&from_address.key(), &hang(&["dfaexec_main", "dfa_supported", "do_subst"]).key()));
         assert!(!CrashSignature::keys_match(&in_loop.key(), "memory@spin<main"));
         // A key from before places were kept matches by its frames.
         assert!(CrashSignature::keys_match("memory@dc_array_set<dc_func", &from_file.key()));
