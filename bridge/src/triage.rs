@@ -51,6 +51,9 @@ pub struct Options {
     pub fail_on_new: Option<PathBuf>,
     /// Print progress lines.
     pub progress: bool,
+    /// Other builds of the program, by role (`asan`, `coverage`, ...): every bug's
+    /// reproducer runs on each too, and one that some lack is build-dependent.
+    pub also_on: Vec<(String, PathBuf)>,
 }
 
 /// Where an input came from, as its provenance says.
@@ -116,6 +119,10 @@ pub struct Group {
     pub smallest: PathBuf,
     /// Not among the alarms of the `--fail-on-new` directory.
     pub new: bool,
+    /// The builds of `--also-on` its reproducer does not crash (or hang): a bug of
+    /// one build (often undefined behaviour) when not empty.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub not_on: Vec<String>,
 }
 
 /// An input that was not confirmed, and why.
@@ -186,6 +193,9 @@ pub fn run(opts: &Options) -> Result<Summary> {
     if let Some(t) = opts.reduce_time {
         lifter.set_reduce_time(t);
     }
+    for (role, build) in &opts.also_on {
+        lifter.also_check_on(role, build)?;
+    }
 
     // Smallest first: the first member of a group is the one reduced.
     let mut sized: Vec<(u64, Input)> = inputs.into_iter().map(|i| (std::fs::metadata(&i.path).map(|m| m.len()).unwrap_or(0), i)).collect();
@@ -251,6 +261,7 @@ pub fn run(opts: &Options) -> Result<Summary> {
             smallest,
             members: m,
             new,
+            not_on: a.builds_without().into_iter().map(str::to_owned).collect(),
         });
     }
     groups.sort_by(|a, b| a.first.cmp(&b.first));

@@ -83,9 +83,21 @@ fn crashes_from_another_fuzzer_are_sorted_into_bugs_and_what_does_not_reproduce_
         assert!(summary.starts_with("# Crash triaged from an AFL++ crash"), "{summary}");
     }
 
-    // Against that triage, the same crashes are nothing new; a new bug is.
-    let again = ok(&mut trestle(&[&"triage", &"--program", &plain, &"--out", &d.join("again"), &"--no-reduce", &"--fail-on-new", &out, &afl]));
+    // Against that triage, the same crashes are nothing new; a new bug is. Checked
+    // on a build without bug two as well, that bug alone is build-dependent.
+    let fixed = d.join("parse-fixed");
+    ok(Command::new("clang-19").args(["-O2", "-g", "-DFIX_TWO"]).arg(subject("triage").join("parse.c")).arg("-o").arg(&fixed));
+    let also = format!("fixed={}", fixed.display());
+    let again = ok(&mut trestle(&[&"triage", &"--program", &plain, &"--out", &d.join("again"), &"--no-reduce", &"--also-on", &also, &"--fail-on-new", &out, &afl]));
     assert!(!again.contains("NEW "), "{again}");
+    assert_eq!(again.matches("build-dependent: does not reproduce on the fixed build").count(), 1, "{again}");
+    let t = json(&d.join("again/triage.json"));
+    for g in t["groups"].as_array().unwrap() {
+        let two = std::fs::read(g["smallest"].as_str().unwrap()).unwrap() == b"A2xx";
+        assert_eq!(g["not_on"] == serde_json::json!(["fixed"]), two, "{g}");
+    }
+    let bad = run(&mut trestle(&[&"triage", &"--program", &plain, &"--out", &d.join("bad"), &"--also-on", &"nothing-here", &afl]));
+    assert!(!bad.status.success() && String::from_utf8_lossy(&bad.stderr).contains("is not ROLE=PROGRAM"), "{bad:?}");
     let only_a1 = afl_dir(&d.join("afl-a1"), &[("havoc", b"A1")]);
     let first = d.join("first");
     ok(&mut trestle(&[&"triage", &"--program", &plain, &"--out", &first, &"--no-reduce", &only_a1]));

@@ -45,6 +45,11 @@ pub struct TriageArgs {
     /// Run without bubblewrap (still in a fresh directory, with rlimits).
     #[arg(long)]
     pub no_sandbox: bool,
+    /// Another build of the program, `ROLE=PROGRAM` (say `asan=./prog-asan`; may be
+    /// given more than once): each bug's reproducer runs on it too, and a bug some
+    /// build lacks is flagged build-dependent (often undefined behaviour).
+    #[arg(long = "also-on", value_name = "ROLE=PROGRAM", value_parser = parse_build)]
+    pub also_on: Vec<(String, PathBuf)>,
     /// Print the summary as JSON on stdout.
     #[arg(long)]
     pub json: bool,
@@ -53,6 +58,16 @@ pub struct TriageArgs {
     /// is the program's stdin).
     #[arg(last = true)]
     pub command: Vec<String>,
+}
+
+/// `ROLE=PROGRAM` of `--also-on`.
+fn parse_build(s: &str) -> Result<(String, PathBuf), String> {
+    match s.split_once('=') {
+        Some((role, program)) if !role.is_empty() && !program.is_empty() && role.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_') => {
+            Ok((role.to_owned(), PathBuf::from(program)))
+        }
+        _ => Err(format!("{s:?} is not ROLE=PROGRAM (a name of letters, digits, - or _, then the build's path)")),
+    }
 }
 
 impl TriageArgs {
@@ -70,6 +85,7 @@ impl TriageArgs {
             reduce_time: (!self.no_reduce).then_some(self.reduce_time),
             fail_on_new: self.fail_on_new.clone(),
             progress: !self.json,
+            also_on: self.also_on.clone(),
         }
     }
 
@@ -97,6 +113,9 @@ impl TriageArgs {
                 g.first.display(),
                 g.smallest.display()
             );
+            if !g.not_on.is_empty() {
+                crate::outln!("    build-dependent: does not reproduce on the {} build", g.not_on.join(", "));
+            }
         }
         let mut reasons: std::collections::BTreeMap<&str, usize> = std::collections::BTreeMap::new();
         for d in &s.dropped {
