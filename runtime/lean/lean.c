@@ -528,10 +528,11 @@ EXPORT void __trestle_main(int argc, char **argv, char **envp) {
 EXPORT void __trestle_enter(uint64_t id, uint32_t *state, const uint64_t *slots, uint32_t n, const void *sp) {
   (void)id, (void)state, (void)slots, (void)n, (void)sp;
 }
-EXPORT void __trestle_exit(uint64_t id, uint32_t *state, uint64_t ret, const uint64_t *slots, const void *sp) {
-  (void)id, (void)state, (void)ret, (void)slots, (void)sp;
+EXPORT void __trestle_exit(uint64_t id, uint32_t *state, uint64_t ret, const uint64_t *slots, const void *sp, const void *top) {
+  (void)id, (void)state, (void)ret, (void)slots, (void)sp, (void)top;
 }
 EXPORT void __trestle_alloca(void *addr, uint64_t size) { (void)addr, (void)size; }
+EXPORT void __trestle_va_list(void *ap) { (void)ap; }
 EXPORT void __trestle_exits_with(int status, int always) { (void)status, (void)always; }
 EXPORT void __trestle_unit_threw(void) {}
 

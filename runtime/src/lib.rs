@@ -282,16 +282,31 @@ pub unsafe extern "C" fn __trestle_enter(id: u64, state: *mut u32, slots: *const
 /// # Safety
 /// Called by instrumented code only.
 #[no_mangle]
-pub unsafe extern "C" fn __trestle_exit(id: u64, _state: *mut u32, ret: u64, slots: *const u64, sp: *const u8) {
-    if OPEN_FRAMES.load(Ordering::Acquire) == 0 || MODE.load(Ordering::Acquire) != MODE_RECORD {
-        return;
+pub unsafe extern "C" fn __trestle_exit(id: u64, _state: *mut u32, ret: u64, slots: *const u64, sp: *const u8, top: *const u8) {
+    let mode = MODE.load(Ordering::Acquire);
+    if OPEN_FRAMES.load(Ordering::Acquire) != 0 && mode == MODE_RECORD {
+        guard("the exit hook", || {
+            if let Some(rt) = lock().as_mut() {
+                rt.exit(id, ret, slots as usize, sp as usize);
+            }
+        })
     }
-    guard("the exit hook", || {
-        if let Some(rt) = lock().as_mut() {
-            rt.exit(id, ret, slots as usize, sp as usize);
-        }
-    })
+    // The frame's stack extents die with it; left in the map, a later call's
+    // arguments or frame at the same addresses would meet them (see
+    // `__trestle_va_list`).
+    if matches!(mode, MODE_RECORD | MODE_REPLAY) && (top as usize) + 8 >= LOWEST_STACK.load(Ordering::Relaxed) {
+        guard("the exit hook", || {
+            if let Some(rt) = lock().as_mut() {
+                rt.extents.purge_frame(top as usize);
+                LOWEST_STACK.store(rt.extents.lowest_stack(), Ordering::Relaxed);
+            }
+        })
+    }
 }
+
+/// The lowest start of a stack extent in the map, so that a return that leaves
+/// none behind does not take the lock.
+pub(crate) static LOWEST_STACK: AtomicUsize = AtomicUsize::new(usize::MAX);
 
 /// Stack allocation whose address escapes. See `trestle_abi::hooks::ALLOCA`.
 ///
@@ -311,9 +326,48 @@ pub unsafe extern "C" fn __trestle_alloca(addr: *mut u8, size: u64) {
         if let Some(rt) = lock().as_mut() {
             rt.extents.purge_stack_below(mark);
             rt.extents.insert_stack(addr as usize, size as usize);
+            LOWEST_STACK.store(rt.extents.lowest_stack(), Ordering::Relaxed);
         }
         // A dynamic alloca lies below the frame's marker; keep it alive.
         STACK_MARK.with(|c| c.set(mark.min(addr as usize)));
+    })
+}
+
+/// The System V x86-64 register save area `va_start` fills: six general registers,
+/// then eight vector registers of 16 bytes.
+const VA_SAVE_AREA: usize = 6 * 8 + 8 * 16;
+/// Stack arguments of a `va_list` registered at most (how many words are arguments
+/// is not known; past them lie the caller's frame and older ones).
+const VA_STACK_AREA: usize = 256;
+
+/// A `va_list` was started. See `trestle_abi::hooks::VA_LIST`.
+///
+/// # Safety
+/// `ap` must be a `va_list` that `va_start` just filled.
+#[no_mangle]
+pub unsafe extern "C" fn __trestle_va_list(ap: *const u8) {
+    if !tracking() || ap.is_null() {
+        return;
+    }
+    guard("the va_list hook", || {
+        // SAFETY: the va_list's layout: { u32 gp_offset, u32 fp_offset, ptr
+        // overflow_arg_area, ptr reg_save_area }.
+        let (stack, save) = unsafe { ((ap.add(8) as *const usize).read_unaligned(), (ap.add(16) as *const usize).read_unaligned()) };
+        let (mark, end) = (STACK_MARK.with(|c| c.get()), record::stack_end());
+        if let Some(rt) = lock().as_mut() {
+            rt.extents.purge_stack_below(mark);
+            if save != 0 {
+                rt.extents.insert_stack(save, VA_SAVE_AREA);
+            }
+            // Up to the caller's own allocations above them (the frames of calls
+            // that returned are gone from the map: see `__trestle_exit`).
+            let room = rt.extents.stack_start_above(stack).map_or(VA_STACK_AREA, |s| s - stack);
+            let len = room.min(VA_STACK_AREA).min(end.saturating_sub(stack));
+            if stack != 0 && len > 0 {
+                rt.extents.insert_va_args(stack, len);
+            }
+            LOWEST_STACK.store(rt.extents.lowest_stack(), Ordering::Relaxed);
+        }
     })
 }
 

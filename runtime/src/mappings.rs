@@ -108,6 +108,12 @@ pub unsafe extern "C" fn __trestle_mmap(
 #[no_mangle]
 pub unsafe extern "C" fn __trestle_munmap(addr: *mut c_void, len: size_t) -> c_int {
     if restored(addr) {
+        // Gone for the program as it was when recorded: freed memory, pointed at.
+        if tracking() {
+            if let Some(rt) = lock().as_mut() {
+                rt.extents.free_heap(addr as usize);
+            }
+        }
         return 0;
     }
     if tracking() {

@@ -237,6 +237,7 @@ impl Runtime {
                 self.extents.insert_stack(*a as usize, size as usize);
             }
         }
+        crate::LOWEST_STACK.store(self.extents.lowest_stack(), std::sync::atomic::Ordering::Relaxed);
         let (argv, _, graph, streams) = self.walk(idx, &args, None, u64::MAX);
         let partial = graph.partial;
         let fds = files::open_fds(&self.fds);
@@ -455,11 +456,22 @@ fn in_loaded_object(addr: usize) -> bool {
     }
 }
 
+/// Where this thread's stack ends (its highest address).
+pub(crate) fn stack_end() -> usize {
+    this_stack().1
+}
+
 fn on_this_stack(addr: usize) -> bool {
+    let (lo, hi) = this_stack();
+    (lo..hi).contains(&addr)
+}
+
+/// This thread's stack, lowest address to end.
+fn this_stack() -> (usize, usize) {
     thread_local! {
         static STACK: std::cell::Cell<Option<(usize, usize)>> = const { std::cell::Cell::new(None) };
     }
-    let (lo, hi) = STACK.with(|s| {
+    STACK.with(|s| {
         if let Some(r) = s.get() {
             return r;
         }
@@ -476,6 +488,5 @@ fn on_this_stack(addr: usize) -> bool {
         };
         s.set(Some(r));
         r
-    });
-    (lo..hi).contains(&addr)
+    })
 }

@@ -1162,6 +1162,60 @@ fn calls_left_open_by_a_library_error_report_replay_to_the_exit_they_recorded() 
     assert!(bad.is_empty(), "{bad:#?}");
 }
 
+/// Functions handed a `va_list` (m4's `xvasprintf`): what it points at, the register
+/// save area of the function that started it and the stack arguments of its caller,
+/// is part of their context.
+const VA_LISTS: &str = r#"
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+static __attribute__((noinline)) int vformat(char *out, size_t n, const char *fmt, va_list ap) {
+    return vsnprintf(out, n, fmt, ap);
+}
+static __attribute__((noinline)) int format(char *out, size_t n, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    int r = vformat(out, n, fmt, ap);
+    va_end(ap);
+    return r;
+}
+static __attribute__((noinline)) long vsum(int count, va_list ap) {
+    long s = 0;
+    for (int i = 0; i < count; i++)
+        s = s * 3 + va_arg(ap, long);
+    return s;
+}
+static __attribute__((noinline)) long sum(int count, ...) {
+    va_list ap;
+    va_start(ap, count);
+    long s = vsum(count, ap);
+    va_end(ap);
+    return s;
+}
+int main(int argc, char **argv) {
+    char buf[128];
+    for (int i = 1; i < argc; i++) {
+        long n = strtol(argv[i], 0, 10);
+        format(buf, sizeof buf, "%s=%ld/%d/%s", argv[i], n, i, "x");
+        puts(buf);
+        /* Nine: four of them past the registers, on the caller's stack. */
+        printf("%ld\n", sum(9, n, n + 1, n + 2, 4L, 5L, 6L, 7L, 8L, 9L));
+    }
+    return 0;
+}
+"#;
+
+#[test]
+fn functions_given_a_va_list_replay_faithfully() {
+    let (summary, index, _dir) = carve_c("valists", VA_LISTS, &[("two", json!({"args": ["12", "-7"]})), ("one", json!({"args": ["300"]}))]);
+    assert!(units_of(&index, "vformat") >= 2, "{:#}", index["units"]);
+    assert!(units_of(&index, "vsum") >= 2, "{:#}", index["units"]);
+    assert_eq!(summary["errors"].as_u64(), Some(0), "{summary:#}");
+    assert_eq!(summary["no_oracle"].as_u64(), Some(0), "{summary:#}");
+    let bad = unfaithful(&summary);
+    assert!(bad.is_empty(), "{bad:#?}");
+}
+
 /// Memory the program maps: a file, and an anonymous buffer it reads a file into
 /// (as gnulib reads `/proc/self/maps` for m4) and unmaps, are contexts like heap
 /// blocks; a mapping made behind the runtime's back (a raw system call, as a library
@@ -1191,8 +1245,8 @@ static __attribute__((noinline)) int reader_get(struct reader *r) {
     return r->pos < r->len ? (unsigned char)r->buf[r->pos++] : -1;
 }
 static __attribute__((noinline)) void reader_close(struct reader *r) {
-    munmap(r->buf, 4096);
-    r->buf = 0;
+    munmap(r->buf, 4096); /* r->buf stays behind, pointing at unmapped memory */
+    r->len = 0;
 }
 static __attribute__((noinline)) int name_length(const char *name) {
     return (int)strlen(name);

@@ -42,6 +42,8 @@ struct Sites<'ctx> {
     rets: Vec<InstructionValue<'ctx>>,
     /// Allocas whose address escapes, with their block.
     escaping_allocas: Vec<(BasicBlock<'ctx>, InstructionValue<'ctx>)>,
+    /// The program's own `va_start` calls.
+    va_starts: Vec<InstructionValue<'ctx>>,
     /// Stores (and memory intrinsics) into a registered global, with its counter index.
     global_stores: Vec<(InstructionValue<'ctx>, u32)>,
 }
@@ -87,6 +89,9 @@ impl<'ctx> FunctionInstrumenter<'_, 'ctx> {
             if self.register_alloca(entry, bb, alloca, frame.hook_point)? {
                 stats.allocas += 1;
             }
+        }
+        for &start in &sites.va_starts {
+            self.register_va_list(start)?;
         }
         self.count_global_stores(&sites.global_stores)?;
         for &ret in &sites.rets {
@@ -210,6 +215,16 @@ impl<'ctx> FunctionInstrumenter<'_, 'ctx> {
         Ok(true)
     }
 
+    /// After a `va_start`, tell the runtime where its `va_list` points.
+    fn register_va_list(&self, start: InstructionValue<'ctx>) -> Result<(), BuilderError> {
+        let Some(next) = start.get_next_instruction() else { return Ok(()) };
+        // SAFETY: operand 0 of va_start is the va_list's address.
+        let ap = unsafe { PointerValue::new(llc::LLVMGetOperand(start.as_value_ref(), 0)) };
+        self.builder.position_before(&next);
+        self.builder.build_call(self.rt.va_list, &[ap.into()], "")?;
+        Ok(())
+    }
+
     /// Stores into globals: bump the global's write counter after each.
     fn count_global_stores(&self, global_stores: &[(InstructionValue<'ctx>, u32)]) -> Result<(), BuilderError> {
         let Some(counters) = self.counters else { return Ok(()) };
@@ -252,9 +267,14 @@ impl<'ctx> FunctionInstrumenter<'_, 'ctx> {
             }
         };
         let sp = stack_pointer(builder, self.rt)?;
+        let top = builder.build_call(self.rt.return_address_slot, &[], "trestle.top")?;
+        let top: BasicMetadataValueEnum = match top.try_as_basic_value() {
+            inkwell::values::ValueKind::Basic(v) => v.into(),
+            inkwell::values::ValueKind::Instruction(_) => unreachable!("llvm.addressofreturnaddress returns a pointer"),
+        };
         builder.build_call(
             self.rt.exit,
-            &[i64t.const_int(meta.id, false).into(), frame.state.into(), packed.into(), frame.slots.into(), sp],
+            &[i64t.const_int(meta.id, false).into(), frame.state.into(), packed.into(), frame.slots.into(), sp, top],
             "",
         )?;
         Ok(())
@@ -263,13 +283,17 @@ impl<'ctx> FunctionInstrumenter<'_, 'ctx> {
 
 impl<'ctx> Sites<'ctx> {
     fn collect(f: FunctionValue<'ctx>, counter_index: &HashMap<LLVMValueRef, u32>) -> Self {
-        let mut sites = Sites { rets: Vec::new(), escaping_allocas: Vec::new(), global_stores: Vec::new() };
+        let mut sites = Sites { rets: Vec::new(), escaping_allocas: Vec::new(), va_starts: Vec::new(), global_stores: Vec::new() };
         for bb in f.get_basic_blocks() {
             for inst in bb.get_instructions() {
                 match inst.get_opcode() {
                     // A `ret` must directly follow a `musttail` call: leave those alone.
                     InstructionOpcode::Return if !follows_musttail_call(inst) => sites.rets.push(inst),
                     InstructionOpcode::Alloca if alloca_escapes(inst) => sites.escaping_allocas.push((bb, inst)),
+                    // SAFETY: the callee of a live call.
+                    InstructionOpcode::Call if unsafe { value_name(llc::LLVMGetCalledValue(inst.as_value_ref())) }.starts_with("llvm.va_start") => {
+                        sites.va_starts.push(inst)
+                    }
                     InstructionOpcode::Store | InstructionOpcode::Call => {
                         if let Some(&i) = written_base(inst).and_then(|base| counter_index.get(&base)) {
                             sites.global_stores.push((inst, i));

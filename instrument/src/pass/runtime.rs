@@ -9,11 +9,13 @@ use trestle_abi::hooks;
 /// The runtime's hooks, declared in the module being instrumented.
 pub(super) struct Runtime<'ctx> {
     pub(super) stacksave: FunctionValue<'ctx>,
+    pub(super) return_address_slot: FunctionValue<'ctx>,
     pub(super) va_start: FunctionValue<'ctx>,
     pub(super) va_end: FunctionValue<'ctx>,
     pub(super) enter: FunctionValue<'ctx>,
     pub(super) exit: FunctionValue<'ctx>,
     pub(super) alloca: FunctionValue<'ctx>,
+    pub(super) va_list: FunctionValue<'ctx>,
     pub(super) main: FunctionValue<'ctx>,
 }
 
@@ -30,6 +32,9 @@ impl<'ctx> Runtime<'ctx> {
         let stacksave = inkwell::intrinsics::Intrinsic::find("llvm.stacksave")
             .and_then(|i| i.get_declaration(module, &[ptr.into()]))
             .expect("LLVM 19 has llvm.stacksave");
+        let return_address_slot = inkwell::intrinsics::Intrinsic::find("llvm.addressofreturnaddress")
+            .and_then(|i| i.get_declaration(module, &[ptr.into()]))
+            .expect("LLVM 19 has llvm.addressofreturnaddress");
         let va = |name: &str| {
             inkwell::intrinsics::Intrinsic::find(name)
                 .and_then(|i| i.get_declaration(module, &[ptr.into()]))
@@ -37,6 +42,7 @@ impl<'ctx> Runtime<'ctx> {
         };
         Runtime {
             stacksave,
+            return_address_slot,
             va_start: va("llvm.va_start"),
             va_end: va("llvm.va_end"),
             enter: get(
@@ -45,9 +51,10 @@ impl<'ctx> Runtime<'ctx> {
             ),
             exit: get(
                 hooks::EXIT,
-                void.fn_type(&[i64t.into(), ptr.into(), i64t.into(), ptr.into(), ptr.into()], false),
+                void.fn_type(&[i64t.into(), ptr.into(), i64t.into(), ptr.into(), ptr.into(), ptr.into()], false),
             ),
             alloca: get(hooks::ALLOCA, void.fn_type(&[ptr.into(), i64t.into()], false)),
+            va_list: get(hooks::VA_LIST, void.fn_type(&[ptr.into()], false)),
             main: get(hooks::MAIN, void.fn_type(&[i32t.into(), ptr.into(), ptr.into()], false)),
         }
     }

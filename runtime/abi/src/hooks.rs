@@ -14,11 +14,12 @@
 /// per-function word the runtime owns.
 pub const ENTER: &str = "__trestle_enter";
 
-/// `void __trestle_exit(i64 fn_id, ptr state, i64 ret, ptr slots, ptr sp)`
+/// `void __trestle_exit(i64 fn_id, ptr state, i64 ret, ptr slots, ptr sp, ptr top)`
 ///
 /// Called before every return; `ret` is the return value packed like a slot, `slots`
 /// the same array the entry hook received (it identifies the invocation), `sp` as
-/// for the entry hook.
+/// for the entry hook, `top` where the return address is (`llvm.addressofreturnaddress`):
+/// every stack extent below it dies with the frame.
 pub const EXIT: &str = "__trestle_exit";
 
 /// `void __trestle_alloca(ptr addr, i64 size)`
@@ -27,6 +28,14 @@ pub const EXIT: &str = "__trestle_exit";
 /// loaded from and stored to cannot be pointed at, and are left alone so that
 /// `mem2reg` still promotes them.
 pub const ALLOCA: &str = "__trestle_alloca";
+
+/// `void __trestle_va_list(ptr ap)`
+///
+/// Called right after each `va_start` of the program's own: registers where the
+/// `va_list` at `ap` points, the function's register save area and the caller's
+/// stack arguments, as stack extents. A function handed the `va_list` (m4's
+/// `xvasprintf`) then has its arguments in its context, not addresses of a dead frame.
+pub const VA_LIST: &str = "__trestle_va_list";
 
 /// SanitizerCoverage's edge callback, `void (ptr guard)`: the runtime counts the edge
 /// `*guard` in the map [`EDGE_MAP_POINTER`] points to. `trestle-cc` inlines its calls.
