@@ -532,7 +532,7 @@ EXPORT void __trestle_exit(uint64_t id, uint32_t *state, uint64_t ret, const uin
   (void)id, (void)state, (void)ret, (void)slots, (void)sp, (void)top;
 }
 EXPORT void __trestle_alloca(void *addr, uint64_t size) { (void)addr, (void)size; }
-EXPORT void __trestle_va_list(void *ap) { (void)ap; }
+EXPORT void __trestle_va_list(void *ap, uint64_t id) { (void)ap, (void)id; }
 EXPORT void __trestle_exits_with(int status, int always) { (void)status, (void)always; }
 EXPORT void __trestle_unit_threw(void) {}
 

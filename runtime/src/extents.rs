@@ -44,9 +44,6 @@ pub struct ExtentMap {
     globals: Vec<GlobalExt>,
     heap: BTreeMap<usize, (usize, ExtentKind)>,
     stack: Vec<StackExt>,
-    /// Starts of the stack extents that are a `va_list`'s stack arguments: they lie
-    /// in the caller's frame but die with the frame that started the list.
-    va_args: Vec<usize>,
     funcs: HashMap<usize, u64>,
     /// A returned aggregate's copy, while the post-state is walked: it lies in a frame
     /// whose stale stack extents (the optimiser shares stack slots) it must shadow.
@@ -174,29 +171,11 @@ impl ExtentMap {
         }
     }
 
-    /// The frame whose return address is at `top` returned: drop its stack extents
-    /// and the stack arguments of the `va_list`s it started (right above `top`).
-    pub fn purge_frame(&mut self, top: usize) {
-        self.purge_stack_below(top);
-        let args = top + 8;
-        if let Some(k) = self.va_args.iter().position(|&s| s == args) {
-            self.va_args.swap_remove(k);
-            if let Some(i) = self.stack.iter().rposition(|e| e.start == args) {
-                self.stack.remove(i);
-            }
+    /// Forget the stack extent that starts at `start`, if there is one.
+    pub fn remove_stack_at(&mut self, start: usize) {
+        if let Some(i) = self.stack.iter().rposition(|e| e.start == start) {
+            self.stack.remove(i);
         }
-        self.va_args.retain(|&s| s > args);
-    }
-
-    /// Register the stack arguments of a `va_list` (see [`ExtentMap::purge_frame`]).
-    pub fn insert_va_args(&mut self, start: usize, len: usize) {
-        self.insert_stack(start, len);
-        self.va_args.push(start);
-    }
-
-    /// The lowest start of a stack extent (`usize::MAX` without any).
-    pub fn lowest_stack(&self) -> usize {
-        self.stack.last().map_or(usize::MAX, |e| e.start)
     }
 
     /// The start of the nearest stack extent above `addr`, if any.

@@ -106,6 +106,8 @@ struct Runtime {
     mapped_fds: HashSet<i32>,
     /// The program's own readable mappings, heap extents while they last.
     mappings: mappings::Mappings,
+    /// The `va_list`s started in frames that have not returned.
+    va_lists: Vec<VaList>,
     fns: Vec<FnState>,
     frames: Vec<OpenFrame>,
     writer: Option<TraceWriter>,
@@ -186,6 +188,7 @@ fn init() {
         fds: std::collections::HashMap::new(),
         mapped_fds: HashSet::new(),
         mappings: mappings::Mappings::default(),
+        va_lists: Vec::new(),
         fns,
         frames: Vec::new(),
         writer: None,
@@ -291,22 +294,47 @@ pub unsafe extern "C" fn __trestle_exit(id: u64, _state: *mut u32, ret: u64, slo
             }
         })
     }
-    // The frame's stack extents die with it; left in the map, a later call's
-    // arguments or frame at the same addresses would meet them (see
-    // `__trestle_va_list`).
-    if matches!(mode, MODE_RECORD | MODE_REPLAY) && (top as usize) + 8 >= LOWEST_STACK.load(Ordering::Relaxed) {
+    if VA_LISTS.load(Ordering::Relaxed) != 0 {
         guard("the exit hook", || {
             if let Some(rt) = lock().as_mut() {
-                rt.extents.purge_frame(top as usize);
-                LOWEST_STACK.store(rt.extents.lowest_stack(), Ordering::Relaxed);
+                end_va_lists(rt, id, top as usize);
             }
         })
     }
 }
 
-/// The lowest start of a stack extent in the map, so that a return that leaves
-/// none behind does not take the lock.
-pub(crate) static LOWEST_STACK: AtomicUsize = AtomicUsize::new(usize::MAX);
+/// A `va_list` whose areas are in the extent map, by the frame that started it.
+struct VaList {
+    /// The starting function's id and where its return address is.
+    fn_id: u64,
+    top: usize,
+    /// The register save area and the stack arguments, as registered (0: none).
+    save: usize,
+    args: usize,
+}
+
+/// How many [`VaList`]s are registered: a return takes the lock only when some are.
+static VA_LISTS: AtomicUsize = AtomicUsize::new(0);
+
+/// The function `fn_id`, whose return address is at `top`, returns: the `va_list`s
+/// it (or a frame below it that did not return through its hook) started leave the
+/// map, their arguments with them; left there, a later call's arguments or frame at
+/// the same addresses would meet them. The function is compared too: a function
+/// inlined into the one that started a list returns at the same `top` (one that
+/// calls `va_start` is never inlined itself).
+fn end_va_lists(rt: &mut Runtime, fn_id: u64, top: usize) {
+    let (ended, kept): (Vec<VaList>, Vec<VaList>) =
+        std::mem::take(&mut rt.va_lists).into_iter().partition(|v| v.top < top || (v.top == top && v.fn_id == fn_id));
+    for v in ended {
+        for start in [v.save, v.args] {
+            if start != 0 {
+                rt.extents.remove_stack_at(start);
+            }
+        }
+    }
+    rt.va_lists = kept;
+    VA_LISTS.store(rt.va_lists.len(), Ordering::Relaxed);
+}
 
 /// Stack allocation whose address escapes. See `trestle_abi::hooks::ALLOCA`.
 ///
@@ -326,7 +354,6 @@ pub unsafe extern "C" fn __trestle_alloca(addr: *mut u8, size: u64) {
         if let Some(rt) = lock().as_mut() {
             rt.extents.purge_stack_below(mark);
             rt.extents.insert_stack(addr as usize, size as usize);
-            LOWEST_STACK.store(rt.extents.lowest_stack(), Ordering::Relaxed);
         }
         // A dynamic alloca lies below the frame's marker; keep it alive.
         STACK_MARK.with(|c| c.set(mark.min(addr as usize)));
@@ -345,7 +372,7 @@ const VA_STACK_AREA: usize = 256;
 /// # Safety
 /// `ap` must be a `va_list` that `va_start` just filled.
 #[no_mangle]
-pub unsafe extern "C" fn __trestle_va_list(ap: *const u8) {
+pub unsafe extern "C" fn __trestle_va_list(ap: *const u8, fn_id: u64) {
     if !tracking() || ap.is_null() {
         return;
     }
@@ -359,14 +386,18 @@ pub unsafe extern "C" fn __trestle_va_list(ap: *const u8) {
             if save != 0 {
                 rt.extents.insert_stack(save, VA_SAVE_AREA);
             }
-            // Up to the caller's own allocations above them (the frames of calls
-            // that returned are gone from the map: see `__trestle_exit`).
+            // Up to the caller's own allocations above them.
             let room = rt.extents.stack_start_above(stack).map_or(VA_STACK_AREA, |s| s - stack);
             let len = room.min(VA_STACK_AREA).min(end.saturating_sub(stack));
-            if stack != 0 && len > 0 {
-                rt.extents.insert_va_args(stack, len);
-            }
-            LOWEST_STACK.store(rt.extents.lowest_stack(), Ordering::Relaxed);
+            let args = if stack != 0 && len > 0 {
+                rt.extents.insert_stack(stack, len);
+                stack
+            } else {
+                0
+            };
+            // The stack arguments start right above the return address.
+            rt.va_lists.push(VaList { fn_id, top: stack.wrapping_sub(8), save, args });
+            VA_LISTS.store(rt.va_lists.len(), Ordering::Relaxed);
         }
     })
 }

@@ -237,7 +237,6 @@ impl Runtime {
                 self.extents.insert_stack(*a as usize, size as usize);
             }
         }
-        crate::LOWEST_STACK.store(self.extents.lowest_stack(), std::sync::atomic::Ordering::Relaxed);
         let (argv, _, graph, streams) = self.walk(idx, &args, None, u64::MAX);
         let partial = graph.partial;
         let fds = files::open_fds(&self.fds);

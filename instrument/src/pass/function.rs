@@ -91,7 +91,7 @@ impl<'ctx> FunctionInstrumenter<'_, 'ctx> {
             }
         }
         for &start in &sites.va_starts {
-            self.register_va_list(start)?;
+            self.register_va_list(start, meta.id)?;
         }
         self.count_global_stores(&sites.global_stores)?;
         for &ret in &sites.rets {
@@ -216,12 +216,13 @@ impl<'ctx> FunctionInstrumenter<'_, 'ctx> {
     }
 
     /// After a `va_start`, tell the runtime where its `va_list` points.
-    fn register_va_list(&self, start: InstructionValue<'ctx>) -> Result<(), BuilderError> {
+    fn register_va_list(&self, start: InstructionValue<'ctx>, fn_id: u64) -> Result<(), BuilderError> {
         let Some(next) = start.get_next_instruction() else { return Ok(()) };
         // SAFETY: operand 0 of va_start is the va_list's address.
         let ap = unsafe { PointerValue::new(llc::LLVMGetOperand(start.as_value_ref(), 0)) };
         self.builder.position_before(&next);
-        self.builder.build_call(self.rt.va_list, &[ap.into()], "")?;
+        let id = self.module.get_context().i64_type().const_int(fn_id, false);
+        self.builder.build_call(self.rt.va_list, &[ap.into(), id.into()], "")?;
         Ok(())
     }
 

@@ -54,7 +54,7 @@ impl<'ctx> Runtime<'ctx> {
                 void.fn_type(&[i64t.into(), ptr.into(), i64t.into(), ptr.into(), ptr.into(), ptr.into()], false),
             ),
             alloca: get(hooks::ALLOCA, void.fn_type(&[ptr.into(), i64t.into()], false)),
-            va_list: get(hooks::VA_LIST, void.fn_type(&[ptr.into()], false)),
+            va_list: get(hooks::VA_LIST, void.fn_type(&[ptr.into(), i64t.into()], false)),
             main: get(hooks::MAIN, void.fn_type(&[i32t.into(), ptr.into(), ptr.into()], false)),
         }
     }

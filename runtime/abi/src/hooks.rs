@@ -18,8 +18,9 @@ pub const ENTER: &str = "__trestle_enter";
 ///
 /// Called before every return; `ret` is the return value packed like a slot, `slots`
 /// the same array the entry hook received (it identifies the invocation), `sp` as
-/// for the entry hook, `top` where the return address is (`llvm.addressofreturnaddress`):
-/// every stack extent below it dies with the frame.
+/// for the entry hook, `top` where the return address is (`llvm.addressofreturnaddress`;
+/// in a function inlined into another, the other's): the `va_list`s the function
+/// started end there.
 pub const EXIT: &str = "__trestle_exit";
 
 /// `void __trestle_alloca(ptr addr, i64 size)`
@@ -29,11 +30,12 @@ pub const EXIT: &str = "__trestle_exit";
 /// `mem2reg` still promotes them.
 pub const ALLOCA: &str = "__trestle_alloca";
 
-/// `void __trestle_va_list(ptr ap)`
+/// `void __trestle_va_list(ptr ap, i64 fn_id)`
 ///
-/// Called right after each `va_start` of the program's own: registers where the
-/// `va_list` at `ap` points, the function's register save area and the caller's
-/// stack arguments, as stack extents. A function handed the `va_list` (m4's
+/// Called right after each `va_start` of the program's own, in function `fn_id`:
+/// registers where the `va_list` at `ap` points, the function's register save area
+/// and the caller's stack arguments, as stack extents until the function returns
+/// (see [`EXIT`]). A function handed the `va_list` (m4's
 /// `xvasprintf`) then has its arguments in its context, not addresses of a dead frame.
 pub const VA_LIST: &str = "__trestle_va_list";
 
