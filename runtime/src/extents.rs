@@ -12,6 +12,10 @@
 use std::collections::{BTreeMap, HashMap};
 use trestle_abi::ExtentKind;
 
+/// How far before a heap block an address in no extent still counts as the block's
+/// (one element before it, of up to this many bytes).
+const BEFORE_BLOCK: usize = 64;
+
 /// A known allocation found by [`ExtentMap::find`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Found {
@@ -225,6 +229,15 @@ impl ExtentMap {
             // to back, and a pointer to a closed one is no pointer past another.
             (f.start + f.len == addr && f.kind != ExtentKind::File).then_some(f)
         })
+    }
+
+    /// A live heap block starting at most [`BEFORE_BLOCK`] bytes after `addr`, for an
+    /// address in no extent: C's pointer one element before an array (mawk keeps its
+    /// regex run stack's "empty" mark at `base - 1`), which lies in the allocator's
+    /// chunk header, means the block, not whatever bits the address has.
+    pub fn heap_just_after(&self, addr: usize) -> Option<Found> {
+        let (&start, &(len, kind)) = self.heap.range(addr.checked_add(1)?..).next()?;
+        (kind == ExtentKind::Heap && start - addr <= BEFORE_BLOCK).then_some(Found { start, len, kind })
     }
 
     fn find_containing(&self, addr: usize, stack_cutoff: u64) -> Option<Found> {

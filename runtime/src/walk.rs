@@ -74,9 +74,10 @@ impl<'a> Walker<'a> {
     /// address, or plain bits.
     pub fn value_of(&mut self, word: u64) -> Value {
         let addr = word as usize;
-        if let Some(f) = self.map.find(addr, self.stack_cutoff) {
+        if let Some(f) = self.map.find(addr, self.stack_cutoff).or_else(|| self.map.heap_just_after(addr)) {
             if let Some(idx) = self.visit(f) {
-                return Value::Ptr { extent: idx, offset: (addr - f.start) as u64 };
+                // Below the start (one before a heap block): a negative offset.
+                return Value::Ptr { extent: idx, offset: addr.wrapping_sub(f.start) as u64 };
             }
         }
         if let Some(id) = self.map.func_at(addr) {

@@ -1162,6 +1162,51 @@ fn calls_left_open_by_a_library_error_report_replay_to_the_exit_they_recorded() 
     assert!(bad.is_empty(), "{bad:#?}");
 }
 
+/// A pointer one element before a heap block (mawk's regex run stack keeps its
+/// "empty" mark at `base - 1`): it lies in the allocator's chunk header, in no
+/// block, and means the block.
+const ONE_BEFORE: &str = r#"
+#include <stdio.h>
+#include <stdlib.h>
+typedef struct { long a, b, c; } entry;
+static entry *base, *empty, *top;
+static __attribute__((noinline)) void init(int n) {
+    base = malloc(n * sizeof *base);
+    empty = top = base - 1;
+}
+static __attribute__((noinline)) void push(long v) {
+    ++top;
+    top->a = v;
+    top->b = v * 2;
+    top->c = v * 3;
+}
+static __attribute__((noinline)) long pop_all(void) {
+    long s = 0;
+    while (top != empty) {
+        s = s * 7 + top->a + top->c;
+        --top;
+    }
+    return s;
+}
+int main(int argc, char **argv) {
+    init(64);
+    for (int i = 1; i < argc; i++)
+        push(atol(argv[i]));
+    printf("%ld\n", pop_all());
+    return 0;
+}
+"#;
+
+#[test]
+fn a_pointer_one_before_a_heap_block_is_the_blocks() {
+    let (summary, index, _dir) = carve_c("onebefore", ONE_BEFORE, &[("three", json!({"args": ["4", "5", "6"]}))]);
+    assert!(units_of(&index, "push") >= 3, "{:#}", index["units"]);
+    assert!(units_of(&index, "pop_all") >= 1, "{:#}", index["units"]);
+    assert_eq!(summary["errors"].as_u64(), Some(0), "{summary:#}");
+    let bad = unfaithful(&summary);
+    assert!(bad.is_empty(), "{bad:#?}");
+}
+
 /// Functions handed a `va_list` (m4's `xvasprintf`): what it points at, the register
 /// save area of the function that started it and the stack arguments of its caller,
 /// is part of their context.

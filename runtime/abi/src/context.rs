@@ -273,6 +273,8 @@ impl Value {
     pub fn describe(&self) -> String {
         match self {
             Value::Bits(b) => format!("{}", *b as i64),
+            // An offset past half the address space is one before the extent's start.
+            Value::Ptr { extent, offset } if (*offset as i64) < 0 => format!("&e{extent}-{}", (*offset as i64).unsigned_abs()),
             Value::Ptr { extent, offset } => format!("&e{extent}+{offset}"),
             Value::Func { id, offset } => format!("fn#{id:016x}+{offset}"),
         }
