@@ -106,6 +106,9 @@ pub fn in_arena(p: usize) -> bool {
     }
 }
 
+/// Bytes left free before each restored block.
+const BLOCK_GAP: usize = 64;
+
 pub(crate) fn arena_alloc(len: usize, align: usize) -> Result<usize, String> {
     let mut a = ARENA.lock().unwrap_or_else(|e| e.into_inner());
     let start = (a.next + align - 1) & !(align - 1);
@@ -262,7 +265,11 @@ pub(crate) fn restore(rt: &mut crate::Runtime, ctx: &Context) -> Result<Vec<usiz
             }
             (None, kind) => {
                 let align = (e.align as usize).clamp(16, 4096);
-                let p = arena_alloc(e.len as usize, align)?;
+                // A gap before each block, as the allocator's chunk header is: a
+                // pointer one element before it (see `ExtentMap::heap_just_after`)
+                // must not land in the block restored before it.
+                let gap = align.max(BLOCK_GAP);
+                let p = arena_alloc(e.len as usize + gap, align)? + gap;
                 rt.extents.insert_heap(p, e.len as usize, kind);
                 p
             }
