@@ -547,6 +547,14 @@ EXPORT char *__trestle_strdup(const char *s) { return strdup(s); }
 EXPORT char *__trestle_strndup(const char *s, size_t n) { return strndup(s, n); }
 EXPORT ssize_t __trestle_getline(char **line, size_t *n, FILE *f) { return getline(line, n, f); }
 EXPORT ssize_t __trestle_getdelim(char **line, size_t *n, int delim, FILE *f) { return getdelim(line, n, delim, f); }
+EXPORT int __trestle_vasprintf(char **out, const char *format, va_list args) { return vasprintf(out, format, args); }
+EXPORT int __trestle_asprintf(char **out, const char *format, ...) {
+  va_list args;
+  va_start(args, format);
+  int n = vasprintf(out, format, args);
+  va_end(args);
+  return n;
+}
 EXPORT void *__trestle_aligned_alloc(size_t align, size_t n) { return aligned_alloc(align, n); }
 EXPORT int __trestle_posix_memalign(void **out, size_t align, size_t n) { return posix_memalign(out, align, n); }
 EXPORT void *__trestle_memalign(size_t align, size_t n) { return memalign(align, n); }

@@ -465,6 +465,28 @@ pub unsafe extern "C" fn __trestle_getdelim(
     }
 }
 
+extern "C" {
+    // The va_list is passed as the pointer it decays to on x86-64.
+    fn vasprintf(out: *mut *mut c_char, format: *const c_char, args: *mut c_void) -> c_int;
+}
+
+/// `vasprintf`, with the string the C library allocated tracked (`asprintf` comes
+/// here from `asprintf.c`): a function returning it (m4's `xvasprintf`) returns a
+/// pointer into its context, not the address of memory a replay does not have.
+///
+/// # Safety
+/// As `vasprintf`; `args` is the `va_list`.
+#[no_mangle]
+pub unsafe extern "C" fn __trestle_vasprintf(out: *mut *mut c_char, format: *const c_char, args: *mut c_void) -> c_int {
+    // SAFETY: forwarding.
+    let n = unsafe { vasprintf(out, format, args) };
+    if n >= 0 && tracking() {
+        // SAFETY: on success `*out` is a fresh string of `n` bytes and its NUL.
+        track_existing(unsafe { *out }.cast(), n as usize + 1);
+    }
+    n
+}
+
 /// `getline`, with its buffer tracked.
 ///
 /// # Safety

@@ -1211,6 +1211,7 @@ fn a_pointer_one_before_a_heap_block_is_the_blocks() {
 /// save area of the function that started it and the stack arguments of its caller,
 /// is part of their context.
 const VA_LISTS: &str = r#"
+#define _GNU_SOURCE
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -1237,12 +1238,32 @@ static __attribute__((noinline)) long sum(int count, ...) {
     va_end(ap);
     return s;
 }
+/* Strings the C library allocates for itself, returned. */
+static __attribute__((noinline)) char *vdup(const char *fmt, va_list ap) {
+    char *s;
+    return vasprintf(&s, fmt, ap) < 0 ? NULL : s;
+}
+static __attribute__((noinline)) char *dup(const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    char *s = vdup(fmt, ap);
+    va_end(ap);
+    return s;
+}
+static __attribute__((noinline)) char *twice(const char *w) {
+    char *s;
+    return asprintf(&s, "%s%s", w, w) < 0 ? NULL : s;
+}
 int main(int argc, char **argv) {
     char buf[128];
     for (int i = 1; i < argc; i++) {
         long n = strtol(argv[i], 0, 10);
         format(buf, sizeof buf, "%s=%ld/%d/%s", argv[i], n, i, "x");
         puts(buf);
+        char *d = dup("<%s:%d>", argv[i], i), *t = twice(argv[i]);
+        printf("%s %s\n", d, t);
+        free(d);
+        free(t);
         /* Nine: four of them past the registers, on the caller's stack. */
         printf("%ld\n", sum(9, n, n + 1, n + 2, 4L, 5L, 6L, 7L, 8L, 9L));
     }
@@ -1255,6 +1276,9 @@ fn functions_given_a_va_list_replay_faithfully() {
     let (summary, index, _dir) = carve_c("valists", VA_LISTS, &[("two", json!({"args": ["12", "-7"]})), ("one", json!({"args": ["300"]}))]);
     assert!(units_of(&index, "vformat") >= 2, "{:#}", index["units"]);
     assert!(units_of(&index, "vsum") >= 2, "{:#}", index["units"]);
+    for f in ["vdup", "dup", "twice"] {
+        assert!(units_of(&index, f) >= 2, "{f}: {:#}", index["units"]);
+    }
     assert_eq!(summary["errors"].as_u64(), Some(0), "{summary:#}");
     assert_eq!(summary["no_oracle"].as_u64(), Some(0), "{summary:#}");
     let bad = unfaithful(&summary);

@@ -97,6 +97,8 @@ pub const RENAMED_ALLOCATORS: &[(&str, &str)] = &[
     // malloc; the wrappers register them afterwards.
     ("getline", "__trestle_getline"),
     ("getdelim", "__trestle_getdelim"),
+    ("asprintf", "__trestle_asprintf"),
+    ("vasprintf", "__trestle_vasprintf"),
     ("aligned_alloc", "__trestle_aligned_alloc"),
     ("posix_memalign", "__trestle_posix_memalign"),
     ("memalign", "__trestle_memalign"),
