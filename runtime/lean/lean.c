@@ -548,6 +548,15 @@ EXPORT char *__trestle_strndup(const char *s, size_t n) { return strndup(s, n); 
 EXPORT ssize_t __trestle_getline(char **line, size_t *n, FILE *f) { return getline(line, n, f); }
 EXPORT ssize_t __trestle_getdelim(char **line, size_t *n, int delim, FILE *f) { return getdelim(line, n, delim, f); }
 EXPORT int __trestle_vasprintf(char **out, const char *format, va_list args) { return vasprintf(out, format, args); }
+int __vasprintf_chk(char **out, int flag, const char *format, va_list args);
+EXPORT int __trestle_vasprintf_chk(char **out, int flag, const char *format, va_list args) { return __vasprintf_chk(out, flag, format, args); }
+EXPORT int __trestle_asprintf_chk(char **out, int flag, const char *format, ...) {
+  va_list args;
+  va_start(args, format);
+  int n = __vasprintf_chk(out, flag, format, args);
+  va_end(args);
+  return n;
+}
 EXPORT int __trestle_asprintf(char **out, const char *format, ...) {
   va_list args;
   va_start(args, format);

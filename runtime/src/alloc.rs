@@ -468,6 +468,7 @@ pub unsafe extern "C" fn __trestle_getdelim(
 extern "C" {
     // The va_list is passed as the pointer it decays to on x86-64.
     fn vasprintf(out: *mut *mut c_char, format: *const c_char, args: *mut c_void) -> c_int;
+    fn __vasprintf_chk(out: *mut *mut c_char, flag: c_int, format: *const c_char, args: *mut c_void) -> c_int;
 }
 
 /// `vasprintf`, with the string the C library allocated tracked (`asprintf` comes
@@ -479,7 +480,21 @@ extern "C" {
 #[no_mangle]
 pub unsafe extern "C" fn __trestle_vasprintf(out: *mut *mut c_char, format: *const c_char, args: *mut c_void) -> c_int {
     // SAFETY: forwarding.
-    let n = unsafe { vasprintf(out, format, args) };
+    track_printed(out, unsafe { vasprintf(out, format, args) })
+}
+
+/// `__vasprintf_chk` (`vasprintf` under `_FORTIFY_SOURCE`), as `vasprintf`.
+///
+/// # Safety
+/// As `__vasprintf_chk`.
+#[no_mangle]
+pub unsafe extern "C" fn __trestle_vasprintf_chk(out: *mut *mut c_char, flag: c_int, format: *const c_char, args: *mut c_void) -> c_int {
+    // SAFETY: forwarding.
+    track_printed(out, unsafe { __vasprintf_chk(out, flag, format, args) })
+}
+
+/// Register the string of `n` bytes `vasprintf` allocated at `*out`; returns `n`.
+fn track_printed(out: *mut *mut c_char, n: c_int) -> c_int {
     if n >= 0 && tracking() {
         // SAFETY: on success `*out` is a fresh string of `n` bytes and its NUL.
         track_existing(unsafe { *out }.cast(), n as usize + 1);

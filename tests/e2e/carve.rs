@@ -1274,6 +1274,16 @@ int main(int argc, char **argv) {
 #[test]
 fn functions_given_a_va_list_replay_faithfully() {
     let (summary, index, _dir) = carve_c("valists", VA_LISTS, &[("two", json!({"args": ["12", "-7"]})), ("one", json!({"args": ["300"]}))]);
+    check_va_lists(summary, index);
+    // Built as distributions build (m4's gnulib called __vasprintf_chk).
+    let dir = tempfile::tempdir().unwrap();
+    let prog = build_c(dir.path(), "valists", &format!("#define _FORTIFY_SOURCE 2\n{VA_LISTS}"), "-O2");
+    write_test(&dir.path().join("seeds"), "two", &json!({"args": ["12", "-7"]}));
+    let (summary, index) = pipeline(&prog, &dir.path().join("seeds"), dir.path());
+    check_va_lists(summary, index);
+}
+
+fn check_va_lists(summary: Value, index: Value) {
     assert!(units_of(&index, "vformat") >= 2, "{:#}", index["units"]);
     assert!(units_of(&index, "vsum") >= 2, "{:#}", index["units"]);
     for f in ["vdup", "dup", "twice"] {

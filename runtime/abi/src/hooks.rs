@@ -99,6 +99,8 @@ pub const RENAMED_ALLOCATORS: &[(&str, &str)] = &[
     ("getdelim", "__trestle_getdelim"),
     ("asprintf", "__trestle_asprintf"),
     ("vasprintf", "__trestle_vasprintf"),
+    ("__asprintf_chk", "__trestle_asprintf_chk"),
+    ("__vasprintf_chk", "__trestle_vasprintf_chk"),
     ("aligned_alloc", "__trestle_aligned_alloc"),
     ("posix_memalign", "__trestle_posix_memalign"),
     ("memalign", "__trestle_memalign"),
