@@ -231,13 +231,16 @@ impl ExtentMap {
         })
     }
 
-    /// A live heap block starting at most [`BEFORE_BLOCK`] bytes after `addr`, for an
-    /// address in no extent: C's pointer one element before an array (mawk keeps its
-    /// regex run stack's "empty" mark at `base - 1`), which lies in the allocator's
-    /// chunk header, means the block, not whatever bits the address has.
+    /// A live heap block starting at most [`BEFORE_BLOCK`] bytes after `addr`, a
+    /// multiple of 8 away, for an address in no extent: C's pointer one element
+    /// before an array (mawk keeps its regex run stack's "empty" mark at `base - 1`),
+    /// which lies in the allocator's chunk header, means the block, not whatever bits
+    /// the address has. (Odd distances are left alone: xmlwf's pointers into buffers
+    /// its own allocator made, which end a few bytes before a block.)
     pub fn heap_just_after(&self, addr: usize) -> Option<Found> {
         let (&start, &(len, kind)) = self.heap.range(addr.checked_add(1)?..).next()?;
-        (kind == ExtentKind::Heap && start - addr <= BEFORE_BLOCK).then_some(Found { start, len, kind })
+        let d = start - addr;
+        (kind == ExtentKind::Heap && d <= BEFORE_BLOCK && d % 8 == 0).then_some(Found { start, len, kind })
     }
 
     fn find_containing(&self, addr: usize, stack_cutoff: u64) -> Option<Found> {
