@@ -13,7 +13,7 @@
 use crate::files;
 use crate::lift::{Confirmed, Lifter};
 use crate::system::systest::{load_test, RunOptions};
-use crate::validate::sandbox::{cpu_limit, Limits, Sandbox};
+use crate::validate::sandbox::{cpu_limit, Limits, Sandbox, CPU_LIMIT};
 use crate::validate::signature::CrashSignature;
 use anyhow::{bail, Context as _, Result};
 use serde::{Deserialize, Serialize};
@@ -89,6 +89,12 @@ impl InputKind {
     /// Inputs that hang (or blow up memory) rather than crash: confirmed as hangs.
     fn is_hang(self) -> bool {
         matches!(self, InputKind::AflHang | InputKind::LibfuzzerHang)
+    }
+
+    /// Inputs whose name does not say whether they crash or hang (a campaign's
+    /// alarms, a folder of tests): one that runs into the CPU limit is tried as a hang.
+    fn may_hang(self) -> bool {
+        matches!(self, InputKind::SystemTest | InputKind::Raw)
     }
 }
 
@@ -217,8 +223,19 @@ pub fn run(opts: &Options) -> Result<Summary> {
                 lifter.confirm_crash(&test, &name, &input.path, Some(input.kind.words()))
             };
             outcome = confirmed.with_context(|| format!("triaging {}", input.path.display()))?;
-            if !matches!(outcome, Confirmed::NotReproduced(_)) {
-                break;
+            match &outcome {
+                Confirmed::NotReproduced(how) if input.kind.may_hang() && how.contains(&format!("({CPU_LIMIT}")) => {
+                    let how = how.clone();
+                    outcome = lifter
+                        .confirm_hang(&test, &name, &input.path, Some(input.kind.words()))
+                        .with_context(|| format!("triaging {}", input.path.display()))?;
+                    if let Confirmed::NotReproduced(h) = &outcome {
+                        outcome = Confirmed::NotReproduced(format!("{how}; as a hang: {h}"));
+                    }
+                    break;
+                }
+                Confirmed::NotReproduced(_) => {}
+                _ => break,
             }
         }
         match outcome {

@@ -96,6 +96,16 @@ fn crashes_from_another_fuzzer_are_sorted_into_bugs_and_what_does_not_reproduce_
         let two = std::fs::read(g["smallest"].as_str().unwrap()).unwrap() == b"A2xx";
         assert_eq!(g["not_on"] == serde_json::json!(["fixed"]), two, "{g}");
     }
+    // A campaign's tests say nothing of whether they crash or hang: one that runs
+    // into the crash check's CPU limit is tried as a hang.
+    let tests = d.join("tests");
+    write_test(&tests, "loops", &serde_json::json!({"stdin": "Lxx"}));
+    write_test(&tests, "fine", &serde_json::json!({"stdin": "fine"}));
+    let mixed = ok(&mut trestle(&[&"triage", &"--program", &plain, &"--out", &d.join("mixed"), &"--no-reduce", &"--hang-timeout", &"1s", &tests]));
+    let t = json(&d.join("mixed/triage.json"));
+    assert_eq!(t["groups"].as_array().unwrap().len(), 1, "{mixed}\n{t}");
+    assert!(t["groups"][0]["signature"].as_str().unwrap().starts_with("hang in spin"), "{t}");
+    assert_eq!(t["dropped"].as_array().unwrap().len(), 1, "the test that ends: {t}");
     let bad = run(&mut trestle(&[&"triage", &"--program", &plain, &"--out", &d.join("bad"), &"--also-on", &"nothing-here", &afl]));
     assert!(!bad.status.success() && String::from_utf8_lossy(&bad.stderr).contains("is not ROLE=PROGRAM"), "{bad:?}");
     let only_a1 = afl_dir(&d.join("afl-a1"), &[("havoc", b"A1")]);

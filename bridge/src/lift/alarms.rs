@@ -37,7 +37,7 @@ impl Lifter {
 
     /// Validate a system test that ran into the time limit (`name`, in `source`), as
     /// [`Lifter::confirm_crash`] does a crash: it is a finding when the validation
-    /// program hangs on it too, twice, spinning in the same place; its alarm is named
+    /// program hangs on it too, twice; its alarm is named
     /// by where (the stack the CPU limit stopped it at).
     pub fn confirm_hang(&mut self, test: &SystemTest, name: &str, source: &Path, found_by: Option<&str>) -> Result<Confirmed> {
         self.confirm(test, name, source, found_by, true)
@@ -74,10 +74,13 @@ impl Lifter {
             return Ok(Confirmed::Known(id));
         }
         if hang {
-            // A hang once may be a slow machine: it must hang again, in the same place.
+            // A hang once may be a slow machine: it must hang again. Not necessarily
+            // in the same place: a slow regex match is stopped in a different function
+            // of the matcher each time (sed's hangs of the 2-hour soak, two of them
+            // dropped as "hung once, then signal 24"); the first place names it.
             let filter = FrameFilter::of(&on);
             let again = sandbox.run_once(&on, test, &[], &filter, None)?;
-            if !again.hang.is_some_and(|h| CrashSignature::keys_match(&h.key(), &key)) {
+            if again.hang.is_none() {
                 return Ok(Confirmed::NotReproduced(format!("hung once, then {}", again.status)));
             }
         }

@@ -140,7 +140,7 @@ pub(super) fn system_summary_md(
     };
     let mut md = format!("# {heading}\n\n**{sys}** when running `{}`.\n\n", program.display());
     if hang {
-        md += "It ran into the time limit twice, spinning in the same place: the stack is where the CPU limit stopped it. `./reproduce.sh` runs until it is stopped.\n\n";
+        md += "It ran into the time limit twice: the stack is where the CPU limit stopped it the first time. `./reproduce.sh` runs until it is stopped.\n\n";
     }
     md += "## Stack\n\n";
     for f in sys.stack.iter().take(12) {

@@ -525,7 +525,7 @@ impl Sandbox {
 }
 
 /// How a run stopped at its CPU limit is described (`limit`).
-const CPU_LIMIT: &str = "CPU time";
+pub const CPU_LIMIT: &str = "CPU time";
 
 /// The stack file a crashed (or stopped) run left, parsed and symbolised; nothing
 /// when the process died before the preload wrote it.
