@@ -335,6 +335,31 @@ mod tests {
     }
 
     #[test]
+    fn an_element_before_a_heap_block_is_the_blocks() {
+        let mut m = ExtentMap::new([], []);
+        m.insert_heap(0x2000, 64, ExtentKind::Heap);
+        m.insert_heap(0x3000, 64, ExtentKind::Freed);
+        assert_eq!(m.heap_just_after(0x2000 - 40).map(|f| f.start), Some(0x2000));
+        assert_eq!(m.heap_just_after(0x2000 - 64).map(|f| f.start), Some(0x2000));
+        assert_eq!(m.heap_just_after(0x2000 - 72), None, "too far before");
+        assert_eq!(m.heap_just_after(0x2000 - 31), None, "not an element away");
+        assert_eq!(m.heap_just_after(0x3000 - 8), None, "a freed block is no array");
+    }
+
+    #[test]
+    fn the_nearest_stack_extent_above_and_one_removed() {
+        let mut m = ExtentMap::new([], []);
+        m.insert_stack(0x8000, 16);
+        m.insert_stack(0x7000, 16);
+        assert_eq!(m.stack_start_above(0x7800), Some(0x8000));
+        assert_eq!(m.stack_start_above(0x6000), Some(0x7000));
+        assert_eq!(m.stack_start_above(0x8000), None);
+        m.remove_stack_at(0x7000);
+        assert_eq!(m.find(0x7004, u64::MAX), None);
+        assert_eq!(m.find(0x8004, u64::MAX).unwrap().start, 0x8000);
+    }
+
+    #[test]
     fn dead_frames_are_purged_and_overlaps_replaced() {
         let mut m = ExtentMap::new([], []);
         m.insert_stack(0x8000, 16);
