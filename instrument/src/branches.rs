@@ -51,6 +51,48 @@ struct Cfg {
     rpo: Vec<usize>,
 }
 
+/// Calls that never return but are bugs, not the program ending itself: a direction
+/// that leads to one is no error exit.
+const CRASHING_CALLS: &[&str] = &["abort", "__assert_fail", "__assert_perror_fail", "__stack_chk_fail", "__fortify_fail", "__chk_fail", "llvm.trap", "llvm.debugtrap", "__ubsan_handle"];
+
+/// By block: whether every path from it ends in `unreachable` after a call that never
+/// returns and is no crash (see [`CRASHING_CALLS`]); a loop that may run for ever does
+/// not count.
+///
+/// # Safety
+/// `cfg` must describe a live function.
+unsafe fn ends_the_program(cfg: &Cfg) -> Vec<bool> {
+    let n = cfg.blocks.len();
+    let mut ends = vec![false; n];
+    for (b, &bb) in cfg.blocks.iter().enumerate() {
+        // SAFETY: the terminator and the instruction before it in a live block.
+        unsafe {
+            let term = llc::LLVMGetBasicBlockTerminator(bb);
+            if term.is_null() || llc::LLVMIsAUnreachableInst(term).is_null() {
+                continue;
+            }
+            let call = llc::LLVMGetPreviousInstruction(term);
+            if call.is_null() || llc::LLVMIsACallInst(call).is_null() {
+                continue; // `__builtin_unreachable` after no call: not an exit
+            }
+            let name = crate::pass::value_name(llc::LLVMGetCalledValue(call));
+            ends[b] = !name.is_empty() && !CRASHING_CALLS.iter().any(|c| name.starts_with(c));
+        }
+    }
+    loop {
+        let mut changed = false;
+        for b in 0..n {
+            if !ends[b] && !cfg.succs[b].is_empty() && cfg.succs[b].iter().all(|&s| ends[s]) {
+                ends[b] = true;
+                changed = true;
+            }
+        }
+        if !changed {
+            return ends;
+        }
+    }
+}
+
 impl Cfg {
     /// # Safety
     /// `f` must be a live function with a body.
@@ -287,6 +329,7 @@ pub fn emit_branch_table(module: &Module<'_>) -> Result<BranchStats, PassError> 
         let fname = crate::pass::cstr(f.get_name());
         let function = symbol_id(&module_name, &fname, is_local(f.get_linkage()));
         let guarded = |b: usize| guards.get(&cfg.blocks[b]);
+        let ends = unsafe { ends_the_program(&cfg) };
         // Guarded blocks dominated by each block: counted once per function.
         let mut behind = vec![0u32; cfg.blocks.len()];
         for b in 0..cfg.blocks.len() {
@@ -339,7 +382,7 @@ pub fn emit_branch_table(module: &Module<'_>) -> Result<BranchStats, PassError> 
                 // SAFETY: a switch's case k (k >= 1) has its value at operand 2k.
                 let case = (is_switch && k > 0).then(|| unsafe { llc::LLVMConstIntGetSExtValue(llc::LLVMGetOperand(term, 2 * k)) });
                 let behind = if cfg.dominates(b, s) { behind[s] } else { 0 };
-                directions.push(Direction { guards: first, behind, case });
+                directions.push(Direction { guards: first, behind, case, ends: ends[s] });
             }
             if directions.iter().all(|d| d.guards.is_empty()) {
                 continue;

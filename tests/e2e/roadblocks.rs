@@ -137,6 +137,67 @@ fn the_branch_table_names_both_directions_the_code_behind_and_the_comparison() {
     assert!(BranchTable::load(&plain).unwrap().branches.is_empty());
 }
 
+/// A direction that only ends the program: an error exit through the program's own
+/// fatal-error function, against a failed check that aborts (a bug).
+const EXITS: &str = r#"
+#include <stdio.h>
+#include <stdlib.h>
+static __attribute__((noreturn, noinline)) void fatal(const char *what) {
+    fprintf(stderr, "bad %s\n", what);
+    exit(2);
+}
+int main(int argc, char **argv) {
+    int n = argc > 1 ? atoi(argv[1]) : 0;
+    if (n == 12345) /* EXIT */
+        fatal("number");
+    if (n == 54321) /* ABORT */
+        abort();
+    printf("%d\n", n * 3);
+    return 0;
+}
+"#;
+
+#[test]
+fn a_direction_that_only_ends_the_program_is_marked_and_is_no_roadblock() {
+    let dir = tempfile::tempdir().unwrap();
+    let program = build_c(dir.path(), "exits", EXITS, "-O2");
+    let table = BranchTable::load(&program).unwrap();
+    let line = |mark: &str| EXITS.lines().position(|l| l.contains(mark)).unwrap() as u32 + 1;
+    // The optimiser may make the two tests one switch: a case or a line names each way.
+    let leads = |b: &trestle_bridge::roadblocks::Branch, d: usize, case: i64, mark: &str| {
+        b.directions[d].case == Some(case) || (b.directions[d].case.is_none() && b.line == line(mark))
+    };
+    let ends: Vec<(usize, usize)> = table
+        .branches
+        .iter()
+        .enumerate()
+        .flat_map(|(i, b)| b.directions.iter().enumerate().filter(|(_, d)| d.ends).map(move |(k, _)| (i, k)))
+        .collect();
+    assert_eq!(ends.len(), 1, "one way ends the program: {:#?}", table.branches);
+    let (bi, di) = ends[0];
+    assert!(leads(&table.branches[bi], di, 12345, "EXIT"), "{:#?}", table.branches[bi]);
+    // The way on taken at the exit's branch (a switch's default, or the if's other
+    // side) and one side of the abort's if: the exit is no roadblock, the abort is.
+    let mut covered = vec![false; 1 << 16];
+    let exit_branch = &table.branches[bi];
+    let mut ways = vec![exit_branch.directions.iter().find(|d| !d.ends && d.case.is_none()).unwrap()];
+    if let Some(b) = table.branches.iter().find(|b| b.line == line("ABORT")) {
+        ways.push(&b.directions[0]);
+    }
+    for d in ways {
+        for &e in &d.edges {
+            covered[e as usize] = true;
+        }
+    }
+    let found = trestle_bridge::roadblocks::roadblocks(&table, &covered, |_| 1.0);
+    assert!(found.iter().all(|r| !table.branches[r.branch].directions[r.missing].ends));
+    assert!(
+        found.iter().any(|r| { let b = &table.branches[r.branch]; leads(b, r.missing, 54321, "ABORT") || b.line == line("ABORT") }),
+        "the abort is a roadblock: {found:?} {:#?}",
+        table.branches
+    );
+}
+
 fn json_file(p: &Path) -> Value {
     serde_json::from_slice(&std::fs::read(p).unwrap_or_else(|e| panic!("{}: {e}", p.display()))).unwrap()
 }

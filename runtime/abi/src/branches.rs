@@ -30,7 +30,7 @@ pub const SECTION_BRANCH_GUARDS: &str = crate::section_name!(branch_guards);
 pub const BRANCHES_MAGIC: u32 = u32::from_le_bytes(*b"TRBR");
 
 /// Version of [`ModuleBranches`]' encoding.
-pub const BRANCHES_VERSION: u32 = 1;
+pub const BRANCHES_VERSION: u32 = 2;
 
 /// Environment variable: write the guard numbers of [`SECTION_BRANCH_GUARDS`] to this
 /// file and exit (status 0) before `main` runs.
@@ -103,6 +103,10 @@ pub struct Direction {
     pub behind: u32,
     /// The case value, for a switch's case.
     pub case: Option<i64>,
+    /// Every path from it ends the program through a call that never returns and is
+    /// no crash (`exit`, `error`, the program's own fatal-error function; not `abort`
+    /// or a failed `assert`): an error exit, where a fuzzer finds a message.
+    pub ends: bool,
 }
 
 /// One row of [`SECTION_BRANCH_GUARDS`] (LLVM `{ i64, i64, ptr }`).
@@ -188,7 +192,7 @@ mod tests {
                 file: Some(0),
                 line: 12,
                 cmp: Some(cmp_id("a.c", 0)),
-                directions: vec![Direction { guards: vec![1], behind: 3, case: None }, Direction::default()],
+                directions: vec![Direction { guards: vec![1], behind: 3, case: None, ends: false }, Direction::default()],
             }],
         };
         let mut sec = encode_module_branches(&m);
