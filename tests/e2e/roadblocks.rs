@@ -372,6 +372,34 @@ int main(void) {
 }
 "#;
 
+/// A unit's crash whose lifted test the shipped build survives but the coverage build
+/// does not (here the fix is compiled into the shipped build only; in the wild,
+/// undefined behaviour the optimiser hides): an alarm, flagged build-dependent, not
+/// a false positive.
+#[test]
+fn a_unit_crash_only_the_coverage_build_has_is_a_build_dependent_alarm() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let src = subject("tally").join("tally.c");
+    let (program, shipped, cov) = (d.join("tally"), d.join("tally-shipped"), d.join("tally-cov"));
+    ok(std::process::Command::new(tool("trestle-cc")).args(["-O2", "-g"]).arg(&src).arg("-o").arg(&program));
+    ok(std::process::Command::new("clang-19").args(["-O2", "-g", "-DTALLY_FIXED"]).arg(&src).arg("-o").arg(&shipped));
+    ok(std::process::Command::new("clang-19").args(["-O1", "-g", "-fprofile-instr-generate", "-fcoverage-mapping"]).arg(&src).arg("-o").arg(&cov));
+    let out = d.join("camp");
+    let o = run(&mut trestle(&[
+        &"run", &"--program", &program, &"--seeds", &subject("tally").join("seeds"), &"--validate-with", &shipped,
+        &"--coverage-with", &cov, &"--time", &"75s", &"--out", &out, &"--plain",
+    ]));
+    let log = String::from_utf8_lossy(&o.stderr).into_owned();
+    assert!(o.status.success(), "{log}");
+    let alarms = alarm_list(&out);
+    let alarm = alarms.iter().find(|a| a["function"] == "remember").unwrap_or_else(|| panic!("no alarm in remember: {alarms:?}\n{log}"));
+    assert_eq!(alarm["source"], "unit", "{alarm}");
+    let validation = alarm["builds"].as_array().unwrap().iter().find(|b| b["role"] == "validation").expect("the validation build is named").clone();
+    assert_eq!(validation["reproduces"], false, "{alarm}");
+    assert!(log.lines().any(|l| l.contains("SIGSEGV in remember") && l.ends_with("[build-dependent: not on the validation build]")), "{log}");
+}
+
 #[test]
 fn where_units_add_nothing_the_bridge_gives_them_the_floor_and_finds_the_bug_at_system_level() {
     let dir = tempfile::tempdir().unwrap();

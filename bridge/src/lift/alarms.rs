@@ -325,6 +325,30 @@ impl Lifter {
     /// Record a lifted test that crashed the program with `sys` (`matches_unit`: the
     /// unit's crash), unless an alarm with that crash is listed already.
     pub(super) fn alarm(&mut self, f: &Finding, lifted: &SystemTest, subs: &[Substitution], sys: &CrashSignature, matches_unit: bool) -> Result<()> {
+        self.alarm_on(f, lifted, subs, sys, matches_unit, None)
+    }
+
+    /// A lifted test that does not crash the validation program (it ended `how`):
+    /// an alarm confirmed on the coverage build, flagged build-dependent, when that
+    /// build crashes on it; `false` when it does not (or there is none).
+    pub(super) fn alarm_elsewhere(&mut self, f: &Finding, lifted: &SystemTest, subs: &[Substitution], how: &str) -> Result<bool> {
+        let Some((program, sys)) = self.reproduce_elsewhere(lifted, false)? else { return Ok(false) };
+        let matches_unit = f.unit_sig.is_some_and(|u| super::judge::same_crash(u, &sys, &f.unit.function));
+        self.alarm_on(f, lifted, subs, &sys, matches_unit, Some((program, how.to_owned())))?;
+        Ok(true)
+    }
+
+    /// [`Lifter::alarm`], confirmed on the validation program or, with `elsewhere`,
+    /// on that build where the validation program ended as it says.
+    fn alarm_on(
+        &mut self,
+        f: &Finding,
+        lifted: &SystemTest,
+        subs: &[Substitution],
+        sys: &CrashSignature,
+        matches_unit: bool,
+        elsewhere: Option<(PathBuf, String)>,
+    ) -> Result<()> {
         let key = sys.key();
         if self.count_duplicate(&key)?.is_some() {
             return Ok(());
@@ -333,7 +357,10 @@ impl Lifter {
         let unit = f.unit;
         let crash_fn = sys.frames.first().cloned().unwrap_or_else(|| unit.function.clone());
         let id = format!("{}-{:08x}", safe_name(&crash_fn), fnv32(&key));
-        let program = self.program.clone();
+        let (program, not_on_validation) = match elsewhere {
+            Some((program, how)) => (program, Some(how)),
+            None => (self.program.clone(), None),
+        };
         let (tmp, reduced, rstats) = self.stage_alarm(&id, lifted, &key, &program)?;
         std::fs::copy(&f.candidate.input, tmp.join("unit-input.bin"))
             .with_context(|| format!("cannot copy {}", f.candidate.input.display()))?;
@@ -370,13 +397,13 @@ impl Lifter {
                 frames: sys.stack.clone(),
             },
             reduced_test: records::ReducedTest { file: files::REDUCED.into(), reduction: rstats.clone() },
-            validated_with: self.program.clone(),
+            validated_with: program.clone(),
             sandboxed: self.sandbox.isolated(),
             found_on: self.node.clone(),
         }));
         files::write(&tmp.join(files::PROVENANCE), &provenance)?;
         let origin = origin_words(&seed, mutation.as_deref());
-        let summary = summary_md(unit, f.values, f.unit_sig, sys, matches_unit, lifted, &reduced, &rstats, subs, source.as_deref(), &self.program, &origin);
+        let summary = summary_md(unit, f.values, f.unit_sig, sys, matches_unit, lifted, &reduced, &rstats, subs, source.as_deref(), &program, &origin);
         std::fs::write(tmp.join("summary.md"), summary)?;
         let entry = AlarmEntry {
             id,
@@ -395,7 +422,7 @@ impl Lifter {
             roadblock: self.roadblock.clone(),
             builds: Vec::new(),
         };
-        self.publish_alarm(&tmp, entry, None)
+        self.publish_alarm(&tmp, entry, not_on_validation)
     }
 
     /// The unit itself as C with the finding's values (`unit.c` and `build.sh` in

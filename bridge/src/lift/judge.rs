@@ -298,6 +298,12 @@ impl Lifter {
             self.alarm(f, &test, subs, sys, same)?;
             return Ok(None);
         }
+        // A unit crash whose lifted test the validation program survives may crash
+        // the coverage build (undefined behaviour the optimiser hides): an alarm,
+        // flagged build-dependent, as for a system crash.
+        if f.candidate.crash && self.alarm_elsewhere(f, &test, subs, &outcome.status)? {
+            return Ok(None);
+        }
         if new_cov.is_some_and(|n| n > 0) {
             self.keep_effective(&test, true)?;
             if f.candidate.crash {
@@ -327,6 +333,6 @@ impl Lifter {
 /// Whether the system crash `sys` is the unit's crash `unit` (of `function`). A unit
 /// crash whose stack could not be read (a handler of the program's own took the
 /// signal) still names its function.
-fn same_crash(unit: &CrashSignature, sys: &CrashSignature, function: &str) -> bool {
+pub(super) fn same_crash(unit: &CrashSignature, sys: &CrashSignature, function: &str) -> bool {
     unit.matches(sys) || (unit.frames.is_empty() && unit.class() == sys.class() && sys.frames.first().is_some_and(|f| f == function))
 }
