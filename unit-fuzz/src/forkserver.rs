@@ -38,6 +38,21 @@ pub(crate) fn campaign(cfg: &FuzzConfig, out: &Path, request: &Path) -> Result<F
     run_fuzzer(cfg, out, request, cfg.seed, &mut mgr, None, None)
 }
 
+/// What an event manager does after the fuzzer reported its progress. LibAFL's
+/// respawning manager saves where its connection to the broker stands after each
+/// event it fires itself, but not after a progress report, which goes out through
+/// the connection too: a fuzzer killed after one is respawned on a message it
+/// already sent, and LLMP panics. So a multi-core client saves it here as well.
+pub(crate) trait ReportedProgress {
+    fn reported_progress(&mut self) -> Result<(), libafl::Error>;
+}
+
+impl<I, MT, S> ReportedProgress for SimpleEventManager<I, MT, S> {
+    fn reported_progress(&mut self) -> Result<(), libafl::Error> {
+        Ok(())
+    }
+}
+
 /// The edge observer over the shared map: hit counts, with the indices it saw.
 type EdgesObserver<'a> = ExplicitTracking<HitcountsMapObserver<StdMapObserver<'a, u8, false>>, true, false>;
 
@@ -63,7 +78,8 @@ where
     EM: libafl::events::EventFirer<BytesInput, UnitState>
         + libafl::events::EventReceiver<BytesInput, UnitState>
         + libafl::events::SendExiting
-        + ProgressReporter<UnitState>,
+        + ProgressReporter<UnitState>
+        + ReportedProgress,
 {
     let unit = &cfg.unit;
     let mut sp = UnixShMemProvider::new().map_err(lib)?;
@@ -227,7 +243,7 @@ fn run_loop<Z, ST, E, S, EM>(
 where
     Z: Fuzzer<E, EM, BytesInput, S, ST>,
     S: HasExecutions + HasSolutions<BytesInput> + HasCorpus<BytesInput> + libafl::HasNamedMetadata,
-    EM: ProgressReporter<S>,
+    EM: ProgressReporter<S> + ReportedProgress,
 {
     let mut last = Instant::now();
     let mut end = end;
@@ -250,10 +266,11 @@ where
             }
         }
         if let Some(c) = client {
-            // The launcher's monitor prints the status line from these reports.
-            mgr.maybe_report_progress(state, Duration::from_secs(1)).map_err(lib)?;
             if last.elapsed() >= Duration::from_secs(1) {
                 last = Instant::now();
+                // The launcher's monitor prints the status line from these reports.
+                mgr.report_progress(state).map_err(lib)?;
+                mgr.reported_progress().map_err(lib)?;
                 c.checkpoint(*state.executions(), report.first_crash_after);
             }
             if c.should_stop() {

@@ -20,7 +20,7 @@
 //! writers in lock files, so nothing is clobbered. Each fuzzer writes a small report
 //! every second and when it stops; the caller sums them.
 
-use crate::forkserver::{run_fuzzer, UnitState};
+use crate::forkserver::{run_fuzzer, ReportedProgress, UnitState};
 use crate::{io, lib, FuzzConfig, FuzzError, FuzzReport};
 use libafl::events::launcher::{ClientDescription, Launcher};
 use libafl::events::{EventConfig, LlmpRestartingEventManager, SendExiting, ShouldSaveState};
@@ -330,10 +330,20 @@ fn launch(plan: &LaunchPlan, pace: &ClientPace) -> i32 {
      -> Result<(), libafl::Error> {
         let pace = ClientPace { client: client.id(), ..pace.clone() };
         let seed = cfg.seed.wrapping_add(client.id() as u64);
-        let result = run_fuzzer(cfg, &plan.out, &plan.request, seed, &mut mgr, restored, Some(&pace));
+        let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            run_fuzzer(cfg, &plan.out, &plan.request, seed, &mut mgr, restored, Some(&pace))
+        }));
         pace.write(&match result {
-            Ok(r) => ClientReport { executions: r.executions, first_crash_after: r.first_crash_after, error: None },
-            Err(e) => ClientReport { error: Some(e.to_string()), ..ClientReport::default() },
+            Ok(Ok(r)) => ClientReport { executions: r.executions, first_crash_after: r.first_crash_after, error: None },
+            Ok(Err(e)) => ClientReport { error: Some(e.to_string()), ..ClientReport::default() },
+            Err(_) => {
+                // The panic is in clients.log. Respawning would most likely panic
+                // again, at once and over and over: this core is done for the round.
+                mgr.staterestorer.send_exiting();
+                let report = ClientReport { error: Some("the fuzzer panicked (see clients.log)".to_owned()), ..ClientReport::default() };
+                pace.write(&report);
+                return Ok(());
+            }
         });
         // Tell the broker (it ends after the last client) and the respawner (it
         // must not start this fuzzer again) that this client is done.
@@ -376,6 +386,16 @@ fn launch(plan: &LaunchPlan, pace: &ClientPace) -> i32 {
         while let Ok(WaitStatus::Exited(..) | WaitStatus::Signaled(..)) = waitpid(None, Some(WaitPidFlag::WNOHANG)) {}
     }
     code
+}
+
+/// The client's manager saves its connection's description as it does after the
+/// events it fires (no state: a respawned fuzzer starts afresh).
+impl ReportedProgress for LlmpRestartingEventManager<(), BytesInput, UnitState, UnixShMem, UnixShMemProvider> {
+    fn reported_progress(&mut self) -> Result<(), libafl::Error> {
+        let connection = self.inner.llmp.describe()?;
+        self.staterestorer.reset();
+        self.staterestorer.save(&(None::<UnitState>, &connection))
+    }
 }
 
 /// Leave `why` for the caller (a `.err` file in the reports; on stderr if that cannot
