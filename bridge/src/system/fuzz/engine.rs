@@ -10,6 +10,7 @@
 
 use super::executor::SysExecutor;
 use super::findings::{CompletedRun, FindingFeedback, Found};
+use super::indexes::{CompactIndexes, Compacting};
 use super::input::SysInput;
 use super::mutators::{sys_mutator, I2SMutator};
 use super::operands::{OperandSample, OperandVariation, OperandWatch};
@@ -25,7 +26,7 @@ use libafl::inputs::Input;
 use libafl::monitors::NopMonitor;
 use libafl::mutators::HavocScheduledMutator;
 use libafl::observers::{CanTrack, HitcountsMapObserver, StdMapObserver, TimeObserver};
-use libafl::schedulers::{IndexesLenTimeMinimizerScheduler, QueueScheduler};
+use libafl::schedulers::{LenTimeMinimizerScheduler, QueueScheduler};
 use libafl::schedulers::minimizer::TopRatedsMetadata;
 use libafl::stages::{StdMutationalStage, TracingStage};
 use libafl::state::{HasCorpus, HasExecutions, StdState};
@@ -312,10 +313,11 @@ impl SysFuzzer {
         let found = Arc::new(Mutex::new(Found::default()));
         // New coverage (or time) of a run that ended by itself within the short limit:
         // a run stopped there is a timeout finding or nothing, never a queue entry.
-        let mut feedback = feedback_and_fast!(
+        // The edges each entry reached are kept compact (see `indexes`).
+        let mut feedback = Compacting::new(feedback_and_fast!(
             CompletedRun::new(executor.stopped()),
             feedback_or!(MaxMapFeedback::new(&edges_observer), TimeFeedback::new(&time_observer))
-        );
+        ));
         // Only findings with coverage no earlier finding had: one file per way to fail.
         let mut objective = feedback_and_fast!(
             FindingFeedback::new(&out, found.clone(), executor.hung()),
@@ -325,7 +327,7 @@ impl SysFuzzer {
         let state =
             StdState::new(StdRand::with_seed(cfg.seed), queue, InMemoryCorpus::new(), &mut feedback, &mut objective).map_err(lib)?;
         let fuzzer = StdFuzzer::builder()
-            .scheduler(IndexesLenTimeMinimizerScheduler::new(&edges_observer, QueueScheduler::new()))
+            .scheduler(LenTimeMinimizerScheduler::<_, _, CompactIndexes, _>::new(&edges_observer, QueueScheduler::new()))
             .feedback(feedback)
             .objective(objective)
             // Structured mutations often repeat an input; running it again says nothing.

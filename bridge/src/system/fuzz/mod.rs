@@ -29,6 +29,7 @@ mod dictionary;
 mod engine;
 mod executor;
 mod findings;
+mod indexes;
 mod input;
 mod mutators;
 mod operands;
