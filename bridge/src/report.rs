@@ -113,15 +113,21 @@ pub fn gather(dir: &Path, baseline: Option<&Path>) -> Result<Report> {
     };
     let lifting: LiftStats = files::read(&dir.join(files::LIFT))?;
     let alarms = files::read::<AlarmList>(&dir.join(files::ALARMS))?.alarms;
+    let details = alarm_details(dir, &alarms)?;
+    let nodes = campaign.nodes.clone();
+    Ok(Report { dir: dir.to_owned(), campaign, timeline, baseline, baseline_campaign, baseline_alarms, lifting, alarms, details, nodes })
+}
+
+/// The reproducer and provenance of each of `alarms`, from their folders under `dir`.
+pub fn alarm_details(dir: &Path, alarms: &[AlarmEntry]) -> Result<Vec<AlarmDetail>> {
     let mut details = Vec::new();
-    for a in &alarms {
+    for a in alarms {
         let ad = dir.join(files::ALARMS_DIR).join(&a.id);
         let reduced = crate::system::systest::to_json(&crate::system::systest::load_test(&ad.join(files::REDUCED))?);
         let provenance: Provenance = files::read(&ad.join(files::PROVENANCE))?;
         details.push(AlarmDetail { id: a.id.clone(), reduced, provenance });
     }
-    let nodes = campaign.nodes.clone();
-    Ok(Report { dir: dir.to_owned(), campaign, timeline, baseline, baseline_campaign, baseline_alarms, lifting, alarms, details, nodes })
+    Ok(details)
 }
 
 fn esc(s: &str) -> String {
@@ -194,7 +200,7 @@ fn provenance_lines(p: &Provenance) -> Vec<String> {
     let reduction = |r: &crate::validate::reduce::ReduceStats| format!("reduced test: {} → {} bytes", r.size_before, r.size_after);
     match p {
         Provenance::System(f) => vec![
-            f.found_by.as_ref().map_or_else(|| "found by system-level fuzzing".into(), |by| format!("triaged from {by}")),
+            f.triaged_from.as_ref().map_or_else(|| "found by system-level fuzzing".into(), |by| format!("triaged from {by}")),
             format!("system test {}", f.system_test.name),
             reduction(&f.reduced_test.reduction),
         ],
@@ -491,7 +497,7 @@ fn inline(s: &str) -> String {
 pub fn run(args: &Options) -> Result<()> {
     let r = gather(&args.dir, args.baseline.as_deref())?;
     if let Some(file) = &args.sarif {
-        crate::sarif::write(&r, file)?;
+        crate::sarif::write(&crate::sarif::Findings::of_report(&r), file)?;
     }
     if args.json {
         crate::outln!("{}", serde_json::to_string_pretty(&r)?);

@@ -19,12 +19,32 @@ use std::path::{Component, Path, PathBuf};
 /// The URI base id code scanning resolves against the repository's root.
 const SRCROOT: &str = "%SRCROOT%";
 
-/// The SARIF log of the report's alarms, with paths relative to `base` where they lie
-/// under it.
-pub fn render(r: &Report, base: &Path) -> Value {
+/// The alarms of a campaign or a triage, as much of them as SARIF says.
+pub struct Findings<'a> {
+    /// The campaign (or triage) directory, whose `alarms/` holds them.
+    pub dir: &'a Path,
+    /// The program they were confirmed on.
+    pub program: &'a Path,
+    /// The campaign's (or triage's) seconds.
+    pub elapsed: f64,
+    /// The alarms.
+    pub alarms: &'a [AlarmEntry],
+    /// Their reproducers and provenance, one for each alarm.
+    pub details: &'a [AlarmDetail],
+}
+
+impl<'a> Findings<'a> {
+    /// A campaign's, from its report.
+    pub fn of_report(r: &'a Report) -> Findings<'a> {
+        Findings { dir: &r.dir, program: &r.campaign.settings.program, elapsed: r.campaign.elapsed, alarms: &r.alarms, details: &r.details }
+    }
+}
+
+/// The SARIF log of the alarms, with paths relative to `base` where they lie under it.
+pub fn render(r: &Findings<'_>, base: &Path) -> Value {
     let mut rules: Vec<&str> = Vec::new();
     let mut results = Vec::new();
-    for (a, d) in r.alarms.iter().zip(&r.details) {
+    for (a, d) in r.alarms.iter().zip(r.details) {
         let kind = crash_kind(a);
         let rule_index = rules.iter().position(|k| *k == kind).unwrap_or_else(|| {
             rules.push(kind);
@@ -47,18 +67,17 @@ pub fn render(r: &Report, base: &Path) -> Value {
             "results": results,
             "properties": {
                 "campaign": r.dir.display().to_string(),
-                "program": r.campaign.settings.program.display().to_string(),
-                "elapsedSeconds": r.campaign.elapsed,
+                "program": r.program.display().to_string(),
+                "elapsedSeconds": r.elapsed,
             },
         }],
     })
 }
 
-/// Write the report's alarms to `file` as SARIF, paths relative to the working
-/// directory.
-pub fn write(report: &Report, file: &Path) -> Result<()> {
+/// Write the alarms to `file` as SARIF, paths relative to the working directory.
+pub fn write(findings: &Findings<'_>, file: &Path) -> Result<()> {
     let base = std::env::current_dir().context("cannot read the working directory")?;
-    let text = serde_json::to_string_pretty(&render(report, &base))?;
+    let text = serde_json::to_string_pretty(&render(findings, &base))?;
     std::fs::write(file, text + "\n").with_context(|| format!("cannot write {}", file.display()))
 }
 
@@ -80,6 +99,19 @@ fn rule(kind: &str) -> Value {
                  hung on the test twice." },
             "defaultConfiguration": { "level": "error" },
             "properties": { "tags": ["hang", "fuzzing"] },
+        });
+    }
+    if kind == crate::validate::signature::OUT_OF_MEMORY {
+        return json!({
+            "id": kind,
+            "name": "OutOfMemory",
+            "shortDescription": { "text": "The program runs out of memory" },
+            "fullDescription": { "text":
+                "A system test makes the program allocate until its memory limit (the location is where an \
+                 allocation first failed, when the C library's allocator failed it). trestle reports it only \
+                 after the real program ran out of memory on the test twice." },
+            "defaultConfiguration": { "level": "error" },
+            "properties": { "tags": ["out-of-memory", "fuzzing"] },
         });
     }
     json!({
@@ -122,12 +154,12 @@ fn describe(kind: &str) -> String {
     sanitizer.unwrap_or_else(|| plain.to_owned())
 }
 
-fn result(r: &Report, a: &AlarmEntry, d: &AlarmDetail, rule_index: usize, base: &Path) -> Value {
+fn result(r: &Findings<'_>, a: &AlarmEntry, d: &AlarmDetail, rule_index: usize, base: &Path) -> Value {
     let alarm_dir = r.dir.join(crate::files::ALARMS_DIR).join(&a.id);
     let script = alarm_dir.join("reproduce.sh");
     let command = format!("sh {}", shown(&script, base));
     let origin = match &d.provenance {
-        Provenance::System(f) => match &f.found_by {
+        Provenance::System(f) => match &f.triaged_from {
             Some(by) => format!("triaged from {by}"),
             None => "found by system-level fuzzing".to_owned(),
         },
@@ -139,7 +171,7 @@ fn result(r: &Report, a: &AlarmEntry, d: &AlarmDetail, rule_index: usize, base: 
         Some(i) => frame_location(own[i], base),
         // No source line: the program itself, and the function by name.
         None => json!({
-            "physicalLocation": { "artifactLocation": artifact(&r.campaign.settings.program, base) },
+            "physicalLocation": { "artifactLocation": artifact(r.program, base) },
             "logicalLocations": [{ "name": a.function, "kind": "function" }],
         }),
     };

@@ -54,6 +54,8 @@ pub struct Options {
     /// Other builds of the program, by role (`asan`, `coverage`, ...): every bug's
     /// reproducer runs on each too, and one that some lack is build-dependent.
     pub also_on: Vec<(String, PathBuf)>,
+    /// Also write the bugs to this file as SARIF.
+    pub sarif: Option<PathBuf>,
 }
 
 /// Where an input came from, as its provenance says.
@@ -145,8 +147,6 @@ pub struct Dropped {
 /// `triage.json`.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Summary {
-    /// Format version.
-    pub format: u32,
     /// The program that confirmed the crashes.
     pub program: PathBuf,
     /// Inputs looked at.
@@ -162,7 +162,6 @@ pub struct Summary {
     pub seconds: f64,
 }
 
-const FORMAT: u32 = 1;
 /// The file name `@@` becomes in a test's directory.
 const INPUT_FILE: &str = "input";
 /// Runs of an input before it counts as not reproducing (a crash that depends on
@@ -283,7 +282,6 @@ pub fn run(opts: &Options) -> Result<Summary> {
     }
     groups.sort_by(|a, b| a.first.cmp(&b.first));
     let summary = Summary {
-        format: FORMAT,
         program,
         inputs: total,
         reproduced: groups.iter().map(|g| g.members.len()).sum(),
@@ -292,7 +290,69 @@ pub fn run(opts: &Options) -> Result<Summary> {
         seconds: started.elapsed().as_secs_f64(),
     };
     files::write(&opts.out.join(TRIAGE), &summary)?;
+    let report = opts.out.join(REPORT);
+    files::write_atomic(&report, report_md(&summary, &alarms).as_bytes())?;
+    if let Some(file) = &opts.sarif {
+        let details = crate::report::alarm_details(&opts.out, &alarms)?;
+        let findings = crate::sarif::Findings { dir: &opts.out, program: &summary.program, elapsed: summary.seconds, alarms: &alarms, details: &details };
+        crate::sarif::write(&findings, file)?;
+    }
     Ok(summary)
+}
+
+/// The triage's report for people, in its output directory.
+pub const REPORT: &str = "report.md";
+
+/// `report.md`: each bug (its kind and place, how many inputs, the smallest and its
+/// reduction, the builds it is not on) and each dropped input with why.
+fn report_md(s: &Summary, alarms: &[crate::lift::AlarmEntry]) -> String {
+    let mut md = format!(
+        "# trestle triage\n\nProgram `{}`: {} input(s), {} reproduced as {} bug(s), {} dropped, in {:.0} s.\n\n",
+        s.program.display(),
+        s.inputs,
+        s.reproduced,
+        s.groups.len(),
+        s.dropped.len(),
+        s.seconds
+    );
+    if !s.groups.is_empty() {
+        md += "## Bugs\n\n| bug | inputs | smallest | reproducer | note |\n|---|---|---|---|---|\n";
+        for g in &s.groups {
+            let a = alarms.iter().find(|a| a.id == g.id);
+            let reduced = a.map_or(String::new(), |a| {
+                if a.reduction_pending || a.size_reduced == a.size_lifted {
+                    format!("{} bytes", a.size_reduced)
+                } else {
+                    format!("{} bytes (from {})", a.size_reduced, a.size_lifted)
+                }
+            });
+            let mut note = Vec::new();
+            if g.new {
+                note.push("new".to_owned());
+            }
+            if !g.not_on.is_empty() {
+                note.push(format!("build-dependent: not on {}", g.not_on.join(", ")));
+            }
+            md += &format!(
+                "| [{}](alarms/{}/summary.md) `{}` | {} | `{}` | {} | {} |\n",
+                g.id,
+                g.id,
+                g.signature,
+                g.members.len(),
+                g.smallest.display(),
+                reduced,
+                note.join("; ")
+            );
+        }
+        md += "\n";
+    }
+    if !s.dropped.is_empty() {
+        md += "## Dropped\n\n";
+        for d in &s.dropped {
+            md += &format!("- `{}` ({}): {}\n", d.input.display(), d.kind.words(), d.reason);
+        }
+    }
+    md
 }
 
 /// The triage's own record in its output directory.

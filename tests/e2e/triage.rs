@@ -64,7 +64,7 @@ fn crashes_from_another_fuzzer_are_sorted_into_bugs_and_what_does_not_reproduce_
     assert_eq!(dropped.len(), 2, "{t}");
     assert!(dropped.iter().any(|x| x["kind"] == "afl-crash" && x["reason"].as_str().unwrap().contains("does not crash")), "{t}");
     assert!(dropped.iter().any(|x| x["kind"] == "afl-hang" && x["reason"].as_str().unwrap().contains("does not hang")), "{t}");
-    assert!(stdout.contains("6 crash(es) and hang(s) of 4 bug(s), 2 dropped"), "{stdout}");
+    assert!(stdout.contains("6 reproduce (crash, hang or run out of memory) as 4 bug(s), 2 dropped"), "{stdout}");
     // Each bug is an alarm folder whose reduced reproducer crashes the program as
     // the AFL++ command line ran it (the input as the file `@@` named).
     let alarms = alarm_list(&out);
@@ -132,4 +132,47 @@ fn inputs_of_the_wrong_kind_and_programs_that_do_not_start_are_one_line_errors()
     let r = run(&mut trestle(&[&"triage", &"--program", &d.join("missing"), &"--out", &d.join("o"), &input]));
     assert_eq!(r.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&r.stderr).contains("missing"), "{}", String::from_utf8_lossy(&r.stderr));
+}
+
+/// A reader that allocates until its memory runs out, and one that asks for far too
+/// much once and goes on with less: the first, from libFuzzer's `oom-*` and as a
+/// plain input file, is one out-of-memory finding named by where it allocates,
+/// reduced to its byte; the second is no finding.
+#[test]
+fn a_program_that_runs_out_of_memory_is_one_finding_and_a_failed_allocation_it_handles_is_none() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let plain = d.join("grow");
+    ok(Command::new("clang-19").args(["-O2", "-g"]).arg(subject("triage").join("grow.c")).arg("-o").arg(&plain));
+    let inputs = d.join("in");
+    std::fs::create_dir(&inputs).unwrap();
+    std::fs::write(inputs.join("oom-1"), b"Gxyz").unwrap();
+    std::fs::write(inputs.join("grows"), b"Gq").unwrap();
+    std::fs::write(inputs.join("crash-2"), b"S").unwrap();
+    let out = d.join("triage");
+    let stdout = ok(&mut trestle(&[&"triage", &"--program", &plain, &"--out", &out, &"--reduce-time", &"20s", &"--hang-timeout", &"1s", &inputs]));
+    let t = json(&out.join("triage.json"));
+    let groups = t["groups"].as_array().unwrap();
+    assert_eq!(groups.len(), 1, "{stdout}\n{t}");
+    let g = &groups[0];
+    assert!(g["key"].as_str().unwrap().starts_with("out-of-memory@grow<main"), "{g}");
+    assert_eq!(g["members"].as_array().unwrap().len(), 2, "{g}");
+    let dropped = t["dropped"].as_array().unwrap();
+    assert_eq!(dropped.len(), 1, "{t}");
+    assert!(dropped[0]["input"].as_str().unwrap().ends_with("crash-2"), "the handled failure: {t}");
+    let alarms = alarm_list(&out);
+    assert_eq!(alarms.len(), 1);
+    let alarm = out.join("alarms").join(alarms[0]["id"].as_str().unwrap());
+    let reduced = json(&alarm.join("reduced.json"));
+    assert_eq!(reduced["stdin"], "G", "reduced to the byte that makes it grow: {reduced}");
+    let summary = std::fs::read_to_string(alarm.join("summary.md")).unwrap();
+    assert!(summary.starts_with("# Out of memory triaged from"), "{summary}");
+    // SARIF names the class as a rule of its own.
+    let report = std::fs::read_to_string(out.join("report.md")).unwrap();
+    assert!(report.contains("`out-of-memory in grow < main` | 2 | "), "{report}");
+    let sarif = d.join("oom.sarif");
+    ok(&mut trestle(&[&"triage", &"--program", &plain, &"--out", &d.join("again"), &"--no-reduce", &"--sarif", &sarif, &inputs]));
+    let s = json(&sarif);
+    let rules = &s["runs"][0]["tool"]["driver"]["rules"];
+    assert!(rules.as_array().unwrap().iter().any(|r| r["id"] == "out-of-memory" && r["name"] == "OutOfMemory"), "{rules}");
 }

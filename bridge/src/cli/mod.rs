@@ -90,7 +90,7 @@ pub fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match &cli.command {
         Command::Run(a) => match crate::campaign::run(&a.options()) {
-            Ok(o) => match a.sarif.as_deref().map(|f| crate::report::gather(&o.dir, None).and_then(|r| crate::sarif::write(&r, f))).transpose() {
+            Ok(o) => match a.sarif.as_deref().map(|f| crate::report::gather(&o.dir, None).and_then(|r| crate::sarif::write(&crate::sarif::Findings::of_report(&r), f))).transpose() {
                 Ok(_) if a.fail_on_alarm && o.alarms > 0 => return ExitCode::from(1),
                 r => r.map(|_| ()),
             },

@@ -18,7 +18,7 @@ pub struct TriageArgs {
     pub program: PathBuf,
     /// Output directory: alarms/<id>/ per bug (reduced reproducer, provenance,
     /// summary), alarms.json, triage.json (every group with all its members, every
-    /// dropped input with why).
+    /// dropped input with why), report.md.
     #[arg(long)]
     pub out: PathBuf,
     /// An earlier triage (or campaign) directory: exit with status 1 when a bug is
@@ -53,6 +53,10 @@ pub struct TriageArgs {
     /// Print the summary as JSON on stdout.
     #[arg(long)]
     pub json: bool,
+    /// Also write the bugs to FILE as SARIF 2.1.0, for code scanning (as `trestle
+    /// run --sarif` does a campaign's alarms).
+    #[arg(long, value_name = "FILE")]
+    pub sarif: Option<PathBuf>,
     /// The program's arguments, `@@` standing for the input file (default: AFL++'s
     /// from fuzzer_stats; `@@` alone for libFuzzer crash files; otherwise the input
     /// is the program's stdin).
@@ -86,6 +90,7 @@ impl TriageArgs {
             fail_on_new: self.fail_on_new.clone(),
             progress: !self.json,
             also_on: self.also_on.clone(),
+            sarif: self.sarif.clone(),
         }
     }
 
@@ -96,7 +101,7 @@ impl TriageArgs {
             return;
         }
         crate::outln!(
-            "triaged {} input(s) in {:.0}s: {} crash(es) and hang(s) of {} bug(s), {} dropped",
+            "triaged {} input(s) in {:.0}s: {} reproduce (crash, hang or run out of memory) as {} bug(s), {} dropped",
             s.inputs,
             s.seconds,
             s.reproduced,
@@ -125,5 +130,6 @@ impl TriageArgs {
             crate::outln!("  dropped {n}: {r}");
         }
         crate::outln!("alarms: {}", self.out.join("alarms").display());
+        crate::outln!("report: {}", self.out.join(crate::triage::REPORT).display());
     }
 }

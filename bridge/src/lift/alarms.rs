@@ -12,7 +12,8 @@ use crate::carve::units::safe_name;
 use crate::files;
 use crate::system::systest::{load_test, save_test, to_json};
 use crate::validate::reduce::{reduce, test_size, ReduceStats};
-use crate::validate::signature::{CrashSignature, FrameFilter, HANG};
+use crate::validate::sandbox::SandboxRun;
+use crate::validate::signature::{CrashSignature, FrameFilter, HANG, OUT_OF_MEMORY};
 use anyhow::{Context as _, Result};
 use std::path::{Path, PathBuf};
 use std::time::Instant;
@@ -44,15 +45,14 @@ impl Lifter {
     }
 
     fn confirm(&mut self, test: &SystemTest, name: &str, source: &Path, found_by: Option<&str>, hang: bool) -> Result<Confirmed> {
-        let sandbox = self.sandbox_for(hang).clone();
-        let run = sandbox.run(&self.program, test, &[], &self.filter, None)?;
+        let run = self.run_for(&self.program, test, hang)?;
         // The build it is confirmed on: the validation program, or where it does not
         // reproduce there, the coverage build if that crashes (or hangs) on it, which
         // makes it a build-dependent finding (`not_on_validation` says how the
         // validation program ended).
         let mut on = self.program.clone();
         let mut not_on_validation = None;
-        let sys = match if hang { run.hang.clone() } else { run.crash.clone() } {
+        let sys = match finding(&run, hang) {
             Some(sys) => sys,
             None => {
                 let how = match &run.limit {
@@ -73,15 +73,17 @@ impl Lifter {
         if let Some(id) = self.count_duplicate(&key)? {
             return Ok(Confirmed::Known(id));
         }
-        if hang {
+        if sys.kind == HANG || sys.kind == OUT_OF_MEMORY {
             // A hang once may be a slow machine: it must hang again. Not necessarily
             // in the same place: a slow regex match is stopped in a different function
             // of the matcher each time (sed's hangs of the 2-hour soak, two of them
-            // dropped as "hung once, then signal 24"); the first place names it.
+            // dropped as "hung once, then signal 24"); the first place names it. So
+            // must running out of memory (wherever the last allocation was).
             let filter = FrameFilter::of(&on);
-            let again = sandbox.run_once(&on, test, &[], &filter, None)?;
-            if again.hang.is_none() {
-                return Ok(Confirmed::NotReproduced(format!("hung once, then {}", again.status)));
+            let again = self.sandbox_for(&sys.kind).run_once(&on, test, &[], &filter, None)?;
+            if finding_like(again.clone(), &sys.key()).is_none() {
+                let what = if sys.kind == HANG { "hung" } else { "ran out of memory" };
+                return Ok(Confirmed::NotReproduced(format!("{what} once, then {}", again.status)));
             }
         }
         let confirmed = self.epoch.elapsed().as_secs_f64();
@@ -97,7 +99,7 @@ impl Lifter {
             validated_with: on.clone(),
             sandboxed: self.sandbox.isolated(),
             found_on: self.node.clone(),
-            found_by: found_by.map(str::to_owned),
+            triaged_from: found_by.map(str::to_owned),
         }));
         files::write(&tmp.join(files::PROVENANCE), &provenance)?;
         std::fs::write(tmp.join("summary.md"), system_summary_md(&sys, &on, &reduced, &rstats, name, source, found_by))?;
@@ -128,15 +130,33 @@ impl Lifter {
     /// instrumentation's doing, a deeper stack, say).
     fn reproduce_elsewhere(&self, test: &SystemTest, hang: bool) -> Result<Option<(PathBuf, CrashSignature)>> {
         let Some(program) = &self.coverage_program else { return Ok(None) };
-        let filter = FrameFilter::of(program);
-        let run = self.sandbox_for(hang).run(program, test, &[], &filter, None)?;
-        Ok(if hang { run.hang } else { run.crash }.map(|sys| (program.clone(), sys)))
+        let run = self.run_for(program, test, hang)?;
+        Ok(finding(&run, hang).map(|sys| (program.clone(), sys)))
     }
 
-    /// The sandbox that confirms and reduces crashes, or with `hang` hangs.
-    fn sandbox_for(&self, hang: bool) -> &crate::validate::sandbox::Sandbox {
+    /// A run of `program` on a candidate: a crash, or with `hang` a test that ran
+    /// into the time limit, in the hang sandbox. One that spun there while its memory
+    /// grew past an eighth of the memory limit runs again with the crash sandbox's
+    /// longer limits, where it may run out of memory instead: a runaway allocation
+    /// is found as a hang first (mawk's `$99999999999` allocates a gigabyte a second).
+    fn run_for(&self, program: &Path, test: &SystemTest, hang: bool) -> Result<SandboxRun> {
+        let filter = FrameFilter::of(program);
+        let sandbox = self.sandbox_for(if hang { HANG } else { "" });
+        let run = sandbox.run(program, test, &[], &filter, None)?;
+        if hang && run.hang.is_some() && run.max_rss_kib * 1024 * 8 >= self.sandbox.limits.memory {
+            let longer = self.sandbox.run(program, test, &[], &filter, None)?;
+            if longer.memory.is_some() {
+                return Ok(longer);
+            }
+        }
+        Ok(run)
+    }
+
+    /// The sandbox that confirms and reduces findings of `class`: the hang sandbox
+    /// for hangs, the crash sandbox for the rest.
+    fn sandbox_for(&self, class: &str) -> &crate::validate::sandbox::Sandbox {
         match &self.hang_sandbox {
-            Some(s) if hang => s,
+            Some(s) if class == HANG => s,
             _ => &self.sandbox,
         }
     }
@@ -195,9 +215,8 @@ impl Lifter {
     /// `not_on_validation`), then whether each reproduces (a crash of the same class,
     /// or a hang), twice before it counts as not.
     fn check_builds(&self, test: &SystemTest, entry: &AlarmEntry, not_on_validation: Option<String>) -> Result<Vec<BuildCheck>> {
-        let hang = entry.key.starts_with(&format!("{HANG}@"));
         let class = entry.key.split('@').next().unwrap_or_default();
-        let sandbox = self.sandbox_for(hang);
+        let sandbox = self.sandbox_for(class);
         let mut checks = vec![BuildCheck {
             role: "validation".into(),
             program: self.program.clone(),
@@ -210,7 +229,7 @@ impl Lifter {
             let mut reproduces = false;
             for _ in 0..2 {
                 let run = sandbox.run(program, test, &[], &filter, None)?;
-                let found = if hang { run.hang.clone() } else { run.crash.clone().filter(|c| c.class() == class) };
+                let found = finding_like(run.clone(), &entry.key);
                 ended = match (&found, &run.crash, &run.limit) {
                     (Some(sig), _, _) => sig.to_string(),
                     (None, Some(other), _) => other.to_string(),
@@ -232,13 +251,11 @@ impl Lifter {
     pub(super) fn reduce_alarm(&self, test: &SystemTest, key: &str, until: Instant, on: &Path) -> Result<(SystemTest, ReduceStats)> {
         match self.reduce_budget {
             Some(budget) => {
-                let hang = key.starts_with(&format!("{HANG}@"));
-                let sandbox = self.sandbox_for(hang);
+                let sandbox = self.sandbox_for(key.split('@').next().unwrap_or_default());
                 let filter = FrameFilter::of(on);
                 let mut keep = |t: &SystemTest| -> Result<bool> {
                     let run = sandbox.run_once(on, t, &[], &filter, None)?;
-                    let found = if hang { run.hang } else { run.crash };
-                    Ok(found.is_some_and(|s| CrashSignature::keys_match(&s.key(), key)))
+                    Ok(finding_like(run, key).is_some_and(|s| CrashSignature::keys_match(&s.key(), key)))
                 };
                 reduce(test, budget, Some(until), &mut keep)
             }
@@ -481,4 +498,20 @@ fn builds_md(entry: &AlarmEntry) -> String {
         md.push_str(&format!("- {} build `{}`: {verdict} ({})\n", b.role, b.program.display(), b.ended));
     }
     md
+}
+
+/// What a run of a candidate found: a crash (or with `hang`, a hang), or running out
+/// of memory.
+fn finding(run: &SandboxRun, hang: bool) -> Option<CrashSignature> {
+    if hang { run.hang.clone() } else { run.crash.clone() }.or_else(|| run.memory.clone())
+}
+
+/// What of `run` is a finding of the class of `key` ([`CrashSignature::key`]): a
+/// crash of that class, a hang, or running out of memory.
+fn finding_like(run: SandboxRun, key: &str) -> Option<CrashSignature> {
+    match key.split('@').next().unwrap_or_default() {
+        HANG => run.hang,
+        OUT_OF_MEMORY => run.memory,
+        class => run.crash.filter(|c| c.class() == class),
+    }
 }

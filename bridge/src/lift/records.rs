@@ -245,9 +245,10 @@ pub struct SystemFind {
     #[serde(default)]
     pub found_on: Option<String>,
     /// Where it came from when not from trestle's system fuzzer (`trestle triage`
-    /// of another fuzzer's crashes: "AFL++ crash", ...).
+    /// of another fuzzer's crashes: "an AFL++ crash", ...). Not named `found_by`:
+    /// that key says which kind of provenance this is.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub found_by: Option<String>,
+    pub triaged_from: Option<String>,
 }
 
 /// A system test the system fuzzer wrote.

@@ -133,7 +133,14 @@ pub(super) fn system_summary_md(
     found_by: Option<&str>,
 ) -> String {
     let hang = sys.kind == crate::validate::signature::HANG;
-    let what = if hang { "Hang" } else { "Crash" };
+    let memory = sys.kind == crate::validate::signature::OUT_OF_MEMORY;
+    let what = if hang {
+        "Hang"
+    } else if memory {
+        "Out of memory"
+    } else {
+        "Crash"
+    };
     let heading = match found_by {
         Some(by) => format!("{what} triaged from {by}"),
         None => format!("{what} found by system-level fuzzing"),
@@ -141,6 +148,9 @@ pub(super) fn system_summary_md(
     let mut md = format!("# {heading}\n\n**{sys}** when running `{}`.\n\n", program.display());
     if hang {
         md += "It ran into the time limit twice: the stack is where the CPU limit stopped it the first time. `./reproduce.sh` runs until it is stopped.\n\n";
+    }
+    if memory {
+        md += "It ran out of memory twice (the sandbox's address-space limit): the stack is where an allocation first failed, when one failed in the C library's allocator. Run `./reproduce.sh` under that limit (`ulimit -v 4194304` for the default 4 GiB) to see it end the same way; without one it takes what memory the machine has.\n\n";
     }
     md += "## Stack\n\n";
     for f in sys.stack.iter().take(12) {

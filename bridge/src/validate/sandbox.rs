@@ -13,7 +13,7 @@
 
 mod served;
 
-use crate::validate::signature::{crash_kind, parse_sanitizer, parse_stack, symbolise, CrashSignature, Frame, FrameFilter, RawStack, HANG};
+use crate::validate::signature::{crash_kind, parse_sanitizer, parse_stack, symbolise, CrashSignature, Frame, FrameFilter, RawStack, HANG, OUT_OF_MEMORY};
 use crate::system::launch::{run_to_end, Capture, Ended, Layout};
 use crate::system::systest::RunStatus;
 use anyhow::{bail, Context as _, Result};
@@ -80,6 +80,10 @@ pub struct SandboxRun {
     /// Where it was spinning, if it ran into the time limit (kind [`HANG`]; no frames
     /// when the wall-clock limit stopped it, or it was not spinning on the CPU).
     pub hang: Option<CrashSignature>,
+    /// Where it was allocating, if it ran into the memory limit (kind
+    /// [`OUT_OF_MEMORY`]; the frames of the first allocation that failed, none when
+    /// no allocation failed through the C library's allocator).
+    pub memory: Option<CrashSignature>,
     /// It was forked from the program's forkserver (not started for this run).
     pub forked: bool,
 }
@@ -467,7 +471,16 @@ impl Sandbox {
     /// it was spinning when the CPU limit stopped it.
     fn conclude(&self, program: &Path, o: Outcome, stack: &Path, sanitizer: bool, filter: &FrameFilter) -> Result<SandboxRun> {
         let err_text = String::from_utf8_lossy(&o.stderr).into_owned();
-        let limit = self.limit_hit(&o.status, o.max_rss_kib, o.cpu_ms, &err_text, sanitizer);
+        // The preload's record of a failed allocation, when the run ended by itself
+        // with an error after it (a crash or a stop writes its own record over it; a
+        // program that tries a large buffer and goes on with a smaller one, as sort
+        // does, ends well).
+        let failed_alloc = match o.status {
+            RunStatus::Exited(c) if c != 0 && !sanitizer => read_stack(stack, filter)?,
+            _ => (None, Vec::new()),
+        };
+        let failed_alloc = failed_alloc.0.is_some_and(|raw| raw.alloc_failed.is_some()).then_some(failed_alloc.1);
+        let limit = self.limit_hit(&o.status, o.max_rss_kib, o.cpu_ms, &err_text, sanitizer, failed_alloc.is_some());
         let stopped_in_time = o.status == RunStatus::TimedOut || limit.as_deref().is_some_and(|l| l.starts_with(CPU_LIMIT));
         let crash = if limit.is_some() {
             None
@@ -486,6 +499,10 @@ impl Sandbox {
         } else {
             Some(filter.signature(HANG.into(), Vec::new()))
         };
+        let memory = limit
+            .as_deref()
+            .is_some_and(|l| l.starts_with(MEMORY_LIMIT))
+            .then(|| filter.signature(OUT_OF_MEMORY.into(), failed_alloc.unwrap_or_default()));
         let (stdout_bytes, stderr_bytes) = o.output_len;
         Ok(SandboxRun {
             status: o.status,
@@ -499,11 +516,14 @@ impl Sandbox {
             limit,
             crash,
             hang,
+            memory,
             forked: false,
         })
     }
 
-    fn limit_hit(&self, status: &RunStatus, rss_kib: u64, cpu_ms: u64, stderr: &str, sanitizer: bool) -> Option<String> {
+    /// The limit a run ran into, in words; `failed_alloc`: an allocation failed and
+    /// the run then ended with an error.
+    fn limit_hit(&self, status: &RunStatus, rss_kib: u64, cpu_ms: u64, stderr: &str, sanitizer: bool, failed_alloc: bool) -> Option<String> {
         let l = &self.limits;
         match status {
             RunStatus::TimedOut => return Some(format!("wall-clock time ({:.1}s)", l.wall.as_secs_f64())),
@@ -520,12 +540,15 @@ impl Sandbox {
         let said = ["memory exhausted", "Cannot allocate memory", "out of memory", "allocation-size-too-big", "requested allocation size"]
             .iter()
             .any(|m| stderr.contains(m));
-        (near || said).then(|| format!("memory ({} MiB address space)", l.memory >> 20))
+        (near || said || failed_alloc).then(|| format!("{MEMORY_LIMIT} ({} MiB address space)", l.memory >> 20))
     }
 }
 
 /// How a run stopped at its CPU limit is described (`limit`).
 pub const CPU_LIMIT: &str = "CPU time";
+
+/// How a run that ran out of memory is described (`limit`).
+pub const MEMORY_LIMIT: &str = "memory";
 
 /// The stack file a crashed (or stopped) run left, parsed and symbolised; nothing
 /// when the process died before the preload wrote it.

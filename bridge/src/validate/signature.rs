@@ -84,7 +84,9 @@ impl CrashSignature {
     /// ran out is chance).
     fn place(&self) -> Option<String> {
         // Nor for a hang: the line a loop was stopped at is chance too.
-        if is_stack_overflow(&self.kind) || self.kind == HANG {
+        // Nor where memory ran out: the allocation that failed is whichever came
+        // last, and the program's allocation wrapper (`xmalloc`) is where most fail.
+        if is_stack_overflow(&self.kind) || self.kind == HANG || self.kind == OUT_OF_MEMORY {
             return None;
         }
         let f = self.stack.iter().find(|f| f.own)?;
@@ -134,7 +136,7 @@ impl CrashSignature {
         if a.class != b.class {
             return false;
         }
-        if a.class == HANG {
+        if a.class == HANG || a.class == OUT_OF_MEMORY {
             // Stopped at any point of its loop: the innermost frames may be the loop's
             // function or one it calls from there, so one path inside the other
             // (two frames at least, or the whole of one). Where it spins is the
@@ -191,6 +193,14 @@ impl std::fmt::Display for CrashSignature {
 /// The kind of a run stopped at its time limit: a hang, named by where it was
 /// spinning.
 pub const HANG: &str = "hang";
+
+/// The kind of a run that ran into its memory limit: named by where it was
+/// allocating when an allocation first failed.
+pub const OUT_OF_MEMORY: &str = "out-of-memory";
+
+/// The file name of the preloaded crash-stack library, whose own frames a record of
+/// a failed allocation begins with.
+const PRELOAD_NAME: &str = "libtrestle_crashstack.so";
 
 /// What separates the faulting place from the frames in a deduplication key.
 const PLACE_END: char = '|';
@@ -344,8 +354,11 @@ fn same_file(a: &Path, b: &Path) -> bool {
 /// A crash as the preload library wrote it.
 #[derive(Debug, Clone, Default)]
 pub struct RawStack {
-    /// The signal.
+    /// The signal (0 for a record of a failed allocation).
     pub signal: i32,
+    /// The size of the allocation that failed, for a record of one (the preload
+    /// writes it when the run ran out of memory, and no crash followed).
+    pub alloc_failed: Option<u64>,
     /// Where it happened.
     pub pc: Option<u64>,
     /// The faulting address (SIGSEGV, SIGBUS).
@@ -385,6 +398,10 @@ pub fn parse_stack(text: &str) -> Result<RawStack> {
                 raw.signal = value.trim().parse().context("bad signal line")?;
                 saw_signal = true;
             }
+            "alloc-failed" => {
+                raw.alloc_failed = Some(hex(value).context("bad alloc-failed line")?);
+                saw_signal = true;
+            }
             "pc" => raw.pc = hex(value),
             "addr" => raw.fault_addr = hex(value),
             "sp" => raw.sp = hex(value),
@@ -395,7 +412,7 @@ pub fn parse_stack(text: &str) -> Result<RawStack> {
         }
     }
     if !saw_signal {
-        bail!("no signal line");
+        bail!("no signal or alloc-failed line");
     }
     Ok(raw)
 }
@@ -429,6 +446,17 @@ impl RawStack {
         let in_module = |a: u64| self.maps.iter().any(|(s, e, _, _)| (*s..*e).contains(&a));
         let callers: &[u64] = match self.pc.and_then(|pc| self.frames.iter().position(|f| *f == pc)) {
             Some(i) => &self.frames[i + 1..],
+            // A failed allocation: the frames past the preload's own (its allocator
+            // and the record's writing) are the program's request and its callers.
+            None if self.alloc_failed.is_some() => {
+                let preload = |a: &u64| {
+                    self.maps.iter().any(|(s, e, _, path)| (*s..*e).contains(a) && path.ends_with(PRELOAD_NAME))
+                };
+                let first = self.frames.iter().position(|a| !preload(a)).unwrap_or(self.frames.len());
+                // Unless nothing in the record is the preload's (a program that has
+                // its own allocator): then the frames are all of interest.
+                if first == 0 || self.frames.iter().any(preload) { &self.frames[first..] } else { &self.frames[..] }
+            }
             None => &[],
         };
         if let Some(pc) = self.pc {
@@ -698,6 +726,31 @@ mod tests {
         assert_eq!(raw.signal, 11);
         assert_eq!(raw.addresses(), vec![(0x1010, true), (0x1200, false)]);
         assert!(parse_stack("garbage").is_err());
+    }
+
+    #[test]
+    fn a_failed_allocation_is_named_by_the_frames_past_the_preload() {
+        let text = "alloc-failed 0x4000000\nmaps\n\
+            1000-2000 r-xp 00000000 fe:00 1 /bin/prog\n7000-8000 r-xp 00000000 fe:00 2 /opt/trestle/libtrestle_crashstack.so\n\
+            9000-a000 r-xp 00000000 fe:00 3 /lib/libc.so.6\nend-maps\n\
+            frame 0x7010\nframe 0x7020\nframe 0x1100\nframe 0x1200\nframe 0x9100\n";
+        let raw = parse_stack(text).unwrap();
+        assert_eq!((raw.signal, raw.alloc_failed), (0, Some(0x4000000)));
+        assert_eq!(raw.addresses(), vec![(0x1100, false), (0x1200, false), (0x9100, false)]);
+        // Without the preload's frames (a program with its own allocator), all of them.
+        let own = parse_stack("alloc-failed 0x10\nmaps\n1000-2000 r-xp 00000000 fe:00 1 /bin/prog\nend-maps\nframe 0x1100\n").unwrap();
+        assert_eq!(own.addresses(), vec![(0x1100, false)]);
+        // Two blow-ups that failed in the same allocating function under one caller
+        // are one bug; another caller is another. The line plays no part.
+        let frame = |f: &str, line| Frame { function: f.into(), file: Some("grow.c".into()), line, module: "/bin/prog".into(), own: false };
+        let filter = FrameFilter { program: None, stop_after: None };
+        let a = filter.signature(OUT_OF_MEMORY.into(), vec![frame("xmalloc", 10), frame("grow", 20), frame("main", 30)]);
+        let b = filter.signature(OUT_OF_MEMORY.into(), vec![frame("xmalloc", 11), frame("grow", 21), frame("parse", 40), frame("main", 30)]);
+        let c = filter.signature(OUT_OF_MEMORY.into(), vec![frame("xmalloc", 10), frame("copy", 50), frame("main", 30)]);
+        assert!(a.key().starts_with("out-of-memory@xmalloc<grow"), "{}", a.key());
+        assert!(CrashSignature::keys_match(&a.key(), &b.key()));
+        assert!(!CrashSignature::keys_match(&a.key(), &c.key()));
+        assert!(!CrashSignature::keys_match(&a.key(), &filter.signature(HANG.into(), a.stack.clone()).key()), "a hang in the same place is another class");
     }
 
     #[test]

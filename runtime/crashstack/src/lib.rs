@@ -18,7 +18,11 @@
 //! ```
 //!
 //! then restores the default action and lets the signal kill the process as it
-//! would have. The file is the one the variable names when the crash happens (a
+//! would have. The library also stands in for `malloc`, `calloc` and `realloc`
+//! (passing each to the C library's): the first request that fails (the run's
+//! address-space limit) writes the same record with `alloc-failed <size>` in place of
+//! the signal and no registers, so a run that blows up its memory says where it was
+//! allocating. A crash later in the run writes over it. The file is the one the variable names when the crash happens (a
 //! forkserver child is given its own after the library loaded in the server), or the
 //! one it named at load time if the program dropped its environment. The host turns addresses into functions with `llvm-symbolizer`. A
 //! program that installs its own handlers replaces this one; the host then has the
@@ -181,17 +185,50 @@ unsafe fn path_now(out: &mut [u8; PATH_MAX]) -> bool {
     false
 }
 
+/// Open the stack file (the one the environment names now, else the one it named at
+/// load time) for a new record; -1 if it cannot be.
+unsafe fn open_record() -> c_int {
+    let mut now = [0u8; PATH_MAX];
+    // SAFETY: `environ` is the process's; PATH was written once at load time.
+    unsafe {
+        let path = if path_now(&mut now) { now.as_ptr() } else { std::ptr::addr_of!(PATH) as *const u8 };
+        libc::open(path as *const libc::c_char, libc::O_WRONLY | libc::O_CREAT | libc::O_TRUNC | libc::O_CLOEXEC, 0o600)
+    }
+}
+
+/// The rest of a record: the memory map, then the frames `backtrace` finds, and close.
+unsafe fn put_maps_and_frames(fd: c_int) {
+    // SAFETY: system calls and backtrace() (initialised at load time) on our own memory.
+    unsafe {
+        put(fd, b"maps\n");
+        let maps = libc::open(c"/proc/self/maps".as_ptr(), libc::O_RDONLY | libc::O_CLOEXEC);
+        if maps >= 0 {
+            let mut buf = [0u8; 4096];
+            loop {
+                let n = libc::read(maps, buf.as_mut_ptr() as *mut c_void, buf.len());
+                if n <= 0 {
+                    break;
+                }
+                put(fd, &buf[..n as usize]);
+            }
+            libc::close(maps);
+        }
+        put(fd, b"end-maps\n");
+        // Last, because unwinding from a wild pc may fault in here too.
+        let mut frames = [std::ptr::null_mut::<c_void>(); MAX_FRAMES];
+        let n = backtrace(frames.as_mut_ptr(), MAX_FRAMES as c_int);
+        for f in &frames[..n.max(0) as usize] {
+            put_hex(fd, b"frame ", *f as usize);
+        }
+        libc::close(fd);
+    }
+}
+
 extern "C" fn on_fatal(sig: c_int, info: *mut libc::siginfo_t, ctx: *mut c_void) {
     // SAFETY: only system calls and backtrace() (already initialised) on memory of
     // our own; the process is about to die.
     unsafe {
-        let mut now = [0u8; PATH_MAX];
-        let path = if path_now(&mut now) { now.as_ptr() } else { std::ptr::addr_of!(PATH) as *const u8 };
-        let fd = libc::open(
-            path as *const libc::c_char,
-            libc::O_WRONLY | libc::O_CREAT | libc::O_TRUNC | libc::O_CLOEXEC,
-            0o600,
-        );
+        let fd = open_record();
         if fd >= 0 {
             put_dec(fd, b"signal ", sig as u32);
             // The faulting address: next to the stack pointer when the stack ran out.
@@ -213,31 +250,82 @@ extern "C" fn on_fatal(sig: c_int, info: *mut libc::siginfo_t, ctx: *mut c_void)
                     put_hex(fd, b"spword ", word);
                 }
             }
-            put(fd, b"maps\n");
-            let maps = libc::open(c"/proc/self/maps".as_ptr(), libc::O_RDONLY | libc::O_CLOEXEC);
-            if maps >= 0 {
-                let mut buf = [0u8; 4096];
-                loop {
-                    let n = libc::read(maps, buf.as_mut_ptr() as *mut c_void, buf.len());
-                    if n <= 0 {
-                        break;
-                    }
-                    put(fd, &buf[..n as usize]);
-                }
-                libc::close(maps);
-            }
-            put(fd, b"end-maps\n");
-            // Last, because unwinding from a wild pc may fault in here too.
-            let mut frames = [std::ptr::null_mut::<c_void>(); MAX_FRAMES];
-            let n = backtrace(frames.as_mut_ptr(), MAX_FRAMES as c_int);
-            for f in &frames[..n.max(0) as usize] {
-                put_hex(fd, b"frame ", *f as usize);
-            }
-            libc::close(fd);
+            put_maps_and_frames(fd);
         }
         // SA_RESETHAND restored the default action; the signal is blocked while we
         // run, so raising it here delivers it as soon as we return.
         libc::signal(sig, libc::SIG_DFL);
         libc::raise(sig);
     }
+}
+
+extern "C" {
+    fn __libc_malloc(n: usize) -> *mut c_void;
+    fn __libc_calloc(n: usize, size: usize) -> *mut c_void;
+    fn __libc_realloc(p: *mut c_void, n: usize) -> *mut c_void;
+}
+
+/// Whether this process (or the forkserver it was forked from) wrote its record of a
+/// failed allocation: only the first says where the memory ran out.
+static ALLOC_FAILED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// A request of `size` bytes failed: write the record, once, when a stack file is
+/// set. It allocates nothing (the allocator just failed).
+fn allocation_failed(size: usize) {
+    // SAFETY: reads of PATH (written at load time) and system calls.
+    unsafe {
+        if (*std::ptr::addr_of!(PATH))[0] == 0 && !path_now(&mut [0u8; PATH_MAX]) {
+            return;
+        }
+        if ALLOC_FAILED.swap(true, std::sync::atomic::Ordering::Relaxed) {
+            return;
+        }
+        let fd = open_record();
+        if fd >= 0 {
+            put_hex(fd, b"alloc-failed ", size);
+            put_maps_and_frames(fd);
+        }
+    }
+}
+
+/// The C library's `malloc`, noting a failure.
+///
+/// # Safety
+/// As `malloc`.
+#[no_mangle]
+pub unsafe extern "C" fn malloc(n: usize) -> *mut c_void {
+    // SAFETY: the C library's own entry point, with the caller's arguments.
+    let p = unsafe { __libc_malloc(n) };
+    if p.is_null() && n > 0 {
+        allocation_failed(n);
+    }
+    p
+}
+
+/// The C library's `calloc`, noting a failure.
+///
+/// # Safety
+/// As `calloc`.
+#[no_mangle]
+pub unsafe extern "C" fn calloc(n: usize, size: usize) -> *mut c_void {
+    // SAFETY: as in `malloc`.
+    let p = unsafe { __libc_calloc(n, size) };
+    if p.is_null() && n > 0 && size > 0 {
+        allocation_failed(n.saturating_mul(size));
+    }
+    p
+}
+
+/// The C library's `realloc`, noting a failure (not a free by `realloc(p, 0)`).
+///
+/// # Safety
+/// As `realloc`.
+#[no_mangle]
+pub unsafe extern "C" fn realloc(p: *mut c_void, n: usize) -> *mut c_void {
+    // SAFETY: as in `malloc`.
+    let q = unsafe { __libc_realloc(p, n) };
+    if q.is_null() && n > 0 {
+        allocation_failed(n);
+    }
+    q
 }
