@@ -88,43 +88,44 @@ fn crash_kind(a: &AlarmEntry) -> &str {
 }
 
 fn rule(kind: &str) -> Value {
-    if kind == crate::validate::signature::HANG {
-        return json!({
-            "id": kind,
-            "name": "Hang",
-            "shortDescription": { "text": "The program hangs: it spins on the CPU until stopped" },
-            "fullDescription": { "text":
-                "A system test makes the program run on past its time limit, spinning in one place (the \
-                 location is where the CPU limit stopped it). trestle reports it only after the real program \
-                 hung on the test twice." },
-            "defaultConfiguration": { "level": "error" },
-            "properties": { "tags": ["hang", "fuzzing"] },
-        });
-    }
-    if kind == crate::validate::signature::OUT_OF_MEMORY {
-        return json!({
-            "id": kind,
-            "name": "OutOfMemory",
-            "shortDescription": { "text": "The program runs out of memory" },
-            "fullDescription": { "text":
-                "A system test makes the program allocate until its memory limit (the location is where an \
-                 allocation first failed, when the C library's allocator failed it). trestle reports it only \
-                 after the real program ran out of memory on the test twice." },
-            "defaultConfiguration": { "level": "error" },
-            "properties": { "tags": ["out-of-memory", "fuzzing"] },
-        });
-    }
+    use crate::validate::signature::{HANG, OUT_OF_MEMORY};
+    let (name, short, full, tag) = match kind {
+        HANG => (
+            "Hang".to_owned(),
+            "The program hangs: it spins on the CPU until stopped".to_owned(),
+            "A system test makes the program run on past its time limit, spinning in one place (the location \
+             is where the CPU limit stopped it). trestle reports it only after the real program hung on the \
+             test twice."
+                .to_owned(),
+            "hang",
+        ),
+        OUT_OF_MEMORY => (
+            "OutOfMemory".to_owned(),
+            "The program runs out of memory".to_owned(),
+            "A system test makes the program allocate until its memory limit (the location is where an \
+             allocation first failed, when the C library's allocator failed it). trestle reports it only after \
+             the real program ran out of memory on the test twice."
+                .to_owned(),
+            "out-of-memory",
+        ),
+        _ => (
+            rule_name(kind),
+            format!("The program crashes: {}", describe(kind)),
+            format!(
+                "A system test makes the program crash ({kind}): {}. trestle reports it only after the real \
+                 program crashed on the test, so it is no false alarm of unit-level fuzzing.",
+                describe(kind)
+            ),
+            "crash",
+        ),
+    };
     json!({
         "id": kind,
-        "name": rule_name(kind),
-        "shortDescription": { "text": format!("The program crashes: {}", describe(kind)) },
-        "fullDescription": { "text": format!(
-            "A system test makes the program crash ({kind}): {}. trestle reports it only after the \
-             real program crashed on the test, so it is no false alarm of unit-level fuzzing.",
-            describe(kind)
-        ) },
+        "name": name,
+        "shortDescription": { "text": short },
+        "fullDescription": { "text": full },
         "defaultConfiguration": { "level": "error" },
-        "properties": { "tags": ["crash", "fuzzing"] },
+        "properties": { "tags": [tag, "fuzzing"] },
     })
 }
 
