@@ -331,11 +331,11 @@ fn a_killed_campaign_resumes_without_losing_alarms_or_units() {
 fn a_campaign_over_its_disk_budget_evicts_corpora_and_later_units_but_keeps_the_rest() {
     let b = builds(&subject("requests").join("requests.c"));
     let out = b.dir.join("small-disk");
-    // Less than the system queue and the seeds' units need alone: everything that may
-    // go goes, and the campaign goes on.
+    // Less than the system queue and the seeds' units need alone (270-500 kB, by how
+    // the fuzzing goes): everything that may go goes, and the campaign goes on.
     let o = run(&mut trestle(&[
         &"run", &"--program", &b.harness, &"--seeds", &seeds(), &"--time", &"60s", &"--out", &out, &"--validate-with", &b.plain,
-        &"--plain", &"--unit-slice", &"5s", &"--system-slice", &"5s", &"--max-disk", &"400K",
+        &"--plain", &"--unit-slice", &"5s", &"--system-slice", &"5s", &"--max-disk", &"150K",
     ]));
     let log = String::from_utf8_lossy(&o.stderr);
     assert!(o.status.success(), "{log}");
@@ -357,7 +357,7 @@ fn a_campaign_over_its_disk_budget_evicts_corpora_and_later_units_but_keeps_the_
     let evicted: Vec<&str> = d["batches_evicted"].as_array().unwrap().iter().map(|v| v.as_str().unwrap()).collect();
     assert_eq!(evicted, dirs[1..].to_vec(), "{d}");
     assert!(evicted.iter().all(|e| !Path::new(e).exists()));
-    assert!(d["bytes_evicted"].as_u64().unwrap() > 0 && d["peak"].as_u64().unwrap() > 400_000, "{d}");
+    assert!(d["bytes_evicted"].as_u64().unwrap() > 0 && d["peak"].as_u64().unwrap() > 150_000, "{d}");
     // What may not go alone is over the budget: said once, in one line.
     assert_eq!(d["over"], true, "{d}");
     assert_eq!(log.matches("over --max-disk").count(), 1, "{log}");
