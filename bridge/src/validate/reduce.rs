@@ -122,6 +122,36 @@ pub fn reduce(
     let mut c = Checker { keep, budget, deadline, runs: 0, seen: HashSet::new() };
     c.seen.insert(bincode::serialize(test).expect("a system test is plain data"));
     let mut best = test.clone();
+    // Whole parts first, a run each: stdin, each file's content, the environment.
+    // Picking at an argument's characters can take the whole time a slow finding
+    // allows (a mawk blow-up, seconds a run, kept its stdin, two files and a variable
+    // through 43 runs, all spent on the program text).
+    enum Whole {
+        Stdin,
+        File(String),
+        Env,
+    }
+    let mut wholes = Vec::new();
+    if best.stdin.as_ref().is_some_and(|s| !s.is_empty()) {
+        wholes.push(Whole::Stdin);
+    }
+    wholes.extend(best.files.iter().filter(|(_, c)| !c.is_empty()).map(|(n, _)| Whole::File(n.clone())));
+    if !best.env.is_empty() {
+        wholes.push(Whole::Env);
+    }
+    for whole in wholes {
+        let mut t = best.clone();
+        match whole {
+            Whole::Stdin => t.stdin = Some(Vec::new()),
+            Whole::File(name) => {
+                t.files.insert(name, Vec::new());
+            }
+            Whole::Env => t.env = Default::default(),
+        }
+        if c.check(&t)? {
+            best = t;
+        }
+    }
     loop {
         let before = best.clone();
         // Whole arguments.
@@ -208,6 +238,21 @@ mod tests {
         assert_eq!(r.stdin.unwrap(), b"boom");
         assert!(stats.size_after < stats.size_before);
         assert!(!stats.budget_exhausted);
+    }
+
+    #[test]
+    fn whole_parts_go_first_when_the_budget_is_short() {
+        let mut files = std::collections::BTreeMap::new();
+        files.insert("data.txt".to_owned(), b"10\n20\n30\n".to_vec());
+        let mut env = std::collections::BTreeMap::new();
+        env.insert("LC_ALL".to_owned(), "C".to_owned());
+        let t = SystemTest { args: vec!["{print $703700576} # a long program text".into()], stdin: Some(b"a\nb\n".to_vec()), files, env, ..Default::default() };
+        // Only the argument's field index matters.
+        let mut keep = |t: &SystemTest| -> Result<bool> { Ok(t.args.iter().any(|a| a.contains("$7037"))) };
+        let (r, stats) = reduce(&t, 4, None, &mut keep).unwrap();
+        assert_eq!(stats.runs, 4);
+        assert_eq!((r.stdin.as_deref(), r.files["data.txt"].as_slice(), r.env.len()), (Some(&b""[..]), &b""[..], 0), "{r:?}");
+        assert_eq!(r.args, t.args, "no run was left for the argument");
     }
 
     #[test]
