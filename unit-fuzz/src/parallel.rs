@@ -333,18 +333,19 @@ fn launch(plan: &LaunchPlan, pace: &ClientPace) -> i32 {
         let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
             run_fuzzer(cfg, &plan.out, &plan.request, seed, &mut mgr, restored, Some(&pace))
         }));
+        let panicked = result.is_err();
         pace.write(&match result {
             Ok(Ok(r)) => ClientReport { executions: r.executions, first_crash_after: r.first_crash_after, error: None },
             Ok(Err(e)) => ClientReport { error: Some(e.to_string()), ..ClientReport::default() },
-            Err(_) => {
-                // The panic is in clients.log. Respawning would most likely panic
-                // again, at once and over and over: this core is done for the round.
-                mgr.staterestorer.send_exiting();
-                let report = ClientReport { error: Some("the fuzzer panicked (see clients.log)".to_owned()), ..ClientReport::default() };
-                pace.write(&report);
-                return Ok(());
-            }
+            Err(_) => ClientReport { error: Some("the fuzzer panicked (see clients.log)".to_owned()), ..ClientReport::default() },
         });
+        if panicked {
+            // The panic is in clients.log. Respawning would most likely panic again,
+            // at once and over and over: this core is done for the round (and its
+            // connection may be what panicked, so nothing more goes through it).
+            mgr.staterestorer.send_exiting();
+            return Ok(());
+        }
         // Tell the broker (it ends after the last client) and the respawner (it
         // must not start this fuzzer again) that this client is done.
         mgr.on_shutdown()?;

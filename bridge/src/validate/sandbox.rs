@@ -476,10 +476,12 @@ impl Sandbox {
         // program that tries a large buffer and goes on with a smaller one, as sort
         // does, ends well).
         let failed_alloc = match o.status {
-            RunStatus::Exited(c) if c != 0 && !sanitizer => read_stack(stack, filter)?,
-            _ => (None, Vec::new()),
+            RunStatus::Exited(c) if c != 0 && !sanitizer => match read_stack(stack, filter)? {
+                (Some(raw), frames) if raw.alloc_failed.is_some() => Some(frames),
+                _ => None,
+            },
+            _ => None,
         };
-        let failed_alloc = failed_alloc.0.is_some_and(|raw| raw.alloc_failed.is_some()).then_some(failed_alloc.1);
         let limit = self.limit_hit(&o.status, o.max_rss_kib, o.cpu_ms, &err_text, sanitizer, failed_alloc.is_some());
         let stopped_in_time = o.status == RunStatus::TimedOut || limit.as_deref().is_some_and(|l| l.starts_with(CPU_LIMIT));
         let crash = if limit.is_some() {
