@@ -372,7 +372,7 @@ impl<OT> SysExecutor<OT> {
         Ok(match server.run(&req, limit) {
             RunEnd::Ended(e) => {
                 let status = e.status as i32;
-                Some(if libc::WIFSIGNALED(status) && is_crash_signal(libc::WTERMSIG(status)) { ExitKind::Crash } else { ExitKind::Ok })
+                Some(if libc::WIFSIGNALED(status) { killed_by(libc::WTERMSIG(status)) } else { ExitKind::Ok })
             }
             RunEnd::Timeout => Some(ExitKind::Timeout),
             RunEnd::ServerDied => {
@@ -402,7 +402,7 @@ impl<OT> SysExecutor<OT> {
         let ended = crate::system::launch::run_to_end(&mut cmd, stdin_path, quiet, limit)
             .map_err(|e| libafl::Error::unknown(format!("cannot run program {}: {e:#}", self.program.display())))?;
         Ok(match ended.status {
-            systest::RunStatus::Signaled(sig) if is_crash_signal(sig) => ExitKind::Crash,
+            systest::RunStatus::Signaled(sig) => killed_by(sig),
             systest::RunStatus::TimedOut => ExitKind::Timeout,
             _ => ExitKind::Ok,
         })
@@ -416,6 +416,21 @@ where
     fn run_target(&mut self, _fuzzer: &mut Z, state: &mut S, _mgr: &mut EM, input: &SysInput) -> Result<ExitKind, libafl::Error> {
         *state.executions_mut() += 1;
         self.run(input)
+    }
+}
+
+/// How a run that a signal ended counts: a crash signal is a crash. A run the kernel
+/// ended at its CPU limit (a little below the hang limit, `cpu_limit`, so a program
+/// spinning on the CPU meets it before the wall clock) is a timeout: with the soft
+/// limit at the hard one, as the lean server and `spawn` set it, that is SIGKILL,
+/// not SIGXCPU. Any other signal ends the run like an exit.
+fn killed_by(sig: i32) -> ExitKind {
+    if is_crash_signal(sig) {
+        ExitKind::Crash
+    } else if sig == libc::SIGXCPU || sig == libc::SIGKILL {
+        ExitKind::Timeout
+    } else {
+        ExitKind::Ok
     }
 }
 
