@@ -250,15 +250,23 @@ impl ForkServer {
         let body = bincode::serialize(&run).expect("plain data serialises");
         let mut frame = (body.len() as u32).to_le_bytes().to_vec();
         frame.extend_from_slice(&body);
+        // The limit counts from the request, not from the child's pid: on a busy
+        // machine the server may write the pid only after its child has run for a
+        // while (the fork's parent waits for a core), and a 200 ms run then ended
+        // "within" a 20 ms limit and joined the system fuzzer's queue.
+        let deadline = Instant::now() + timeout;
         if self.control.write_all(&frame).is_err() {
             return RunEnd::ServerDied;
         }
         // A status pipe that closes, fails or garbles its frames is a dead server
         // alike: its runs can no longer be told apart, and the caller starts another.
         let Ok(Some(pid)) = self.read_word(PID_WAIT) else { return RunEnd::ServerDied };
-        let first = self.read_ended(timeout);
+        let first = self.read_ended(deadline.saturating_duration_since(Instant::now()));
         if let Ok(Some(ended)) = first {
-            return RunEnd::Ended(ended);
+            // Exited, but past the limit: it did not end within it. A run a signal
+            // ended (a crash) is said as it is, whenever it is read.
+            let exited = libc::WIFEXITED(ended.status as i32);
+            return if exited && Instant::now() > deadline { RunEnd::Timeout } else { RunEnd::Ended(ended) };
         }
         // SAFETY: the child leads its own process group; end all of it.
         unsafe { libc::kill(-(pid as i32), libc::SIGKILL) };
