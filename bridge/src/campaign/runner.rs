@@ -75,6 +75,9 @@ const MAX_FIRST_WAIT: f64 = 600.0;
 /// What reducing the alarms may take, at least, once the fuzzing budget is spent.
 const REDUCTION_TIME: Duration = Duration::from_secs(120);
 
+/// How often a long system slice gives the memory it freed back to the system.
+const TRIM_EVERY: Duration = Duration::from_secs(30);
+
 pub(super) struct Runner {
     pub(super) out: PathBuf,
     pub(super) c: Campaign,
@@ -196,6 +199,7 @@ impl Runner {
     /// System fuzzing for `d`, in short chunks so the status stays live.
     pub(super) fn system_slice(&mut self, d: Duration) -> Result<()> {
         let end = Instant::now() + d;
+        let mut trimmed = Instant::now();
         while Instant::now() < end && !STOP.load(Ordering::SeqCst) && self.remaining() > 0.0 {
             let chunk = (end - Instant::now()).min(Duration::from_secs(2)).min(Duration::from_secs_f64(self.remaining().max(0.1)));
             let (t, edges) = (Instant::now(), self.sys.edges());
@@ -219,6 +223,14 @@ impl Runner {
             self.share_queue(&rep.new_queue)?;
             self.serve_workers()?;
             self.spent(PHASE_WORKERS, t);
+            // A slice lasts minutes where units find nothing, and validating a crash
+            // or hang (a sandboxed run, its stack symbolized) leaves megabytes freed
+            // but resident: on sed 42 MB of a 121 MB campaign, given back by one trim.
+            let validated = !rep.new_crashes.is_empty() || !rep.new_timeouts.is_empty();
+            if validated || trimmed.elapsed() >= TRIM_EVERY {
+                give_back_free_memory();
+                trimmed = Instant::now();
+            }
             self.status("system fuzzing");
             self.sample()?;
         }
