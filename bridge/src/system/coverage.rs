@@ -66,7 +66,9 @@ impl CoverageSet {
 
     /// Add `other`'s lines and directions.
     pub fn extend(&mut self, other: &CoverageSet) {
-        self.files.extend(other.files.iter().map(|(k, v)| (*k, v.clone())));
+        for (key, name) in &other.files {
+            self.files.entry(*key).or_insert_with(|| name.clone());
+        }
         self.lines.extend(other.lines.iter().copied());
         self.taken.extend(other.taken.iter().copied());
         self.lines_total.extend(other.lines_total.iter().copied());
@@ -128,14 +130,14 @@ pub fn measure(program: &Path, profiles: &[PathBuf]) -> Result<CoverageSet> {
 pub fn parse_lcov(text: &str) -> CoverageSet {
     let mut set = CoverageSet::default();
     let mut file: FileKey = 0;
-    let number = |v: Option<&str>| v.and_then(|v| v.parse::<u32>().ok());
+    let number = |v: &str| v.parse::<u32>().ok();
     for line in text.lines() {
         if let Some(f) = line.strip_prefix("SF:") {
             file = trestle_abi::ids::fnv1a64(f.as_bytes());
             set.files.entry(file).or_insert_with(|| f.to_owned());
         } else if let Some(rest) = line.strip_prefix("DA:") {
             let mut p = rest.split(',');
-            if let (Some(l), Some(c)) = (number(p.next()), p.next()) {
+            if let (Some(l), Some(c)) = (p.next().and_then(number), p.next()) {
                 set.lines_total.insert((file, l));
                 if c.parse::<u64>().is_ok_and(|c| c > 0) {
                     set.lines.insert((file, l));
@@ -145,7 +147,7 @@ pub fn parse_lcov(text: &str) -> CoverageSet {
             let p: Vec<&str> = rest.split(',').collect();
             if p.len() == 4 {
                 set.branches_total += 1;
-                if let (Some(l), Some(block), Some(branch)) = (number(Some(p[0])), number(Some(p[1])), number(Some(p[2]))) {
+                if let (Some(l), Some(block), Some(branch)) = (number(p[0]), number(p[1]), number(p[2])) {
                     let direction = (file, l, block, branch);
                     if p[3].parse::<u64>().is_ok_and(|c| c > 0) {
                         set.taken.insert(direction);
