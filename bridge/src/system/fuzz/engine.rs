@@ -8,6 +8,7 @@
 //! returned; on stderr it says only what it passes over: a program that cannot serve
 //! (the executor's notice), a damaged finding file on resume.
 
+use super::energy::{Energy, RateStage};
 use super::executor::SysExecutor;
 use super::findings::{CompletedRun, FindingFeedback, Found};
 use super::indexes::{CompactIndexes, Compacting};
@@ -26,9 +27,10 @@ use libafl::inputs::Input;
 use libafl::monitors::NopMonitor;
 use libafl::mutators::HavocScheduledMutator;
 use libafl::observers::{CanTrack, HitcountsMapObserver, StdMapObserver, TimeObserver};
-use libafl::schedulers::{LenTimeMinimizerScheduler, QueueScheduler};
+use libafl::schedulers::powersched::PowerSchedule;
+use libafl::schedulers::{LenTimeMinimizerScheduler, PowerQueueScheduler};
 use libafl::schedulers::minimizer::TopRatedsMetadata;
-use libafl::stages::{StdMutationalStage, TracingStage};
+use libafl::stages::{PowerMutationalStage, StdMutationalStage, TracingStage};
 use libafl::state::{HasCorpus, HasExecutions, StdState};
 use libafl::{feedback_and_fast, feedback_or, HasMetadata, HasNamedMetadata};
 use libafl_bolts::rands::StdRand;
@@ -46,7 +48,8 @@ use trestle_abi::unit::SystemTest;
 
 /// Edge map size offered to the program (the unit fuzzer's, so one build serves both).
 const MAP_SIZE: usize = trestle_unit_fuzz::MAP_SIZE;
-/// Executions per corpus entry each time it is picked (bounds how far a slice overruns).
+/// Input-to-state executions per corpus entry each time it is picked, at most (the
+/// havoc stage's count is the entry's energy, [`super::energy`]).
 const EXECS_PER_PICK: usize = 32;
 
 pub(super) type SysState = StdState<InMemoryOnDiskCorpus<SysInput>, SysInput, StdRand, InMemoryCorpus<SysInput>>;
@@ -324,10 +327,12 @@ impl SysFuzzer {
             MaxMapFeedback::with_name("finding_edges", &edges_observer)
         );
         let queue = InMemoryOnDiskCorpus::with_meta_format_and_prefix(out.join("queue"), None, None, false).map_err(lib)?;
-        let state =
+        let mut state =
             StdState::new(StdRand::with_seed(cfg.seed), queue, InMemoryCorpus::new(), &mut feedback, &mut objective).map_err(lib)?;
+        // The queue in order, favoured entries first, each getting AFL++'s energy.
+        let power = PowerQueueScheduler::new(&mut state, &edges_observer, PowerSchedule::fast());
         let fuzzer = StdFuzzer::builder()
-            .scheduler(LenTimeMinimizerScheduler::<_, _, CompactIndexes, _>::new(&edges_observer, QueueScheduler::new()))
+            .scheduler(LenTimeMinimizerScheduler::<_, _, CompactIndexes, _>::new(&edges_observer, power))
             .feedback(feedback)
             .objective(objective)
             // Structured mutations often repeat an input; running it again says nothing.
@@ -337,7 +342,7 @@ impl SysFuzzer {
         unsafe { executor.watch_edges(edges_map.as_mut_ptr(), map_len) };
         let executor = executor.with_observers(tuple_list!(edges_observer, time_observer));
         let per_pick = NonZeroUsize::new(EXECS_PER_PICK).expect("non-zero");
-        let stage = StdMutationalStage::with_max_iterations(sys_mutator(&cfg.dictionary), per_pick);
+        let stage = PowerMutationalStage::<_, Energy, _, _, _, _, _>::new(sys_mutator(&cfg.dictionary));
         // SAFETY: the edge map lives in the SysFuzzer, dropped after the engine.
         let trim = unsafe { TrimStage::new(edges_map.as_ptr(), map_len) };
         let (engine, cmp_map): (Box<dyn Engine>, _) = if cfg.cmplog {
@@ -348,9 +353,9 @@ impl SysFuzzer {
             let i2s = StdMutationalStage::with_max_iterations(HavocScheduledMutator::with_max_stack_pow(tuple_list!(I2SMutator), 2), per_pick);
             // SAFETY: the CmpLog map lives in the SysFuzzer, dropped after the engine.
             let watch = unsafe { OperandWatch::new(map.as_ptr() as *const CmpLogMap) };
-            (Box::new(Parts { fuzzer, executor, stages: tuple_list!(trim, TracingStage::new(tracer), watch, i2s, stage) }), Some(map))
+            (Box::new(Parts { fuzzer, executor, stages: tuple_list!(trim, TracingStage::new(tracer), watch, i2s, RateStage, stage) }), Some(map))
         } else {
-            (Box::new(Parts { fuzzer, executor, stages: tuple_list!(trim, stage) }), None)
+            (Box::new(Parts { fuzzer, executor, stages: tuple_list!(trim, RateStage, stage) }), None)
         };
         let mgr = SimpleEventManager::new(NopMonitor::new());
         let probe_setup = cfg.cmplog.then(|| OperandProbeSetup { program: program.clone(), cfg: cfg.clone(), env: coverage_env, bwrap });

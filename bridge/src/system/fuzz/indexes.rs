@@ -155,6 +155,9 @@ impl<EM, I, OT, S, F: Feedback<EM, I, OT, S>> Feedback<EM, I, OT, S> for Compact
     fn append_metadata(&mut self, state: &mut S, manager: &mut EM, observers: &OT, testcase: &mut Testcase<I>) -> Result<(), Error> {
         self.inner.append_metadata(state, manager, observers, testcase)?;
         if let Some(m) = testcase.metadata_map_mut().remove::<MapIndexesMetadata>() {
+            // Their count, kept whatever the minimizer later drops: the entry's energy
+            // weighs it.
+            testcase.add_metadata(super::energy::EntryEdges(m.list.len() as u64));
             testcase.add_metadata(CompactIndexes::new(m.list));
         }
         Ok(())

@@ -22,10 +22,12 @@
 //! Where things are: the input (`input`), running it (`executor`), keeping crashes
 //! and timeouts (`findings`), changing inputs (`mutators`, with the `dictionary` they
 //! insert from, and `trim` for queue entries), which comparisons the input moves
-//! (`operands`), the loop and its settings (`engine`),
+//! (`operands`), how many mutations a picked entry gets (`energy`), the loop and its
+//! settings (`engine`),
 //! and the `trestle sysfuzz` command (`run`).
 
 mod dictionary;
+mod energy;
 mod engine;
 mod executor;
 mod findings;
