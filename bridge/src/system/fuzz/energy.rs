@@ -21,10 +21,14 @@ use libafl::{Error, HasMetadata};
 use serde::{Deserialize, Serialize};
 use std::time::Duration;
 
-/// The most mutations one pick of an entry gets (AFL++ allows 6,400): a pick is not
-/// interrupted, and a campaign's system slice must end near its time (a few seconds at
-/// sed's thousand runs a second).
+/// The most mutations one pick of an entry gets (AFL++ allows 6,400).
 pub const MAX_ENERGY: f64 = 2048.0;
+
+/// The longest one pick may take, by the entry's run time: a pick is not interrupted,
+/// and a campaign's system slice must end near its time. (Uncapped, a program that
+/// takes a tenth of a second a run held one pick for 50 s of a 75 s campaign, and
+/// the bridge's unit rounds never came again.)
+pub const PICK_TIME: Duration = Duration::from_secs(1);
 
 /// The edges the run that made an entry reached (the queue feedback's list, counted).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -33,7 +37,7 @@ pub struct EntryEdges(pub u64);
 libafl_bolts::impl_serdeany!(EntryEdges);
 
 /// An entry's energy: LibAFL's power score, at least one mutation and at most
-/// [`MAX_ENERGY`].
+/// [`MAX_ENERGY`], or as many as its run time fits into [`PICK_TIME`].
 #[derive(Debug, Clone, Copy)]
 pub struct Energy;
 
@@ -42,7 +46,8 @@ where
     S: HasCorpus<I> + HasMetadata,
 {
     fn compute(state: &S, entry: &mut Testcase<I>) -> Result<f64, Error> {
-        Ok(CorpusPowerTestcaseScore::compute(state, entry)?.clamp(1.0, MAX_ENERGY))
+        let fits = entry.exec_time().map_or(MAX_ENERGY, |t| PICK_TIME.as_secs_f64() / t.as_secs_f64().max(1e-6));
+        Ok(CorpusPowerTestcaseScore::compute(state, entry)?.min(MAX_ENERGY).min(fits).max(1.0))
     }
 }
 
@@ -153,6 +158,10 @@ mod tests {
         for e in [fast, slow, wide] {
             assert!((1.0..=MAX_ENERGY).contains(&e), "{e}");
         }
+        // A pick of an entry that runs 40 ms takes at most a second.
+        assert!(slow * 0.040 <= PICK_TIME.as_secs_f64(), "{slow}");
+        // One that runs for seconds still gets a mutation.
+        assert_eq!(Energy::compute(&q, &mut entry(100, 3000)).unwrap(), 1.0);
     }
 
     #[test]
