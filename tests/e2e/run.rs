@@ -901,3 +901,43 @@ fn a_lifted_test_that_hangs_stops_at_the_hang_limit() {
         assert!(r.contains("(1s)") || r.contains("(1.0s)"), "a lifted test ran past the 1 s hang limit: {r}");
     }
 }
+
+/// A program that hangs asleep (input `Z`), never spending the CPU time its limit
+/// counts.
+const NAP: &str = r#"
+#include <stdio.h>
+#include <unistd.h>
+static __attribute__((noinline)) void nap(void) { for (;;) pause(); }
+int main(void) {
+  char buf[8] = {0};
+  if (fread(buf, 1, 1, stdin) == 1 && buf[0] == 'Z') nap();
+  puts("ok");
+  return 0;
+}
+"#;
+
+/// A hang that sleeps or waits on the kernel is stopped by the wall clock, not by its
+/// CPU limit; stopped with SIGXCPU first, it is named by where it waits on a
+/// validation build served by its forkserver (a `trestle-cc` build, what a campaign
+/// validates on without `--validate-with`). Before, it said `hang (no frames)`.
+#[test]
+fn a_hang_that_sleeps_is_named_by_where_it_waits() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let src = d.join("nap.c");
+    std::fs::write(&src, NAP).unwrap();
+    let prog = d.join("nap");
+    ok(Command::new(tool("trestle-cc")).args(["-O1", "-g"]).arg(&src).arg("-o").arg(&prog));
+    let seeds = d.join("seeds");
+    write_test(&seeds, "a", &json!({ "stdin": "a" }));
+    let out = d.join("camp");
+    let o = run(&mut trestle(&[
+        &"run", &"--system-only", &"--program", &prog, &"--seeds", &seeds, &"--time", &"30s", &"--timeout", &"1s", &"--out", &out,
+        &"--plain",
+    ]));
+    let log = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{log}");
+    let alarms = alarm_list(&out);
+    let hang = alarms.iter().find(|a| a["signature"].as_str().unwrap().starts_with("hang")).unwrap_or_else(|| panic!("no hang alarm: {alarms:?}\n{log}"));
+    assert!(hang["signature"].as_str().unwrap().starts_with("hang in nap"), "{hang}");
+}

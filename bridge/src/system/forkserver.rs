@@ -109,6 +109,9 @@ pub struct ForkServer {
     status: std::fs::File,
     /// Coverage-map entries the program uses (its edges), as the server said.
     pub edges: usize,
+    /// How long a run past its limit gets, after SIGXCPU, to end before SIGKILL
+    /// ([`ForkServer::stop_with_stack`]); none: SIGKILL at once.
+    grace: Option<Duration>,
 }
 
 fn pipe() -> std::io::Result<(std::fs::File, std::fs::File)> {
@@ -189,7 +192,7 @@ impl ForkServer {
         let child = cmd.spawn().map_err(ServeError::Spawn)?;
         drop(ctl_read);
         drop(st_write);
-        let mut server = ForkServer { child, control: ctl_write, status: st_read, edges: 0 };
+        let mut server = ForkServer { child, control: ctl_write, status: st_read, edges: 0, grace: None };
         match server.read_word(HELLO_WAIT)? {
             Some(HELLO) => {}
             Some(seen) => return Err(ServeError::VersionMismatch { seen }),
@@ -268,6 +271,18 @@ impl ForkServer {
             let exited = libc::WIFEXITED(ended.status as i32);
             return if exited && Instant::now() > deadline { RunEnd::Timeout } else { RunEnd::Ended(ended) };
         }
+        if let (Some(grace), Ok(None)) = (self.grace, &first) {
+            // SIGXCPU first, as the CPU limit would send it: a crash handler writes
+            // where the run was (a hang that sleeps or waits on the kernel never
+            // reaches its CPU limit), then the run ends by itself or is killed.
+            // SAFETY: the child leads its own process group.
+            unsafe { libc::kill(-(pid as i32), libc::SIGXCPU) };
+            match self.read_ended(grace) {
+                Ok(Some(_)) => return RunEnd::Timeout,
+                Ok(None) => {}
+                Err(_) => return RunEnd::ServerDied,
+            }
+        }
         // SAFETY: the child leads its own process group; end all of it.
         unsafe { libc::kill(-(pid as i32), libc::SIGKILL) };
         if first.is_err() {
@@ -277,6 +292,13 @@ impl ForkServer {
             Ok(Some(_)) => RunEnd::Timeout,
             _ => RunEnd::ServerDied,
         }
+    }
+
+    /// From now on, a run past its limit gets SIGXCPU and `grace` to end before
+    /// SIGKILL, so that a crash handler names where it hung (validation; the fuzzer's
+    /// runs are killed at once).
+    pub fn stop_with_stack(&mut self, grace: Duration) {
+        self.grace = Some(grace);
     }
 
     /// The server's process id.

@@ -110,7 +110,12 @@ impl Served {
             });
         }
         match ForkServer::start(cmd) {
-            Ok(server) => server,
+            Ok(mut server) => {
+                if let Some(server) = server.as_mut() {
+                    server.stop_with_stack(super::STACK_GRACE);
+                }
+                server
+            }
             // Runs stay correct without the server, only slower: say so, go on.
             Err(e) => {
                 eprintln!("trestle: {} cannot be started as a forkserver ({e}); every run starts it afresh", self.program.display());
