@@ -48,13 +48,6 @@ impl Default for Limits {
 /// Runs again of a crash that left no stack, for one that does.
 const STACK_RETRIES: usize = 2;
 
-/// How long a served run past its wall-clock limit gets, after SIGXCPU, for the
-/// crash handler to write where it hung before SIGKILL: a hang that sleeps or waits
-/// on the kernel (gzip walking `/`) never reaches its CPU limit, and had no frames.
-/// (A run started per test in the sandbox still has none: bubblewrap's own session
-/// keeps the signal from the program.)
-pub(crate) const STACK_GRACE: Duration = Duration::from_millis(500);
-
 /// The CPU limit for a wall-clock limit: a little less, so that a program spinning
 /// on the CPU is told apart from one that waits.
 pub fn cpu_limit(wall: Duration) -> u64 {

@@ -21,7 +21,7 @@ use std::os::unix::ffi::OsStrExt as _;
 use std::os::unix::process::CommandExt as _;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 use trestle_abi::sysserver::ChildLimits;
 use trestle_abi::unit::SystemTest;
 
@@ -38,6 +38,13 @@ impl std::fmt::Debug for Served {
         f.debug_struct("Served").field("program", &self.program).field("serving", &self.server.is_some()).finish()
     }
 }
+
+/// How long a run past its wall-clock limit gets, after SIGXCPU, for the crash
+/// handler to write where it hung before SIGKILL: a hang that sleeps or waits on the
+/// kernel (gzip walking `/`) never reaches its CPU limit, and had no frames. (A run
+/// started per test in the sandbox still has none: bubblewrap's own session keeps
+/// the signal from the program.)
+const STACK_GRACE: Duration = Duration::from_millis(500);
 
 /// What a served run produced, before the sandbox reads a crash out of it.
 pub(super) struct ServedRun {
@@ -110,12 +117,10 @@ impl Served {
             });
         }
         match ForkServer::start(cmd) {
-            Ok(mut server) => {
-                if let Some(server) = server.as_mut() {
-                    server.stop_with_stack(super::STACK_GRACE);
-                }
-                server
-            }
+            Ok(server) => server.map(|mut s| {
+                s.stop_with_stack(STACK_GRACE);
+                s
+            }),
             // Runs stay correct without the server, only slower: say so, go on.
             Err(e) => {
                 eprintln!("trestle: {} cannot be started as a forkserver ({e}); every run starts it afresh", self.program.display());
