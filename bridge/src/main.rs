@@ -2,13 +2,16 @@
 //! what they find back into system tests that the real program confirms. See the
 //! README for worked examples and ARCHITECTURE.md for the map of the code.
 
+/// jemalloc, not glibc's malloc. A campaign runs for hours and frees as much as it
+/// allocates (some 100 MB a second of short-lived buffers on GNU sed); glibc kept what
+/// was freed in its heap, fragmented, and the trestle process of a 2-hour sed campaign
+/// grew from 66 to 132 MB resident while glibc itself counted 42 MB in use (trimming
+/// by hand between rounds slowed the growth but did not stop it). jemalloc returns
+/// pages left free for ten seconds to the system on its own; measured on sed, the
+/// live heap stays near 10 MB (`bench/RESULTS.md`, the 2-hour campaign).
+#[global_allocator]
+static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
+
 fn main() -> std::process::ExitCode {
-    // Buffers of 256 KiB and more get mappings of their own, given back when freed.
-    // glibc otherwise raises this threshold to the largest buffer freed so far (up
-    // to 32 MiB), and after a program's binary was read, later large buffers (a
-    // coverage report, a unit, a trace) came from the heap and kept it resident
-    // (a sed campaign's first sample of its resident memory: 54 MB, 31 MB with it).
-    // SAFETY: a malloc tunable, set before any other thread runs.
-    unsafe { libc::mallopt(libc::M_MMAP_THRESHOLD, 256 * 1024) };
     trestle_bridge::cli::main()
 }
