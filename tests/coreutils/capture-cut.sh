@@ -4,8 +4,13 @@
 # the captured tests replay with the same exit status and stdout through trestle's
 # executor. Prints how many functions carving from them gives units of, beside the
 # hand-written seeds' count (tests/coreutils/cut/seeds): cut's own tests exercise its
-# options, not the error paths (a missing file, quoted names) the seeds were written
-# for, and reach fewer functions (39 against 56 when measured), so that is no check.
+# options, not the error paths the seeds were written for, and reach fewer functions
+# (39 against 56 when measured), so that is no check. All 16 functions (by name) only the seeds
+# reach are gnulib's quoting and locale code (quote, quotearg_*, gettext_quote,
+# locale_charset, rpl_mbrtowc, ...): cut quotes an argument only in an error about
+# it (`-c 2,x`, a missing file, a directory), and none of cut.pl's cases names a bad
+# value or file; its multibyte variants run only where configure finds a French
+# UTF-8 locale (LOCALE_FR_UTF8), which this machine lacks.
 #
 #   tests/coreutils/capture-cut.sh [WORK_DIR]
 #

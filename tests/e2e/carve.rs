@@ -785,6 +785,76 @@ fn a_seed_taken_from_the_clock_does_not_count_against_a_replay() {
     assert!(summary["unstable"].as_u64().unwrap() >= 2, "{summary:#}");
 }
 
+/// What differs from run to run without the clock: a hash salt from getrandom (as
+/// expat takes one) and the process id.
+const RUN_TO_RUN: &str = r#"
+#include <stdio.h>
+#include <stdlib.h>
+#include <unistd.h>
+#include <sys/random.h>
+struct table { unsigned salt; int entries; };
+static struct table table;
+__attribute__((noinline)) static void make_salt(void) {
+    unsigned s = 0;
+    if (getrandom(&s, sizeof s, 0) != sizeof s) s = 1;
+    table.salt = s | 1;
+}
+__attribute__((noinline)) static int self_id(void) { return (int)getpid(); }
+__attribute__((noinline)) static unsigned bucket(unsigned key) {
+    table.entries++;
+    return (key * table.salt) % 97;
+}
+int main(int argc, char **argv) {
+    make_salt();
+    unsigned n = argc > 1 ? (unsigned)atoi(argv[1]) : 3, sum = 0;
+    for (unsigned i = 0; i < n; i++) sum += bucket(i) < 97;
+    printf("%u %d %d\n", sum, table.entries, self_id() > 0);
+    return 0;
+}
+"#;
+
+#[test]
+fn what_two_recordings_of_a_call_disagree_on_is_left_out_of_its_oracle_and_counted() {
+    let dir = tempfile::tempdir().unwrap();
+    let prog = build_c(dir.path(), "runtorun", RUN_TO_RUN, "-O2");
+    let seeds = dir.path().join("seeds");
+    write_test(&seeds, "three", &json!({"args": ["3"]}));
+    write_test(&seeds, "five", &json!({"args": ["5"]}));
+    let carve_into = |name: &str| {
+        let (traces, units) = (dir.path().join(format!("traces-{name}")), dir.path().join(format!("units-{name}")));
+        ok(&mut trestle(&[&"record", &"--program", &prog, &"--tests", &seeds, &"--out", &traces]));
+        ok(&mut trestle(&[&"carve", &traces, &"--out", &units]));
+        units
+    };
+    let (units, again) = (carve_into("first"), carve_into("second"));
+    // Alone, a replay cannot know the process id it should return: two replays differ
+    // in the return value, which is never left out on their word.
+    let alone = check_replay(&units);
+    let bad = unfaithful(&alone);
+    assert!(bad.iter().any(|(f, v)| f == "self_id" && v.contains("return value")), "{bad:#?}");
+    // The two recordings disagree on it too: left out for that unit, and said.
+    let out = run(&mut trestle(&[&"replay", &units, &"--check", &"--json", &"--twin", &again]));
+    let twin: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stderr)));
+    assert_eq!(out.status.code(), Some(0), "{twin:#}");
+    assert!(unfaithful(&twin).is_empty(), "{twin:#}");
+    // Paired: the calls that start from the same context in both recordings
+    // (make_salt, self_id), not bucket, whose context holds the salt.
+    let twinned = twin["twinned"].as_u64().unwrap();
+    assert!(twinned >= 4 && twinned < twin["units"].as_u64().unwrap(), "{twin:#}");
+    let said: Vec<(String, String)> = twin["nondeterministic_units"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|u| (u["function"].as_str().unwrap().to_owned(), u["verdict"].to_string()))
+        .collect();
+    assert!(said.iter().any(|(f, v)| f == "self_id" && v.contains("the return value")), "{said:#?}");
+    assert_eq!(twin["nondeterministic"].as_u64().unwrap() as usize, said.len());
+    // bucket depends on the salt only through its context: compared in full.
+    assert!(said.iter().any(|(f, v)| f == "make_salt" && v.contains("word(s) of memory")), "{said:#?}");
+    assert!(units_of(&serde_json::from_slice(&std::fs::read(units.join("index.json")).unwrap()).unwrap(), "bucket") >= 8);
+    assert!(said.iter().all(|(f, _)| f != "bucket"), "{said:#?}");
+}
+
 /// bc's scanner: a token's value goes into a union, a character over what may still
 /// be the previous token's string pointer.
 const UNION_VALUE: &str = r#"

@@ -35,6 +35,13 @@ pub struct ReplayArgs {
     /// outcome as JSON into this directory (for diffing by hand).
     #[arg(long)]
     pub dump: Option<PathBuf>,
+    /// Units carved from a second recording of the same system tests (`trestle
+    /// record` and `carve` run again): what the two recordings of a call disagree on
+    /// (a process id, a salt from getrandom, the time, addresses) is left out of that
+    /// unit's comparison and counted apart; where they ended differently the unit has
+    /// no oracle.
+    #[arg(long, value_name = "UNITS")]
+    pub twin: Option<PathBuf>,
 }
 
 impl ReplayArgs {
@@ -49,6 +56,7 @@ impl ReplayArgs {
             timeout: self.timeout,
             verbose: self.verbose,
             dump: self.dump.clone(),
+            twin: self.twin.clone(),
         }
     }
 }

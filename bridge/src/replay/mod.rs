@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
 use std::time::Duration;
-use trestle_abi::context::{diff_outcomes_after, diff_outcomes_named, GlobalNames, Unstable};
+use trestle_abi::context::{diff_graphs, diff_outcomes_after, diff_outcomes_named, GlobalNames, Unstable};
 use trestle_abi::hooks;
 use trestle_abi::trace::{ReplayRequest, ReplayResult};
 use trestle_abi::unit::Unit;
@@ -41,6 +41,10 @@ pub struct Options {
     /// Write, for every unit that is not faithful, the recorded and the replayed
     /// outcome as JSON into this directory (for diffing by hand).
     pub dump: Option<PathBuf>,
+    /// Units carved from a second recording of the same system tests: what the two
+    /// recordings of a call disagree on (a process id, a salt from `getrandom`, the
+    /// time) is left out of that unit's oracle and counted as such.
+    pub twin: Option<PathBuf>,
 }
 
 /// How one replay went.
@@ -52,6 +56,9 @@ pub enum Verdict {
     /// which a second replay differed from the first (see [`Unstable`]): what the call
     /// took from the clock or the process id. Counted as faithful.
     FaithfulWhereStable(usize),
+    /// Same outcome and post-state as recorded but for what two recordings of the call
+    /// disagree on (named here). Counted as faithful.
+    FaithfulWhereRecordingsAgree(String),
     /// Different; the first difference.
     Unfaithful(String),
     /// The recorded outcome is unknown: nothing to compare.
@@ -93,6 +100,12 @@ pub struct ReplaySummary {
     pub faithful: usize,
     /// Of the faithful, those faithful only with words two replays disagree on left out.
     pub unstable: usize,
+    /// Units paired with the same call from the same context in the twin recording
+    /// (`--twin`).
+    pub twinned: usize,
+    /// Of the faithful, those faithful only with what the two recordings of the call
+    /// disagree on left out: listed in `nondeterministic_units`, with what.
+    pub nondeterministic: usize,
     /// Units without a recorded outcome (not counted in `fidelity`).
     pub no_oracle: usize,
     /// Units that could not be replayed.
@@ -105,6 +118,8 @@ pub struct ReplaySummary {
     pub failures: Vec<UnitReplay>,
     /// Every unit without a recorded outcome to compare with, with why.
     pub unchecked: Vec<UnitReplay>,
+    /// Every unit faithful only where its two recordings agree, with what was left out.
+    pub nondeterministic_units: Vec<UnitReplay>,
 }
 
 /// Replay one unit in `program` and return what it did.
@@ -162,8 +177,16 @@ fn replay_unit_with_clock(program: &Path, unit: &Unit, timeout: Duration, clock_
 /// Run `trestle replay`. Returns the summary (printed too).
 pub fn run(opts: &Options) -> Result<ReplaySummary> {
     let (units, names) = load_units(opts)?;
-    let results = replay_all(opts, &units, &names);
-    let summary = summarize(results);
+    let twins = match &opts.twin {
+        Some(dir) => Some(twin_outcomes(dir, &units)?),
+        None => None,
+    };
+    let results = replay_all(opts, &units, &names, twins.as_deref());
+    let twinned = twins.iter().flatten().filter(|t| t.is_some()).count();
+    if let (Some(dir), 0) = (&opts.twin, twinned) {
+        eprintln!("trestle replay: --twin {}: no unit was paired with the same call there (recorded from other tests?)", dir.display());
+    }
+    let summary = summarize(results, twinned);
     if opts.json {
         crate::outln!("{}", serde_json::to_string_pretty(&summary)?);
     } else {
@@ -210,8 +233,81 @@ fn load_units(opts: &Options) -> Result<(Vec<(PathBuf, Unit)>, ProgramNames)> {
 /// Global names by program.
 type ProgramNames = HashMap<PathBuf, GlobalNames>;
 
+/// What pairs a unit with the same call in a second recording: the system test, the
+/// process (by its rank among the test's processes, pids differ), the function and
+/// how many calls of it came before.
+type CallKey = (String, usize, String, u64);
+
+/// The key of every unit of `units`; `None` for a unit whose key another unit of the
+/// same set has too (it cannot be paired for sure).
+fn call_keys<'a>(units: impl Iterator<Item = &'a Unit> + Clone) -> Vec<Option<CallKey>> {
+    let mut pids: HashMap<&str, Vec<u32>> = HashMap::new();
+    for u in units.clone() {
+        pids.entry(u.provenance.test.as_str()).or_default().push(u.provenance.pid);
+    }
+    for p in pids.values_mut() {
+        p.sort_unstable();
+        p.dedup();
+    }
+    let keys: Vec<CallKey> = units
+        .map(|u| {
+            let rank = pids[u.provenance.test.as_str()].binary_search(&u.provenance.pid).unwrap_or(0);
+            (u.provenance.test.clone(), rank, u.function.clone(), u.provenance.call_index)
+        })
+        .collect();
+    let mut count: HashMap<&CallKey, usize> = HashMap::new();
+    for k in &keys {
+        *count.entry(k).or_default() += 1;
+    }
+    keys.iter().map(|k| (count[k] == 1).then(|| k.clone())).collect()
+}
+
+/// True if two recordings of a call started from the same context: arguments,
+/// memory (by structure, as [`diff_graphs`] compares it), locale, stream modes, files.
+fn same_context(a: &trestle_abi::context::Context, b: &trestle_abi::context::Context) -> bool {
+    a.fn_id == b.fn_id
+        && a.args == b.args
+        && a.locale == b.locale
+        && a.stdio_modes == b.stdio_modes
+        && a.fds == b.fds
+        && diff_graphs(&a.graph, &b.graph).is_none()
+}
+
+/// For each of `units`, what its recording and the twin recording's same call
+/// disagree on (`Err`: they ended differently), or `None` without a twin from the
+/// same context.
+fn twin_outcomes(dir: &Path, units: &[(PathBuf, Unit)]) -> Result<Vec<Option<Result<Unstable, String>>>> {
+    let mut twins = Vec::new();
+    for f in unit_files(dir).with_context(|| format!("--twin {}", dir.display()))? {
+        twins.push(read_unit(&f).with_context(|| format!("--twin {}", dir.display()))?);
+    }
+    if let (Some((f, u)), Some(t)) = (units.first(), twins.first()) {
+        if t.binary_id != u.binary_id {
+            anyhow::bail!("--twin {}: its units were carved from another binary than {}", dir.display(), f.display());
+        }
+    }
+    let by_key: HashMap<CallKey, &Unit> =
+        call_keys(twins.iter()).into_iter().zip(&twins).filter_map(|(k, t)| Some((k?, t))).collect();
+    Ok(call_keys(units.iter().map(|(_, u)| u))
+        .into_iter()
+        .zip(units)
+        .map(|(k, (_, u))| {
+            let twin = by_key.get(&k?)?;
+            // From another context (a salt an earlier call drew, say) the call may
+            // differ by that alone: no evidence of what it takes from outside.
+            if !same_context(&u.context, &twin.context) {
+                return None;
+            }
+            Some(match (&u.expected, &twin.expected) {
+                (Some(a), Some(b)) => Unstable::between_recordings(a, b),
+                _ => Ok(Unstable::default()),
+            })
+        })
+        .collect())
+}
+
 /// Replay `units` on `--jobs` threads (each replay is a process of its own).
-fn replay_all(opts: &Options, units: &[(PathBuf, Unit)], names: &ProgramNames) -> Vec<UnitReplay> {
+fn replay_all(opts: &Options, units: &[(PathBuf, Unit)], names: &ProgramNames, twins: Option<&[Option<Result<Unstable, String>>]>) -> Vec<UnitReplay> {
     let jobs = opts.jobs.unwrap_or_else(|| std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1)).max(1);
     let next = AtomicUsize::new(0);
     let done = AtomicUsize::new(0);
@@ -223,7 +319,8 @@ fn replay_all(opts: &Options, units: &[(PathBuf, Unit)], names: &ProgramNames) -
                 let i = next.fetch_add(1, Ordering::SeqCst);
                 let Some((f, u)) = units.get(i) else { break };
                 let no_names = GlobalNames::new();
-                let r = replay_one(opts, f, u, names.get(&program_of(opts, u)).unwrap_or(&no_names));
+                let twin = twins.and_then(|t| t[i].as_ref());
+                let r = replay_one(opts, f, u, names.get(&program_of(opts, u)).unwrap_or(&no_names), twin);
                 results.lock().expect("no replay thread panics holding the lock")[i] = Some(r);
                 let d = done.fetch_add(1, Ordering::SeqCst) + 1;
                 if !opts.json && (d.is_multiple_of(50) || d == total) {
@@ -235,9 +332,10 @@ fn replay_all(opts: &Options, units: &[(PathBuf, Unit)], names: &ProgramNames) -
     results.into_inner().expect("no replay thread panics holding the lock").into_iter().flatten().collect()
 }
 
-/// Replay one unit and judge it against its recorded outcome; differences name
-/// globals as `names` says.
-fn replay_one(opts: &Options, f: &Path, u: &Unit, names: &GlobalNames) -> UnitReplay {
+/// Replay one unit and judge it against its recorded outcome, leaving out what
+/// `twin` says the two recordings of the call disagree on; differences name globals
+/// as `names` says.
+fn replay_one(opts: &Options, f: &Path, u: &Unit, names: &GlobalNames, twin: Option<&Result<Unstable, String>>) -> UnitReplay {
     let observed = replay_unit_with_stderr(&program_of(opts, u), u, opts.timeout);
     let stderr_note = match &observed {
         Ok((Outcome::Crashed { .. }, e)) if !e.is_empty() => format!("; stderr: {e}"),
@@ -260,9 +358,14 @@ fn replay_one(opts: &Options, f: &Path, u: &Unit, names: &GlobalNames) -> UnitRe
         }
         (Ok(o), Some(exp)) => (
             o.summary(),
-            match diff_outcomes_named(&u.context.graph, exp, o, &Unstable::default(), names) {
-                None => Verdict::Faithful,
-                Some(d) => judge_unstable(opts, u, exp, o, names).unwrap_or(Verdict::Unfaithful(d + &stderr_note)),
+            match (diff_outcomes_named(&u.context.graph, exp, o, &Unstable::default(), names), twin) {
+                (None, _) => Verdict::Faithful,
+                (Some(_), Some(Err(how))) => Verdict::NoOracle(format!("the two recordings of the call ended differently: {how}")),
+                (Some(_), Some(Ok(left_out))) if !left_out.is_empty() => match diff_outcomes_named(&u.context.graph, exp, o, left_out, names) {
+                    None => Verdict::FaithfulWhereRecordingsAgree(left_out.describe()),
+                    Some(d2) => judge_unstable(opts, u, exp, o, names, left_out).unwrap_or(Verdict::Unfaithful(d2 + &stderr_note)),
+                },
+                (Some(d), _) => judge_unstable(opts, u, exp, o, names, &Unstable::default()).unwrap_or(Verdict::Unfaithful(d + &stderr_note)),
             },
         ),
     };
@@ -273,30 +376,37 @@ fn replay_one(opts: &Options, f: &Path, u: &Unit, names: &GlobalNames) -> UnitRe
 /// second replay (another process, the clock shifted by [`CLOCK_SHIFT`]) shows which
 /// words of memory no recording can predict: faithful where the two replays agree,
 /// or the first difference there. `None` when the second replay agrees with the
-/// first in all memory (or fails): the difference stands as it was.
-fn judge_unstable(opts: &Options, u: &Unit, expected: &Outcome, observed: &Outcome, names: &GlobalNames) -> Option<Verdict> {
+/// first in all memory (or fails): the difference stands as it was. What two
+/// recordings disagree on, `recorded`, is left out as well.
+fn judge_unstable(opts: &Options, u: &Unit, expected: &Outcome, observed: &Outcome, names: &GlobalNames, recorded: &Unstable) -> Option<Verdict> {
     let (again, _) = replay_unit_with_clock(&program_of(opts, u), u, opts.timeout, CLOCK_SHIFT).ok()?;
     let unstable = Unstable::between(observed, &again);
     if unstable.is_empty() {
         return None;
     }
-    Some(match diff_outcomes_named(&u.context.graph, expected, observed, &unstable, names) {
-        None => Verdict::FaithfulWhereStable(unstable.len()),
+    let words = unstable.len();
+    let mut left_out = recorded.clone();
+    left_out.merge(unstable);
+    Some(match diff_outcomes_named(&u.context.graph, expected, observed, &left_out, names) {
+        None => Verdict::FaithfulWhereStable(words),
         Some(d) => Verdict::Unfaithful(d),
     })
 }
 
 /// Fidelity over all replays and per function.
-fn summarize(results: Vec<UnitReplay>) -> ReplaySummary {
+fn summarize(results: Vec<UnitReplay>, twinned: usize) -> ReplaySummary {
     let mut per_fn: BTreeMap<String, FunctionFidelity> = BTreeMap::new();
     let (mut faithful, mut unstable, mut no_oracle, mut errors) = (0, 0, 0, 0);
-    let (mut failures, mut unchecked) = (Vec::new(), Vec::new());
+    let (mut failures, mut unchecked, mut nondeterministic_units) = (Vec::new(), Vec::new(), Vec::new());
     for r in &results {
         let e = per_fn.entry(r.function.clone()).or_insert_with(|| FunctionFidelity { name: r.function.clone(), ..Default::default() });
         match &r.verdict {
-            Verdict::Faithful | Verdict::FaithfulWhereStable(_) => {
+            Verdict::Faithful | Verdict::FaithfulWhereStable(_) | Verdict::FaithfulWhereRecordingsAgree(_) => {
                 faithful += 1;
                 unstable += usize::from(matches!(r.verdict, Verdict::FaithfulWhereStable(_)));
+                if matches!(r.verdict, Verdict::FaithfulWhereRecordingsAgree(_)) {
+                    nondeterministic_units.push(r.clone());
+                }
                 e.units += 1;
                 e.faithful += 1;
             }
@@ -316,12 +426,15 @@ fn summarize(results: Vec<UnitReplay>) -> ReplaySummary {
         units: results.len(),
         faithful,
         unstable,
+        twinned,
+        nondeterministic: nondeterministic_units.len(),
         no_oracle,
         errors,
         fidelity: if checked == 0 { 0.0 } else { faithful as f64 / checked as f64 },
         functions: per_fn.into_values().collect(),
         failures,
         unchecked,
+        nondeterministic_units,
     }
 }
 
@@ -343,7 +456,14 @@ fn print_table(s: &ReplaySummary, verbose: bool) {
         let name: String = f.name.chars().take(width).collect();
         crate::outln!("{name:<width$}  {:>6}  {:>8}  {:>7.1}%", f.units, f.faithful, pct);
     }
-    let unstable = if s.unstable == 0 { String::new() } else { format!(" ({} but for words two replays disagree on)", s.unstable) };
+    let mut but = Vec::new();
+    if s.unstable > 0 {
+        but.push(format!("{} but for words two replays disagree on", s.unstable));
+    }
+    if s.nondeterministic > 0 {
+        but.push(format!("{} but for what two recordings disagree on", s.nondeterministic));
+    }
+    let unstable = if but.is_empty() { String::new() } else { format!(" ({})", but.join("; ")) };
     crate::outln!(
         "total: {} unit(s), {} faithful{unstable}, {} without a recorded outcome, {} error(s): fidelity {:.1}%",
         s.units,
@@ -352,13 +472,21 @@ fn print_table(s: &ReplaySummary, verbose: bool) {
         s.errors,
         100.0 * s.fidelity
     );
+    if s.twinned > 0 {
+        crate::outln!("twin recording: {} of {} unit(s) paired with the same call from the same context", s.twinned, s.units);
+    }
     if verbose {
         for f in &s.failures {
             let why = match &f.verdict {
                 Verdict::Unfaithful(d) | Verdict::Error(d) | Verdict::NoOracle(d) => d.as_str(),
-                Verdict::Faithful | Verdict::FaithfulWhereStable(_) => "",
+                Verdict::Faithful | Verdict::FaithfulWhereStable(_) | Verdict::FaithfulWhereRecordingsAgree(_) => "",
             };
             crate::outln!("  {}: {} ({})", f.unit, why, f.observed);
+        }
+        for u in &s.nondeterministic_units {
+            if let Verdict::FaithfulWhereRecordingsAgree(what) = &u.verdict {
+                crate::outln!("  {}: faithful but for what its two recordings disagree on: {what}", u.unit);
+            }
         }
         for u in &s.unchecked {
             if let Verdict::NoOracle(why) = &u.verdict {

@@ -334,10 +334,20 @@ pub fn diff_outcomes_named(pre: &Graph, expected: &Outcome, observed: &Outcome, 
 /// or a returned aggregate, in the shape of the memory or in a pointer leave nothing
 /// out, so such a difference from the recording still counts (a function returning
 /// the process id is not faithful).
-#[derive(Debug, Default)]
+///
+/// [`Unstable::between_recordings`] is the other source: two recordings of the same
+/// call (the same seed run twice) that disagree show what the call took from outside
+/// its context, and there the result may be left out too (a process id returned).
+#[derive(Debug, Default, Clone)]
 pub struct Unstable {
     /// (extent index, offset of the word) in the memory after the call.
     words: std::collections::HashSet<(usize, usize)>,
+    /// The return value is left out.
+    ret: bool,
+    /// Extents left out whole (their pointers or sizes differ).
+    extents: std::collections::BTreeSet<usize>,
+    /// All memory after the call is left out (its shape differs).
+    memory: bool,
 }
 
 impl Unstable {
@@ -363,7 +373,47 @@ impl Unstable {
                 }
             }
         }
-        Unstable { words }
+        Unstable { words, ..Unstable::default() }
+    }
+
+    /// What two recordings `a` and `b` of the same call disagree on: the return value,
+    /// extents whose size or pointers differ (all memory when the number of extents
+    /// does), and words of memory otherwise. An error, saying how, when the two ended
+    /// differently (returned in one, exited or crashed in the other; other exit
+    /// statuses or signals): then neither is an oracle for a replay.
+    pub fn between_recordings(a: &Outcome, b: &Outcome) -> Result<Self, String> {
+        let ended_alike = match (a, b) {
+            (Outcome::Returned(_), Outcome::Returned(_)) | (Outcome::Threw, Outcome::Threw) => true,
+            (Outcome::Exited { code: p, .. }, Outcome::Exited { code: q, .. }) => p == q,
+            (Outcome::Crashed { signal: p }, Outcome::Crashed { signal: q }) => p == q,
+            _ => false,
+        };
+        if !ended_alike {
+            return Err(format!("{} in one recording, {} in the other", a.summary(), b.summary()));
+        }
+        let mut u = Unstable::default();
+        let (Some(x), Some(y)) = (a.state(), b.state()) else { return Ok(u) };
+        u.ret = x.ret != y.ret;
+        if x.graph.extents.len() != y.graph.extents.len() {
+            u.memory = true;
+            return Ok(u);
+        }
+        for (i, (p, q)) in x.graph.extents.iter().zip(&y.graph.extents).enumerate() {
+            if p.kind != q.kind || p.len != q.len || p.pointers != q.pointers {
+                u.extents.insert(i);
+            } else if let (Some(p), Some(q)) = (&p.bytes, &q.bytes) {
+                u.words.extend((0..p.len().min(q.len())).filter(|&o| p[o] != q[o]).map(|o| (i, o & !7)));
+            }
+        }
+        Ok(u)
+    }
+
+    /// Leave out what `other` leaves out too.
+    pub fn merge(&mut self, other: Unstable) {
+        self.words.extend(other.words);
+        self.extents.extend(other.extents);
+        self.ret |= other.ret;
+        self.memory |= other.memory;
     }
 
     /// How many words are left out.
@@ -373,11 +423,37 @@ impl Unstable {
 
     /// True if nothing is left out.
     pub fn is_empty(&self) -> bool {
-        self.words.is_empty()
+        self.words.is_empty() && self.extents.is_empty() && !self.ret && !self.memory
+    }
+
+    /// What is left out, in words: "the return value, 2 words of memory".
+    pub fn describe(&self) -> String {
+        let mut parts = Vec::new();
+        if self.ret {
+            parts.push("the return value".to_owned());
+        }
+        if self.memory {
+            parts.push("the memory after the call (its shape)".to_owned());
+        }
+        if !self.extents.is_empty() {
+            parts.push(format!("{} extent(s) (their size or pointers)", self.extents.len()));
+        }
+        if !self.words.is_empty() {
+            parts.push(format!("{} word(s) of memory", self.words.len()));
+        }
+        if parts.is_empty() {
+            "nothing".to_owned()
+        } else {
+            parts.join(", ")
+        }
     }
 
     fn contains(&self, extent: usize, offset: usize) -> bool {
         self.words.contains(&(extent, offset & !7))
+    }
+
+    fn whole_extent(&self, extent: usize) -> bool {
+        self.memory || self.extents.contains(&extent)
     }
 }
 
@@ -423,7 +499,7 @@ pub fn diff_states(a: &State, b: &State) -> Option<String> {
 }
 
 fn diff_states_with(a: &State, b: &State, exempt: &Exempt<'_>, names: &GlobalNames) -> Option<String> {
-    if a.ret != b.ret {
+    if a.ret != b.ret && !exempt.unstable.ret {
         return Some(format!(
             "return value {} recorded, {} in replay",
             a.ret.describe(),
@@ -453,6 +529,9 @@ pub fn describe_kind(kind: ExtentKind, names: &GlobalNames) -> String {
 
 fn diff_graphs_with(a: &Graph, b: &Graph, exempt: &Exempt<'_>, names: &GlobalNames) -> Option<String> {
     let kind = |k: ExtentKind| describe_kind(k, names);
+    if exempt.unstable.memory {
+        return None;
+    }
     if a.extents.len() != b.extents.len() {
         return Some(format!(
             "{} extents reachable after the recorded call, {} after the replay",
@@ -461,6 +540,9 @@ fn diff_graphs_with(a: &Graph, b: &Graph, exempt: &Exempt<'_>, names: &GlobalNam
         ));
     }
     for (i, (x, y)) in a.extents.iter().zip(&b.extents).enumerate() {
+        if exempt.unstable.whole_extent(i) {
+            continue;
+        }
         let same_kind = match (x.kind, y.kind) {
             (ExtentKind::Global { id: p, .. }, ExtentKind::Global { id: q, .. }) => p == q,
             (ExtentKind::Global { .. }, _) | (_, ExtentKind::Global { .. }) => false,
@@ -566,6 +648,33 @@ mod tests {
             Outcome::Returned(State { ret: Value::Ptr { extent: 0, offset: 0 }, graph: Graph { extents: vec![e], ..Graph::default() }, streams: vec![] })
         };
         assert!(Unstable::between(&returned(5), &returned(6)).is_empty());
+    }
+
+    #[test]
+    fn what_two_recordings_disagree_on_is_left_out_and_nothing_else() {
+        let out = |ret, count: u64, salt: u64| {
+            let bytes = [count.to_le_bytes(), salt.to_le_bytes()].concat();
+            Outcome::Returned(State { ret: Value::Bits(ret), graph: Graph { extents: vec![heap(&bytes)], ..Graph::default() }, streams: vec![] })
+        };
+        let pre = Graph::default();
+        // Two recordings of one call: a process id returned, a salt from getrandom.
+        let (first, second) = (out(4242, 3, 0x1111), out(4250, 3, 0x2222));
+        let left_out = Unstable::between_recordings(&first, &second).unwrap();
+        assert_eq!(left_out.describe(), "the return value, 1 word(s) of memory");
+        // A replay with its own pid and salt is faithful where the recordings agree...
+        assert_eq!(diff_outcomes_except(&pre, &first, &out(77, 3, 0x3333), &left_out), None);
+        // ...and the count they agree on is still compared.
+        assert!(diff_outcomes_except(&pre, &first, &out(77, 4, 0x3333), &left_out).unwrap().contains("byte 0"));
+        // Recordings that agree leave nothing out.
+        assert!(Unstable::between_recordings(&first, &first).unwrap().is_empty());
+        // Memory of another shape is left out whole; the return value still counts.
+        let two = Outcome::Returned(State { ret: Value::Bits(4242), graph: Graph { extents: vec![heap(b"a"), heap(b"b")], ..Graph::default() }, streams: vec![] });
+        let shape = Unstable::between_recordings(&first, &two).unwrap();
+        assert_eq!(diff_outcomes_except(&pre, &first, &out(4242, 9, 9), &shape), None);
+        assert!(diff_outcomes_except(&pre, &first, &out(1, 3, 0x1111), &shape).unwrap().contains("return value"));
+        // Recordings that ended differently are no oracle at all.
+        let exited = Outcome::Exited { code: 2, state: first.state().unwrap().clone() };
+        assert!(Unstable::between_recordings(&first, &exited).unwrap_err().contains("in the other"));
     }
 
     #[test]
