@@ -53,7 +53,7 @@ pub(super) mod tests {
     use crate::system::fuzz::engine::SysState;
     use crate::system::fuzz::input::tests::input;
     use crate::system::fuzz::input::{SysInput, MAX_ARGS, MAX_ARG_LEN, MAX_CONTENT};
-    use libafl::corpus::{Corpus, InMemoryCorpus, InMemoryOnDiskCorpus, Testcase};
+    use libafl::corpus::{CachedOnDiskCorpus, Corpus, InMemoryCorpus, Testcase};
     use libafl::mutators::Mutator;
     use libafl::state::{HasCorpus, StdState};
     use libafl_bolts::rands::StdRand;
@@ -65,7 +65,7 @@ pub(super) mod tests {
         let mut objective = ();
         let mut s = StdState::new(
             StdRand::with_seed(7),
-            InMemoryOnDiskCorpus::with_meta_format_and_prefix(dir.path(), None, None, false).unwrap(),
+            CachedOnDiskCorpus::with_meta_format_and_prefix(dir.path(), crate::system::fuzz::engine::QUEUE_INPUTS_IN_MEMORY, None, None, false).unwrap(),
             InMemoryCorpus::new(),
             &mut feedback,
             &mut objective,

@@ -89,8 +89,8 @@ pub(super) fn other_input<S: HasRand + HasCorpus<SysInput>>(state: &mut S) -> Op
     let k = below(state.rand_mut(), n);
     let corpus = state.corpus();
     let id = corpus.nth(k);
-    // The entry being mutated is borrowed already. The queue keeps its inputs in
-    // memory (the files are a copy), so nothing here reads the disk, and a mutator
+    // The entry being mutated is borrowed already. An input not among those the
+    // queue keeps in memory is read back from its file; where that fails, a mutator
     // without another input uses its own: no error is lost that would matter.
     let mut tc = corpus.get(id).ok()?.try_borrow_mut().ok()?;
     tc.load_input(corpus).ok().cloned()
