@@ -238,21 +238,29 @@ type ProgramNames = HashMap<PathBuf, GlobalNames>;
 /// how many calls of it came before.
 type CallKey = (String, usize, String, u64);
 
-/// The key of every unit of `units`; `None` for a unit whose key another unit of the
-/// same set has too (it cannot be paired for sure).
-fn call_keys<'a>(units: impl Iterator<Item = &'a Unit> + Clone) -> Vec<Option<CallKey>> {
+/// Where a unit's call was recorded: test, pid, function, calls of it before.
+type CallSite = (String, u32, String, u64);
+
+fn call_site(u: &Unit) -> CallSite {
+    (u.provenance.test.clone(), u.provenance.pid, u.function.clone(), u.provenance.call_index)
+}
+
+/// The key of every call site; `None` for one whose key another site of the same
+/// set has too (it cannot be paired for sure).
+fn call_keys(sites: &[CallSite]) -> Vec<Option<CallKey>> {
     let mut pids: HashMap<&str, Vec<u32>> = HashMap::new();
-    for u in units.clone() {
-        pids.entry(u.provenance.test.as_str()).or_default().push(u.provenance.pid);
+    for (test, pid, ..) in sites {
+        pids.entry(test.as_str()).or_default().push(*pid);
     }
     for p in pids.values_mut() {
         p.sort_unstable();
         p.dedup();
     }
-    let keys: Vec<CallKey> = units
-        .map(|u| {
-            let rank = pids[u.provenance.test.as_str()].binary_search(&u.provenance.pid).unwrap_or(0);
-            (u.provenance.test.clone(), rank, u.function.clone(), u.provenance.call_index)
+    let keys: Vec<CallKey> = sites
+        .iter()
+        .map(|(test, pid, function, calls)| {
+            let rank = pids[test.as_str()].binary_search(pid).unwrap_or(0);
+            (test.clone(), rank, function.clone(), *calls)
         })
         .collect();
     let mut count: HashMap<&CallKey, usize> = HashMap::new();
@@ -275,35 +283,39 @@ fn same_context(a: &trestle_abi::context::Context, b: &trestle_abi::context::Con
 
 /// For each of `units`, what its recording and the twin recording's same call
 /// disagree on (`Err`: they ended differently), or `None` without a twin from the
-/// same context.
+/// same context. The twin set is read twice, a unit at a time (its call sites,
+/// then each unit against its pair), never held whole: it is as large as `units`.
 fn twin_outcomes(dir: &Path, units: &[(PathBuf, Unit)]) -> Result<Vec<Option<Result<Unstable, String>>>> {
-    let mut twins = Vec::new();
-    for f in unit_files(dir).with_context(|| format!("--twin {}", dir.display()))? {
-        twins.push(read_unit(&f).with_context(|| format!("--twin {}", dir.display()))?);
-    }
-    if let (Some((f, u)), Some(t)) = (units.first(), twins.first()) {
-        if t.binary_id != u.binary_id {
-            anyhow::bail!("--twin {}: its units were carved from another binary than {}", dir.display(), f.display());
-        }
-    }
-    let by_key: HashMap<CallKey, &Unit> =
-        call_keys(twins.iter()).into_iter().zip(&twins).filter_map(|(k, t)| Some((k?, t))).collect();
-    Ok(call_keys(units.iter().map(|(_, u)| u))
-        .into_iter()
-        .zip(units)
-        .map(|(k, (_, u))| {
-            let twin = by_key.get(&k?)?;
-            // From another context (a salt an earlier call drew, say) the call may
-            // differ by that alone: no evidence of what it takes from outside.
-            if !same_context(&u.context, &twin.context) {
-                return None;
+    let files = unit_files(dir).with_context(|| format!("--twin {}", dir.display()))?;
+    let read = |f: &Path| read_unit(f).with_context(|| format!("--twin {}", dir.display()));
+    let mut sites = Vec::with_capacity(files.len());
+    for f in &files {
+        let t = read(f)?;
+        if let Some((first, u)) = units.first() {
+            if t.binary_id != u.binary_id {
+                anyhow::bail!("--twin {}: {} was carved from another binary than {}", dir.display(), f.display(), first.display());
             }
-            Some(match (&u.expected, &twin.expected) {
-                (Some(a), Some(b)) => Unstable::between_recordings(a, b),
-                _ => Ok(Unstable::default()),
-            })
-        })
-        .collect())
+        }
+        sites.push(call_site(&t));
+    }
+    let own: Vec<CallSite> = units.iter().map(|(_, u)| call_site(u)).collect();
+    let by_key: HashMap<CallKey, usize> =
+        call_keys(&own).into_iter().enumerate().filter_map(|(i, k)| Some((k?, i))).collect();
+    let mut out: Vec<Option<Result<Unstable, String>>> = vec![None; units.len()];
+    for (f, k) in files.iter().zip(call_keys(&sites)) {
+        let Some(&i) = k.as_ref().and_then(|k| by_key.get(k)) else { continue };
+        let (twin, u) = (read(f)?, &units[i].1);
+        // From another context (a salt an earlier call drew, say) the call may
+        // differ by that alone: no evidence of what it takes from outside.
+        if !same_context(&u.context, &twin.context) {
+            continue;
+        }
+        out[i] = Some(match (&u.expected, &twin.expected) {
+            (Some(a), Some(b)) => Unstable::between_recordings(a, b),
+            _ => Ok(Unstable::default()),
+        });
+    }
+    Ok(out)
 }
 
 /// Replay `units` on `--jobs` threads (each replay is a process of its own).
