@@ -117,6 +117,34 @@ fn exported_units_build_against_a_plain_object_and_run_as_recorded() {
 }
 
 #[test]
+fn exported_units_build_against_the_trestle_cc_objects_they_were_recorded_from() {
+    // The program as a build system makes it: objects by trestle-cc at -O2, linked.
+    let dir = tempfile::tempdir().unwrap();
+    let src = subject("requests").join("requests.c");
+    let (object, program) = (dir.path().join("requests.o"), dir.path().join("requests"));
+    ok(Command::new(tool("trestle-cc")).args(["-O2", "-g", "-c"]).arg(&src).arg("-o").arg(&object));
+    ok(Command::new(tool("trestle-cc")).arg(&object).arg("-o").arg(&program));
+    let (traces, units) = (dir.path().join("traces"), dir.path().join("units"));
+    ok(&mut trestle(&[&"record", &"--program", &program, &"--tests", &subject("requests").join("seeds"), &"--out", &traces]));
+    ok(&mut trestle(&[&"carve", &traces, &"--out", &units]));
+    let exported = dir.path().join("exported");
+    std::fs::create_dir_all(&exported).unwrap();
+    let mut tests = Vec::new();
+    for function in ["store_value", "check_login", "main"] {
+        let unit = std::fs::read_dir(units.join(function)).unwrap().next().unwrap().unwrap().path();
+        let out = exported.join(format!("{function}.c"));
+        ok(&mut trestle(&[&"export", &unit, &"--out", &out]));
+        tests.push(out);
+    }
+    // Its objects call the carving runtime: build.sh links them with trestle-cc.
+    ok(Command::new(exported.join("build.sh")).args(&tests).arg(&object));
+    for t in &tests {
+        let (status, stderr) = run_test(&t.with_extension(""));
+        assert!(status.success(), "{} ended with {status}: {stderr}", t.display());
+    }
+}
+
+#[test]
 fn the_magic_integer_exported_from_a_unit_crashes_the_test() {
     let c = carve_requests();
     let unit_path = c

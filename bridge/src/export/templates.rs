@@ -57,7 +57,21 @@ static void put(int i, uint64_t offset, const void *p) { memcpy(mem[i] + offset,
 /// The build script written next to an exported test. `default_test` is the file name
 /// of the test it was written with; it builds any exported test it is given.
 pub fn build_script(default_test: &str) -> String {
-    BUILD_SH.replace("@DEFAULT_TEST@", &default_test.replace('\'', "")).replace("@SUBJECT_MAIN@", SUBJECT_MAIN)
+    BUILD_SH
+        .replace("@DEFAULT_TEST@", &default_test.replace('\'', ""))
+        .replace("@SUBJECT_MAIN@", SUBJECT_MAIN)
+        .replace("@TRESTLE_CC@", &beside_trestle("trestle-cc"))
+        .replace("@TRESTLE_CXX@", &beside_trestle("trestle-cxx"))
+}
+
+/// The tool installed next to this trestle, or its bare name (then found on PATH).
+fn beside_trestle(tool: &str) -> String {
+    std::env::current_exe()
+        .ok()
+        .and_then(|exe| Some(exe.parent()?.join(tool)))
+        .filter(|p| p.is_file())
+        .map(|p| p.display().to_string().replace('\'', ""))
+        .unwrap_or_else(|| tool.to_owned())
 }
 
 const BUILD_SH: &str = r#"#!/bin/sh
@@ -66,7 +80,8 @@ const BUILD_SH: &str = r#"#!/bin/sh
 #   ./build.sh [-o OUT] [TEST.c ...] SUBJECT.c|SUBJECT.o ... [-lLIB ...]
 #
 # Subject sources are compiled with $CC -g -O0 (plus $CFLAGS); object files are used
-# as given. Static functions and globals the test needs are made global in a copy of
+# as given, those of the trestle-cc build the unit was recorded from included (they
+# are linked by trestle-cc, $TRESTLE_CC, which adds its runtime). Static functions and globals the test needs are made global in a copy of
 # each object (objcopy --globalize-symbol) and the subject's main is renamed, so the
 # test can call into the subject. Without a TEST.c, builds '@DEFAULT_TEST@'.
 # Each test becomes an executable named after it, next to it (or OUT).
@@ -178,7 +193,7 @@ while read -r name kind size linkage module; do
     if [ "$kind" = data ]; then
         got=$(echo "$line" | awk 'NF == 4 { print $2 }')
         if [ -n "$got" ] && [ "$(printf '%d' "0x$got")" != "$size" ]; then
-            echo "build.sh: global $name has $(printf '%d' "0x$got") bytes in the subject's objects, $size in the recorded unit: the source changed since the recording" >&2
+            echo "build.sh: global $name has $(printf '%d' "0x$got") bytes in the subject's objects, $size in the recorded unit: the source changed since the recording, or optimisation shrank it (a global that only ever holds two values becomes one byte at -O2); build against the objects of the trestle-cc build the unit was recorded from" >&2
             status=1
         fi
     fi
@@ -187,8 +202,20 @@ done <"$work/symbols"
 
 if [ "$cxx" = 1 ] || for o in $objects; do $NM -u "$o"; done 2>/dev/null | grep -q '__gxx_personality\|_ZSt\|__cxa_'; then
     linker=$CXX
+    wrapper=${TRESTLE_CXX:-'@TRESTLE_CXX@'}
 else
     linker=$CC
+    wrapper=${TRESTLE_CC:-'@TRESTLE_CC@'}
+fi
+# Objects of a trestle-cc build (the build the unit was recorded from) call the
+# carving runtime: its wrapper links them, adding it (inert without trestle's
+# variables).
+if for o in $objects; do $NM -u "$o"; done 2>/dev/null | grep -q '__trestle_'; then
+    command -v "$wrapper" >/dev/null 2>&1 || {
+        echo "build.sh: the objects were built by trestle-cc and need its runtime; set TRESTLE_CC (TRESTLE_CXX) to the wrapper" >&2
+        exit 2
+    }
+    linker=$wrapper
 fi
 for t in $tests; do
     exe=${out:-$(dirname "$t")/$(stem "$t")}
