@@ -7,8 +7,8 @@
 /// was freed in its heap, fragmented, and the trestle process of a 2-hour sed campaign
 /// grew from 66 to 132 MB resident while glibc itself counted 42 MB in use (trimming
 /// by hand between rounds slowed the growth but did not stop it). jemalloc returns
-/// pages left free for ten seconds to the system on its own; measured on sed, the
-/// live heap stays near 10 MB (`bench/RESULTS.md`, the 2-hour campaign).
+/// pages left free for ten seconds to the system on its own (`bench/RESULTS.md`,
+/// the 2-hour campaigns).
 #[global_allocator]
 static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 
