@@ -368,7 +368,7 @@ impl Unstable {
                         continue;
                     }
                     if let (Some(p), Some(q)) = (&p.bytes, &q.bytes) {
-                        words.extend((0..p.len().min(q.len())).filter(|&o| p[o] != q[o]).map(|o| (i, o & !7)));
+                        words.extend(differing_words(i, p, q));
                     }
                 }
             }
@@ -402,7 +402,7 @@ impl Unstable {
             if p.kind != q.kind || p.len != q.len || p.pointers != q.pointers {
                 u.extents.insert(i);
             } else if let (Some(p), Some(q)) = (&p.bytes, &q.bytes) {
-                u.words.extend((0..p.len().min(q.len())).filter(|&o| p[o] != q[o]).map(|o| (i, o & !7)));
+                u.words.extend(differing_words(i, p, q));
             }
         }
         Ok(u)
@@ -455,6 +455,11 @@ impl Unstable {
     fn whole_extent(&self, extent: usize) -> bool {
         self.memory || self.extents.contains(&extent)
     }
+}
+
+/// (extent `i`, aligned word offset) of every byte in which `p` and `q` differ.
+fn differing_words<'a>(i: usize, p: &'a [u8], q: &'a [u8]) -> impl Iterator<Item = (usize, usize)> + 'a {
+    (0..p.len().min(q.len())).filter(move |&o| p[o] != q[o]).map(move |o| (i, o & !7))
 }
 
 /// What a comparison of memory after a call leaves out.
