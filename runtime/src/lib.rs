@@ -417,14 +417,27 @@ pub unsafe extern "C" fn __trestle_main(argc: i32, argv: *const *const libc::c_c
         unsafe { capture::maybe_start(argc, argv) };
         // A host may ask for system tests to be served from here (returns in every
         // child, and at once when not asked).
-        sysserver::maybe_serve();
+        sysserver::maybe_serve(false);
         return;
     }
-    guard("the main hook", || {
-        if let Some(rt) = lock().as_mut() {
-            rt.register_main_args(argc, argv, envp);
-        }
-    });
+    if m == MODE_REPLAY {
+        // A host replaying many units may have them served from here (`trestle
+        // replay`): the program and its metadata are loaded once, and each child,
+        // whose nested `main` comes back here, replays the unit its request names.
+        // Before the arguments are registered: the server's own are no child's.
+        sysserver::maybe_serve(true);
+    }
+    // A replay server's child gets its arguments from strings the server made on
+    // its heap: as extents, an uninitialised slot of the replayed call that points
+    // there by chance (a variadic call's unused argument registers) reached memory
+    // its recording did not have.
+    if !sysserver::replay_child() {
+        guard("the main hook", || {
+            if let Some(rt) = lock().as_mut() {
+                rt.register_main_args(argc, argv, envp);
+            }
+        });
+    }
     // Replaying `main` itself brings us here a second time: run the unit once.
     static REPLAY_STARTED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
     if m == MODE_REPLAY && !REPLAY_STARTED.swap(true, Ordering::AcqRel) {

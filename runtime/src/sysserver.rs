@@ -1,8 +1,9 @@
 //! The server side of the system-test forkserver (`trestle_abi::sysserver`).
 //!
-//! It runs at the start of `main`, in passive mode, after the C runtime and the
-//! program's constructors: each child is a fork of a process that has not run any of
-//! `main` yet. The child does not return into the `main` that called the hook (its
+//! It runs at the start of `main`, in passive mode (system fuzzing) or in replay mode
+//! (`trestle replay`, the program's metadata loaded once for all the units it
+//! replays), after the C runtime and the program's constructors: each child is a fork
+//! of a process that has not run any of `main` yet. The child does not return into the `main` that called the hook (its
 //! arguments are fixed); it calls `main` again with the request's arguments and exits
 //! with what that returns, as the C runtime would. The nested `main` finds the hook
 //! already past and goes on.
@@ -12,6 +13,15 @@ use trestle_abi::sysserver::{ChildLimits, Ended, SysRun, CONTROL_FD, ENV_SYS_FOR
 
 /// Set in a child (and in the server once it started): the hook must not serve again.
 static STARTED: AtomicBool = AtomicBool::new(false);
+
+/// Set in a child of a server that replays units.
+static REPLAY_CHILD: AtomicBool = AtomicBool::new(false);
+
+/// Whether this process is a replay server's child: its arguments are the server's
+/// strings, no part of a fresh process's memory.
+pub fn replay_child() -> bool {
+    REPLAY_CHILD.load(Ordering::Relaxed)
+}
 
 extern "C" {
     fn main(argc: libc::c_int, argv: *const *const libc::c_char, envp: *const *const libc::c_char) -> libc::c_int;
@@ -77,9 +87,28 @@ fn c_string(b: &[u8]) -> std::ffi::CString {
     std::ffi::CString::new(b.iter().copied().filter(|&c| c != 0).collect::<Vec<u8>>()).expect("NUL bytes removed")
 }
 
+/// Bytes of stack a replay server's child zeroes below itself before `main`.
+const STACK_SCRUB: usize = 128 << 10;
+
+/// Zero [`STACK_SCRUB`] bytes of the stack below the caller. The server's own frames
+/// (a request decoded, strings made) leave heap and stack addresses there, where a
+/// fresh process's stack holds none, and a replayed call that keeps an uninitialised
+/// slot (the register save area of a `va_list` whose caller passed no vector
+/// registers) showed them as pointers into its context: `mean(3, ...)` of the
+/// variadic test reached an extent its recording did not.
+#[inline(never)]
+fn scrub_stack() {
+    let mut area = std::mem::MaybeUninit::<[u8; STACK_SCRUB]>::uninit();
+    // SAFETY: writing the whole of a local array.
+    unsafe { std::ptr::write_bytes(area.as_mut_ptr().cast::<u8>(), 0, STACK_SCRUB) };
+    std::hint::black_box(&mut area);
+}
+
 /// Serve system tests if the host asked for it; returns at once otherwise, and in
-/// every child.
-pub fn maybe_serve() {
+/// every child. With `scrub`, each child zeroes the stack its `main` will use
+/// ([`scrub_stack`]): replays judge what a call leaves in memory, the system fuzzer
+/// only the edges it took, and pays for no page it does not need.
+pub fn maybe_serve(scrub: bool) {
     // Read before written: a child (which finds it set) then never copies the page.
     if STARTED.load(Ordering::Acquire) || STARTED.swap(true, Ordering::AcqRel) || std::env::var_os(ENV_SYS_FORKSERVER).is_none() {
         return;
@@ -119,6 +148,10 @@ pub fn maybe_serve() {
         // SAFETY: the server is single-threaded; the child only uses what is above.
         let pid = unsafe { libc::fork() };
         if pid == 0 {
+            if scrub {
+                REPLAY_CHILD.store(true, Ordering::Relaxed);
+                scrub_stack();
+            }
             child(&argv_ptrs, &env, &cwd, &stdin, &output, limits);
         }
         if pid < 0 || !write_word(STATUS_FD, pid.max(0) as u32) {

@@ -1449,3 +1449,70 @@ fn mapped_memory_is_carved_and_replayed_and_a_mapping_made_unseen_says_why() {
     let bad = unfaithful(&summary);
     assert!(bad.is_empty(), "{bad:#?}");
 }
+
+/// A program that notes every start of its own in a file (its constructor runs once a
+/// process, before `main`): `@STARTS@` is replaced by the file's path.
+const COUNTS_STARTS: &str = r#"
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+__attribute__((constructor)) static void note_start(void) {
+    FILE *f = fopen("@STARTS@", "a");
+    if (f) { fputs("start\n", f); fclose(f); }
+}
+__attribute__((noinline)) static int weigh(const char *word) {
+    int w = 0;
+    for (const char *p = word; *p; p++) w = w * 31 + *p;
+    return w & 1023;
+}
+__attribute__((noinline)) static char *shout(const char *word) {
+    char *s = strdup(word);
+    for (char *p = s; *p; p++) if (*p >= 'a' && *p <= 'z') *p -= 32;
+    return s;
+}
+int main(int argc, char **argv) {
+    for (int i = 1; i < argc; i++) {
+        char *s = shout(argv[i]);
+        printf("%s %d\n", s, weigh(argv[i]));
+        free(s);
+    }
+    return 0;
+}
+"#;
+
+#[test]
+fn replays_fork_from_one_start_of_the_program_and_judge_as_a_start_each_does() {
+    let dir = tempfile::tempdir().unwrap();
+    let starts = dir.path().join("starts.log");
+    let source = COUNTS_STARTS.replace("@STARTS@", starts.to_str().unwrap());
+    let prog = build_c(dir.path(), "starts", &source, "-O2");
+    let seeds = dir.path().join("seeds");
+    write_test(&seeds, "one", &json!({"args": ["alpha", "beta"]}));
+    write_test(&seeds, "two", &json!({"args": ["gamma", "delta", "epsilon"]}));
+    let (traces, units) = (dir.path().join("traces"), dir.path().join("units"));
+    ok(&mut trestle(&[&"record", &"--program", &prog, &"--tests", &seeds, &"--out", &traces]));
+    ok(&mut trestle(&[&"carve", &traces, &"--out", &units]));
+    let count = || std::fs::read_to_string(&starts).unwrap_or_default().lines().count();
+    let replay = |extra: &[&dyn AsRef<std::ffi::OsStr>]| -> Value {
+        std::fs::write(&starts, "").unwrap();
+        let mut args: Vec<&dyn AsRef<std::ffi::OsStr>> = vec![&"replay", &units, &"--check", &"--json", &"--jobs", &"1"];
+        args.extend_from_slice(extra);
+        let o = run(&mut trestle(&args));
+        assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
+        serde_json::from_slice(&o.stdout).expect("replay --json prints JSON")
+    };
+    // The constructor is carved too: each replay of it notes a start of its own.
+    let index: Value = serde_json::from_slice(&std::fs::read(units.join("index.json")).unwrap()).unwrap();
+    let of_constructor = units_of(&index, "note_start");
+    let served = replay(&[]);
+    let n = served["units"].as_u64().unwrap() as usize;
+    assert!(n >= 8, "{served:#}");
+    assert_eq!(served["faithful"].as_u64().unwrap() as usize, n, "{served:#}");
+    // One thread, one start: every unit replayed in a fork of it.
+    assert_eq!(count(), 1 + of_constructor, "starts of the program while replaying {n} units through the forkserver");
+    let spawned = replay(&[&"--no-forkserver"]);
+    assert_eq!(count(), n + of_constructor, "starts of the program while replaying {n} units without the forkserver");
+    // The same verdicts either way.
+    assert_eq!(served["faithful"], spawned["faithful"]);
+    assert_eq!(served["functions"], spawned["functions"]);
+}

@@ -42,6 +42,11 @@ pub struct ReplayArgs {
     /// no oracle.
     #[arg(long, value_name = "UNITS")]
     pub twin: Option<PathBuf>,
+    /// Start the program afresh for every unit instead of forking each replay from
+    /// a copy of it started once (a forkserver in replay mode; a program that does
+    /// not serve is started for every unit anyway).
+    #[arg(long)]
+    pub no_forkserver: bool,
 }
 
 impl ReplayArgs {
@@ -57,6 +62,7 @@ impl ReplayArgs {
             verbose: self.verbose,
             dump: self.dump.clone(),
             twin: self.twin.clone(),
+            forkserver: !self.no_forkserver,
         }
     }
 }

@@ -2,7 +2,8 @@
 //! the system run recorded.
 
 use crate::binary::Binary;
-use crate::system::systest::{run_test, RunOptions, RunStatus};
+use crate::system::forkserver::{ForkServer, Request, RunEnd};
+use crate::system::systest::{no_randomization_for_children, run_test, scratch_dir, RunOptions, RunStatus};
 use crate::carve::units::{read_unit, unit_files};
 use anyhow::{Context as _, Result};
 use serde::Serialize;
@@ -45,6 +46,9 @@ pub struct Options {
     /// recordings of a call disagree on (a process id, a salt from `getrandom`, the
     /// time) is left out of that unit's oracle and counted as such.
     pub twin: Option<PathBuf>,
+    /// Replay each unit in a fork of the program started once in replay mode
+    /// ([`ReplayServer`]); false: a process started for each.
+    pub forkserver: bool,
 }
 
 /// How one replay went.
@@ -139,11 +143,10 @@ const CLOCK_SHIFT: i64 = 11 * 86_400 + 3_607;
 
 /// [`replay_unit_with_stderr`] with the program's clock `clock_shift` seconds ahead.
 fn replay_unit_with_clock(program: &Path, unit: &Unit, timeout: Duration, clock_shift: i64) -> Result<(Outcome, String), String> {
-    let dir = tempfile::Builder::new().prefix("trestle-replay-").tempdir().map_err(|e| e.to_string())?;
+    let dir = scratch_dir("trestle-replay-").map_err(|e| format!("{e:#}"))?;
     let req_path = dir.path().join("request.bin");
     let out_path = dir.path().join("result.bin");
-    let req = ReplayRequest { binary_id: unit.binary_id, context: unit.context.clone() };
-    std::fs::write(&req_path, bincode::serialize(&req).map_err(|e| e.to_string())?).map_err(|e| e.to_string())?;
+    write_request(&req_path, unit)?;
     let mut env = vec![
         (hooks::ENV_REPLAY.into(), req_path.display().to_string()),
         (hooks::ENV_REPLAY_OUT.into(), out_path.display().to_string()),
@@ -155,15 +158,28 @@ fn replay_unit_with_clock(program: &Path, unit: &Unit, timeout: Duration, clock_
     }
     let opts = RunOptions { timeout, env, capture_stdout: false };
     let r = run_test(program, &unit.system_test, &opts).map_err(|e| format!("{e:#}"))?;
-    let last_err = String::from_utf8_lossy(&r.stderr).lines().last().unwrap_or("").trim().to_owned();
-    match std::fs::read(&out_path) {
+    read_result(&out_path, r.status, &r.stderr, timeout)
+}
+
+/// Write the replay request for `unit` to `path`.
+fn write_request(path: &Path, unit: &Unit) -> Result<(), String> {
+    let req = ReplayRequest { binary_id: unit.binary_id, context: unit.context.clone() };
+    let bytes = bincode::serialize(&req).map_err(|e| e.to_string())?;
+    std::fs::write(path, bytes).map_err(|e| format!("cannot write the replay request {}: {e}", path.display()))
+}
+
+/// What a replay that ended with `status` (and wrote `stderr`) did: the result it
+/// wrote to `out_path`, or, without one, how the process ended.
+fn read_result(out_path: &Path, status: RunStatus, stderr: &[u8], timeout: Duration) -> Result<(Outcome, String), String> {
+    let last_err = String::from_utf8_lossy(stderr).lines().last().unwrap_or("").trim().to_owned();
+    match std::fs::read(out_path) {
         Ok(bytes) => match bincode::deserialize::<ReplayResult>(&bytes) {
             Ok(ReplayResult::Ran(o)) => Ok((o, last_err)),
             Ok(ReplayResult::Refused(why)) => Err(why),
             Err(e) => Err(format!("corrupted replay result: {e}")),
         },
         Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(format!("cannot read the replay result {}: {e}", out_path.display())),
-        Err(_) => match r.status {
+        Err(_) => match status {
             RunStatus::Signaled(sig) => Ok((Outcome::Crashed { signal: sig }, last_err)),
             RunStatus::TimedOut => Err(format!("timed out after {timeout:?}")),
             RunStatus::Exited(c) => Err(format!(
@@ -172,6 +188,104 @@ fn replay_unit_with_clock(program: &Path, unit: &Unit, timeout: Duration, clock_
             )),
         },
     }
+}
+
+/// Times a thread's replay server may die before its units are spawned one by one.
+const SERVER_DEATHS: usize = 3;
+
+/// One replay thread's forkserver: the program started once in replay mode (its
+/// metadata loaded, its globals' extents made), each unit replayed in a fork of it
+/// (`runtime/src/sysserver.rs`). Starting a process for each unit cost lua's 27,000
+/// units about half of `replay --check`'s time. A program that does not serve (built
+/// by another trestle), or a server that keeps dying, leaves the units to
+/// [`replay_unit_with_clock`], a process each; so does every unit whose served replay
+/// is not faithful outright ([`replay_one`]).
+struct ReplayServer {
+    program: PathBuf,
+    dir: tempfile::TempDir,
+    server: Option<ForkServer>,
+    deaths: usize,
+    /// The program does not serve: spawn each unit.
+    spawn_only: bool,
+}
+
+impl ReplayServer {
+    fn new(program: &Path) -> Result<ReplayServer, String> {
+        let dir = scratch_dir("trestle-replay-").map_err(|e| format!("{e:#}"))?;
+        Ok(ReplayServer { program: program.to_owned(), dir, server: None, deaths: 0, spawn_only: false })
+    }
+
+    /// Replay `unit` in a fork of the server, starting it first if need be; `None`
+    /// when there is no server to replay in (the caller spawns the program).
+    fn replay(&mut self, unit: &Unit, timeout: Duration) -> Option<Result<(Outcome, String), String>> {
+        if self.spawn_only || self.deaths >= SERVER_DEATHS {
+            return None;
+        }
+        let (req_path, out_path, err_path) = (self.dir.path().join("request.bin"), self.dir.path().join("result.bin"), self.dir.path().join("stderr"));
+        if self.server.is_none() {
+            let mut cmd = std::process::Command::new(&self.program);
+            cmd.env(hooks::ENV_REPLAY, &req_path).env(hooks::ENV_REPLAY_OUT, &out_path).current_dir(self.dir.path());
+            cmd.stdout(std::process::Stdio::null()).stderr(std::process::Stdio::null());
+            no_randomization_for_children();
+            match ForkServer::start(cmd) {
+                Ok(Some(server)) => self.server = Some(server),
+                Ok(None) | Err(_) => {
+                    self.spawn_only = true;
+                    return None;
+                }
+            }
+        }
+        let server = self.server.as_mut().expect("started above");
+        if let Err(e) = write_request(&req_path, unit) {
+            return Some(Err(e));
+        }
+        let _ = std::fs::remove_file(&out_path);
+        let layout = match crate::system::launch::Layout::new(&unit.system_test) {
+            Ok(l) => l,
+            Err(e) => return Some(Err(format!("{e:#}"))),
+        };
+        use std::os::unix::ffi::OsStrExt as _;
+        let test = &unit.system_test;
+        let mut argv: Vec<&[u8]> = vec![self.program.as_os_str().as_bytes()];
+        argv.extend(test.args.iter().map(|a| a.as_bytes()));
+        let env: Vec<(&[u8], &[u8])> = test.env.iter().map(|(k, v)| (k.as_bytes(), v.as_bytes())).collect();
+        let req = Request {
+            argv: &argv,
+            env: &env,
+            cwd: &layout.cwd,
+            stdin: &layout.stdin,
+            stdout: None,
+            stderr: Some(&err_path),
+            limits: Default::default(),
+        };
+        let status = match server.run(&req, timeout) {
+            RunEnd::Ended(e) => {
+                let w = e.status as i32;
+                if libc::WIFSIGNALED(w) {
+                    RunStatus::Signaled(libc::WTERMSIG(w))
+                } else {
+                    RunStatus::Exited(libc::WEXITSTATUS(w))
+                }
+            }
+            RunEnd::Timeout => RunStatus::TimedOut,
+            RunEnd::ServerDied => {
+                self.server = None;
+                self.deaths += 1;
+                return None;
+            }
+        };
+        let stderr = read_tail(&err_path);
+        Some(read_result(&out_path, status, &stderr, timeout))
+    }
+}
+
+/// The end of a file's bytes (a replay's stderr), as much as a run keeps.
+fn read_tail(path: &Path) -> Vec<u8> {
+    let mut b = std::fs::read(path).unwrap_or_default();
+    if b.len() > crate::system::launch::OUTPUT_TAIL {
+        b.drain(..b.len() - crate::system::launch::OUTPUT_TAIL);
+    }
+    b
 }
 
 /// Run `trestle replay`. Returns the summary (printed too).
@@ -327,16 +441,23 @@ fn replay_all(opts: &Options, units: &[(PathBuf, Unit)], names: &ProgramNames, t
     let total = units.len();
     std::thread::scope(|s| {
         for _ in 0..jobs {
-            s.spawn(|| loop {
-                let i = next.fetch_add(1, Ordering::SeqCst);
-                let Some((f, u)) = units.get(i) else { break };
-                let no_names = GlobalNames::new();
-                let twin = twins.and_then(|t| t[i].as_ref());
-                let r = replay_one(opts, f, u, names.get(&program_of(opts, u)).unwrap_or(&no_names), twin);
-                results.lock().expect("no replay thread panics holding the lock")[i] = Some(r);
-                let d = done.fetch_add(1, Ordering::SeqCst) + 1;
-                if !opts.json && (d.is_multiple_of(50) || d == total) {
-                    eprintln!("replayed {d}/{total}");
+            s.spawn(|| {
+                let mut server: Option<ReplayServer> = None;
+                loop {
+                    let i = next.fetch_add(1, Ordering::SeqCst);
+                    let Some((f, u)) = units.get(i) else { break };
+                    let no_names = GlobalNames::new();
+                    let twin = twins.and_then(|t| t[i].as_ref());
+                    let program = program_of(opts, u);
+                    if opts.forkserver && server.as_ref().is_none_or(|s| s.program != program) {
+                        server = ReplayServer::new(&program).map_err(|e| eprintln!("trestle replay: no forkserver: {e}")).ok();
+                    }
+                    let r = replay_one(opts, f, u, server.as_mut(), names.get(&program).unwrap_or(&no_names), twin);
+                    results.lock().expect("no replay thread panics holding the lock")[i] = Some(r);
+                    let d = done.fetch_add(1, Ordering::SeqCst) + 1;
+                    if !opts.json && (d.is_multiple_of(50) || d == total) {
+                        eprintln!("replayed {d}/{total}");
+                    }
                 }
             });
         }
@@ -347,8 +468,16 @@ fn replay_all(opts: &Options, units: &[(PathBuf, Unit)], names: &ProgramNames, t
 /// Replay one unit and judge it against its recorded outcome, leaving out what
 /// `twin` says the two recordings of the call disagree on; differences name globals
 /// as `names` says.
-fn replay_one(opts: &Options, f: &Path, u: &Unit, names: &GlobalNames, twin: Option<&Result<Unstable, String>>) -> UnitReplay {
-    let observed = replay_unit_with_stderr(&program_of(opts, u), u, opts.timeout);
+fn replay_one(opts: &Options, f: &Path, u: &Unit, server: Option<&mut ReplayServer>, names: &GlobalNames, twin: Option<&Result<Unstable, String>>) -> UnitReplay {
+    // A replay served from a fork is taken where it is faithful as it is; any other
+    // is judged on a fresh process, as without the server: a fork of the server is
+    // no fresh process (its heap holds what the server allocated, its stack what the
+    // server's frames left), and a stale pointer half that matched the heap of a
+    // fresh process's replay no longer did.
+    let observed = match server.and_then(|s| s.replay(u, opts.timeout)) {
+        Some(Ok((o, e))) if faithful_as_is(u, &o, names, twin) => Ok((o, e)),
+        _ => replay_unit_with_stderr(&program_of(opts, u), u, opts.timeout),
+    };
     let stderr_note = match &observed {
         Ok((Outcome::Crashed { .. }, e)) if !e.is_empty() => format!("; stderr: {e}"),
         _ => String::new(),
@@ -382,6 +511,17 @@ fn replay_one(opts: &Options, f: &Path, u: &Unit, names: &GlobalNames, twin: Opt
         ),
     };
     UnitReplay { unit: f.display().to_string(), function: u.function.clone(), observed, verdict }
+}
+
+/// Whether `observed` needs no second look: the unit has no oracle, or its replay is
+/// faithful to it (but for what `twin` says the two recordings disagree on).
+fn faithful_as_is(u: &Unit, observed: &Outcome, names: &GlobalNames, twin: Option<&Result<Unstable, String>>) -> bool {
+    let Some(exp) = &u.expected else { return true };
+    if exp.state().is_some_and(|st| st.graph.partial) {
+        return true;
+    }
+    let same_but_for = |left_out: &Unstable| diff_outcomes_named(&u.context.graph, exp, observed, left_out, names).is_none();
+    same_but_for(&Unstable::default()) || matches!(twin, Some(Ok(left_out)) if !left_out.is_empty() && same_but_for(left_out))
 }
 
 /// The verdict on a unit whose replay `observed` differs from the recording, once a

@@ -294,7 +294,7 @@ pub struct RunResult {
 /// in the child between fork and exec: `Command` can then spawn without copying this
 /// process's page tables (with thousands of units in memory, that copy was most of
 /// the cost of a replay).
-fn no_randomization_for_children() {
+pub(crate) fn no_randomization_for_children() {
     thread_local!(static SET: std::cell::Cell<bool> = const { std::cell::Cell::new(false) });
     if !SET.get() {
         // SAFETY: personality() with 0xffffffff only queries; then it sets a flag of
