@@ -143,7 +143,9 @@ const CLOCK_SHIFT: i64 = 11 * 86_400 + 3_607;
 
 /// [`replay_unit_with_stderr`] with the program's clock `clock_shift` seconds ahead.
 fn replay_unit_with_clock(program: &Path, unit: &Unit, timeout: Duration, clock_shift: i64) -> Result<(Outcome, String), String> {
-    let dir = scratch_dir("trestle-replay-").map_err(|e| format!("{e:#}"))?;
+    // In the system's temporary directory, as the recordings' tests compare with:
+    // the two paths are in the environment, and where the stack starts moves with it.
+    let dir = tempfile::Builder::new().prefix("trestle-replay-").tempdir().map_err(|e| e.to_string())?;
     let req_path = dir.path().join("request.bin");
     let out_path = dir.path().join("result.bin");
     write_request(&req_path, unit)?;
