@@ -2,7 +2,7 @@
 //! the system run recorded.
 
 use crate::binary::Binary;
-use crate::system::forkserver::{ForkServer, Request, RunEnd};
+use crate::system::forkserver::{test_argv_env, ForkServer, Request, RunEnd};
 use crate::system::systest::{no_randomization_for_children, run_test, scratch_dir, RunOptions, RunStatus};
 use crate::carve::units::{read_unit, unit_files};
 use anyhow::{Context as _, Result};
@@ -246,11 +246,7 @@ impl ReplayServer {
             Ok(l) => l,
             Err(e) => return Some(Err(format!("{e:#}"))),
         };
-        use std::os::unix::ffi::OsStrExt as _;
-        let test = &unit.system_test;
-        let mut argv: Vec<&[u8]> = vec![self.program.as_os_str().as_bytes()];
-        argv.extend(test.args.iter().map(|a| a.as_bytes()));
-        let env: Vec<(&[u8], &[u8])> = test.env.iter().map(|(k, v)| (k.as_bytes(), v.as_bytes())).collect();
+        let (argv, env) = test_argv_env(&self.program, &unit.system_test);
         let req = Request {
             argv: &argv,
             env: &env,
@@ -261,14 +257,7 @@ impl ReplayServer {
             limits: Default::default(),
         };
         let status = match server.run(&req, timeout) {
-            RunEnd::Ended(e) => {
-                let w = e.status as i32;
-                if libc::WIFSIGNALED(w) {
-                    RunStatus::Signaled(libc::WTERMSIG(w))
-                } else {
-                    RunStatus::Exited(libc::WEXITSTATUS(w))
-                }
-            }
+            RunEnd::Ended(e) => RunStatus::from_wait(e.status as i32),
             RunEnd::Timeout => RunStatus::TimedOut,
             RunEnd::ServerDied => {
                 self.server = None;

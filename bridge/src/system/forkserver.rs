@@ -102,6 +102,15 @@ pub struct Request<'a> {
     pub limits: ChildLimits,
 }
 
+/// The `argv` (`program` and the test's arguments) and the variables of `test`, as a
+/// [`Request`] takes them.
+pub fn test_argv_env<'a>(program: &'a Path, test: &'a trestle_abi::unit::SystemTest) -> (Vec<&'a [u8]>, Vec<(&'a [u8], &'a [u8])>) {
+    let mut argv: Vec<&[u8]> = vec![program.as_os_str().as_bytes()];
+    argv.extend(test.args.iter().map(|a| a.as_bytes()));
+    let env = test.env.iter().map(|(k, v)| (k.as_bytes(), v.as_bytes())).collect();
+    (argv, env)
+}
+
 /// A running forkserver.
 pub struct ForkServer {
     child: Child,

@@ -257,6 +257,17 @@ pub enum RunStatus {
     TimedOut,
 }
 
+impl RunStatus {
+    /// The status of a child that ended with wait status `w`.
+    pub fn from_wait(w: i32) -> RunStatus {
+        if libc::WIFSIGNALED(w) {
+            RunStatus::Signaled(libc::WTERMSIG(w))
+        } else {
+            RunStatus::Exited(libc::WEXITSTATUS(w))
+        }
+    }
+}
+
 impl std::fmt::Display for RunStatus {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {

@@ -140,9 +140,7 @@ impl Served {
             let Some(server) = self.server.as_mut() else { return Ok(None) };
             let layout = Layout::new_in(test, self.base.path())?;
             let (out, err, stack) = (layout.side.join("stdout"), layout.side.join("stderr"), layout.side.join("stack"));
-            let mut argv: Vec<&[u8]> = vec![self.program.as_os_str().as_bytes()];
-            argv.extend(test.args.iter().map(|a| a.as_bytes()));
-            let mut env: Vec<(&[u8], &[u8])> = test.env.iter().map(|(k, v)| (k.as_bytes(), v.as_bytes())).collect();
+            let (argv, mut env) = crate::system::forkserver::test_argv_env(&self.program, test);
             env.extend(extra_env.iter().map(|(k, v)| (k.as_bytes(), v.as_bytes())));
             env.push((trestle_abi::fuzz::ENV_CRASH_STACK.as_bytes(), stack.as_os_str().as_bytes()));
             let child_limits = ChildLimits {
@@ -162,9 +160,7 @@ impl Served {
             let started = Instant::now();
             let (status, cpu_ms, max_rss_kib) = match server.run(&req, limits.wall) {
                 RunEnd::Ended(e) => {
-                    let s = e.status as i32;
-                    let status = if libc::WIFSIGNALED(s) { RunStatus::Signaled(libc::WTERMSIG(s)) } else { RunStatus::Exited(libc::WEXITSTATUS(s)) };
-                    (status, u64::from(e.cpu_ms), u64::from(e.max_rss_kib))
+                    (RunStatus::from_wait(e.status as i32), u64::from(e.cpu_ms), u64::from(e.max_rss_kib))
                 }
                 RunEnd::Timeout => (RunStatus::TimedOut, 0, 0),
                 RunEnd::ServerDied => {
