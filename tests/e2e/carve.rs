@@ -1480,39 +1480,87 @@ int main(int argc, char **argv) {
 }
 "#;
 
-#[test]
-fn replays_fork_from_one_start_of_the_program_and_judge_as_a_start_each_does() {
+/// Build `source` (whose constructor notes each start of the program in the file
+/// `@STARTS@` stands for), record and carve it on `seeds`; returns the directory,
+/// the units, the start log and how many units the constructor itself has (each
+/// replay of it notes a start of its own).
+fn carve_counting_starts(source: &str, seeds: &[(&str, Value)]) -> (tempfile::TempDir, std::path::PathBuf, std::path::PathBuf, usize) {
     let dir = tempfile::tempdir().unwrap();
     let starts = dir.path().join("starts.log");
-    let source = COUNTS_STARTS.replace("@STARTS@", starts.to_str().unwrap());
-    let prog = build_c(dir.path(), "starts", &source, "-O2");
-    let seeds = dir.path().join("seeds");
-    write_test(&seeds, "one", &json!({"args": ["alpha", "beta"]}));
-    write_test(&seeds, "two", &json!({"args": ["gamma", "delta", "epsilon"]}));
+    let prog = build_c(dir.path(), "starts", &source.replace("@STARTS@", starts.to_str().unwrap()), "-O2");
+    let seed_dir = dir.path().join("seeds");
+    for (name, test) in seeds {
+        write_test(&seed_dir, name, test);
+    }
     let (traces, units) = (dir.path().join("traces"), dir.path().join("units"));
-    ok(&mut trestle(&[&"record", &"--program", &prog, &"--tests", &seeds, &"--out", &traces]));
+    ok(&mut trestle(&[&"record", &"--program", &prog, &"--tests", &seed_dir, &"--out", &traces]));
     ok(&mut trestle(&[&"carve", &traces, &"--out", &units]));
-    let count = || std::fs::read_to_string(&starts).unwrap_or_default().lines().count();
-    let replay = |extra: &[&dyn AsRef<std::ffi::OsStr>]| -> Value {
-        std::fs::write(&starts, "").unwrap();
-        let mut args: Vec<&dyn AsRef<std::ffi::OsStr>> = vec![&"replay", &units, &"--check", &"--json", &"--jobs", &"1"];
-        args.extend_from_slice(extra);
-        let o = run(&mut trestle(&args));
-        assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
-        serde_json::from_slice(&o.stdout).expect("replay --json prints JSON")
-    };
-    // The constructor is carved too: each replay of it notes a start of its own.
     let index: Value = serde_json::from_slice(&std::fs::read(units.join("index.json")).unwrap()).unwrap();
     let of_constructor = units_of(&index, "note_start");
-    let served = replay(&[]);
+    (dir, units, starts, of_constructor)
+}
+
+/// `replay UNITS --check --json --jobs 1` and `extra`, expecting exit status
+/// `status`: the summary, and how often the program started meanwhile.
+fn replay_counting_starts(units: &std::path::Path, starts: &std::path::Path, extra: &[&dyn AsRef<std::ffi::OsStr>], status: i32) -> (Value, usize) {
+    std::fs::write(starts, "").unwrap();
+    let mut args: Vec<&dyn AsRef<std::ffi::OsStr>> = vec![&"replay", &units, &"--check", &"--json", &"--jobs", &"1"];
+    args.extend_from_slice(extra);
+    let o = run(&mut trestle(&args));
+    assert_eq!(o.status.code(), Some(status), "{}", String::from_utf8_lossy(&o.stderr));
+    let summary = serde_json::from_slice(&o.stdout).expect("replay --json prints JSON");
+    (summary, std::fs::read_to_string(starts).unwrap_or_default().lines().count())
+}
+
+#[test]
+fn replays_fork_from_one_start_of_the_program_and_judge_as_a_start_each_does() {
+    let (_dir, units, starts, of_constructor) = carve_counting_starts(
+        COUNTS_STARTS,
+        &[("one", json!({"args": ["alpha", "beta"]})), ("two", json!({"args": ["gamma", "delta", "epsilon"]}))],
+    );
+    let (served, started) = replay_counting_starts(&units, &starts, &[], 0);
     let n = served["units"].as_u64().unwrap() as usize;
     assert!(n >= 8, "{served:#}");
     assert_eq!(served["faithful"].as_u64().unwrap() as usize, n, "{served:#}");
     // One thread, one start: every unit replayed in a fork of it.
-    assert_eq!(count(), 1 + of_constructor, "starts of the program while replaying {n} units through the forkserver");
-    let spawned = replay(&[&"--no-forkserver"]);
-    assert_eq!(count(), n + of_constructor, "starts of the program while replaying {n} units without the forkserver");
+    assert_eq!(started, 1 + of_constructor, "starts of the program while replaying {n} units through the forkserver");
+    let (spawned, started) = replay_counting_starts(&units, &starts, &[&"--no-forkserver"], 0);
+    assert_eq!(started, n + of_constructor, "starts of the program while replaying {n} units without the forkserver");
     // The same verdicts either way.
     assert_eq!(served["faithful"], spawned["faithful"]);
     assert_eq!(served["functions"], spawned["functions"]);
+}
+
+/// The start-noting program whose `await_ready` waits for a file `main` made in
+/// its working directory: replayed alone, in a directory without it, it spins.
+const HANGS_IN_REPLAY: &str = r#"
+#include <stdio.h>
+#include <unistd.h>
+__attribute__((constructor)) static void note_start(void) {
+    FILE *f = fopen("@STARTS@", "a");
+    if (f) { fputs("start\n", f); fclose(f); }
+}
+__attribute__((noinline)) static int await_ready(int tries) {
+    int spins = 0;
+    while (access("ready", F_OK) != 0) spins++;
+    return spins + tries;
+}
+int main(void) {
+    FILE *f = fopen("ready", "w");
+    if (f) fclose(f);
+    printf("%d\n", await_ready(1));
+    return 0;
+}
+"#;
+
+#[test]
+fn a_unit_that_hangs_in_a_forked_replay_is_not_started_again() {
+    let (_dir, units, starts, of_constructor) = carve_counting_starts(HANGS_IN_REPLAY, &[("once", json!({}))]);
+    let (served, started) = replay_counting_starts(&units, &starts, &[&"--timeout", &"1s"], 1);
+    let hung: Vec<&Value> = served["failures"].as_array().unwrap().iter().filter(|f| f["function"] == "await_ready").collect();
+    assert_eq!(hung.len(), 1, "{served:#}");
+    assert!(hung[0]["verdict"]["Error"].as_str().is_some_and(|e| e.contains("timed out")), "{served:#}");
+    // Past the limit in the fork, the unit is not tried again in a fresh process:
+    // the server's start is the only one but the constructor's own replays.
+    assert_eq!(started, 1 + of_constructor, "{served:#}");
 }

@@ -217,9 +217,10 @@ impl ReplayServer {
         Ok(ReplayServer { program: program.to_owned(), dir, server: None, deaths: 0, spawn_only: false })
     }
 
-    /// Replay `unit` in a fork of the server, starting it first if need be; `None`
-    /// when there is no server to replay in (the caller spawns the program).
-    fn replay(&mut self, unit: &Unit, timeout: Duration) -> Option<Result<(Outcome, String), String>> {
+    /// Replay `unit` in a fork of the server, starting it first if need be: how the
+    /// fork ended and what it did; `None` when there is no server to replay in (the
+    /// caller spawns the program).
+    fn replay(&mut self, unit: &Unit, timeout: Duration) -> Option<(RunStatus, Result<(Outcome, String), String>)> {
         if self.spawn_only || self.deaths >= SERVER_DEATHS {
             return None;
         }
@@ -239,12 +240,12 @@ impl ReplayServer {
         }
         let server = self.server.as_mut().expect("started above");
         if let Err(e) = write_request(&req_path, unit) {
-            return Some(Err(e));
+            return Some((RunStatus::Exited(0), Err(e)));
         }
         let _ = std::fs::remove_file(&out_path);
         let layout = match crate::system::launch::Layout::new(&unit.system_test) {
             Ok(l) => l,
-            Err(e) => return Some(Err(format!("{e:#}"))),
+            Err(e) => return Some((RunStatus::Exited(0), Err(format!("{e:#}")))),
         };
         let (argv, env) = test_argv_env(&self.program, &unit.system_test);
         let req = Request {
@@ -266,7 +267,8 @@ impl ReplayServer {
             }
         };
         let stderr = read_tail(&err_path);
-        Some(read_result(&out_path, status, &stderr, timeout))
+        let result = read_result(&out_path, status.clone(), &stderr, timeout);
+        Some((status, result))
     }
 }
 
@@ -466,7 +468,11 @@ fn replay_one(opts: &Options, f: &Path, u: &Unit, server: Option<&mut ReplayServ
     // server's frames left), and a stale pointer half that matched the heap of a
     // fresh process's replay no longer did.
     let observed = match server.and_then(|s| s.replay(u, opts.timeout)) {
-        Some(Ok((o, e))) if faithful_as_is(u, &o, names, twin) => Ok((o, e)),
+        Some((_, Ok((o, e)))) if faithful_as_is(u, &o, names, twin) => Ok((o, e)),
+        // Past the limit in a fork, a unit ran past it in a fresh process too (GNU
+        // diff's 12 hanging units, either way): a second try would cost the limit
+        // twice.
+        Some((RunStatus::TimedOut, hung @ Err(_))) => hung,
         _ => replay_unit_with_stderr(&program_of(opts, u), u, opts.timeout),
     };
     let stderr_note = match &observed {
