@@ -3,9 +3,10 @@
 //! It runs at the start of `main`, in passive mode (system fuzzing) or in replay mode
 //! (`trestle replay`, the program's metadata loaded once for all the units it
 //! replays), after the C runtime and the program's constructors: each child is a fork
-//! of a process that has not run any of `main` yet. The child does not return into the `main` that called the hook (its
-//! arguments are fixed); it calls `main` again with the request's arguments and exits
-//! with what that returns, as the C runtime would. The nested `main` finds the hook
+//! of a process that has not run any of `main` yet. The child does not return into
+//! the `main` that called the hook (its arguments are fixed); it calls `main` again
+//! with the request's arguments and exits with what that returns, as the C runtime
+//! would. The nested `main` finds the hook
 //! already past and goes on.
 
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -105,10 +106,11 @@ fn scrub_stack() {
 }
 
 /// Serve system tests if the host asked for it; returns at once otherwise, and in
-/// every child. With `scrub`, each child zeroes the stack its `main` will use
-/// ([`scrub_stack`]): replays judge what a call leaves in memory, the system fuzzer
-/// only the edges it took, and pays for no page it does not need.
-pub fn maybe_serve(scrub: bool) {
+/// every child. `replaying`: the program is in replay mode, and each child is a
+/// [`replay_child`] and zeroes the stack its `main` will use ([`scrub_stack`]):
+/// replays judge what a call leaves in memory, the system fuzzer only the edges it
+/// took, and pays for no page it does not need.
+pub fn maybe_serve(replaying: bool) {
     // Read before written: a child (which finds it set) then never copies the page.
     if STARTED.load(Ordering::Acquire) || STARTED.swap(true, Ordering::AcqRel) || std::env::var_os(ENV_SYS_FORKSERVER).is_none() {
         return;
@@ -148,7 +150,7 @@ pub fn maybe_serve(scrub: bool) {
         // SAFETY: the server is single-threaded; the child only uses what is above.
         let pid = unsafe { libc::fork() };
         if pid == 0 {
-            if scrub {
+            if replaying {
                 REPLAY_CHILD.store(true, Ordering::Relaxed);
                 scrub_stack();
             }

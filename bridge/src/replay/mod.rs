@@ -462,63 +462,79 @@ fn replay_all(opts: &Options, units: &[(PathBuf, Unit)], names: &ProgramNames, t
 /// `twin` says the two recordings of the call disagree on; differences name globals
 /// as `names` says.
 fn replay_one(opts: &Options, f: &Path, u: &Unit, server: Option<&mut ReplayServer>, names: &GlobalNames, twin: Option<&Result<Unstable, String>>) -> UnitReplay {
-    // A replay served from a fork is taken where it is faithful as it is; any other
-    // is judged on a fresh process, as without the server: a fork of the server is
-    // no fresh process (its heap holds what the server allocated, its stack what the
-    // server's frames left), and a stale pointer half that matched the heap of a
+    let judged = |observed: String, verdict: Verdict| UnitReplay { unit: f.display().to_string(), function: u.function.clone(), observed, verdict };
+    // A replay served from a fork is taken where it settles the unit as it is; any
+    // other is judged on a fresh process, as without the server: a fork of the server
+    // is no fresh process (its heap holds what the server allocated, its stack what
+    // the server's frames left), and a stale pointer half that matched the heap of a
     // fresh process's replay no longer did.
     let observed = match server.and_then(|s| s.replay(u, opts.timeout)) {
-        Some((_, Ok((o, e)))) if faithful_as_is(u, &o, names, twin) => Ok((o, e)),
+        Some((_, Ok((o, _)))) => match settled(u, &o, names, twin) {
+            Some(verdict) => {
+                dump_if_different(opts, f, u, &o);
+                return judged(o.summary(), verdict);
+            }
+            None => replay_unit_with_stderr(&program_of(opts, u), u, opts.timeout),
+        },
         // Past the limit in a fork, a unit ran past it in a fresh process too (GNU
         // diff's 12 hanging units, either way): a second try would cost the limit
         // twice.
         Some((RunStatus::TimedOut, hung @ Err(_))) => hung,
         _ => replay_unit_with_stderr(&program_of(opts, u), u, opts.timeout),
     };
-    let stderr_note = match &observed {
-        Ok((Outcome::Crashed { .. }, e)) if !e.is_empty() => format!("; stderr: {e}"),
-        _ => String::new(),
+    let (o, last_err) = match observed {
+        Ok(observed) => observed,
+        Err(e) => return judged("error".to_owned(), Verdict::Error(e)),
     };
-    let observed = observed.map(|(o, _)| o);
-    if let (Some(dir), Ok(o), Some(exp)) = (&opts.dump, &observed, &u.expected) {
-        if diff_outcomes_after(&u.context.graph, exp, o).is_some() {
+    dump_if_different(opts, f, u, &o);
+    let verdict = match settled(u, &o, names, twin) {
+        Some(verdict) => verdict,
+        None => {
+            let exp = u.expected.as_ref().expect("a unit without an oracle is settled");
+            let stderr_note = if matches!(o, Outcome::Crashed { .. }) && !last_err.is_empty() { format!("; stderr: {last_err}") } else { String::new() };
+            let nothing = Unstable::default();
+            let recorded = match twin {
+                Some(Ok(left_out)) => left_out,
+                _ => &nothing,
+            };
+            let d = diff_outcomes_named(&u.context.graph, exp, &o, recorded, names).expect("an unsettled unit differs");
+            judge_unstable(opts, u, exp, &o, names, recorded).unwrap_or(Verdict::Unfaithful(d + &stderr_note))
+        }
+    };
+    judged(o.summary(), verdict)
+}
+
+/// With `--dump`, the recorded and the replayed outcome of `u` where they differ.
+fn dump_if_different(opts: &Options, f: &Path, u: &Unit, observed: &Outcome) {
+    if let (Some(dir), Some(exp)) = (&opts.dump, &u.expected) {
+        if diff_outcomes_after(&u.context.graph, exp, observed).is_some() {
             let stem = f.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
-            if let Err(e) = dump(dir, &stem, exp, o) {
+            if let Err(e) = dump(dir, &stem, exp, observed) {
                 eprintln!("trestle replay: --dump: {e:#}");
             }
         }
     }
-    let (observed, verdict) = match (&observed, &u.expected) {
-        (Err(e), _) => ("error".to_owned(), Verdict::Error(e.clone())),
-        (Ok(o), None) => (o.summary(), Verdict::NoOracle("the recording saw no end of the call (the process ended inside it, or longjmp left it)".into())),
-        (Ok(o), Some(exp)) if exp.state().is_some_and(|st| st.graph.partial) => {
-            (o.summary(), Verdict::NoOracle("the memory after the recorded call was over the snapshot size bound".into()))
-        }
-        (Ok(o), Some(exp)) => (
-            o.summary(),
-            match (diff_outcomes_named(&u.context.graph, exp, o, &Unstable::default(), names), twin) {
-                (None, _) => Verdict::Faithful,
-                (Some(_), Some(Err(how))) => Verdict::NoOracle(format!("the two recordings of the call ended differently: {how}")),
-                (Some(_), Some(Ok(left_out))) if !left_out.is_empty() => match diff_outcomes_named(&u.context.graph, exp, o, left_out, names) {
-                    None => Verdict::FaithfulWhereRecordingsAgree(left_out.describe()),
-                    Some(d2) => judge_unstable(opts, u, exp, o, names, left_out).unwrap_or(Verdict::Unfaithful(d2 + &stderr_note)),
-                },
-                (Some(d), _) => judge_unstable(opts, u, exp, o, names, &Unstable::default()).unwrap_or(Verdict::Unfaithful(d + &stderr_note)),
-            },
-        ),
-    };
-    UnitReplay { unit: f.display().to_string(), function: u.function.clone(), observed, verdict }
 }
 
-/// Whether `observed` needs no second look: the unit has no oracle, or its replay is
-/// faithful to it (but for what `twin` says the two recordings disagree on).
-fn faithful_as_is(u: &Unit, observed: &Outcome, names: &GlobalNames, twin: Option<&Result<Unstable, String>>) -> bool {
-    let Some(exp) = &u.expected else { return true };
+/// The verdict on `observed` where it needs no second look: the unit has no oracle,
+/// its replay is faithful to it (but for what `twin` says the two recordings disagree
+/// on), or the two recordings ended differently. `None`: it differs.
+fn settled(u: &Unit, observed: &Outcome, names: &GlobalNames, twin: Option<&Result<Unstable, String>>) -> Option<Verdict> {
+    let Some(exp) = &u.expected else {
+        return Some(Verdict::NoOracle("the recording saw no end of the call (the process ended inside it, or longjmp left it)".into()));
+    };
     if exp.state().is_some_and(|st| st.graph.partial) {
-        return true;
+        return Some(Verdict::NoOracle("the memory after the recorded call was over the snapshot size bound".into()));
     }
     let same_but_for = |left_out: &Unstable| diff_outcomes_named(&u.context.graph, exp, observed, left_out, names).is_none();
-    same_but_for(&Unstable::default()) || matches!(twin, Some(Ok(left_out)) if !left_out.is_empty() && same_but_for(left_out))
+    if same_but_for(&Unstable::default()) {
+        return Some(Verdict::Faithful);
+    }
+    match twin {
+        Some(Err(how)) => Some(Verdict::NoOracle(format!("the two recordings of the call ended differently: {how}"))),
+        Some(Ok(left_out)) if !left_out.is_empty() && same_but_for(left_out) => Some(Verdict::FaithfulWhereRecordingsAgree(left_out.describe())),
+        _ => None,
+    }
 }
 
 /// The verdict on a unit whose replay `observed` differs from the recording, once a
