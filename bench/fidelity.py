@@ -17,7 +17,8 @@ Programs are built with trestle-cc first, e.g. for GNU bc and dc:
 
 builds the real programs itself (GNU sed 4.9, bc and dc from bc 1.07.1, and the
 programs none of trestle's tests was written against: mawk 1.3.4, Lua 5.4.4, bzip2
-1.0.8, GNU m4 1.4.19, expat 2.5.0's xmlwf, GNU indent 2.2.12, GNU cpio 2.13, each
+1.0.8, GNU m4 1.4.19, expat 2.5.0's xmlwf, GNU indent 2.2.12, GNU cpio 2.13, GNU diff
+from diffutils 3.8, each
 from its Debian bookworm source with its build script and seeds in bench/NAME; the
 bundled C++ subjects shapes and ledger) with trestle-cc -O2 -g and measures them all.
 A replay check that finds unfaithful units exits 1; that is a result here, not a failure.
@@ -132,7 +133,7 @@ def print_result(r):
 
 # Real programs of the suite that the project's tests were not written against
 # (bench/NAME/build.sh builds bin/NAME from its Debian bookworm source).
-UNSEEN = ["mawk", "lua", "bzip2", "m4", "xmlwf", "indent", "cpio"]
+UNSEEN = ["mawk", "lua", "bzip2", "m4", "xmlwf", "indent", "cpio", "diff"]
 
 
 def build_suite(trestle, work):
@@ -147,7 +148,7 @@ def build_suite(trestle, work):
              f"dc={work / 'bc/bin/dc'}:{REPO / 'tests/bc/dc-seeds'}"]
     # Programs none of trestle's tests was written against, each with seeds of its
     # own under bench/NAME: an interpreter, a compressor, a macro processor, an XML
-    # parser, a text formatter and an archiver.
+    # parser, a text formatter, an archiver and a text-comparison tool.
     for name in UNSEEN:
         subprocess.run(["bash", str(REPO / "bench" / name / "build.sh"), "--cc", str(cc), "--out", str(work / name)],
                        check=True, stdout=subprocess.DEVNULL)
