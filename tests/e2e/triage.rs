@@ -96,6 +96,15 @@ fn crashes_from_another_fuzzer_are_sorted_into_bugs_and_what_does_not_reproduce_
         let two = std::fs::read(g["smallest"].as_str().unwrap()).unwrap() == b"A2xx";
         assert_eq!(g["not_on"] == serde_json::json!(["fixed"]), two, "{g}");
     }
+    // On a build without bug two, A2B goes on to bug one: a crash of the same class
+    // in the same function, on another line, is not bug two reproducing.
+    let two_then_one = afl_dir(&d.join("afl-a2b"), &[("havoc", b"A2B")]);
+    ok(&mut trestle(&[&"triage", &"--program", &plain, &"--out", &d.join("a2b"), &"--no-reduce", &"--also-on", &also, &two_then_one]));
+    let alarms = alarm_list(&d.join("a2b"));
+    let two = alarms.iter().find(|a| a["signature"].as_str().unwrap().starts_with("SIGSEGV")).expect("bug two's alarm");
+    let fixed_run = two["builds"].as_array().unwrap().iter().find(|b| b["role"] == "fixed").expect("the fixed build's check").clone();
+    assert_eq!(fixed_run["reproduces"], false, "{two}");
+    assert!(fixed_run["ended"].as_str().unwrap().contains("store < via_b"), "how it ended there: {two}");
     // A campaign's tests say nothing of whether they crash or hang: one that runs
     // into the crash check's CPU limit is tried as a hang.
     let tests = d.join("tests");

@@ -197,7 +197,10 @@ impl Lifter {
     /// confirmed on another build.
     fn publish_alarm(&mut self, tmp: &Path, mut entry: AlarmEntry, not_on_validation: Option<String>) -> Result<()> {
         if !self.other_builds.is_empty() {
-            entry.builds = self.check_builds(&load_test(&tmp.join("lifted.json"))?, &entry, not_on_validation)?;
+            // The reduced test (the lifted one while its reduction waits): a lifted
+            // test may hold more than one bug, and a build without this one would
+            // stop at another.
+            entry.builds = self.check_builds(&load_test(&tmp.join(files::REDUCED))?, &entry, not_on_validation)?;
             if entry.build_dependent() {
                 let mut md = std::fs::read_to_string(tmp.join("summary.md")).unwrap_or_default();
                 md.push_str(&builds_md(&entry));
@@ -214,8 +217,8 @@ impl Lifter {
 
     /// Run `test`, which crashed (or hung) a build as `entry` says, on each other
     /// build: the validation build first (whether it reproduced there, said by
-    /// `not_on_validation`), then whether each reproduces (a crash of the same class,
-    /// or a hang), twice before it counts as not.
+    /// `not_on_validation`), then whether each reproduces (the same crash, see
+    /// [`same_crash`], or a hang), twice before it counts as not.
     fn check_builds(&self, test: &SystemTest, entry: &AlarmEntry, not_on_validation: Option<String>) -> Result<Vec<BuildCheck>> {
         let class = entry.key.split('@').next().unwrap_or_default();
         let sandbox = self.sandbox_for(class);
@@ -231,7 +234,7 @@ impl Lifter {
             let mut reproduces = false;
             for _ in 0..2 {
                 let run = sandbox.run(program, test, &[], &filter, None)?;
-                let found = finding_like(run.clone(), &entry.key);
+                let found = finding_like(run.clone(), &entry.key).filter(|sig| same_crash(sig, entry));
                 ended = match (&found, &run.crash, &run.limit) {
                     (Some(sig), _, _) => sig.to_string(),
                     (None, Some(other), _) => other.to_string(),
@@ -510,6 +513,14 @@ fn finding(run: &SandboxRun, hang: bool) -> Option<CrashSignature> {
 
 /// What of `run` is a finding of the class of `key` ([`CrashSignature::key`]): a
 /// crash of that class, a hang, or running out of memory.
+/// Whether `sig`, how another build of the program crashed on an alarm's test, is
+/// that alarm's crash: the keys match (the class and the faulting line, or the
+/// frames where a build has no line). A crash of the class elsewhere, even in the
+/// same function, is another bug.
+fn same_crash(sig: &CrashSignature, entry: &AlarmEntry) -> bool {
+    CrashSignature::keys_match(&sig.key(), &entry.key)
+}
+
 fn finding_like(run: SandboxRun, key: &str) -> Option<CrashSignature> {
     match key.split('@').next().unwrap_or_default() {
         HANG => run.hang,

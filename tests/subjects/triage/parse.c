@@ -44,6 +44,8 @@ int main(int argc, char **argv) {
   size_t len = fread(buf, 1, sizeof buf - 1, f);
   buf[len] = 0;
   if (len >= 1 && buf[0] == 'A') store(buf, len);
+  /* A2B: a build without bug two goes on to bug one, another crash of its class */
+  if (len >= 3 && buf[0] == 'A' && buf[2] == 'B') via_b(buf, len);
   if (len >= 1 && buf[0] == 'B') via_b(buf, len);
   if (len >= 1 && buf[0] == 'R') return nest(buf, len);
   if (len >= 1 && buf[0] == 'L') return (int)spin(buf);
