@@ -719,6 +719,10 @@ fn an_alarm_names_the_builds_it_reproduces_on_and_one_some_lack_is_build_depende
     let seeds = d.join("seeds");
     std::fs::create_dir(&seeds).unwrap();
     std::fs::write(seeds.join("hello.json"), r#"{"stdin": "hello\nworld\n"}"#).unwrap();
+    // A seed with two bugs: the fuzzing build stops at `fuzzing_only`'s first, so only
+    // its reduction (to the `!C` line) reproduces `elsewhere`'s on that build, and the
+    // builds are checked again once the alarm is reduced.
+    std::fs::write(seeds.join("two.json"), r#"{"stdin": "hello\n!D\n!C\n"}"#).unwrap();
     // A coverage build given where none is expected is refused with one line.
     let o = run(&mut trestle(&[&"run", &"--program", &fuzzed, &"--seeds", &seeds, &"--time", &"5s", &"--out", &d.join("no"), &"--coverage-with", &plain]));
     assert_eq!(o.status.code(), Some(2), "{}", String::from_utf8_lossy(&o.stderr));

@@ -301,13 +301,28 @@ impl Lifter {
         provenance.reduced_test_mut().reduction = rstats.clone();
         files::write(&dir.join(files::PROVENANCE), &provenance)?;
         let md_path = dir.join("summary.md");
-        let md = std::fs::read_to_string(&md_path).with_context(|| format!("cannot read {}", md_path.display()))?;
-        if let Some(md) = with_reproducer(&md, (&found, &ReduceStats::none(&found, true)), (&reduced, &rstats)) {
-            files::write_atomic(&md_path, md.as_bytes())?;
+        let mut md = std::fs::read_to_string(&md_path).with_context(|| format!("cannot read {}", md_path.display()))?;
+        if let Some(with) = with_reproducer(&md, (&found, &ReduceStats::none(&found, true)), (&reduced, &rstats)) {
+            md = with;
         }
+        // The other builds were checked on the lifted test, which may have stopped
+        // at another bug first on one of them; check them again on the reduced one.
+        let mut builds = entry.builds.clone();
+        if !self.other_builds.is_empty() && !builds.is_empty() {
+            let not_on_validation = builds.iter().find(|b| b.role == "validation" && !b.reproduces).map(|b| b.ended.clone());
+            let mut checked = entry.clone();
+            checked.builds = self.check_builds(&reduced, entry, not_on_validation)?;
+            md.truncate(md.find(BUILDS_HEADING).unwrap_or(md.len()));
+            if checked.build_dependent() {
+                md.push_str(&builds_md(&checked));
+            }
+            builds = checked.builds;
+        }
+        files::write_atomic(&md_path, md.as_bytes())?;
         if let Some(a) = self.alarms.get_mut(&entry.key) {
             a.size_reduced = rstats.size_after;
             a.reduction_pending = false;
+            a.builds = builds;
         }
         self.write_index()
     }
@@ -496,8 +511,12 @@ pub(super) fn describe_values(unit: &Unit, values: &[ParamValue]) -> Vec<String>
 }
 
 /// The part of an alarm's `summary.md` that says it does not reproduce on every build.
+/// Where `summary.md`'s part on the builds begins; it is the last part.
+const BUILDS_HEADING: &str = "\n## Build-dependent\n";
+
 fn builds_md(entry: &AlarmEntry) -> String {
-    let mut md = String::from("\n## Build-dependent\n\nThe test does not crash every build of the program the same way: the crash depends on how\nthe program was built (optimisation, instrumentation), as undefined behaviour often does.\nCheck it on the build you ship.\n\n");
+    let mut md = String::from(BUILDS_HEADING);
+    md.push_str("\nThe test does not crash every build of the program the same way: the crash depends on how\nthe program was built (optimisation, instrumentation), as undefined behaviour often does.\nCheck it on the build you ship.\n\n");
     for b in &entry.builds {
         let verdict = if b.reproduces { "reproduces" } else { "does not reproduce" };
         md.push_str(&format!("- {} build `{}`: {verdict} ({})\n", b.role, b.program.display(), b.ended));
@@ -511,8 +530,6 @@ fn finding(run: &SandboxRun, hang: bool) -> Option<CrashSignature> {
     if hang { run.hang.clone() } else { run.crash.clone() }.or_else(|| run.memory.clone())
 }
 
-/// What of `run` is a finding of the class of `key` ([`CrashSignature::key`]): a
-/// crash of that class, a hang, or running out of memory.
 /// Whether `sig`, how another build of the program crashed on an alarm's test, is
 /// that alarm's crash: the keys match (the class and the faulting line, or the
 /// frames where a build has no line). A crash of the class elsewhere, even in the
@@ -521,6 +538,8 @@ fn same_crash(sig: &CrashSignature, entry: &AlarmEntry) -> bool {
     CrashSignature::keys_match(&sig.key(), &entry.key)
 }
 
+/// What of `run` is a finding of the class of `key` ([`CrashSignature::key`]): a
+/// crash of that class, a hang, or running out of memory.
 fn finding_like(run: SandboxRun, key: &str) -> Option<CrashSignature> {
     match key.split('@').next().unwrap_or_default() {
         HANG => run.hang,
