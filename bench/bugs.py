@@ -419,7 +419,8 @@ def classify(v, subj):
     bug's patch added (the Magma way: the planted code itself failed), or else is in
     the bug's function."""
     if not v.get("crash"):
-        return "none", v.get("status") or "?"
+        limit = v.get("limit")
+        return "none", (v.get("status") or "?") + (f" ({limit})" if limit else "")
     bugs = SUBJECTS[subj]["bugs"]
     own = next((f for f in (v.get("stack") or []) if f.get("own")), None)
     if own and own.get("file") and own.get("line"):
@@ -876,6 +877,10 @@ def trestle_run(task, a, work, bin_dir, builds):
         if (al.get("signature") or "").startswith("hang"):
             # A hang finding (confirmed twice on the validation build by the campaign):
             # no crash for `validate` to see, and none of the planted bugs.
+            kind, what = "other", al["signature"]
+        elif (al.get("signature") or "").startswith("out-of-memory") and kind == "none" and "(memory" in what:
+            # Out of memory: the plain build runs into the same memory limit (no
+            # crash for `validate` to see; it exits as the program does then).
             kind, what = "other", al["signature"]
         crashes.append({"id": al["id"], "function": al.get("function"), "signature": al.get("signature"),
                         "source": al.get("source"), "seconds": sec, "time_from": src,
