@@ -202,8 +202,7 @@ impl Lifter {
             // stop at another.
             entry.builds = self.check_builds(&load_test(&tmp.join(files::REDUCED))?, &entry, not_on_validation)?;
             if entry.build_dependent() {
-                let mut md = std::fs::read_to_string(tmp.join("summary.md")).unwrap_or_default();
-                md.push_str(&builds_md(&entry));
+                let md = with_builds_md(std::fs::read_to_string(tmp.join("summary.md")).unwrap_or_default(), &entry);
                 std::fs::write(tmp.join("summary.md"), md).with_context(|| format!("cannot write {}", tmp.join("summary.md").display()))?;
             }
         }
@@ -307,22 +306,17 @@ impl Lifter {
         }
         // The other builds were checked on the lifted test, which may have stopped
         // at another bug first on one of them; check them again on the reduced one.
-        let mut builds = entry.builds.clone();
-        if !self.other_builds.is_empty() && !builds.is_empty() {
-            let not_on_validation = builds.iter().find(|b| b.role == "validation" && !b.reproduces).map(|b| b.ended.clone());
-            let mut checked = entry.clone();
+        let mut checked = entry.clone();
+        if !entry.builds.is_empty() {
+            let not_on_validation = entry.builds.iter().find(|b| b.role == "validation" && !b.reproduces).map(|b| b.ended.clone());
             checked.builds = self.check_builds(&reduced, entry, not_on_validation)?;
-            md.truncate(md.find(BUILDS_HEADING).unwrap_or(md.len()));
-            if checked.build_dependent() {
-                md.push_str(&builds_md(&checked));
-            }
-            builds = checked.builds;
+            md = with_builds_md(md, &checked);
         }
         files::write_atomic(&md_path, md.as_bytes())?;
         if let Some(a) = self.alarms.get_mut(&entry.key) {
             a.size_reduced = rstats.size_after;
             a.reduction_pending = false;
-            a.builds = builds;
+            a.builds = checked.builds;
         }
         self.write_index()
     }
@@ -510,10 +504,20 @@ pub(super) fn describe_values(unit: &Unit, values: &[ParamValue]) -> Vec<String>
     unit.params.iter().zip(values).map(|(p, v)| trestle_unit_fuzz::describe(p, v)).collect()
 }
 
-/// The part of an alarm's `summary.md` that says it does not reproduce on every build.
 /// Where `summary.md`'s part on the builds begins; it is the last part.
 const BUILDS_HEADING: &str = "\n## Build-dependent\n";
 
+/// `md`, an alarm's `summary.md`, with its part on the builds as `entry` has them
+/// now: written when the alarm does not reproduce on every build, else none.
+fn with_builds_md(mut md: String, entry: &AlarmEntry) -> String {
+    md.truncate(md.find(BUILDS_HEADING).unwrap_or(md.len()));
+    if entry.build_dependent() {
+        md.push_str(&builds_md(entry));
+    }
+    md
+}
+
+/// The part of an alarm's `summary.md` that says it does not reproduce on every build.
 fn builds_md(entry: &AlarmEntry) -> String {
     let mut md = String::from(BUILDS_HEADING);
     md.push_str("\nThe test does not crash every build of the program the same way: the crash depends on how\nthe program was built (optimisation, instrumentation), as undefined behaviour often does.\nCheck it on the build you ship.\n\n");
