@@ -883,7 +883,8 @@ def trestle_run(task, a, work, bin_dir, builds):
             # crash for `validate` to see; it exits as the program does then).
             kind, what = "other", al["signature"]
         crashes.append({"id": al["id"], "function": al.get("function"), "signature": al.get("signature"),
-                        "source": al.get("source"), "seconds": sec, "time_from": src,
+                        "source": al.get("source"), "roadblock": al.get("roadblock"),
+                        "descends_from": al.get("descends_from"), "seconds": sec, "time_from": src,
                         "plain": {"kind": kind, "what": what, "test": name}})
         if kind == "bug":
             if found[what] is None or (sec is not None and sec < found[what]):
@@ -1355,6 +1356,7 @@ def write_table(subj, a):
             cells = [f"{len(per[c])} run(s), first {fmt_s(min((x for x in per[c] if x is not None), default=None))} s"
                      if c in per else "–" for c in cols]
             L.append(f"| `{sig}` | " + " | ".join(cells) + " |")
+    L += find_sources_table(bugs, runs.get("bridge", []), budget)
     L += coverage_table([c for c in cols if c != "changed"], runs, budget)
     unrep = sum(len(r.get("unreproduced", [])) for c in cols for r in runs[c])
     if unrep:
@@ -1364,6 +1366,53 @@ def write_table(subj, a):
     text = "\n".join(L) + "\n"
     write_atomic(RESULTS / f"{subj}.md", text)
     return text
+
+
+def find_source(crash):
+    """Where a trestle run's crash came from: a roadblock's unit slice, another unit
+    slice, the system fuzzer on a test that descends from a lifted one (alarms.json's
+    `descends_from`, written from trestle 2026-12-01 on), or the system fuzzer alone."""
+    if crash.get("source") == "unit":
+        return "roadblock slice" if crash.get("roadblock") else "unit slice"
+    if crash.get("descends_from"):
+        return "system, from a lifted test"
+    return "system" if crash.get("source") == "system" else (crash.get("source") or "?")
+
+
+def first_find_sources(run, budget):
+    """{bug: source of the crash that found it first} for the bugs a run found in budget."""
+    out = {}
+    for b, t in run["bugs"].items():
+        if t is None or t > budget:
+            continue
+        firsts = [c for c in run["crashes"] if c["plain"]["kind"] == "bug" and c["plain"]["what"] == b
+                  and c["seconds"] is not None and abs(c["seconds"] - t) < 1e-6]
+        if firsts:
+            out[b] = find_source(firsts[0])
+    return out
+
+
+def find_sources_table(bugs, bridge_runs, budget):
+    """Where the bridge's first finds of the planted bugs came from."""
+    if not bridge_runs:
+        return []
+    per = {b: {} for b in bugs}
+    for r in bridge_runs:
+        for b, src in first_find_sources(r, budget).items():
+            if b in per:
+                per[b][src] = per[b].get(src, 0) + 1
+    kinds = ["roadblock slice", "unit slice", "system, from a lifted test", "system"]
+    total = {k: sum(per[b].get(k, 0) for b in bugs) for k in kinds}
+    L = ["", "## Where the bridge's first finds came from", "",
+         "The crash that found each bug first in each bridge run: a unit slice at a roadblock, another unit "
+         "slice, the system fuzzer on a test that descends by mutation from a test lifted from a unit "
+         "(`descends_from` in alarms.json; runs of trestle before 2026-12-01 do not record it and count as "
+         "system), or the system fuzzer from the seeds alone.", "",
+         "| bug | " + " | ".join(kinds) + " |", "|---|" + "---|" * len(kinds)]
+    for b in bugs:
+        L.append(f"| {b} | " + " | ".join(str(per[b].get(k, 0)) for k in kinds) + " |")
+    L.append("| all | " + " | ".join(str(total[k]) for k in kinds) + " |")
+    return L
 
 
 SIX = ["cut", "paste", "tac", "b2sum", "sed", "dc"]

@@ -262,13 +262,13 @@ pub fn markdown(r: &Report) -> String {
     node_section(&mut s, r);
     alarm_sections(&mut s, r);
     lifting_sections(&mut s, r);
-    roadblock_section(&mut s, c);
+    roadblock_section(&mut s, c, &r.alarms);
     unit_sections(&mut s, c);
     s
 }
 
 /// The system fuzzer's roadblocks, the units fuzzed at them and what came of it.
-fn roadblock_section(s: &mut String, c: &Campaign) {
+fn roadblock_section(s: &mut String, c: &Campaign, alarms: &[AlarmEntry]) {
     if c.settings.system_only {
         return;
     }
@@ -284,6 +284,15 @@ fn roadblock_section(s: &mut String, c: &Campaign) {
         r.attempts.iter().filter(|a| a.flipped_at.is_some()).count(),
         r.solved(),
         100.0 * c.schedule.unit_share()
+    );
+    let from_slices = alarms.iter().filter(|a| a.roadblock.is_some()).count();
+    let descended = alarms.iter().filter(|a| a.descends_from.is_some()).count();
+    let _ = writeln!(
+        s,
+        "Of the {} alarm(s), {from_slices} came from a roadblock slice and {descended} from the system fuzzer on a test that descends from a lifted one (`descends_from` in `alarms.json`). Of the system fuzzer's {} queue entries and findings, {} descend from a lifted test (`system/lineage.jsonl`).\n",
+        alarms.len(),
+        c.lineage.entries,
+        c.lineage.from_lifted
     );
     if !r.probes.is_empty() {
         let passed = r.probes.iter().filter(|p| !p.worth).count();
@@ -339,7 +348,16 @@ fn alarm_sections(s: &mut String, r: &Report) {
     for (a, d) in r.alarms.iter().zip(&r.details) {
         let _ = writeln!(s, "### `{}`: {}\n", a.id, a.signature);
         let on = a.found_on.as_deref().map(|n| format!(" on worker `{n}`")).unwrap_or_default();
-        let _ = writeln!(s, "From {}{on} ({} candidate(s)); reproduce with `alarms/{}/reproduce.sh`.\n", if a.source == "system" { "system-level fuzzing" } else { "a lifted unit finding" }, a.candidates, a.id);
+        let from = match (a.source.as_str(), &a.roadblock, &a.descends_from) {
+            ("system", _, Some(d)) => {
+                let at = d.origin.roadblock.as_ref().map(|r| format!(" at `{r}`")).unwrap_or_default();
+                format!("system-level fuzzing, {} mutation(s) on from a test lifted from a unit of `{}`{at}", d.generations, d.origin.unit)
+            }
+            ("system", _, None) => "system-level fuzzing".to_owned(),
+            (_, Some(r), _) => format!("a lifted unit finding (the slice at the roadblock `{r}`)"),
+            _ => "a lifted unit finding".to_owned(),
+        };
+        let _ = writeln!(s, "From {from}{on} ({} candidate(s)); reproduce with `alarms/{}/reproduce.sh`.\n", a.candidates, a.id);
         if a.build_dependent() {
             let _ = writeln!(s, "**Build-dependent**: it does not crash every build the same way (often undefined behaviour); check it on the build you ship.\n");
         }

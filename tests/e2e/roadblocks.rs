@@ -335,6 +335,10 @@ fn a_unit_crosses_the_roadblock_the_system_fuzzer_does_not_and_the_bridge_report
     let section = md.split("## Roadblocks").nth(1).unwrap_or_else(|| panic!("no roadblocks section:\n{md}"));
     assert!(section.contains(&format!("`{function}`")) && section.contains("solved at system level") && !section.contains(", 0 solved at system level"), "{section}");
     assert!(section.contains("probed at a roadblock"), "the report does not say what the probes did: {section}");
+    assert!(
+        section.contains("came from a roadblock slice") && !section.contains(" 0 came from a roadblock slice"),
+        "the report does not say the alarm came from a roadblock slice: {section}"
+    );
     // A unit round that solved a roadblock earns unit rounds more of the time.
     assert!(c["schedule"]["units"]["found"].as_f64().unwrap() > 0.0, "{}", c["schedule"]);
     // The same seeds and budget at system level alone: the tries are too slow.

@@ -549,3 +549,99 @@ fn the_system_fuzzer_runs_the_lean_sibling_only_while_it_belongs_to_the_program(
     assert_eq!(old["build"], "program", "{old}");
     assert!(old["build_note"].as_str().unwrap().contains("stale"), "{old}");
 }
+
+/// A line protocol that reads stdin only when told to (`read`): the seed is not, so
+/// its mutants never reach the lines; a lifted test is, one byte from the bug.
+const GATED_BOOM: &str = r#"
+#include <stdio.h>
+#include <string.h>
+
+int main(int argc, char **argv) {
+    char line[64];
+    if (argc < 2 || strcmp(argv[1], "read") != 0) {
+        puts("usage: gated read < lines");
+        return 0;
+    }
+    while (fgets(line, sizeof line, stdin)) {
+        if (line[0] == 'b' && line[1] == 'o' && line[2] == 'o') {
+            if (line[3] == 'm') {
+                volatile int *p = NULL;
+                return *p;
+            }
+            puts("boo");
+        }
+    }
+    return 0;
+}
+"#;
+
+/// Lineage: a test the campaign lifted from a unit joins the queue as that unit's,
+/// and what the fuzzer mutates from it descends from it, a crash included; read back
+/// when the fuzzer starts again on the same directory. A seed's own mutants do not.
+#[test]
+fn a_crash_mutated_from_a_lifted_test_descends_from_its_unit_and_a_seeds_mutants_do_not() {
+    use trestle_bridge::system::fuzz::{LiftedOrigin, SysFuzzConfig, SysFuzzer};
+    use trestle_bridge::system::systest::load_tests;
+    let dir = tempfile::tempdir().unwrap();
+    let prog = build_c(dir.path(), "gated", GATED_BOOM, "-O2");
+    let seeds = dir.path().join("seeds");
+    write_test(&seeds, "quiet", &serde_json::json!({ "stdin": "zzz\n" }));
+    let lifted = write_test(&dir.path().join("lifted"), "boot", &serde_json::json!({ "args": ["read"], "stdin": "boot\n" }));
+    let cfg = SysFuzzConfig {
+        program: prog.clone(),
+        seeds: load_tests(&seeds).unwrap(),
+        out: dir.path().join("out"),
+        timeout: Duration::from_secs(2),
+        seed: 1,
+        // Neither tokens nor input-to-state: nothing spells `read` from the seed.
+        dictionary: Vec::new(),
+        no_forkserver: false,
+        cmplog: false,
+        memory: 0,
+        sandbox: false,
+        lean: false,
+    };
+    let mut f = SysFuzzer::new(cfg.clone()).unwrap();
+    let origin = LiftedOrigin { unit: "parse".into(), roadblock: Some("gated.c:10".into()) };
+    f.set_origin(Some(origin.clone()));
+    let test = trestle_bridge::system::systest::load_test(&lifted).unwrap();
+    assert!(f.add_test(&test).unwrap(), "the lifted test reaches new code");
+    f.set_origin(None);
+    let joined = f.take_report().unwrap().new_queue;
+    assert_eq!(joined.len(), 1, "{joined:?}");
+    let d = f.descent_of(&joined[0]).expect("the lifted test is the unit's");
+    assert_eq!((d.origin.clone(), d.generations), (origin.clone(), 0));
+    let start = Instant::now();
+    let mut crashes = Vec::new();
+    while crashes.is_empty() && start.elapsed() < Duration::from_secs(60) {
+        let rep = f.fuzz_for(Duration::from_secs(1)).unwrap();
+        crashes.extend(rep.new_crashes);
+    }
+    assert!(!crashes.is_empty(), "no crash in 60 s");
+    let d = f.descent_of(&crashes[0]).unwrap_or_else(|| panic!("the crash {} does not descend from the lifted test", crashes[0].display()));
+    assert_eq!(d.origin, origin);
+    assert!(d.generations >= 1, "{d:?}");
+    // Every line names an entry or finding once, each parent on an earlier line; the
+    // seed is a root that descends from no unit.
+    let text = std::fs::read_to_string(dir.path().join("out").join(trestle_bridge::system::fuzz::LINEAGE_FILE)).unwrap();
+    let mut seen = std::collections::HashSet::new();
+    let mut seed_roots = 0;
+    for line in text.lines() {
+        let v: serde_json::Value = serde_json::from_str(line).unwrap_or_else(|e| panic!("{e}: {line}"));
+        let entry = v["entry"].as_str().unwrap().to_owned();
+        if let Some(parent) = v["parent"].as_str() {
+            assert!(seen.contains(parent), "{line}: parent not seen before");
+        } else if v.get("lifted").is_none() {
+            seed_roots += 1;
+            assert_eq!(f.descent_of(Path::new(&entry)), None, "{line}");
+        }
+        assert!(seen.insert(entry), "{line}: named twice");
+    }
+    assert_eq!(seed_roots, 1, "{text}");
+    let (entries, from_lifted) = f.lineage_counts();
+    assert!(from_lifted >= 2 && entries > from_lifted, "{entries} entries, {from_lifted} from the lifted test");
+    drop(f);
+    // Started again on the same directory (a resumed campaign): the lineage is read back.
+    let f = SysFuzzer::new(cfg).unwrap();
+    assert_eq!(f.descent_of(&crashes[0]), Some(d));
+}

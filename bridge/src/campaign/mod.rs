@@ -311,6 +311,21 @@ pub struct Campaign {
     /// The directory's size against `--max-disk`, and what was evicted.
     #[serde(default)]
     pub disk: disk::Disk,
+    /// Where the system fuzzer's queue entries and findings came from (its
+    /// `lineage.jsonl`): how many there are, and how many descend by mutation from a
+    /// test lifted from a unit.
+    #[serde(default)]
+    pub lineage: QueueLineage,
+}
+
+/// The system fuzzer's queue entries and findings, and those among them that descend
+/// from a lifted test ([`crate::system::fuzz::Descent`]).
+#[derive(Debug, Clone, Copy, Default, Serialize, Deserialize)]
+pub struct QueueLineage {
+    /// Queue entries and findings.
+    pub entries: usize,
+    /// Those that descend from a lifted test.
+    pub from_lifted: usize,
 }
 
 /// The system tests the system fuzzer kept for running into its time limit
@@ -559,6 +574,7 @@ fn start(args: &Options) -> Result<(PathBuf, Campaign)> {
         hangs: Hangs::default(),
         system_build: String::new(),
         disk: disk::Disk::default(),
+        lineage: QueueLineage::default(),
     };
     let out = std::fs::canonicalize(&out)?;
     files::write(&out.join(files::CAMPAIGN), &c)?;

@@ -13,7 +13,7 @@ use crate::record;
 use crate::roadblocks::{roadblocks, BranchTable, Roadblock};
 use crate::system::systest::{load_test, load_tests, NamedTest};
 use crate::system::lean::SystemBuild;
-use crate::system::fuzz::{SysFuzzConfig, SysFuzzer};
+use crate::system::fuzz::{LiftedOrigin, SysFuzzConfig, SysFuzzer};
 use crate::validate::sandbox::{cpu_limit, Limits, Sandbox};
 use crate::carve::units::{read_unit, UnitIndex, UNIT_INDEX};
 use anyhow::{bail, Context as _, Result};
@@ -128,6 +128,8 @@ impl Runner {
 
     pub(super) fn save(&mut self) -> Result<()> {
         self.c.elapsed = self.clock();
+        let (entries, from_lifted) = self.sys.lineage_counts();
+        self.c.lineage = super::QueueLineage { entries, from_lifted };
         files::write(&self.out.join(files::CAMPAIGN), &self.c)
     }
 
@@ -241,7 +243,10 @@ impl Runner {
         let Some(lifter) = self.lifter.as_mut() else { return Ok(()) };
         let test = load_test(path)?;
         let name = path.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
-        lifter.system_crash(&test, &name, path)?;
+        lifter.set_descent(self.sys.descent_of(path));
+        let confirmed = lifter.system_crash(&test, &name, path);
+        lifter.set_descent(None);
+        confirmed?;
         self.c.system_crashes += 1;
         Ok(())
     }
@@ -258,7 +263,10 @@ impl Runner {
             let t = Instant::now();
             let test = load_test(&path)?;
             let name = path.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
-            lifter.confirm_hang(&test, &name, &path, None)?;
+            lifter.set_descent(self.sys.descent_of(&path));
+            let confirmed = lifter.confirm_hang(&test, &name, &path, None);
+            lifter.set_descent(None);
+            confirmed?;
             self.c.hangs.validated += 1;
             self.c.hangs.seconds += t.elapsed().as_secs_f64();
         }
@@ -666,7 +674,10 @@ impl Runner {
                 // its edges and the units' are the same map.
                 lifter.set_system_edges(Some(self.sys.covered_edges()));
                 lifter.set_node(f.node.clone());
-                lifter.set_roadblock(self.c.roadblocks.attempts.iter().find(|a| a.fuzzed == i).map(|a| a.location.clone()));
+                let roadblock = self.c.roadblocks.attempts.iter().find(|a| a.fuzzed == i).map(|a| a.location.clone());
+                lifter.set_roadblock(roadblock.clone());
+                // What the lifted tests add to the queue descends from this unit.
+                self.sys.set_origin(Some(LiftedOrigin { unit: f.function.clone(), roadblock }));
                 // Each lifted test runs on the fuzzing build first, through the
                 // system fuzzer's forkserver; the validation build sees only what
                 // crashes or hangs there.
@@ -721,6 +732,7 @@ impl Runner {
                     result = Err(e);
                 }
             }
+            self.sys.set_origin(None);
             self.save()?;
         }
         self.lifter = Some(lifter);

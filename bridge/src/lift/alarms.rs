@@ -102,7 +102,7 @@ impl Lifter {
             triaged_from: found_by.map(str::to_owned),
         }));
         files::write(&tmp.join(files::PROVENANCE), &provenance)?;
-        std::fs::write(tmp.join("summary.md"), system_summary_md(&sys, &on, &reduced, &rstats, name, source, found_by))?;
+        std::fs::write(tmp.join("summary.md"), system_summary_md(&sys, &on, &reduced, &rstats, name, source, found_by, self.descent.as_ref().filter(|_| found_by.is_none())))?;
         let entry = AlarmEntry {
             id: id.clone(),
             function,
@@ -118,6 +118,7 @@ impl Lifter {
             reduction_pending: rstats.pending,
             found_on: self.node.clone(),
             roadblock: None,
+            descends_from: if found_by.is_none() { self.descent.clone() } else { None },
             builds: Vec::new(),
         };
         self.publish_alarm(&tmp, entry, not_on_validation)?;
@@ -451,6 +452,7 @@ impl Lifter {
             reduction_pending: rstats.pending,
             found_on: self.node.clone(),
             roadblock: self.roadblock.clone(),
+            descends_from: None,
             builds: Vec::new(),
         };
         self.publish_alarm(&tmp, entry, not_on_validation)

@@ -59,6 +59,9 @@ pub struct Lifter {
     pub(super) lifting: std::sync::Arc<LiftProgress>,
     /// The roadblock (`file:line`) the unit being lifted was fuzzed at; alarms carry it.
     pub(super) roadblock: Option<String>,
+    /// How the system find confirmed next descends from a lifted test
+    /// ([`Lifter::set_descent`]); its alarm carries it.
+    pub(super) descent: Option<crate::system::fuzz::Descent>,
     /// Other builds of the program each new alarm's test also runs on, by role
     /// ([`Lifter::also_check_on`]).
     pub(super) other_builds: Vec<(String, PathBuf)>,
@@ -117,6 +120,7 @@ impl Lifter {
             node: None,
             lifting: Default::default(),
             roadblock: None,
+            descent: None,
             other_builds: Vec::new(),
             coverage_program: None,
         };
@@ -203,6 +207,13 @@ impl Lifter {
     /// none; alarms carry it (`roadblock`).
     pub fn set_roadblock(&mut self, roadblock: Option<String>) {
         self.roadblock = roadblock;
+    }
+
+    /// How the system find confirmed next ([`Lifter::system_crash`], a hang) descends
+    /// from a test lifted from a unit (the system fuzzer's lineage says), `None` for
+    /// one that does not; its alarm carries it (`descends_from`).
+    pub fn set_descent(&mut self, descent: Option<crate::system::fuzz::Descent>) {
+        self.descent = descent;
     }
 
     /// Whose finds are lifted from now on: a worker's name, or `None` for this

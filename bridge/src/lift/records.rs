@@ -113,6 +113,11 @@ pub struct AlarmEntry {
     /// fuzzer's finds and for units fuzzed elsewhere.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub roadblock: Option<String>,
+    /// For a find of the system fuzzer: the lifted test its test descends from by
+    /// mutation (the unit, its roadblock, how many mutations on); `None` for one
+    /// that descends from the seeds alone.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub descends_from: Option<crate::system::fuzz::Descent>,
     /// How its test ran on each build of the program the campaign knows, the one that
     /// confirmed it first ([`AlarmEntry::build_dependent`]).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]

@@ -131,6 +131,7 @@ pub(super) fn system_summary_md(
     name: &str,
     source: &Path,
     found_by: Option<&str>,
+    descent: Option<&crate::system::fuzz::Descent>,
 ) -> String {
     let hang = sys.kind == crate::validate::signature::HANG;
     let memory = sys.kind == crate::validate::signature::OUT_OF_MEMORY;
@@ -159,6 +160,13 @@ pub(super) fn system_summary_md(
     md += "\n";
     md += &reproducer_section(reduced, rstats);
     md += &format!("\n## Found as\n\n`{}` ({}).\n", name, source.display());
+    if let Some(d) = descent {
+        let at = d.origin.roadblock.as_ref().map(|r| format!(" at the roadblock {r}")).unwrap_or_default();
+        md += &format!(
+            "\nIt descends from a test lifted from a unit of `{}` (fuzzed{at}): {} mutation(s) of the system fuzzer on.\n",
+            d.origin.unit, d.generations
+        );
+    }
     md
 }
 

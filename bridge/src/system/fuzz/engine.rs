@@ -13,13 +13,14 @@ use super::executor::SysExecutor;
 use super::findings::{CompletedRun, FindingFeedback, Found};
 use super::indexes::{CompactIndexes, Compacting};
 use super::input::SysInput;
+use super::lineage::{Descent, LiftedOrigin, Lineage};
 use super::mutators::{sys_mutator, I2SMutator};
 use super::operands::{OperandSample, OperandVariation, OperandWatch};
 use super::trim::TrimStage;
 use crate::system::lean::SystemBuild;
 use crate::system::systest::NamedTest;
 use anyhow::{bail, Context as _, Result};
-use libafl::corpus::{CachedOnDiskCorpus, Corpus, InMemoryCorpus};
+use libafl::corpus::{CachedOnDiskCorpus, Corpus, CorpusId, InMemoryCorpus};
 use libafl::events::SimpleEventManager;
 use libafl::feedbacks::{MapFeedbackMetadata, MaxMapFeedback, TimeFeedback};
 use libafl::fuzzer::{BloomInputFilter, Evaluator, ExecuteInputResult, Fuzzer, InputFilter, StdFuzzer};
@@ -90,7 +91,8 @@ type SysManager = SimpleEventManager<SysInput, NopMonitor, SysState>;
 
 /// The fuzzer, executor and stages, whatever their (long) types: what a slice needs.
 trait Engine {
-    fn fuzz_one(&mut self, state: &mut SysState, mgr: &mut SysManager) -> Result<(), libafl::Error>;
+    /// Fuzz the entry the scheduler picks: its id.
+    fn fuzz_one(&mut self, state: &mut SysState, mgr: &mut SysManager) -> Result<CorpusId, libafl::Error>;
     /// Run `input` and keep it in the queue whatever it covers (a seed).
     fn add(&mut self, state: &mut SysState, mgr: &mut SysManager, input: SysInput) -> Result<(), libafl::Error>;
     /// Run `input`; keep it if it is interesting.
@@ -114,8 +116,8 @@ impl<Z, OT, ST> Engine for Parts<Z, SysExecutor<OT>, ST>
 where
     Z: Fuzzer<SysExecutor<OT>, SysManager, SysInput, SysState, ST> + Evaluator<SysExecutor<OT>, SysManager, SysInput, SysState>,
 {
-    fn fuzz_one(&mut self, state: &mut SysState, mgr: &mut SysManager) -> Result<(), libafl::Error> {
-        self.fuzzer.fuzz_one(&mut self.stages, &mut self.executor, state, mgr).map(|_| ())
+    fn fuzz_one(&mut self, state: &mut SysState, mgr: &mut SysManager) -> Result<CorpusId, libafl::Error> {
+        self.fuzzer.fuzz_one(&mut self.stages, &mut self.executor, state, mgr)
     }
 
     fn add(&mut self, state: &mut SysState, mgr: &mut SysManager, input: SysInput) -> Result<(), libafl::Error> {
@@ -227,6 +229,10 @@ pub struct SysFuzzer {
     /// How to start the operand probe (CmpLog on), and the probe once started.
     probe_setup: Option<OperandProbeSetup>,
     probe: Option<OperandProbe>,
+    /// Where each entry and finding came from.
+    lineage: Lineage,
+    /// Where the external tests run now come from ([`SysFuzzer::set_origin`]).
+    origin: Option<LiftedOrigin>,
 }
 
 /// The `.json` files in `dir`, sorted; none if it does not exist. An unreadable
@@ -392,6 +398,7 @@ impl SysFuzzer {
             (Box::new(Parts { fuzzer, executor, stages: tuple_list!(trim, RateStage, stage) }), None)
         };
         let mgr = SimpleEventManager::new(NopMonitor::new());
+        let lineage = Lineage::open(&out)?;
         let probe_setup = cfg.cmplog.then(|| OperandProbeSetup { program: program.clone(), cfg: cfg.clone(), env: coverage_env, bwrap });
         let mut f = SysFuzzer {
             engine,
@@ -405,6 +412,8 @@ impl SysFuzzer {
             build,
             probe_setup,
             probe: None,
+            lineage,
+            origin: None,
         };
         f.run_initial_corpus(&cfg, &resumed)?;
         f.check_started(&cfg.program)?;
@@ -441,6 +450,9 @@ impl SysFuzzer {
             let input = SysInput::from_test(&seed.test);
             if seen.insert(input.file_name()) {
                 self.engine.add(state, mgr, input).map_err(lib)?;
+                if let Some(name) = newest_name(state) {
+                    self.lineage.root(&name, None)?;
+                }
             }
         }
         self.next_id = self.state.corpus().ids().map(|id| id.0 + 1).max().unwrap_or(0);
@@ -496,9 +508,71 @@ impl SysFuzzer {
         let before = self.executions();
         let end = Instant::now() + d;
         while Instant::now() < end {
-            self.engine.fuzz_one(&mut self.state, &mut self.mgr).map_err(lib)?;
+            let mark = self.mark();
+            let parent = self.engine.fuzz_one(&mut self.state, &mut self.mgr).map_err(lib)?;
+            match entry_name(&self.state, parent) {
+                Some(parent) => self.note_since(mark, |l, name| l.child(name, &parent))?,
+                None => self.note_since(mark, |l, name| l.root(name, None))?,
+            }
         }
         self.report(before)
+    }
+
+    /// Where the queue and the findings are now, for [`Self::note_since`].
+    fn mark(&self) -> Mark {
+        let found = self.found.lock().unwrap_or_else(|p| p.into_inner());
+        Mark { last: self.state.corpus().last(), crashes: found.crashes.len(), timeouts: found.timeouts.len() }
+    }
+
+    /// Put every queue entry and finding kept since `mark` in the lineage with `note`.
+    fn note_since(&mut self, mark: Mark, mut note: impl FnMut(&mut Lineage, &str) -> Result<()>) -> Result<()> {
+        let corpus = self.state.corpus();
+        let mut next = match mark.last {
+            Some(id) => corpus.next(id),
+            None => corpus.first(),
+        };
+        while let Some(id) = next {
+            if let Some(name) = entry_name(&self.state, id) {
+                note(&mut self.lineage, &name)?;
+            }
+            next = self.state.corpus().next(id);
+        }
+        let found = self.found.lock().unwrap_or_else(|p| p.into_inner());
+        let kept = found.crashes.iter().skip(mark.crashes).chain(found.timeouts.iter().skip(mark.timeouts));
+        for path in kept {
+            if let Some(name) = path.file_name() {
+                note(&mut self.lineage, &name.to_string_lossy())?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Say where the external tests run from now on ([`Self::add_test`], the lifting
+    /// probe) come from: a unit's lifted tests (`None`: elsewhere). What they add to
+    /// the queue, and what the fuzzer mutates from it, descends from that unit.
+    pub fn set_origin(&mut self, origin: Option<LiftedOrigin>) {
+        self.origin = origin;
+    }
+
+    /// How the finding or queue entry in `path` descends from a lifted test, if it does.
+    pub fn descent_of(&self, path: &Path) -> Option<Descent> {
+        self.lineage.descent(&path.file_name()?.to_string_lossy())
+    }
+
+    /// Queue entries and findings in the lineage, and how many of them descend from
+    /// a lifted test.
+    pub fn lineage_counts(&self) -> (usize, usize) {
+        self.lineage.counts()
+    }
+
+    /// Run an external test as the fuzzer runs its own, and note what it kept as
+    /// coming from [`Self::set_origin`]'s origin.
+    fn evaluate_external(&mut self, input: &SysInput) -> Result<ExecuteInputResult> {
+        let mark = self.mark();
+        let r = self.engine.evaluate(&mut self.state, &mut self.mgr, input).map_err(lib)?;
+        let origin = self.origin.clone();
+        self.note_since(mark, |l, name| l.root(name, origin.clone()))?;
+        Ok(r)
     }
 
     /// Run `tests` round-robin, unmutated, for about `d`, each as a fuzzed input runs
@@ -545,6 +619,7 @@ impl SysFuzzer {
             self.state.solutions_mut().remove(id).map_err(lib)?;
         }
         let found = std::mem::take(&mut *self.found.lock().unwrap_or_else(|p| p.into_inner()));
+        self.lineage.flush()?;
         Ok(SliceReport {
             executions: self.executions() - executions_before,
             new_queue,
@@ -651,8 +726,7 @@ impl SysFuzzer {
     pub fn add_test(&mut self, t: &SystemTest) -> Result<bool> {
         SysInput::check(t)?;
         let input = SysInput::from_test(t);
-        let r = self.engine.evaluate(&mut self.state, &mut self.mgr, &input).map_err(lib)?;
-        Ok(r == ExecuteInputResult::Corpus)
+        Ok(self.evaluate_external(&input)? == ExecuteInputResult::Corpus)
     }
 
     /// Report what happened since the last report without fuzzing (after [`Self::add_test`]).
@@ -660,6 +734,25 @@ impl SysFuzzer {
         let e = self.executions();
         self.report(e)
     }
+}
+
+/// Where the queue and the findings stood ([`SysFuzzer::mark`]).
+struct Mark {
+    last: Option<CorpusId>,
+    crashes: usize,
+    timeouts: usize,
+}
+
+/// The file name of queue entry `id`.
+fn entry_name(state: &SysState, id: CorpusId) -> Option<String> {
+    let tc = state.corpus().get(id).ok()?;
+    let tc = tc.borrow();
+    Some(tc.file_path().as_ref()?.file_name()?.to_string_lossy().into_owned())
+}
+
+/// The file name of the newest queue entry.
+fn newest_name(state: &SysState) -> Option<String> {
+    entry_name(state, state.corpus().last()?)
 }
 
 /// A campaign's lifted tests run here first, through the forkserver, as
@@ -671,7 +764,7 @@ impl crate::lift::Probe for SysFuzzer {
             return Ok(crate::lift::Probed::Unfit);
         }
         let input = SysInput::from_test(t);
-        let kept = self.engine.evaluate(&mut self.state, &mut self.mgr, &input).map_err(lib)?;
+        let kept = self.evaluate_external(&input)?;
         // Whatever the feedback made of it (a crash along edges an earlier finding
         // took is no new finding here), a run that crashed, hung or was stopped at
         // the short limit goes to the validation build.

@@ -22,7 +22,7 @@
 //! Where things are: the input (`input`), running it (`executor`), keeping crashes
 //! and timeouts (`findings`), changing inputs (`mutators`, with the `dictionary` they
 //! insert from, and `trim` for queue entries), which comparisons the input moves
-//! (`operands`), how many mutations a picked entry gets (`energy`), the loop and its
+//! (`operands`), where each entry came from (`lineage`), how many mutations a picked entry gets (`energy`), the loop and its
 //! settings (`engine`),
 //! and the `trestle sysfuzz` command (`run`).
 
@@ -33,6 +33,7 @@ mod executor;
 mod findings;
 mod indexes;
 mod input;
+mod lineage;
 mod mutators;
 mod operands;
 mod run;
@@ -42,6 +43,7 @@ pub use dictionary::dictionary;
 pub use engine::{SliceReport, SysFuzzConfig, SysFuzzer};
 pub use executor::SysExecutor;
 pub use findings::FindingFeedback;
+pub use lineage::{Descent, LiftedOrigin, LINEAGE_FILE};
 pub use operands::OperandSample;
 pub use input::{SysInput, MAX_ARGS, MAX_ARG_LEN, MAX_CONTENT};
 pub use mutators::{sys_mutator, ArgListMutator, ByteMutator, CrossoverMutator, LineMutator, NumberMutator, SysMutator, TokenMutator};
