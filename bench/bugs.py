@@ -915,7 +915,19 @@ def trestle_run(task, a, work, bin_dir, builds):
         "degenerate": degenerate, "command": first_cmd, "trestle_sha1": sha1_files([t])[:12],
         "stopped_at_change": stopped.exists(),
         "disk_peak_bytes": disk.get("peak_bytes"), "disk_final_bytes": disk.get("final_bytes"),
+        "roadblocks": roadblock_figures(c), "lineage": c.get("lineage"),
+        "phase_seconds": c.get("phase_seconds"),
     }
+
+
+def roadblock_figures(c):
+    """What a bridge campaign did at roadblocks, from its campaign.json: seen at the
+    last look, units fuzzed at one, flipped in the unit, solved at system level."""
+    r = c.get("roadblocks") or {}
+    at = r.get("attempts") or []
+    return {"seen": r.get("seen", 0), "attempted": len(at),
+            "flipped": sum(1 for x in at if x.get("flipped_at") is not None),
+            "solved": sum(1 for x in at if x.get("solved_at") is not None)}
 
 
 # ---------------------------------------------------------------------------------
