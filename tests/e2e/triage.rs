@@ -185,3 +185,37 @@ fn a_program_that_runs_out_of_memory_is_one_finding_and_a_failed_allocation_it_h
     let rules = &s["runs"][0]["tool"]["driver"]["rules"];
     assert!(rules.as_array().unwrap().iter().any(|r| r["id"] == "out-of-memory" && r["name"] == "OutOfMemory"), "{rules}");
 }
+
+/// A crash that one build leaves without frames (it smashed its stack: the return
+/// goes to address 0) is named by another build the triage checks it on, which
+/// crashes the same way with them: the alarm is the function's, not `unknown`'s,
+/// and says whose frames they are.
+#[test]
+fn a_crash_without_frames_is_named_by_another_build_that_has_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let smashed = d.join("parse-smashed");
+    ok(Command::new("clang-19").args(["-O2", "-g", "-DSMASH_FRAMES"]).arg(subject("triage").join("parse.c")).arg("-o").arg(&smashed));
+    let framed = d.join("parse");
+    ok(Command::new("clang-19").args(["-O2", "-g"]).arg(subject("triage").join("parse.c")).arg("-o").arg(&framed));
+    let afl = afl_dir(&d.join("afl"), &[("havoc", b"S"), ("havoc", b"Sxy")]);
+    let segv = |out: &Path| -> Vec<Value> {
+        alarm_list(out).into_iter().filter(|a| a["signature"].as_str().unwrap().starts_with("SIGSEGV")).collect()
+    };
+    // Alone, the smashed build has nothing to name the crash by.
+    let alone = d.join("alone");
+    ok(&mut trestle(&[&"triage", &"--program", &smashed, &"--out", &alone, &"--no-reduce", &"--hang-timeout", &"1s", &afl]));
+    let a = segv(&alone);
+    assert_eq!(a.len(), 1, "{a:?}");
+    assert_eq!(a[0]["signature"], "SIGSEGV (no frames)", "the smashed build must leave no frames: {a:?}");
+    // Checked on a build that has frames too: named by them.
+    let named = d.join("named");
+    let also = format!("framed={}", framed.display());
+    ok(&mut trestle(&[&"triage", &"--program", &smashed, &"--out", &named, &"--no-reduce", &"--hang-timeout", &"1s", &"--also-on", &also, &afl]));
+    let a = segv(&named);
+    assert_eq!(a.len(), 1, "{a:?}");
+    assert_eq!(a[0]["function"], "smash", "{a:?}");
+    assert!(a[0]["signature"].as_str().unwrap().starts_with("SIGSEGV in smash"), "{a:?}");
+    let summary = std::fs::read_to_string(named.join("alarms").join(a[0]["id"].as_str().unwrap()).join("summary.md")).unwrap();
+    assert!(summary.contains("the frames above are the framed build's"), "{summary}");
+}

@@ -69,6 +69,7 @@ impl Lifter {
                 }
             }
         };
+        let (sys, named_by) = self.frames_from_elsewhere(sys, test, &on)?;
         let key = sys.key();
         if let Some(id) = self.count_duplicate(&key)? {
             return Ok(Confirmed::Known(id));
@@ -102,7 +103,9 @@ impl Lifter {
             triaged_from: found_by.map(str::to_owned),
         }));
         files::write(&tmp.join(files::PROVENANCE), &provenance)?;
-        std::fs::write(tmp.join("summary.md"), system_summary_md(&sys, &on, &reduced, &rstats, name, source, found_by, self.descent.as_ref().filter(|_| found_by.is_none())))?;
+        let mut md = system_summary_md(&sys, &on, &reduced, &rstats, name, source, found_by, self.descent.as_ref().filter(|_| found_by.is_none()));
+        md += &named_by_md(named_by.as_deref());
+        std::fs::write(tmp.join("summary.md"), md)?;
         let entry = AlarmEntry {
             id: id.clone(),
             function,
@@ -162,6 +165,34 @@ impl Lifter {
             Some(s) if class == HANG => s,
             _ => &self.sandbox,
         }
+    }
+
+    /// A crash whose stack shows none of the program's own frames on the build that
+    /// confirmed it (`on`; a smashed stack unwinds to nothing on one build and not on
+    /// another) takes its frames from the first other build the campaign knows that
+    /// crashes the same way (the same class) on `test` with frames, so that the alarm
+    /// is named by the code and merges with the same bug found with frames: tac's
+    /// long-record overflow came out as `SIGSEGV (no frames)` on the coverage build
+    /// beside its named alarm. The kind stays the confirming build's; the role of the
+    /// build that gave the frames is returned with it. Hangs and running out of memory
+    /// keep theirs (where one spins is that build's).
+    fn frames_from_elsewhere(&self, sys: CrashSignature, test: &SystemTest, on: &Path) -> Result<(CrashSignature, Option<String>)> {
+        if !sys.frames.is_empty() || sys.kind == HANG || sys.kind == OUT_OF_MEMORY {
+            return Ok((sys, None));
+        }
+        let coverage = self.coverage_program.iter().map(|p| ("coverage".to_owned(), p.clone()));
+        let mut tried = vec![on.to_path_buf()];
+        for (role, program) in self.other_builds.iter().cloned().chain(coverage) {
+            if tried.contains(&program) {
+                continue;
+            }
+            tried.push(program.clone());
+            let Some(other) = finding(&self.run_for(&program, test, false)?, false) else { continue };
+            if other.class() == sys.class() && !other.frames.is_empty() {
+                return Ok((CrashSignature { kind: sys.kind, frames: other.frames, stack: other.stack }, Some(role)));
+            }
+        }
+        Ok((sys, None))
     }
 
     /// If an alarm with the crash `key` is listed already, count one more finding of
@@ -381,6 +412,12 @@ impl Lifter {
         matches_unit: bool,
         elsewhere: Option<(PathBuf, String)>,
     ) -> Result<()> {
+        let (program, not_on_validation) = match elsewhere {
+            Some((program, how)) => (program, Some(how)),
+            None => (self.program.clone(), None),
+        };
+        let (sys, named_by) = self.frames_from_elsewhere(sys.clone(), lifted, &program)?;
+        let sys = &sys;
         let key = sys.key();
         if self.count_duplicate(&key)?.is_some() {
             return Ok(());
@@ -389,10 +426,6 @@ impl Lifter {
         let unit = f.unit;
         let crash_fn = sys.frames.first().cloned().unwrap_or_else(|| unit.function.clone());
         let id = format!("{}-{:08x}", safe_name(&crash_fn), fnv32(&key));
-        let (program, not_on_validation) = match elsewhere {
-            Some((program, how)) => (program, Some(how)),
-            None => (self.program.clone(), None),
-        };
         let (tmp, reduced, rstats) = self.stage_alarm(&id, lifted, &key, &program)?;
         std::fs::copy(&f.candidate.input, tmp.join("unit-input.bin"))
             .with_context(|| format!("cannot copy {}", f.candidate.input.display()))?;
@@ -435,7 +468,8 @@ impl Lifter {
         }));
         files::write(&tmp.join(files::PROVENANCE), &provenance)?;
         let origin = origin_words(&seed, mutation.as_deref());
-        let summary = summary_md(unit, f.values, f.unit_sig, sys, matches_unit, lifted, &reduced, &rstats, subs, source.as_deref(), &program, &origin);
+        let mut summary = summary_md(unit, f.values, f.unit_sig, sys, matches_unit, lifted, &reduced, &rstats, subs, source.as_deref(), &program, &origin);
+        summary += &named_by_md(named_by.as_deref());
         std::fs::write(tmp.join("summary.md"), summary)?;
         let entry = AlarmEntry {
             id,
@@ -532,6 +566,16 @@ fn builds_md(entry: &AlarmEntry) -> String {
 
 /// What a run of a candidate found: a crash (or with `hang`, a hang), or running out
 /// of memory.
+/// What `summary.md` says of frames another build gave ([`Lifter::frames_from_elsewhere`]).
+fn named_by_md(role: Option<&str>) -> String {
+    match role {
+        Some(role) => format!(
+            "\nThe build that confirmed it left no frames of the program's own code on the stack (a smashed stack unwinds to nothing); the frames above are the {role} build's, which crashes the same way on this test.\n"
+        ),
+        None => String::new(),
+    }
+}
+
 fn finding(run: &SandboxRun, hang: bool) -> Option<CrashSignature> {
     if hang { run.hang.clone() } else { run.crash.clone() }.or_else(|| run.memory.clone())
 }

@@ -1,6 +1,6 @@
-/* A file parser with four bugs for `trestle triage`: two NULL writes on two lines
-   of one function, the first reached from two callers, a runaway recursion, and a
-   loop that never ends. */
+/* A file parser with five bugs for `trestle triage`: two NULL writes on two lines
+   of one function, the first reached from two callers, a runaway recursion, a loop
+   that never ends, and a NULL write that one build hides behind a smashed stack. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,6 +20,21 @@ static __attribute__((noinline)) void via_b(const char *buf, size_t len) {
   (void)buf;
   (void)len;
   store(copy, 2);
+}
+
+/* Bug five: a NULL write, but a build with SMASH_FRAMES overwrites its own stack
+   first, so its crash (a return to address 0) leaves no frames to name it by. */
+static __attribute__((noinline)) void smash(const char *buf, size_t len) {
+#ifdef SMASH_FRAMES
+  volatile char area[16];
+  for (size_t i = 0; i < 1024; i++)
+    area[i] = 0;
+  (void)buf;
+#else
+  volatile int *p = NULL;
+  if (buf[0] == 'S')
+    *p = (int)len;
+#endif
 }
 
 static __attribute__((noinline)) int nest(const char *buf, size_t n) {
@@ -47,6 +62,7 @@ int main(int argc, char **argv) {
   /* A2B: a build without bug two goes on to bug one, another crash of its class */
   if (len >= 3 && buf[0] == 'A' && buf[2] == 'B') via_b(buf, len);
   if (len >= 1 && buf[0] == 'B') via_b(buf, len);
+  if (len >= 1 && buf[0] == 'S') smash(buf, len);
   if (len >= 1 && buf[0] == 'R') return nest(buf, len);
   if (len >= 1 && buf[0] == 'L') return (int)spin(buf);
   puts("ok");

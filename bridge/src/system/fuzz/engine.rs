@@ -430,6 +430,10 @@ impl SysFuzzer {
             let input = SysInput::from_file(p).map_err(|e| anyhow::anyhow!("cannot resume from {}: {e}", p.display()))?;
             if seen.insert(input.file_name()) {
                 self.engine.add(state, mgr, input).map_err(lib)?;
+                // A trimmed entry reads back under the name of what it is now.
+                if let (Some(old), Some(new)) = (p.file_name(), newest_name(state)) {
+                    self.lineage.alias(&old.to_string_lossy(), &new)?;
+                }
             }
         }
         for dir in ["crashes", "timeouts"] {
