@@ -103,7 +103,9 @@ impl Lifter {
             triaged_from: found_by.map(str::to_owned),
         }));
         files::write(&tmp.join(files::PROVENANCE), &provenance)?;
-        let mut md = system_summary_md(&sys, &on, &reduced, &rstats, name, source, found_by, self.descent.as_ref().filter(|_| found_by.is_none()));
+        // A find of this campaign's system fuzzer: whether it descends from a lifted test.
+        let descent = self.descent.clone().filter(|_| found_by.is_none());
+        let mut md = system_summary_md(&sys, &on, &reduced, &rstats, name, source, found_by, descent.as_ref());
         md += &named_by_md(named_by.as_deref());
         std::fs::write(tmp.join("summary.md"), md)?;
         let entry = AlarmEntry {
@@ -121,7 +123,7 @@ impl Lifter {
             reduction_pending: rstats.pending,
             found_on: self.node.clone(),
             roadblock: None,
-            descends_from: if found_by.is_none() { self.descent.clone() } else { None },
+            descends_from: descent,
             builds: Vec::new(),
         };
         self.publish_alarm(&tmp, entry, not_on_validation)?;
@@ -564,8 +566,6 @@ fn builds_md(entry: &AlarmEntry) -> String {
     md
 }
 
-/// What a run of a candidate found: a crash (or with `hang`, a hang), or running out
-/// of memory.
 /// What `summary.md` says of frames another build gave ([`Lifter::frames_from_elsewhere`]).
 fn named_by_md(role: Option<&str>) -> String {
     match role {
@@ -576,6 +576,8 @@ fn named_by_md(role: Option<&str>) -> String {
     }
 }
 
+/// What a run of a candidate found: a crash (or with `hang`, a hang), or running out
+/// of memory.
 fn finding(run: &SandboxRun, hang: bool) -> Option<CrashSignature> {
     if hang { run.hang.clone() } else { run.crash.clone() }.or_else(|| run.memory.clone())
 }

@@ -59,13 +59,15 @@ pub struct Lineage {
     out: Option<BufWriter<std::fs::File>>,
     /// Each known name's descent from a lifted test (`None`: from seeds alone).
     known: HashMap<String, Option<Arc<Descent>>>,
+    /// How many of them descend from a lifted test.
+    from_lifted: usize,
 }
 
 impl Lineage {
     /// The lineage kept in `dir` (read back if there is one).
     pub fn open(dir: &Path) -> Result<Lineage> {
         let path = dir.join(LINEAGE_FILE);
-        let mut l = Lineage { path, out: None, known: HashMap::new() };
+        let mut l = Lineage { path, out: None, known: HashMap::new(), from_lifted: 0 };
         match std::fs::File::open(&l.path) {
             Ok(f) => {
                 for (n, line) in std::io::BufReader::new(f).lines().enumerate() {
@@ -97,7 +99,11 @@ impl Lineage {
             }),
             (None, None) => None,
         };
-        self.known.insert(r.entry, descent);
+        let lifted = descent.is_some();
+        if let Some(before) = self.known.insert(r.entry, descent) {
+            self.from_lifted -= before.is_some() as usize;
+        }
+        self.from_lifted += lifted as usize;
     }
 
     fn append(&mut self, r: Line) -> Result<()> {
@@ -160,7 +166,7 @@ impl Lineage {
 
     /// Names known, and how many of them descend from a lifted test.
     pub fn counts(&self) -> (usize, usize) {
-        (self.known.len(), self.known.values().filter(|d| d.is_some()).count())
+        (self.known.len(), self.from_lifted)
     }
 }
 
