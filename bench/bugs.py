@@ -979,15 +979,6 @@ def afl_crashes(crash_dir, subj, trestle, plain, scratch):
                      "execs": int(e.group(1)) if e else None})
         tests.append(afl_to_test(p.read_bytes(), cfg["afl"]))
     verdicts = validate(trestle, plain, tests, scratch)
-    # An out-of-memory alarm whose test ran out of time before it ran out of memory on
-    # the plain build (sed's regex compiler allocating 4 GiB slowly): once more with
-    # room to get there.
-    slow = [(al, name, test) for (al, name, test) in found_tests
-            if (al.get("signature") or "").startswith("out-of-memory") and plain.get(al["id"], ("none", ""))[0] == "none"
-            and "timeout" in plain[al["id"]][1]]
-    for (al, name, _), v in zip(slow, validate(t, builds["plain"], [x[2] for x in slow], d / "validate", "60s")):
-        if plain[al["id"]][0] == "none":
-            plain[al["id"]] = classify(v, subj) + (name,)
     found = {b: None for b in cfg["bugs"]}
     others, unreproduced, crashes = {}, [], []
     for m, v in zip(meta, verdicts):
