@@ -539,6 +539,54 @@ fn length_conditions_past_a_4096_byte_block_and_a_byte_sized_count_are_found_at_
     }
 }
 
+/// A separator and its length cached in a global of the same stem (cut's
+/// `output_delimiter_string` and `output_delimiter_length`): the code past the first
+/// field trusts the cached length, so only a separator whose length moves with it
+/// reaches the planted fault (a cached length of 40 or more).
+const CACHED_LENGTH: &str = r#"
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+static const char *sep_text;
+static size_t sep_length;
+__attribute__((noinline)) int emit(const char *field, int first)
+{
+    if (!first) {
+        if (sep_length >= 40)
+            abort();
+        fwrite(sep_text, 1, sep_length, stdout);
+    }
+    return fputs(field, stdout);
+}
+int main(int argc, char **argv)
+{
+    if (argc < 3)
+        return 1;
+    sep_text = argv[1];
+    sep_length = strlen(sep_text);
+    for (int i = 2; i < argc; i++)
+        emit(argv[i], i == 2);
+    putchar('\n');
+    return 0;
+}
+"#;
+
+#[test]
+fn a_length_cached_in_a_global_follows_its_string_and_the_fault_behind_it_is_found() {
+    let dir = tempfile::tempdir().unwrap();
+    let test = serde_json::json!({ "args": ["<->", "alpha", "beta"] });
+    let unit = carve_one(dir.path(), "cached", CACHED_LENGTH, &test, "emit", 1);
+    let shown = ok(&mut trestle(&[&"show", &unit]));
+    assert!(shown.contains("length companion: e"), "the cached length is no companion of \"<->\":\n{shown}");
+    let out = dir.path().join("out");
+    let json = ok(&mut trestle(&[&"fuzz", &unit, &"--time", &"20s", &"--out", &out, &"--in-process", &"--stop-on-crash", &"--json"]));
+    let crashes = found_crashes(&out);
+    assert!(
+        crashes.iter().any(|values| values.iter().any(|v| v.len() >= 40)),
+        "no crash from a separator of 40 bytes or more in 20 s: {crashes:?} {json}"
+    );
+}
+
 /// A gate on a weighted sum of the bytes of a line: no constant in the input to copy
 /// (input-to-state has nothing to put where), only a distance to close. Measured: with
 /// the operand distance every seed passed it within 0.2 s; without, none of three in

@@ -16,6 +16,13 @@
 //!   counts bytes there which occur in the input is the length companion of those
 //!   counted bytes, which are the parameter (C's `(pointer, length)` pair: the
 //!   call reads those bytes, not whatever NUL-terminated string starts there).
+//! - An integer in memory that holds a string parameter's length is its length
+//!   companion too: a 4- or 8-byte word beside a pointer to the string in the same
+//!   object (`struct { char *s; size_t len; }`, either order), or a scalar global
+//!   whose name shares its stem with the global that points at the string
+//!   (`output_delimiter_string`, `output_delimiter_length`). A length cached beside
+//!   its string would otherwise keep the recorded value while the fuzzer changes the
+//!   string, and the code that trusts it never sees a new length.
 //! - The unread rest of an input stream (stdin or an input file, from the point the
 //!   program had consumed, read-ahead in a `FILE` buffer included) is a *stream*
 //!   parameter of a unit whose call reads from it.
@@ -27,7 +34,8 @@
 use std::collections::BTreeSet;
 use trestle_abi::meta::{FnMeta, ValueKind};
 use trestle_abi::unit::{Companion, InputRef, Origin, Param, ParamKind, ParamSite, Resize, SystemTest};
-use trestle_abi::{Context, ExtentKind, Outcome, StreamPos, Value};
+use trestle_abi::context::GlobalNames;
+use trestle_abi::{Context, Extent, ExtentKind, Outcome, StreamPos, Value};
 
 /// Strings shorter than this are mapped only where they are whole tokens.
 pub const MIN_STRING: usize = 2;
@@ -166,8 +174,9 @@ fn sign_extend(v: u64, bits: u16) -> i64 {
 
 /// Find the parameters of `ctx` in `test`. `meta` gives the argument kinds;
 /// `outcome`, how the recorded call ended, tells which streams it read.
-pub fn map_params(ctx: &Context, meta: Option<&FnMeta>, test: &SystemTest, outcome: Option<&Outcome>) -> Mapping {
-    map_rest(ctx, meta, test, map_streams(ctx, test, outcome))
+/// `names` names the globals (for the length companions among them).
+pub fn map_params(ctx: &Context, meta: Option<&FnMeta>, names: &GlobalNames, test: &SystemTest, outcome: Option<&Outcome>) -> Mapping {
+    map_rest(ctx, meta, names, test, map_streams(ctx, test, outcome))
 }
 
 /// The stream parameters alone (cheap: what carving needs to tell duplicates apart).
@@ -178,10 +187,11 @@ pub fn map_streams(ctx: &Context, test: &SystemTest, outcome: Option<&Outcome>) 
 }
 
 /// The other parameters of `ctx`, before the stream parameters `streams` found.
-pub fn map_rest(ctx: &Context, meta: Option<&FnMeta>, test: &SystemTest, streams: Mapping) -> Mapping {
+pub fn map_rest(ctx: &Context, meta: Option<&FnMeta>, names: &GlobalNames, test: &SystemTest, streams: Mapping) -> Mapping {
     let inputs = inputs(test);
     let mut params = string_params(ctx, &inputs);
     int_params(ctx, meta, &inputs, &mut params);
+    memory_companions(ctx, names, &mut params);
     params.extend(streams.params);
     Mapping { params, unmapped_streams: streams.unmapped_streams }
 }
@@ -335,6 +345,92 @@ fn int_params(ctx: &Context, meta: Option<&FnMeta>, inputs: &[(InputRef, &[u8])]
     }
 }
 
+/// Words beside a pointer that may hold the length of what it points at: (offset
+/// from the pointer's slot, width in bytes), wider first.
+const SIBLINGS: [(i64, u64); 4] = [(8, 8), (8, 4), (-8, 8), (-4, 4)];
+/// Characters two globals' names must share from their start to be one stem.
+const MIN_STEM: usize = 3;
+
+/// Length companions in memory (see the module comment): for each string parameter
+/// of two bytes or more that has none there yet, the first word beside a pointer to
+/// it that holds its length, else the one scalar global of its pointer global's stem
+/// that does.
+fn memory_companions(ctx: &Context, names: &GlobalNames, params: &mut [Param]) {
+    let extents = &ctx.graph.extents;
+    for p in params.iter_mut() {
+        let (ParamKind::Bytes { .. } | ParamKind::Decimal { .. }, ParamSite::Memory { extent, offset, .. }) = (p.kind, p.site) else {
+            continue;
+        };
+        let len = p.original.len() as u64;
+        if len < MIN_STRING as u64 || p.companions.iter().any(|c| matches!(c.site, ParamSite::Memory { .. })) {
+            continue;
+        }
+        let target = Value::Ptr { extent, offset };
+        let slots = extents.iter().enumerate().flat_map(|(i, e)| e.pointers.iter().filter(|s| s.target == target).map(move |s| (i, s.offset)));
+        let mut found = None;
+        for (holder, slot) in slots {
+            let e = &extents[holder];
+            found = SIBLINGS.iter().find_map(|&(d, width)| {
+                let at = slot.checked_add_signed(d)?;
+                (word(e, at, width)? == len).then_some((holder, at, width))
+            });
+            if found.is_none() && matches!(e.kind, ExtentKind::Global { .. }) {
+                found = stem_global(extents, names, e, len);
+            }
+            if found.is_some() {
+                break;
+            }
+        }
+        if let Some((holder, at, width)) = found {
+            let site = ParamSite::Memory { extent: holder as u32, offset: at, len: width };
+            p.companions.push(Companion { site, bits: width as u16 * 8, delta: 0 });
+        }
+    }
+}
+
+/// The `width`-byte little-endian word at `at` in `e`, if `e` holds its bytes and
+/// no pointer overlaps it.
+fn word(e: &Extent, at: u64, width: u64) -> Option<u64> {
+    let end = at.checked_add(width)?;
+    let bytes = e.bytes.as_deref()?.get(at as usize..end as usize)?;
+    if e.pointers.iter().any(|s| s.offset < end && at < s.offset + 8) {
+        return None;
+    }
+    let mut w = [0u8; 8];
+    w[..width as usize].copy_from_slice(bytes);
+    Some(u64::from_le_bytes(w))
+}
+
+/// The scalar global (4 or 8 bytes, writable, no pointer) holding `len` whose name
+/// shares the longest stem with `pointer`'s, if that stem is [`MIN_STEM`] long and
+/// no other such global shares it.
+fn stem_global(extents: &[Extent], names: &GlobalNames, pointer: &Extent, len: u64) -> Option<(usize, u64, u64)> {
+    let name_of = |e: &Extent| match e.kind {
+        ExtentKind::Global { id, constant: false } => names.get(&id),
+        _ => None,
+    };
+    let stem = name_of(pointer)?;
+    let mut best: Option<(usize, usize)> = None;
+    let mut tied = false;
+    for (i, g) in extents.iter().enumerate() {
+        let Some(name) = name_of(g) else { continue };
+        if name == stem || !(g.len == 4 || g.len == 8) || word(g, 0, g.len) != Some(len) {
+            continue;
+        }
+        let shared = stem.bytes().zip(name.bytes()).take_while(|(a, b)| a == b).count();
+        match best {
+            Some((_, b)) if shared < b => {}
+            Some((_, b)) if shared == b => tied = true,
+            _ => {
+                best = Some((i, shared));
+                tied = false;
+            }
+        }
+    }
+    let (i, _) = best.filter(|&(_, shared)| shared >= MIN_STEM && !tied)?;
+    Some((i, 0, extents[i].len))
+}
+
 /// The counted string of a `(pointer, length)` argument pair, C's most common way
 /// to pass bytes that are not NUL-terminated (`str_append (to, s, len)`, `fwrite`):
 /// the `v` bytes at the pointer argument just before argument `i` (one byte or
@@ -484,7 +580,7 @@ mod tests {
             ..Default::default()
         };
         let m = meta(&[ValueKind::Ptr, ValueKind::Int(32), ValueKind::Int(64), ValueKind::Int(32)]);
-        let params = map_params(&ctx, Some(&m), &test, None).params;
+        let params = map_params(&ctx, Some(&m), &GlobalNames::new(), &test, None).params;
         let s = &params[0];
         assert_eq!(s.original, b"admin");
         assert_eq!(s.kind, ParamKind::Bytes { nul: true, resize: Resize::Extent });
@@ -514,7 +610,7 @@ mod tests {
         };
         let test = SystemTest { args: vec!["s/\\(a\\)/\\2/".into()], stdin: Some(b"cat concat cat.\n".to_vec()), ..Default::default() };
         let m = meta(&[ValueKind::Ptr, ValueKind::Ptr, ValueKind::Int(64), ValueKind::Int(32)]);
-        let params = map_params(&ctx, Some(&m), &test, None).params;
+        let params = map_params(&ctx, Some(&m), &GlobalNames::new(), &test, None).params;
         let at = params.iter().find(|p| p.site == ParamSite::Memory { extent: 1, offset: 1, len: 2 }).expect("the counted bytes");
         assert_eq!((at.original.as_slice(), at.kind), (&b"at"[..], ParamKind::Bytes { nul: false, resize: Resize::Token }));
         assert_eq!(at.companions, vec![Companion { site: ParamSite::Arg(2), bits: 64, delta: 0 }]);
@@ -532,7 +628,7 @@ mod tests {
         digits.args[1] = Value::Ptr { extent: 1, offset: 2 };
         digits.args[2] = Value::Bits(1);
         let test = SystemTest { args: vec!["s/1/x/".into()], ..Default::default() };
-        let params = map_params(&digits, Some(&m), &test, None).params;
+        let params = map_params(&digits, Some(&m), &GlobalNames::new(), &test, None).params;
         let one = params.iter().find(|p| p.original == b"1").expect("the counted digit");
         assert_eq!(one.kind, ParamKind::Bytes { nul: false, resize: Resize::Token });
     }
@@ -555,17 +651,101 @@ mod tests {
         let script = "s/x/\\U&x/;/x/x;x;x;x;x;x;x;x;x;x;x;x;x;x;x;x;x;x";
         let test = SystemTest { args: vec![script.into()], stdin: Some([&b"no\n"[..], line, b"\n"].concat()), ..Default::default() };
         let m = meta(&[ValueKind::Ptr, ValueKind::Ptr, ValueKind::Int(64)]);
-        let params = map_params(&ctx, Some(&m), &test, None).params;
+        let params = map_params(&ctx, Some(&m), &GlobalNames::new(), &test, None).params;
         let x = params.iter().find(|p| p.original == b"x").expect("the counted byte");
         assert_eq!(x.origins, vec![Origin { input: InputRef::Stdin, offset: 7, len: 1 }]);
         // Where nothing around it agrees, every place stays (in input order).
         let mut alone = ctx.clone();
         alone.graph.extents[1] = heap(b"x\0");
         alone.args[1] = Value::Ptr { extent: 1, offset: 0 };
-        let params = map_params(&alone, Some(&m), &test, None).params;
+        let params = map_params(&alone, Some(&m), &GlobalNames::new(), &test, None).params;
         let x = params.iter().find(|p| p.original == b"x").expect("the counted byte");
         assert_eq!(x.origins.len(), MAX_ORIGINS);
         assert_eq!(x.origins[0], Origin { input: InputRef::Arg(0), offset: 2, len: 1 });
+    }
+
+    fn global(id: u64, bytes: &[u8]) -> Extent {
+        Extent { kind: ExtentKind::Global { id, constant: false }, ..heap(bytes) }
+    }
+
+    fn ptr_to(extent: u32) -> Vec<PtrSlot> {
+        vec![PtrSlot { offset: 0, target: Value::Ptr { extent, offset: 0 } }]
+    }
+
+    #[test]
+    fn a_length_kept_beside_its_string_follows_it() {
+        // `struct { char *s; size_t len; int flags; }` pointing at "admin", with a
+        // flag that happens to equal the length too.
+        let mut holder = heap(&[&[0u8; 8][..], &5u64.to_le_bytes(), &5u32.to_le_bytes()].concat());
+        holder.pointers = ptr_to(1);
+        let ctx = Context {
+            fn_id: 1,
+            args: vec![Value::Ptr { extent: 0, offset: 0 }],
+            graph: Graph { extents: vec![holder, heap(b"admin\0")], ..Graph::default() },
+            locale: vec![],
+            stdio_modes: vec![],
+            fds: vec![],
+            streams: vec![],
+        };
+        let test = SystemTest { args: vec!["admin".into()], ..Default::default() };
+        let params = map_params(&ctx, None, &GlobalNames::new(), &test, None).params;
+        let admin = params.iter().find(|p| p.original == b"admin").expect("the string");
+        assert_eq!(admin.companions, vec![Companion { site: ParamSite::Memory { extent: 0, offset: 8, len: 8 }, bits: 64, delta: 0 }]);
+        // Length first, then the pointer, as a 4-byte count.
+        let mut before = heap(&[&[0u8; 4][..], &5u32.to_le_bytes(), &[0u8; 8]].concat());
+        before.pointers = vec![PtrSlot { offset: 8, target: Value::Ptr { extent: 1, offset: 0 } }];
+        let mut ctx2 = ctx.clone();
+        ctx2.graph.extents[0] = before;
+        let params = map_params(&ctx2, None, &GlobalNames::new(), &test, None).params;
+        let admin = params.iter().find(|p| p.original == b"admin").expect("the string");
+        assert_eq!(admin.companions, vec![Companion { site: ParamSite::Memory { extent: 0, offset: 4, len: 4 }, bits: 32, delta: 0 }]);
+        // A word of another value beside it is no length.
+        let mut other = heap(&[&[0u8; 8][..], &6u64.to_le_bytes()].concat());
+        other.pointers = ptr_to(1);
+        ctx2.graph.extents[0] = other;
+        let params = map_params(&ctx2, None, &GlobalNames::new(), &test, None).params;
+        assert!(params.iter().all(|p| p.companions.is_empty()), "{params:#?}");
+    }
+
+    #[test]
+    fn a_global_length_of_the_same_stem_follows_its_string() {
+        // cut's `output_delimiter_string` points at the argument's "<->";
+        // `output_delimiter_length` caches its length, and an unrelated counter
+        // holds 3 as well.
+        let mut pointer = global(1, &[0u8; 8]);
+        pointer.pointers = ptr_to(3);
+        let mut arg = heap(b"--output-delimiter=<->\0");
+        arg.kind = ExtentKind::Arg;
+        let ctx = Context {
+            fn_id: 1,
+            args: vec![],
+            graph: Graph {
+                extents: vec![pointer, global(2, &3u64.to_le_bytes()), global(4, &3u32.to_le_bytes()), arg],
+                ..Graph::default()
+            },
+            locale: vec![],
+            stdio_modes: vec![],
+            fds: vec![],
+            streams: vec![],
+        };
+        // The pointer targets offset 0 here; aim it at the delimiter itself.
+        let mut ctx = ctx;
+        ctx.graph.extents[0].pointers[0].target = Value::Ptr { extent: 3, offset: 19 };
+        let names: GlobalNames =
+            [(1, "output_delimiter_string"), (2, "output_delimiter_length"), (4, "line_count")].into_iter().map(|(i, n)| (i, n.to_owned())).collect();
+        let test = SystemTest { args: vec!["--output-delimiter=<->".into()], ..Default::default() };
+        let params = map_params(&ctx, None, &names, &test, None).params;
+        let delim = params.iter().find(|p| p.original == b"<->").expect("the delimiter");
+        assert_eq!(delim.companions, vec![Companion { site: ParamSite::Memory { extent: 1, offset: 0, len: 8 }, bits: 64, delta: 0 }]);
+        // A global of another stem is no companion, however equal its value.
+        let names: GlobalNames = [(1, "output_delimiter_string"), (2, "line_count"), (4, "column")].into_iter().map(|(i, n)| (i, n.to_owned())).collect();
+        let params = map_params(&ctx, None, &names, &test, None).params;
+        assert!(params.iter().all(|p| p.companions.is_empty()), "{params:#?}");
+        // Nor are two of one stem: which one caches the length is not known.
+        let names: GlobalNames =
+            [(1, "output_delimiter_string"), (2, "output_delimiter_length"), (4, "output_delimiter_width")].into_iter().map(|(i, n)| (i, n.to_owned())).collect();
+        let params = map_params(&ctx, None, &names, &test, None).params;
+        assert!(params.iter().all(|p| p.companions.is_empty()), "{params:#?}");
     }
 
     #[test]
@@ -573,7 +753,7 @@ mod tests {
         // A hash of the input never occurs in it.
         let ctx = Context { fn_id: 1, args: vec![Value::Bits(0x9e3779b97f4a7c15)], graph: Graph::default(), locale: vec![], stdio_modes: vec![], fds: vec![], streams: vec![] };
         let test = SystemTest { args: vec!["token".into(), "s3cret".into()], ..Default::default() };
-        assert!(map_params(&ctx, Some(&meta(&[ValueKind::Int(64)])), &test, None).params.is_empty());
+        assert!(map_params(&ctx, Some(&meta(&[ValueKind::Int(64)])), &GlobalNames::new(), &test, None).params.is_empty());
     }
 
     /// A line `strtok` cut in place, with an argv-like array pointing at its words.
@@ -598,7 +778,7 @@ mod tests {
     fn words_inside_a_line_are_tokens_and_numbers_are_numbers() {
         let ctx = tokenized(b"set\0ab\x005\0", &[0, 4, 7]);
         let test = SystemTest { stdin: Some(b"get ab\nset ab 5\n".to_vec()), ..Default::default() };
-        let params = map_params(&ctx, Some(&meta(&[ValueKind::Ptr])), &test, None).params;
+        let params = map_params(&ctx, Some(&meta(&[ValueKind::Ptr])), &GlobalNames::new(), &test, None).params;
         let by_value = |v: &[u8]| params.iter().find(|p| p.original == v).unwrap_or_else(|| panic!("no parameter {v:?}"));
         // The verb starts the buffer but does not fill it: a token, not the extent.
         assert_eq!(by_value(b"set").kind, ParamKind::Bytes { nul: true, resize: Resize::Token });
@@ -615,9 +795,9 @@ mod tests {
         let ctx = tokenized(b"x\0", &[0]);
         // "x" occurs inside "max" and "x1" but never alone.
         let test = SystemTest { stdin: Some(b"max x1\n".to_vec()), ..Default::default() };
-        assert!(map_params(&ctx, None, &test, None).params.is_empty());
+        assert!(map_params(&ctx, None, &GlobalNames::new(), &test, None).params.is_empty());
         let test = SystemTest { args: vec!["-d".into(), "x".into()], ..Default::default() };
-        let params = map_params(&ctx, None, &test, None).params;
+        let params = map_params(&ctx, None, &GlobalNames::new(), &test, None).params;
         assert_eq!(params.len(), 1);
         assert_eq!(params[0].origins, vec![Origin { input: InputRef::Arg(1), offset: 0, len: 1 }]);
     }
@@ -638,7 +818,7 @@ mod tests {
         ctx.streams = vec![stdin_at(input.len() as u64, input.len() as u64 - 9)];
         let test = SystemTest { stdin: Some(input.clone()), ..Default::default() };
         let after = returned(vec![stdin_at(input.len() as u64, 0)]);
-        let m = map_params(&ctx, None, &test, Some(&after));
+        let m = map_params(&ctx, None, &GlobalNames::new(), &test, Some(&after));
         let p = m.params.last().expect("a stream parameter");
         assert_eq!(p.site, ParamSite::Stream { fd: 0, file: None, buffered: true });
         assert_eq!(p.kind, ParamKind::Stream { cut: 0 });
@@ -646,16 +826,16 @@ mod tests {
         assert_eq!(p.origins, vec![Origin { input: InputRef::Stdin, offset: 9, len: 12 }]);
         // A call that left the stream where it was does not read it.
         let same = returned(ctx.streams.clone());
-        assert!(map_params(&ctx, None, &test, Some(&same)).params.iter().all(|p| p.kind != ParamKind::Stream { cut: 0 }));
+        assert!(map_params(&ctx, None, &GlobalNames::new(), &test, Some(&same)).params.iter().all(|p| p.kind != ParamKind::Stream { cut: 0 }));
         // One that closed it did (a `main` reads its input to the end, then closes it).
         let closed = returned(vec![]);
-        assert!(map_params(&ctx, None, &test, Some(&closed)).params.iter().any(|p| p.kind == ParamKind::Stream { cut: 0 }));
+        assert!(map_params(&ctx, None, &GlobalNames::new(), &test, Some(&closed)).params.iter().any(|p| p.kind == ParamKind::Stream { cut: 0 }));
         // A long rest is capped, and the cut recorded.
         let long = vec![b'a'; STREAM_CAP + 100];
         let mut ctx2 = ctx.clone();
         ctx2.streams = vec![stdin_at(0, 0)];
         let test2 = SystemTest { stdin: Some(long), ..Default::default() };
-        let p = map_params(&ctx2, None, &test2, Some(&after)).params.pop().unwrap();
+        let p = map_params(&ctx2, None, &GlobalNames::new(), &test2, Some(&after)).params.pop().unwrap();
         assert_eq!((p.original.len(), p.kind), (STREAM_CAP, ParamKind::Stream { cut: 100 }));
     }
 
@@ -664,7 +844,7 @@ mod tests {
         let mut ctx = tokenized(b"", &[]);
         ctx.streams = vec![StreamPos { offset: None, problem: Some("not seekable (a pipe, socket or terminal)".into()), ..stdin_at(0, 0) }];
         let test = SystemTest { stdin: Some(b"a\n".to_vec()), ..Default::default() };
-        let m = map_params(&ctx, None, &test, None);
+        let m = map_params(&ctx, None, &GlobalNames::new(), &test, None);
         assert!(m.params.is_empty());
         assert_eq!(m.unmapped_streams, vec!["not seekable (a pipe, socket or terminal)".to_owned()]);
     }

@@ -278,7 +278,7 @@ impl Carver<'_> {
             }
             return Ok(());
         }
-        let mapping = mapping::map_rest(&context, self.binary.functions.get(&context.fn_id), origin.system_test, streams);
+        let mapping = mapping::map_rest(&context, self.binary.functions.get(&context.fn_id), &self.binary.global_names, origin.system_test, streams);
         for why in mapping.unmapped_streams {
             *self.summary.unmapped_streams.entry(why).or_default() += 1;
         }
