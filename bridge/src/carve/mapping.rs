@@ -357,6 +357,15 @@ const MIN_STEM: usize = 3;
 /// that does.
 fn memory_companions(ctx: &Context, names: &GlobalNames, params: &mut [Param]) {
     let extents = &ctx.graph.extents;
+    // The pointer slots at each target, found once (a context holds thousands).
+    let mut slots_at: std::collections::HashMap<(u32, u64), Vec<(usize, u64)>> = std::collections::HashMap::new();
+    for (i, e) in extents.iter().enumerate() {
+        for s in &e.pointers {
+            if let Value::Ptr { extent, offset } = s.target {
+                slots_at.entry((extent, offset)).or_default().push((i, s.offset));
+            }
+        }
+    }
     for p in params.iter_mut() {
         let (ParamKind::Bytes { .. } | ParamKind::Decimal { .. }, ParamSite::Memory { extent, offset, .. }) = (p.kind, p.site) else {
             continue;
@@ -365,10 +374,8 @@ fn memory_companions(ctx: &Context, names: &GlobalNames, params: &mut [Param]) {
         if len < MIN_STRING as u64 || p.companions.iter().any(|c| matches!(c.site, ParamSite::Memory { .. })) {
             continue;
         }
-        let target = Value::Ptr { extent, offset };
-        let slots = extents.iter().enumerate().flat_map(|(i, e)| e.pointers.iter().filter(|s| s.target == target).map(move |s| (i, s.offset)));
         let mut found = None;
-        for (holder, slot) in slots {
+        for &(holder, slot) in slots_at.get(&(extent, offset)).map(Vec::as_slice).unwrap_or_default() {
             let e = &extents[holder];
             found = SIBLINGS.iter().find_map(|&(d, width)| {
                 let at = slot.checked_add_signed(d)?;
