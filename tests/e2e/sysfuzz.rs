@@ -577,7 +577,9 @@ int main(int argc, char **argv) {
 
 /// Lineage: a test the campaign lifted from a unit joins the queue as that unit's,
 /// and what the fuzzer mutates from it descends from it, a crash included; read back
-/// when the fuzzer starts again on the same directory. A seed's own mutants do not.
+/// when the fuzzer starts again on the same directory (a seed's mutant that took the
+/// lifted test's argument or lines by crossover descends from it too). A seed's own
+/// mutants do not.
 #[test]
 fn a_crash_mutated_from_a_lifted_test_descends_from_its_unit_and_a_seeds_mutants_do_not() {
     use trestle_bridge::system::fuzz::{LiftedOrigin, SysFuzzConfig, SysFuzzer};

@@ -14,7 +14,7 @@ use super::findings::{CompletedRun, FindingFeedback, Found};
 use super::indexes::{CompactIndexes, Compacting};
 use super::input::SysInput;
 use super::lineage::{Descent, LiftedOrigin, Lineage};
-use super::mutators::{sys_mutator, I2SMutator};
+use super::mutators::{sys_mutator, Donors, I2SMutator};
 use super::operands::{OperandSample, OperandVariation, OperandWatch};
 use super::trim::TrimStage;
 use crate::system::lean::SystemBuild;
@@ -515,8 +515,8 @@ impl SysFuzzer {
             let mark = self.mark();
             let parent = self.engine.fuzz_one(&mut self.state, &mut self.mgr).map_err(lib)?;
             match entry_name(&self.state, parent) {
-                Some(parent) => self.note_since(mark, |l, name| l.child(name, &parent))?,
-                None => self.note_since(mark, |l, name| l.root(name, None))?,
+                Some(parent) => self.note_since(mark, |l, name, donors| l.child(name, &parent, donors))?,
+                None => self.note_since(mark, |l, name, _| l.root(name, None))?,
             }
         }
         self.report(before)
@@ -528,8 +528,9 @@ impl SysFuzzer {
         Mark { last: self.state.corpus().last(), crashes: found.crashes.len(), timeouts: found.timeouts.len() }
     }
 
-    /// Put every queue entry and finding kept since `mark` in the lineage with `note`.
-    fn note_since(&mut self, mark: Mark, mut note: impl FnMut(&mut Lineage, &str) -> Result<()>) -> Result<()> {
+    /// Put every queue entry and finding kept since `mark` in the lineage with `note`
+    /// (given the entries it took material from besides its parent).
+    fn note_since(&mut self, mark: Mark, mut note: impl FnMut(&mut Lineage, &str, &[String]) -> Result<()>) -> Result<()> {
         let corpus = self.state.corpus();
         let mut next = match mark.last {
             Some(id) => corpus.next(id),
@@ -537,7 +538,8 @@ impl SysFuzzer {
         };
         while let Some(id) = next {
             if let Some(name) = entry_name(&self.state, id) {
-                note(&mut self.lineage, &name)?;
+                let donors = corpus.get(id).ok().and_then(|tc| tc.borrow().metadata::<Donors>().ok().map(|d| d.0.clone()));
+                note(&mut self.lineage, &name, donors.as_deref().unwrap_or_default())?;
             }
             next = self.state.corpus().next(id);
         }
@@ -545,7 +547,7 @@ impl SysFuzzer {
         let kept = found.crashes.iter().skip(mark.crashes).chain(found.timeouts.iter().skip(mark.timeouts));
         for path in kept {
             if let Some(name) = path.file_name() {
-                note(&mut self.lineage, &name.to_string_lossy())?;
+                note(&mut self.lineage, &name.to_string_lossy(), found.donors.get(path).map(Vec::as_slice).unwrap_or_default())?;
             }
         }
         Ok(())
@@ -575,7 +577,7 @@ impl SysFuzzer {
         let mark = self.mark();
         let r = self.engine.evaluate(&mut self.state, &mut self.mgr, input).map_err(lib)?;
         let origin = self.origin.clone();
-        self.note_since(mark, |l, name| l.root(name, origin.clone()))?;
+        self.note_since(mark, |l, name, _| l.root(name, origin.clone()))?;
         Ok(r)
     }
 

@@ -5,12 +5,15 @@
 //! It owns the finding files only; the queue is LibAFL's on-disk corpus.
 
 use super::input::SysInput;
+use super::mutators::Donors;
 use libafl::corpus::Testcase;
 use libafl::executors::ExitKind;
 use libafl::feedbacks::{Feedback, StateInitializer};
 use libafl::inputs::Input;
+use libafl::HasMetadata;
 use libafl_bolts::Named;
 use std::borrow::Cow;
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -20,6 +23,8 @@ use std::sync::{Arc, Mutex};
 pub(super) struct Found {
     pub(super) crashes: Vec<PathBuf>,
     pub(super) timeouts: Vec<PathBuf>,
+    /// The corpus entries each finding took material from besides its parent.
+    pub(super) donors: HashMap<PathBuf, Vec<String>>,
 }
 
 /// The objective's first half: a crash or a timeout. When the whole objective holds
@@ -52,7 +57,7 @@ impl Named for FindingFeedback {
 
 impl<S> StateInitializer<S> for FindingFeedback {}
 
-impl<EM, OT, S> Feedback<EM, SysInput, OT, S> for FindingFeedback {
+impl<EM, OT, S: HasMetadata> Feedback<EM, SysInput, OT, S> for FindingFeedback {
     fn is_interesting(
         &mut self,
         _state: &mut S,
@@ -71,7 +76,7 @@ impl<EM, OT, S> Feedback<EM, SysInput, OT, S> for FindingFeedback {
 
     fn append_metadata(
         &mut self,
-        _state: &mut S,
+        state: &mut S,
         _manager: &mut EM,
         _observers: &OT,
         testcase: &mut Testcase<SysInput>,
@@ -81,6 +86,9 @@ impl<EM, OT, S> Feedback<EM, SysInput, OT, S> for FindingFeedback {
         let path = if timeout { &self.timeouts } else { &self.crashes }.join(input.file_name());
         input.to_file(&path)?;
         let mut found = self.found.lock().unwrap_or_else(|p| p.into_inner());
+        if let Ok(donors) = state.metadata::<Donors>() {
+            found.donors.insert(path.clone(), donors.0.clone());
+        }
         if timeout {
             found.timeouts.push(path);
         } else {

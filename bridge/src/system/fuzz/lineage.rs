@@ -46,6 +46,9 @@ struct Line {
     entry: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     parent: Option<String>,
+    /// Other entries it took material from (crossover, a line or an argument).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    donors: Vec<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     lifted: Option<LiftedOrigin>,
     /// The entry this one is, under another name.
@@ -90,14 +93,15 @@ impl Lineage {
     }
 
     fn note(&mut self, r: Line) {
-        let descent = match (r.lifted, r.parent) {
+        let descent = match r.lifted {
             _ if r.same_as.is_some() => r.same_as.as_ref().and_then(|e| self.known.get(e)).cloned().flatten(),
-            (Some(origin), _) => Some(Arc::new(Descent { origin, generations: 0 })),
-            (None, Some(parent)) => self.known.get(&parent).cloned().flatten().map(|d| {
+            Some(origin) => Some(Arc::new(Descent { origin, generations: 0 })),
+            // From its parent's lifted test if it has one, else from a donor's: a seed's
+            // mutant that took a lifted test's arguments owes them to that unit.
+            None => r.parent.iter().chain(&r.donors).find_map(|n| self.known.get(n).cloned().flatten()).map(|d| {
                 let generations = d.generations.saturating_add(1);
                 Arc::new(Descent { origin: d.origin.clone(), generations })
             }),
-            (None, None) => None,
         };
         let lifted = descent.is_some();
         if let Some(before) = self.known.insert(r.entry, descent) {
@@ -130,15 +134,15 @@ impl Lineage {
         Ok(())
     }
 
-    /// `entry` was mutated from `parent`.
-    pub fn child(&mut self, entry: &str, parent: &str) -> Result<()> {
-        self.append(Line { entry: entry.into(), parent: Some(parent.into()), lifted: None, same_as: None })
+    /// `entry` was mutated from `parent`, taking material from `donors` too.
+    pub fn child(&mut self, entry: &str, parent: &str, donors: &[String]) -> Result<()> {
+        self.append(Line { entry: entry.into(), parent: Some(parent.into()), donors: donors.to_vec(), lifted: None, same_as: None })
     }
 
     /// `entry` came from outside the fuzzer: a seed, a test shared by another node
     /// (`lifted` `None`), or a test lifted from a unit.
     pub fn root(&mut self, entry: &str, lifted: Option<LiftedOrigin>) -> Result<()> {
-        self.append(Line { entry: entry.into(), parent: None, lifted, same_as: None })
+        self.append(Line { entry: entry.into(), parent: None, donors: Vec::new(), lifted, same_as: None })
     }
 
     /// `renamed` is `entry` under a new name (a trimmed entry, named anew when a
@@ -147,7 +151,7 @@ impl Lineage {
         if entry == renamed {
             return Ok(());
         }
-        self.append(Line { entry: renamed.into(), parent: None, lifted: None, same_as: Some(entry.into()) })
+        self.append(Line { entry: renamed.into(), parent: None, donors: Vec::new(), lifted: None, same_as: Some(entry.into()) })
     }
 
     /// Write what was appended.
@@ -202,11 +206,11 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let mut l = Lineage::open(dir.path()).unwrap();
         l.root("seed", None).unwrap();
-        l.child("s1", "seed").unwrap();
+        l.child("s1", "seed", &[]).unwrap();
         l.root("lifted", Some(origin("parse"))).unwrap();
-        l.child("m1", "lifted").unwrap();
-        l.child("m2", "m1").unwrap();
-        l.child("crash", "m2").unwrap();
+        l.child("m1", "lifted", &[]).unwrap();
+        l.child("m2", "m1", &[]).unwrap();
+        l.child("crash", "m2", &[]).unwrap();
         assert_eq!(l.descent("s1"), None);
         assert_eq!(l.descent("lifted"), Some(Descent { origin: origin("parse"), generations: 0 }));
         assert_eq!(l.descent("crash"), Some(Descent { origin: origin("parse"), generations: 3 }));
@@ -219,12 +223,30 @@ mod tests {
     }
 
     #[test]
+    fn a_seeds_mutant_that_took_a_lifted_tests_material_descends_from_that_unit() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut l = Lineage::open(dir.path()).unwrap();
+        l.root("seed", None).unwrap();
+        l.root("lifted", Some(origin("parse"))).unwrap();
+        l.child("m1", "lifted", &[]).unwrap();
+        l.child("s1", "seed", &["m1".into()]).unwrap();
+        l.child("s2", "seed", &["seed".into()]).unwrap();
+        assert_eq!(l.descent("s1"), Some(Descent { origin: origin("parse"), generations: 2 }));
+        assert_eq!(l.descent("s2"), None);
+        drop(l);
+        let text = std::fs::read_to_string(dir.path().join(LINEAGE_FILE)).unwrap();
+        assert!(text.contains(r#""donors":["m1"]"#), "{text}");
+        let l = Lineage::open(dir.path()).unwrap();
+        assert_eq!(l.descent("s1").map(|d| d.generations), Some(2), "read back");
+    }
+
+    #[test]
     fn the_lineage_reads_back_and_a_line_cut_short_is_passed_over() {
         let dir = tempfile::tempdir().unwrap();
         {
             let mut l = Lineage::open(dir.path()).unwrap();
             l.root("lifted", Some(origin("parse"))).unwrap();
-            l.child("m1", "lifted").unwrap();
+            l.child("m1", "lifted", &[]).unwrap();
             l.alias("m1", "m1-trimmed").unwrap();
         }
         let mut text = std::fs::read_to_string(dir.path().join(LINEAGE_FILE)).unwrap();
@@ -233,7 +255,7 @@ mod tests {
         let mut l = Lineage::open(dir.path()).unwrap();
         assert_eq!(l.descent("m1").map(|d| d.generations), Some(1));
         assert_eq!(l.descent("m1-trimmed").map(|d| d.generations), Some(1), "a renamed entry is the same entry");
-        l.child("m2", "m1-trimmed").unwrap();
+        l.child("m2", "m1-trimmed", &[]).unwrap();
         assert_eq!(l.descent("m2").map(|d| d.generations), Some(2));
     }
 }

@@ -10,6 +10,7 @@
 use super::parts::{below, lines, numbers, other_input, part_limit, part_mut, pick_part, small_len, some_component, with_newline, words};
 use crate::system::fuzz::input::{SysInput, MAX_CONTENT};
 use libafl::corpus::CorpusId;
+use libafl::HasMetadata;
 use libafl::mutators::{MutationResult, Mutator};
 use libafl::state::{HasCorpus, HasRand};
 use libafl_bolts::rands::Rand;
@@ -116,14 +117,23 @@ impl Named for ByteMutator {
 /// line from elsewhere (any test in the corpus).
 pub struct LineMutator;
 
-impl<S: HasRand + HasCorpus<SysInput>> Mutator<SysInput, S> for LineMutator {
+impl<S: HasRand + HasCorpus<SysInput> + HasMetadata> Mutator<SysInput, S> for LineMutator {
     fn mutate(&mut self, state: &mut S, input: &mut SysInput) -> Result<MutationResult, libafl::Error> {
         // Op 5 deletes, like op 1: deleting twice as likely as repeating or inserting.
         let op = if length_turn(state.rand_mut(), LENGTH_ODDS) { 6 } else { below(state.rand_mut(), 6) };
         // A line from elsewhere, for ops 3 and 4.
+        let mut lender = None;
         let foreign = if op == 3 || op == 4 {
-            let source = if state.rand_mut().coinflip(0.5) { other_input(state) } else { None };
-            let source = source.as_ref().unwrap_or(input);
+            let other = if state.rand_mut().coinflip(0.5) { other_input(state) } else { None };
+            let owned;
+            let source: &SysInput = match other {
+                Some((o, l)) => {
+                    lender = Some(l);
+                    owned = o;
+                    &owned
+                }
+                None => input,
+            };
             let rand = state.rand_mut();
             let Some(comp) = some_component(rand, source) else { return Ok(MutationResult::Skipped) };
             let ls = lines(&comp);
@@ -171,6 +181,10 @@ impl<S: HasRand + HasCorpus<SysInput>> Mutator<SysInput, S> for LineMutator {
         }
         *buf = ls.concat();
         buf.truncate(MAX_CONTENT);
+        // A line from another entry (ops 3 and 4 only draw one): it lent to the mutant.
+        if let Some(lender) = lender {
+            lender.lent(state);
+        }
         Ok(MutationResult::Mutated)
     }
     fn post_exec(&mut self, _state: &mut S, _new: Option<CorpusId>) -> Result<(), libafl::Error> {

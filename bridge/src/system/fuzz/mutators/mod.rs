@@ -20,21 +20,63 @@ pub use content::{ByteMutator, LineMutator, NumberMutator, TokenMutator};
 pub use i2s::I2SMutator;
 pub use structure::{ArgListMutator, CrossoverMutator};
 
-use libafl::mutators::HavocScheduledMutator;
-use libafl_bolts::tuples::tuple_list;
+pub use parts::Donors;
 
-/// The system-level mutations, two to eight stacked per execution.
-pub type SysMutator = HavocScheduledMutator<(
+use crate::system::fuzz::input::SysInput;
+use libafl::corpus::{Corpus, CorpusId};
+use libafl::mutators::{HavocScheduledMutator, MutationResult, Mutator};
+use libafl::state::HasCorpus;
+use libafl::HasMetadata;
+use libafl_bolts::tuples::tuple_list;
+use libafl_bolts::Named;
+use std::borrow::Cow;
+
+type Stack = HavocScheduledMutator<(
     ByteMutator,
     (LineMutator, (NumberMutator, (TokenMutator, (ArgListMutator, (CrossoverMutator, ()))))),
 )>;
+
+/// The system-level mutations, two to eight stacked per execution. Which other
+/// corpus entries a mutant took material from ([`Donors`]) is kept in the state while
+/// it is made and run (a finding takes it from there), and on its queue entry if it
+/// joins the queue.
+pub struct SysMutator<M = Stack> {
+    stack: M,
+}
+
+impl<M, S> Mutator<SysInput, S> for SysMutator<M>
+where
+    M: Mutator<SysInput, S>,
+    S: HasMetadata + HasCorpus<SysInput>,
+{
+    fn mutate(&mut self, state: &mut S, input: &mut SysInput) -> Result<MutationResult, libafl::Error> {
+        let _stale = state.metadata_map_mut().remove::<Donors>();
+        self.stack.mutate(state, input)
+    }
+
+    fn post_exec(&mut self, state: &mut S, new: Option<CorpusId>) -> Result<(), libafl::Error> {
+        self.stack.post_exec(state, new)?;
+        let donors = state.metadata_map_mut().remove::<Donors>();
+        if let (Some(donors), Some(id)) = (donors, new) {
+            state.corpus().get(id)?.borrow_mut().add_metadata(*donors);
+        }
+        Ok(())
+    }
+}
+
+impl<M> Named for SysMutator<M> {
+    fn name(&self) -> &Cow<'static, str> {
+        static NAME: Cow<'static, str> = Cow::Borrowed("SysMutator");
+        &NAME
+    }
+}
 
 /// The system-level mutator over a dictionary of tokens.
 pub fn sys_mutator(dictionary: &[Vec<u8>]) -> SysMutator {
     let tokens: Vec<Vec<u8>> = dictionary.iter().filter(|t| !t.is_empty() && t.len() <= 256).cloned().collect();
     let ints: Vec<i128> =
         tokens.iter().filter_map(|t| std::str::from_utf8(t).ok()).filter_map(|s| s.parse::<i128>().ok()).collect();
-    HavocScheduledMutator::with_max_stack_pow(
+    let stack = HavocScheduledMutator::with_max_stack_pow(
         tuple_list!(
             ByteMutator,
             LineMutator,
@@ -44,7 +86,8 @@ pub fn sys_mutator(dictionary: &[Vec<u8>]) -> SysMutator {
             CrossoverMutator
         ),
         3,
-    )
+    );
+    SysMutator { stack }
 }
 
 #[cfg(test)]
@@ -100,5 +143,36 @@ pub(super) mod tests {
             assert_eq!(SysInput::from_test(&i.to_test()), i);
         }
         assert!(changed > 2900, "only {changed} of 3000 inputs changed");
+    }
+
+    /// What a mutant takes from another entry is named as that entry's, on the mutant's
+    /// queue entry if it joins; a mutant that took nothing names no donor.
+    #[test]
+    fn a_mutant_names_the_entries_it_took_material_from() {
+        use libafl::HasMetadata as _;
+        let (_dir, mut s) = state();
+        let lender = s.corpus().first().unwrap();
+        let lender_name = {
+            let tc = s.corpus().get(lender).unwrap().borrow();
+            tc.file_path().as_ref().unwrap().file_name().unwrap().to_string_lossy().into_owned()
+        };
+        // Crossover always takes from the other entry when it mutates.
+        let mut i = input(&["q"], "zzz\n");
+        while CrossoverMutator.mutate(&mut s, &mut i).unwrap() == MutationResult::Skipped {}
+        assert_eq!(s.metadata::<Donors>().unwrap().0, vec![lender_name.clone()]);
+        // Bytes come from nowhere else: no donor is left from the mutant before.
+        let mut m = SysMutator { stack: HavocScheduledMutator::new(tuple_list!(ByteMutator)) };
+        let mut i = input(&["q"], "zzz\n");
+        let _ = m.mutate(&mut s, &mut i).unwrap();
+        assert!(!s.has_metadata::<Donors>());
+        // Through the stack: a mutant that joins the queue carries its donors there.
+        let mut m = SysMutator { stack: HavocScheduledMutator::new(tuple_list!(CrossoverMutator)) };
+        let mut i = input(&["q"], "zzz\n");
+        while m.mutate(&mut s, &mut i).unwrap() == MutationResult::Skipped {}
+        let joined = s.corpus_mut().add(Testcase::from(i)).unwrap();
+        m.post_exec(&mut s, Some(joined)).unwrap();
+        assert!(!s.has_metadata::<Donors>(), "moved to the entry");
+        let tc = s.corpus().get(joined).unwrap().borrow();
+        assert_eq!(tc.metadata::<Donors>().unwrap().0, vec![lender_name]);
     }
 }

@@ -4,8 +4,10 @@
 
 use crate::system::fuzz::input::{SysInput, MAX_ARG_LEN, MAX_CONTENT};
 use libafl::corpus::Corpus;
+use libafl::HasMetadata;
 use libafl::state::{HasCorpus, HasRand};
 use libafl_bolts::rands::Rand;
+use serde::{Deserialize, Serialize};
 use std::num::NonZeroUsize;
 
 /// One component of an input.
@@ -80,8 +82,36 @@ pub(super) fn with_newline(mut line: Vec<u8>) -> Vec<u8> {
     line
 }
 
-/// A random corpus entry's input (the one being mutated when it is drawn: `None`).
-pub(super) fn other_input<S: HasRand + HasCorpus<SysInput>>(state: &mut S) -> Option<SysInput> {
+/// The corpus entry [`other_input`] drew, by its file name in the queue (none for an
+/// entry kept only in memory).
+pub(super) struct Lender(Option<String>);
+
+impl Lender {
+    /// Say that the mutant took material from this entry: the lineage counts the
+    /// mutant as descending from it too ([`Donors`]).
+    pub(super) fn lent<S: HasMetadata>(&self, state: &mut S) {
+        let Some(name) = &self.0 else { return };
+        if !state.has_metadata::<Donors>() {
+            state.add_metadata(Donors::default());
+        }
+        if let Ok(d) = state.metadata_mut::<Donors>() {
+            if !d.0.contains(name) {
+                d.0.push(name.clone());
+            }
+        }
+    }
+}
+
+/// The corpus entries (by file name in the queue) the mutant being made took material
+/// from, besides the entry it was mutated from: kept in the state while the mutant is
+/// made and run, then on its queue entry ([`super::SysMutator`]) or with its finding.
+#[derive(Debug, Default, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Donors(pub Vec<String>);
+libafl_bolts::impl_serdeany!(Donors);
+
+/// A random corpus entry's input, and who lent it (the entry being mutated when it is
+/// drawn: `None`).
+pub(super) fn other_input<S: HasRand + HasCorpus<SysInput>>(state: &mut S) -> Option<(SysInput, Lender)> {
     let n = state.corpus().count();
     if n == 0 {
         return None;
@@ -93,7 +123,9 @@ pub(super) fn other_input<S: HasRand + HasCorpus<SysInput>>(state: &mut S) -> Op
     // queue keeps in memory is read back from its file; where that fails, a mutator
     // without another input uses its own: no error is lost that would matter.
     let mut tc = corpus.get(id).ok()?.try_borrow_mut().ok()?;
-    tc.load_input(corpus).ok().cloned()
+    let name = tc.file_path().as_ref().and_then(|p| p.file_name()).map(|n| n.to_string_lossy().into_owned());
+    let input = tc.load_input(corpus).ok().cloned()?;
+    Some((input, Lender(name)))
 }
 
 /// A random non-empty component of `input`, as bytes.

@@ -4,6 +4,7 @@
 use super::parts::{below, other_input, part_mut, pick_part, small_len, some_component, Part};
 use crate::system::fuzz::input::{SysInput, MAX_ARGS};
 use libafl::corpus::CorpusId;
+use libafl::HasMetadata;
 use libafl::mutators::{MutationResult, Mutator};
 use libafl::state::{HasCorpus, HasRand};
 use libafl_bolts::rands::Rand;
@@ -17,7 +18,7 @@ pub struct ArgListMutator {
     pub(super) tokens: Vec<Vec<u8>>,
 }
 
-impl<S: HasRand + HasCorpus<SysInput>> Mutator<SysInput, S> for ArgListMutator {
+impl<S: HasRand + HasCorpus<SysInput> + HasMetadata> Mutator<SysInput, S> for ArgListMutator {
     fn mutate(&mut self, state: &mut S, input: &mut SysInput) -> Result<MutationResult, libafl::Error> {
         let op = below(state.rand_mut(), 5);
         let n = input.args.len();
@@ -25,20 +26,31 @@ impl<S: HasRand + HasCorpus<SysInput>> Mutator<SysInput, S> for ArgListMutator {
         let fresh = if op <= 1 {
             let other = if state.rand_mut().coinflip(0.6) { other_input(state) } else { None };
             let rand = state.rand_mut();
-            match other.filter(|o| !o.args.is_empty()) {
-                Some(o) => Some(o.args[below(rand, o.args.len())].clone()),
-                None if !self.tokens.is_empty() && rand.coinflip(0.5) => Some(self.tokens[below(rand, self.tokens.len())].clone()),
-                None if n > 0 => Some(input.args[below(rand, n)].clone()),
+            match other.filter(|(o, _)| !o.args.is_empty()) {
+                Some((o, lender)) => Some((o.args[below(rand, o.args.len())].clone(), Some(lender))),
+                None if !self.tokens.is_empty() && rand.coinflip(0.5) => Some((self.tokens[below(rand, self.tokens.len())].clone(), None)),
+                None if n > 0 => Some((input.args[below(rand, n)].clone(), None)),
                 None => None,
             }
         } else {
             None
         };
-        let rand = state.rand_mut();
+        // Where the new argument came from another entry, the mutant descends from it too.
         match (op, fresh) {
-            (0, Some(a)) if n > 0 => input.args[below(rand, n)] = a,
-            (1, Some(a)) if n < MAX_ARGS => input.args.insert(below(rand, n + 1), a),
+            (0, Some((a, from))) if n > 0 => {
+                if let Some(lender) = from {
+                    lender.lent(state);
+                }
+                input.args[below(state.rand_mut(), n)] = a;
+            }
+            (1, Some((a, from))) if n < MAX_ARGS => {
+                if let Some(lender) = from {
+                    lender.lent(state);
+                }
+                input.args.insert(below(state.rand_mut(), n + 1), a);
+            }
             (2, _) => {
+                let rand = state.rand_mut();
                 let deletable: Vec<usize> =
                     (0..n).filter(|&i| !input.files.contains_key(&*String::from_utf8_lossy(&input.args[i]))).collect();
                 if deletable.is_empty() {
@@ -47,10 +59,12 @@ impl<S: HasRand + HasCorpus<SysInput>> Mutator<SysInput, S> for ArgListMutator {
                 input.args.remove(deletable[below(rand, deletable.len())]);
             }
             (3, _) if n > 1 => {
+                let rand = state.rand_mut();
                 let (i, j) = (below(rand, n), below(rand, n));
                 input.args.swap(i, j);
             }
             (4, _) if n > 0 => {
+                let rand = state.rand_mut();
                 let start = below(rand, n);
                 let len = small_len(rand, (n - start).min(8));
                 let run = input.args[start..start + len].to_vec();
@@ -80,9 +94,9 @@ impl Named for ArgListMutator {
 /// or splice: the head of one of our components and the tail of one of its.
 pub struct CrossoverMutator;
 
-impl<S: HasRand + HasCorpus<SysInput>> Mutator<SysInput, S> for CrossoverMutator {
+impl<S: HasRand + HasCorpus<SysInput> + HasMetadata> Mutator<SysInput, S> for CrossoverMutator {
     fn mutate(&mut self, state: &mut S, input: &mut SysInput) -> Result<MutationResult, libafl::Error> {
-        let Some(other) = other_input(state) else { return Ok(MutationResult::Skipped) };
+        let Some((other, lender)) = other_input(state) else { return Ok(MutationResult::Skipped) };
         if other == *input {
             return Ok(MutationResult::Skipped);
         }
@@ -138,6 +152,7 @@ impl<S: HasRand + HasCorpus<SysInput>> Mutator<SysInput, S> for CrossoverMutator
                 buf.extend_from_slice(&tail_src[b..]);
             }
         }
+        lender.lent(state);
         input.normalise();
         Ok(MutationResult::Mutated)
     }
