@@ -91,13 +91,9 @@ impl Lender {
     /// mutant as descending from it too ([`Donors`]).
     pub(super) fn lent<S: HasMetadata>(&self, state: &mut S) {
         let Some(name) = &self.0 else { return };
-        if !state.has_metadata::<Donors>() {
-            state.add_metadata(Donors::default());
-        }
-        if let Ok(d) = state.metadata_mut::<Donors>() {
-            if !d.0.contains(name) {
-                d.0.push(name.clone());
-            }
+        let donors = &mut state.metadata_or_insert_with(Donors::default).0;
+        if !donors.contains(name) {
+            donors.push(name.clone());
         }
     }
 }
