@@ -945,3 +945,48 @@ fn a_hang_that_sleeps_is_named_by_where_it_waits() {
     let hang = alarms.iter().find(|a| a["signature"].as_str().unwrap().starts_with("hang")).unwrap_or_else(|| panic!("no hang alarm: {alarms:?}\n{log}"));
     assert!(hang["signature"].as_str().unwrap().starts_with("hang in nap"), "{hang}");
 }
+
+/// A program whose loop (`churn`, on input `H` or `J`) spends its time in two
+/// functions it calls by turns: a stack taken at one moment lands in either.
+const CHURN: &str = r#"
+#include <stdio.h>
+static volatile unsigned sink;
+static __attribute__((noinline)) void mix_a(void) { for (unsigned i = 0; i < 2000000; i++) sink += i * 3; }
+static __attribute__((noinline)) void mix_b(void) { for (unsigned i = 0; i < 3000000; i++) sink ^= i + 7; }
+static __attribute__((noinline)) void churn(int n) { for (;;) { if (n & 1) mix_a(); else mix_b(); n++; } }
+int main(void) {
+  char buf[8] = {0};
+  if (fread(buf, 1, 1, stdin) == 1 && (buf[0] == 'H' || buf[0] == 'J')) churn(buf[0]);
+  puts("ok");
+  return 0;
+}
+"#;
+
+/// A hang is named by where it spins, the frames every stack sampled from it shares
+/// (the preload samples it a few times before it ends), not by the function its loop
+/// happened to be in when the limit struck: one alarm, `hang in churn`, however many
+/// tests reach the loop. Named by its first stack alone, it was `mix_a` or `mix_b`.
+#[test]
+fn a_hang_is_named_by_the_loop_every_sample_of_it_is_in() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let src = d.join("churn.c");
+    std::fs::write(&src, CHURN).unwrap();
+    let prog = d.join("churn");
+    ok(Command::new(tool("trestle-cc")).args(["-O1", "-g"]).arg(&src).arg("-o").arg(&prog));
+    let plain = d.join("churn-plain");
+    ok(Command::new("clang-19").args(["-O1", "-g"]).arg(&src).arg("-o").arg(&plain));
+    let seeds = d.join("seeds");
+    write_test(&seeds, "a", &json!({ "stdin": "a" }));
+    let out = d.join("camp");
+    let o = run(&mut trestle(&[
+        &"run", &"--system-only", &"--program", &prog, &"--seeds", &seeds, &"--validate-with", &plain, &"--time", &"30s",
+        &"--timeout", &"1s", &"--out", &out, &"--plain",
+    ]));
+    let log = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{log}");
+    let alarms = alarm_list(&out);
+    let hangs: Vec<&Value> = alarms.iter().filter(|a| a["signature"].as_str().unwrap().starts_with("hang")).collect();
+    assert_eq!(hangs.len(), 1, "one loop, one hang alarm: {alarms:?}\n{log}");
+    assert!(hangs[0]["signature"].as_str().unwrap().starts_with("hang in churn"), "{}", hangs[0]);
+}

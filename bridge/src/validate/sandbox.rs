@@ -13,7 +13,7 @@
 
 mod served;
 
-use crate::validate::signature::{crash_kind, parse_sanitizer, parse_stack, symbolise, CrashSignature, Frame, FrameFilter, RawStack, HANG, OUT_OF_MEMORY};
+use crate::validate::signature::{crash_kind, parse_sanitizer, parse_stack, symbolise, symbolise_samples, CrashSignature, Frame, FrameFilter, RawStack, HANG, OUT_OF_MEMORY};
 use crate::system::launch::{run_to_end, Capture, Ended, Layout};
 use crate::system::systest::RunStatus;
 use anyhow::{bail, Context as _, Result};
@@ -496,10 +496,17 @@ impl Sandbox {
         };
         let hang = if !stopped_in_time {
             None
-        } else if matches!(o.status, RunStatus::Signaled(libc::SIGXCPU) | RunStatus::TimedOut) {
+        } else if matches!(o.status, RunStatus::Signaled(libc::SIGXCPU | libc::SIGKILL) | RunStatus::TimedOut) {
             // At its CPU limit, or (served) stopped past its wall-clock limit with
-            // SIGXCPU first: the handler wrote where it was, if it could.
-            Some(filter.signature(HANG.into(), read_stack(stack, filter)?.1))
+            // SIGXCPU first: the handler wrote where it was, if it could, and where it
+            // was a few times more (killed at the hard limit while it sampled, what
+            // it wrote by then).
+            let (raw, first) = read_stack(stack, filter)?;
+            let samples = match &raw {
+                Some(raw) => symbolise_samples(raw, filter.program.as_deref())?,
+                None => Vec::new(),
+            };
+            Some(filter.hang_signature(first, samples))
         } else {
             Some(filter.signature(HANG.into(), Vec::new()))
         };

@@ -323,6 +323,30 @@ impl FrameFilter {
         frames.truncate(SIGNATURE_FRAMES);
         CrashSignature { kind, frames, stack }
     }
+
+    /// The signature of a hang stopped at the stack `first` and sampled again
+    /// (`samples`, a few milliseconds apart): named by the frames of the subject's
+    /// code that every sample shares with the first, counted from the outermost, so
+    /// by where it spins rather than by whichever function of its loop one moment
+    /// caught (dc's endless multiplication was named by `_bc_shift_addsub` one time
+    /// and `_bc_simp_mul` the next, both called from `_bc_rec_mul`). A sample without
+    /// frames of the subject says nothing; none in common, the first stack names it.
+    pub fn hang_signature(&self, first: Vec<Frame>, samples: Vec<Vec<Frame>>) -> CrashSignature {
+        let mut sig = self.signature(HANG.into(), first);
+        let own = |stack: &[Frame]| stack.iter().filter(|f| f.own).map(|f| f.function.clone()).collect::<Vec<_>>();
+        let whole = own(&sig.stack);
+        let mut shared = whole.len();
+        for sample in samples {
+            let theirs = own(&self.signature(HANG.into(), sample).stack);
+            if !theirs.is_empty() {
+                shared = shared.min(whole.iter().rev().zip(theirs.iter().rev()).take_while(|(a, b)| a == b).count());
+            }
+        }
+        if shared > 0 {
+            sig.frames = whole[whole.len() - shared..].iter().take(SIGNATURE_FRAMES).cloned().collect();
+        }
+        sig
+    }
 }
 
 /// Where a stack overflow is: the functions that recur on the stack, in name order
@@ -372,6 +396,17 @@ pub struct RawStack {
     pub frames: Vec<u64>,
     /// Memory map: (start, end, file offset, path) of file-backed mappings.
     pub maps: Vec<(u64, u64, u64, String)>,
+    /// A hang's further stacks, taken a few milliseconds apart after the first.
+    pub samples: Vec<Sample>,
+}
+
+/// One more stack of a hang: where it was at that moment.
+#[derive(Debug, Clone, Default)]
+pub struct Sample {
+    /// The interrupted program counter.
+    pub pc: Option<u64>,
+    /// Return addresses, innermost first, the sampling handler's own included.
+    pub frames: Vec<u64>,
 }
 
 fn hex(s: &str) -> Option<u64> {
@@ -393,6 +428,16 @@ pub fn parse_stack(text: &str) -> Result<RawStack> {
             continue;
         }
         let (key, value) = line.split_once(' ').unwrap_or((line, ""));
+        if let Some(sample) = raw.samples.last_mut() {
+            // Past the first record, lines belong to the sample they follow.
+            match key {
+                "pc" => sample.pc = hex(value),
+                "frame" => sample.frames.extend(hex(value)),
+                "sample" => raw.samples.push(Sample::default()),
+                _ => {}
+            }
+            continue;
+        }
         match key {
             "signal" => {
                 raw.signal = value.trim().parse().context("bad signal line")?;
@@ -408,6 +453,7 @@ pub fn parse_stack(text: &str) -> Result<RawStack> {
             "spword" => raw.sp_word = hex(value),
             "frame" => raw.frames.extend(hex(value)),
             "maps" => in_maps = true,
+            "sample" => raw.samples.push(Sample::default()),
             _ => {}
         }
     }
@@ -470,6 +516,16 @@ impl RawStack {
         out.extend(callers.iter().map(|&a| (a, false)));
         out
     }
+
+    /// A sample's stack, innermost first, as [`RawStack::addresses`] gives the first's:
+    /// the interrupted pc, then its callers (none if the unwinder did not reach the pc
+    /// through the signal frame).
+    fn sample_addresses(&self, s: &Sample) -> Vec<(u64, bool)> {
+        let Some(pc) = s.pc else { return Vec::new() };
+        let callers = s.frames.iter().position(|f| *f == pc).map_or(&[][..], |i| &s.frames[i + 1..]);
+        let in_module = self.maps.iter().any(|(b, e, _, _)| (*b..*e).contains(&pc));
+        in_module.then_some((pc, true)).into_iter().chain(callers.iter().map(|&a| (a, false))).collect()
+    }
 }
 
 fn elf_is_dyn(path: &Path) -> bool {
@@ -529,17 +585,34 @@ pub fn symbolise(raw: &RawStack, only: Option<&Path>) -> Result<Vec<Frame>> {
         }
         _ => None,
     };
+    let mut frames = look_up(raw, &addrs, only)?;
+    if let Some(i) = sp_index {
+        let sp_frames = std::mem::take(&mut frames[i]);
+        let pc_without_source = frames.first().is_some_and(|f| f.iter().all(|f| f.file.is_none()));
+        if pc_without_source && sp_frames.iter().any(|f| f.file.is_some()) {
+            frames.insert(1, sp_frames);
+        }
+    }
+    Ok(frames.into_iter().flatten().collect())
+}
+
+/// A hang's further stacks ([`RawStack::samples`]), each symbolised as [`symbolise`]
+/// does the first, in one run of the symboliser for all.
+pub fn symbolise_samples(raw: &RawStack, only: Option<&Path>) -> Result<Vec<Vec<Frame>>> {
+    let lists: Vec<Vec<(u64, bool)>> = raw.samples.iter().map(|s| raw.sample_addresses(s)).collect();
+    let mut frames = look_up(raw, &lists.concat(), only)?.into_iter();
+    Ok(lists.iter().map(|l| frames.by_ref().take(l.len()).flatten().collect()).collect())
+}
+
+/// The frames at each of `addrs` (more than one where functions were inlined), by
+/// the memory map of `raw`.
+fn look_up(raw: &RawStack, addrs: &[(u64, bool)], only: Option<&Path>) -> Result<Vec<Vec<Frame>>> {
     let mut by_module: BTreeMap<String, Vec<(usize, u64)>> = BTreeMap::new();
-    let mut located = Vec::new();
     for (i, (a, exact)) in addrs.iter().enumerate() {
-        match raw.locate(*a) {
-            Some((module, rel)) => {
-                // A return address points after the call: look up the call itself.
-                let rel = if *exact { rel } else { rel.saturating_sub(1) };
-                by_module.entry(module.clone()).or_default().push((i, rel));
-                located.push(Some(module));
-            }
-            None => located.push(None),
+        if let Some((module, rel)) = raw.locate(*a) {
+            // A return address points after the call: look up the call itself.
+            let rel = if *exact { rel } else { rel.saturating_sub(1) };
+            by_module.entry(module).or_default().push((i, rel));
         }
     }
     let mut frames: Vec<Vec<Frame>> = vec![Vec::new(); addrs.len()];
@@ -577,14 +650,7 @@ pub fn symbolise(raw: &RawStack, only: Option<&Path>) -> Result<Vec<Frame>> {
             }
         }
     }
-    if let Some(i) = sp_index {
-        let sp_frames = std::mem::take(&mut frames[i]);
-        let pc_without_source = frames.first().is_some_and(|f| f.iter().all(|f| f.file.is_none()));
-        if pc_without_source && sp_frames.iter().any(|f| f.file.is_some()) {
-            frames.insert(1, sp_frames);
-        }
-    }
-    Ok(frames.into_iter().flatten().collect())
+    Ok(frames)
 }
 
 fn short(module: &str) -> &str {
@@ -776,5 +842,47 @@ mod tests {
         // No recursion (one huge frame): the innermost frames.
         let c = filter.signature(STACK_OVERFLOW.into(), ["big_frame", "main"].map(frame).to_vec());
         assert_eq!(c.frames, ["big_frame", "main"]);
+    }
+
+    #[test]
+    fn a_hangs_samples_follow_its_first_record() {
+        let text = "signal 24\npc 0x1010\nsp 0x7ffd00010000\nmaps\n\
+            1000-2000 r-xp 00000000 fe:00 1 /bin/prog\n7000-8000 r-xp 00000000 fe:00 2 /lib/x.so\nend-maps\n\
+            frame 0x7000\nframe 0x1010\nframe 0x1200\n\
+            sample\npc 0x1400\nframe 0x7010\nframe 0x7020\nframe 0x1400\nframe 0x1210\nframe 0x1300\n\
+            sample\npc 0x7100\nframe 0x7010\nframe 0x7100\nframe 0x1220\n\
+            sample\npc 0x1500\nframe 0x7010\n";
+        let raw = parse_stack(text).unwrap();
+        assert_eq!(raw.signal, 24);
+        assert_eq!(raw.frames, [0x7000, 0x1010, 0x1200], "the samples' frames are not the first record's");
+        assert_eq!(raw.samples.len(), 3);
+        assert_eq!(raw.sample_addresses(&raw.samples[0]), [(0x1400, true), (0x1210, false), (0x1300, false)]);
+        // Stopped in the C library: there, then the program's call.
+        assert_eq!(raw.sample_addresses(&raw.samples[1]), [(0x7100, true), (0x1220, false)]);
+        // The unwinder did not reach the pc: the pc alone.
+        assert_eq!(raw.sample_addresses(&raw.samples[2]), [(0x1500, true)]);
+    }
+
+    #[test]
+    fn a_hang_is_named_by_what_every_sample_of_it_shares() {
+        let frame = |f: &str| Frame { function: f.into(), file: Some("dc/number.c".into()), line: 1, module: "/bin/dc".into(), own: false };
+        let stack = |fs: &[&str]| fs.iter().map(|f| frame(f)).collect::<Vec<_>>();
+        let filter = FrameFilter { program: None, stop_after: None };
+        // One endless multiplication, stopped in a function its loop calls, another
+        // each time; the samples agree on the loop.
+        let first = stack(&["_bc_shift_addsub", "_bc_rec_mul", "_bc_rec_mul", "bc_multiply", "dc_binop", "main"]);
+        let again = stack(&["_bc_simp_mul", "_bc_rec_mul", "_bc_rec_mul", "_bc_rec_mul", "bc_multiply", "dc_binop", "main"]);
+        assert_ne!(filter.signature(HANG.into(), first.clone()).key(), filter.signature(HANG.into(), again.clone()).key());
+        let samples = |fs: &[&[&str]]| fs.iter().map(|s| stack(s)).collect::<Vec<_>>();
+        let a = filter.hang_signature(first, samples(&[&["_bc_rec_mul", "_bc_rec_mul", "bc_multiply", "dc_binop", "main"], &["_bc_simp_mul", "_bc_rec_mul", "bc_multiply", "dc_binop", "main"]]));
+        assert_eq!(a.frames, ["_bc_rec_mul", "bc_multiply", "dc_binop"]);
+        let b = filter.hang_signature(again, samples(&[&["_bc_shift_addsub", "_bc_rec_mul", "bc_multiply", "dc_binop", "main"], &[]]));
+        assert_eq!(a.key(), b.key(), "one hang, one name");
+        assert_eq!(b.stack[0].function, "_bc_simp_mul", "the stack shown is the first record's");
+        // Samples with nothing in common (another thread's, say) leave the first's name.
+        let c = filter.hang_signature(stack(&["spin", "main"]), samples(&[&["poll_loop", "worker_main"]]));
+        assert_eq!(c.frames, ["spin", "main"]);
+        // No samples: the first stack alone, as before.
+        assert_eq!(filter.hang_signature(stack(&["spin", "main"]), Vec::new()).frames, ["spin", "main"]);
     }
 }

@@ -18,7 +18,20 @@
 //! ```
 //!
 //! then restores the default action and lets the signal kill the process as it
-//! would have. The library also stands in for `malloc`, `calloc` and `realloc`
+//! would have. A hang (SIGXCPU) is sampled first: [`HANG_SAMPLES`] more times, every
+//! [`SAMPLE_INTERVAL_US`] µs of wall-clock time (SIGALRM, so a hang that sleeps is
+//! sampled too), the record gets
+//!
+//! ```text
+//! sample
+//! pc 0x555555555190
+//! frame ...
+//! ```
+//!
+//! appended, and SIGXCPU then ends the run. One stack of a loop lands anywhere in it (a
+//! function the loop calls, the allocator); what every sample has in common is where
+//! it spins. The samples take a fifth of a second, within the second the hard CPU
+//! limit (and the served run's grace) leaves. The library also stands in for `malloc`, `calloc` and `realloc`
 //! (passing each to the C library's): the first request that fails (the run's
 //! address-space limit) writes the same record with `alloc-failed <size>` in place of
 //! the signal and no registers, so a run that blows up its memory says where it was
@@ -33,6 +46,14 @@ use std::ffi::{c_int, c_void};
 const PATH_MAX: usize = 4096;
 const MAX_FRAMES: usize = 64;
 const ALT_STACK: usize = 256 * 1024;
+/// How many stacks a hang gets after its first.
+const HANG_SAMPLES: u32 = 8;
+/// The wall-clock time between them.
+const SAMPLE_INTERVAL_US: i64 = 25_000;
+
+/// Samples still to take of a hang (only the signal handlers touch it, one at a time:
+/// SIGALRM is blocked while its handler runs).
+static mut SAMPLES_LEFT: u32 = 0;
 
 /// The output path, copied at load time (the handler must not allocate).
 static mut PATH: [u8; PATH_MAX] = [0; PATH_MAX];
@@ -186,13 +207,15 @@ unsafe fn path_now(out: &mut [u8; PATH_MAX]) -> bool {
 }
 
 /// Open the stack file (the one the environment names now, else the one it named at
-/// load time) for a new record; -1 if it cannot be.
-unsafe fn open_record() -> c_int {
+/// load time) for a new record, or with `append` to add to the one there; -1 if it
+/// cannot be.
+unsafe fn open_record(append: bool) -> c_int {
     let mut now = [0u8; PATH_MAX];
+    let how = if append { libc::O_APPEND } else { libc::O_CREAT | libc::O_TRUNC };
     // SAFETY: `environ` is the process's; PATH was written once at load time.
     unsafe {
         let path = if path_now(&mut now) { now.as_ptr() } else { std::ptr::addr_of!(PATH) as *const u8 };
-        libc::open(path as *const libc::c_char, libc::O_WRONLY | libc::O_CREAT | libc::O_TRUNC | libc::O_CLOEXEC, 0o600)
+        libc::open(path as *const libc::c_char, libc::O_WRONLY | how | libc::O_CLOEXEC, 0o600)
     }
 }
 
@@ -215,12 +238,88 @@ unsafe fn put_maps_and_frames(fd: c_int) {
         }
         put(fd, b"end-maps\n");
         // Last, because unwinding from a wild pc may fault in here too.
+        put_frames(fd);
+        libc::close(fd);
+    }
+}
+
+/// The return addresses `backtrace` finds, a `frame` line each.
+unsafe fn put_frames(fd: c_int) {
+    // SAFETY: backtrace() was initialised at load time; writes of our own memory.
+    unsafe {
         let mut frames = [std::ptr::null_mut::<c_void>(); MAX_FRAMES];
         let n = backtrace(frames.as_mut_ptr(), MAX_FRAMES as c_int);
         for f in &frames[..n.max(0) as usize] {
             put_hex(fd, b"frame ", *f as usize);
         }
-        libc::close(fd);
+    }
+}
+
+/// The interrupted program counter, if the kernel gave the context.
+unsafe fn put_pc(fd: c_int, ctx: *mut c_void) {
+    if !ctx.is_null() {
+        // SAFETY: the kernel passes a ucontext_t to an SA_SIGINFO handler.
+        unsafe {
+            let uc = &*(ctx as *const libc::ucontext_t);
+            put_hex(fd, b"pc ", uc.uc_mcontext.gregs[libc::REG_RIP as usize] as usize);
+        }
+    }
+}
+
+/// Start sampling a hang: SIGALRM every [`SAMPLE_INTERVAL_US`], [`HANG_SAMPLES`]
+/// times ([`on_sample`]). False if the timer cannot be set, and the run should end now.
+unsafe fn start_sampling() -> bool {
+    // SAFETY: sigaction and setitimer are system calls; SAMPLES_LEFT is only touched
+    // by the handlers, and SIGALRM is not armed yet.
+    unsafe {
+        let mut sa: libc::sigaction = std::mem::zeroed();
+        sa.sa_sigaction = on_sample as *const () as usize;
+        // SA_RESTART: a hang that waits in a system call goes on waiting.
+        sa.sa_flags = libc::SA_SIGINFO | libc::SA_ONSTACK | libc::SA_RESTART;
+        libc::sigemptyset(&mut sa.sa_mask);
+        if libc::sigaction(libc::SIGALRM, &sa, std::ptr::null_mut()) != 0 {
+            return false;
+        }
+        // A program that blocked SIGALRM would never be sampled.
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut set);
+        libc::sigaddset(&mut set, libc::SIGALRM);
+        libc::sigprocmask(libc::SIG_UNBLOCK, &set, std::ptr::null_mut());
+        *std::ptr::addr_of_mut!(SAMPLES_LEFT) = HANG_SAMPLES;
+        let every = libc::timeval { tv_sec: 0, tv_usec: SAMPLE_INTERVAL_US };
+        let timer = libc::itimerval { it_interval: every, it_value: every };
+        libc::setitimer(libc::ITIMER_REAL, &timer, std::ptr::null_mut()) == 0
+    }
+}
+
+/// One more stack of a hang; after the last, the run ends by SIGXCPU as it would have.
+extern "C" fn on_sample(_sig: c_int, _info: *mut libc::siginfo_t, ctx: *mut c_void) {
+    // SAFETY: system calls and backtrace() on memory of our own.
+    unsafe {
+        let fd = open_record(true);
+        if fd >= 0 {
+            put(fd, b"sample\n");
+            put_pc(fd, ctx);
+            put_frames(fd);
+            libc::close(fd);
+        }
+        let left = &mut *std::ptr::addr_of_mut!(SAMPLES_LEFT);
+        *left = left.saturating_sub(1);
+        if *left == 0 || fd < 0 {
+            let off: libc::itimerval = std::mem::zeroed();
+            libc::setitimer(libc::ITIMER_REAL, &off, std::ptr::null_mut());
+            end_by(libc::SIGXCPU);
+        }
+    }
+}
+
+/// End the process by `sig`, as its default action would.
+unsafe fn end_by(sig: c_int) {
+    // SAFETY: plain system calls. A handler's own signal is blocked while it runs, so
+    // raising it delivers it as soon as the handler returns.
+    unsafe {
+        libc::signal(sig, libc::SIG_DFL);
+        libc::raise(sig);
     }
 }
 
@@ -228,16 +327,16 @@ extern "C" fn on_fatal(sig: c_int, info: *mut libc::siginfo_t, ctx: *mut c_void)
     // SAFETY: only system calls and backtrace() (already initialised) on memory of
     // our own; the process is about to die.
     unsafe {
-        let fd = open_record();
+        let fd = open_record(false);
         if fd >= 0 {
             put_dec(fd, b"signal ", sig as u32);
             // The faulting address: next to the stack pointer when the stack ran out.
             if !info.is_null() && matches!(sig, libc::SIGSEGV | libc::SIGBUS) {
                 put_hex(fd, b"addr ", (*info).si_addr() as usize);
             }
+            put_pc(fd, ctx);
             if !ctx.is_null() {
                 let uc = &*(ctx as *const libc::ucontext_t);
-                put_hex(fd, b"pc ", uc.uc_mcontext.gregs[libc::REG_RIP as usize] as usize);
                 put_hex(fd, b"sp ", uc.uc_mcontext.gregs[libc::REG_RSP as usize] as usize);
                 // After a call to a wild address the unwinder is lost, but the word at
                 // the stack pointer is still the return address into the caller.
@@ -251,11 +350,13 @@ extern "C" fn on_fatal(sig: c_int, info: *mut libc::siginfo_t, ctx: *mut c_void)
                 }
             }
             put_maps_and_frames(fd);
+            // A hang goes on a little longer, to be sampled. (SA_RESETHAND restored
+            // SIGXCPU's default: the kernel's next one, or the host's, ends it.)
+            if sig == libc::SIGXCPU && start_sampling() {
+                return;
+            }
         }
-        // SA_RESETHAND restored the default action; the signal is blocked while we
-        // run, so raising it here delivers it as soon as we return.
-        libc::signal(sig, libc::SIG_DFL);
-        libc::raise(sig);
+        end_by(sig);
     }
 }
 
@@ -280,7 +381,7 @@ fn allocation_failed(size: usize) {
         if ALLOC_FAILED.swap(true, std::sync::atomic::Ordering::Relaxed) {
             return;
         }
-        let fd = open_record();
+        let fd = open_record(false);
         if fd >= 0 {
             put_hex(fd, b"alloc-failed ", size);
             put_maps_and_frames(fd);
