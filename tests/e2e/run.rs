@@ -947,8 +947,10 @@ fn a_hang_that_sleeps_is_named_by_where_it_waits() {
 }
 
 /// A program whose loop (`churn`, on input `H` or `J`) spends its time in two
-/// functions it calls by turns: a stack taken at one moment lands in either.
+/// functions it calls by turns: a stack taken at one moment lands in either. It
+/// blocks SIGALRM, as a program guarding a critical section might.
 const CHURN: &str = r#"
+#include <signal.h>
 #include <stdio.h>
 static volatile unsigned sink;
 static __attribute__((noinline)) void mix_a(void) { for (unsigned i = 0; i < 2000000; i++) sink += i * 3; }
@@ -956,6 +958,10 @@ static __attribute__((noinline)) void mix_b(void) { for (unsigned i = 0; i < 300
 static __attribute__((noinline)) void churn(int n) { for (;;) { if (n & 1) mix_a(); else mix_b(); n++; } }
 int main(void) {
   char buf[8] = {0};
+  sigset_t alarm;
+  sigemptyset(&alarm);
+  sigaddset(&alarm, SIGALRM);
+  sigprocmask(SIG_BLOCK, &alarm, 0);
   if (fread(buf, 1, 1, stdin) == 1 && (buf[0] == 'H' || buf[0] == 'J')) churn(buf[0]);
   puts("ok");
   return 0;
@@ -965,7 +971,8 @@ int main(void) {
 /// A hang is named by where it spins, the frames every stack sampled from it shares
 /// (the preload samples it a few times before it ends), not by the function its loop
 /// happened to be in when the limit struck: one alarm, `hang in churn`, however many
-/// tests reach the loop. Named by its first stack alone, it was `mix_a` or `mix_b`.
+/// tests reach the loop. Named by its first stack alone, it was `mix_a` or `mix_b`;
+/// so it was too when the preload's sampling signal stayed blocked.
 #[test]
 fn a_hang_is_named_by_the_loop_every_sample_of_it_is_in() {
     let dir = tempfile::tempdir().unwrap();

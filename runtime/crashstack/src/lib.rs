@@ -267,8 +267,9 @@ unsafe fn put_pc(fd: c_int, ctx: *mut c_void) {
 }
 
 /// Start sampling a hang: SIGALRM every [`SAMPLE_INTERVAL_US`], [`HANG_SAMPLES`]
-/// times ([`on_sample`]). False if the timer cannot be set, and the run should end now.
-unsafe fn start_sampling() -> bool {
+/// times ([`on_sample`]), unblocked in the mask the interrupted code gets back (`ctx`,
+/// the handler's context). False if the timer cannot be set, and the run should end now.
+unsafe fn start_sampling(ctx: *mut c_void) -> bool {
     // SAFETY: sigaction and setitimer are system calls; SAMPLES_LEFT is only touched
     // by the handlers, and SIGALRM is not armed yet.
     unsafe {
@@ -280,11 +281,11 @@ unsafe fn start_sampling() -> bool {
         if libc::sigaction(libc::SIGALRM, &sa, std::ptr::null_mut()) != 0 {
             return false;
         }
-        // A program that blocked SIGALRM would never be sampled.
-        let mut set: libc::sigset_t = std::mem::zeroed();
-        libc::sigemptyset(&mut set);
-        libc::sigaddset(&mut set, libc::SIGALRM);
-        libc::sigprocmask(libc::SIG_UNBLOCK, &set, std::ptr::null_mut());
+        // A program that blocked SIGALRM would never be sampled: the mask restored
+        // when this handler returns is the one in its context.
+        if !ctx.is_null() {
+            libc::sigdelset(&mut (*(ctx as *mut libc::ucontext_t)).uc_sigmask, libc::SIGALRM);
+        }
         *std::ptr::addr_of_mut!(SAMPLES_LEFT) = HANG_SAMPLES;
         let every = libc::timeval { tv_sec: 0, tv_usec: SAMPLE_INTERVAL_US };
         let timer = libc::itimerval { it_interval: every, it_value: every };
@@ -352,7 +353,7 @@ extern "C" fn on_fatal(sig: c_int, info: *mut libc::siginfo_t, ctx: *mut c_void)
             put_maps_and_frames(fd);
             // A hang goes on a little longer, to be sampled. (SA_RESETHAND restored
             // SIGXCPU's default: the kernel's next one, or the host's, ends it.)
-            if sig == libc::SIGXCPU && start_sampling() {
+            if sig == libc::SIGXCPU && start_sampling(ctx) {
                 return;
             }
         }
