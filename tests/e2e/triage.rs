@@ -219,3 +219,41 @@ fn a_crash_without_frames_is_named_by_another_build_that_has_them() {
     let summary = std::fs::read_to_string(named.join("alarms").join(a[0]["id"].as_str().unwrap()).join("summary.md")).unwrap();
     assert!(summary.contains("the frames above are the framed build's"), "{summary}");
 }
+
+/// A program that quotes the file name it cannot open in its error, as coreutils do,
+/// and crashes on a name ending in `!`.
+const QUOTES: &str = r#"
+#include <stdio.h>
+#include <string.h>
+int main(int argc, char **argv) {
+  const char *name = argc > 1 ? argv[1] : "";
+  fprintf(stderr, "quotes: failed to open '%s' for reading\n", name);
+  size_t n = strlen(name);
+  if (n > 0 && name[n - 1] == '!')
+    *(volatile int *)0 = 1;
+  return 1;
+}
+"#;
+
+/// Running out of memory is not read off an error message that only quotes the
+/// input: a file name spelt `... memory exhausted` (tac's fuzzer made one) that the
+/// program cannot open is an ordinary exit, and with the crash that follows, a
+/// crash with its frames, not an out-of-memory finding without any.
+#[test]
+fn an_error_that_quotes_memory_exhausted_from_the_input_is_no_out_of_memory() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let prog = build_c(d, "quotes", QUOTES, "-O1");
+    let tests = d.join("tests");
+    write_test(&tests, "exits", &serde_json::json!({ "args": ["cfg memory exhausted"] }));
+    write_test(&tests, "crashes", &serde_json::json!({ "args": ["cfg.txt memory exhausted!"] }));
+    let out = run(&mut trestle(&[&"validate", &tests, &"--program", &prog, &"--json"]));
+    let lines: Vec<Value> = String::from_utf8_lossy(&out.stdout).lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    let by = |name: &str| lines.iter().find(|l| l["test"].as_str().unwrap().ends_with(&format!("{name}.json"))).unwrap().clone();
+    let exits = by("exits");
+    assert_eq!(exits["status"], "exit 1", "{exits}");
+    assert!(exits["limit"].is_null(), "an echoed phrase is no memory limit: {exits}");
+    let crashes = by("crashes");
+    assert!(crashes["limit"].is_null(), "{crashes}");
+    assert!(crashes["crash"].as_str().is_some_and(|c| c.starts_with("SIGSEGV in main")), "{crashes}");
+}

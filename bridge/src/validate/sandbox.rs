@@ -360,7 +360,7 @@ impl Sandbox {
         // A coverage profile is named when the program starts: those runs are spawned.
         if profile.is_none() && served.serving() {
             if let Some(r) = served.run(test, extra_env, self.bwrap.as_deref(), &self.preload, &self.limits)? {
-                let mut run = self.conclude(&program, r.outcome, &r.stack, kind.sanitizer, filter)?;
+                let mut run = self.conclude(&program, test, r.outcome, &r.stack, kind.sanitizer, filter)?;
                 run.forked = true;
                 return Ok(run);
             }
@@ -408,7 +408,7 @@ impl Sandbox {
         let max_rss_kib = report.field("maxrss ").unwrap_or(0).max(0) as u64;
         let cpu_ms = report.field("cpu_ms ").unwrap_or(0).max(0) as u64;
         let outcome = Outcome { status, stdout: ended.stdout, stderr: ended.stderr, output_len: ended.output_len, max_rss_kib, cpu_ms, wall: ended.wall };
-        self.conclude(program, outcome, &side.stack, sanitizer, filter)
+        self.conclude(program, test, outcome, &side.stack, sanitizer, filter)
     }
 
     /// `trestle-exec STATUS -- PROGRAM`, inside bubblewrap when the sandbox isolates.
@@ -469,7 +469,7 @@ impl Sandbox {
     /// sanitizer report, else from the signal and the stack the preload left in
     /// `stack`); a run stopped at its time limit is a hang, with the stack of where
     /// it was spinning when the CPU limit stopped it.
-    fn conclude(&self, program: &Path, o: Outcome, stack: &Path, sanitizer: bool, filter: &FrameFilter) -> Result<SandboxRun> {
+    fn conclude(&self, program: &Path, test: &SystemTest, o: Outcome, stack: &Path, sanitizer: bool, filter: &FrameFilter) -> Result<SandboxRun> {
         let err_text = String::from_utf8_lossy(&o.stderr).into_owned();
         // The preload's record of a failed allocation, when the run ended by itself
         // with an error after it (a crash or a stop writes its own record over it; a
@@ -482,7 +482,8 @@ impl Sandbox {
             },
             _ => None,
         };
-        let limit = self.limit_hit(&o.status, o.max_rss_kib, o.cpu_ms, &err_text, sanitizer, failed_alloc.is_some());
+        let said = says_out_of_memory(&err_text, test);
+        let limit = self.limit_hit(&o.status, o.max_rss_kib, o.cpu_ms, said, sanitizer, failed_alloc.is_some());
         let stopped_in_time = o.status == RunStatus::TimedOut || limit.as_deref().is_some_and(|l| l.starts_with(CPU_LIMIT));
         let crash = if limit.is_some() {
             None
@@ -532,9 +533,10 @@ impl Sandbox {
         })
     }
 
-    /// The limit a run ran into, in words; `failed_alloc`: an allocation failed and
-    /// the run then ended with an error.
-    fn limit_hit(&self, status: &RunStatus, rss_kib: u64, cpu_ms: u64, stderr: &str, sanitizer: bool, failed_alloc: bool) -> Option<String> {
+    /// The limit a run ran into, in words; `said`: its stderr says it ran out of
+    /// memory ([`says_out_of_memory`]); `failed_alloc`: an allocation failed and the
+    /// run then ended with an error.
+    fn limit_hit(&self, status: &RunStatus, rss_kib: u64, cpu_ms: u64, said: bool, sanitizer: bool, failed_alloc: bool) -> Option<String> {
         let l = &self.limits;
         match status {
             RunStatus::TimedOut => return Some(format!("wall-clock time ({:.1}s)", l.wall.as_secs_f64())),
@@ -548,11 +550,28 @@ impl Sandbox {
             _ => {}
         }
         let near = !sanitizer && rss_kib * 1024 >= l.memory / 10 * 8;
-        let said = ["memory exhausted", "Cannot allocate memory", "out of memory", "allocation-size-too-big", "requested allocation size"]
-            .iter()
-            .any(|m| stderr.contains(m));
         (near || said || failed_alloc).then(|| format!("{MEMORY_LIMIT} ({} MiB address space)", l.memory >> 20))
     }
+}
+
+/// What programs and sanitizers print when memory runs out.
+const OUT_OF_MEMORY_SAID: [&str; 5] = ["memory exhausted", "Cannot allocate memory", "out of memory", "allocation-size-too-big", "requested allocation size"];
+
+/// Whether `stderr` says the run ran out of memory in words its input did not give
+/// it: an error message that quotes an argument or a line of input says nothing of
+/// the run's memory. (tac, given a file name the fuzzer had spelt `...$ memory
+/// exhausted`, said it could not open it and went on to crash with SIGSEGV; the crash
+/// was reported as running out of memory, without frames.)
+fn says_out_of_memory(stderr: &str, test: &SystemTest) -> bool {
+    let given = |m: &str| {
+        let m = m.as_bytes();
+        let holds = |b: &[u8]| b.windows(m.len()).any(|w| w == m);
+        test.args.iter().any(|a| holds(a.as_bytes()))
+            || test.stdin.as_deref().is_some_and(holds)
+            || test.files.iter().any(|(name, b)| holds(name.as_bytes()) || holds(b))
+            || test.env.values().any(|v| holds(v.as_bytes()))
+    };
+    OUT_OF_MEMORY_SAID.iter().any(|m| stderr.contains(m) && !given(m))
 }
 
 /// How a run stopped at its CPU limit is described (`limit`).
