@@ -972,7 +972,8 @@ int main(void) {
 /// (the preload samples it a few times before it ends), not by the function its loop
 /// happened to be in when the limit struck: one alarm, `hang in churn`, however many
 /// tests reach the loop. Named by its first stack alone, it was `mix_a` or `mix_b`;
-/// so it was too when the preload's sampling signal stayed blocked.
+/// so it was too when the preload's sampling signal stayed blocked. Confirming it
+/// waits for the system fuzzer's first quarter of the budget.
 #[test]
 fn a_hang_is_named_by_the_loop_every_sample_of_it_is_in() {
     let dir = tempfile::tempdir().unwrap();
@@ -996,4 +997,8 @@ fn a_hang_is_named_by_the_loop_every_sample_of_it_is_in() {
     let hangs: Vec<&Value> = alarms.iter().filter(|a| a["signature"].as_str().unwrap().starts_with("hang")).collect();
     assert_eq!(hangs.len(), 1, "one loop, one hang alarm: {alarms:?}\n{log}");
     assert!(hangs[0]["signature"].as_str().unwrap().starts_with("hang in churn"), "{}", hangs[0]);
+    // Found in the first seconds, it is confirmed once the system fuzzer has had its
+    // first quarter of the budget (or stalled, which takes 10 s of no new edge).
+    let at = hangs[0]["found_at"].as_f64().unwrap();
+    assert!(at >= 7.5, "a hang was confirmed at {at:.1} s, in the system fuzzer's first quarter of 30 s");
 }
