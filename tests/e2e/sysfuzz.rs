@@ -615,11 +615,12 @@ fn a_crash_mutated_from_a_lifted_test_descends_from_its_unit_and_a_seeds_mutants
     assert_eq!((d.origin.clone(), d.generations), (origin.clone(), 0));
     let start = Instant::now();
     let mut crashes = Vec::new();
-    while crashes.is_empty() && start.elapsed() < Duration::from_secs(60) {
+    // 12-17 s alone; on a machine shared with two other fuzzing processes, over 60.
+    while crashes.is_empty() && start.elapsed() < Duration::from_secs(180) {
         let rep = f.fuzz_for(Duration::from_secs(1)).unwrap();
         crashes.extend(rep.new_crashes);
     }
-    assert!(!crashes.is_empty(), "no crash in 60 s");
+    assert!(!crashes.is_empty(), "no crash in 180 s");
     let d = f.descent_of(&crashes[0]).unwrap_or_else(|| panic!("the crash {} does not descend from the lifted test", crashes[0].display()));
     assert_eq!(d.origin, origin);
     assert!(d.generations >= 1, "{d:?}");
