@@ -428,12 +428,15 @@ pub fn parse_stack(text: &str) -> Result<RawStack> {
             continue;
         }
         let (key, value) = line.split_once(' ').unwrap_or((line, ""));
+        if key == "sample" {
+            raw.samples.push(Sample::default());
+            continue;
+        }
         if let Some(sample) = raw.samples.last_mut() {
             // Past the first record, lines belong to the sample they follow.
             match key {
                 "pc" => sample.pc = hex(value),
                 "frame" => sample.frames.extend(hex(value)),
-                "sample" => raw.samples.push(Sample::default()),
                 _ => {}
             }
             continue;
@@ -453,7 +456,6 @@ pub fn parse_stack(text: &str) -> Result<RawStack> {
             "spword" => raw.sp_word = hex(value),
             "frame" => raw.frames.extend(hex(value)),
             "maps" => in_maps = true,
-            "sample" => raw.samples.push(Sample::default()),
             _ => {}
         }
     }

@@ -31,8 +31,10 @@
 //! appended, and SIGXCPU then ends the run. One stack of a loop lands anywhere in it (a
 //! function the loop calls, the allocator); what every sample has in common is where
 //! it spins. The samples take a fifth of a second, within the second the hard CPU
-//! limit (and the served run's grace) leaves. The library also stands in for `malloc`, `calloc` and `realloc`
-//! (passing each to the C library's): the first request that fails (the run's
+//! limit (and the served run's grace) leaves.
+//!
+//! The library also stands in for `malloc`, `calloc` and `realloc` (passing each to
+//! the C library's): the first request that fails (the run's
 //! address-space limit) writes the same record with `alloc-failed <size>` in place of
 //! the signal and no registers, so a run that blows up its memory says where it was
 //! allocating. A crash later in the run writes over it. The file is the one the variable names when the crash happens (a
