@@ -146,3 +146,74 @@ fn max_keeps_the_most_diverse_tests_and_a_failing_command_loses_none() {
     assert!(p["edges"].as_u64().unwrap() > best_single, "three tests chosen by coverage cover more than any one: {p}");
     assert!(p["edges"].as_u64().unwrap() * 10 >= a["edges"].as_u64().unwrap() * 8, "and most of what all cover: {p} vs {a}");
 }
+
+/// The ways a suite runs programs that the first test's suite does not: one run
+/// forking a child that execs the program again, stdin from a socket, a program
+/// started by a relative `../` path on a `../` argument, two instrumented programs,
+/// a command that cannot start; and the captured folder seeding a campaign as it is.
+#[test]
+fn spawned_children_sockets_relative_paths_and_two_programs_are_captured_apart() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    prepare(d);
+    std::fs::copy(d.join("tool"), d.join("other")).unwrap();
+    std::fs::create_dir(d.join("sub")).unwrap();
+    let socket = "import socket, subprocess\n\
+        a, b = socket.socketpair()\n\
+        p = subprocess.Popen(['./tool'], stdin=b)\n\
+        b.close(); a.sendall(b'over a socket\\n'); a.close()\n\
+        raise SystemExit(p.wait())\n";
+    std::fs::write(d.join("feed_socket.py"), socket).unwrap();
+    let suite = "set -e\n./tool --spawn data/a.txt > o1\n(cd sub && ../tool ../data/b.txt > o2)\n\
+        python3 feed_socket.py > o3\n./other data/b.txt > o4\n";
+    std::fs::write(d.join("suite2.sh"), suite).unwrap();
+    let out = d.join("captured");
+    let stdout = capture(d, &out, &[], &["sh", "suite2.sh"]);
+    let s = json(&out.join("capture.json"));
+    assert_eq!(s["command_status"], "exit 0", "{s}");
+    assert_eq!(s["processes"], 5, "four runs and the spawned child: {s}");
+    let programs = s["programs"].as_array().unwrap();
+    assert_eq!(programs.len(), 2, "each instrumented program is a program of its own: {s}");
+    let tests = |name: &str| -> Vec<(Value, Value)> {
+        let p = programs.iter().find(|p| p["name"] == name).unwrap_or_else(|| panic!("no program {name}: {s}"));
+        p["tests"].as_array().unwrap().iter().map(|t| (json(&out.join(t["file"].as_str().unwrap())), t.clone())).collect()
+    };
+    let (other, tool) = (tests("other"), tests("tool"));
+    assert_eq!(other.len(), 1);
+    assert!(other[0].1["file"].as_str().unwrap().starts_with("other/"), "in a folder of its own: {}", other[0].1);
+    assert_eq!(other[0].0["files"]["data/b.txt"], "second file\n");
+    // The spawning run holds what its exec'd child read; the child is a test too, and
+    // the summary says it was started by the program itself.
+    let (t, info) = test_with(&tool, &["--spawn", "data/a.txt"]);
+    assert_eq!(t["files"]["data/a.txt"], "hello\nworld\n", "{t}");
+    assert_eq!(info["faithful"], true, "{info}");
+    let (_, info) = test_with(&tool, &["data/a.txt"]);
+    assert_eq!(info["faithful"], true, "{info}");
+    assert!(stdout.contains("1 test(s) were started by tool itself"), "{stdout}");
+    // `../data/b.txt` from sub/ is moved into the test, the argument rewritten to it.
+    let relative = tool.iter().find(|(t, _)| t["files"].as_object().is_some_and(|f| f.values().any(|v| v == "second file\n")));
+    let (t, info) = relative.expect("the run from sub/");
+    let arg = t["args"][0].as_str().unwrap();
+    assert!(!arg.contains(".."), "the argument points into the test: {t}");
+    assert_eq!(t["files"][arg], "second file\n", "{t}");
+    assert_eq!(info["faithful"], true, "{info}");
+    // Stdin from a socket is read as from a pipe: its bytes are the test's stdin.
+    let (t, info) = tool.iter().find(|(t, _)| t["args"].as_array().unwrap().is_empty()).expect("the run on the socket");
+    assert_eq!(t["stdin"], "over a socket\n", "{t}");
+    assert_eq!(info["faithful"], true, "{info}");
+
+    // The captured folder seeds a campaign as it is: each test is a root of its queue.
+    let camp = d.join("camp");
+    ok(&mut trestle(&[&"run", &"--program", &d.join("tool"), &"--seeds", &out.join("tool"), &"--time", &"3s", &"--system-only", &"--out", &camp]));
+    let lineage = std::fs::read_to_string(camp.join("system/lineage.jsonl")).unwrap();
+    let roots = lineage.lines().filter(|l| !l.contains("\"parent\"")).count();
+    assert_eq!(roots, tool.len(), "one queue root per captured test: {lineage}");
+
+    // A command that cannot start is said by name, and nothing is captured.
+    let gone = d.join("gone");
+    let o = run(trestle(&[&"capture", &"--out", &gone, &"--", &"./no-such-suite"]).current_dir(d));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success(), "{err}");
+    assert!(err.contains("cannot start the command \"./no-such-suite\""), "{err}");
+    assert!(!gone.join("capture.json").exists(), "no summary of a capture that did not run");
+}

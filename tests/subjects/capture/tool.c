@@ -1,8 +1,9 @@
 /* A small filter for `trestle capture`'s test: copies its input files (or stdin) to
  * stdout, upper-cased when TOOL_MODE=upper; --again re-runs itself on the rest of its
- * arguments; --fork reads its files in a child; --flag makes it exit 3 when a file
- * named "flag" exists (looked up without opening it: no capture can know); --out=PATH
- * writes to PATH instead of stdout (exit 4 when it cannot). */
+ * arguments, --spawn does so in a forked child; --fork reads its files in a child;
+ * --flag makes it exit 3 when a file named "flag" exists (looked up without opening
+ * it: no capture can know); --out=PATH writes to PATH instead of stdout (exit 4 when
+ * it cannot). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -31,6 +32,18 @@ int main(int argc, char **argv) {
     }
     if (argc > 1 && strcmp(argv[1], "--flag") == 0) {
         return access("flag", F_OK) == 0 ? 3 : 0;
+    }
+    if (argc > 1 && strcmp(argv[1], "--spawn") == 0) {
+        fflush(stdout);
+        pid_t pid = fork();
+        if (pid == 0) {
+            argv[1] = argv[0];
+            execv("/proc/self/exe", argv + 1);
+            _exit(127);
+        }
+        int st;
+        waitpid(pid, &st, 0);
+        return WIFEXITED(st) ? WEXITSTATUS(st) : 1;
     }
     int forked = argc > 1 && strcmp(argv[1], "--fork") == 0;
     if (forked) {
