@@ -1,6 +1,6 @@
 //! `trestle`: carve unit tests out of system tests, replay them, fuzz them and lift
 //! what they find back into system tests that the real program confirms. See the
-//! README for worked examples and ARCHITECTURE.md for the map of the code.
+//! README and docs/ for worked examples and ARCHITECTURE.md for the map of the code.
 
 /// jemalloc, not glibc's malloc. A campaign runs for hours and frees as much as it
 /// allocates (some 100 MB a second of short-lived buffers on GNU sed); glibc kept what

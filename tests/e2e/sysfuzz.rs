@@ -20,7 +20,7 @@ fn is_content(v: &Value) -> bool {
     v.is_string() || v.as_object().is_some_and(|o| o.len() == 1 && o.get("base64").is_some_and(Value::is_string))
 }
 
-/// The file is a system test in the JSON format of the README ("Formats"), and nothing else.
+/// The file is a system test in the JSON format of docs/formats.md, and nothing else.
 fn assert_system_test(p: &Path) -> Value {
     let text = std::fs::read(p).unwrap_or_else(|e| panic!("cannot read {}: {e}", p.display()));
     let v: Value = serde_json::from_slice(&text).unwrap_or_else(|e| panic!("{} is not JSON: {e}", p.display()));

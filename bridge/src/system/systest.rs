@@ -1,4 +1,4 @@
-//! System tests: loading their JSON format (README, "Formats"), laying out a test's working
+//! System tests: loading their JSON format (docs/formats.md), laying out a test's working
 //! directory, and running a program on it.
 
 use anyhow::{bail, Context as _, Result};

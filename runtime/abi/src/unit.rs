@@ -10,7 +10,7 @@ pub const UNIT_MAGIC: [u8; 8] = *b"TRSTUNIT";
 /// Unit format version (9: an open file says whether it is a standard stream).
 pub const UNIT_VERSION: u32 = 9;
 
-/// One system test (the JSON format of the README's "Formats"), decoded: arguments (without the program name),
+/// One system test (the JSON format of docs/formats.md), decoded: arguments (without the program name),
 /// stdin, files created in a fresh working directory, environment. The JSON form
 /// (text or base64 contents) is read and written by the host tools.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
