@@ -59,7 +59,7 @@ ends (re-running skips finished runs; an interrupted trestle campaign goes on wi
 bench/results/bugs/<subject>.md, rewritten after every run. Builds, campaign and AFL++
 output directories live in WORK (default ~/.cache/trestle/bench-bugs).
 """
-import argparse, base64, csv, hashlib, itertools, json, math, os, platform, re, shutil, signal, statistics, subprocess
+import argparse, base64, csv, hashlib, json, math, os, platform, re, shutil, signal, statistics, subprocess
 import sys, threading, time
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
@@ -1197,62 +1197,8 @@ def one_run(task, a, work, bin_dir, builds):
 # statistics
 # ---------------------------------------------------------------------------------
 
-def midranks(values):
-    order = sorted(range(len(values)), key=lambda i: values[i])
-    ranks = [0.0] * len(values)
-    i = 0
-    while i < len(order):
-        j = i
-        while j + 1 < len(order) and values[order[j + 1]] == values[order[i]]:
-            j += 1
-        for k in range(i, j + 1):
-            ranks[order[k]] = (i + j) / 2 + 1
-        i = j + 1
-    return ranks
-
-
-def mann_whitney(x, y, exact_limit=200000):
-    """Two-sided Mann-Whitney U test. Exact (the permutation distribution of the rank
-    sum with mid-ranks for ties, over every split of the pooled values) when there are
-    at most exact_limit splits, else the normal approximation with the tie correction
-    and a continuity correction. Returns (U of x, p, method)."""
-    n1, n2 = len(x), len(y)
-    if not n1 or not n2:
-        return None, None, None
-    ranks = midranks(list(x) + list(y))
-    r1 = sum(ranks[:n1])
-    u1 = r1 - n1 * (n1 + 1) / 2
-    mean = n1 * n2 / 2
-    if len(set(ranks)) == 1:
-        return u1, 1.0, "exact"
-    if math.comb(n1 + n2, n1) <= exact_limit:
-        obs = abs(r1 - n1 * (n1 + n2 + 1) / 2)
-        hits = total = 0
-        for comb in itertools.combinations(ranks, n1):
-            total += 1
-            if abs(sum(comb) - n1 * (n1 + n2 + 1) / 2) >= obs - 1e-9:
-                hits += 1
-        return u1, hits / total, "exact"
-    n = n1 + n2
-    counts = {}
-    for r in ranks:
-        counts[r] = counts.get(r, 0) + 1
-    tie = sum(t ** 3 - t for t in counts.values())
-    var = n1 * n2 / 12 * ((n + 1) - tie / (n * (n - 1)))
-    if var <= 0:
-        return u1, 1.0, "normal"
-    z = (abs(u1 - mean) - 0.5) / math.sqrt(var)
-    p = math.erfc(max(z, 0) / math.sqrt(2))
-    return u1, min(1.0, p), "normal"
-
-
-def a12_faster(x, y):
-    """Vargha-Delaney A12 for times: P(a run of x finds it sooner than one of y) plus
-    half the ties. Above 0.5: x is faster."""
-    if not x or not y:
-        return None
-    s = sum(1.0 if a < b else 0.5 if a == b else 0.0 for a in x for b in y)
-    return s / (len(x) * len(y))
+# Mann-Whitney U and Vargha-Delaney A12, on scipy (bench/stats.py).
+from stats import a12_faster, mann_whitney  # noqa: E402
 
 
 # ---------------------------------------------------------------------------------

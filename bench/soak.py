@@ -147,39 +147,33 @@ def append_processes(path, campaign_s, procs):
 
 
 def svg(samples, budget, out):
-    """Three panels (disk, RSS, executions per second) against campaign minutes."""
-    W, H, L, R, T, B, GAP = 720, 620, 70, 20, 30, 40, 40
+    """Three panels (disk, RSS, executions per second) against campaign minutes, drawn
+    with matplotlib."""
+    import matplotlib
+
+    matplotlib.use("svg")
+    import matplotlib.pyplot as plt
+
     panels = [("disk (MB)", [("disk_bytes", 1e-6, "#1f77b4")], budget / 1e6),
               ("RSS of the campaign (MB)", [("rss_bytes", 1e-6, "#d62728")], None),
               ("executions per second", [("system_per_s", 1, "#ff7f0e"), ("unit_per_s", 1, "#2ca02c")], None)]
-    ph = (H - T - B - GAP * (len(panels) - 1)) / len(panels)
-    xmax = max([s["campaign_s"] for s in samples] + [60]) / 60
-    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{W}" height="{H}" font-family="sans-serif" font-size="11">',
-             f'<rect width="{W}" height="{H}" fill="white"/>']
-    for i, (title, series, limit) in enumerate(panels):
-        top = T + i * (ph + GAP)
-        ymax = max([s[k] * f for k, f, _ in series for s in samples] + [limit or 0, 1e-9]) * 1.1
-        X = lambda m: L + (W - L - R) * m / xmax
-        Y = lambda v: top + ph - ph * v / ymax
-        parts.append(f'<text x="{L}" y="{top - 8}" font-weight="bold">{title}</text>')
-        parts.append(f'<rect x="{L}" y="{top}" width="{W - L - R}" height="{ph}" fill="none" stroke="#888"/>')
-        for frac in (0, 0.5, 1):
-            v = ymax * frac
-            parts.append(f'<text x="{L - 6}" y="{Y(v) + 4}" text-anchor="end">{v:.0f}</text>')
-        if limit:
-            parts.append(f'<line x1="{L}" x2="{W - R}" y1="{Y(limit)}" y2="{Y(limit)}" stroke="#1f77b4" stroke-dasharray="4 3"/>')
-            parts.append(f'<text x="{W - R - 4}" y="{Y(limit) - 4}" text-anchor="end" fill="#1f77b4">--max-disk</text>')
+    fig, axes = plt.subplots(len(panels), 1, figsize=(7.2, 6.2), sharex=True)
+    minutes = [s["campaign_s"] / 60 for s in samples]
+    for ax, (title, series, limit) in zip(axes, panels):
         for k, f, color in series:
-            pts = " ".join(f"{X(s['campaign_s'] / 60):.1f},{Y(s[k] * f):.1f}" for s in samples)
-            parts.append(f'<polyline points="{pts}" fill="none" stroke="{color}" stroke-width="1.5"/>')
-        if len(series) > 1:
-            for j, (k, _, color) in enumerate(series):
-                parts.append(f'<text x="{W - R - 120}" y="{top + 16 + 14 * j}" fill="{color}">{k.replace("_per_s", "")}</text>')
-    for m in range(0, int(xmax) + 1, max(1, int(xmax) // 8)):
-        x = L + (W - L - R) * m / xmax
-        parts.append(f'<text x="{x}" y="{H - B + 16}" text-anchor="middle">{m}</text>')
-    parts.append(f'<text x="{(W + L) / 2}" y="{H - 8}" text-anchor="middle">campaign minutes</text></svg>')
-    out.write_text("\n".join(parts) + "\n")
+            ax.plot(minutes, [s[k] * f for s in samples], color=color, linewidth=1.5, label=k.replace("_per_s", ""))
+        if limit:
+            ax.axhline(limit, color="#1f77b4", linestyle="--", linewidth=1, label="--max-disk")
+        ax.set_title(title, loc="left", fontweight="bold", fontsize=11)
+        ax.set_ylim(bottom=0)
+        ax.grid(color="#ddd")
+        if len(series) > 1 or limit:
+            ax.legend(loc="upper right", frameon=False)
+    axes[-1].set_xlabel("campaign minutes")
+    axes[-1].set_xlim(0, max(minutes + [1]))
+    fig.tight_layout()
+    fig.savefig(out, format="svg")
+    plt.close(fig)
 
 
 def summarise(samples, a, state, results):

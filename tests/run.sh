@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The test suite: installs what is missing, builds, runs every Rust test (unit and
-# end-to-end on the bundled subjects), then carves GNU coreutils cut (downloaded and
+# end-to-end on the bundled subjects) and the benchmark scripts' tests, then carves
+# GNU coreutils cut (downloaded and
 # built at run time) and checks its carving figures, and captures seeds from cut's
 # and GNU sed's own test suites (`trestle capture`). Ends with one summary line.
 set -euo pipefail
@@ -20,6 +21,15 @@ status=0
 cargo test --workspace --release --no-fail-fast 2>&1 | tee "$log" || status=1
 passed=$(grep -Eo '^test result: [a-zA-Z]+\. [0-9]+ passed' "$log" | awk '{s+=$4} END {print s+0}')
 failed=$(grep -Eo '[0-9]+ failed' "$log" | awk '{s+=$1} END {print s+0}')
+# The benchmark scripts' figures (statistics, bug assignment, tables): their tests,
+# with the Python packages bench/pyproject.toml names.
+if ! python3 -c 'import scipy, matplotlib, pytest' 2>/dev/null; then
+  echo "run: installing the benchmark's Python packages (bench/pyproject.toml)" >&2
+  python3 -c 'import tomllib; print("\n".join(tomllib.load(open("bench/pyproject.toml", "rb"))["project"]["dependencies"]))' \
+    | xargs python3 -m pip install --quiet --root-user-action=ignore \
+    || echo "run: the benchmark's Python packages could not be installed; their tests will fail" >&2
+fi
+if (cd bench && python3 -m pytest -q); then passed=$((passed + 1)); else failed=$((failed + 1)); status=1; fi
 if [ "${TRESTLE_SKIP_COREUTILS:-0}" != 1 ]; then
   cut_work="$(mktemp -d /tmp/trestle-cut.XXXXXX)"
   if bash tests/coreutils/carve-cut.sh "$cut_work"; then passed=$((passed + 1)); else failed=$((failed + 1)); status=1; fi
