@@ -16,7 +16,7 @@ use libafl::state::{HasCorpus, HasRand};
 use libafl_bolts::rands::Rand;
 use libafl_bolts::Named;
 use std::borrow::Cow;
-use trestle_unit_fuzz::mutators::{interesting_length, length_turn, stretch_span};
+use trestle_unit_fuzz::mutators::{interesting_length, length_turn, repeat_to, stretch_span};
 
 /// One byte or line mutation in this many changes a length. Rarer than in the unit
 /// fuzzer ([`trestle_unit_fuzz::mutators::LENGTH_ODDS`]): up to eight mutations are
@@ -235,8 +235,8 @@ const BOUNDARIES: &[i128] = &[
 ];
 
 /// Numbers in text: a decimal token becomes itself ± a small delta, a boundary value,
-/// a compared constant of the program, its negation, double or half, or a random
-/// number.
+/// a compared constant of the program, its negation, double or half, a random
+/// number, or a number wider than a machine word ([`wide_digits`]).
 pub struct NumberMutator {
     pub(super) ints: Vec<i128>,
 }
@@ -252,6 +252,12 @@ impl<S: HasRand> Mutator<SysInput, S> for NumberMutator {
         }
         let (start, end) = nums[below(rand, nums.len())];
         let old: i128 = std::str::from_utf8(&buf[start..end]).ok().and_then(|s| s.parse().ok()).unwrap_or(0);
+        if below(rand, 8) == 7 {
+            let wide = wide_digits(rand, &buf[start..end]);
+            buf.splice(start..end, wide);
+            input.normalise();
+            return Ok(MutationResult::Mutated);
+        }
         let new = match below(rand, 7) {
             0 | 1 => {
                 let d = small_len(rand, 16) as i128;
@@ -277,6 +283,33 @@ impl<S: HasRand> Mutator<SysInput, S> for NumberMutator {
     fn post_exec(&mut self, _state: &mut S, _new: Option<CorpusId>) -> Result<(), libafl::Error> {
         Ok(())
     }
+}
+
+/// Digit counts around the limits of machine words: 2^32, 2^53 (a double's exact
+/// integers), 2^56, 2^63 and 2^64, 2^128.
+const WORD_DIGITS: &[usize] = &[10, 16, 17, 19, 20, 39, 40];
+/// The most digits a wide number gets.
+const WIDE_DIGITS: usize = 1024;
+
+/// A decimal number wider than any the other number mutations write (they stay within
+/// i128): as many digits as one of [`WORD_DIGITS`] or an interesting length (a power of
+/// two or beside one, up to [`WIDE_DIGITS`]), the old number's digits repeated or
+/// random ones, its sign kept. Arbitrary-precision arithmetic (dc, bc) and fixed
+/// buffers for decimal text fail at digit counts no machine word reaches, and small
+/// steps seldom get there: a longer number covers nothing new on the way.
+fn wide_digits<R: Rand>(rand: &mut R, old: &[u8]) -> Vec<u8> {
+    let (mut out, digits) = match old.split_first() {
+        Some((b'-', rest)) => (vec![b'-'], rest),
+        _ => (Vec::new(), old),
+    };
+    let n = if rand.coinflip(0.5) { WORD_DIGITS[below(rand, WORD_DIGITS.len())] } else { interesting_length(rand, WIDE_DIGITS) };
+    if rand.coinflip(0.5) && digits.first().is_some_and(|&d| d != b'0') {
+        out.extend(repeat_to(digits, n));
+    } else {
+        out.push(b'1' + below(rand, 9) as u8);
+        out.extend((1..n).map(|_| b'0' + below(rand, 10) as u8));
+    }
+    out
 }
 
 impl Named for NumberMutator {
@@ -371,6 +404,33 @@ mod tests {
             seen_boundary |= text.contains("2147483647") || text.contains("42342531");
         }
         assert!(seen_repeat && seen_boundary);
+    }
+
+    #[test]
+    fn numbers_grow_wider_than_a_machine_word() {
+        let (_dir, mut s) = state();
+        let mut nm = NumberMutator { ints: vec![] };
+        let (mut widths, mut negative_wide, mut repeated) = (std::collections::BTreeSet::new(), false, false);
+        for _ in 0..4000 {
+            let mut j = input(&[], "10P -25 x\n");
+            nm.mutate(&mut s, &mut j).unwrap();
+            let text = String::from_utf8(j.stdin.clone()).unwrap();
+            let nums: Vec<&str> = text.split(|c: char| !c.is_ascii_digit() && c != '-').filter(|w| w.len() > 1).collect();
+            for n in nums {
+                let digits = n.trim_start_matches('-');
+                assert!(!digits.starts_with('0') || digits.len() == 1, "no leading zero: {text:?}");
+                if digits.len() > 39 || digits.parse::<i128>().is_err() {
+                    widths.insert(digits.len());
+                    negative_wide |= n.starts_with('-');
+                    repeated |= digits.starts_with("1010") || digits.starts_with("2525");
+                }
+            }
+            assert!(text.ends_with(" x\n") && text.contains('P'), "only the number changes: {text:?}");
+        }
+        assert!(widths.contains(&40), "the 2^128 neighbourhood: {widths:?}");
+        assert!(widths.iter().any(|&w| w >= 64), "a power-of-two count of digits: {widths:?}");
+        assert!(widths.iter().all(|&w| w <= WIDE_DIGITS), "{widths:?}");
+        assert!(negative_wide && repeated, "signs kept, old digits repeated");
     }
 
     #[test]
