@@ -6,7 +6,8 @@ fn main() {
     let source = "../runtime/lean/lean.c";
     println!("cargo:rerun-if-changed={source}");
     let out = std::path::PathBuf::from(std::env::var_os("OUT_DIR").expect("cargo sets OUT_DIR"));
-    std::fs::write(out.join("trestle_abi.h"), trestle_abi::c_header::render()).expect("write trestle_abi.h into OUT_DIR");
+    std::fs::write(out.join("trestle_abi.h"), trestle_abi::c_header::render())
+        .expect("write trestle_abi.h into OUT_DIR");
     // Not linked into trestle-cc: embedded (include_bytes!) and written out at link time.
     cc::Build::new()
         .file(source)

@@ -18,9 +18,19 @@ fi
 log="$(mktemp /tmp/trestle-test.XXXXXX)"
 trap 'rm -f "$log"' EXIT
 status=0
+# Formatting (rustfmt.toml): a difference fails the suite, and says where.
+cargo fmt --version >/dev/null 2>&1 || rustup component add rustfmt >/dev/null 2>&1 \
+  || echo "run: rustfmt is missing and rustup could not add it" >&2
+fmt=pass
+if ! cargo fmt --all -- --check >/dev/null 2>&1; then
+  echo "run: cargo fmt --all -- --check failed; not formatted (cargo fmt --all fixes them):" >&2
+  cargo fmt --all -- --check 2>&1 | grep '^Diff in' | sed 's/ at line.*//' | sort -u | head -20 >&2
+  fmt=fail
+fi
 cargo test --workspace --release --no-fail-fast 2>&1 | tee "$log" || status=1
 passed=$(grep -Eo '^test result: [a-zA-Z]+\. [0-9]+ passed' "$log" | awk '{s+=$4} END {print s+0}')
 failed=$(grep -Eo '[0-9]+ failed' "$log" | awk '{s+=$1} END {print s+0}')
+if [ "$fmt" = pass ]; then passed=$((passed + 1)); else failed=$((failed + 1)); status=1; fi
 # The benchmark scripts' figures (statistics, bug assignment, tables): their tests,
 # with the Python packages bench/pyproject.toml names.
 if ! python3 -c 'import scipy, matplotlib, pytest' 2>/dev/null; then

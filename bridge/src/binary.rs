@@ -29,16 +29,24 @@ impl Binary {
     /// Read `path`. Fails with a message naming the file if it is missing, not an
     /// executable, or not built with trestle-cc.
     pub fn load(path: &Path) -> Result<Binary> {
-        let data = std::fs::read(path).with_context(|| format!("cannot read program {}", path.display()))?;
+        let data = std::fs::read(path)
+            .with_context(|| format!("cannot read program {}", path.display()))?;
         let file = object::File::parse(&*data)
             .with_context(|| format!("{} is not an executable trestle can read", path.display()))?;
         let Some(section) = file.section_by_name(SECTION_META) else {
-            bail!("{} was not built with trestle-cc (it has no {SECTION_META} section)", path.display());
+            bail!(
+                "{} was not built with trestle-cc (it has no {SECTION_META} section)",
+                path.display()
+            );
         };
-        let bytes = section
-            .data()
-            .with_context(|| format!("cannot read the {SECTION_META} section of {}", path.display()))?;
-        let modules = decode_meta_section(bytes).with_context(|| format!("in {}", path.display()))?;
+        let bytes = section.data().with_context(|| {
+            format!(
+                "cannot read the {SECTION_META} section of {}",
+                path.display()
+            )
+        })?;
+        let modules =
+            decode_meta_section(bytes).with_context(|| format!("in {}", path.display()))?;
         let mut functions = HashMap::new();
         let mut strings = HashMap::new();
         let mut global_names = HashMap::new();
@@ -55,12 +63,22 @@ impl Binary {
         }
         let path = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_owned());
         let global_names = disambiguate(global_names);
-        Ok(Binary { path, id: binary_id(bytes), build: trestle_abi::ids::fnv1a64(&data), functions, strings, global_names })
+        Ok(Binary {
+            path,
+            id: binary_id(bytes),
+            build: trestle_abi::ids::fnv1a64(&data),
+            functions,
+            strings,
+            global_names,
+        })
     }
 
     /// The name of global `id`, or its id in hex.
     pub fn global_name(&self, id: u64) -> String {
-        self.global_names.get(&id).cloned().unwrap_or_else(|| format!("{id:016x}"))
+        self.global_names
+            .get(&id)
+            .cloned()
+            .unwrap_or_else(|| format!("{id:016x}"))
     }
 
     /// Fail unless `unit` (read from `unit_path`) was carved from this binary.
@@ -79,7 +97,10 @@ impl Binary {
 
     /// Functions reachable from `id` through direct calls (itself included).
     pub fn callees_closure(&self, id: u64) -> Vec<&FnMeta> {
-        self.callees_by_depth(id).into_iter().map(|(f, _)| f).collect()
+        self.callees_by_depth(id)
+            .into_iter()
+            .map(|(f, _)| f)
+            .collect()
     }
 
     /// Functions reachable from `id` through direct calls, each with the fewest calls
@@ -121,7 +142,10 @@ impl Binary {
         for i in ints.iter().filter(|i| i.unsigned_abs() >= 10) {
             words.insert(i.to_string().into_bytes());
         }
-        (words.into_iter().take(1000).collect(), ints.into_iter().take(1000).collect())
+        (
+            words.into_iter().take(1000).collect(),
+            ints.into_iter().take(1000).collect(),
+        )
     }
 
     /// The display name of function `id`.
@@ -139,11 +163,19 @@ fn disambiguate(names: HashMap<u64, String>) -> HashMap<u64, String> {
     for n in names.values() {
         *count.entry(n.as_str()).or_default() += 1;
     }
-    let shared: std::collections::HashSet<String> = count.into_iter().filter(|&(_, c)| c > 1).map(|(n, _)| n.to_owned()).collect();
+    let shared: std::collections::HashSet<String> = count
+        .into_iter()
+        .filter(|&(_, c)| c > 1)
+        .map(|(n, _)| n.to_owned())
+        .collect();
     names
         .into_iter()
         .map(|(id, n)| {
-            let n = if shared.contains(&n) { format!("{n} ({id:016x})") } else { n };
+            let n = if shared.contains(&n) {
+                format!("{n} ({id:016x})")
+            } else {
+                n
+            };
             (id, n)
         })
         .collect()

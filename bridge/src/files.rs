@@ -47,14 +47,18 @@ struct Written<'a, T> {
 
 /// Write `value` to `path` with the current [`FORMAT`], atomically.
 pub fn write<T: Serialize>(path: &Path, value: &T) -> Result<()> {
-    let bytes = serde_json::to_vec_pretty(&Written { format: FORMAT, body: value })
-        .with_context(|| format!("cannot encode {}", path.display()))?;
+    let bytes = serde_json::to_vec_pretty(&Written {
+        format: FORMAT,
+        body: value,
+    })
+    .with_context(|| format!("cannot encode {}", path.display()))?;
     write_atomic(path, &bytes)
 }
 
 /// Read `path`, which must exist and be of the current [`FORMAT`].
 pub fn read<T: DeserializeOwned>(path: &Path) -> Result<T> {
-    let text = std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
+    let text =
+        std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
     parse(path, &text)
 }
 
@@ -68,16 +72,25 @@ pub fn read_if_present<T: DeserializeOwned>(path: &Path) -> Result<Option<T>> {
 }
 
 fn parse<T: DeserializeOwned>(path: &Path, text: &str) -> Result<T> {
-    let mut value: serde_json::Value =
-        serde_json::from_str(text).with_context(|| format!("{} is not JSON (corrupt or cut short)", path.display()))?;
+    let mut value: serde_json::Value = serde_json::from_str(text)
+        .with_context(|| format!("{} is not JSON (corrupt or cut short)", path.display()))?;
     let Some(fields) = value.as_object_mut() else {
-        bail!("{} is not a JSON object: not written by this trestle", path.display());
+        bail!(
+            "{} is not a JSON object: not written by this trestle",
+            path.display()
+        );
     };
     match fields.remove("format").map(|f| f.as_u64()) {
         Some(Some(f)) if f == u64::from(FORMAT) => {}
-        Some(Some(f)) => bail!("{} is format {f}; this trestle reads format {FORMAT}", path.display()),
+        Some(Some(f)) => bail!(
+            "{} is format {f}; this trestle reads format {FORMAT}",
+            path.display()
+        ),
         Some(None) => bail!("{}: field `format` is not a number", path.display()),
-        None => bail!("{} has no `format` field: not written by this trestle (it reads format {FORMAT})", path.display()),
+        None => bail!(
+            "{} has no `format` field: not written by this trestle (it reads format {FORMAT})",
+            path.display()
+        ),
     }
     serde_path_to_error::deserialize(value).map_err(|e| {
         let field = e.path().to_string();
@@ -88,7 +101,9 @@ fn parse<T: DeserializeOwned>(path: &Path, text: &str) -> Result<T> {
 /// Remove the directory `path` and what it holds, if it is there.
 pub fn remove_dir_if_present(path: &Path) -> Result<()> {
     match std::fs::remove_dir_all(path) {
-        Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(e).with_context(|| format!("cannot remove {}", path.display())),
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+            Err(e).with_context(|| format!("cannot remove {}", path.display()))
+        }
         _ => Ok(()),
     }
 }
@@ -115,11 +130,18 @@ mod tests {
     fn round_trips_with_its_format() {
         let dir = tempfile::tempdir().unwrap();
         let p = dir.path().join("thing.json");
-        let t = Thing { name: "a".into(), count: 3 };
+        let t = Thing {
+            name: "a".into(),
+            count: 3,
+        };
         write(&p, &t).unwrap();
-        assert!(std::fs::read_to_string(&p).unwrap().contains("\"format\": 1"));
+        assert!(std::fs::read_to_string(&p)
+            .unwrap()
+            .contains("\"format\": 1"));
         assert_eq!(read::<Thing>(&p).unwrap(), t);
-        assert!(read_if_present::<Thing>(&dir.path().join("none.json")).unwrap().is_none());
+        assert!(read_if_present::<Thing>(&dir.path().join("none.json"))
+            .unwrap()
+            .is_none());
     }
 
     #[test]

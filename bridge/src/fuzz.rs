@@ -72,9 +72,16 @@ pub struct Options {
 /// Tests that change no stream parameter, or whose input runs past what a parameter
 /// holds ([`STREAM_CAP`]), give none. `tests` is asked for only when the unit has a
 /// stream parameter (a campaign's queue is copied out for it).
-pub fn stream_seeds(unit: &Unit, tests: impl FnOnce() -> Vec<SystemTest>, max: usize) -> Vec<Vec<u8>> {
+pub fn stream_seeds(
+    unit: &Unit,
+    tests: impl FnOnce() -> Vec<SystemTest>,
+    max: usize,
+) -> Vec<Vec<u8>> {
     let streams: Vec<usize> = (0..unit.params.len())
-        .filter(|&i| matches!(unit.params[i].kind, ParamKind::Stream { cut: 0 }) && !unit.params[i].origins.is_empty())
+        .filter(|&i| {
+            matches!(unit.params[i].kind, ParamKind::Stream { cut: 0 })
+                && !unit.params[i].origins.is_empty()
+        })
         .collect();
     if streams.is_empty() {
         return Vec::new();
@@ -89,11 +96,17 @@ pub fn stream_seeds(unit: &Unit, tests: impl FnOnce() -> Vec<SystemTest>, max: u
         let mut values = original.clone();
         for &i in &streams {
             let origin = &unit.params[i].origins[0];
-            let (Some(ours), Some(theirs)) = (input_bytes(&unit.system_test, &origin.input), input_bytes(test, &origin.input)) else {
+            let (Some(ours), Some(theirs)) = (
+                input_bytes(&unit.system_test, &origin.input),
+                input_bytes(test, &origin.input),
+            ) else {
                 continue;
             };
             let at = origin.offset as usize;
-            if theirs.len() < at || theirs.len() - at > STREAM_CAP || ours.get(..at) != theirs.get(..at) {
+            if theirs.len() < at
+                || theirs.len() - at > STREAM_CAP
+                || ours.get(..at) != theirs.get(..at)
+            {
                 continue;
             }
             values[i] = ParamValue::Bytes(theirs[at..].to_vec());
@@ -119,16 +132,35 @@ fn input_bytes<'a>(test: &'a SystemTest, input: &InputRef) -> Option<&'a [u8]> {
 
 /// The goal at the branch on `loc`: the edges of the directions the unit's recorded
 /// values do not take there, and the CmpLog id of its comparison.
-fn goal_at(binary: &Binary, unit: &trestle_abi::unit::Unit, loc: &str, timeout: Duration) -> Result<(Vec<u32>, Option<u32>)> {
+fn goal_at(
+    binary: &Binary,
+    unit: &trestle_abi::unit::Unit,
+    loc: &str,
+    timeout: Duration,
+) -> Result<(Vec<u32>, Option<u32>)> {
     let table = crate::roadblocks::BranchTable::load(&binary.path)?;
     let branches = table.branches_at(loc)?;
     if branches.is_empty() {
-        bail!("--goal {loc}: {} has no conditional branch there ({})", binary.path.display(), table.lines_of(loc));
+        bail!(
+            "--goal {loc}: {} has no conditional branch there ({})",
+            binary.path.display(),
+            table.lines_of(loc)
+        );
     }
-    let all: Vec<u32> = branches.iter().flat_map(|b| b.directions.iter().flat_map(|d| d.edges.iter().copied())).collect();
+    let all: Vec<u32> = branches
+        .iter()
+        .flat_map(|b| b.directions.iter().flat_map(|d| d.edges.iter().copied()))
+        .collect();
     let dir = tempfile::tempdir()?;
     let taken = trestle_unit_fuzz::recorded_edges(&binary.path, unit, dir.path(), &all, timeout)?;
-    let reached: Vec<&crate::roadblocks::Branch> = branches.into_iter().filter(|b| b.directions.iter().any(|d| d.edges.iter().any(|e| taken.contains(e)))).collect();
+    let reached: Vec<&crate::roadblocks::Branch> = branches
+        .into_iter()
+        .filter(|b| {
+            b.directions
+                .iter()
+                .any(|d| d.edges.iter().any(|e| taken.contains(e)))
+        })
+        .collect();
     if reached.is_empty() {
         bail!("--goal {loc}: the unit's recorded values do not reach that branch (`trestle record --reach {loc}` records calls that do)");
     }
@@ -143,7 +175,9 @@ fn goal_at(binary: &Binary, unit: &trestle_abi::unit::Unit, loc: &str, timeout: 
         }
     }
     if goal.is_empty() {
-        bail!("--goal {loc}: the unit's recorded values take every direction of that branch already");
+        bail!(
+            "--goal {loc}: the unit's recorded values take every direction of that branch already"
+        );
     }
     Ok((goal, cmp))
 }
@@ -159,26 +193,39 @@ pub fn bind_core(pin: Option<usize>, no_pin: bool) -> Result<Option<usize>> {
         eprintln!("trestle: every core is taken by another fuzzer: running unbound");
         return Ok(None);
     };
-    trestle_unit_fuzz::affinity::pin(core).with_context(|| format!("cannot bind to core {core}"))?;
+    trestle_unit_fuzz::affinity::pin(core)
+        .with_context(|| format!("cannot bind to core {core}"))?;
     eprintln!("trestle: running on core {core}");
     Ok(Some(core))
 }
 
 /// Run `trestle fuzz`.
 pub fn run(args: &Options) -> Result<FuzzReport> {
-    let available = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
+    let available = std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(1);
     if args.cores == 0 || args.cores > available {
-        bail!("--cores {}: choose 1 to {available}, the cores this process may run on", args.cores);
+        bail!(
+            "--cores {}: choose 1 to {available}, the cores this process may run on",
+            args.cores
+        );
     }
     if args.cores > 1 && args.in_process {
-        bail!("--in-process runs on one core; --cores {} needs the forkserver harness", args.cores);
+        bail!(
+            "--in-process runs on one core; --cores {} needs the forkserver harness",
+            args.cores
+        );
     }
     if args.cores > 1 && (args.pin.is_some() || args.no_pin) {
         bail!("--pin and --no-pin apply to single-core fuzzing; with --cores {} client i runs on core i", args.cores);
     }
     let unit = read_unit(&args.unit)?;
-    let program = args.program.clone().unwrap_or_else(|| PathBuf::from(&unit.provenance.program));
-    let binary = Binary::load(&program).with_context(|| format!("fuzzing {}", args.unit.display()))?;
+    let program = args
+        .program
+        .clone()
+        .unwrap_or_else(|| PathBuf::from(&unit.provenance.program));
+    let binary =
+        Binary::load(&program).with_context(|| format!("fuzzing {}", args.unit.display()))?;
     binary.check_unit(&unit, &args.unit)?;
     let (words, ints) = binary.dictionary_for(unit.context.fn_id);
     let (goal, goal_cmp) = match &args.goal {
@@ -187,7 +234,10 @@ pub fn run(args: &Options) -> Result<FuzzReport> {
     };
     let seeds = match &args.start_from {
         Some(dir) => {
-            let tests: Vec<SystemTest> = crate::system::systest::load_tests(dir)?.into_iter().map(|t| t.test).collect();
+            let tests: Vec<SystemTest> = crate::system::systest::load_tests(dir)?
+                .into_iter()
+                .map(|t| t.test)
+                .collect();
             let seeds = stream_seeds(&unit, || tests, MAX_START_FROM);
             if seeds.is_empty() {
                 bail!(
@@ -271,22 +321,51 @@ mod tests {
             version: UNIT_VERSION,
             binary_id: 1,
             function: "eval".into(),
-            context: trestle_abi::Context { fn_id: 1, args: vec![], graph: Default::default(), locale: vec![], stdio_modes: vec![], fds: vec![], streams: vec![] },
+            context: trestle_abi::Context {
+                fn_id: 1,
+                args: vec![],
+                graph: Default::default(),
+                locale: vec![],
+                stdio_modes: vec![],
+                fds: vec![],
+                streams: vec![],
+            },
             expected: None,
-            provenance: Provenance { program: "/p".into(), test: "seed".into(), trace: "t".into(), pid: 1, seq: 0, call_index: 0 },
+            provenance: Provenance {
+                program: "/p".into(),
+                test: "seed".into(),
+                trace: "t".into(),
+                pid: 1,
+                seq: 0,
+                call_index: 0,
+            },
             params: vec![Param {
-                site: ParamSite::Stream { fd: 0, file: None, buffered: true },
+                site: ParamSite::Stream {
+                    fd: 0,
+                    file: None,
+                    buffered: true,
+                },
                 kind: ParamKind::Stream { cut: 0 },
                 original: stdin[4..].to_vec(),
-                origins: vec![Origin { input: InputRef::Stdin, offset: 4, len: 6 }],
+                origins: vec![Origin {
+                    input: InputRef::Stdin,
+                    offset: 4,
+                    len: 6,
+                }],
                 companions: vec![],
             }],
-            system_test: SystemTest { stdin: Some(stdin), ..Default::default() },
+            system_test: SystemTest {
+                stdin: Some(stdin),
+                ..Default::default()
+            },
         }
     }
 
     fn stdin(s: &[u8]) -> SystemTest {
-        SystemTest { stdin: Some(s.to_vec()), ..Default::default() }
+        SystemTest {
+            stdin: Some(s.to_vec()),
+            ..Default::default()
+        }
     }
 
     #[test]
@@ -302,12 +381,28 @@ mod tests {
             stdin(b"set q\n"),
         ];
         let seeds = stream_seeds(&unit, || tests.to_vec(), 10);
-        let values: Vec<Vec<ParamValue>> = seeds.iter().map(|s| trestle_abi::fuzz::decode_values(&unit.params, s)).collect();
-        assert_eq!(values, vec![vec![ParamValue::Bytes(b"7 7 * p\n".to_vec())], vec![ParamValue::Bytes(b"q\n".to_vec())]]);
-        assert_eq!(stream_seeds(&unit, || tests.to_vec(), 1).len(), 1, "at most max");
+        let values: Vec<Vec<ParamValue>> = seeds
+            .iter()
+            .map(|s| trestle_abi::fuzz::decode_values(&unit.params, s))
+            .collect();
+        assert_eq!(
+            values,
+            vec![
+                vec![ParamValue::Bytes(b"7 7 * p\n".to_vec())],
+                vec![ParamValue::Bytes(b"q\n".to_vec())]
+            ]
+        );
+        assert_eq!(
+            stream_seeds(&unit, || tests.to_vec(), 1).len(),
+            1,
+            "at most max"
+        );
         // A unit without a stream parameter starts from its recorded values only.
         let mut plain = unit.clone();
-        plain.params[0].kind = ParamKind::Bytes { nul: false, resize: trestle_abi::unit::Resize::Fixed };
+        plain.params[0].kind = ParamKind::Bytes {
+            nul: false,
+            resize: trestle_abi::unit::Resize::Fixed,
+        };
         assert!(stream_seeds(&plain, || panic!("asked for tests"), 10).is_empty());
     }
 }

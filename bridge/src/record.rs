@@ -70,9 +70,15 @@ pub const RECORD_INDEX: &str = "record.json";
 
 fn prepare_out(out: &Path) -> Result<()> {
     if out.exists() {
-        let empty = std::fs::read_dir(out).with_context(|| format!("cannot list {}", out.display()))?.next().is_none();
+        let empty = std::fs::read_dir(out)
+            .with_context(|| format!("cannot list {}", out.display()))?
+            .next()
+            .is_none();
         if !empty {
-            bail!("output directory {} already exists and is not empty; choose another --out", out.display());
+            bail!(
+                "output directory {} already exists and is not empty; choose another --out",
+                out.display()
+            );
         }
     }
     std::fs::create_dir_all(out).with_context(|| format!("cannot create {}", out.display()))
@@ -83,9 +89,17 @@ pub fn run(args: &Options) -> Result<()> {
     let binary = Binary::load(&args.program)?;
     let mut only = args.only.clone();
     for name in &args.functions {
-        let ids: Vec<u64> = binary.functions.values().filter(|f| f.display_name() == name || f.name == *name).map(|f| f.id).collect();
+        let ids: Vec<u64> = binary
+            .functions
+            .values()
+            .filter(|f| f.display_name() == name || f.name == *name)
+            .map(|f| f.id)
+            .collect();
         if ids.is_empty() {
-            bail!("--function {name}: {} has no instrumented function of that name", args.program.display());
+            bail!(
+                "--function {name}: {} has no instrumented function of that name",
+                args.program.display()
+            );
         }
         only.extend(ids);
     }
@@ -95,7 +109,11 @@ pub fn run(args: &Options) -> Result<()> {
         for loc in &args.reach_lines {
             let edges = table.edges_at(loc)?;
             if edges.is_empty() {
-                bail!("--reach {loc}: {} has no conditional branch there ({})", args.program.display(), table.lines_of(loc));
+                bail!(
+                    "--reach {loc}: {} has no conditional branch there ({})",
+                    args.program.display(),
+                    table.lines_of(loc)
+                );
             }
             reach.extend(edges);
         }
@@ -121,38 +139,80 @@ pub fn run(args: &Options) -> Result<()> {
             env.push((hooks::ENV_TRACE_LIMIT.into(), max.to_string()));
         }
         if !only.is_empty() {
-            env.push((hooks::ENV_RECORD_ONLY.into(), only.iter().map(|id| format!("{id:x}")).collect::<Vec<_>>().join(",")));
+            env.push((
+                hooks::ENV_RECORD_ONLY.into(),
+                only.iter()
+                    .map(|id| format!("{id:x}"))
+                    .collect::<Vec<_>>()
+                    .join(","),
+            ));
         }
         let reach = args.reach_by_test.get(&t.name).unwrap_or(&reach);
         if !reach.is_empty() {
-            env.push((hooks::ENV_RECORD_REACH.into(), reach.iter().map(u32::to_string).collect::<Vec<_>>().join(",")));
+            env.push((
+                hooks::ENV_RECORD_REACH.into(),
+                reach
+                    .iter()
+                    .map(u32::to_string)
+                    .collect::<Vec<_>>()
+                    .join(","),
+            ));
         }
-        let opts = RunOptions { timeout: args.timeout, env, capture_stdout: false };
+        let opts = RunOptions {
+            timeout: args.timeout,
+            env,
+            capture_stdout: false,
+        };
         let r = run_test(&binary.path, &t.test, &opts)?;
         let mut traces = Vec::new();
-        for e in std::fs::read_dir(&dir).with_context(|| format!("cannot list {}", dir.display()))? {
-            let name = e.with_context(|| format!("cannot list {}", dir.display()))?.file_name().to_string_lossy().into_owned();
-            if Path::new(&name).extension().is_some_and(|x| x == trestle_abi::trace::TRACE_EXT) {
+        for e in
+            std::fs::read_dir(&dir).with_context(|| format!("cannot list {}", dir.display()))?
+        {
+            let name = e
+                .with_context(|| format!("cannot list {}", dir.display()))?
+                .file_name()
+                .to_string_lossy()
+                .into_owned();
+            if Path::new(&name)
+                .extension()
+                .is_some_and(|x| x == trestle_abi::trace::TRACE_EXT)
+            {
                 traces.push(name);
             }
         }
         traces.sort();
-        let bytes: u64 = traces.iter().filter_map(|f| std::fs::metadata(dir.join(f)).ok()).map(|m| m.len()).sum();
+        let bytes: u64 = traces
+            .iter()
+            .filter_map(|f| std::fs::metadata(dir.join(f)).ok())
+            .map(|m| m.len())
+            .sum();
         if !args.quiet {
-        eprintln!(
-            "[{}/{n}] {}: {}, {} trace file(s), {} KiB",
-            i + 1,
-            t.name,
-            r.status,
-            traces.len(),
-            bytes.div_ceil(1024)
-        );
+            eprintln!(
+                "[{}/{n}] {}: {}, {} trace file(s), {} KiB",
+                i + 1,
+                t.name,
+                r.status,
+                traces.len(),
+                bytes.div_ceil(1024)
+            );
         }
         if traces.is_empty() && !args.quiet {
             let err = String::from_utf8_lossy(&r.stderr);
-            eprintln!("    warning: no trace written{}", if err.is_empty() { String::new() } else { format!("; stderr: {}", err.trim()) });
+            eprintln!(
+                "    warning: no trace written{}",
+                if err.is_empty() {
+                    String::new()
+                } else {
+                    format!("; stderr: {}", err.trim())
+                }
+            );
         }
-        index.tests.push(RecordedTest { name: t.name.clone(), source: t.path.clone(), status: r.status, traces });
+        index.tests.push(RecordedTest {
+            name: t.name.clone(),
+            source: t.path.clone(),
+            status: r.status,
+            traces,
+        });
         // Keep the index current, so an interrupted run still describes what it did.
         std::fs::write(out.join(RECORD_INDEX), serde_json::to_vec_pretty(&index)?)?;
     }

@@ -1,9 +1,9 @@
 //! `trestle report DIR`: what a campaign found and why it is real, as Markdown and
 //! as one self-contained HTML page (the coverage plot is inline SVG), or as JSON.
 
+use crate::campaign::Campaign;
 use crate::files;
 use crate::lift::{AlarmEntry, AlarmList, LiftStats, Provenance};
-use crate::campaign::Campaign;
 use crate::system::systest::{Content, JsonTest};
 use anyhow::{Context as _, Result};
 use std::collections::BTreeMap;
@@ -38,19 +38,31 @@ pub struct Sample {
 /// Read `timeline.csv`.
 pub fn read_timeline(dir: &Path) -> Result<Vec<Sample>> {
     let path = dir.join(files::TIMELINE);
-    let text = std::fs::read_to_string(&path).with_context(|| format!("cannot read {}", path.display()))?;
+    let text = std::fs::read_to_string(&path)
+        .with_context(|| format!("cannot read {}", path.display()))?;
     let mut lines = text.lines();
     let header: Vec<&str> = lines.next().unwrap_or_default().split(',').collect();
     let col = |name: &str| header.iter().position(|h| *h == name);
     let (Some(s), Some(e), Some(a)) = (col("seconds"), col("edges"), col("alarms")) else {
-        anyhow::bail!("{}: the header has no seconds/edges/alarms columns", path.display());
+        anyhow::bail!(
+            "{}: the header has no seconds/edges/alarms columns",
+            path.display()
+        );
     };
     let rows: Vec<&str> = lines.collect();
     let mut out = Vec::new();
     for (i, line) in rows.iter().enumerate() {
         let f: Vec<&str> = line.split(',').collect();
-        match (f.get(s).map(|x| x.parse()), f.get(e).map(|x| x.parse()), f.get(a).map(|x| x.parse())) {
-            (Some(Ok(seconds)), Some(Ok(edges)), Some(Ok(alarms))) => out.push(Sample { seconds, edges, alarms }),
+        match (
+            f.get(s).map(|x| x.parse()),
+            f.get(e).map(|x| x.parse()),
+            f.get(a).map(|x| x.parse()),
+        ) {
+            (Some(Ok(seconds)), Some(Ok(edges)), Some(Ok(alarms))) => out.push(Sample {
+                seconds,
+                edges,
+                alarms,
+            }),
             // A kill may cut the last line short.
             _ if i + 1 == rows.len() => {}
             _ => anyhow::bail!("{} line {}: not a sample: {line:?}", path.display(), i + 2),
@@ -100,22 +112,46 @@ pub struct AlarmDetail {
 pub fn gather(dir: &Path, baseline: Option<&Path>) -> Result<Report> {
     let cpath = dir.join(files::CAMPAIGN);
     if !cpath.exists() {
-        anyhow::bail!("{} is not a campaign directory (no {})", dir.display(), files::CAMPAIGN);
+        anyhow::bail!(
+            "{} is not a campaign directory (no {})",
+            dir.display(),
+            files::CAMPAIGN
+        );
     }
     let campaign: Campaign = files::read(&cpath)?;
     let timeline = read_timeline(dir)?;
-    let base_dir = baseline.map(Path::to_owned).or_else(|| Some(dir.join("baseline")).filter(|d| d.join(files::TIMELINE).exists()));
+    let base_dir = baseline
+        .map(Path::to_owned)
+        .or_else(|| Some(dir.join("baseline")).filter(|d| d.join(files::TIMELINE).exists()));
     let baseline = base_dir.as_deref().map(read_timeline).transpose()?;
-    let baseline_campaign = base_dir.as_deref().map(|d| files::read::<Campaign>(&d.join(files::CAMPAIGN))).transpose()?;
+    let baseline_campaign = base_dir
+        .as_deref()
+        .map(|d| files::read::<Campaign>(&d.join(files::CAMPAIGN)))
+        .transpose()?;
     let baseline_alarms = match &base_dir {
-        Some(d) => files::read_if_present::<AlarmList>(&d.join(files::ALARMS))?.unwrap_or_default().alarms,
+        Some(d) => {
+            files::read_if_present::<AlarmList>(&d.join(files::ALARMS))?
+                .unwrap_or_default()
+                .alarms
+        }
         None => Vec::new(),
     };
     let lifting: LiftStats = files::read(&dir.join(files::LIFT))?;
     let alarms = files::read::<AlarmList>(&dir.join(files::ALARMS))?.alarms;
     let details = alarm_details(dir, &alarms)?;
     let nodes = campaign.nodes.clone();
-    Ok(Report { dir: dir.to_owned(), campaign, timeline, baseline, baseline_campaign, baseline_alarms, lifting, alarms, details, nodes })
+    Ok(Report {
+        dir: dir.to_owned(),
+        campaign,
+        timeline,
+        baseline,
+        baseline_campaign,
+        baseline_alarms,
+        lifting,
+        alarms,
+        details,
+        nodes,
+    })
 }
 
 /// The reproducer and provenance of each of `alarms`, from their folders under `dir`.
@@ -123,15 +159,24 @@ pub fn alarm_details(dir: &Path, alarms: &[AlarmEntry]) -> Result<Vec<AlarmDetai
     let mut details = Vec::new();
     for a in alarms {
         let ad = dir.join(files::ALARMS_DIR).join(&a.id);
-        let reduced = crate::system::systest::to_json(&crate::system::systest::load_test(&ad.join(files::REDUCED))?);
+        let reduced = crate::system::systest::to_json(&crate::system::systest::load_test(
+            &ad.join(files::REDUCED),
+        )?);
         let provenance: Provenance = files::read(&ad.join(files::PROVENANCE))?;
-        details.push(AlarmDetail { id: a.id.clone(), reduced, provenance });
+        details.push(AlarmDetail {
+            id: a.id.clone(),
+            reduced,
+            provenance,
+        });
     }
     Ok(details)
 }
 
 fn esc(s: &str) -> String {
-    s.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;").replace('"', "&quot;")
+    s.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+        .replace('"', "&quot;")
 }
 
 /// The coverage plot: edges over time, the campaign and (if given) the baseline.
@@ -149,22 +194,64 @@ pub fn svg_plot(main: &[Sample], baseline: Option<&[Sample]>, main_label: &str) 
     for i in 0..=5 {
         let vy = max_y * i as f64 / 5.0;
         let vx = max_x * i as f64 / 5.0;
-        let _ = writeln!(s, "<line x1=\"{l}\" x2=\"{}\" y1=\"{:.1}\" y2=\"{:.1}\" stroke=\"#ddd\"/>", w - r, y(vy), y(vy));
-        let _ = writeln!(s, "<text x=\"{}\" y=\"{:.1}\" text-anchor=\"end\">{:.0}</text>", l - 6.0, y(vy) + 4.0, vy);
-        let _ = writeln!(s, "<text x=\"{:.1}\" y=\"{}\" text-anchor=\"middle\">{:.0}s</text>", x(vx), h - b + 18.0, vx);
+        let _ = writeln!(
+            s,
+            "<line x1=\"{l}\" x2=\"{}\" y1=\"{:.1}\" y2=\"{:.1}\" stroke=\"#ddd\"/>",
+            w - r,
+            y(vy),
+            y(vy)
+        );
+        let _ = writeln!(
+            s,
+            "<text x=\"{}\" y=\"{:.1}\" text-anchor=\"end\">{:.0}</text>",
+            l - 6.0,
+            y(vy) + 4.0,
+            vy
+        );
+        let _ = writeln!(
+            s,
+            "<text x=\"{:.1}\" y=\"{}\" text-anchor=\"middle\">{:.0}s</text>",
+            x(vx),
+            h - b + 18.0,
+            vx
+        );
     }
-    let _ = writeln!(s, "<line x1=\"{l}\" x2=\"{l}\" y1=\"{t}\" y2=\"{}\" stroke=\"black\"/>", h - b);
-    let _ = writeln!(s, "<line x1=\"{l}\" x2=\"{}\" y1=\"{}\" y2=\"{}\" stroke=\"black\"/>", w - r, h - b, h - b);
-    let _ = writeln!(s, "<text x=\"{}\" y=\"{}\" text-anchor=\"middle\">time</text>", (l + w - r) / 2.0, h - 8.0);
+    let _ = writeln!(
+        s,
+        "<line x1=\"{l}\" x2=\"{l}\" y1=\"{t}\" y2=\"{}\" stroke=\"black\"/>",
+        h - b
+    );
+    let _ = writeln!(
+        s,
+        "<line x1=\"{l}\" x2=\"{}\" y1=\"{}\" y2=\"{}\" stroke=\"black\"/>",
+        w - r,
+        h - b,
+        h - b
+    );
+    let _ = writeln!(
+        s,
+        "<text x=\"{}\" y=\"{}\" text-anchor=\"middle\">time</text>",
+        (l + w - r) / 2.0,
+        h - 8.0
+    );
     let _ = writeln!(s, "<text x=\"16\" y=\"{}\" text-anchor=\"middle\" transform=\"rotate(-90 16 {})\">edges covered (system level)</text>", (t + h - b) / 2.0, (t + h - b) / 2.0);
     let mut curve = |samples: &[Sample], color: &str, label: &str, k: usize| {
-        let pts: Vec<String> = samples.iter().map(|p| format!("{:.1},{:.1}", x(p.seconds), y(p.edges as f64))).collect();
+        let pts: Vec<String> = samples
+            .iter()
+            .map(|p| format!("{:.1},{:.1}", x(p.seconds), y(p.edges as f64)))
+            .collect();
         let _ = writeln!(s, "<polyline class=\"curve\" data-label=\"{}\" fill=\"none\" stroke=\"{color}\" stroke-width=\"2\" points=\"{}\"/>", esc(label), pts.join(" "));
         // Legend in the lower right, where rising curves are not.
         let ly = h - b - 44.0 + 18.0 * k as f64;
         let lx = w - r - 220.0;
         let _ = writeln!(s, "<line x1=\"{lx}\" x2=\"{}\" y1=\"{ly}\" y2=\"{ly}\" stroke=\"{color}\" stroke-width=\"3\"/>", lx + 24.0);
-        let _ = writeln!(s, "<text x=\"{}\" y=\"{}\">{}</text>", lx + 30.0, ly + 4.0, esc(label));
+        let _ = writeln!(
+            s,
+            "<text x=\"{}\" y=\"{}\">{}</text>",
+            lx + 30.0,
+            ly + 4.0,
+            esc(label)
+        );
     };
     curve(main, "#c0392b", main_label, 0);
     if let Some(bl) = baseline {
@@ -177,12 +264,21 @@ pub fn svg_plot(main: &[Sample], baseline: Option<&[Sample]>, main_label: &str) 
 fn show_content(c: &Content) -> String {
     match c {
         Content::Text(t) => format!("{:?}", t.chars().take(300).collect::<String>()),
-        Content::Base64 { base64 } => format!("{} bytes of binary data (base64)", base64.len() / 4 * 3),
+        Content::Base64 { base64 } => {
+            format!("{} bytes of binary data (base64)", base64.len() / 4 * 3)
+        }
     }
 }
 
 fn show_test(t: &JsonTest) -> String {
-    let mut s = format!("args: {}", t.args.iter().map(|a| format!("'{}'", a.replace('\'', r"'\''"))).collect::<Vec<_>>().join(" "));
+    let mut s = format!(
+        "args: {}",
+        t.args
+            .iter()
+            .map(|a| format!("'{}'", a.replace('\'', r"'\''")))
+            .collect::<Vec<_>>()
+            .join(" ")
+    );
     match &t.stdin {
         Some(Content::Text(text)) if text.is_empty() => {}
         Some(c) => {
@@ -197,10 +293,15 @@ fn show_test(t: &JsonTest) -> String {
 }
 
 fn provenance_lines(p: &Provenance) -> Vec<String> {
-    let reduction = |r: &crate::validate::reduce::ReduceStats| format!("reduced test: {} → {} bytes", r.size_before, r.size_after);
+    let reduction = |r: &crate::validate::reduce::ReduceStats| {
+        format!("reduced test: {} → {} bytes", r.size_before, r.size_after)
+    };
     match p {
         Provenance::System(f) => vec![
-            f.triaged_from.as_ref().map_or_else(|| "found by system-level fuzzing".into(), |by| format!("triaged from {by}")),
+            f.triaged_from.as_ref().map_or_else(
+                || "found by system-level fuzzing".into(),
+                |by| format!("triaged from {by}"),
+            ),
             format!("system test {}", f.system_test.name),
             reduction(&f.reduced_test.reduction),
         ],
@@ -210,12 +311,25 @@ fn provenance_lines(p: &Provenance) -> Vec<String> {
                 "carved invocation: `{}` (call #{}{})",
                 f.carved_invocation.function,
                 f.carved_invocation.call_index,
-                f.carved_invocation.source.as_deref().map(|s| format!(", {s}")).unwrap_or_default()
+                f.carved_invocation
+                    .source
+                    .as_deref()
+                    .map(|s| format!(", {s}"))
+                    .unwrap_or_default()
             ),
-            format!("unit input: {} ({})", f.unit_input.values.join(", "), f.unit_input.signature.as_deref().unwrap_or("no crash")),
+            format!(
+                "unit input: {} ({})",
+                f.unit_input.values.join(", "),
+                f.unit_input.signature.as_deref().unwrap_or("no crash")
+            ),
             format!(
                 "lifted test: {}",
-                f.lifted_test.substitutions.iter().map(|x| format!("{} {:?} → {:?}", x.input, x.old, x.new)).collect::<Vec<_>>().join("; ")
+                f.lifted_test
+                    .substitutions
+                    .iter()
+                    .map(|x| format!("{} {:?} → {:?}", x.input, x.old, x.new))
+                    .collect::<Vec<_>>()
+                    .join("; ")
             ),
             reduction(&f.reduced_test.reduction),
         ],
@@ -225,39 +339,102 @@ fn provenance_lines(p: &Provenance) -> Vec<String> {
 /// The report as Markdown.
 pub fn markdown(r: &Report) -> String {
     let c = &r.campaign;
-    let mode = if c.settings.system_only { "system-only" } else { "bridge" };
-    let mut s = format!("# trestle campaign report\n\n`{}` ({mode}), program `{}`, seeds `{}`.\n\n", r.dir.display(), c.settings.program.display(), c.settings.seeds.display());
+    let mode = if c.settings.system_only {
+        "system-only"
+    } else {
+        "bridge"
+    };
+    let mut s = format!(
+        "# trestle campaign report\n\n`{}` ({mode}), program `{}`, seeds `{}`.\n\n",
+        r.dir.display(),
+        c.settings.program.display(),
+        c.settings.seeds.display()
+    );
     let last = r.timeline.last().map_or(0, |x| x.edges);
     s += "| | this campaign | system only |\n|---|---|---|\n";
     let base_last = r.baseline.as_ref().and_then(|b| b.last()).map(|x| x.edges);
-    let _ = writeln!(s, "| time | {:.0}s of {:.0}s | {} |", c.elapsed, c.settings.budget, r.baseline.as_ref().and_then(|b| b.last()).map_or("—".into(), |x| format!("{:.0}s", x.seconds)));
-    let _ = writeln!(s, "| edges covered | {last} | {} |", base_last.map_or("—".into(), |v| v.to_string()));
+    let _ = writeln!(
+        s,
+        "| time | {:.0}s of {:.0}s | {} |",
+        c.elapsed,
+        c.settings.budget,
+        r.baseline
+            .as_ref()
+            .and_then(|b| b.last())
+            .map_or("—".into(), |x| format!("{:.0}s", x.seconds))
+    );
+    let _ = writeln!(
+        s,
+        "| edges covered | {last} | {} |",
+        base_last.map_or("—".into(), |v| v.to_string())
+    );
     if let Some(bl) = base_last.filter(|v| *v > 0) {
         let _ = writeln!(s, "| ratio | {:.2}x | 1.00x |", last as f64 / bl as f64);
     }
     let bc = r.baseline_campaign.as_ref();
     let or_dash = |v: Option<String>| v.unwrap_or_else(|| "—".into());
-    let _ = writeln!(s, "| system executions | {} | {} |", c.system_executions, or_dash(bc.map(|b| b.system_executions.to_string())));
-    let _ = writeln!(s, "| unit executions | {} | {} |", c.unit_executions, or_dash(bc.map(|b| b.unit_executions.to_string())));
-    let build = |c: &Campaign| c.system_build.split(':').next().filter(|k| !k.is_empty()).unwrap_or("—").to_owned();
-    let _ = writeln!(s, "| system fuzzing ran | {} | {} |", build(c), or_dash(bc.map(build)));
+    let _ = writeln!(
+        s,
+        "| system executions | {} | {} |",
+        c.system_executions,
+        or_dash(bc.map(|b| b.system_executions.to_string()))
+    );
+    let _ = writeln!(
+        s,
+        "| unit executions | {} | {} |",
+        c.unit_executions,
+        or_dash(bc.map(|b| b.unit_executions.to_string()))
+    );
+    let build = |c: &Campaign| {
+        c.system_build
+            .split(':')
+            .next()
+            .filter(|k| !k.is_empty())
+            .unwrap_or("—")
+            .to_owned()
+    };
+    let _ = writeln!(
+        s,
+        "| system fuzzing ran | {} | {} |",
+        build(c),
+        or_dash(bc.map(build))
+    );
     let disk = |c: &Campaign| {
         let d = &c.disk;
         let evicted = if d.corpora_evicted + d.batches_evicted.len() > 0 {
-            format!(" ({} unit corpora, {} unit batch(es) evicted: {})", d.corpora_evicted, d.batches_evicted.len(), crate::campaign::disk::human(d.bytes_evicted))
+            format!(
+                " ({} unit corpora, {} unit batch(es) evicted: {})",
+                d.corpora_evicted,
+                d.batches_evicted.len(),
+                crate::campaign::disk::human(d.bytes_evicted)
+            )
         } else {
             String::new()
         };
-        format!("{}, peak {}, of {}{evicted}", crate::campaign::disk::human(d.bytes), crate::campaign::disk::human(d.peak), crate::campaign::disk::human(c.settings.max_disk))
+        format!(
+            "{}, peak {}, of {}{evicted}",
+            crate::campaign::disk::human(d.bytes),
+            crate::campaign::disk::human(d.peak),
+            crate::campaign::disk::human(c.settings.max_disk)
+        )
     };
     let _ = writeln!(s, "| disk | {} | {} |", disk(c), or_dash(bc.map(disk)));
-    let names = |a: &[AlarmEntry]| a.iter().map(|x| format!("`{}`", x.function)).collect::<Vec<_>>().join(", ");
+    let names = |a: &[AlarmEntry]| {
+        a.iter()
+            .map(|x| format!("`{}`", x.function))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
     let _ = writeln!(
         s,
         "| alarms | {} ({}) | {} |",
         r.alarms.len(),
         names(&r.alarms),
-        or_dash(bc.map(|_| format!("{} ({})", r.baseline_alarms.len(), names(&r.baseline_alarms))))
+        or_dash(bc.map(|_| format!(
+            "{} ({})",
+            r.baseline_alarms.len(),
+            names(&r.baseline_alarms)
+        )))
     );
     node_section(&mut s, r);
     alarm_sections(&mut s, r);
@@ -296,7 +473,11 @@ fn roadblock_section(s: &mut String, c: &Campaign, alarms: &[AlarmEntry]) {
     );
     if !r.probes.is_empty() {
         let passed = r.probes.iter().filter(|p| !p.worth).count();
-        let unreached = r.probes.iter().filter(|p| !p.worth && p.verdict.contains("does not reach")).count();
+        let unreached = r
+            .probes
+            .iter()
+            .filter(|p| !p.worth && p.verdict.contains("does not reach"))
+            .count();
         let _ = writeln!(
             s,
             "Before a slice, {} unit(s) were probed at a roadblock: {passed} passed over ({unreached} did not reach the branch, the others' parameters did not change what it compares; `roadblocks.probes` in `campaign.json`).\n",
@@ -334,7 +515,11 @@ fn node_section(s: &mut String, r: &Report) {
     }
     *s += "\n## Nodes\n\n| node | cores | executions | finds |\n|---|---|---|---|\n";
     for n in &r.nodes {
-        let _ = writeln!(s, "| `{}` | {} | {} | {} |", n.name, n.cores, n.execs, n.finds);
+        let _ = writeln!(
+            s,
+            "| `{}` | {} | {} | {} |",
+            n.name, n.cores, n.execs, n.finds
+        );
     }
 }
 
@@ -347,28 +532,57 @@ fn alarm_sections(s: &mut String, r: &Report) {
     }
     for (a, d) in r.alarms.iter().zip(&r.details) {
         let _ = writeln!(s, "### `{}`: {}\n", a.id, a.signature);
-        let on = a.found_on.as_deref().map(|n| format!(" on worker `{n}`")).unwrap_or_default();
+        let on = a
+            .found_on
+            .as_deref()
+            .map(|n| format!(" on worker `{n}`"))
+            .unwrap_or_default();
         let from = match (a.source.as_str(), &a.roadblock, &a.descends_from) {
             ("system", _, Some(d)) => {
-                let at = d.origin.roadblock.as_ref().map(|r| format!(" at `{r}`")).unwrap_or_default();
+                let at = d
+                    .origin
+                    .roadblock
+                    .as_ref()
+                    .map(|r| format!(" at `{r}`"))
+                    .unwrap_or_default();
                 format!("system-level fuzzing, {} mutation(s) on from a test lifted from a unit of `{}`{at}", d.generations, d.origin.unit)
             }
             ("system", _, None) => "system-level fuzzing".to_owned(),
             (_, Some(r), _) => format!("a lifted unit finding (the slice at the roadblock `{r}`)"),
             _ => "a lifted unit finding".to_owned(),
         };
-        let _ = writeln!(s, "From {from}{on} ({} candidate(s)); reproduce with `alarms/{}/reproduce.sh`.\n", a.candidates, a.id);
+        let _ = writeln!(
+            s,
+            "From {from}{on} ({} candidate(s)); reproduce with `alarms/{}/reproduce.sh`.\n",
+            a.candidates, a.id
+        );
         if a.build_dependent() {
             let _ = writeln!(s, "**Build-dependent**: it does not crash every build the same way (often undefined behaviour); check it on the build you ship.\n");
         }
         for b in &a.builds {
-            let verdict = if b.reproduces { "reproduces" } else { "does not reproduce" };
-            let _ = writeln!(s, "- {} build `{}`: {verdict} ({})", b.role, b.program.display(), b.ended);
+            let verdict = if b.reproduces {
+                "reproduces"
+            } else {
+                "does not reproduce"
+            };
+            let _ = writeln!(
+                s,
+                "- {} build `{}`: {verdict} ({})",
+                b.role,
+                b.program.display(),
+                b.ended
+            );
         }
         if !a.builds.is_empty() {
             *s += "\n";
         }
-        let _ = writeln!(s, "Reduced reproducer ({} bytes, lifted {}):\n\n```\n{}\n```\n", a.size_reduced, a.size_lifted, show_test(&d.reduced));
+        let _ = writeln!(
+            s,
+            "Reduced reproducer ({} bytes, lifted {}):\n\n```\n{}\n```\n",
+            a.size_reduced,
+            a.size_lifted,
+            show_test(&d.reduced)
+        );
         *s += "Provenance:\n\n";
         for (i, line) in provenance_lines(&d.provenance).iter().enumerate() {
             let _ = writeln!(s, "{}. {line}", i + 1);
@@ -382,8 +596,20 @@ fn lifting_sections(s: &mut String, r: &Report) {
     let c = &r.campaign;
     let l = &r.lifting;
     *s += "## Carving, mapping, lifting\n\n";
-    let _ = writeln!(s, "- system tests recorded: {}; units carved: {}, with parameters: {}", c.recorded.len(), c.units_carved, c.units_parameterized);
-    let _ = writeln!(s, "- units fuzzed: {}; unit crashes: {}; queue inputs lifted: {}", c.fuzzed.len(), l.unit_crashes, l.unit_queue);
+    let _ = writeln!(
+        s,
+        "- system tests recorded: {}; units carved: {}, with parameters: {}",
+        c.recorded.len(),
+        c.units_carved,
+        c.units_parameterized
+    );
+    let _ = writeln!(
+        s,
+        "- units fuzzed: {}; unit crashes: {}; queue inputs lifted: {}",
+        c.fuzzed.len(),
+        l.unit_crashes,
+        l.unit_queue
+    );
     let _ = writeln!(
         s,
         "- lifted system tests: {}; effective: {}; true-alarm tests: {}; other crashes: {}; false positives suppressed: {}; productive share {:.1}%",
@@ -394,7 +620,11 @@ fn lifting_sections(s: &mut String, r: &Report) {
         l.false_positives,
         100.0 * l.productive_share()
     );
-    let _ = writeln!(s, "- system crashes from system-level fuzzing validated: {}\n", c.system_crashes);
+    let _ = writeln!(
+        s,
+        "- system crashes from system-level fuzzing validated: {}\n",
+        c.system_crashes
+    );
 }
 
 /// Which units were fuzzed, why, and which could not be.
@@ -403,17 +633,33 @@ fn unit_sections(s: &mut String, c: &Campaign) {
     let mut units: Vec<_> = c.fuzzed.iter().collect();
     units.sort_by_key(|f| std::cmp::Reverse((f.new_alarms, f.effective, f.crashes)));
     for f in units.iter().take(10) {
-        let _ = writeln!(s, "| `{}` | {} | {} | {} | {} |", f.function, f.executions, f.crashes, f.new_alarms, f.effective);
+        let _ = writeln!(
+            s,
+            "| `{}` | {} | {} | {} | {} |",
+            f.function, f.executions, f.crashes, f.new_alarms, f.effective
+        );
     }
     *s += "\n## Why each unit was fuzzed\n\n| # | function | chosen because |\n|---|---|---|\n";
     for (i, f) in c.fuzzed.iter().enumerate() {
-        let why = if f.reason.is_empty() { "(not recorded by this version)" } else { &f.reason };
-        let _ = writeln!(s, "| {} | `{}` | {} |", i + 1, f.function, why.replace('|', "\\|"));
+        let why = if f.reason.is_empty() {
+            "(not recorded by this version)"
+        } else {
+            &f.reason
+        };
+        let _ = writeln!(
+            s,
+            "| {} | `{}` | {} |",
+            i + 1,
+            f.function,
+            why.replace('|', "\\|")
+        );
     }
     // Units the dry run refused, by reason (the reason is the error's last part).
     let mut skipped: BTreeMap<&str, usize> = BTreeMap::new();
     for e in c.fuzzed.iter().filter_map(|f| f.error.as_deref()) {
-        *skipped.entry(e.rsplit(": ").next().unwrap_or(e)).or_default() += 1;
+        *skipped
+            .entry(e.rsplit(": ").next().unwrap_or(e))
+            .or_default() += 1;
     }
     if !skipped.is_empty() {
         *s += "\n## Units skipped\n\n| reason | units |\n|---|---|\n";
@@ -421,7 +667,11 @@ fn unit_sections(s: &mut String, c: &Campaign) {
             let _ = writeln!(s, "| {} | {n} |", why.replace('|', "\\|"));
         }
     }
-    let errs: Vec<_> = c.fuzzed.iter().filter_map(|f| f.error.as_ref().map(|e| (f, e))).collect();
+    let errs: Vec<_> = c
+        .fuzzed
+        .iter()
+        .filter_map(|f| f.error.as_ref().map(|e| (f, e)))
+        .collect();
     if !errs.is_empty() {
         *s += "\nUnits that could not be fuzzed or lifted:\n\n";
         for (f, e) in errs {
@@ -433,7 +683,15 @@ fn unit_sections(s: &mut String, c: &Campaign) {
 /// The report as one HTML page.
 pub fn html(r: &Report) -> String {
     let md = markdown(r);
-    let plot = svg_plot(&r.timeline, r.baseline.as_deref(), if r.campaign.settings.system_only { "this campaign (system only)" } else { "bridge (trestle run)" });
+    let plot = svg_plot(
+        &r.timeline,
+        r.baseline.as_deref(),
+        if r.campaign.settings.system_only {
+            "this campaign (system only)"
+        } else {
+            "bridge (trestle run)"
+        },
+    );
     let mut body = String::new();
     let mut in_code = false;
     let mut in_table = false;
@@ -479,7 +737,11 @@ pub fn html(r: &Report) -> String {
         } else if let Some(item) = line.strip_prefix("- ") {
             let _ = writeln!(body, "<li>{}</li>", inline(item));
         } else if line.chars().next().is_some_and(|c| c.is_ascii_digit()) && line.contains(". ") {
-            let _ = writeln!(body, "<li>{}</li>", inline(line.split_once(". ").map_or(line, |x| x.1)));
+            let _ = writeln!(
+                body,
+                "<li>{}</li>",
+                inline(line.split_once(". ").map_or(line, |x| x.1))
+            );
         } else if !line.is_empty() && !line.starts_with("See `report.html`") {
             let _ = writeln!(body, "<p>{}</p>", inline(line));
         }

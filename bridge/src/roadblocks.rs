@@ -11,7 +11,9 @@ use std::collections::HashMap;
 use std::path::Path;
 use std::process::Command;
 use std::time::Duration;
-use trestle_abi::branches::{decode_branches_section, decode_guard_numbers, ENV_BRANCH_DUMP, SECTION_BRANCHES};
+use trestle_abi::branches::{
+    decode_branches_section, decode_guard_numbers, ENV_BRANCH_DUMP, SECTION_BRANCHES,
+};
 
 /// One branch, with its guards as edge numbers of the program's map.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -44,7 +46,9 @@ pub struct Direction {
 impl Direction {
     /// Whether `covered` (by edge number) shows the direction taken.
     pub fn taken(&self, covered: &[bool]) -> bool {
-        self.edges.iter().any(|&e| covered.get(e as usize).copied().unwrap_or(false))
+        self.edges
+            .iter()
+            .any(|&e| covered.get(e as usize).copied().unwrap_or(false))
     }
 }
 
@@ -59,35 +63,70 @@ impl BranchTable {
     /// The branches at `loc` (`FILE:LINE`, FILE a file name or a suffix of the
     /// recorded path).
     pub fn branches_at(&self, loc: &str) -> Result<Vec<&Branch>> {
-        let Some((file, line)) = loc.rsplit_once(':') else { bail!("{loc:?} is not FILE:LINE") };
-        let line: u32 = line.parse().with_context(|| format!("{loc:?}: {line:?} is not a line number"))?;
+        let Some((file, line)) = loc.rsplit_once(':') else {
+            bail!("{loc:?} is not FILE:LINE")
+        };
+        let line: u32 = line
+            .parse()
+            .with_context(|| format!("{loc:?}: {line:?} is not a line number"))?;
         let file = file.trim_start_matches("./");
-        Ok(self.branches.iter().filter(|b| b.line == line && b.file.as_deref().is_some_and(|f| f == file || f.ends_with(&format!("/{file}")))).collect())
+        Ok(self
+            .branches
+            .iter()
+            .filter(|b| {
+                b.line == line
+                    && b.file
+                        .as_deref()
+                        .is_some_and(|f| f == file || f.ends_with(&format!("/{file}")))
+            })
+            .collect())
     }
 
     /// For an error about `loc` (`FILE:LINE`) that holds no branch: the lines of FILE
     /// that do, or that the table knows no such file.
     pub fn lines_of(&self, loc: &str) -> String {
-        let file = loc.rsplit_once(':').map_or(loc, |(f, _)| f).trim_start_matches("./");
+        let file = loc
+            .rsplit_once(':')
+            .map_or(loc, |(f, _)| f)
+            .trim_start_matches("./");
         let mut lines: Vec<u32> = self
             .branches
             .iter()
-            .filter(|b| b.file.as_deref().is_some_and(|f| f == file || f.ends_with(&format!("/{file}"))))
+            .filter(|b| {
+                b.file
+                    .as_deref()
+                    .is_some_and(|f| f == file || f.ends_with(&format!("/{file}")))
+            })
             .map(|b| b.line)
             .collect();
         lines.sort_unstable();
         lines.dedup();
         match lines.len() {
             0 => format!("no branch of the program is in a file {file}"),
-            n if n > 40 => format!("{file} has branches on {n} lines, from {} to {}", lines[0], lines[n - 1]),
-            _ => format!("{file} has branches on lines {}", lines.iter().map(u32::to_string).collect::<Vec<_>>().join(", ")),
+            n if n > 40 => format!(
+                "{file} has branches on {n} lines, from {} to {}",
+                lines[0],
+                lines[n - 1]
+            ),
+            _ => format!(
+                "{file} has branches on lines {}",
+                lines
+                    .iter()
+                    .map(u32::to_string)
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
         }
     }
 
     /// The edges of every direction of the branches at `loc` (`FILE:LINE`, FILE a
     /// file name or a suffix of the recorded path).
     pub fn edges_at(&self, loc: &str) -> Result<Vec<u32>> {
-        let mut edges: Vec<u32> = self.branches_at(loc)?.into_iter().flat_map(|b| b.directions.iter().flat_map(|d| d.edges.iter().copied())).collect();
+        let mut edges: Vec<u32> = self
+            .branches_at(loc)?
+            .into_iter()
+            .flat_map(|b| b.directions.iter().flat_map(|d| d.edges.iter().copied()))
+            .collect();
         edges.sort_unstable();
         edges.dedup();
         Ok(edges)
@@ -97,16 +136,31 @@ impl BranchTable {
     /// from one run of it that stops before `main` ([`ENV_BRANCH_DUMP`]). A program
     /// built without the table (by an older trestle-cc) has none: an empty table.
     pub fn load(program: &Path) -> Result<BranchTable> {
-        let data = std::fs::read(program).with_context(|| format!("cannot read program {}", program.display()))?;
-        let file = object::File::parse(&*data).with_context(|| format!("{} is not an executable trestle can read", program.display()))?;
-        let Some(section) = file.section_by_name(SECTION_BRANCHES) else { return Ok(BranchTable::default()) };
-        let bytes = section.data().with_context(|| format!("cannot read the {SECTION_BRANCHES} section of {}", program.display()))?;
-        let modules = decode_branches_section(bytes).with_context(|| format!("in {}", program.display()))?;
+        let data = std::fs::read(program)
+            .with_context(|| format!("cannot read program {}", program.display()))?;
+        let file = object::File::parse(&*data).with_context(|| {
+            format!(
+                "{} is not an executable trestle can read",
+                program.display()
+            )
+        })?;
+        let Some(section) = file.section_by_name(SECTION_BRANCHES) else {
+            return Ok(BranchTable::default());
+        };
+        let bytes = section.data().with_context(|| {
+            format!(
+                "cannot read the {SECTION_BRANCHES} section of {}",
+                program.display()
+            )
+        })?;
+        let modules =
+            decode_branches_section(bytes).with_context(|| format!("in {}", program.display()))?;
         if modules.is_empty() {
             return Ok(BranchTable::default());
         }
         // It runs in a directory of its own: a relative path would not find it there.
-        let program = &std::fs::canonicalize(program).with_context(|| format!("cannot resolve {}", program.display()))?;
+        let program = &std::fs::canonicalize(program)
+            .with_context(|| format!("cannot resolve {}", program.display()))?;
         let numbers = guard_numbers(program)?;
         let mut branches = Vec::new();
         for m in modules {
@@ -115,10 +169,21 @@ impl BranchTable {
                 let directions = b
                     .directions
                     .iter()
-                    .map(|d| Direction { edges: d.guards.iter().filter_map(edge).collect(), behind: d.behind, case: d.case, ends: d.ends })
+                    .map(|d| Direction {
+                        edges: d.guards.iter().filter_map(edge).collect(),
+                        behind: d.behind,
+                        case: d.case,
+                        ends: d.ends,
+                    })
                     .collect();
                 let file = b.file.and_then(|i| m.files.get(i as usize).cloned());
-                branches.push(Branch { function: b.function, file, line: b.line, cmp: b.cmp, directions });
+                branches.push(Branch {
+                    function: b.function,
+                    file,
+                    line: b.line,
+                    cmp: b.cmp,
+                    directions,
+                });
             }
         }
         Ok(BranchTable { branches })
@@ -131,8 +196,16 @@ pub(crate) fn guard_numbers(program: &Path) -> Result<HashMap<(u64, u64), u32>> 
     let out = dir.path().join("guards");
     let mut cmd = Command::new(program);
     cmd.env(ENV_BRANCH_DUMP, &out).current_dir(dir.path());
-    let ended = run_to_end(&mut cmd, Path::new("/dev/null"), Capture { stdout: false, stderr: true }, Duration::from_secs(30))
-        .with_context(|| format!("reading the branch guards of {}", program.display()))?;
+    let ended = run_to_end(
+        &mut cmd,
+        Path::new("/dev/null"),
+        Capture {
+            stdout: false,
+            stderr: true,
+        },
+        Duration::from_secs(30),
+    )
+    .with_context(|| format!("reading the branch guards of {}", program.display()))?;
     if ended.status != RunStatus::Exited(0) || !out.exists() {
         bail!(
             "{} did not write its branch guards (it ended with {:?}{}): was it built with this trestle-cc?",
@@ -145,7 +218,8 @@ pub(crate) fn guard_numbers(program: &Path) -> Result<HashMap<(u64, u64), u32>> 
         );
     }
     let bytes = std::fs::read(&out).with_context(|| format!("cannot read {}", out.display()))?;
-    let rows = decode_guard_numbers(&bytes).map_err(|e| anyhow::anyhow!("{}: {e}", out.display()))?;
+    let rows =
+        decode_guard_numbers(&bytes).map_err(|e| anyhow::anyhow!("{}: {e}", out.display()))?;
     Ok(rows.into_iter().map(|(m, s, n)| ((m, s), n)).collect())
 }
 
@@ -165,14 +239,24 @@ impl Roadblock {
     /// A stable key for the roadblock: where it is and which direction.
     pub fn key(&self, table: &BranchTable) -> String {
         let b = &table.branches[self.branch];
-        format!("{}:{}#{}.{}", b.file.as_deref().unwrap_or("?"), b.line, self.branch, self.missing)
+        format!(
+            "{}:{}#{}.{}",
+            b.file.as_deref().unwrap_or("?"),
+            b.line,
+            self.branch,
+            self.missing
+        )
     }
 }
 
 /// The roadblocks of `table` under the coverage `covered` (by edge number), best
 /// first. `weight` says how much a branch's code counts (0 leaves it out: code that
 /// is not the program's own, say).
-pub fn roadblocks(table: &BranchTable, covered: &[bool], weight: impl Fn(&Branch) -> f64) -> Vec<Roadblock> {
+pub fn roadblocks(
+    table: &BranchTable,
+    covered: &[bool],
+    weight: impl Fn(&Branch) -> f64,
+) -> Vec<Roadblock> {
     let mut out = Vec::new();
     for (i, b) in table.branches.iter().enumerate() {
         if !b.directions.iter().any(|d| d.taken(covered)) {
@@ -192,7 +276,11 @@ pub fn roadblocks(table: &BranchTable, covered: &[bool], weight: impl Fn(&Branch
         if w <= 0.0 {
             continue;
         }
-        out.push(Roadblock { branch: i, missing: k, score: w * (1.0 + f64::from(d.behind)) });
+        out.push(Roadblock {
+            branch: i,
+            missing: k,
+            score: w * (1.0 + f64::from(d.behind)),
+        });
     }
     out.sort_by(|a, b| b.score.total_cmp(&a.score).then(a.branch.cmp(&b.branch)));
     out
@@ -208,7 +296,15 @@ mod tests {
             file: Some("/p/src/a.c".into()),
             line,
             cmp: None,
-            directions: dirs.iter().map(|(e, behind)| Direction { edges: e.to_vec(), behind: *behind, case: None, ends: false }).collect(),
+            directions: dirs
+                .iter()
+                .map(|(e, behind)| Direction {
+                    edges: e.to_vec(),
+                    behind: *behind,
+                    case: None,
+                    ends: false,
+                })
+                .collect(),
         }
     }
 
@@ -228,11 +324,22 @@ mod tests {
             covered[e] = true;
         }
         let r = roadblocks(&table, &covered, |_| 1.0);
-        assert_eq!(r.iter().map(|r| (r.branch, r.missing)).collect::<Vec<_>>(), vec![(3, 1), (0, 1)]);
+        assert_eq!(
+            r.iter().map(|r| (r.branch, r.missing)).collect::<Vec<_>>(),
+            vec![(3, 1), (0, 1)]
+        );
         assert_eq!(r[0].score, 41.0);
-        assert!(roadblocks(&table, &covered, |b| if b.line == 40 { 0.0 } else { 1.0 }).iter().all(|r| r.branch != 3));
+        assert!(
+            roadblocks(&table, &covered, |b| if b.line == 40 { 0.0 } else { 1.0 })
+                .iter()
+                .all(|r| r.branch != 3)
+        );
         covered[8] = true;
-        assert_eq!(roadblocks(&table, &covered, |_| 1.0).len(), 1, "a direction once taken is no roadblock");
+        assert_eq!(
+            roadblocks(&table, &covered, |_| 1.0).len(),
+            1,
+            "a direction once taken is no roadblock"
+        );
         // One that only ends the program is none either.
         let mut exits = table.clone();
         exits.branches[0].directions[1].ends = true;

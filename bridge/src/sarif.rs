@@ -36,7 +36,13 @@ pub struct Findings<'a> {
 impl<'a> Findings<'a> {
     /// A campaign's, from its report.
     pub fn of_report(r: &'a Report) -> Findings<'a> {
-        Findings { dir: &r.dir, program: &r.campaign.settings.program, elapsed: r.campaign.elapsed, alarms: &r.alarms, details: &r.details }
+        Findings {
+            dir: &r.dir,
+            program: &r.campaign.settings.program,
+            elapsed: r.campaign.elapsed,
+            alarms: &r.alarms,
+            details: &r.details,
+        }
     }
 }
 
@@ -84,7 +90,9 @@ pub fn write(findings: &Findings<'_>, file: &Path) -> Result<()> {
 /// The crash kind of an alarm: its signature up to " in " (`SIGSEGV in f < g`).
 fn crash_kind(a: &AlarmEntry) -> &str {
     let s = a.signature.as_str();
-    s.split_once(" in ").or_else(|| s.split_once(" (")).map_or(s, |(k, _)| k)
+    s.split_once(" in ")
+        .or_else(|| s.split_once(" ("))
+        .map_or(s, |(k, _)| k)
 }
 
 fn rule(kind: &str) -> Value {
@@ -136,13 +144,17 @@ fn rule_name(kind: &str) -> String {
         .map(|w| {
             let lower = w.to_ascii_lowercase();
             let mut cs = lower.chars();
-            cs.next().map(|c| c.to_ascii_uppercase().to_string() + cs.as_str()).unwrap_or_default()
+            cs.next()
+                .map(|c| c.to_ascii_uppercase().to_string() + cs.as_str())
+                .unwrap_or_default()
         })
         .collect()
 }
 
 fn describe(kind: &str) -> String {
-    let sanitizer = kind.strip_prefix("asan:").map(|k| format!("AddressSanitizer reports {k}"));
+    let sanitizer = kind
+        .strip_prefix("asan:")
+        .map(|k| format!("AddressSanitizer reports {k}"));
     let plain = match kind {
         "SIGSEGV" => "an invalid memory access (SIGSEGV)",
         "SIGBUS" => "an invalid memory access (SIGBUS)",
@@ -155,7 +167,13 @@ fn describe(kind: &str) -> String {
     sanitizer.unwrap_or_else(|| plain.to_owned())
 }
 
-fn result(r: &Findings<'_>, a: &AlarmEntry, d: &AlarmDetail, rule_index: usize, base: &Path) -> Value {
+fn result(
+    r: &Findings<'_>,
+    a: &AlarmEntry,
+    d: &AlarmDetail,
+    rule_index: usize,
+    base: &Path,
+) -> Value {
     let alarm_dir = r.dir.join(crate::files::ALARMS_DIR).join(&a.id);
     let script = alarm_dir.join("reproduce.sh");
     let command = format!("sh {}", shown(&script, base));
@@ -164,7 +182,10 @@ fn result(r: &Findings<'_>, a: &AlarmEntry, d: &AlarmDetail, rule_index: usize, 
             Some(by) => format!("triaged from {by}"),
             None => "found by system-level fuzzing".to_owned(),
         },
-        Provenance::Lifted(f) => format!("found by fuzzing a unit of {} and lifted to a system test", f.carved_invocation.function),
+        Provenance::Lifted(f) => format!(
+            "found by fuzzing a unit of {} and lifted to a system test",
+            f.carved_invocation.function
+        ),
     };
     let own: Vec<&Frame> = d.provenance.frames().iter().filter(|f| f.own).collect();
     let top = own.iter().position(|f| f.file.is_some());
@@ -220,7 +241,11 @@ fn result(r: &Findings<'_>, a: &AlarmEntry, d: &AlarmDetail, rule_index: usize, 
 
 /// A frame as a location: its file and line, and the function by name.
 fn frame_location(f: &Frame, base: &Path) -> Value {
-    let file = f.file.as_deref().map(Path::new).unwrap_or(Path::new(&f.module));
+    let file = f
+        .file
+        .as_deref()
+        .map(Path::new)
+        .unwrap_or(Path::new(&f.module));
     let mut physical = json!({ "artifactLocation": artifact(file, base) });
     if f.line > 0 {
         physical["region"] = json!({ "startLine": f.line });
@@ -234,7 +259,11 @@ fn frame_location(f: &Frame, base: &Path) -> Value {
 /// Where a file is: relative to `%SRCROOT%` under `base` (or given relative, as
 /// debug info may), else an absolute `file:` URI.
 fn artifact(path: &Path, base: &Path) -> Value {
-    let absolute = if path.is_absolute() { normalize(path) } else { normalize(&base.join(path)) };
+    let absolute = if path.is_absolute() {
+        normalize(path)
+    } else {
+        normalize(&base.join(path))
+    };
     match absolute.strip_prefix(normalize(base)) {
         Ok(rel) => json!({ "uri": encode(&rel.to_string_lossy()), "uriBaseId": SRCROOT }),
         Err(_) => json!({ "uri": format!("file://{}", encode(&absolute.to_string_lossy())) }),
@@ -244,7 +273,10 @@ fn artifact(path: &Path, base: &Path) -> Value {
 /// A path as a user in `base` would type it.
 fn shown(path: &Path, base: &Path) -> String {
     let p = normalize(path);
-    p.strip_prefix(normalize(base)).unwrap_or(&p).display().to_string()
+    p.strip_prefix(normalize(base))
+        .unwrap_or(&p)
+        .display()
+        .to_string()
 }
 
 /// `a/./b/../c` as `a/c`, without touching the file system.
@@ -287,15 +319,27 @@ mod tests {
     #[test]
     fn paths_under_the_base_are_relative_to_srcroot_and_others_absolute() {
         let base = Path::new("/work/repo");
-        assert_eq!(artifact(Path::new("/work/repo/src/cut.c"), base), json!({ "uri": "src/cut.c", "uriBaseId": SRCROOT }));
-        assert_eq!(artifact(Path::new("src/../lib/x.c"), base), json!({ "uri": "lib/x.c", "uriBaseId": SRCROOT }));
-        assert_eq!(artifact(Path::new("/usr/include/a b.h"), base), json!({ "uri": "file:///usr/include/a%20b.h" }));
+        assert_eq!(
+            artifact(Path::new("/work/repo/src/cut.c"), base),
+            json!({ "uri": "src/cut.c", "uriBaseId": SRCROOT })
+        );
+        assert_eq!(
+            artifact(Path::new("src/../lib/x.c"), base),
+            json!({ "uri": "lib/x.c", "uriBaseId": SRCROOT })
+        );
+        assert_eq!(
+            artifact(Path::new("/usr/include/a b.h"), base),
+            json!({ "uri": "file:///usr/include/a%20b.h" })
+        );
         assert_eq!(directory_uri(base), "file:///work/repo/");
     }
 
     #[test]
     fn rules_are_named_by_the_crash_kind() {
-        assert_eq!(rule_name("asan:heap-buffer-overflow"), "AsanHeapBufferOverflow");
+        assert_eq!(
+            rule_name("asan:heap-buffer-overflow"),
+            "AsanHeapBufferOverflow"
+        );
         assert_eq!(rule_name("SIGSEGV"), "Sigsegv");
         assert!(describe("stack-overflow").contains("recursion"));
         assert!(describe("asan:heap-use-after-free").contains("heap-use-after-free"));

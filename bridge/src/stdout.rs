@@ -25,10 +25,21 @@ macro_rules! outln {
 /// with status 141; any other write error ends it with a message and status 2.
 pub fn write(args: std::fmt::Arguments, newline: bool) {
     let mut out = std::io::stdout().lock();
-    let written = out.write_fmt(args).and_then(|()| if newline { out.write_all(b"\n") } else { Ok(()) }).and_then(|()| out.flush());
+    let written = out
+        .write_fmt(args)
+        .and_then(|()| {
+            if newline {
+                out.write_all(b"\n")
+            } else {
+                Ok(())
+            }
+        })
+        .and_then(|()| out.flush());
     match written {
         Ok(()) => {}
-        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => std::process::exit(BROKEN_PIPE_STATUS),
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => {
+            std::process::exit(BROKEN_PIPE_STATUS)
+        }
         Err(e) => {
             eprintln!("trestle: cannot write on stdout: {e}");
             std::process::exit(2);

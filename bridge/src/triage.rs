@@ -183,11 +183,18 @@ pub fn run(opts: &Options) -> Result<Summary> {
         }
         inputs.extend(found);
     }
-    let limits = Limits { wall: opts.timeout, cpu_secs: cpu_limit(opts.timeout), memory: opts.memory_mb << 20, ..Limits::default() };
+    let limits = Limits {
+        wall: opts.timeout,
+        cpu_secs: cpu_limit(opts.timeout),
+        memory: opts.memory_mb << 20,
+        ..Limits::default()
+    };
     let sandbox = Sandbox::new(limits, !opts.no_sandbox)?;
-    let program = std::fs::canonicalize(&opts.program).with_context(|| format!("program {}", opts.program.display()))?;
+    let program = std::fs::canonicalize(&opts.program)
+        .with_context(|| format!("program {}", opts.program.display()))?;
     check_program_starts(&program)?;
-    std::fs::create_dir_all(&opts.out).with_context(|| format!("cannot create {}", opts.out.display()))?;
+    std::fs::create_dir_all(&opts.out)
+        .with_context(|| format!("cannot create {}", opts.out.display()))?;
     let earlier = match &opts.fail_on_new {
         Some(d) => Some(earlier_keys(d)?),
         None => None,
@@ -203,7 +210,10 @@ pub fn run(opts: &Options) -> Result<Summary> {
     }
 
     // Smallest first: the first member of a group is the one reduced.
-    let mut sized: Vec<(u64, Input)> = inputs.into_iter().map(|i| (std::fs::metadata(&i.path).map(|m| m.len()).unwrap_or(0), i)).collect();
+    let mut sized: Vec<(u64, Input)> = inputs
+        .into_iter()
+        .map(|i| (std::fs::metadata(&i.path).map(|m| m.len()).unwrap_or(0), i))
+        .collect();
     sized.sort_by(|a, b| a.0.cmp(&b.0).then_with(|| a.1.path.cmp(&b.1.path)));
     let total = sized.len();
     // By alarm id, in the order run: smallest first.
@@ -212,7 +222,11 @@ pub fn run(opts: &Options) -> Result<Summary> {
     let mut last_line = Instant::now();
     for (n, (_, input)) in sized.iter().enumerate() {
         let test = test_of(input, opts.command.as_deref())?;
-        let name = input.path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+        let name = input
+            .path
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
         let mut outcome = Confirmed::NotReproduced(String::new());
         // A hang is run twice by its confirmation already.
         for _ in 0..if input.kind.is_hang() { 1 } else { TRIES } {
@@ -223,7 +237,9 @@ pub fn run(opts: &Options) -> Result<Summary> {
             };
             outcome = confirmed.with_context(|| format!("triaging {}", input.path.display()))?;
             match &outcome {
-                Confirmed::NotReproduced(how) if input.kind.may_hang() && how.contains(&format!("({CPU_LIMIT}")) => {
+                Confirmed::NotReproduced(how)
+                    if input.kind.may_hang() && how.contains(&format!("({CPU_LIMIT}")) =>
+                {
                     let how = how.clone();
                     outcome = lifter
                         .confirm_hang(&test, &name, &input.path, Some(input.kind.words()))
@@ -240,7 +256,11 @@ pub fn run(opts: &Options) -> Result<Summary> {
         match outcome {
             Confirmed::New(id) => {
                 if opts.progress {
-                    eprintln!("[triage {}/{total}] {}: a new bug, alarms/{id}", n + 1, input.path.display());
+                    eprintln!(
+                        "[triage {}/{total}] {}: a new bug, alarms/{id}",
+                        n + 1,
+                        input.path.display()
+                    );
                     last_line = Instant::now();
                 }
                 members.entry(id).or_default().push(input.path.clone());
@@ -250,14 +270,22 @@ pub fn run(opts: &Options) -> Result<Summary> {
                 input: input.path.clone(),
                 kind: input.kind,
                 reason: if input.kind.is_hang() {
-                    format!("does not hang the program ({how}; {} of CPU time)", humantime_secs(opts.hang_timeout))
+                    format!(
+                        "does not hang the program ({how}; {} of CPU time)",
+                        humantime_secs(opts.hang_timeout)
+                    )
                 } else {
                     format!("does not crash the program ({how}, {TRIES} runs)")
                 },
             }),
         }
         if opts.progress && last_line.elapsed() > Duration::from_secs(5) {
-            eprintln!("[triage {}/{total}] {} bug(s), {} dropped", n + 1, members.len(), dropped.len());
+            eprintln!(
+                "[triage {}/{total}] {} bug(s), {} dropped",
+                n + 1,
+                members.len(),
+                dropped.len()
+            );
             last_line = Instant::now();
         }
     }
@@ -265,10 +293,14 @@ pub fn run(opts: &Options) -> Result<Summary> {
     let alarms = lifter.alarms();
     let mut groups: Vec<Group> = Vec::new();
     for a in &alarms {
-        let Some(mut m) = members.remove(&a.id) else { continue };
+        let Some(mut m) = members.remove(&a.id) else {
+            continue;
+        };
         let smallest = m[0].clone();
         m.sort();
-        let new = earlier.as_ref().is_some_and(|keys| !keys.iter().any(|k| CrashSignature::keys_match(k, &a.key)));
+        let new = earlier
+            .as_ref()
+            .is_some_and(|keys| !keys.iter().any(|k| CrashSignature::keys_match(k, &a.key)));
         groups.push(Group {
             id: a.id.clone(),
             key: a.key.clone(),
@@ -294,7 +326,13 @@ pub fn run(opts: &Options) -> Result<Summary> {
     files::write_atomic(&report, report_md(&summary, &alarms).as_bytes())?;
     if let Some(file) = &opts.sarif {
         let details = crate::report::alarm_details(&opts.out, &alarms)?;
-        let findings = crate::sarif::Findings { dir: &opts.out, program: &summary.program, elapsed: summary.seconds, alarms: &alarms, details: &details };
+        let findings = crate::sarif::Findings {
+            dir: &opts.out,
+            program: &summary.program,
+            elapsed: summary.seconds,
+            alarms: &alarms,
+            details: &details,
+        };
         crate::sarif::write(&findings, file)?;
     }
     Ok(summary)
@@ -349,7 +387,12 @@ fn report_md(s: &Summary, alarms: &[crate::lift::AlarmEntry]) -> String {
     if !s.dropped.is_empty() {
         md += "## Dropped\n\n";
         for d in &s.dropped {
-            md += &format!("- `{}` ({}): {}\n", d.input.display(), d.kind.words(), d.reason);
+            md += &format!(
+                "- `{}` ({}): {}\n",
+                d.input.display(),
+                d.kind.words(),
+                d.reason
+            );
         }
     }
     md
@@ -360,23 +403,38 @@ pub const TRIAGE: &str = "triage.json";
 
 /// The alarm keys of an earlier triage or campaign directory.
 fn earlier_keys(dir: &Path) -> Result<Vec<String>> {
-    let list: crate::lift::AlarmList = files::read(&dir.join(files::ALARMS))
-        .with_context(|| format!("--fail-on-new: {} is no earlier triage or campaign directory", dir.display()))?;
+    let list: crate::lift::AlarmList =
+        files::read(&dir.join(files::ALARMS)).with_context(|| {
+            format!(
+                "--fail-on-new: {} is no earlier triage or campaign directory",
+                dir.display()
+            )
+        })?;
     Ok(list.alarms.into_iter().map(|a| a.key).collect())
 }
 
 /// Fail early, in one line, for a program that cannot run at all.
 fn check_program_starts(program: &Path) -> Result<()> {
-    let meta = std::fs::metadata(program).with_context(|| format!("program {}", program.display()))?;
+    let meta =
+        std::fs::metadata(program).with_context(|| format!("program {}", program.display()))?;
     use std::os::unix::fs::PermissionsExt as _;
     if !meta.is_file() || meta.permissions().mode() & 0o111 == 0 {
         bail!("program {} is not an executable file", program.display());
     }
-    let opts = RunOptions { timeout: Duration::from_secs(10), env: Vec::new(), capture_stdout: false };
-    let r = crate::system::systest::run_test(program, &SystemTest::default(), &opts).with_context(|| format!("program {} does not start", program.display()))?;
+    let opts = RunOptions {
+        timeout: Duration::from_secs(10),
+        env: Vec::new(),
+        capture_stdout: false,
+    };
+    let r = crate::system::systest::run_test(program, &SystemTest::default(), &opts)
+        .with_context(|| format!("program {} does not start", program.display()))?;
     if let crate::system::systest::RunStatus::Exited(code @ (126 | 127)) = r.status {
         let err = String::from_utf8_lossy(&r.stderr);
-        bail!("program {} does not start (exit {code}): {}", program.display(), err.lines().last().unwrap_or("").trim());
+        bail!(
+            "program {} does not start (exit {code}): {}",
+            program.display(),
+            err.lines().last().unwrap_or("").trim()
+        );
     }
     Ok(())
 }
@@ -403,7 +461,11 @@ fn collect(path: &Path) -> Result<Vec<Input>> {
     if !instances.is_empty() {
         return Ok(instances);
     }
-    Ok(list(path)?.into_iter().filter(|p| p.is_file() && !is_note(p)).map(|p| file_input(&p, None)).collect())
+    Ok(list(path)?
+        .into_iter()
+        .filter(|p| p.is_file() && !is_note(p))
+        .map(|p| file_input(&p, None))
+        .collect())
 }
 
 /// The entries of a directory, sorted.
@@ -419,17 +481,32 @@ fn list(dir: &Path) -> Result<Vec<PathBuf>> {
 
 /// Files fuzzers leave beside their inputs.
 fn is_note(p: &Path) -> bool {
-    let name = p.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    let name = p
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
     name == "README.txt" || name.starts_with('.')
 }
 
 fn afl_instance(dir: &Path) -> Result<Vec<Input>> {
     let command = afl_command(dir)?;
     let mut out = Vec::new();
-    for (sub, kind) in [("crashes", InputKind::AflCrash), ("hangs", InputKind::AflHang)] {
+    for (sub, kind) in [
+        ("crashes", InputKind::AflCrash),
+        ("hangs", InputKind::AflHang),
+    ] {
         let d = dir.join(sub);
         if d.is_dir() {
-            out.extend(list(&d)?.into_iter().filter(|p| p.is_file() && !is_note(p)).map(|path| Input { path, kind, command: command.clone() }));
+            out.extend(
+                list(&d)?
+                    .into_iter()
+                    .filter(|p| p.is_file() && !is_note(p))
+                    .map(|path| Input {
+                        path,
+                        kind,
+                        command: command.clone(),
+                    }),
+            );
         }
     }
     Ok(out)
@@ -444,8 +521,11 @@ fn afl_command(dir: &Path) -> Result<Option<Vec<String>>> {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
         Err(e) => return Err(e).with_context(|| format!("cannot read {}", stats.display())),
     };
-    let Some(line) = text.lines().find_map(|l| l.split_once(':').filter(|(k, _)| k.trim() == "command_line").map(|(_, v)| v.trim().to_owned()))
-    else {
+    let Some(line) = text.lines().find_map(|l| {
+        l.split_once(':')
+            .filter(|(k, _)| k.trim() == "command_line")
+            .map(|(_, v)| v.trim().to_owned())
+    }) else {
         return Ok(None);
     };
     let words: Vec<&str> = line.split_whitespace().collect();
@@ -456,12 +536,18 @@ fn afl_command(dir: &Path) -> Result<Option<Vec<String>>> {
         None => {
             let mut i = 1;
             while i < words.len() && words[i].starts_with('-') {
-                i += if afl_option_takes_value(words[i]) { 2 } else { 1 };
+                i += if afl_option_takes_value(words[i]) {
+                    2
+                } else {
+                    1
+                };
             }
             i
         }
     };
-    Ok(words.get(target_at + 1..).map(|rest| rest.iter().map(|s| s.to_string()).collect()))
+    Ok(words
+        .get(target_at + 1..)
+        .map(|rest| rest.iter().map(|s| s.to_string()).collect()))
 }
 
 /// afl-fuzz options that take a value (`-i DIR`), as opposed to flags (`-d`).
@@ -470,17 +556,27 @@ fn afl_option_takes_value(opt: &str) -> bool {
 }
 
 fn file_input(path: &Path, command: Option<Vec<String>>) -> Input {
-    let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
     let kind = if name.starts_with("crash-") || name.starts_with("leak-") {
         InputKind::LibfuzzerCrash
-    } else if name.starts_with("timeout-") || name.starts_with("oom-") || name.starts_with("slow-unit-") {
+    } else if name.starts_with("timeout-")
+        || name.starts_with("oom-")
+        || name.starts_with("slow-unit-")
+    {
         InputKind::LibfuzzerHang
     } else if name.ends_with(".json") && load_test(path).is_ok() {
         InputKind::SystemTest
     } else {
         InputKind::Raw
     };
-    Input { path: path.to_owned(), kind, command }
+    Input {
+        path: path.to_owned(),
+        kind,
+        command,
+    }
 }
 
 /// The system test an input runs as: a trestle test as it is; otherwise its bytes
@@ -490,7 +586,8 @@ fn test_of(input: &Input, command: Option<&[String]>) -> Result<SystemTest> {
     if input.kind == InputKind::SystemTest {
         return load_test(&input.path);
     }
-    let bytes = std::fs::read(&input.path).with_context(|| format!("cannot read {}", input.path.display()))?;
+    let bytes = std::fs::read(&input.path)
+        .with_context(|| format!("cannot read {}", input.path.display()))?;
     let libfuzzer = [String::from("@@")];
     let args: &[String] = match (command, &input.command) {
         (Some(c), _) => c,
@@ -498,7 +595,10 @@ fn test_of(input: &Input, command: Option<&[String]>) -> Result<SystemTest> {
         (None, None) if matches!(input.kind, InputKind::LibfuzzerCrash) => &libfuzzer,
         (None, None) => &[],
     };
-    let mut test = SystemTest { args: args.iter().map(|a| a.replace("@@", INPUT_FILE)).collect(), ..Default::default() };
+    let mut test = SystemTest {
+        args: args.iter().map(|a| a.replace("@@", INPUT_FILE)).collect(),
+        ..Default::default()
+    };
     if args.iter().any(|a| a.contains("@@")) {
         test.files.insert(INPUT_FILE.into(), bytes);
     } else {
@@ -514,9 +614,18 @@ mod tests {
     #[test]
     fn the_target_command_line_comes_from_fuzzer_stats() {
         let dir = tempfile::tempdir().unwrap();
-        let stats = |line: &str| std::fs::write(dir.path().join("fuzzer_stats"), format!("start_time : 1\ncommand_line : {line}\n")).unwrap();
+        let stats = |line: &str| {
+            std::fs::write(
+                dir.path().join("fuzzer_stats"),
+                format!("start_time : 1\ncommand_line : {line}\n"),
+            )
+            .unwrap()
+        };
         stats("afl-fuzz -i in -o out -V 600 -c /b/cmplog/dc -l 2AT -x dict.txt -- /b/afl/dc -f @@");
-        assert_eq!(afl_command(dir.path()).unwrap(), Some(vec!["-f".to_owned(), "@@".to_owned()]));
+        assert_eq!(
+            afl_command(dir.path()).unwrap(),
+            Some(vec!["-f".to_owned(), "@@".to_owned()])
+        );
         stats("afl-fuzz -i in -o out -d /b/afl/prog");
         assert_eq!(afl_command(dir.path()).unwrap(), Some(vec![]));
         std::fs::remove_file(dir.path().join("fuzzer_stats")).unwrap();
@@ -528,14 +637,21 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let f = dir.path().join("id:000000,sig:11");
         std::fs::write(&f, b"5 0:r\n").unwrap();
-        let raw = Input { path: f.clone(), kind: InputKind::AflCrash, command: Some(vec!["-f".into(), "@@".into()]) };
+        let raw = Input {
+            path: f.clone(),
+            kind: InputKind::AflCrash,
+            command: Some(vec!["-f".into(), "@@".into()]),
+        };
         let t = test_of(&raw, None).unwrap();
         assert_eq!(t.args, ["-f", INPUT_FILE]);
         assert_eq!(t.files[INPUT_FILE], b"5 0:r\n");
         assert_eq!(t.stdin, None);
         // A command given on the command line wins; without `@@` the bytes are stdin.
         let t = test_of(&raw, Some(&["-x".into()])).unwrap();
-        assert_eq!((t.args.as_slice(), t.stdin.as_deref()), (&["-x".to_owned()][..], Some(&b"5 0:r\n"[..])));
+        assert_eq!(
+            (t.args.as_slice(), t.stdin.as_deref()),
+            (&["-x".to_owned()][..], Some(&b"5 0:r\n"[..]))
+        );
         // A libFuzzer crash file is the target's one argument.
         let lf = file_input(&dir.path().join("crash-0a1b"), None);
         std::fs::write(&lf.path, b"x").unwrap();

@@ -16,15 +16,17 @@
 
 use crate::pass::{add_to_llvm_used, file_path, is_local, table_global, PassError};
 use inkwell::module::Module;
-use inkwell::values::{AsValueRef as _, BasicMetadataValueEnum, FunctionValue, InstructionValue, PointerValue};
+use inkwell::values::{
+    AsValueRef as _, BasicMetadataValueEnum, FunctionValue, InstructionValue, PointerValue,
+};
 use inkwell::AddressSpace;
 use llvm_sys::core as llc;
 use llvm_sys::debuginfo as lldi;
 use llvm_sys::prelude::{LLVMBasicBlockRef, LLVMValueRef};
 use std::collections::{BTreeMap, HashMap};
 use trestle_abi::branches::{
-    cmp_id, encode_module_branches, module_key, Branch, Direction, ModuleBranches, CMP_HOOK, SECTION_BRANCHES,
-    SECTION_BRANCH_GUARDS,
+    cmp_id, encode_module_branches, module_key, Branch, Direction, ModuleBranches, CMP_HOOK,
+    SECTION_BRANCHES, SECTION_BRANCH_GUARDS,
 };
 use trestle_abi::ids::symbol_id;
 
@@ -53,7 +55,17 @@ struct Cfg {
 
 /// Calls that never return but are bugs, not the program ending itself: a direction
 /// that leads to one is no error exit.
-const CRASHING_CALLS: &[&str] = &["abort", "__assert_fail", "__assert_perror_fail", "__stack_chk_fail", "__fortify_fail", "__chk_fail", "llvm.trap", "llvm.debugtrap", "__ubsan_handle"];
+const CRASHING_CALLS: &[&str] = &[
+    "abort",
+    "__assert_fail",
+    "__assert_perror_fail",
+    "__stack_chk_fail",
+    "__fortify_fail",
+    "__chk_fail",
+    "llvm.trap",
+    "llvm.debugtrap",
+    "__ubsan_handle",
+];
 
 /// By block: whether every path from it ends in `unreachable` after a call that never
 /// returns and is no crash (see [`CRASHING_CALLS`]); a loop that may run for ever does
@@ -116,7 +128,9 @@ impl Cfg {
                     if term.is_null() {
                         return Vec::new();
                     }
-                    (0..llc::LLVMGetNumSuccessors(term)).filter_map(|k| index.get(&llc::LLVMGetSuccessor(term, k)).copied()).collect()
+                    (0..llc::LLVMGetNumSuccessors(term))
+                        .filter_map(|k| index.get(&llc::LLVMGetSuccessor(term, k)).copied())
+                        .collect()
                 }
             })
             .collect();
@@ -187,7 +201,13 @@ impl Cfg {
                 }
             }
         }
-        Cfg { blocks, index, succs, idom, rpo }
+        Cfg {
+            blocks,
+            index,
+            succs,
+            idom,
+            rpo,
+        }
     }
 
     /// Whether `a` dominates `b`.
@@ -216,7 +236,9 @@ fn guards_by_block(module: &Module<'_>) -> HashMap<LLVMBasicBlockRef, Vec<LLVMVa
         unsafe {
             let guard = llc::LLVMGetOperand(v, 0);
             if llc::LLVMIsConstant(guard) != 0 {
-                out.entry(llc::LLVMGetInstructionParent(v)).or_default().push(guard);
+                out.entry(llc::LLVMGetInstructionParent(v))
+                    .or_default()
+                    .push(guard);
             }
         }
     }
@@ -236,8 +258,16 @@ unsafe fn location(inst: LLVMValueRef) -> Option<(String, u32)> {
         }
         let line = lldi::LLVMDILocationGetLine(loc);
         let scope = lldi::LLVMDILocationGetScope(loc);
-        let file = if scope.is_null() { std::ptr::null_mut() } else { lldi::LLVMDIScopeGetFile(scope) };
-        let path = if file.is_null() { String::new() } else { file_path(file) };
+        let file = if scope.is_null() {
+            std::ptr::null_mut()
+        } else {
+            lldi::LLVMDIScopeGetFile(scope)
+        };
+        let path = if file.is_null() {
+            String::new()
+        } else {
+            file_path(file)
+        };
         (line > 0).then_some((path, line))
     }
 }
@@ -269,7 +299,10 @@ unsafe fn cmp_hook_call(icmp: LLVMValueRef) -> Option<(LLVMValueRef, u8, bool)> 
             // The hook logs this comparison's operands (constants first, when one is).
             let (a, b) = (llc::LLVMGetOperand(icmp, 0), llc::LLVMGetOperand(icmp, 1));
             let (x, y) = (llc::LLVMGetOperand(prev, 0), llc::LLVMGetOperand(prev, 1));
-            let int = |v: LLVMValueRef| llc::LLVMGetTypeKind(llc::LLVMTypeOf(v)) == llvm_sys::LLVMTypeKind::LLVMIntegerTypeKind;
+            let int = |v: LLVMValueRef| {
+                llc::LLVMGetTypeKind(llc::LLVMTypeOf(v))
+                    == llvm_sys::LLVMTypeKind::LLVMIntegerTypeKind
+            };
             if !int(x) || !int(y) {
                 return None;
             }
@@ -308,7 +341,11 @@ pub fn emit_branch_table(module: &Module<'_>) -> Result<BranchStats, PassError> 
     }
     let module_name = crate::pass::cstr(module.get_source_file_name());
     let key = module_key(&module_name);
-    let mut table = ModuleBranches { module: module_name.clone(), key, ..Default::default() };
+    let mut table = ModuleBranches {
+        module: module_name.clone(),
+        key,
+        ..Default::default()
+    };
     let mut files: BTreeMap<String, u32> = BTreeMap::new();
     // Slot by guard, in the order first used.
     let mut slots: HashMap<LLVMValueRef, u32> = HashMap::new();
@@ -321,7 +358,10 @@ pub fn emit_branch_table(module: &Module<'_>) -> Result<BranchStats, PassError> 
     };
     let mut replace: Vec<(LLVMValueRef, u32, u8, bool)> = Vec::new();
     let mut claimed: HashMap<LLVMValueRef, u32> = HashMap::new();
-    let functions: Vec<FunctionValue<'_>> = module.get_functions().filter(|f| f.count_basic_blocks() > 0).collect();
+    let functions: Vec<FunctionValue<'_>> = module
+        .get_functions()
+        .filter(|f| f.count_basic_blocks() > 0)
+        .collect();
     for f in functions {
         let fref = f.as_value_ref();
         // SAFETY: `f` is a live function with a body.
@@ -352,7 +392,12 @@ pub fn emit_branch_table(module: &Module<'_>) -> Result<BranchStats, PassError> 
             // SAFETY: the terminator of a live block.
             let term = unsafe { llc::LLVMGetBasicBlockTerminator(cfg.blocks[b]) };
             // SAFETY: type queries on a live instruction.
-            let (is_br, is_switch) = unsafe { (!llc::LLVMIsABranchInst(term).is_null(), !llc::LLVMIsASwitchInst(term).is_null()) };
+            let (is_br, is_switch) = unsafe {
+                (
+                    !llc::LLVMIsABranchInst(term).is_null(),
+                    !llc::LLVMIsASwitchInst(term).is_null(),
+                )
+            };
             if !is_br && !is_switch {
                 continue; // invoke, indirectbr, callbr: no condition to solve
             }
@@ -360,7 +405,9 @@ pub fn emit_branch_table(module: &Module<'_>) -> Result<BranchStats, PassError> 
             // SAFETY: as above; successor k of a live terminator.
             let n = unsafe { llc::LLVMGetNumSuccessors(term) };
             for k in 0..n {
-                let Some(&s) = cfg.index.get(&unsafe { llc::LLVMGetSuccessor(term, k) }) else { continue };
+                let Some(&s) = cfg.index.get(&unsafe { llc::LLVMGetSuccessor(term, k) }) else {
+                    continue;
+                };
                 let mut first = Vec::new();
                 let mut queue = std::collections::VecDeque::from([s]);
                 let mut visited = std::collections::HashSet::from([s]);
@@ -380,15 +427,28 @@ pub fn emit_branch_table(module: &Module<'_>) -> Result<BranchStats, PassError> 
                     }
                 }
                 // SAFETY: a switch's case k (k >= 1) has its value at operand 2k.
-                let case = (is_switch && k > 0).then(|| unsafe { llc::LLVMConstIntGetSExtValue(llc::LLVMGetOperand(term, 2 * k)) });
+                let case = (is_switch && k > 0).then(|| unsafe {
+                    llc::LLVMConstIntGetSExtValue(llc::LLVMGetOperand(term, 2 * k))
+                });
                 let behind = if cfg.dominates(b, s) { behind[s] } else { 0 };
-                directions.push(Direction { guards: first, behind, case, ends: ends[s] });
+                directions.push(Direction {
+                    guards: first,
+                    behind,
+                    case,
+                    ends: ends[s],
+                });
             }
             if directions.iter().all(|d| d.guards.is_empty()) {
                 continue;
             }
             // SAFETY: the condition of a conditional branch (operand 0 of a switch).
-            let cond = unsafe { if is_br { llc::LLVMGetCondition(term) } else { llc::LLVMGetOperand(term, 0) } };
+            let cond = unsafe {
+                if is_br {
+                    llc::LLVMGetCondition(term)
+                } else {
+                    llc::LLVMGetOperand(term, 0)
+                }
+            };
             let mut cmp = None;
             // SAFETY: type queries and debug info of live values.
             let icmp = unsafe { (!llc::LLVMIsAICmpInst(cond).is_null()).then_some(cond) };
@@ -415,10 +475,19 @@ pub fn emit_branch_table(module: &Module<'_>) -> Result<BranchStats, PassError> 
                 Some((_, line)) => (None, line),
                 None => (None, 0),
             };
-            table.branches.push(Branch { function, file, line, cmp, directions });
+            table.branches.push(Branch {
+                function,
+                file,
+                line,
+                cmp,
+                directions,
+            });
         }
     }
-    let stats = BranchStats { branches: table.branches.len(), with_cmp: replace.len() };
+    let stats = BranchStats {
+        branches: table.branches.len(),
+        with_cmp: replace.len(),
+    };
     if table.branches.is_empty() {
         return Ok(stats);
     }
@@ -431,14 +500,26 @@ pub fn emit_branch_table(module: &Module<'_>) -> Result<BranchStats, PassError> 
 }
 
 /// Replace each `trace-cmp` call by one to [`CMP_HOOK`] with its fixed id.
-fn replace_cmp_hooks(module: &Module<'_>, calls: &[(LLVMValueRef, u32, u8, bool)]) -> Result<(), PassError> {
+fn replace_cmp_hooks(
+    module: &Module<'_>,
+    calls: &[(LLVMValueRef, u32, u8, bool)],
+) -> Result<(), PassError> {
     if calls.is_empty() {
         return Ok(());
     }
     let ctx = module.get_context();
     let (i8t, i64t) = (ctx.i8_type(), ctx.i64_type());
     let hook = module.get_function(CMP_HOOK).unwrap_or_else(|| {
-        let ty = ctx.void_type().fn_type(&[i64t.into(), i8t.into(), i64t.into(), i64t.into(), i8t.into()], false);
+        let ty = ctx.void_type().fn_type(
+            &[
+                i64t.into(),
+                i8t.into(),
+                i64t.into(),
+                i64t.into(),
+                i8t.into(),
+            ],
+            false,
+        );
         module.add_function(CMP_HOOK, ty, Some(inkwell::module::Linkage::External))
     });
     let builder = ctx.create_builder();
@@ -486,12 +567,30 @@ fn emit(module: &Module<'_>, table: &ModuleBranches, key: u64, guards: &[LLVMVal
         .map(|(slot, g)| {
             // SAFETY: `g` is a live constant pointer (a guard's address).
             let g = unsafe { PointerValue::new(*g) };
-            row_ty.const_named_struct(&[i64t.const_int(key, false).into(), i64t.const_int(slot as u64, false).into(), g.into()])
+            row_ty.const_named_struct(&[
+                i64t.const_int(key, false).into(),
+                i64t.const_int(slot as u64, false).into(),
+                g.into(),
+            ])
         })
         .collect();
-    let rows_g = table_global(module, row_ty.array_type(rows.len() as u32), &row_ty.const_array(&rows), "__trestle_branch_guards", SECTION_BRANCH_GUARDS, 8);
+    let rows_g = table_global(
+        module,
+        row_ty.array_type(rows.len() as u32),
+        &row_ty.const_array(&rows),
+        "__trestle_branch_guards",
+        SECTION_BRANCH_GUARDS,
+        8,
+    );
     let blob = encode_module_branches(table);
     let blob_val = ctx.const_string(&blob, false);
-    let blob_g = table_global(module, blob_val.get_type(), &blob_val, "__trestle_branches", SECTION_BRANCHES, 1);
+    let blob_g = table_global(
+        module,
+        blob_val.get_type(),
+        &blob_val,
+        "__trestle_branches",
+        SECTION_BRANCHES,
+        1,
+    );
     add_to_llvm_used(module, &[rows_g, blob_g]);
 }

@@ -20,13 +20,20 @@ use trestle_abi::hooks::{EDGE_CALLBACK, EDGE_MAP_POINTER};
 /// Rewrite the bitcode file `input` into `output`; the number of calls inlined.
 pub fn inline_edge_counters_file(input: &Path, output: &Path) -> Result<usize, PassError> {
     let ctx = inkwell::context::Context::create();
-    let bitcode_err = |msg: String| PassError::Bitcode { path: input.display().to_string(), msg };
-    let buf = inkwell::memory_buffer::MemoryBuffer::create_from_file(input).map_err(|e| bitcode_err(e.to_string()))?;
-    let module = Module::parse_bitcode_from_buffer(&buf, &ctx).map_err(|e| bitcode_err(e.to_string()))?;
+    let bitcode_err = |msg: String| PassError::Bitcode {
+        path: input.display().to_string(),
+        msg,
+    };
+    let buf = inkwell::memory_buffer::MemoryBuffer::create_from_file(input)
+        .map_err(|e| bitcode_err(e.to_string()))?;
+    let module =
+        Module::parse_bitcode_from_buffer(&buf, &ctx).map_err(|e| bitcode_err(e.to_string()))?;
     crate::branches::emit_branch_table(&module)?;
     crate::routines::hook_comparison_routines(&module)?;
     let n = inline_edge_counters(&module)?;
-    module.verify().map_err(|e| PassError::Verify(e.to_string()))?;
+    module
+        .verify()
+        .map_err(|e| PassError::Verify(e.to_string()))?;
     if !module.write_bitcode_to_path(output) {
         return Err(PassError::Write(output.display().to_string()));
     }
@@ -35,14 +42,18 @@ pub fn inline_edge_counters_file(input: &Path, output: &Path) -> Result<usize, P
 
 /// The calls to the edge callback in `module`.
 pub(crate) fn callback_calls<'ctx>(module: &Module<'ctx>) -> Vec<InstructionValue<'ctx>> {
-    let Some(callback) = module.get_function(EDGE_CALLBACK) else { return Vec::new() };
+    let Some(callback) = module.get_function(EDGE_CALLBACK) else {
+        return Vec::new();
+    };
     let mut calls = Vec::new();
     // SAFETY: walking the use list of a live function; each user is a live value.
     unsafe {
         let mut u = llc::LLVMGetFirstUse(callback.as_value_ref());
         while !u.is_null() {
             let user = llc::LLVMGetUser(u);
-            if !llc::LLVMIsACallInst(user).is_null() && llc::LLVMGetCalledValue(user) == callback.as_value_ref() {
+            if !llc::LLVMIsACallInst(user).is_null()
+                && llc::LLVMGetCalledValue(user) == callback.as_value_ref()
+            {
                 calls.push(InstructionValue::new(user));
             }
             u = llc::LLVMGetNextUse(u);
@@ -70,9 +81,13 @@ pub fn inline_edge_counters(module: &Module<'_>) -> Result<usize, PassError> {
         builder.position_before(call);
         // SAFETY: operand 0 of a call to the callback is its guard pointer.
         let guard = unsafe { PointerValue::new(llc::LLVMGetOperand(call.as_value_ref(), 0)) };
-        let index = builder.build_load(i32t, guard, "edge.index")?.into_int_value();
+        let index = builder
+            .build_load(i32t, guard, "edge.index")?
+            .into_int_value();
         let index = builder.build_int_z_extend(index, i64t, "")?;
-        let map = builder.build_load(ptr, map_ptr.as_pointer_value(), "edge.map")?.into_pointer_value();
+        let map = builder
+            .build_load(ptr, map_ptr.as_pointer_value(), "edge.map")?
+            .into_pointer_value();
         // SAFETY: the guard's number is below the map's size (the runtime's promise).
         let counter = unsafe { builder.build_in_bounds_gep(i8t, map, &[index], "edge.counter")? };
         let old = builder.build_load(i8t, counter, "")?.into_int_value();

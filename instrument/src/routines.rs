@@ -8,7 +8,10 @@
 
 use crate::pass::PassError;
 use inkwell::module::Module;
-use inkwell::values::{AsValueRef as _, BasicMetadataValueEnum, BasicValueEnum, InstructionOpcode, InstructionValue, PointerValue};
+use inkwell::values::{
+    AsValueRef as _, BasicMetadataValueEnum, BasicValueEnum, InstructionOpcode, InstructionValue,
+    PointerValue,
+};
 use inkwell::AddressSpace;
 use llvm_sys::core as llc;
 use llvm_sys::prelude::LLVMValueRef;
@@ -54,7 +57,10 @@ fn routine_calls(module: &Module<'_>) -> Vec<(LLVMValueRef, Operands)> {
                     }
                     let mut len = 0;
                     let name = llc::LLVMGetValueName2(callee, &mut len);
-                    routine(&String::from_utf8_lossy(std::slice::from_raw_parts(name.cast::<u8>(), len)))
+                    routine(&String::from_utf8_lossy(std::slice::from_raw_parts(
+                        name.cast::<u8>(),
+                        len,
+                    )))
                 };
                 if let Some(kind) = kind {
                     calls.push((inst.as_value_ref(), kind));
@@ -76,26 +82,43 @@ pub fn hook_comparison_routines(module: &Module<'_>) -> Result<usize, PassError>
     let ctx = module.get_context();
     let (i64t, ptr) = (ctx.i64_type(), ctx.ptr_type(AddressSpace::default()));
     let hook = module.get_function(CMP_ROUTINE_HOOK).unwrap_or_else(|| {
-        let ty = ctx.void_type().fn_type(&[i64t.into(), ptr.into(), ptr.into(), i64t.into()], false);
-        module.add_function(CMP_ROUTINE_HOOK, ty, Some(inkwell::module::Linkage::External))
+        let ty = ctx
+            .void_type()
+            .fn_type(&[i64t.into(), ptr.into(), ptr.into(), i64t.into()], false);
+        module.add_function(
+            CMP_ROUTINE_HOOK,
+            ty,
+            Some(inkwell::module::Linkage::External),
+        )
     });
     let builder = ctx.create_builder();
     let mut hooked = 0;
     for (index, &(call, kind)) in calls.iter().enumerate() {
         // SAFETY: operands and types of a live call instruction.
         let operand = |k: u32| unsafe { llc::LLVMGetOperand(call, k) };
-        let is_ptr = |v| unsafe { llc::LLVMGetTypeKind(llc::LLVMTypeOf(v)) == llvm_sys::LLVMTypeKind::LLVMPointerTypeKind };
+        let is_ptr = |v| unsafe {
+            llc::LLVMGetTypeKind(llc::LLVMTypeOf(v)) == llvm_sys::LLVMTypeKind::LLVMPointerTypeKind
+        };
         let args = unsafe { llc::LLVMGetNumArgOperands(call) };
-        if args < 2 || !is_ptr(operand(0)) || !is_ptr(operand(1)) || (kind != Operands::Strings && args < 3) {
+        if args < 2
+            || !is_ptr(operand(0))
+            || !is_ptr(operand(1))
+            || (kind != Operands::Strings && args < 3)
+        {
             continue; // a function of that name that is not the C library's routine
         }
         // SAFETY: `call` is a live instruction.
         builder.position_before(&unsafe { InstructionValue::new(call) });
         let n = match kind {
-            Operands::Strings => i64t.const_int(CMP_ROUTINE_STRING | (CMP_ROUTINE_STRING - 1), false),
+            Operands::Strings => {
+                i64t.const_int(CMP_ROUTINE_STRING | (CMP_ROUTINE_STRING - 1), false)
+            }
             Operands::BoundedStrings | Operands::Counted => {
                 // SAFETY: operand 2 of a live call is a live value.
-                let BasicValueEnum::IntValue(v) = (unsafe { BasicValueEnum::new(operand(2)) }) else { continue };
+                let BasicValueEnum::IntValue(v) = (unsafe { BasicValueEnum::new(operand(2)) })
+                else {
+                    continue;
+                };
                 let count = builder.build_int_z_extend_or_bit_cast(v, i64t, "")?;
                 if kind == Operands::Counted {
                     count

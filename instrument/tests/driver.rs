@@ -196,8 +196,15 @@ fn compile_and_link_in_one_step_leaves_no_temporaries() {
         .collect();
     names.sort();
     // The program and its lean sibling are outputs; nothing else is left.
-    assert_eq!(names, [".prog.trestle-lean", "main.c", "prog", "util.c", "util.h"]);
-    assert_eq!(run_program(d, ".prog.trestle-lean", &["x"]), "hello, x 10\n", "the lean build runs as the program does");
+    assert_eq!(
+        names,
+        [".prog.trestle-lean", "main.c", "prog", "util.c", "util.h"]
+    );
+    assert_eq!(
+        run_program(d, ".prog.trestle-lean", &["x"]),
+        "hello, x 10\n",
+        "the lean build runs as the program does"
+    );
 }
 
 #[test]

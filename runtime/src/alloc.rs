@@ -25,7 +25,10 @@ struct Quarantine {
     bytes: usize,
 }
 
-static QUARANTINE: Mutex<Quarantine> = Mutex::new(Quarantine { blocks: VecDeque::new(), bytes: 0 });
+static QUARANTINE: Mutex<Quarantine> = Mutex::new(Quarantine {
+    blocks: VecDeque::new(),
+    bytes: 0,
+});
 
 /// Bytes held back at most; past that the oldest blocks are really freed.
 const QUARANTINE_BYTES: usize = 256 << 20;
@@ -67,7 +70,9 @@ fn free_tracked(p: *mut c_void) {
     q.blocks.push_back((p as usize, len));
     q.bytes += len;
     while q.bytes > QUARANTINE_BYTES || q.blocks.len() > QUARANTINE_BLOCKS {
-        let Some((old, old_len)) = q.blocks.pop_front() else { break };
+        let Some((old, old_len)) = q.blocks.pop_front() else {
+            break;
+        };
         q.bytes -= old_len;
         if let Some(rt) = g.as_mut() {
             rt.extents.forget_freed(old);
@@ -131,7 +136,9 @@ pub unsafe extern "C" fn __trestle_malloc(size: size_t) -> *mut c_void {
 #[no_mangle]
 pub unsafe extern "C" fn __trestle_calloc(n: size_t, size: size_t) -> *mut c_void {
     if unit_heap::active() {
-        let Some(len) = n.checked_mul(size) else { return std::ptr::null_mut() };
+        let Some(len) = n.checked_mul(size) else {
+            return std::ptr::null_mut();
+        };
         let p = unit_heap::alloc(len, 16);
         if !p.is_null() {
             // SAFETY: a fresh block of `len` bytes (reused memory: zero it).
@@ -158,19 +165,32 @@ pub unsafe extern "C" fn __trestle_realloc(old: *mut c_void, size: size_t) -> *m
         let p = unit_heap::alloc(size, 16);
         if !p.is_null() && !old.is_null() {
             // SAFETY: both blocks are at least this long.
-            unsafe { std::ptr::copy_nonoverlapping(old as *const u8, p as *mut u8, unit_heap::size_of(old).min(size)) };
+            unsafe {
+                std::ptr::copy_nonoverlapping(
+                    old as *const u8,
+                    p as *mut u8,
+                    unit_heap::size_of(old).min(size),
+                )
+            };
         }
         return p;
     }
     if crate::replay::in_arena(old as usize) {
         // A restored extent: move it to the heap, leave the arena copy alone.
-        let old_len = lock().as_ref().and_then(|rt| rt.extents.find(old as usize, 0)).map_or(0, |f| f.len);
+        let old_len = lock()
+            .as_ref()
+            .and_then(|rt| rt.extents.find(old as usize, 0))
+            .map_or(0, |f| f.len);
         return move_block(old, old_len, size);
     }
     let old_len = if old.is_null() || !tracking() {
         0
     } else {
-        lock().as_ref().and_then(|rt| rt.extents.find(old as usize, 0)).filter(|f| f.start == old as usize).map_or(0, |f| f.len)
+        lock()
+            .as_ref()
+            .and_then(|rt| rt.extents.find(old as usize, 0))
+            .filter(|f| f.start == old as usize)
+            .map_or(0, |f| f.len)
     };
     if old_len > 0 {
         // A tracked block always moves, so that its old address goes to the
@@ -202,7 +222,11 @@ pub unsafe extern "C" fn __trestle_realloc(old: *mut c_void, size: size_t) -> *m
 /// # Safety
 /// As `reallocarray`.
 #[no_mangle]
-pub unsafe extern "C" fn __trestle_reallocarray(old: *mut c_void, n: size_t, size: size_t) -> *mut c_void {
+pub unsafe extern "C" fn __trestle_reallocarray(
+    old: *mut c_void,
+    n: size_t,
+    size: size_t,
+) -> *mut c_void {
     let Some(total) = n.checked_mul(size) else {
         // SAFETY: setting errno.
         unsafe { *libc::__errno_location() = libc::ENOMEM };
@@ -288,7 +312,11 @@ pub unsafe extern "C" fn __trestle_strndup(s: *const c_char, n: size_t) -> *mut 
 #[no_mangle]
 pub unsafe extern "C" fn __trestle_aligned_alloc(align: size_t, size: size_t) -> *mut c_void {
     if unit_heap::active() {
-        return if align.is_power_of_two() { unit_heap::alloc(size, align) } else { std::ptr::null_mut() };
+        return if align.is_power_of_two() {
+            unit_heap::alloc(size, align)
+        } else {
+            std::ptr::null_mut()
+        };
     }
     // SAFETY: forwarding.
     let p = unsafe { libc::aligned_alloc(align, size) };
@@ -303,7 +331,11 @@ pub unsafe extern "C" fn __trestle_aligned_alloc(align: size_t, size: size_t) ->
 #[no_mangle]
 pub unsafe extern "C" fn __trestle_memalign(align: size_t, size: size_t) -> *mut c_void {
     if unit_heap::active() {
-        return if align.is_power_of_two() { unit_heap::alloc(size, align) } else { std::ptr::null_mut() };
+        return if align.is_power_of_two() {
+            unit_heap::alloc(size, align)
+        } else {
+            std::ptr::null_mut()
+        };
     }
     // SAFETY: forwarding.
     let p = unsafe { libc::memalign(align, size) };
@@ -316,7 +348,11 @@ pub unsafe extern "C" fn __trestle_memalign(align: size_t, size: size_t) -> *mut
 /// # Safety
 /// As `posix_memalign`.
 #[no_mangle]
-pub unsafe extern "C" fn __trestle_posix_memalign(out: *mut *mut c_void, align: size_t, size: size_t) -> c_int {
+pub unsafe extern "C" fn __trestle_posix_memalign(
+    out: *mut *mut c_void,
+    align: size_t,
+    size: size_t,
+) -> c_int {
     if unit_heap::active() {
         if !align.is_power_of_two() || align < std::mem::size_of::<usize>() {
             return libc::EINVAL;
@@ -417,7 +453,12 @@ pub unsafe extern "C" fn _ZdaPvm(p: *mut c_void, _size: size_t) {
 }
 
 extern "C" {
-    fn getdelim(lineptr: *mut *mut c_char, n: *mut size_t, delim: c_int, stream: *mut libc::FILE) -> libc::ssize_t;
+    fn getdelim(
+        lineptr: *mut *mut c_char,
+        n: *mut size_t,
+        delim: c_int,
+        stream: *mut libc::FILE,
+    ) -> libc::ssize_t;
 }
 
 /// Register the buffer `getline`/`getdelim` left in `*lineptr` (the C library may
@@ -458,7 +499,11 @@ pub unsafe extern "C" fn __trestle_getdelim(
             std::ptr::copy_nonoverlapping(*lineptr, copy, *n);
             *lineptr = copy;
         }
-        let before = if lineptr.is_null() { std::ptr::null_mut() } else { *lineptr as *mut c_void };
+        let before = if lineptr.is_null() {
+            std::ptr::null_mut()
+        } else {
+            *lineptr as *mut c_void
+        };
         let r = getdelim(lineptr, n, delim, stream);
         track_line_buffer(before, lineptr, n);
         r
@@ -468,7 +513,12 @@ pub unsafe extern "C" fn __trestle_getdelim(
 extern "C" {
     // The va_list is passed as the pointer it decays to on x86-64.
     fn vasprintf(out: *mut *mut c_char, format: *const c_char, args: *mut c_void) -> c_int;
-    fn __vasprintf_chk(out: *mut *mut c_char, flag: c_int, format: *const c_char, args: *mut c_void) -> c_int;
+    fn __vasprintf_chk(
+        out: *mut *mut c_char,
+        flag: c_int,
+        format: *const c_char,
+        args: *mut c_void,
+    ) -> c_int;
 }
 
 /// `vasprintf`, with the string the C library allocated tracked (`asprintf` comes
@@ -478,7 +528,11 @@ extern "C" {
 /// # Safety
 /// As `vasprintf`; `args` is the `va_list`.
 #[no_mangle]
-pub unsafe extern "C" fn __trestle_vasprintf(out: *mut *mut c_char, format: *const c_char, args: *mut c_void) -> c_int {
+pub unsafe extern "C" fn __trestle_vasprintf(
+    out: *mut *mut c_char,
+    format: *const c_char,
+    args: *mut c_void,
+) -> c_int {
     // SAFETY: forwarding.
     track_printed(out, unsafe { vasprintf(out, format, args) })
 }
@@ -488,7 +542,12 @@ pub unsafe extern "C" fn __trestle_vasprintf(out: *mut *mut c_char, format: *con
 /// # Safety
 /// As `__vasprintf_chk`.
 #[no_mangle]
-pub unsafe extern "C" fn __trestle_vasprintf_chk(out: *mut *mut c_char, flag: c_int, format: *const c_char, args: *mut c_void) -> c_int {
+pub unsafe extern "C" fn __trestle_vasprintf_chk(
+    out: *mut *mut c_char,
+    flag: c_int,
+    format: *const c_char,
+    args: *mut c_void,
+) -> c_int {
     // SAFETY: forwarding.
     track_printed(out, unsafe { __vasprintf_chk(out, flag, format, args) })
 }
@@ -507,7 +566,11 @@ fn track_printed(out: *mut *mut c_char, n: c_int) -> c_int {
 /// # Safety
 /// As `getline`.
 #[no_mangle]
-pub unsafe extern "C" fn __trestle_getline(lineptr: *mut *mut c_char, n: *mut size_t, stream: *mut libc::FILE) -> libc::ssize_t {
+pub unsafe extern "C" fn __trestle_getline(
+    lineptr: *mut *mut c_char,
+    n: *mut size_t,
+    stream: *mut libc::FILE,
+) -> libc::ssize_t {
     // SAFETY: forwarding.
     unsafe { __trestle_getdelim(lineptr, n, b'\n' as c_int, stream) }
 }

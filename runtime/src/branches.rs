@@ -2,7 +2,10 @@
 //! a branch's comparison under its fixed CmpLog id, and the dump of the guards' edge
 //! numbers, which exist only once the program runs.
 
-use libafl_targets::cmps::{CmpLogHeader, CmpLogInstruction, CmpLogMap, CMPLOG_KIND_INS, CMPLOG_KIND_RTN, CMPLOG_MAP_RTN_H, CMPLOG_RTN_LEN};
+use libafl_targets::cmps::{
+    CmpLogHeader, CmpLogInstruction, CmpLogMap, CMPLOG_KIND_INS, CMPLOG_KIND_RTN, CMPLOG_MAP_RTN_H,
+    CMPLOG_RTN_LEN,
+};
 use libafl_targets::{CMPLOG_ENABLED, CMPLOG_MAP_H, CMPLOG_MAP_PTR, CMPLOG_MAP_W};
 use std::mem::size_of;
 use trestle_abi::branches::{encode_guard_numbers, GuardRow, CMP_ROUTINE_STRING, ENV_BRANCH_DUMP};
@@ -27,7 +30,11 @@ extern "C" {
 // private, so it is written by layout: the headers, then the operands.
 const HEADER: usize = size_of::<CmpLogHeader>();
 const OPERANDS: usize = size_of::<CmpLogInstruction>();
-const _: () = assert!(HEADER == 4 && OPERANDS == 24 && size_of::<CmpLogMap>() >= CMPLOG_MAP_W * (HEADER + CMPLOG_MAP_H * OPERANDS));
+const _: () = assert!(
+    HEADER == 4
+        && OPERANDS == 24
+        && size_of::<CmpLogMap>() >= CMPLOG_MAP_W * (HEADER + CMPLOG_MAP_H * OPERANDS)
+);
 
 /// A branch's comparison: `trestle_abi::branches::CMP_HOOK`. Logs `a` and `b` at `id`
 /// while a CmpLog tracer is attached, exactly as SanitizerCoverage's `trace-cmp` hooks
@@ -98,7 +105,11 @@ pub unsafe extern "C" fn __trestle_cmp_routine(id: u64, a: *const u8, b: *const 
         }
         CMPLOG_ENABLED = 0;
         let string = n & CMP_ROUTINE_STRING != 0;
-        let limit = if string { (n & !CMP_ROUTINE_STRING).min(CMPLOG_RTN_LEN as u64 - 1) } else { n.min(CMPLOG_RTN_LEN as u64) } as usize;
+        let limit = if string {
+            (n & !CMP_ROUTINE_STRING).min(CMPLOG_RTN_LEN as u64 - 1)
+        } else {
+            n.min(CMPLOG_RTN_LEN as u64)
+        } as usize;
         let read = |p: *const u8| -> [u8; CMPLOG_RTN_LEN] {
             let mut out = [0u8; CMPLOG_RTN_LEN];
             for (i, slot) in out.iter_mut().enumerate().take(limit) {
@@ -147,7 +158,11 @@ pub(crate) static mut GOAL_DISTANCE: u64 = u64::MAX;
 /// either way round, modulo the width (so that it serves signed and unsigned
 /// comparisons alike).
 fn operand_distance(size: u8, a: u64, b: u64) -> u64 {
-    let mask = if size >= 8 || size == 0 { u64::MAX } else { (1u64 << (8 * size as u32)) - 1 };
+    let mask = if size >= 8 || size == 0 {
+        u64::MAX
+    } else {
+        (1u64 << (8 * size as u32)) - 1
+    };
     let (x, y) = (a.wrapping_sub(b) & mask, b.wrapping_sub(a) & mask);
     x.min(y)
 }
@@ -164,8 +179,16 @@ mod tests {
     #[test]
     fn distances_are_modular_in_the_width_and_slots_are_bit_lengths() {
         assert_eq!(operand_distance(4, 5, 1_000_000), 999_995);
-        assert_eq!(operand_distance(4, 0xffff_ffff, 1), 2, "-1 and 1 as 32-bit values");
-        assert_eq!(operand_distance(1, 0x1ff, 0x01), 2, "the width masks the bits above it");
+        assert_eq!(
+            operand_distance(4, 0xffff_ffff, 1),
+            2,
+            "-1 and 1 as 32-bit values"
+        );
+        assert_eq!(
+            operand_distance(1, 0x1ff, 0x01),
+            2,
+            "the width masks the bits above it"
+        );
         assert_eq!(operand_distance(8, 7, 7), 0);
         assert_eq!(distance_slot(0), 0);
         assert_eq!(distance_slot(1), 1);
@@ -177,7 +200,9 @@ mod tests {
 /// With `TRESTLE_BRANCH_DUMP` set, write every guard row's edge number there and exit
 /// (the host runs the program once so, before `main`); otherwise one lookup.
 pub fn maybe_dump() {
-    let Some(path) = std::env::var_os(ENV_BRANCH_DUMP) else { return };
+    let Some(path) = std::env::var_os(ENV_BRANCH_DUMP) else {
+        return;
+    };
     // SAFETY: the linker's symbols bound the section; the guards were numbered by
     // their modules' constructors, which ran before `main`.
     let rows: Vec<(u64, u64, u32)> = unsafe {
@@ -192,7 +217,10 @@ pub fn maybe_dump() {
     let code = match std::fs::write(&path, encode_guard_numbers(&rows)) {
         Ok(()) => 0,
         Err(e) => {
-            eprintln!("trestle runtime: cannot write the branch guards to {}: {e}", std::path::Path::new(&path).display());
+            eprintln!(
+                "trestle runtime: cannot write the branch guards to {}: {e}",
+                std::path::Path::new(&path).display()
+            );
             2
         }
     };

@@ -46,7 +46,10 @@ fn implicit_variable(name: &[u8]) -> bool {
 
 fn max_input() -> u64 {
     *MAX_INPUT.get_or_init(|| {
-        std::env::var(ENV_CAPTURE_MAX_INPUT).ok().and_then(|v| v.parse().ok()).unwrap_or(DEFAULT_MAX_INPUT)
+        std::env::var(ENV_CAPTURE_MAX_INPUT)
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(DEFAULT_MAX_INPUT)
     })
 }
 
@@ -54,7 +57,11 @@ fn append(name: &str, bytes: &[u8]) {
     for dir in RECORDS.get().into_iter().flatten() {
         // One write per entry, appended: a crash leaves whole entries, and processes
         // writing to one record at once do not mix theirs.
-        if let Ok(mut f) = std::fs::OpenOptions::new().create(true).append(true).open(dir.join(name)) {
+        if let Ok(mut f) = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(dir.join(name))
+        {
             let _ = f.write_all(bytes);
         }
     }
@@ -79,7 +86,12 @@ pub unsafe fn note_getenv(name: *const c_char, value: *const c_char) {
         return;
     }
     // SAFETY: as documented.
-    let (name, value) = unsafe { (CStr::from_ptr(name).to_bytes(), CStr::from_ptr(value).to_bytes()) };
+    let (name, value) = unsafe {
+        (
+            CStr::from_ptr(name).to_bytes(),
+            CStr::from_ptr(value).to_bytes(),
+        )
+    };
     let mut key = b"env:".to_vec();
     key.extend_from_slice(name);
     if seen(key) {
@@ -101,7 +113,9 @@ pub unsafe fn note_opened(fd: c_int, path: *const c_char, reads: bool, writes: b
         let saved = errno();
         // SAFETY: as documented.
         let given = unsafe { CStr::from_ptr(path) }.to_bytes().to_vec();
-        let resolved = std::fs::read_link(format!("/proc/self/fd/{fd}")).map(|p| p.into_os_string().into_vec()).unwrap_or_default();
+        let resolved = std::fs::read_link(format!("/proc/self/fd/{fd}"))
+            .map(|p| p.into_os_string().into_vec())
+            .unwrap_or_default();
         // SAFETY: fstat into a zeroed struct.
         let mut st: libc::stat = unsafe { std::mem::zeroed() };
         // SAFETY: as above.
@@ -122,7 +136,10 @@ pub unsafe fn note_opened(fd: c_int, path: *const c_char, reads: bool, writes: b
             if is(libc::S_IFREG) && !seen([b"file:".as_slice(), &resolved].concat()) {
                 // SAFETY: a plain query.
                 let pid = unsafe { libc::getpid() };
-                let name = format!("{STORED_PREFIX}{pid}-{}", STORED.fetch_add(1, Ordering::Relaxed));
+                let name = format!(
+                    "{STORED_PREFIX}{pid}-{}",
+                    STORED.fetch_add(1, Ordering::Relaxed)
+                );
                 let content = read_at(fd, 0, max_input());
                 let mut all = true;
                 for dir in RECORDS.get().into_iter().flatten() {
@@ -140,9 +157,17 @@ pub unsafe fn note_opened(fd: c_int, path: *const c_char, reads: bool, writes: b
         };
         let size = if ok { st.st_size.max(0) as u64 } else { 0 };
         let size = size.to_string();
-        let link = std::fs::symlink_metadata(std::ffi::OsStr::from_bytes(&given)).is_ok_and(|m| m.file_type().is_symlink());
+        let link = std::fs::symlink_metadata(std::ffi::OsStr::from_bytes(&given))
+            .is_ok_and(|m| m.file_type().is_symlink());
         let link: &[u8] = if link { OPENED_SYMLINK.as_bytes() } else { b"" };
-        let fields: [&[u8]; OPENED_FIELDS] = [access.as_bytes(), &given, &resolved, &stored, size.as_bytes(), link];
+        let fields: [&[u8]; OPENED_FIELDS] = [
+            access.as_bytes(),
+            &given,
+            &resolved,
+            &stored,
+            size.as_bytes(),
+            link,
+        ];
         let mut entry = Vec::new();
         for f in fields {
             entry.extend_from_slice(f);
@@ -204,7 +229,9 @@ fn is_terminal(fd: c_int) -> bool {
 
 /// What standard stream `fd` is connected to.
 fn stream_kind(fd: c_int) -> StreamKind {
-    let Some(st) = stat_of(fd) else { return StreamKind::Nothing };
+    let Some(st) = stat_of(fd) else {
+        return StreamKind::Nothing;
+    };
     let t = st.st_mode & libc::S_IFMT;
     if t == libc::S_IFREG {
         StreamKind::File
@@ -277,10 +304,15 @@ fn pipe() -> Option<[c_int; 2]> {
 /// # Safety
 /// `argv` is `main`'s.
 pub unsafe fn maybe_start(argc: c_int, argv: *const *const c_char) {
-    let Some(root) = std::env::var_os(ENV_CAPTURE_DIR) else { return };
+    let Some(root) = std::env::var_os(ENV_CAPTURE_DIR) else {
+        return;
+    };
     crate::guard("the capture start", || {
         if let Err(e) = start(Path::new(&root), argc, argv) {
-            eprintln!("trestle runtime: cannot capture this run into {}: {e}", Path::new(&root).display());
+            eprintln!(
+                "trestle runtime: cannot capture this run into {}: {e}",
+                Path::new(&root).display()
+            );
         }
     })
 }
@@ -288,7 +320,10 @@ pub unsafe fn maybe_start(argc: c_int, argv: *const *const c_char) {
 fn start(root: &Path, argc: c_int, argv: *const *const c_char) -> std::io::Result<()> {
     // SAFETY: a plain query.
     let pid = unsafe { libc::getpid() };
-    let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos()).unwrap_or(0);
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos())
+        .unwrap_or(0);
     let dir = root.join(format!("{pid}-{nanos}"));
     std::fs::create_dir(&dir)?;
     let mut args = Vec::new();
@@ -303,12 +338,16 @@ fn start(root: &Path, argc: c_int, argv: *const *const c_char) -> std::io::Resul
         args.push(0);
     }
     std::fs::write(dir.join(ARGV), args)?;
-    let bytes = |p: std::io::Result<PathBuf>| p.map(|p| p.into_os_string().into_vec()).unwrap_or_default();
+    let bytes =
+        |p: std::io::Result<PathBuf>| p.map(|p| p.into_os_string().into_vec()).unwrap_or_default();
     std::fs::write(dir.join(CWD), bytes(std::env::current_dir()))?;
     std::fs::write(dir.join(EXE), bytes(std::fs::read_link("/proc/self/exe")))?;
     // SAFETY: a plain query.
     let ppid = unsafe { libc::getppid() };
-    std::fs::write(dir.join(PARENT_EXE), bytes(std::fs::read_link(format!("/proc/{ppid}/exe"))))?;
+    std::fs::write(
+        dir.join(PARENT_EXE),
+        bytes(std::fs::read_link(format!("/proc/{ppid}/exe"))),
+    )?;
     let mut env = Vec::new();
     for (k, v) in std::env::vars_os() {
         if implicit_variable(k.as_bytes()) {
@@ -320,7 +359,19 @@ fn start(root: &Path, argc: c_int, argv: *const *const c_char) -> std::io::Resul
     let mut streams: Vec<Stream> = (0..3)
         .map(|fd| {
             let kind = stream_kind(fd);
-            Stream { fd, kind, start: if kind == StreamKind::File { start_of(fd) } else { 0 }, ours: -1, kept: Vec::new(), total: 0, done: false }
+            Stream {
+                fd,
+                kind,
+                start: if kind == StreamKind::File {
+                    start_of(fd)
+                } else {
+                    0
+                },
+                ours: -1,
+                kept: Vec::new(),
+                total: 0,
+                done: false,
+            }
         })
         .collect();
     let merged = matches!(streams[1].kind, StreamKind::File | StreamKind::Pipe) && same_file(1, 2);
@@ -329,7 +380,9 @@ fn start(root: &Path, argc: c_int, argv: *const *const c_char) -> std::io::Resul
         let limit = max_input();
         streams[0].kept = read_back(0, streams[0].start, limit);
         let size = stat_of(0).map_or(0, |s| s.st_size.max(0) as u64);
-        streams[0].total = size.saturating_sub(streams[0].start).max(streams[0].kept.len() as u64);
+        streams[0].total = size
+            .saturating_sub(streams[0].start)
+            .max(streams[0].kept.len() as u64);
     }
     // Pipes: the program gets a pipe of ours in their place.
     let mut theirs = [-1; 3];
@@ -337,7 +390,9 @@ fn start(root: &Path, argc: c_int, argv: *const *const c_char) -> std::io::Resul
         if s.kind != StreamKind::Pipe || (s.fd == 2 && merged) {
             continue;
         }
-        let Some([r, w]) = pipe() else { return Err(std::io::Error::last_os_error()) };
+        let Some([r, w]) = pipe() else {
+            return Err(std::io::Error::last_os_error());
+        };
         if s.fd == 0 {
             s.ours = w;
             theirs[0] = r;
@@ -376,10 +431,22 @@ fn start(root: &Path, argc: c_int, argv: *const *const c_char) -> std::io::Resul
             }
         }
         let ancestors = std::env::var(ENV_CAPTURE_ANCESTORS).unwrap_or_default();
-        let own = dir.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+        let own = dir
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
         let mut records = vec![dir];
-        records.extend(ancestors.split(':').filter(|a| !a.is_empty()).map(|a| root.join(a)));
-        let lineage = if ancestors.is_empty() { own } else { format!("{own}:{ancestors}") };
+        records.extend(
+            ancestors
+                .split(':')
+                .filter(|a| !a.is_empty())
+                .map(|a| root.join(a)),
+        );
+        let lineage = if ancestors.is_empty() {
+            own
+        } else {
+            format!("{own}:{ancestors}")
+        };
         // Single-threaded: the program has only just entered main.
         std::env::set_var(ENV_CAPTURE_ANCESTORS, lineage);
         let _ = RECORDS.set(records);
@@ -421,8 +488,19 @@ fn supervise(child: libc::pid_t, dir: &Path, mut streams: Vec<Stream>) -> ! {
     // SAFETY: installing a handler that only calls kill(); ignoring SIGPIPE so a
     // reader that went away is an error we see.
     unsafe {
-        for sig in [libc::SIGTERM, libc::SIGINT, libc::SIGHUP, libc::SIGQUIT, libc::SIGUSR1, libc::SIGUSR2, libc::SIGALRM] {
-            libc::signal(sig, forward_signal as extern "C" fn(c_int) as libc::sighandler_t);
+        for sig in [
+            libc::SIGTERM,
+            libc::SIGINT,
+            libc::SIGHUP,
+            libc::SIGQUIT,
+            libc::SIGUSR1,
+            libc::SIGUSR2,
+            libc::SIGALRM,
+        ] {
+            libc::signal(
+                sig,
+                forward_signal as extern "C" fn(c_int) as libc::sighandler_t,
+            );
         }
         libc::signal(libc::SIGPIPE, libc::SIG_IGN);
     }
@@ -434,7 +512,10 @@ fn supervise(child: libc::pid_t, dir: &Path, mut streams: Vec<Stream>) -> ! {
             libc::fcntl(r, libc::F_SETFL, libc::O_NONBLOCK);
             libc::fcntl(w, libc::F_SETFL, libc::O_NONBLOCK);
             WAKE.store(w, Ordering::Relaxed);
-            libc::signal(libc::SIGCHLD, child_ended as extern "C" fn(c_int) as libc::sighandler_t);
+            libc::signal(
+                libc::SIGCHLD,
+                child_ended as extern "C" fn(c_int) as libc::sighandler_t,
+            );
         }
     }
     for s in &streams {
@@ -468,18 +549,32 @@ fn supervise(child: libc::pid_t, dir: &Path, mut streams: Vec<Stream>) -> ! {
         }
         let outputs_open = streams[1..].iter().any(|s| s.ours >= 0 && !s.done);
         // What a program's own children still write after it ended gets a moment.
-        if status.is_some() && (!outputs_open || ended_at.is_some_and(|t| t.elapsed().as_secs() >= 2)) {
+        if status.is_some()
+            && (!outputs_open || ended_at.is_some_and(|t| t.elapsed().as_secs() >= 2))
+        {
             break;
         }
         let mut polls: Vec<libc::pollfd> = Vec::new();
         if let Some([r, _]) = wake {
-            polls.push(libc::pollfd { fd: r, events: libc::POLLIN, revents: 0 });
+            polls.push(libc::pollfd {
+                fd: r,
+                events: libc::POLLIN,
+                revents: 0,
+            });
         }
         if streams[0].ours >= 0 {
             if !pending.is_empty() {
-                polls.push(libc::pollfd { fd: streams[0].ours, events: libc::POLLOUT, revents: 0 });
+                polls.push(libc::pollfd {
+                    fd: streams[0].ours,
+                    events: libc::POLLOUT,
+                    revents: 0,
+                });
             } else if !streams[0].done {
-                polls.push(libc::pollfd { fd: 0, events: libc::POLLIN, revents: 0 });
+                polls.push(libc::pollfd {
+                    fd: 0,
+                    events: libc::POLLIN,
+                    revents: 0,
+                });
             } else {
                 // All of stdin handed over: the program sees its end.
                 // SAFETY: our end.
@@ -489,7 +584,11 @@ fn supervise(child: libc::pid_t, dir: &Path, mut streams: Vec<Stream>) -> ! {
         }
         for s in &streams[1..] {
             if s.ours >= 0 && !s.done {
-                polls.push(libc::pollfd { fd: s.ours, events: libc::POLLIN, revents: 0 });
+                polls.push(libc::pollfd {
+                    fd: s.ours,
+                    events: libc::POLLIN,
+                    revents: 0,
+                });
             }
         }
         // SAFETY: an array of pollfds we own.
@@ -561,7 +660,11 @@ fn supervise(child: libc::pid_t, dir: &Path, mut streams: Vec<Stream>) -> ! {
         format!("exit {}", libc::WEXITSTATUS(status))
     };
     process += &process_line("status", &ended);
-    for (s, (name, file)) in streams.iter().zip([("stdin", STDIN), ("stdout", STDOUT), ("stderr", STDERR)]) {
+    for (s, (name, file)) in
+        streams
+            .iter()
+            .zip([("stdin", STDIN), ("stdout", STDOUT), ("stderr", STDERR)])
+    {
         process += &process_line(name, &format!("{} {}", s.kind.word(), s.total));
         let _ = std::fs::write(dir.join(file), &s.kept);
     }
@@ -582,7 +685,11 @@ fn write_all(fd: c_int, mut bytes: &[u8]) -> bool {
         } else if w < 0 && errno() == libc::EINTR {
             continue;
         } else if w < 0 && errno() == libc::EAGAIN {
-            let mut p = libc::pollfd { fd, events: libc::POLLOUT, revents: 0 };
+            let mut p = libc::pollfd {
+                fd,
+                events: libc::POLLOUT,
+                revents: 0,
+            };
             // SAFETY: one pollfd.
             unsafe { libc::poll(&mut p, 1, 100) };
         } else {
@@ -600,7 +707,10 @@ fn end_as(status: c_int) -> ! {
     unsafe {
         if libc::WIFSIGNALED(status) {
             let sig = libc::WTERMSIG(status);
-            let no_core = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
+            let no_core = libc::rlimit {
+                rlim_cur: 0,
+                rlim_max: 0,
+            };
             libc::setrlimit(libc::RLIMIT_CORE, &no_core);
             libc::signal(sig, libc::SIG_DFL);
             let mut set: libc::sigset_t = std::mem::zeroed();

@@ -10,7 +10,12 @@ use trestle_abi::hooks;
 
 fn shift() -> libc::time_t {
     static SHIFT: OnceLock<libc::time_t> = OnceLock::new();
-    *SHIFT.get_or_init(|| std::env::var(hooks::ENV_CLOCK_SHIFT).ok().and_then(|s| s.parse().ok()).unwrap_or(0))
+    *SHIFT.get_or_init(|| {
+        std::env::var(hooks::ENV_CLOCK_SHIFT)
+            .ok()
+            .and_then(|s| s.parse().ok())
+            .unwrap_or(0)
+    })
 }
 
 /// `time`, shifted.
@@ -34,7 +39,10 @@ pub unsafe extern "C" fn __trestle_time(t: *mut libc::time_t) -> libc::time_t {
 /// # Safety
 /// As `gettimeofday`.
 #[no_mangle]
-pub unsafe extern "C" fn __trestle_gettimeofday(tv: *mut libc::timeval, tz: *mut libc::c_void) -> libc::c_int {
+pub unsafe extern "C" fn __trestle_gettimeofday(
+    tv: *mut libc::timeval,
+    tz: *mut libc::c_void,
+) -> libc::c_int {
     // SAFETY: forwarding.
     let r = unsafe { libc::gettimeofday(tv, tz.cast()) };
     if r == 0 && !tv.is_null() {
@@ -49,7 +57,10 @@ pub unsafe extern "C" fn __trestle_gettimeofday(tv: *mut libc::timeval, tz: *mut
 /// # Safety
 /// As `clock_gettime`.
 #[no_mangle]
-pub unsafe extern "C" fn __trestle_clock_gettime(clock: libc::clockid_t, ts: *mut libc::timespec) -> libc::c_int {
+pub unsafe extern "C" fn __trestle_clock_gettime(
+    clock: libc::clockid_t,
+    ts: *mut libc::timespec,
+) -> libc::c_int {
     // SAFETY: forwarding.
     let r = unsafe { libc::clock_gettime(clock, ts) };
     if r == 0 && !ts.is_null() {

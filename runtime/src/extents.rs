@@ -65,7 +65,12 @@ impl ExtentMap {
     ) -> Self {
         let mut g: Vec<GlobalExt> = globals
             .into_iter()
-            .map(|(start, len, id, constant)| GlobalExt { start, len, id, constant })
+            .map(|(start, len, id, constant)| GlobalExt {
+                start,
+                len,
+                id,
+                constant,
+            })
             .collect();
         g.sort_by_key(|e| (e.start, std::cmp::Reverse(e.len)));
         // Identical or nested entries (merged string literals, one COMDAT global listed
@@ -150,7 +155,11 @@ impl ExtentMap {
 
     /// Forget the freed extent at `start` (its block goes back to the allocator).
     pub fn forget_freed(&mut self, start: usize) {
-        if self.heap.get(&start).is_some_and(|&(_, k)| k == ExtentKind::Freed) {
+        if self
+            .heap
+            .get(&start)
+            .is_some_and(|&(_, k)| k == ExtentKind::Freed)
+        {
             self.heap.remove(&start);
         }
     }
@@ -240,20 +249,32 @@ impl ExtentMap {
     pub fn heap_just_after(&self, addr: usize) -> Option<Found> {
         let (&start, &(len, kind)) = self.heap.range(addr.checked_add(1)?..).next()?;
         let d = start - addr;
-        (kind == ExtentKind::Heap && d <= BEFORE_BLOCK && d % 8 == 0).then_some(Found { start, len, kind })
+        (kind == ExtentKind::Heap && d <= BEFORE_BLOCK && d % 8 == 0).then_some(Found {
+            start,
+            len,
+            kind,
+        })
     }
 
     fn find_containing(&self, addr: usize, stack_cutoff: u64) -> Option<Found> {
         if let Some((start, len)) = self.ret_copy {
             if (start..start + len).contains(&addr) {
-                return Some(Found { start, len, kind: ExtentKind::Stack });
+                return Some(Found {
+                    start,
+                    len,
+                    kind: ExtentKind::Stack,
+                });
             }
         }
         // Stack.
         let pos = self.stack.partition_point(|e| e.start > addr);
         if let Some(e) = self.stack.get(pos) {
             if e.seq < stack_cutoff && addr < e.start + e.len {
-                return Some(Found { start: e.start, len: e.len, kind: ExtentKind::Stack });
+                return Some(Found {
+                    start: e.start,
+                    len: e.len,
+                    kind: ExtentKind::Stack,
+                });
             }
         }
         // Heap.
@@ -272,7 +293,10 @@ impl ExtentMap {
                 return Some(Found {
                     start: g.start,
                     len: g.len,
-                    kind: ExtentKind::Global { id: g.id, constant: g.constant },
+                    kind: ExtentKind::Global {
+                        id: g.id,
+                        constant: g.constant,
+                    },
                 });
             }
         }
@@ -286,7 +310,10 @@ impl ExtentMap {
 
     /// Start, length and read-only flag of the global `id`.
     pub fn global(&self, id: u64) -> Option<(usize, usize, bool)> {
-        self.globals.iter().find(|g| g.id == id).map(|g| (g.start, g.len, g.constant))
+        self.globals
+            .iter()
+            .find(|g| g.id == id)
+            .map(|g| (g.start, g.len, g.constant))
     }
 }
 
@@ -309,10 +336,20 @@ mod tests {
         let mut m = ExtentMap::new([(0x1000, 16, 7, false)], [(0x9000, 3)]);
         m.insert_heap(0x2000, 8, ExtentKind::Heap);
         m.insert_stack(0x7000, 32);
-        assert_eq!(m.find(0x1004, u64::MAX).unwrap().kind, ExtentKind::Global { id: 7, constant: false });
+        assert_eq!(
+            m.find(0x1004, u64::MAX).unwrap().kind,
+            ExtentKind::Global {
+                id: 7,
+                constant: false
+            }
+        );
         assert_eq!(m.find(0x2008, u64::MAX).unwrap().start, 0x2000);
         assert_eq!(m.find(0x7010, u64::MAX).unwrap().kind, ExtentKind::Stack);
-        assert_eq!(m.find(0x7010, 0), None, "stack extents past the cutoff are invisible");
+        assert_eq!(
+            m.find(0x7010, 0),
+            None,
+            "stack extents past the cutoff are invisible"
+        );
         assert_eq!(m.find(0x3000, u64::MAX), None);
         assert_eq!(m.func_at(0x9000), Some(3));
         m.remove_heap(0x2000);
@@ -325,9 +362,17 @@ mod tests {
         m.insert_heap(0x2000, 32, ExtentKind::Heap);
         assert_eq!(m.free_heap(0x2000), Some(32));
         assert_eq!(m.find(0x2008, u64::MAX).unwrap().kind, ExtentKind::Freed);
-        assert_eq!(m.free_heap(0x2000), None, "a double free frees nothing more");
+        assert_eq!(
+            m.free_heap(0x2000),
+            None,
+            "a double free frees nothing more"
+        );
         m.insert_heap(0x2010, 8, ExtentKind::Heap);
-        assert_eq!(m.find(0x2004, u64::MAX), None, "the reused block's freed extent is gone");
+        assert_eq!(
+            m.find(0x2004, u64::MAX),
+            None,
+            "the reused block's freed extent is gone"
+        );
         m.insert_heap(0x3000, 8, ExtentKind::Heap);
         m.free_heap(0x3000);
         m.forget_freed(0x3000);
@@ -339,11 +384,21 @@ mod tests {
         let mut m = ExtentMap::new([], []);
         m.insert_heap(0x2000, 64, ExtentKind::Heap);
         m.insert_heap(0x3000, 64, ExtentKind::Freed);
-        assert_eq!(m.heap_just_after(0x2000 - 40).map(|f| f.start), Some(0x2000));
-        assert_eq!(m.heap_just_after(0x2000 - 64).map(|f| f.start), Some(0x2000));
+        assert_eq!(
+            m.heap_just_after(0x2000 - 40).map(|f| f.start),
+            Some(0x2000)
+        );
+        assert_eq!(
+            m.heap_just_after(0x2000 - 64).map(|f| f.start),
+            Some(0x2000)
+        );
         assert_eq!(m.heap_just_after(0x2000 - 72), None, "too far before");
         assert_eq!(m.heap_just_after(0x2000 - 31), None, "not an element away");
-        assert_eq!(m.heap_just_after(0x3000 - 8), None, "a freed block is no array");
+        assert_eq!(
+            m.heap_just_after(0x3000 - 8),
+            None,
+            "a freed block is no array"
+        );
     }
 
     #[test]
@@ -367,7 +422,11 @@ mod tests {
         m.purge_stack_below(0x7800);
         assert!(m.find(0x7004, u64::MAX).is_none());
         m.insert_stack(0x8008, 16);
-        assert_eq!(m.find(0x8002, u64::MAX), None, "the overlapped extent is gone");
+        assert_eq!(
+            m.find(0x8002, u64::MAX),
+            None,
+            "the overlapped extent is gone"
+        );
         assert_eq!(m.find(0x800a, u64::MAX).unwrap().start, 0x8008);
     }
 }

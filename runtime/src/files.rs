@@ -58,7 +58,8 @@ const LOCKED_FILE_SIZE: usize = 472;
 /// `_shortbuf`, `_old_offset` and `_vtable_offset` (the glibc 2.0 ABI's, which the
 /// current one neither sets nor reads), `_freeres_buf`, `__pad5` and `_unused2`.
 /// `fopen`, `fdopen` and `popen` leave them as `malloc` found them.
-const PADDING: [std::ops::Range<usize>; 6] = [4..8, 120..128, 130..131, 132..136, 176..192, 196..216];
+const PADDING: [std::ops::Range<usize>; 6] =
+    [4..8, 120..128, 130..131, 132..136, 176..192, 196..216];
 /// Offset of a `FILE`'s one-byte `_shortbuf`.
 const OFF_SHORTBUF: usize = 131;
 /// Bytes a `FILE` uses only once it is wide-oriented (`_mode` > 0), uninitialised
@@ -71,7 +72,9 @@ const WIDE_ONLY: [std::ops::Range<usize>; 2] = [152..160, 328..464];
 /// memory left there does not count as its state. The C library sets the wide bytes
 /// up when a stream turns wide, so a replay may restore them as zeros.
 pub fn clear_padding(bytes: &mut [u8]) {
-    let wide = bytes.get(OFF_MODE..OFF_MODE + 4).is_some_and(|m| i32::from_ne_bytes([m[0], m[1], m[2], m[3]]) > 0);
+    let wide = bytes
+        .get(OFF_MODE..OFF_MODE + 4)
+        .is_some_and(|m| i32::from_ne_bytes([m[0], m[1], m[2], m[3]]) > 0);
     let wide_only: &[std::ops::Range<usize>] = if wide { &[] } else { &WIDE_ONLY };
     for r in PADDING.iter().chain(wide_only) {
         if let Some(b) = bytes.get_mut(r.clone()) {
@@ -79,7 +82,9 @@ pub fn clear_padding(bytes: &mut [u8]) {
         }
     }
     // `_shortbuf` is the buffer of an unbuffered stream only; in any other it is residue.
-    let unbuffered = bytes.first().is_some_and(|&f| i32::from(f) & IO_UNBUFFERED != 0);
+    let unbuffered = bytes
+        .first()
+        .is_some_and(|&f| i32::from(f) & IO_UNBUFFERED != 0);
     if !unbuffered {
         if let Some(b) = bytes.get_mut(OFF_SHORTBUF) {
             *b = 0;
@@ -121,14 +126,20 @@ pub unsafe fn fileno_of(fp: usize) -> i32 {
 pub fn std_stream_fd(fp: *mut FILE) -> Option<i32> {
     // SAFETY: reading the C library's stream pointers.
     let streams = unsafe { [stdin, stdout, stderr] };
-    streams.iter().position(|&s| s == fp && !fp.is_null()).map(|i| i as i32)
+    streams
+        .iter()
+        .position(|&s| s == fp && !fp.is_null())
+        .map(|i| i as i32)
 }
 
 /// The C library's standard stream with descriptor `fd` (0, 1 or 2).
 pub fn std_stream(fd: i32) -> Option<*mut FILE> {
     // SAFETY: reading the C library's stream pointers.
     let streams = unsafe { [stdin, stdout, stderr] };
-    usize::try_from(fd).ok().and_then(|i| streams.get(i).copied()).filter(|s| !s.is_null())
+    usize::try_from(fd)
+        .ok()
+        .and_then(|i| streams.get(i).copied())
+        .filter(|s| !s.is_null())
 }
 
 /// Register the standard streams (called before the program does any I/O).
@@ -137,7 +148,13 @@ pub fn register_std_streams(files: &mut FileTable, extents: &mut ExtentMap) {
     let streams = unsafe { [stdin, stdout, stderr] };
     for (i, fp) in streams.into_iter().enumerate() {
         if !fp.is_null() {
-            files.insert(fp as usize, FileInfo { flags: -1, ..Default::default() });
+            files.insert(
+                fp as usize,
+                FileInfo {
+                    flags: -1,
+                    ..Default::default()
+                },
+            );
             extents.insert_heap(fp as usize, STD_FILE_SIZE, ExtentKind::File);
             if i < 2 {
                 // SAFETY: no I/O has happened on the stream yet.
@@ -157,7 +174,11 @@ pub unsafe fn give_zeroed_buffer(fp: *mut FILE, extents: &mut ExtentMap) {
     // SAFETY: as documented.
     unsafe {
         let fd = fileno_of(fp as usize);
-        let mode = if fd >= 0 && libc::isatty(fd) == 1 { libc::_IOLBF } else { libc::_IOFBF };
+        let mode = if fd >= 0 && libc::isatty(fd) == 1 {
+            libc::_IOLBF
+        } else {
+            libc::_IOFBF
+        };
         give_zeroed_buffer_in(fp, mode, extents);
     }
 }
@@ -173,11 +194,20 @@ pub unsafe fn give_zeroed_buffer(fp: *mut FILE, extents: &mut ExtentMap) {
 /// `fp` must be a restored `FILE` on which no I/O has happened in this process.
 pub unsafe fn give_restored_buffer(fp: *mut FILE, extents: &mut ExtentMap) {
     // SAFETY: reading the fields of a live FILE.
-    let (flags, base) = unsafe { (*(fp as *const i32), *((fp as usize + OFF_BUF_BASE) as *const usize)) };
+    let (flags, base) = unsafe {
+        (
+            *(fp as *const i32),
+            *((fp as usize + OFF_BUF_BASE) as *const usize),
+        )
+    };
     if base != 0 || flags & IO_UNBUFFERED != 0 {
         return;
     }
-    let mode = if flags & IO_LINE_BUF != 0 { libc::_IOLBF } else { libc::_IOFBF };
+    let mode = if flags & IO_LINE_BUF != 0 {
+        libc::_IOLBF
+    } else {
+        libc::_IOFBF
+    };
     // SAFETY: as documented.
     unsafe { give_zeroed_buffer_in(fp, mode, extents) };
 }
@@ -211,7 +241,12 @@ unsafe fn give_zeroed_buffer_in(fp: *mut FILE, mode: c_int, extents: &mut Extent
 pub fn refresh_buffers(files: &mut FileTable, extents: &mut ExtentMap) {
     for (&fp, info) in files.iter_mut() {
         // SAFETY: registered FILEs are live until fclose removes them.
-        let (base, end) = unsafe { (*((fp + OFF_BUF_BASE) as *const usize), *((fp + OFF_BUF_END) as *const usize)) };
+        let (base, end) = unsafe {
+            (
+                *((fp + OFF_BUF_BASE) as *const usize),
+                *((fp + OFF_BUF_END) as *const usize),
+            )
+        };
         let now = (base != 0 && end > base).then_some((base, end));
         if now == info.buf {
             continue;
@@ -282,7 +317,9 @@ fn register(fp: *mut FILE, path: Option<Vec<u8>>, mode: Option<Vec<u8>>) {
             rt.extents.remove_heap(b);
         }
         let info = FileInfo {
-            path: path.map(|p| String::from_utf8_lossy(&p).into_owned()).or(old.path),
+            path: path
+                .map(|p| String::from_utf8_lossy(&p).into_owned())
+                .or(old.path),
             flags: mode.map_or(old.flags, |m| flags_of_mode(&m)),
             buf: None,
         };
@@ -378,7 +415,9 @@ fn capture_fd(fd: c_int, path: *const c_char, flags: c_int) {
     let access = flags & libc::O_ACCMODE;
     let writes = access != libc::O_RDONLY;
     // A file emptied or made anew holds nothing that was input.
-    let fresh = writes && (flags & libc::O_TRUNC != 0 || flags & (libc::O_CREAT | libc::O_EXCL) == libc::O_CREAT | libc::O_EXCL);
+    let fresh = writes
+        && (flags & libc::O_TRUNC != 0
+            || flags & (libc::O_CREAT | libc::O_EXCL) == libc::O_CREAT | libc::O_EXCL);
     let reads = access != libc::O_WRONLY && !fresh;
     // SAFETY: open() accepted `path`, a NUL-terminated string (or null).
     unsafe { crate::capture::note_opened(fd, path, reads, writes) };
@@ -424,7 +463,11 @@ pub unsafe extern "C" fn __trestle_fdopen(fd: c_int, m: *const c_char) -> *mut F
 /// # Safety
 /// As `freopen`.
 #[no_mangle]
-pub unsafe extern "C" fn __trestle_freopen(path: *const c_char, m: *const c_char, stream: *mut FILE) -> *mut FILE {
+pub unsafe extern "C" fn __trestle_freopen(
+    path: *const c_char,
+    m: *const c_char,
+    stream: *mut FILE,
+) -> *mut FILE {
     // SAFETY: forwarding.
     unsafe {
         let fp = libc::freopen(path, m, stream);
@@ -455,7 +498,11 @@ pub unsafe extern "C" fn __trestle_fclose(fp: *mut FILE) -> c_int {
     // served new input on it: flushed, not closed.
     if crate::fuzzing() && std_stream_fd(fp).is_some() {
         // SAFETY: `fp` is one of the C library's live standard streams.
-        return if unsafe { libc::fflush(fp) } == 0 { 0 } else { libc::EOF };
+        return if unsafe { libc::fflush(fp) } == 0 {
+            0
+        } else {
+            libc::EOF
+        };
     }
     if !mode_passive() {
         forget(fp as usize);
@@ -466,7 +513,11 @@ pub unsafe extern "C" fn __trestle_fclose(fp: *mut FILE) -> c_int {
         unsafe {
             let flushed = libc::fflush(fp);
             let closed = libc::close(fileno_of(fp as usize));
-            return if flushed == 0 && closed == 0 { 0 } else { libc::EOF };
+            return if flushed == 0 && closed == 0 {
+                0
+            } else {
+                libc::EOF
+            };
         }
     }
     // SAFETY: forwarding.
@@ -487,7 +538,9 @@ fn track_fd(fd: c_int, path: *const c_char, flags: c_int) {
         return;
     }
     // SAFETY: `path` is the NUL-terminated string open() just accepted.
-    let p = unsafe { std::ffi::CStr::from_ptr(path) }.to_string_lossy().into_owned();
+    let p = unsafe { std::ffi::CStr::from_ptr(path) }
+        .to_string_lossy()
+        .into_owned();
     if let Some(rt) = lock().as_mut() {
         rt.fds.insert(fd, FdInfo { path: p, flags });
     }
@@ -499,7 +552,11 @@ fn track_fd(fd: c_int, path: *const c_char, flags: c_int) {
 /// # Safety
 /// As `open`.
 #[no_mangle]
-pub unsafe extern "C" fn __trestle_open(path: *const c_char, flags: c_int, mode: libc::c_uint) -> c_int {
+pub unsafe extern "C" fn __trestle_open(
+    path: *const c_char,
+    flags: c_int,
+    mode: libc::c_uint,
+) -> c_int {
     // SAFETY: forwarding.
     let fd = unsafe { libc::open(path, flags, mode) };
     track_fd(fd, path, flags);
@@ -516,7 +573,12 @@ pub unsafe extern "C" fn __trestle_open(path: *const c_char, flags: c_int, mode:
 /// # Safety
 /// As `openat`.
 #[no_mangle]
-pub unsafe extern "C" fn __trestle_openat(dirfd: c_int, path: *const c_char, flags: c_int, mode: libc::c_uint) -> c_int {
+pub unsafe extern "C" fn __trestle_openat(
+    dirfd: c_int,
+    path: *const c_char,
+    flags: c_int,
+    mode: libc::c_uint,
+) -> c_int {
     // SAFETY: forwarding.
     let fd = unsafe { libc::openat(dirfd, path, flags, mode) };
     capture_fd(fd, path, flags);
@@ -571,7 +633,10 @@ pub fn open_fds(fds: &HashMap<i32, FdInfo>) -> Vec<trestle_abi::OpenFile> {
 ///
 /// # Safety
 /// `fp` must be a live `FILE`.
-pub unsafe fn stream_pos(fp: usize, open: &trestle_abi::OpenFile) -> Option<trestle_abi::StreamPos> {
+pub unsafe fn stream_pos(
+    fp: usize,
+    open: &trestle_abi::OpenFile,
+) -> Option<trestle_abi::StreamPos> {
     // SAFETY: reading fields of a live FILE.
     let (flags, ptr, end, mode) = unsafe {
         (
@@ -624,7 +689,14 @@ pub fn stream_positions(
         let fp = unsafe { stdin } as usize;
         // SAFETY: lseek only queries the descriptor.
         let off = unsafe { libc::lseek(0, 0, libc::SEEK_CUR) };
-        let open = trestle_abi::OpenFile { extent: u32::MAX, fd: 0, offset: (off >= 0).then_some(off as u64), path: None, flags: -1, standard: Some(0) };
+        let open = trestle_abi::OpenFile {
+            extent: u32::MAX,
+            fd: 0,
+            offset: (off >= 0).then_some(off as u64),
+            path: None,
+            flags: -1,
+            standard: Some(0),
+        };
         // SAFETY: stdin is a live FILE.
         if fp != 0 {
             if let Some(s) = unsafe { stream_pos(fp, &open) } {
@@ -635,8 +707,20 @@ pub fn stream_positions(
     for f in open_fds(fds) {
         let readable = f.flags & libc::O_ACCMODE != libc::O_WRONLY;
         if readable && !out.iter().any(|s| s.fd == f.fd) {
-            let problem = f.offset.is_none().then(|| "not seekable (a pipe, socket or terminal)".to_owned());
-            out.push(trestle_abi::StreamPos { fd: f.fd, file: None, buffered: false, path: f.path, offset: f.offset, pending: 0, mark: 0, problem });
+            let problem = f
+                .offset
+                .is_none()
+                .then(|| "not seekable (a pipe, socket or terminal)".to_owned());
+            out.push(trestle_abi::StreamPos {
+                fd: f.fd,
+                file: None,
+                buffered: false,
+                path: f.path,
+                offset: f.offset,
+                pending: 0,
+                mark: 0,
+                problem,
+            });
         }
     }
     for s in &mut out {

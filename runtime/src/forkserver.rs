@@ -7,13 +7,13 @@
 //! function's effects never carry over.
 
 use crate::fuzz::Session;
-use trestle_abi::hooks;
 use libafl_bolts::shmem::{ShMemProvider, UnixShMemProvider};
 use libafl_targets::{
-    map_cmplog_shared_memory, map_input_shared_memory, map_shared_memory, start_forkserver, ForkserverState,
-    MaybePersistentForkserverParent, CMPLOG_ENABLED, INPUT_LENGTH_PTR, INPUT_PTR, MAX_EDGES_FOUND, SHM_FUZZING,
-    __afl_map_size,
+    __afl_map_size, map_cmplog_shared_memory, map_input_shared_memory, map_shared_memory,
+    start_forkserver, ForkserverState, MaybePersistentForkserverParent, CMPLOG_ENABLED,
+    INPUT_LENGTH_PTR, INPUT_PTR, MAX_EDGES_FOUND, SHM_FUZZING,
 };
+use trestle_abi::hooks;
 
 /// The descriptor the fuzzer's control pipe arrives on: AFL++'s `FORKSRV_FD`, which
 /// `libafl_targets` reads the protocol from (it does not export the number).
@@ -27,7 +27,9 @@ const PERSISTENT_ROUNDS: u32 = 1000;
 /// parses the same variable when it attaches the map.
 fn host_map_size() -> Result<usize, String> {
     match std::env::var(hooks::ENV_AFL_MAP_SIZE) {
-        Ok(s) => s.parse().map_err(|e| format!("{}={s:?} is not a map size: {e}", hooks::ENV_AFL_MAP_SIZE)),
+        Ok(s) => s
+            .parse()
+            .map_err(|e| format!("{}={s:?} is not a map size: {e}", hooks::ENV_AFL_MAP_SIZE)),
         Err(std::env::VarError::NotPresent) => Ok(hooks::EDGE_MAP_SIZE),
         Err(e) => Err(format!("{}: {e}", hooks::ENV_AFL_MAP_SIZE)),
     }
@@ -102,7 +104,10 @@ pub fn serve(session: &mut Session) -> ! {
     let host_size = host_map_size().unwrap_or_else(|e| die("map size", e));
     let edges = edges();
     if edges > host_size {
-        die("map size", format!("the program has {edges} edges, the fuzzer's map {host_size}"));
+        die(
+            "map size",
+            format!("the program has {edges} edges, the fuzzer's map {host_size}"),
+        );
     }
     // SAFETY: single-threaded set-up before the first fork; libafl_targets reads
     // these statics when it speaks the protocol.
@@ -158,7 +163,8 @@ pub fn serve(session: &mut Session) -> ! {
             unsafe { std::slice::from_raw_parts(INPUT_PTR, *INPUT_LENGTH_PTR as usize).to_vec() }
         } else {
             let mut v = Vec::new();
-            std::io::Read::read_to_end(&mut std::io::stdin().lock(), &mut v).unwrap_or_else(|e| die("reading the input", e));
+            std::io::Read::read_to_end(&mut std::io::stdin().lock(), &mut v)
+                .unwrap_or_else(|e| die("reading the input", e));
             v
         };
         session.apply(&input);
@@ -171,7 +177,11 @@ pub fn serve(session: &mut Session) -> ! {
 /// Whether the fuzzer has closed its end of the forkserver's control pipe (how a
 /// campaign ends), as opposed to the protocol failing while it still listens.
 fn fuzzer_hung_up() -> bool {
-    let mut fds = libc::pollfd { fd: AFL_CONTROL_FD, events: libc::POLLIN, revents: 0 };
+    let mut fds = libc::pollfd {
+        fd: AFL_CONTROL_FD,
+        events: libc::POLLIN,
+        revents: 0,
+    };
     // SAFETY: one valid pollfd, no waiting.
     let ready = unsafe { libc::poll(&mut fds, 1, 0) };
     ready == 1 && fds.revents & (libc::POLLHUP | libc::POLLERR | libc::POLLNVAL) != 0

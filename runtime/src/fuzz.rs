@@ -10,10 +10,13 @@
 //! gets a fresh extent and every pointer to the old one is moved to it, a length
 //! companion follows — and calls the function through its thunk.
 
-use crate::replay::{arena_alloc, arena_mark, arena_rewind, set_up};
 use crate::lock;
+use crate::replay::{arena_alloc, arena_mark, arena_rewind, set_up};
 use std::convert::Infallible;
-use trestle_abi::fuzz::{decode_values, FuzzRequest, ENV_CRASH_STACK_LIB, ENV_FUZZ, ENV_FUZZ_INPROC, ENV_FUZZ_INPUT, ENV_FUZZ_PROBE};
+use trestle_abi::fuzz::{
+    decode_values, FuzzRequest, ENV_CRASH_STACK_LIB, ENV_FUZZ, ENV_FUZZ_INPROC, ENV_FUZZ_INPUT,
+    ENV_FUZZ_PROBE,
+};
 use trestle_abi::params::{self, ParamTarget, StringSite};
 use trestle_abi::unit::{Param, ParamSite, Resize};
 use trestle_abi::Value;
@@ -70,7 +73,10 @@ impl StreamSlot {
         // SAFETY: creates a descriptor; the name is a NUL-terminated literal.
         let mem = unsafe { libc::memfd_create(c"trestle-stream".as_ptr(), libc::MFD_CLOEXEC) };
         if mem < 0 {
-            return Err(format!("cannot create a memory file for descriptor {fd}: {}", std::io::Error::last_os_error()));
+            return Err(format!(
+                "cannot create a memory file for descriptor {fd}: {}",
+                std::io::Error::last_os_error()
+            ));
         }
         // SAFETY: plain descriptor calls on numbers this process owns.
         unsafe {
@@ -94,7 +100,12 @@ impl StreamSlot {
             for part in [value, &self.tail[..]] {
                 let mut done = 0;
                 while done < part.len() {
-                    let n = libc::pwrite(self.fd, part[done..].as_ptr().cast(), part.len() - done, (at + done) as libc::off_t);
+                    let n = libc::pwrite(
+                        self.fd,
+                        part[done..].as_ptr().cast(),
+                        part.len() - done,
+                        (at + done) as libc::off_t,
+                    );
                     if n <= 0 {
                         break;
                     }
@@ -147,7 +158,15 @@ struct LibcState {
 impl LibcState {
     fn capture() -> LibcState {
         // SAFETY: reads of the C library's own globals, single-threaded.
-        unsafe { LibcState { optind, opterr, optopt, optarg, errno: *libc::__errno_location() } }
+        unsafe {
+            LibcState {
+                optind,
+                opterr,
+                optopt,
+                optarg,
+                errno: *libc::__errno_location(),
+            }
+        }
     }
 
     fn restore(&self) {
@@ -169,9 +188,14 @@ impl Session {
     /// Set up from the request named by the environment.
     pub fn from_env() -> Result<Session, String> {
         let path = std::env::var_os(ENV_FUZZ).ok_or("no fuzz request")?;
-        let bytes = std::fs::read(&path)
-            .map_err(|e| format!("cannot read fuzz request {}: {e}", std::path::Path::new(&path).display()))?;
-        let req: FuzzRequest = bincode::deserialize(&bytes).map_err(|e| format!("corrupted fuzz request: {e}"))?;
+        let bytes = std::fs::read(&path).map_err(|e| {
+            format!(
+                "cannot read fuzz request {}: {e}",
+                std::path::Path::new(&path).display()
+            )
+        })?;
+        let req: FuzzRequest =
+            bincode::deserialize(&bytes).map_err(|e| format!("corrupted fuzz request: {e}"))?;
         if let Some(bytes) = &req.stdin {
             give_stdin(bytes)?;
         }
@@ -191,23 +215,42 @@ impl Session {
             for p in &e.pointers {
                 if let Value::Ptr { extent, offset } = p.target {
                     if let Some(r) = refs.get_mut(extent as usize) {
-                        r.push(Ref::Word { at: set.addrs[i] + p.offset as usize, offset });
+                        r.push(Ref::Word {
+                            at: set.addrs[i] + p.offset as usize,
+                            offset,
+                        });
                     }
                 }
             }
         }
         let mut streams = Vec::with_capacity(req.params.len());
         for p in &req.params {
-            if let ParamSite::Memory { extent, offset, len } = p.site {
-                let fits = req.context.graph.extents.get(extent as usize).is_some_and(|e| offset + len <= e.len);
+            if let ParamSite::Memory {
+                extent,
+                offset,
+                len,
+            } = p.site
+            {
+                let fits = req
+                    .context
+                    .graph
+                    .extents
+                    .get(extent as usize)
+                    .is_some_and(|e| offset + len <= e.len);
                 if !fits {
-                    return Err(format!("parameter at e{extent}+{offset} no longer fits its extent"));
+                    return Err(format!(
+                        "parameter at e{extent}+{offset} no longer fits its extent"
+                    ));
                 }
             }
             streams.push(match p.site {
                 ParamSite::Stream { fd, file, buffered } => {
                     let fp = match file {
-                        Some(e) => Some(*set.addrs.get(e as usize).ok_or("a stream parameter's FILE is not in the context")?),
+                        Some(e) => Some(
+                            *set.addrs
+                                .get(e as usize)
+                                .ok_or("a stream parameter's FILE is not in the context")?,
+                        ),
                         None if buffered && fd == 0 => Some(crate::files::c_stdin()),
                         None => None,
                     };
@@ -224,9 +267,19 @@ impl Session {
             .extents
             .iter()
             .zip(&set.addrs)
-            .filter(|(e, _)| !matches!(e.kind, trestle_abi::ExtentKind::Global { constant: true, .. }))
+            .filter(|(e, _)| {
+                !matches!(
+                    e.kind,
+                    trestle_abi::ExtentKind::Global { constant: true, .. }
+                )
+            })
             // SAFETY: each restored extent has `len` readable bytes at its address.
-            .map(|(e, &a)| (a, unsafe { std::slice::from_raw_parts(a as *const u8, e.len as usize) }.to_vec()))
+            .map(|(e, &a)| {
+                (
+                    a,
+                    unsafe { std::slice::from_raw_parts(a as *const u8, e.len as usize) }.to_vec(),
+                )
+            })
             .collect();
         let files = req
             .context
@@ -247,7 +300,16 @@ impl Session {
         };
         // What setting up opened belongs to the context; executions' files are closed.
         crate::files::forget_opened();
-        Ok(Session { thunk: set.thunk, slots: set.slots, addrs: set.addrs, lens, refs, params: req.params, streams, pristine })
+        Ok(Session {
+            thunk: set.thunk,
+            slots: set.slots,
+            addrs: set.addrs,
+            lens,
+            refs,
+            params: req.params,
+            streams,
+            pristine,
+        })
     }
 
     /// Write `input`'s values into the restored context, as [`trestle_abi::params`]
@@ -272,8 +334,19 @@ impl ParamTarget for Session {
         }
     }
 
-    fn write_string(&mut self, _param: usize, site: StringSite, b: &[u8]) -> Result<usize, Infallible> {
-        let StringSite { extent, offset, len, nul, resize } = site;
+    fn write_string(
+        &mut self,
+        _param: usize,
+        site: StringSite,
+        b: &[u8],
+    ) -> Result<usize, Infallible> {
+        let StringSite {
+            extent,
+            offset,
+            len,
+            nul,
+            resize,
+        } = site;
         let extent = extent as usize;
         let term = nul as usize;
         if resize != Resize::Fixed && b.len() as u64 != len {
@@ -304,7 +377,9 @@ impl ParamTarget for Session {
                 match *r {
                     Ref::Arg { k, .. } => self.slots[k] = target,
                     // SAFETY: `at` is a pointer word inside a restored extent.
-                    Ref::Word { at, .. } => unsafe { std::ptr::write_unaligned(at as *mut u64, target) },
+                    Ref::Word { at, .. } => unsafe {
+                        std::ptr::write_unaligned(at as *mut u64, target)
+                    },
                 }
             }
             if !token {
@@ -327,7 +402,13 @@ impl ParamTarget for Session {
         Ok(n)
     }
 
-    fn write_companion(&mut self, _param: usize, extent: u32, offset: u64, word: &[u8]) -> Result<(), Infallible> {
+    fn write_companion(
+        &mut self,
+        _param: usize,
+        extent: u32,
+        offset: u64,
+        word: &[u8],
+    ) -> Result<(), Infallible> {
         let at = self.addrs[extent as usize] + offset as usize;
         // SAFETY: the companion lies inside its restored extent.
         unsafe { std::ptr::copy_nonoverlapping(word.as_ptr(), at as *mut u8, word.len()) };
@@ -394,7 +475,8 @@ impl Session {
 fn give_stdin(bytes: &[u8]) -> Result<(), String> {
     let path = std::env::temp_dir().join(format!("trestle-harness-stdin-{}", std::process::id()));
     std::fs::write(&path, bytes).map_err(|e| format!("cannot write {}: {e}", path.display()))?;
-    let file = std::fs::File::open(&path).map_err(|e| format!("cannot open {}: {e}", path.display()))?;
+    let file =
+        std::fs::File::open(&path).map_err(|e| format!("cannot open {}: {e}", path.display()))?;
     let _ = std::fs::remove_file(&path);
     // SAFETY: replaces descriptor 0 with a file this process just opened.
     unsafe {
@@ -406,12 +488,16 @@ fn give_stdin(bytes: &[u8]) -> Result<(), String> {
 /// Load a shared library into the harness (its constructors run now).
 fn load_library(path: &std::ffi::OsStr) -> Result<(), String> {
     use std::os::unix::ffi::OsStrExt as _;
-    let c = std::ffi::CString::new(path.as_bytes()).map_err(|_| "a library path with a NUL byte".to_owned())?;
+    let c = std::ffi::CString::new(path.as_bytes())
+        .map_err(|_| "a library path with a NUL byte".to_owned())?;
     // SAFETY: dlopen with a NUL-terminated path; the library's constructors only
     // install signal handlers.
     let h = unsafe { libc::dlopen(c.as_ptr(), libc::RTLD_NOW | libc::RTLD_LOCAL) };
     if h.is_null() {
-        return Err(format!("cannot load {}", std::path::Path::new(path).display()));
+        return Err(format!(
+            "cannot load {}",
+            std::path::Path::new(path).display()
+        ));
     }
     Ok(())
 }
@@ -448,7 +534,8 @@ pub fn run() -> ! {
         crate::probe::run(&mut session, &path)
     }
     if let Some(path) = std::env::var_os(ENV_FUZZ_INPUT) {
-        let input = std::fs::read(&path).unwrap_or_else(|e| die(&format!("cannot read input: {e}")));
+        let input =
+            std::fs::read(&path).unwrap_or_else(|e| die(&format!("cannot read input: {e}")));
         if let Some(lib) = std::env::var_os(ENV_CRASH_STACK_LIB) {
             load_library(&lib).unwrap_or_else(|e| die(&e));
         }

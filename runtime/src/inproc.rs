@@ -21,7 +21,10 @@
 use crate::fuzz::Session;
 use std::ffi::{c_void, CString, OsStr};
 use std::os::unix::ffi::OsStrExt;
-use trestle_abi::fuzz::{InProcessEntry, InProcessTarget, ENV_FUZZ_GOAL_CMP, ENV_FUZZ_INPROC_LIB, GOAL_DISTANCE_SLOTS, INPROC_ABI_VERSION, INPROC_ENTRY};
+use trestle_abi::fuzz::{
+    InProcessEntry, InProcessTarget, ENV_FUZZ_GOAL_CMP, ENV_FUZZ_INPROC_LIB, GOAL_DISTANCE_SLOTS,
+    INPROC_ABI_VERSION, INPROC_ENTRY,
+};
 
 /// Where the operand distance's slots begin in the edge map (0: not tracked).
 static DISTANCE_BASE: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
@@ -44,21 +47,34 @@ fn dl_error() -> String {
 /// Load the fuzzer library and let it fuzz `session` as the plan file says; ends the
 /// process with the library's status. Never returns.
 pub fn serve(session: &mut Session, plan: &OsStr) -> ! {
-    let lib = std::env::var_os(ENV_FUZZ_INPROC_LIB)
-        .unwrap_or_else(|| die(&format!("in-process fuzzing needs {ENV_FUZZ_INPROC_LIB}, the fuzzer library")));
-    let c_lib = CString::new(lib.as_bytes()).unwrap_or_else(|_| die("library path holds a NUL byte"));
-    let c_plan = CString::new(plan.as_bytes()).unwrap_or_else(|_| die("plan path holds a NUL byte"));
+    let lib = std::env::var_os(ENV_FUZZ_INPROC_LIB).unwrap_or_else(|| {
+        die(&format!(
+            "in-process fuzzing needs {ENV_FUZZ_INPROC_LIB}, the fuzzer library"
+        ))
+    });
+    let c_lib =
+        CString::new(lib.as_bytes()).unwrap_or_else(|_| die("library path holds a NUL byte"));
+    let c_plan =
+        CString::new(plan.as_bytes()).unwrap_or_else(|_| die("plan path holds a NUL byte"));
     // SAFETY: loading a library built for this purpose; its constructors are LibAFL's
     // (serde type registration).
     let handle = unsafe { libc::dlopen(c_lib.as_ptr(), libc::RTLD_NOW | libc::RTLD_LOCAL) };
     if handle.is_null() {
-        die(&format!("cannot load the fuzzer library {}: {}", lib.to_string_lossy(), dl_error()));
+        die(&format!(
+            "cannot load the fuzzer library {}: {}",
+            lib.to_string_lossy(),
+            dl_error()
+        ));
     }
     let name = CString::new(INPROC_ENTRY).expect("no NUL in the entry name");
     // SAFETY: looking a symbol up in the handle just opened.
     let sym = unsafe { libc::dlsym(handle, name.as_ptr()) };
     if sym.is_null() {
-        die(&format!("{} has no {INPROC_ENTRY}: {}", lib.to_string_lossy(), dl_error()));
+        die(&format!(
+            "{} has no {INPROC_ENTRY}: {}",
+            lib.to_string_lossy(),
+            dl_error()
+        ));
     }
     // SAFETY: the library exports the entry with this signature (trestle_abi::fuzz).
     let entry: InProcessEntry = unsafe { std::mem::transmute::<*mut c_void, InProcessEntry>(sym) };
@@ -107,8 +123,12 @@ pub fn serve(session: &mut Session, plan: &OsStr) -> ! {
 /// readable bytes.
 unsafe extern "C" fn run_one(session: *mut c_void, input: *const u8, len: usize) -> i32 {
     // SAFETY: as the contract says.
-    let (session, input) =
-        unsafe { (&mut *(session as *mut Session), std::slice::from_raw_parts(input, len)) };
+    let (session, input) = unsafe {
+        (
+            &mut *(session as *mut Session),
+            std::slice::from_raw_parts(input, len),
+        )
+    };
     crate::guard("an in-process execution", || {
         let base = DISTANCE_BASE.load(std::sync::atomic::Ordering::Relaxed);
         // SAFETY: this thread's own static (see `branches`).
@@ -137,11 +157,18 @@ unsafe extern "C" fn run_one(session: *mut c_void, input: *const u8, len: usize)
 }
 
 /// The signals a crashing unit raises.
-const CRASH_SIGNALS: [libc::c_int; 5] = [libc::SIGSEGV, libc::SIGBUS, libc::SIGFPE, libc::SIGILL, libc::SIGABRT];
+const CRASH_SIGNALS: [libc::c_int; 5] = [
+    libc::SIGSEGV,
+    libc::SIGBUS,
+    libc::SIGFPE,
+    libc::SIGILL,
+    libc::SIGABRT,
+];
 
 /// The handlers in place before [`catch_crashes`], one per [`CRASH_SIGNALS`] entry:
 /// written before ours are installed, read only by [`on_crash`].
-static mut PREVIOUS: [std::mem::MaybeUninit<libc::sigaction>; 5] = [std::mem::MaybeUninit::uninit(); 5];
+static mut PREVIOUS: [std::mem::MaybeUninit<libc::sigaction>; 5] =
+    [std::mem::MaybeUninit::uninit(); 5];
 
 /// [`InProcessTarget::catch_crashes`]: put [`on_crash`] in front of the fuzzer's
 /// handlers.
@@ -159,7 +186,9 @@ unsafe extern "C" fn catch_crashes() -> i32 {
             libc::sigemptyset(&mut sa.sa_mask);
             let previous = (&raw mut PREVIOUS[i]).cast::<libc::sigaction>();
             if libc::sigaction(sig, &sa, previous) != 0 {
-                return std::io::Error::last_os_error().raw_os_error().unwrap_or(libc::EINVAL);
+                return std::io::Error::last_os_error()
+                    .raw_os_error()
+                    .unwrap_or(libc::EINVAL);
             }
         }
     }
@@ -174,7 +203,9 @@ extern "C" fn on_crash(sig: libc::c_int, info: *mut libc::siginfo_t, ctx: *mut c
     }
     // SAFETY: jumps only to a live catching call on this thread; returns otherwise.
     unsafe { __trestle_crash_to_caller(sig) };
-    let Some(i) = CRASH_SIGNALS.iter().position(|&s| s == sig) else { return };
+    let Some(i) = CRASH_SIGNALS.iter().position(|&s| s == sig) else {
+        return;
+    };
     // SAFETY: written by `catch_crashes` before this handler was installed.
     let previous = unsafe { PREVIOUS[i].assume_init() };
     match previous.sa_sigaction {
@@ -187,7 +218,8 @@ extern "C" fn on_crash(sig: libc::c_int, info: *mut libc::siginfo_t, ctx: *mut c
         }
         h if previous.sa_flags & libc::SA_SIGINFO != 0 => {
             // SAFETY: the previous handler, called as it was installed to be.
-            let f: extern "C" fn(libc::c_int, *mut libc::siginfo_t, *mut c_void) = unsafe { std::mem::transmute(h) };
+            let f: extern "C" fn(libc::c_int, *mut libc::siginfo_t, *mut c_void) =
+                unsafe { std::mem::transmute(h) };
             f(sig, info, ctx);
         }
         h => {

@@ -29,11 +29,11 @@ pub mod extents;
 pub mod files;
 pub mod forkserver;
 pub mod fuzz;
-pub mod sysserver;
 pub mod inproc;
 pub mod mappings;
 mod probe;
 pub mod process;
+pub mod sysserver;
 pub mod unit_heap;
 pub mod walk;
 pub mod writer;
@@ -179,7 +179,9 @@ fn init() {
     let mut extents = program.extent_map();
     let mut file_table = files::FileTable::new();
     files::register_std_streams(&mut file_table, &mut extents);
-    let fns = (0..program.functions.len()).map(|_| FnState::default()).collect();
+    let fns = (0..program.functions.len())
+        .map(|_| FnState::default())
+        .collect();
     let mut rt = Runtime {
         program,
         config: Config::from_env(),
@@ -222,7 +224,12 @@ fn init() {
 }
 
 impl Runtime {
-    fn register_main_args(&mut self, argc: i32, argv: *const *const libc::c_char, envp: *const *const libc::c_char) {
+    fn register_main_args(
+        &mut self,
+        argc: i32,
+        argv: *const *const libc::c_char,
+        envp: *const *const libc::c_char,
+    ) {
         // SAFETY: argv has argc entries plus a null; envp is null-terminated; the
         // strings are NUL-terminated. Both come straight from the C runtime.
         unsafe {
@@ -236,10 +243,12 @@ impl Runtime {
                     if s.is_null() || n.is_some_and(|n| i >= n) {
                         break;
                     }
-                    self.extents.insert_heap(s as usize, libc::strlen(s) + 1, ExtentKind::Arg);
+                    self.extents
+                        .insert_heap(s as usize, libc::strlen(s) + 1, ExtentKind::Arg);
                     i += 1;
                 }
-                self.extents.insert_heap(v as usize, (i + 1) * 8, ExtentKind::Arg);
+                self.extents
+                    .insert_heap(v as usize, (i + 1) * 8, ExtentKind::Arg);
             };
             reg_vec(argv, Some(argc.max(0) as usize));
             reg_vec(envp, None);
@@ -257,7 +266,13 @@ impl Runtime {
 /// `state` must point to the function's own state word and `slots` to `nslots` words,
 /// as the pass arranges.
 #[no_mangle]
-pub unsafe extern "C" fn __trestle_enter(id: u64, state: *mut u32, slots: *const u64, nslots: u32, sp: *const u8) {
+pub unsafe extern "C" fn __trestle_enter(
+    id: u64,
+    state: *mut u32,
+    slots: *const u64,
+    nslots: u32,
+    sp: *const u8,
+) {
     let m = mode();
     // Only recording and replay track the stack (a unit harness calls this for every
     // call the unit makes: on dc's arithmetic a fifth of its time went here).
@@ -285,7 +300,14 @@ pub unsafe extern "C" fn __trestle_enter(id: u64, state: *mut u32, slots: *const
 /// # Safety
 /// Called by instrumented code only.
 #[no_mangle]
-pub unsafe extern "C" fn __trestle_exit(id: u64, _state: *mut u32, ret: u64, slots: *const u64, sp: *const u8, top: *const u8) {
+pub unsafe extern "C" fn __trestle_exit(
+    id: u64,
+    _state: *mut u32,
+    ret: u64,
+    slots: *const u64,
+    sp: *const u8,
+    top: *const u8,
+) {
     let mode = MODE.load(Ordering::Acquire);
     if OPEN_FRAMES.load(Ordering::Acquire) != 0 && mode == MODE_RECORD {
         guard("the exit hook", || {
@@ -323,8 +345,9 @@ static VA_LISTS: AtomicUsize = AtomicUsize::new(0);
 /// inlined into the one that started a list returns at the same `top` (one that
 /// calls `va_start` is never inlined itself).
 fn end_va_lists(rt: &mut Runtime, fn_id: u64, top: usize) {
-    let (ended, kept): (Vec<VaList>, Vec<VaList>) =
-        std::mem::take(&mut rt.va_lists).into_iter().partition(|v| v.top < top || (v.top == top && v.fn_id == fn_id));
+    let (ended, kept): (Vec<VaList>, Vec<VaList>) = std::mem::take(&mut rt.va_lists)
+        .into_iter()
+        .partition(|v| v.top < top || (v.top == top && v.fn_id == fn_id));
     for v in ended {
         for start in [v.save, v.args] {
             if start != 0 {
@@ -379,7 +402,12 @@ pub unsafe extern "C" fn __trestle_va_list(ap: *const u8, fn_id: u64) {
     guard("the va_list hook", || {
         // SAFETY: the va_list's layout: { u32 gp_offset, u32 fp_offset, ptr
         // overflow_arg_area, ptr reg_save_area }.
-        let (stack, save) = unsafe { ((ap.add(8) as *const usize).read_unaligned(), (ap.add(16) as *const usize).read_unaligned()) };
+        let (stack, save) = unsafe {
+            (
+                (ap.add(8) as *const usize).read_unaligned(),
+                (ap.add(16) as *const usize).read_unaligned(),
+            )
+        };
         let (mark, end) = (STACK_MARK.with(|c| c.get()), record::stack_end());
         if let Some(rt) = lock().as_mut() {
             rt.extents.purge_stack_below(mark);
@@ -387,7 +415,10 @@ pub unsafe extern "C" fn __trestle_va_list(ap: *const u8, fn_id: u64) {
                 rt.extents.insert_stack(save, VA_SAVE_AREA);
             }
             // Up to the caller's own allocations above them.
-            let room = rt.extents.stack_start_above(stack).map_or(VA_STACK_AREA, |s| s - stack);
+            let room = rt
+                .extents
+                .stack_start_above(stack)
+                .map_or(VA_STACK_AREA, |s| s - stack);
             let len = room.min(VA_STACK_AREA).min(end.saturating_sub(stack));
             let args = if stack != 0 && len > 0 {
                 rt.extents.insert_stack(stack, len);
@@ -396,7 +427,12 @@ pub unsafe extern "C" fn __trestle_va_list(ap: *const u8, fn_id: u64) {
                 0
             };
             // The stack arguments start right above the return address.
-            rt.va_lists.push(VaList { fn_id, top: stack.wrapping_sub(8), save, args });
+            rt.va_lists.push(VaList {
+                fn_id,
+                top: stack.wrapping_sub(8),
+                save,
+                args,
+            });
             VA_LISTS.store(rt.va_lists.len(), Ordering::Relaxed);
         }
     })
@@ -407,7 +443,11 @@ pub unsafe extern "C" fn __trestle_va_list(ap: *const u8, fn_id: u64) {
 /// # Safety
 /// The arguments must be `main`'s own.
 #[no_mangle]
-pub unsafe extern "C" fn __trestle_main(argc: i32, argv: *const *const libc::c_char, envp: *const *const libc::c_char) {
+pub unsafe extern "C" fn __trestle_main(
+    argc: i32,
+    argv: *const *const libc::c_char,
+    envp: *const *const libc::c_char,
+) {
     branches::maybe_dump();
     let m = mode();
     if m == MODE_PASSIVE {
@@ -439,7 +479,8 @@ pub unsafe extern "C" fn __trestle_main(argc: i32, argv: *const *const libc::c_c
         });
     }
     // Replaying `main` itself brings us here a second time: run the unit once.
-    static REPLAY_STARTED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+    static REPLAY_STARTED: std::sync::atomic::AtomicBool =
+        std::sync::atomic::AtomicBool::new(false);
     if m == MODE_REPLAY && !REPLAY_STARTED.swap(true, Ordering::AcqRel) {
         replay::run();
     }
@@ -453,12 +494,17 @@ pub unsafe extern "C" fn __trestle_main(argc: i32, argv: *const *const libc::c_c
 /// # Safety
 /// As `setlocale`.
 #[no_mangle]
-pub unsafe extern "C" fn __trestle_setlocale(category: libc::c_int, locale: *const libc::c_char) -> *mut libc::c_char {
+pub unsafe extern "C" fn __trestle_setlocale(
+    category: libc::c_int,
+    locale: *const libc::c_char,
+) -> *mut libc::c_char {
     // SAFETY: forwarding.
     let r = unsafe { libc::setlocale(category, locale) };
     if !r.is_null() && !locale.is_null() && mode() == MODE_RECORD {
         // SAFETY: `locale` is a NUL-terminated string (setlocale accepted it).
-        let name = unsafe { std::ffi::CStr::from_ptr(locale) }.to_string_lossy().into_owned();
+        let name = unsafe { std::ffi::CStr::from_ptr(locale) }
+            .to_string_lossy()
+            .into_owned();
         if let Some(rt) = lock().as_mut() {
             rt.locale.push((category, name));
         }
@@ -486,7 +532,12 @@ pub unsafe extern "C" fn __trestle_getenv(name: *const libc::c_char) -> *mut lib
 /// # Safety
 /// As `setvbuf`.
 #[no_mangle]
-pub unsafe extern "C" fn __trestle_setvbuf(fp: *mut libc::FILE, buf: *mut libc::c_char, how: libc::c_int, size: libc::size_t) -> libc::c_int {
+pub unsafe extern "C" fn __trestle_setvbuf(
+    fp: *mut libc::FILE,
+    buf: *mut libc::c_char,
+    how: libc::c_int,
+    size: libc::size_t,
+) -> libc::c_int {
     // SAFETY: forwarding.
     let r = unsafe { libc::setvbuf(fp, buf, how, size) };
     if r == 0 && buf.is_null() && mode() == MODE_RECORD {
@@ -564,7 +615,8 @@ unsafe fn end_unit_execution() -> ! {
 
 /// The C++ runtime's `__cxa_throw`, found at the first throw (a C program never
 /// throws, and links no C++ runtime).
-type CxaThrow = unsafe extern "C-unwind" fn(*mut libc::c_void, *mut libc::c_void, *mut libc::c_void) -> !;
+type CxaThrow =
+    unsafe extern "C-unwind" fn(*mut libc::c_void, *mut libc::c_void, *mut libc::c_void) -> !;
 static CXA_THROW: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
 
 /// `__cxa_throw`, renamed by the pass: in a recording, marks the open invocations
@@ -573,7 +625,11 @@ static CXA_THROW: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
 /// # Safety
 /// As `__cxa_throw`.
 #[no_mangle]
-pub unsafe extern "C-unwind" fn __trestle_cxa_throw(obj: *mut libc::c_void, tinfo: *mut libc::c_void, dest: *mut libc::c_void) -> ! {
+pub unsafe extern "C-unwind" fn __trestle_cxa_throw(
+    obj: *mut libc::c_void,
+    tinfo: *mut libc::c_void,
+    dest: *mut libc::c_void,
+) -> ! {
     if mode() == MODE_RECORD {
         guard("the throw hook", || {
             if let Some(rt) = lock().as_mut() {

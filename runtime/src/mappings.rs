@@ -20,7 +20,11 @@ impl Mappings {
     /// The starts of the mappings overlapping `[start, start + len)`.
     fn overlapping(&self, start: usize, len: usize) -> Vec<usize> {
         let end = start.saturating_add(len.max(1));
-        self.0.range(..end).filter(|(&s, &l)| s + l > start).map(|(&s, _)| s).collect()
+        self.0
+            .range(..end)
+            .filter(|(&s, &l)| s + l > start)
+            .map(|(&s, _)| s)
+            .collect()
     }
 }
 
@@ -59,7 +63,8 @@ fn remember(p: *mut c_void, len: usize) {
     }
     if let Some(rt) = lock().as_mut() {
         rt.mappings.0.insert(p as usize, len);
-        rt.extents.insert_heap(p as usize, len, trestle_abi::ExtentKind::Heap);
+        rt.extents
+            .insert_heap(p as usize, len, trestle_abi::ExtentKind::Heap);
     }
 }
 
@@ -148,7 +153,9 @@ pub unsafe extern "C" fn __trestle_mremap(
     }
     // Whether it stays readable, and how far for a file, is not known here: what
     // was readable before is, up to the new length.
-    let was = lock().as_ref().and_then(|rt| rt.mappings.0.get(&(old as usize)).copied());
+    let was = lock()
+        .as_ref()
+        .and_then(|rt| rt.mappings.0.get(&(old as usize)).copied());
     forget(old as usize, old_len);
     if flags & libc::MREMAP_FIXED != 0 {
         forget(new_addr as usize, new_len);
@@ -156,7 +163,14 @@ pub unsafe extern "C" fn __trestle_mremap(
     // SAFETY: forwarding.
     let p = unsafe { libc::mremap(old, old_len, new_len, flags, new_addr) };
     if let Some(was) = was {
-        remember(p, if was < old_len { was.min(new_len) } else { new_len });
+        remember(
+            p,
+            if was < old_len {
+                was.min(new_len)
+            } else {
+                new_len
+            },
+        );
     }
     p
 }

@@ -21,16 +21,30 @@ const OPERANDS: usize = size_of::<CmpLogInstruction>();
 
 /// Run the probe named by `path` and end the process.
 pub fn run(session: &mut Session, path: &std::ffi::OsStr) -> ! {
-    let bytes = std::fs::read(path).unwrap_or_else(|e| die(&format!("cannot read the probe request {}: {e}", path.to_string_lossy())));
-    let req: ProbeRequest = bincode::deserialize(&bytes).unwrap_or_else(|e| die(&format!("corrupted probe request: {e}")));
+    let bytes = std::fs::read(path).unwrap_or_else(|e| {
+        die(&format!(
+            "cannot read the probe request {}: {e}",
+            path.to_string_lossy()
+        ))
+    });
+    let req: ProbeRequest = bincode::deserialize(&bytes)
+        .unwrap_or_else(|e| die(&format!("corrupted probe request: {e}")));
     let edges = crate::forkserver::edges();
     if edges > EDGE_MAP_SIZE {
-        die(&format!("the program has {edges} edges, the probe's map {EDGE_MAP_SIZE}"));
+        die(&format!(
+            "the program has {edges} edges, the probe's map {EDGE_MAP_SIZE}"
+        ));
     }
     let limit = Duration::from_millis(req.timeout_ms.max(1));
-    let runs: Vec<ProbeRun> = req.inputs.iter().map(|input| once(session, &req, input, limit)).collect();
-    let out = bincode::serialize(&runs).unwrap_or_else(|e| die(&format!("cannot encode the probe's runs: {e}")));
-    std::fs::write(&req.out, out).unwrap_or_else(|e| die(&format!("cannot write {}: {e}", req.out.display())));
+    let runs: Vec<ProbeRun> = req
+        .inputs
+        .iter()
+        .map(|input| once(session, &req, input, limit))
+        .collect();
+    let out = bincode::serialize(&runs)
+        .unwrap_or_else(|e| die(&format!("cannot encode the probe's runs: {e}")));
+    std::fs::write(&req.out, out)
+        .unwrap_or_else(|e| die(&format!("cannot write {}: {e}", req.out.display())));
     // SAFETY: ends the process.
     unsafe { libc::_exit(0) }
 }
@@ -55,9 +69,15 @@ impl Shared {
             )
         };
         if base == libc::MAP_FAILED {
-            die(&format!("cannot map {len} bytes for the probe: {}", std::io::Error::last_os_error()));
+            die(&format!(
+                "cannot map {len} bytes for the probe: {}",
+                std::io::Error::last_os_error()
+            ));
         }
-        Shared { base: base.cast(), len }
+        Shared {
+            base: base.cast(),
+            len,
+        }
     }
 }
 
@@ -75,7 +95,10 @@ fn once(session: &mut Session, req: &ProbeRequest, input: &[u8], limit: Duration
     // SAFETY: fork of a single-threaded harness (the forkserver does the same).
     let pid = unsafe { libc::fork() };
     if pid < 0 {
-        die(&format!("cannot fork for the probe: {}", std::io::Error::last_os_error()));
+        die(&format!(
+            "cannot fork for the probe: {}",
+            std::io::Error::last_os_error()
+        ));
     }
     if pid == 0 {
         // SAFETY: the child points the hooks at the shared maps before it runs the unit;
@@ -92,11 +115,21 @@ fn once(session: &mut Session, req: &ProbeRequest, input: &[u8], limit: Duration
         unsafe { libc::_exit(0) }
     }
     let end = wait(pid, limit);
-    let mut run = ProbeRun { end, hits: 0, operands: Vec::new(), edges: Vec::new() };
+    let mut run = ProbeRun {
+        end,
+        hits: 0,
+        operands: Vec::new(),
+        edges: Vec::new(),
+    };
     // SAFETY: the child is gone; the maps are ours to read, within their lengths.
     unsafe {
         let edges = std::slice::from_raw_parts(shared.base.add(cmp_len), EDGE_MAP_SIZE);
-        run.edges = req.edges.iter().copied().filter(|&e| edges.get(e as usize).is_some_and(|&c| c != 0)).collect();
+        run.edges = req
+            .edges
+            .iter()
+            .copied()
+            .filter(|&e| edges.get(e as usize).is_some_and(|&c| c != 0))
+            .collect();
         if let Some(id) = req.cmp {
             let k = id as usize & (CMPLOG_MAP_W - 1);
             let header = shared.base.add(k * HEADER);
@@ -104,8 +137,13 @@ fn once(session: &mut Session, req: &ProbeRequest, input: &[u8], limit: Duration
                 let hits = (header as *const u16).read_unaligned();
                 run.hits = u32::from(hits);
                 for h in 0..usize::from(hits).min(CMPLOG_MAP_H) {
-                    let op = shared.base.add(CMPLOG_MAP_W * HEADER + (k * CMPLOG_MAP_H + h) * OPERANDS);
-                    run.operands.push(((op as *const u64).read_unaligned(), (op.add(8) as *const u64).read_unaligned()));
+                    let op = shared
+                        .base
+                        .add(CMPLOG_MAP_W * HEADER + (k * CMPLOG_MAP_H + h) * OPERANDS);
+                    run.operands.push((
+                        (op as *const u64).read_unaligned(),
+                        (op.add(8) as *const u64).read_unaligned(),
+                    ));
                 }
             }
         }
@@ -121,7 +159,11 @@ fn wait(pid: libc::pid_t, limit: Duration) -> ProbeEnd {
         // SAFETY: our own child.
         let r = unsafe { libc::waitpid(pid, &mut status, libc::WNOHANG) };
         if r == pid {
-            return if libc::WIFSIGNALED(status) { ProbeEnd::Signaled(libc::WTERMSIG(status)) } else { ProbeEnd::Exited(libc::WEXITSTATUS(status)) };
+            return if libc::WIFSIGNALED(status) {
+                ProbeEnd::Signaled(libc::WTERMSIG(status))
+            } else {
+                ProbeEnd::Exited(libc::WEXITSTATUS(status))
+            };
         }
         if r < 0 {
             return ProbeEnd::Exited(-1);

@@ -75,7 +75,11 @@ fn waited(call: &str, which: Option<&dyn Fn(&Child) -> bool>) {
     guard("the wait hook", || {
         if let Some(rt) = lock().as_mut() {
             let born = match which {
-                Some(f) => rt.children.iter().position(f).map(|i| rt.children.remove(i).born),
+                Some(f) => rt
+                    .children
+                    .iter()
+                    .position(f)
+                    .map(|i| rt.children.remove(i).born),
                 None => rt.children.iter().map(|c| c.born).min(),
             };
             // A child the wrappers did not see start (started by code that is not
@@ -213,7 +217,10 @@ pub unsafe extern "C" fn __trestle_pclose(fp: *mut FILE) -> c_int {
     let r = unsafe { libc::pclose(fp) };
     if recording() {
         let stream = fp as usize;
-        waited("pclose", Some(&|c: &Child| c.pid == 0 && c.stream == stream));
+        waited(
+            "pclose",
+            Some(&|c: &Child| c.pid == 0 && c.stream == stream),
+        );
     }
     r
 }
@@ -235,7 +242,11 @@ pub unsafe extern "C" fn __trestle_wait(status: *mut c_int) -> pid_t {
 /// # Safety
 /// As `waitpid`.
 #[no_mangle]
-pub unsafe extern "C" fn __trestle_waitpid(pid: pid_t, status: *mut c_int, options: c_int) -> pid_t {
+pub unsafe extern "C" fn __trestle_waitpid(
+    pid: pid_t,
+    status: *mut c_int,
+    options: c_int,
+) -> pid_t {
     // SAFETY: forwarding.
     let r = unsafe { libc::waitpid(pid, status, options) };
     after_wait("waitpid", r);
@@ -247,7 +258,11 @@ pub unsafe extern "C" fn __trestle_waitpid(pid: pid_t, status: *mut c_int, optio
 /// # Safety
 /// As `wait3`.
 #[no_mangle]
-pub unsafe extern "C" fn __trestle_wait3(status: *mut c_int, options: c_int, usage: *mut libc::rusage) -> pid_t {
+pub unsafe extern "C" fn __trestle_wait3(
+    status: *mut c_int,
+    options: c_int,
+    usage: *mut libc::rusage,
+) -> pid_t {
     // SAFETY: forwarding (`wait3` is `wait4` for any child).
     let r = unsafe { libc::wait4(-1, status, options, usage) };
     after_wait("wait3", r);
@@ -259,7 +274,12 @@ pub unsafe extern "C" fn __trestle_wait3(status: *mut c_int, options: c_int, usa
 /// # Safety
 /// As `wait4`.
 #[no_mangle]
-pub unsafe extern "C" fn __trestle_wait4(pid: pid_t, status: *mut c_int, options: c_int, usage: *mut libc::rusage) -> pid_t {
+pub unsafe extern "C" fn __trestle_wait4(
+    pid: pid_t,
+    status: *mut c_int,
+    options: c_int,
+    usage: *mut libc::rusage,
+) -> pid_t {
     // SAFETY: forwarding.
     let r = unsafe { libc::wait4(pid, status, options, usage) };
     after_wait("wait4", r);
@@ -271,13 +291,22 @@ pub unsafe extern "C" fn __trestle_wait4(pid: pid_t, status: *mut c_int, options
 /// # Safety
 /// As `waitid`.
 #[no_mangle]
-pub unsafe extern "C" fn __trestle_waitid(idtype: libc::idtype_t, id: libc::id_t, info: *mut libc::siginfo_t, options: c_int) -> c_int {
+pub unsafe extern "C" fn __trestle_waitid(
+    idtype: libc::idtype_t,
+    id: libc::id_t,
+    info: *mut libc::siginfo_t,
+    options: c_int,
+) -> c_int {
     // SAFETY: forwarding.
     let r = unsafe { libc::waitid(idtype, id, info, options) };
     if recording() {
         let _errno = KeepErrno::new();
         // SAFETY: filled by a successful waitid (si_pid 0: nothing reaped).
-        let pid = if r == 0 && !info.is_null() { unsafe { (*info).si_pid() } } else { -1 };
+        let pid = if r == 0 && !info.is_null() {
+            unsafe { (*info).si_pid() }
+        } else {
+            -1
+        };
         if pid > 0 {
             waited("waitid", Some(&|c: &Child| c.pid == pid));
         } else if r == 0 || std::io::Error::last_os_error().raw_os_error() != Some(libc::ECHILD) {

@@ -3,7 +3,9 @@
 
 use crate::extents::ExtentMap;
 use std::collections::{BTreeSet, HashMap};
-use trestle_abi::meta::{decode_meta_section, binary_id, FnMeta, FuncEntry, GlobalEntry, GLOBAL_CONSTANT};
+use trestle_abi::meta::{
+    binary_id, decode_meta_section, FnMeta, FuncEntry, GlobalEntry, GLOBAL_CONSTANT,
+};
 
 // Each section gets one all-zero entry from the runtime itself, so that the section,
 // and with it the linker's start/stop symbols, exist even in a program with no
@@ -96,7 +98,14 @@ impl Program {
             .filter(|g| g.flags & GLOBAL_CONSTANT == 0)
             .map(|g| (g.id, ()))
             .collect();
-        Ok(Program { binary_id: binary_id(meta), functions, by_id, addrs, globals, writable })
+        Ok(Program {
+            binary_id: binary_id(meta),
+            functions,
+            by_id,
+            addrs,
+            globals,
+            writable,
+        })
     }
 
     /// The index of function `id`.
@@ -108,15 +117,26 @@ impl Program {
     pub fn extent_map(&self) -> ExtentMap {
         ExtentMap::new(
             self.globals.iter().map(|g| {
-                (g.addr as usize, g.size as usize, g.id, g.flags & GLOBAL_CONSTANT != 0)
+                (
+                    g.addr as usize,
+                    g.size as usize,
+                    g.id,
+                    g.flags & GLOBAL_CONSTANT != 0,
+                )
             }),
-            self.functions.iter().zip(&self.addrs).filter(|(_, a)| a.0 != 0).map(|(f, a)| (a.0, f.id)),
+            self.functions
+                .iter()
+                .zip(&self.addrs)
+                .filter(|(_, a)| a.0 != 0)
+                .map(|(f, a)| (a.0, f.id)),
         )
     }
 
     /// Address of function `id`.
     pub fn func_addr(&self, id: u64) -> Option<usize> {
-        self.index_of(id).map(|i| self.addrs[i].0).filter(|&a| a != 0)
+        self.index_of(id)
+            .map(|i| self.addrs[i].0)
+            .filter(|&a| a != 0)
     }
 
     /// Writable globals reachable from function `idx` through the static call graph,

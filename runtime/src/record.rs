@@ -49,7 +49,12 @@ impl Config {
                 .filter(|s| !s.trim().is_empty())
                 .filter_map(|s| {
                     u64::from_str_radix(s.trim(), 16)
-                        .map_err(|e| eprintln!("trestle runtime: {}: {s:?} is not a function id ({e}); left out", hooks::ENV_RECORD_ONLY))
+                        .map_err(|e| {
+                            eprintln!(
+                                "trestle runtime: {}: {s:?} is not a function id ({e}); left out",
+                                hooks::ENV_RECORD_ONLY
+                            )
+                        })
                         .ok()
                 })
                 .collect()
@@ -62,7 +67,12 @@ impl Config {
                     .filter_map(|s| {
                         s.trim()
                             .parse::<usize>()
-                            .map_err(|e| eprintln!("trestle runtime: {}: {s:?} is not an edge id ({e}); left out", hooks::ENV_RECORD_REACH))
+                            .map_err(|e| {
+                                eprintln!(
+                                    "trestle runtime: {}: {s:?} is not an edge id ({e}); left out",
+                                    hooks::ENV_RECORD_REACH
+                                )
+                            })
                             .ok()
                     })
                     .collect()
@@ -74,7 +84,11 @@ impl Config {
             max_per_fn: num(hooks::ENV_MAX_PER_FN, 5) as u32,
             max_attempts: num(hooks::ENV_MAX_ATTEMPTS, 100) as u32,
             trace_bytes: num(hooks::ENV_TRACE_LIMIT, u64::MAX),
-            limits: Limits { bytes, extent_bytes: bytes.min(1 << 20), extents: 50_000 },
+            limits: Limits {
+                bytes,
+                extent_bytes: bytes.min(1 << 20),
+                extents: 50_000,
+            },
         }
     }
 }
@@ -126,7 +140,9 @@ impl Runtime {
                 eprintln!("trestle runtime: {e}");
             }
         }
-        let Some(w) = self.writer.as_mut() else { return };
+        let Some(w) = self.writer.as_mut() else {
+            return;
+        };
         let body = match bincode::serialize(rec) {
             Ok(b) => b,
             Err(e) => {
@@ -135,7 +151,10 @@ impl Runtime {
             }
         };
         if let Err(e) = w.append(&body) {
-            eprintln!("trestle runtime: writing {}: {e}; recording stops", w.path().display());
+            eprintln!(
+                "trestle runtime: writing {}: {e}; recording stops",
+                w.path().display()
+            );
             self.writer = None;
             return;
         }
@@ -155,11 +174,18 @@ impl Runtime {
 
     /// Walk the memory reachable from `args` (as passed to the function at `fn_idx`),
     /// `ret` (when it is a pointer) and the function's root globals.
-    fn walk(&mut self, fn_idx: usize, args: &[u64], ret: Option<u64>, stack_cutoff: u64) -> (Vec<Value>, Value, Graph, Vec<trestle_abi::StreamPos>) {
+    fn walk(
+        &mut self,
+        fn_idx: usize,
+        args: &[u64],
+        ret: Option<u64>,
+        stack_cutoff: u64,
+    ) -> (Vec<Value>, Value, Graph, Vec<trestle_abi::StreamPos>) {
         let roots = self.roots(fn_idx);
         files::refresh_buffers(&mut self.files, &mut self.extents);
         let meta = &self.program.functions[fn_idx];
-        let mut w = Walker::new(&self.extents, stack_cutoff, self.config.limits).with_files(&self.files);
+        let mut w =
+            Walker::new(&self.extents, stack_cutoff, self.config.limits).with_files(&self.files);
         let argv = args
             .iter()
             .zip(&meta.params)
@@ -178,7 +204,12 @@ impl Runtime {
             w.visit_global(g);
         }
         let (graph, found) = w.finish_with_streams();
-        (argv, retv, graph, files::stream_positions(found, &self.fds, &self.mapped_fds))
+        (
+            argv,
+            retv,
+            graph,
+            files::stream_positions(found, &self.fds, &self.mapped_fds),
+        )
     }
 
     pub(crate) fn post_state(&mut self, frame: &OpenFrame, ret: Option<u64>) -> State {
@@ -194,13 +225,28 @@ impl Runtime {
         if graph.partial {
             self.stats.partial += 1;
         }
-        State { ret, graph, streams }
+        State {
+            ret,
+            graph,
+            streams,
+        }
     }
 
-    pub(crate) fn enter(&mut self, id: u64, state: &AtomicU32, slots: *const u64, nslots: u32, sp: usize) {
+    pub(crate) fn enter(
+        &mut self,
+        id: u64,
+        state: &AtomicU32,
+        slots: *const u64,
+        nslots: u32,
+        sp: usize,
+    ) {
         let s = state.load(Ordering::Relaxed);
         let idx = if s == 0 {
-            match self.program.index_of(id).filter(|_| self.config.only.as_ref().is_none_or(|o| o.contains(&id))) {
+            match self
+                .program
+                .index_of(id)
+                .filter(|_| self.config.only.as_ref().is_none_or(|o| o.contains(&id)))
+            {
                 Some(i) => {
                     state.store(i as u32 + 1, Ordering::Relaxed);
                     i
@@ -220,11 +266,18 @@ impl Runtime {
         let f = &mut self.fns[idx];
         let call_index = f.calls;
         f.calls += 1;
-        if !replayable || f.carved >= self.config.max_per_fn || f.attempts >= self.config.max_attempts {
+        if !replayable
+            || f.carved >= self.config.max_per_fn
+            || f.attempts >= self.config.max_attempts
+        {
             state.store(s | EXHAUSTED, Ordering::Relaxed);
             return;
         }
-        if self.writer.as_ref().is_some_and(|w| w.used() as u64 >= self.config.trace_bytes) {
+        if self
+            .writer
+            .as_ref()
+            .is_some_and(|w| w.used() as u64 >= self.config.trace_bytes)
+        {
             return; // the trace is full: this call is not recorded, later ones neither
         }
         f.attempts += 1;
@@ -267,13 +320,30 @@ impl Runtime {
         let seq = self.next_seq;
         self.next_seq += 1;
         let unknown = unknown_memory_argument(&context.args, &self.program.functions[idx].params);
-        self.write(&Record::Enter { seq, call_index, context });
+        self.write(&Record::Enter {
+            seq,
+            call_index,
+            context,
+        });
         let stack_seq = self.extents.stack_seq();
         let reach = self.reach_counters();
-        self.frames.push(OpenFrame { seq, fn_idx: idx, marker, sp, args, stack_seq, threw: false, unreplayable: false, reach });
+        self.frames.push(OpenFrame {
+            seq,
+            fn_idx: idx,
+            marker,
+            sp,
+            args,
+            stack_seq,
+            threw: false,
+            unreplayable: false,
+            reach,
+        });
         OPEN_FRAMES.fetch_add(1, Ordering::AcqRel);
         if let Some(k) = unknown {
-            self.mark_unreplayable(seq, &trestle_abi::trace::Unreplayable::UnknownMemory(k as u32));
+            self.mark_unreplayable(
+                seq,
+                &trestle_abi::trace::Unreplayable::UnknownMemory(k as u32),
+            );
         }
     }
 
@@ -284,10 +354,15 @@ impl Runtime {
             let Some(left) = self.frames.pop() else { break };
             OPEN_FRAMES.fetch_sub(1, Ordering::AcqRel);
             if left.threw {
-                self.write(&Record::Exit { seq: left.seq, outcome: Outcome::Threw });
+                self.write(&Record::Exit {
+                    seq: left.seq,
+                    outcome: Outcome::Threw,
+                });
             }
         }
-        let Some(top) = self.frames.last() else { return };
+        let Some(top) = self.frames.last() else {
+            return;
+        };
         if top.marker != marker || self.program.functions[top.fn_idx].id != id {
             return;
         }
@@ -296,7 +371,10 @@ impl Runtime {
         let state = self.post_state(&frame, Some(ret));
         self.frames.pop();
         OPEN_FRAMES.fetch_sub(1, Ordering::AcqRel);
-        self.write(&Record::Exit { seq: frame.seq, outcome: Outcome::Returned(state) });
+        self.write(&Record::Exit {
+            seq: frame.seq,
+            outcome: Outcome::Returned(state),
+        });
     }
 
     /// The counters of the branch recorded for, now (empty when recording for none).
@@ -309,7 +387,17 @@ impl Runtime {
         unsafe {
             let map = libafl_targets::EDGES_MAP_PTR;
             let n = crate::forkserver::edges();
-            self.config.reach.iter().map(|&e| if e < n && !map.is_null() { *map.add(e) } else { 0 }).collect()
+            self.config
+                .reach
+                .iter()
+                .map(|&e| {
+                    if e < n && !map.is_null() {
+                        *map.add(e)
+                    } else {
+                        0
+                    }
+                })
+                .collect()
         }
     }
 
@@ -324,7 +412,10 @@ impl Runtime {
             let f = &mut self.fns[frame.fn_idx];
             f.carved = f.carved.saturating_sub(1);
         }
-        self.write(&Record::Reach { seq: frame.seq, reached });
+        self.write(&Record::Reach {
+            seq: frame.seq,
+            reached,
+        });
     }
 
     /// Mark every open invocation numbered `from` or later as one a replay cannot
@@ -340,7 +431,10 @@ impl Runtime {
             })
             .collect();
         for seq in marked {
-            self.write(&Record::Unreplayable { seq, why: why.clone() });
+            self.write(&Record::Unreplayable {
+                seq,
+                why: why.clone(),
+            });
         }
     }
 
@@ -357,7 +451,10 @@ impl Runtime {
             OPEN_FRAMES.fetch_sub(1, Ordering::AcqRel);
             self.say_reached(&frame);
             let state = self.post_state(&frame, None);
-            self.write(&Record::Exit { seq: frame.seq, outcome: Outcome::Exited { code, state } });
+            self.write(&Record::Exit {
+                seq: frame.seq,
+                outcome: Outcome::Exited { code, state },
+            });
         }
     }
 }
@@ -378,7 +475,10 @@ pub(crate) extern "C" fn at_exit() {
             if let Some(w) = rt.writer.take() {
                 let path = w.path().to_owned();
                 if let Err(e) = w.close() {
-                    eprintln!("trestle runtime: closing {}: {e}; the trace may be cut short", path.display());
+                    eprintln!(
+                        "trestle runtime: closing {}: {e}; the trace may be cut short",
+                        path.display()
+                    );
                 }
             }
         }
@@ -393,7 +493,10 @@ extern "C" fn on_crash(sig: libc::c_int) {
         if let Some(rt) = g.as_mut() {
             let frames = std::mem::take(&mut rt.frames);
             for f in frames.iter().rev() {
-                rt.write(&Record::Exit { seq: f.seq, outcome: Outcome::Crashed { signal: sig } });
+                rt.write(&Record::Exit {
+                    seq: f.seq,
+                    outcome: Outcome::Crashed { signal: sig },
+                });
             }
         }
     }
@@ -402,7 +505,13 @@ extern "C" fn on_crash(sig: libc::c_int) {
 /// # Safety
 /// Installs process-wide signal handlers.
 pub(crate) unsafe fn install_crash_handlers() {
-    for sig in [libc::SIGSEGV, libc::SIGBUS, libc::SIGABRT, libc::SIGFPE, libc::SIGILL] {
+    for sig in [
+        libc::SIGSEGV,
+        libc::SIGBUS,
+        libc::SIGABRT,
+        libc::SIGFPE,
+        libc::SIGILL,
+    ] {
         // SAFETY: a zeroed sigaction with a valid handler and flags.
         unsafe {
             let mut sa: libc::sigaction = std::mem::zeroed();
@@ -422,9 +531,14 @@ pub(crate) unsafe fn install_crash_handlers() {
 /// are there in a replay, at the same place; what a C library allocated there for
 /// itself (a C++ exception object, under its constructor) replayed faithfully. Null,
 /// small and negative sentinels (`SIG_IGN`, `MAP_FAILED`) are no addresses.
-fn unknown_memory_argument(args: &[trestle_abi::Value], params: &[trestle_abi::meta::ParamMeta]) -> Option<usize> {
+fn unknown_memory_argument(
+    args: &[trestle_abi::Value],
+    params: &[trestle_abi::meta::ParamMeta],
+) -> Option<usize> {
     args.iter().zip(params).position(|(a, p)| {
-        let trestle_abi::Value::Bits(v) = *a else { return false };
+        let trestle_abi::Value::Bits(v) = *a else {
+            return false;
+        };
         p.kind == trestle_abi::meta::ValueKind::Ptr
             && (0x10000..0x8000_0000_0000).contains(&v)
             && !in_loaded_object(v as usize)

@@ -18,7 +18,10 @@ static REPLAYING: Mutex<Option<OpenFrame>> = Mutex::new(None);
 
 fn write_result(result: &ReplayResult) {
     let Some(out) = std::env::var_os(hooks::ENV_REPLAY_OUT) else {
-        eprintln!("trestle runtime: {} is not set; replay result lost", hooks::ENV_REPLAY_OUT);
+        eprintln!(
+            "trestle runtime: {} is not set; replay result lost",
+            hooks::ENV_REPLAY_OUT
+        );
         return;
     };
     let bytes = match bincode::serialize(result) {
@@ -29,7 +32,10 @@ fn write_result(result: &ReplayResult) {
         }
     };
     if let Err(e) = std::fs::write(&out, bytes) {
-        eprintln!("trestle runtime: cannot write replay result {}: {e}", std::path::Path::new(&out).display());
+        eprintln!(
+            "trestle runtime: cannot write replay result {}: {e}",
+            std::path::Path::new(&out).display()
+        );
     }
 }
 
@@ -82,7 +88,8 @@ pub fn exited(code: i32) -> ! {
 }
 
 /// Set when the thunk caught an exception that left the replayed unit.
-pub(crate) static UNIT_THREW: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+pub(crate) static UNIT_THREW: std::sync::atomic::AtomicBool =
+    std::sync::atomic::AtomicBool::new(false);
 
 /// Restored extents live in an arena of their own, mapped far from the heap, the
 /// stack and the libraries. Recorded memory may hold stale addresses (uninitialised
@@ -122,7 +129,10 @@ pub(crate) fn arena_alloc(len: usize, align: usize) -> Result<usize, String> {
                 base as *mut libc::c_void,
                 size,
                 libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE | libc::MAP_FIXED_NOREPLACE,
+                libc::MAP_PRIVATE
+                    | libc::MAP_ANONYMOUS
+                    | libc::MAP_NORESERVE
+                    | libc::MAP_FIXED_NOREPLACE,
                 -1,
                 0,
             )
@@ -156,7 +166,11 @@ pub(crate) fn arena_rewind(mark: usize) {
     let mut a = ARENA.lock().unwrap_or_else(|e| e.into_inner());
     if a.end != 0 {
         // A mark taken before the arena existed is its start.
-        a.next = if mark == 0 { ARENA_HINT } else { mark.min(a.next) };
+        a.next = if mark == 0 {
+            ARENA_HINT
+        } else {
+            mark.min(a.next)
+        };
     }
 }
 
@@ -164,13 +178,20 @@ type Prepared = (OpenFrame, usize, Vec<u64>);
 
 fn prepare() -> Result<Prepared, String> {
     let path = std::env::var_os(hooks::ENV_REPLAY).ok_or("no replay request")?;
-    let bytes = std::fs::read(&path)
-        .map_err(|e| format!("cannot read replay request {}: {e}", std::path::Path::new(&path).display()))?;
+    let bytes = std::fs::read(&path).map_err(|e| {
+        format!(
+            "cannot read replay request {}: {e}",
+            std::path::Path::new(&path).display()
+        )
+    })?;
     let req: ReplayRequest =
         bincode::deserialize(&bytes).map_err(|e| format!("corrupted replay request: {e}"))?;
     let mut g = lock();
     let rt = g.as_mut().ok_or("runtime not initialised")?;
-    req.context.graph.check_shape().map_err(|e| format!("the unit's context cannot be restored: {e}"))?;
+    req.context
+        .graph
+        .check_shape()
+        .map_err(|e| format!("the unit's context cannot be restored: {e}"))?;
     let set = set_up(rt, req.binary_id, &req.context)?;
     Ok((set.frame, set.thunk, set.slots))
 }
@@ -188,24 +209,38 @@ pub(crate) struct SetUp {
 }
 
 /// Check that `ctx` belongs to this binary, repeat its locale, restore it.
-pub(crate) fn set_up(rt: &mut crate::Runtime, binary_id: u64, ctx: &Context) -> Result<SetUp, String> {
+pub(crate) fn set_up(
+    rt: &mut crate::Runtime,
+    binary_id: u64,
+    ctx: &Context,
+) -> Result<SetUp, String> {
     if binary_id != rt.program.binary_id {
         return Err(format!(
             "the unit was carved from another binary (id {:016x}; this one is {:016x})",
             binary_id, rt.program.binary_id
         ));
     }
-    let idx = rt.program.index_of(ctx.fn_id).ok_or_else(|| format!("no function with id {:016x} in this binary", ctx.fn_id))?;
+    let idx = rt
+        .program
+        .index_of(ctx.fn_id)
+        .ok_or_else(|| format!("no function with id {:016x} in this binary", ctx.fn_id))?;
     let (_, thunk) = rt.program.addrs[idx];
     if thunk == 0 {
-        return Err(format!("{} cannot be replayed (no thunk)", rt.program.functions[idx].name));
+        return Err(format!(
+            "{} cannot be replayed (no thunk)",
+            rt.program.functions[idx].name
+        ));
     }
     let nparams = rt.program.functions[idx].params.len();
     if ctx.args.len() != nparams {
-        return Err(format!("the unit has {} arguments, the function {nparams}", ctx.args.len()));
+        return Err(format!(
+            "the unit has {} arguments, the function {nparams}",
+            ctx.args.len()
+        ));
     }
     for (category, name) in &ctx.locale {
-        let c = std::ffi::CString::new(name.as_str()).map_err(|_| format!("bad locale name {name:?}"))?;
+        let c = std::ffi::CString::new(name.as_str())
+            .map_err(|_| format!("bad locale name {name:?}"))?;
         // SAFETY: plain setlocale with a NUL-terminated name.
         unsafe { libc::setlocale(*category, c.as_ptr()) };
     }
@@ -227,19 +262,39 @@ pub(crate) fn set_up(rt: &mut crate::Runtime, binary_id: u64, ctx: &Context) -> 
         _ => 0,
     };
     slots.resize(nparams.max(ret_words).max(1), 0);
-    let frame = OpenFrame { seq: 0, fn_idx: idx, marker: 0, sp: 0, args, stack_seq: rt.extents.stack_seq(), threw: false, unreplayable: false, reach: Vec::new() };
-    Ok(SetUp { frame, thunk, slots, addrs })
+    let frame = OpenFrame {
+        seq: 0,
+        fn_idx: idx,
+        marker: 0,
+        sp: 0,
+        args,
+        stack_seq: rt.extents.stack_seq(),
+        threw: false,
+        unreplayable: false,
+        reach: Vec::new(),
+    };
+    Ok(SetUp {
+        frame,
+        thunk,
+        slots,
+        addrs,
+    })
 }
 
 pub(crate) fn relocate(rt: &crate::Runtime, addrs: &[usize], v: &Value) -> Result<u64, String> {
     Ok(match *v {
         Value::Bits(b) => b,
         Value::Ptr { extent, offset } => {
-            let base = addrs.get(extent as usize).ok_or("pointer to a missing extent")?;
+            let base = addrs
+                .get(extent as usize)
+                .ok_or("pointer to a missing extent")?;
             (*base as u64).wrapping_add(offset)
         }
         Value::Func { id, offset } => {
-            let a = rt.program.func_addr(id).ok_or_else(|| format!("no function with id {id:016x}"))?;
+            let a = rt
+                .program
+                .func_addr(id)
+                .ok_or_else(|| format!("no function with id {id:016x}"))?;
             (a as u64).wrapping_add(offset)
         }
     })
@@ -250,7 +305,11 @@ pub(crate) fn relocate(rt: &crate::Runtime, addrs: &[usize], v: &Value) -> Resul
 pub(crate) fn restore(rt: &mut crate::Runtime, ctx: &Context) -> Result<Vec<usize>, String> {
     let mut addrs = Vec::with_capacity(ctx.graph.extents.len());
     for (i, e) in ctx.graph.extents.iter().enumerate() {
-        let home = if e.kind == ExtentKind::File { standard_stream_home(ctx, i, e.len) } else { None };
+        let home = if e.kind == ExtentKind::File {
+            standard_stream_home(ctx, i, e.len)
+        } else {
+            None
+        };
         let addr = match (home, e.kind) {
             (Some(fp), _) => fp,
             (None, ExtentKind::Global { id, .. }) => {
@@ -259,7 +318,10 @@ pub(crate) fn restore(rt: &mut crate::Runtime, ctx: &Context) -> Result<Vec<usiz
                     .global(id)
                     .ok_or_else(|| format!("global {id:016x} is not in this binary"))?;
                 if len as u64 != e.len {
-                    return Err(format!("global {id:016x} has {len} bytes here, {} in the unit", e.len));
+                    return Err(format!(
+                        "global {id:016x} has {len} bytes here, {} in the unit",
+                        e.len
+                    ));
                 }
                 start
             }
@@ -296,12 +358,25 @@ pub(crate) fn restore(rt: &mut crate::Runtime, ctx: &Context) -> Result<Vec<usiz
     }
     for of in &ctx.fds {
         reopen(of)?;
-        rt.fds.insert(of.fd, crate::files::FdInfo { path: of.path.clone().unwrap_or_default(), flags: of.flags });
+        rt.fds.insert(
+            of.fd,
+            crate::files::FdInfo {
+                path: of.path.clone().unwrap_or_default(),
+                flags: of.flags,
+            },
+        );
     }
     for of in &ctx.graph.files {
         reopen(of)?;
         if let Some(&addr) = addrs.get(of.extent as usize) {
-            rt.files.insert(addr, crate::files::FileInfo { path: of.path.clone(), flags: of.flags, ..Default::default() });
+            rt.files.insert(
+                addr,
+                crate::files::FileInfo {
+                    path: of.path.clone(),
+                    flags: of.flags,
+                    ..Default::default()
+                },
+            );
             // A stream that had not been used yet gets the buffer it had in the
             // recording: a zeroed one, or none if it was unbuffered.
             // SAFETY: `addr` holds a restored FILE that has done no I/O in this process.
@@ -316,7 +391,12 @@ pub(crate) fn restore(rt: &mut crate::Runtime, ctx: &Context) -> Result<Vec<usiz
 /// at. A copy elsewhere would split one stream in two, the program's pointer writing
 /// into the copy and `printf` or `getchar` into the original.
 fn standard_stream_home(ctx: &Context, i: usize, len: u64) -> Option<usize> {
-    let std = ctx.graph.files.iter().find(|f| f.extent as usize == i)?.standard?;
+    let std = ctx
+        .graph
+        .files
+        .iter()
+        .find(|f| f.extent as usize == i)?
+        .standard?;
     let fp = crate::files::std_stream(i32::from(std))?;
     (len as usize == crate::files::STD_FILE_SIZE).then_some(fp as usize)
 }
@@ -327,8 +407,13 @@ fn reopen(of: &trestle_abi::OpenFile) -> Result<(), String> {
     // SAFETY: plain descriptor calls on numbers this process owns.
     unsafe {
         if let Some(path) = &of.path {
-            let c = std::ffi::CString::new(path.as_str()).map_err(|_| format!("bad path {path:?}"))?;
-            let flags = if of.flags < 0 { libc::O_RDONLY } else { of.flags & !libc::O_TRUNC };
+            let c =
+                std::ffi::CString::new(path.as_str()).map_err(|_| format!("bad path {path:?}"))?;
+            let flags = if of.flags < 0 {
+                libc::O_RDONLY
+            } else {
+                of.flags & !libc::O_TRUNC
+            };
             let fd = libc::open(c.as_ptr(), flags | libc::O_CLOEXEC, 0o644);
             if fd < 0 {
                 // The file is gone (a temporary, say): the stream reads as closed.

@@ -10,7 +10,9 @@
 //! already past and goes on.
 
 use std::sync::atomic::{AtomicBool, Ordering};
-use trestle_abi::sysserver::{ChildLimits, Ended, SysRun, CONTROL_FD, ENV_SYS_FORKSERVER, HELLO, MAX_REQUEST, STATUS_FD};
+use trestle_abi::sysserver::{
+    ChildLimits, Ended, SysRun, CONTROL_FD, ENV_SYS_FORKSERVER, HELLO, MAX_REQUEST, STATUS_FD,
+};
 
 /// Set in a child (and in the server once it started): the hook must not serve again.
 static STARTED: AtomicBool = AtomicBool::new(false);
@@ -25,7 +27,11 @@ pub fn replay_child() -> bool {
 }
 
 extern "C" {
-    fn main(argc: libc::c_int, argv: *const *const libc::c_char, envp: *const *const libc::c_char) -> libc::c_int;
+    fn main(
+        argc: libc::c_int,
+        argv: *const *const libc::c_char,
+        envp: *const *const libc::c_char,
+    ) -> libc::c_int;
     static environ: *const *const libc::c_char;
 }
 
@@ -72,7 +78,9 @@ fn read_request() -> Result<Option<SysRun>, String> {
     }
     let len = u32::from_le_bytes(len);
     if len > MAX_REQUEST {
-        return Err(format!("a request of {len} bytes, over the limit of {MAX_REQUEST}"));
+        return Err(format!(
+            "a request of {len} bytes, over the limit of {MAX_REQUEST}"
+        ));
     }
     let mut body = vec![0u8; len as usize];
     let n = read_full(CONTROL_FD, &mut body).map_err(|e| format!("cannot read a request: {e}"))?;
@@ -85,7 +93,8 @@ fn read_request() -> Result<Option<SysRun>, String> {
 }
 
 fn c_string(b: &[u8]) -> std::ffi::CString {
-    std::ffi::CString::new(b.iter().copied().filter(|&c| c != 0).collect::<Vec<u8>>()).expect("NUL bytes removed")
+    std::ffi::CString::new(b.iter().copied().filter(|&c| c != 0).collect::<Vec<u8>>())
+        .expect("NUL bytes removed")
 }
 
 /// Bytes of stack a replay server's child zeroes below itself before `main`.
@@ -112,7 +121,10 @@ fn scrub_stack() {
 /// took, and pays for no page it does not need.
 pub fn maybe_serve(replaying: bool) {
     // Read before written: a child (which finds it set) then never copies the page.
-    if STARTED.load(Ordering::Acquire) || STARTED.swap(true, Ordering::AcqRel) || std::env::var_os(ENV_SYS_FORKSERVER).is_none() {
+    if STARTED.load(Ordering::Acquire)
+        || STARTED.swap(true, Ordering::AcqRel)
+        || std::env::var_os(ENV_SYS_FORKSERVER).is_none()
+    {
         return;
     }
     if !write_word(STATUS_FD, HELLO) {
@@ -140,7 +152,11 @@ pub fn maybe_serve(replaying: bool) {
         };
         // Everything the child needs is prepared before the fork.
         let argv: Vec<std::ffi::CString> = run.argv.iter().map(|a| c_string(a)).collect();
-        let env: Vec<(std::ffi::CString, std::ffi::CString)> = run.env.iter().map(|(k, v)| (c_string(k), c_string(v))).collect();
+        let env: Vec<(std::ffi::CString, std::ffi::CString)> = run
+            .env
+            .iter()
+            .map(|(k, v)| (c_string(k), c_string(v)))
+            .collect();
         let cwd = c_string(&run.cwd);
         let stdin = c_string(&run.stdin);
         let output = [(1, c_string(&run.stdout)), (2, c_string(&run.stderr))];
@@ -207,8 +223,15 @@ fn child(
                 // program gets SIGXCPU, whose handler writes where it was spinning
                 // (a hang named by its stack, as an unserved run's); with both equal
                 // the kernel sends SIGKILL at once, and the hang has no frames.
-                let max = if resource == libc::RLIMIT_CPU { value + 1 } else { value };
-                let l = libc::rlimit { rlim_cur: value, rlim_max: max };
+                let max = if resource == libc::RLIMIT_CPU {
+                    value + 1
+                } else {
+                    value
+                };
+                let l = libc::rlimit {
+                    rlim_cur: value,
+                    rlim_max: max,
+                };
                 libc::setrlimit(resource, &l);
             }
         }
@@ -228,7 +251,11 @@ fn child(
             if path.is_empty() {
                 continue;
             }
-            let fd = libc::open(path.as_ptr(), libc::O_WRONLY | libc::O_CREAT | libc::O_TRUNC, 0o600);
+            let fd = libc::open(
+                path.as_ptr(),
+                libc::O_WRONLY | libc::O_CREAT | libc::O_TRUNC,
+                0o600,
+            );
             if fd < 0 {
                 libc::_exit(126);
             }

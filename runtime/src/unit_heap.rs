@@ -45,7 +45,10 @@ pub fn enable() -> Result<(), String> {
         )
     };
     if p == libc::MAP_FAILED {
-        return Err(format!("cannot reserve the unit's heap: {}", std::io::Error::last_os_error()));
+        return Err(format!(
+            "cannot reserve the unit's heap: {}",
+            std::io::Error::last_os_error()
+        ));
     }
     let base = p as usize;
     BASE.store(base, Ordering::Relaxed);
@@ -75,7 +78,9 @@ pub fn alloc(size: usize, align: usize) -> *mut libc::c_void {
     let mut cur = NEXT.load(Ordering::Relaxed);
     loop {
         let start = (cur + HEADER + align - 1) & !(align - 1);
-        let Some(next) = start.checked_add(size).map(|n| (n + 15) & !15) else { return std::ptr::null_mut() };
+        let Some(next) = start.checked_add(size).map(|n| (n + 15) & !15) else {
+            return std::ptr::null_mut();
+        };
         if next > end {
             return std::ptr::null_mut();
         }
@@ -135,9 +140,15 @@ mod tests {
         assert!(b as usize >= a as usize + 24 + HEADER);
         assert_eq!(size_of(a), 24);
         assert_eq!(size_of(b), 100);
-        assert_eq!(size_of(unsafe { (a as *const u8).add(8) } as *const libc::c_void), 0);
+        assert_eq!(
+            size_of(unsafe { (a as *const u8).add(8) } as *const libc::c_void),
+            0
+        );
         assert!(!contains(std::ptr::null()));
-        assert!(alloc(usize::MAX - 64, 16).is_null(), "a request past the reserve fails, as malloc would");
+        assert!(
+            alloc(usize::MAX - 64, 16).is_null(),
+            "a request past the reserve fails, as malloc would"
+        );
         rewind();
         assert_eq!(alloc(24, 16), a, "the next execution reuses the memory");
     }

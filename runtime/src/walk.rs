@@ -6,9 +6,9 @@
 //! memory therefore gives an equal [`Graph`], wherever it lies.
 
 use crate::extents::{ExtentMap, Found};
+use crate::files::FileTable;
 use std::collections::{HashMap, VecDeque};
 use trestle_abi::context::Graph;
-use crate::files::FileTable;
 use trestle_abi::{Extent, ExtentKind, OpenFile, PtrSlot, StreamPos, Value};
 
 /// Limits on one snapshot.
@@ -24,7 +24,11 @@ pub struct Limits {
 
 impl Default for Limits {
     fn default() -> Self {
-        Limits { bytes: 4 << 20, extent_bytes: 1 << 20, extents: 50_000 }
+        Limits {
+            bytes: 4 << 20,
+            extent_bytes: 1 << 20,
+            extents: 50_000,
+        }
     }
 }
 
@@ -74,10 +78,17 @@ impl<'a> Walker<'a> {
     /// address, or plain bits.
     pub fn value_of(&mut self, word: u64) -> Value {
         let addr = word as usize;
-        if let Some(f) = self.map.find(addr, self.stack_cutoff).or_else(|| self.map.heap_just_after(addr)) {
+        if let Some(f) = self
+            .map
+            .find(addr, self.stack_cutoff)
+            .or_else(|| self.map.heap_just_after(addr))
+        {
             if let Some(idx) = self.visit(f) {
                 // Below the start (one before a heap block): a negative offset.
-                return Value::Ptr { extent: idx, offset: addr.wrapping_sub(f.start) as u64 };
+                return Value::Ptr {
+                    extent: idx,
+                    offset: addr.wrapping_sub(f.start) as u64,
+                };
             }
         }
         if let Some(id) = self.map.func_at(addr) {
@@ -89,7 +100,11 @@ impl<'a> Walker<'a> {
     /// Visit the global `id` as a root.
     pub fn visit_global(&mut self, id: u64) {
         if let Some((start, len, constant)) = self.map.global(id) {
-            self.visit(Found { start, len, kind: ExtentKind::Global { id, constant } });
+            self.visit(Found {
+                start,
+                len,
+                kind: ExtentKind::Global { id, constant },
+            });
         }
     }
 
@@ -130,8 +145,8 @@ impl<'a> Walker<'a> {
                 continue;
             }
             let constant = matches!(f.kind, ExtentKind::Global { constant: true, .. });
-            let fits = f.len <= self.limits.extent_bytes
-                && self.copied + f.len <= self.limits.bytes;
+            let fits =
+                f.len <= self.limits.extent_bytes && self.copied + f.len <= self.limits.bytes;
             if !fits {
                 self.partial = true;
                 continue;
@@ -163,7 +178,10 @@ impl<'a> Walker<'a> {
                 if word != 0 {
                     let v = self.value_of(word);
                     if !matches!(v, Value::Bits(_)) {
-                        pointers.push(PtrSlot { offset: (a - f.start) as u64, target: v });
+                        pointers.push(PtrSlot {
+                            offset: (a - f.start) as u64,
+                            target: v,
+                        });
                     }
                 }
                 a += 8;
@@ -183,7 +201,8 @@ impl<'a> Walker<'a> {
                     offset: (off >= 0).then_some(off as u64),
                     path: info.and_then(|i| i.path.clone()),
                     flags: info.map_or(-1, |i| i.flags),
-                    standard: crate::files::std_stream_fd(f.start as *mut libc::FILE).map(|i| i as u8),
+                    standard: crate::files::std_stream_fd(f.start as *mut libc::FILE)
+                        .map(|i| i as u8),
                 };
                 // SAFETY: a registered FILE is live.
                 if let Some(s) = unsafe { crate::files::stream_pos(f.start, &open) } {
@@ -192,7 +211,14 @@ impl<'a> Walker<'a> {
                 self.files.push(open);
             }
         }
-        (Graph { extents: self.extents, partial: self.partial, files: self.files }, self.streams)
+        (
+            Graph {
+                extents: self.extents,
+                partial: self.partial,
+                files: self.files,
+            },
+            self.streams,
+        )
     }
 }
 
@@ -230,10 +256,25 @@ mod tests {
         let (mut a2, mut b2) = (Node { next: 0, val: 1 }, Node { next: 0, val: 2 });
         let (r1, g1) = graph_of(&mut a1, &mut b1);
         let (r2, g2) = graph_of(&mut a2, &mut b2);
-        assert_eq!(r1, Value::Ptr { extent: 0, offset: 0 });
+        assert_eq!(
+            r1,
+            Value::Ptr {
+                extent: 0,
+                offset: 0
+            }
+        );
         assert_eq!(r1, r2);
         assert_eq!(g1.extents.len(), 2);
-        assert_eq!(g1.extents[0].pointers, vec![PtrSlot { offset: 0, target: Value::Ptr { extent: 1, offset: 0 } }]);
+        assert_eq!(
+            g1.extents[0].pointers,
+            vec![PtrSlot {
+                offset: 0,
+                target: Value::Ptr {
+                    extent: 1,
+                    offset: 0
+                }
+            }]
+        );
         assert_eq!(trestle_abi::context::diff_graphs(&g1, &g2), None);
     }
 
@@ -242,7 +283,15 @@ mod tests {
         let big = vec![1u8; 4096];
         let mut m = ExtentMap::new([], []);
         m.insert_heap(big.as_ptr() as usize, big.len(), ExtentKind::Heap);
-        let mut w = Walker::new(&m, u64::MAX, Limits { bytes: 100, extent_bytes: 100, extents: 10 });
+        let mut w = Walker::new(
+            &m,
+            u64::MAX,
+            Limits {
+                bytes: 100,
+                extent_bytes: 100,
+                extents: 10,
+            },
+        );
         w.value_of(big.as_ptr() as u64);
         let g = w.finish();
         assert!(g.partial);

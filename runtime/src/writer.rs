@@ -24,11 +24,22 @@ pub struct TraceWriter {
 impl TraceWriter {
     /// Create `path` and map its first chunk.
     pub fn create(path: &Path) -> io::Result<Self> {
-        let file = out_of_the_way(OpenOptions::new().read(true).write(true).create_new(true).open(path)?);
+        let file = out_of_the_way(
+            OpenOptions::new()
+                .read(true)
+                .write(true)
+                .create_new(true)
+                .open(path)?,
+        );
         file.set_len(CHUNK)?;
         // SAFETY: the file was just created by this process and nothing else maps it.
         let map = unsafe { MmapMut::map_mut(&file)? };
-        Ok(TraceWriter { path: path.to_owned(), file, map, used: 0 })
+        Ok(TraceWriter {
+            path: path.to_owned(),
+            file,
+            map,
+            used: 0,
+        })
     }
 
     /// The file being written.
@@ -82,7 +93,10 @@ impl TraceWriter {
 /// a recorded call opened would be one higher than in its replay.
 fn out_of_the_way(file: File) -> File {
     use std::os::fd::{AsRawFd, FromRawFd};
-    let mut lim = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
+    let mut lim = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
     // SAFETY: getrlimit writes into the struct given.
     if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) } != 0 || lim.rlim_cur < 64 {
         return file;
@@ -102,7 +116,9 @@ fn out_of_the_way(file: File) -> File {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use trestle_abi::trace::{decode_trace, Record, RuntimeStats, TraceHeader, TRACE_MAGIC, TRACE_VERSION};
+    use trestle_abi::trace::{
+        decode_trace, Record, RuntimeStats, TraceHeader, TRACE_MAGIC, TRACE_VERSION,
+    };
 
     #[test]
     fn an_unclosed_trace_still_reads_back() {
@@ -111,10 +127,19 @@ mod tests {
         let path = dir.join("t.trace");
         let _ = std::fs::remove_file(&path);
         let mut w = TraceWriter::create(&path).unwrap();
-        let h = TraceHeader { magic: TRACE_MAGIC, version: TRACE_VERSION, binary_id: 1, pid: 2, ppid: 3 };
+        let h = TraceHeader {
+            magic: TRACE_MAGIC,
+            version: TRACE_VERSION,
+            binary_id: 1,
+            pid: 2,
+            ppid: 3,
+        };
         w.append(&bincode::serialize(&h).unwrap()).unwrap();
         let big = vec![7u8; (CHUNK as usize) + 10];
-        let rec = Record::Stats(RuntimeStats { calls: big.len() as u64, ..Default::default() });
+        let rec = Record::Stats(RuntimeStats {
+            calls: big.len() as u64,
+            ..Default::default()
+        });
         w.append(&bincode::serialize(&rec).unwrap()).unwrap();
         w.append(&big).unwrap_or(()); // forces a remap; body is not a record
         drop(w); // as if the process died: no trim

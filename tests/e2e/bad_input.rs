@@ -25,7 +25,15 @@ fn recorded(dir: &Path, name: &str, source: &str) -> (std::path::PathBuf, std::p
     let seeds = dir.join(format!("{name}-seeds"));
     write_test(&seeds, "one", &json!({"args": ["abc", "de"]}));
     let traces = dir.join(format!("{name}-traces"));
-    ok(&mut trestle(&[&"record", &"--program", &prog, &"--tests", &seeds, &"--out", &traces]));
+    ok(&mut trestle(&[
+        &"record",
+        &"--program",
+        &prog,
+        &"--tests",
+        &seeds,
+        &"--out",
+        &traces,
+    ]));
     (prog, traces)
 }
 
@@ -34,7 +42,10 @@ fn trace_file(traces: &Path) -> std::path::PathBuf {
     std::fs::read_dir(&d)
         .unwrap()
         .filter_map(|e| e.ok().map(|e| e.path()))
-        .find(|p| p.extension().is_some_and(|x| x == trestle_abi::trace::TRACE_EXT))
+        .find(|p| {
+            p.extension()
+                .is_some_and(|x| x == trestle_abi::trace::TRACE_EXT)
+        })
         .expect("a trace file")
 }
 
@@ -42,7 +53,11 @@ fn fails_with(cmd: &mut std::process::Command, needles: &[&str]) -> String {
     let out = run(cmd);
     let err = String::from_utf8_lossy(&out.stderr).into_owned();
     // Bad input is exit status 2 (1 is for a negative finding).
-    assert_eq!(out.status.code(), Some(2), "{cmd:?} should fail with status 2; stderr:\n{err}");
+    assert_eq!(
+        out.status.code(),
+        Some(2),
+        "{cmd:?} should fail with status 2; stderr:\n{err}"
+    );
     assert!(!err.contains("panicked"), "{err}");
     for n in needles {
         assert!(err.contains(n), "expected {n:?} in:\n{err}");
@@ -58,7 +73,10 @@ fn a_truncated_trace_is_reported_with_file_and_offset() {
     let bytes = std::fs::read(&tf).unwrap();
     std::fs::write(&tf, &bytes[..bytes.len() - 5]).unwrap();
     let name = tf.file_name().unwrap().to_string_lossy().into_owned();
-    fails_with(&mut trestle(&[&"carve", &traces, &"--out", &dir.path().join("u")]), &[&name, "byte offset", "truncated"]);
+    fails_with(
+        &mut trestle(&[&"carve", &traces, &"--out", &dir.path().join("u")]),
+        &[&name, "byte offset", "truncated"],
+    );
 }
 
 #[test]
@@ -71,7 +89,10 @@ fn a_corrupted_trace_is_reported_with_file_and_offset() {
     bytes[mid] ^= 0xff;
     std::fs::write(&tf, &bytes).unwrap();
     let name = tf.file_name().unwrap().to_string_lossy().into_owned();
-    fails_with(&mut trestle(&[&"carve", &traces, &"--out", &dir.path().join("u")]), &[&name, "byte offset"]);
+    fails_with(
+        &mut trestle(&[&"carve", &traces, &"--out", &dir.path().join("u")]),
+        &[&name, "byte offset"],
+    );
 }
 
 #[test]
@@ -80,7 +101,9 @@ fn a_unit_from_another_binary_is_refused_naming_the_unit() {
     let (_, traces) = recorded(dir.path(), "small", SMALL);
     let units = dir.path().join("units");
     ok(&mut trestle(&[&"carve", &traces, &"--out", &units]));
-    let other_src = SMALL.replace("+ k;", "+ k + 1;").replace("len_plus", "len_plus2");
+    let other_src = SMALL
+        .replace("+ k;", "+ k + 1;")
+        .replace("len_plus", "len_plus2");
     let other = build_c(dir.path(), "other", &other_src, "-O2");
     fails_with(
         &mut trestle(&[&"replay", &units, &"--check", &"--program", &other]),
@@ -94,7 +117,15 @@ fn a_missing_program_is_named() {
     let seeds = dir.path().join("seeds");
     write_test(&seeds, "t", &json!({"args": []}));
     fails_with(
-        &mut trestle(&[&"record", &"--program", &dir.path().join("no-such-prog"), &"--tests", &seeds, &"--out", &dir.path().join("o")]),
+        &mut trestle(&[
+            &"record",
+            &"--program",
+            &dir.path().join("no-such-prog"),
+            &"--tests",
+            &seeds,
+            &"--out",
+            &dir.path().join("o"),
+        ]),
         &["no-such-prog"],
     );
 }
@@ -105,7 +136,15 @@ fn a_program_not_built_with_trestle_is_named() {
     let seeds = dir.path().join("seeds");
     write_test(&seeds, "t", &json!({"args": []}));
     fails_with(
-        &mut trestle(&[&"record", &"--program", &"/bin/true", &"--tests", &seeds, &"--out", &dir.path().join("o")]),
+        &mut trestle(&[
+            &"record",
+            &"--program",
+            &"/bin/true",
+            &"--tests",
+            &seeds,
+            &"--out",
+            &dir.path().join("o"),
+        ]),
         &["/bin/true", "trestle-cc"],
     );
 }
@@ -118,7 +157,15 @@ fn a_malformed_system_test_is_named() {
     std::fs::create_dir_all(&seeds).unwrap();
     std::fs::write(seeds.join("broken.json"), r#"{"args": ["a", 3]}"#).unwrap();
     let err = fails_with(
-        &mut trestle(&[&"record", &"--program", &prog, &"--tests", &seeds, &"--out", &dir.path().join("o")]),
+        &mut trestle(&[
+            &"record",
+            &"--program",
+            &prog,
+            &"--tests",
+            &seeds,
+            &"--out",
+            &dir.path().join("o"),
+        ]),
         &["broken.json", "malformed system test"],
     );
     assert_eq!(err.trim().lines().count(), 1, "one line: {err}");
@@ -132,9 +179,20 @@ fn a_trace_from_another_build_is_refused_naming_the_trace() {
     let changed = SMALL.replace("+ k;", "+ k + 1;");
     let src = dir.path().join("changed.c");
     std::fs::write(&src, changed).unwrap();
-    ok(std::process::Command::new(tool("trestle-cc")).arg("-O2").arg(&src).arg("-o").arg(&prog));
-    let name = trace_file(&traces).file_name().unwrap().to_string_lossy().into_owned();
-    fails_with(&mut trestle(&[&"carve", &traces, &"--out", &dir.path().join("u")]), &[&name, "another binary"]);
+    ok(std::process::Command::new(tool("trestle-cc"))
+        .arg("-O2")
+        .arg(&src)
+        .arg("-o")
+        .arg(&prog));
+    let name = trace_file(&traces)
+        .file_name()
+        .unwrap()
+        .to_string_lossy()
+        .into_owned();
+    fails_with(
+        &mut trestle(&[&"carve", &traces, &"--out", &dir.path().join("u")]),
+        &[&name, "another binary"],
+    );
 }
 
 /// Carve the small subject; returns the units directory and the unit files.
@@ -181,20 +239,52 @@ fn a_unit_whose_extents_overlap_is_an_error_naming_the_unit() {
     // global's one address.
     let (path, mut unit) = files
         .iter()
-        .map(|p| (p.clone(), trestle_bridge::carve::units::read_unit(p).unwrap()))
-        .find(|(_, u)| u.context.graph.extents.iter().any(|e| matches!(e.kind, ExtentKind::Global { .. })))
+        .map(|p| {
+            (
+                p.clone(),
+                trestle_bridge::carve::units::read_unit(p).unwrap(),
+            )
+        })
+        .find(|(_, u)| {
+            u.context
+                .graph
+                .extents
+                .iter()
+                .any(|e| matches!(e.kind, ExtentKind::Global { .. }))
+        })
         .expect("a unit of len_plus, with `calls` in its context");
-    let global = unit.context.graph.extents.iter().find(|e| matches!(e.kind, ExtentKind::Global { .. })).unwrap().clone();
+    let global = unit
+        .context
+        .graph
+        .extents
+        .iter()
+        .find(|e| matches!(e.kind, ExtentKind::Global { .. }))
+        .unwrap()
+        .clone();
     unit.context.graph.extents.push(global);
     std::fs::write(&path, unit.encode()).unwrap();
     let out = run(&mut trestle(&[&"replay", &units, &"--check", &"--json"]));
     assert_eq!(out.status.code(), Some(1), "{out:?}");
     let summary: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(summary["errors"], 1, "{summary:#}");
-    let failure = summary["failures"].as_array().unwrap().iter().find(|f| f["verdict"].get("Error").is_some()).unwrap();
+    let failure = summary["failures"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["verdict"].get("Error").is_some())
+        .unwrap();
     let name = path.file_name().unwrap().to_string_lossy().into_owned();
-    assert!(failure["unit"].as_str().unwrap().contains(&name), "{failure:#}");
-    assert!(failure["verdict"]["Error"].as_str().unwrap().contains("overlap"), "{failure:#}");
+    assert!(
+        failure["unit"].as_str().unwrap().contains(&name),
+        "{failure:#}"
+    );
+    assert!(
+        failure["verdict"]["Error"]
+            .as_str()
+            .unwrap()
+            .contains("overlap"),
+        "{failure:#}"
+    );
 }
 
 /// Functions that, in a replay only, wreck the process that replays them: end it
@@ -227,7 +317,14 @@ fn a_replay_that_wrecks_its_process_is_counted_with_its_reason() {
     let dir = tempfile::tempdir().unwrap();
     let source = WRECKER.replace("@ENV_REPLAY@", trestle_abi::hooks::ENV_REPLAY);
     let (units, _) = carved(dir.path(), "wrecker", &source);
-    let out = run(&mut trestle(&[&"replay", &units, &"--check", &"--json", &"--timeout", &"5s"]));
+    let out = run(&mut trestle(&[
+        &"replay",
+        &units,
+        &"--check",
+        &"--json",
+        &"--timeout",
+        &"5s",
+    ]));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(!err.contains("panicked"), "{err}");
     assert_eq!(out.status.code(), Some(1), "{out:?}");
@@ -241,18 +338,34 @@ fn a_replay_that_wrecks_its_process_is_counted_with_its_reason() {
             .collect::<Vec<_>>()
     };
     let quit = reason("quit_behind_its_back");
-    assert!(!quit.is_empty() && quit.iter().all(|r| r.contains("exited with status 3")), "{quit:?}");
+    assert!(
+        !quit.is_empty() && quit.iter().all(|r| r.contains("exited with status 3")),
+        "{quit:?}"
+    );
     // Its runtime's locks and tables overwritten, the replay hangs or dies: either
     // way the unit is counted with the reason, and the check goes on.
     let scribbled = reason("scribble_over_everything");
     assert!(
-        !scribbled.is_empty() && scribbled.iter().all(|r| ["timed out", "crashed", "without a replay result"].iter().any(|w| r.contains(w))),
+        !scribbled.is_empty()
+            && scribbled
+                .iter()
+                .all(|r| ["timed out", "crashed", "without a replay result"]
+                    .iter()
+                    .any(|w| r.contains(w))),
         "{scribbled:?}"
     );
     // The rest replays as recorded, except what sees the replay (main calls both
     // wreckers; `replaying` answers differently by design).
-    let wrecked = ["quit_behind_its_back", "scribble_over_everything", "main", "replaying"];
-    let others: Vec<_> = failures.iter().filter(|f| !wrecked.iter().any(|w| f["function"] == *w)).collect();
+    let wrecked = [
+        "quit_behind_its_back",
+        "scribble_over_everything",
+        "main",
+        "replaying",
+    ];
+    let others: Vec<_> = failures
+        .iter()
+        .filter(|f| !wrecked.iter().any(|w| f["function"] == *w))
+        .collect();
     assert!(others.is_empty(), "{others:#?}");
 }
 
@@ -266,7 +379,11 @@ fn a_reader_that_goes_away_stops_trestle_quietly() {
     let prog = build_c(dir.path(), "small", SMALL, "-O0");
     let tests = dir.path().join("tests");
     for i in 0..3000 {
-        write_test(&tests, &format!("t{i:05}"), &json!({"args": [format!("a{i}")]}));
+        write_test(
+            &tests,
+            &format!("t{i:05}"),
+            &json!({"args": [format!("a{i}")]}),
+        );
     }
     let mut child = trestle(&[&"exec", &"--program", &prog, &tests])
         .stdout(std::process::Stdio::piped())
@@ -274,11 +391,20 @@ fn a_reader_that_goes_away_stops_trestle_quietly() {
         .spawn()
         .unwrap();
     let mut first = String::new();
-    std::io::BufReader::new(child.stdout.take().unwrap()).read_line(&mut first).unwrap();
-    assert!(first.contains("t00000"), "the first line names the first test: {first}");
+    std::io::BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut first)
+        .unwrap();
+    assert!(
+        first.contains("t00000"),
+        "the first line names the first test: {first}"
+    );
     // The reader (and with it the pipe's read end) is gone now.
     let out = child.wait_with_output().unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(!err.contains("panicked"), "no panic: {err}");
-    assert_eq!(out.status.code(), Some(141), "the status of a SIGPIPE'd tool: {err}");
+    assert_eq!(
+        out.status.code(),
+        Some(141),
+        "the status of a SIGPIPE'd tool: {err}"
+    );
 }

@@ -6,14 +6,27 @@ use serde_json::{json, Value};
 use trestle_tests::*;
 
 /// Record → carve → replay --check --json; returns (replay summary, unit index).
-fn pipeline(program: &std::path::Path, seeds: &std::path::Path, work: &std::path::Path) -> (Value, Value) {
+fn pipeline(
+    program: &std::path::Path,
+    seeds: &std::path::Path,
+    work: &std::path::Path,
+) -> (Value, Value) {
     let traces = work.join("traces");
     let units = work.join("units");
-    ok(&mut trestle(&[&"record", &"--program", &program, &"--tests", &seeds, &"--out", &traces]));
+    ok(&mut trestle(&[
+        &"record",
+        &"--program",
+        &program,
+        &"--tests",
+        &seeds,
+        &"--out",
+        &traces,
+    ]));
     ok(&mut trestle(&[&"carve", &traces, &"--out", &units]));
     let summary = check_replay(&units);
     let index: Value =
-        serde_json::from_slice(&std::fs::read(units.join("index.json")).expect("index.json")).expect("index is JSON");
+        serde_json::from_slice(&std::fs::read(units.join("index.json")).expect("index.json"))
+            .expect("index is JSON");
     (summary, index)
 }
 
@@ -26,14 +39,19 @@ fn check_subject(name: &str, opt: &str) {
     let faithful = summary["faithful"].as_u64().unwrap();
     let fidelity = summary["fidelity"].as_f64().unwrap();
     assert!(units >= 10, "{name} {opt}: only {units} units carved");
-    assert!(summary["functions"].as_array().is_some_and(|f| !f.is_empty()));
+    assert!(summary["functions"]
+        .as_array()
+        .is_some_and(|f| !f.is_empty()));
     assert!(
         fidelity >= 0.95,
         "{name} {opt}: fidelity {fidelity:.3} ({faithful}/{units}); failures: {:#}",
         summary["failures"]
     );
     let not_carved = index["not_carved"].as_array().unwrap();
-    assert!(not_carved.is_empty(), "{name} {opt}: called but not carved: {not_carved:?}");
+    assert!(
+        not_carved.is_empty(),
+        "{name} {opt}: called but not carved: {not_carved:?}"
+    );
     assert!(index["called_functions"].as_u64().unwrap() >= 10);
 }
 
@@ -113,14 +131,32 @@ fn a_crashing_subject_keeps_every_record_written_before_the_crash() {
     let dir = tempfile::tempdir().unwrap();
     let prog = build_c(dir.path(), "crasher", CRASHER, "-O1");
     let seeds = dir.path().join("seeds");
-    write_test(&seeds, "crash", &json!({"args": ["banana", "kiwi", "crash"]}));
+    write_test(
+        &seeds,
+        "crash",
+        &json!({"args": ["banana", "kiwi", "crash"]}),
+    );
     let traces = dir.path().join("traces");
-    ok(&mut trestle(&[&"record", &"--program", &prog, &"--tests", &seeds, &"--out", &traces]));
-    let record: Value = serde_json::from_slice(&std::fs::read(traces.join("record.json")).unwrap()).unwrap();
-    assert_eq!(record["tests"][0]["status"], json!({"Signaled": 11}), "the subject must really crash");
+    ok(&mut trestle(&[
+        &"record",
+        &"--program",
+        &prog,
+        &"--tests",
+        &seeds,
+        &"--out",
+        &traces,
+    ]));
+    let record: Value =
+        serde_json::from_slice(&std::fs::read(traces.join("record.json")).unwrap()).unwrap();
+    assert_eq!(
+        record["tests"][0]["status"],
+        json!({"Signaled": 11}),
+        "the subject must really crash"
+    );
     let units = dir.path().join("units");
     ok(&mut trestle(&[&"carve", &traces, &"--out", &units]));
-    let index: Value = serde_json::from_slice(&std::fs::read(units.join("index.json")).unwrap()).unwrap();
+    let index: Value =
+        serde_json::from_slice(&std::fs::read(units.join("index.json")).unwrap()).unwrap();
     let rows = index["units"].as_array().unwrap();
     let count = |f: &str| rows.iter().filter(|r| r["function"] == f).count();
     // Three calls each of make and count_vowels happened before the crash.
@@ -135,10 +171,18 @@ fn a_crashing_subject_keeps_every_record_written_before_the_crash() {
     let shown: Vec<String> = rows
         .iter()
         .filter(|r| r["function"] == "boom")
-        .map(|r| ok(&mut trestle(&[&"show", &units.join(r["file"].as_str().unwrap())])))
+        .map(|r| {
+            ok(&mut trestle(&[
+                &"show",
+                &units.join(r["file"].as_str().unwrap()),
+            ]))
+        })
         .collect();
     assert_eq!(
-        shown.iter().filter(|s| s.contains("expected  crashed with signal 11")).count(),
+        shown
+            .iter()
+            .filter(|s| s.contains("expected  crashed with signal 11"))
+            .count(),
         1,
         "exactly the call on \"crash\" crashed: {shown:#?}"
     );
@@ -163,12 +207,22 @@ fn unfaithful(summary: &Value) -> Vec<(String, String)> {
         .as_array()
         .unwrap()
         .iter()
-        .map(|f| (f["function"].as_str().unwrap().to_owned(), f["verdict"].to_string()))
+        .map(|f| {
+            (
+                f["function"].as_str().unwrap().to_owned(),
+                f["verdict"].to_string(),
+            )
+        })
         .collect()
 }
 
 fn units_of(index: &Value, function: &str) -> usize {
-    index["units"].as_array().unwrap().iter().filter(|r| r["function"] == function).count()
+    index["units"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|r| r["function"] == function)
+        .count()
 }
 
 const STRUCT_RETURNS: &str = r#"
@@ -225,17 +279,30 @@ fn functions_returning_structs_by_value_are_carved_and_replayed() {
     let (summary, index, _dir) = carve_c(
         "structret",
         STRUCT_RETURNS,
-        &[("words", json!({"args": ["alpha", "be", "gamma-delta"]})), ("one", json!({"args": ["x"]}))],
+        &[
+            ("words", json!({"args": ["alpha", "be", "gamma-delta"]})),
+            ("one", json!({"args": ["x"]})),
+        ],
     );
     let not_carved = index["not_carved"].as_array().unwrap();
-    assert!(not_carved.is_empty(), "called but not carved: {not_carved:?}");
+    assert!(
+        not_carved.is_empty(),
+        "called but not carved: {not_carved:?}"
+    );
     for f in ["make_item", "mul", "describe", "stamp_now"] {
-        assert!(units_of(&index, f) > 0, "no unit of {f}: {:#}", index["units"]);
+        assert!(
+            units_of(&index, f) > 0,
+            "no unit of {f}: {:#}",
+            index["units"]
+        );
     }
     // Every replay is faithful but the one whose result holds the process id.
     let bad = unfaithful(&summary);
     assert!(bad.iter().all(|(f, _)| f == "stamp_now"), "{bad:#?}");
-    assert!(bad.iter().any(|(f, _)| f == "stamp_now"), "a changed return struct must be seen: {summary:#}");
+    assert!(
+        bad.iter().any(|(f, _)| f == "stamp_now"),
+        "a changed return struct must be seen: {summary:#}"
+    );
 }
 
 const VARIADIC: &str = r#"
@@ -290,12 +357,22 @@ fn variadic_functions_are_carved_and_replayed() {
     let (summary, index, _dir) = carve_c(
         "variadic",
         VARIADIC,
-        &[("numbers", json!({"args": ["1", "22", "333"]})), ("words", json!({"args": ["7", "seven", "x9"]}))],
+        &[
+            ("numbers", json!({"args": ["1", "22", "333"]})),
+            ("words", json!({"args": ["7", "seven", "x9"]})),
+        ],
     );
     let not_carved = index["not_carved"].as_array().unwrap();
-    assert!(not_carved.is_empty(), "called but not carved: {not_carved:?}");
+    assert!(
+        not_carved.is_empty(),
+        "called but not carved: {not_carved:?}"
+    );
     for f in ["report", "sum", "mean"] {
-        assert!(units_of(&index, f) > 0, "no unit of {f}: {:#}", index["units"]);
+        assert!(
+            units_of(&index, f) > 0,
+            "no unit of {f}: {:#}",
+            index["units"]
+        );
     }
     assert_eq!(summary["faithful"], summary["units"], "{summary:#}");
 }
@@ -383,16 +460,36 @@ fn numbers_on_a_free_list_keep_their_dangling_pointers_faithfully() {
         "freelist",
         FREE_LIST,
         &[
-            ("sum", json!({"args": ["12", "989", "5", "70001", "3", "44"]})),
-            ("big", json!({"args": ["99999999", "1", "123456789012345", "7"]})),
+            (
+                "sum",
+                json!({"args": ["12", "989", "5", "70001", "3", "44"]}),
+            ),
+            (
+                "big",
+                json!({"args": ["99999999", "1", "123456789012345", "7"]}),
+            ),
         ],
     );
-    for f in ["new_num", "free_num", "add", "parse", "print_num", "stale_digit"] {
-        assert!(units_of(&index, f) > 0, "no unit of {f}: {:#}", index["units"]);
+    for f in [
+        "new_num",
+        "free_num",
+        "add",
+        "parse",
+        "print_num",
+        "stale_digit",
+    ] {
+        assert!(
+            units_of(&index, f) > 0,
+            "no unit of {f}: {:#}",
+            index["units"]
+        );
     }
     let bad = unfaithful(&summary);
     assert!(bad.iter().all(|(f, _)| f == "stale_digit"), "{bad:#?}");
-    assert!(bad.iter().any(|(f, _)| f == "stale_digit"), "a read of freed memory must not replay faithfully: {summary:#}");
+    assert!(
+        bad.iter().any(|(f, _)| f == "stale_digit"),
+        "a read of freed memory must not replay faithfully: {summary:#}"
+    );
 }
 
 /// dc's numeric.c: the operations and the constant they copy.
@@ -462,7 +559,11 @@ fn a_callback_defined_in_another_file_brings_its_globals_into_the_context() {
     let prog = dir.path().join("calc");
     build_subject(&src, "-O2", &prog);
     let seeds = dir.path().join("seeds");
-    write_test(&seeds, "rpn", &json!({"args": ["2", "3", "+", "4", "*", "10", "+"]}));
+    write_test(
+        &seeds,
+        "rpn",
+        &json!({"args": ["2", "3", "+", "4", "*", "10", "+"]}),
+    );
     let (summary, index) = pipeline(&prog, &seeds, dir.path());
     assert!(units_of(&index, "binop") > 0, "{:#}", index["units"]);
     // Without `zero` in binop's context, add_nums would read a null pointer.
@@ -491,8 +592,11 @@ int main(int argc, char **argv) {
 
 #[test]
 fn a_stream_made_line_buffered_in_main_is_line_buffered_in_replay() {
-    let (summary, index, _dir) =
-        carve_c("linebuf", LINE_BUFFERED, &[("words", json!({"args": ["a", "longer", "word", "b"]}))]);
+    let (summary, index, _dir) = carve_c(
+        "linebuf",
+        LINE_BUFFERED,
+        &[("words", json!({"args": ["a", "longer", "word", "b"]}))],
+    );
     assert!(units_of(&index, "echo") > 0, "{:#}", index["units"]);
     assert_eq!(summary["faithful"], summary["units"], "{summary:#}");
 }
@@ -532,8 +636,14 @@ fn an_unbuffered_stderr_stays_unbuffered_in_replay() {
         "stderrsink",
         UNBUFFERED_STDERR,
         &[
-            ("report-first", json!({"args": ["?first", "out", "?second"]})),
-            ("warn-first", json!({"args": ["!careful", "?then", "!again"]})),
+            (
+                "report-first",
+                json!({"args": ["?first", "out", "?second"]}),
+            ),
+            (
+                "warn-first",
+                json!({"args": ["!careful", "?then", "!again"]}),
+            ),
         ],
     );
     assert!(units_of(&index, "report") >= 3, "{:#}", index["units"]);
@@ -584,7 +694,10 @@ fn a_standard_stream_behind_a_program_pointer_is_restored_where_the_c_library_se
         STD_STREAMS_SHARED,
         &[
             ("emit", json!({"args": ["one", "two", "three"]})),
-            ("take", json!({"args": ["<", "x", "<", "<"], "stdin": "abcdefgh"})),
+            (
+                "take",
+                json!({"args": ["<", "x", "<", "<"], "stdin": "abcdefgh"}),
+            ),
         ],
     );
     assert!(units_of(&index, "emit") >= 3, "{:#}", index["units"]);
@@ -668,16 +781,38 @@ fn calls_that_wait_for_a_child_started_before_them_are_not_carved_and_say_why() 
     let dir = tempfile::tempdir().unwrap();
     let prog = build_c(dir.path(), "children", CHILD_PROCESSES, "-O2");
     let seeds = dir.path().join("seeds");
-    write_test(&seeds, "pipes", &json!({"args": ["open", "a", "b", "close", "open", "c", "close"]}));
-    write_test(&seeds, "commands", &json!({"args": ["run:exit 3", "popen:cat >/dev/null", "run:true"]}));
+    write_test(
+        &seeds,
+        "pipes",
+        &json!({"args": ["open", "a", "b", "close", "open", "c", "close"]}),
+    );
+    write_test(
+        &seeds,
+        "commands",
+        &json!({"args": ["run:exit 3", "popen:cat >/dev/null", "run:true"]}),
+    );
     let (traces, units) = (dir.path().join("traces"), dir.path().join("units"));
-    ok(&mut trestle(&[&"record", &"--program", &prog, &"--tests", &seeds, &"--out", &traces]));
+    ok(&mut trestle(&[
+        &"record",
+        &"--program",
+        &prog,
+        &"--tests",
+        &seeds,
+        &"--out",
+        &traces,
+    ]));
     let out = run(&mut trestle(&[&"carve", &traces, &"--out", &units]));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{err}");
-    assert!(err.contains("not carved: waits for a child process started before the call (wait)"), "{err}");
-    let index: Value = serde_json::from_slice(&std::fs::read(units.join("index.json")).unwrap()).unwrap();
-    let unreplayable = index["unreplayable"].as_object().expect("unreplayable counts in the index");
+    assert!(
+        err.contains("not carved: waits for a child process started before the call (wait)"),
+        "{err}"
+    );
+    let index: Value =
+        serde_json::from_slice(&std::fs::read(units.join("index.json")).unwrap()).unwrap();
+    let unreplayable = index["unreplayable"]
+        .as_object()
+        .expect("unreplayable counts in the index");
     let waits: u64 = unreplayable.values().map(|n| n.as_u64().unwrap()).sum();
     // close_pipe and wait_for, twice each.
     assert!(waits >= 4, "{index:#}");
@@ -685,7 +820,10 @@ fn calls_that_wait_for_a_child_started_before_them_are_not_carved_and_say_why() 
         assert_eq!(units_of(&index, f), 0, "{:#}", index["units"]);
         let not_carved = index["not_carved"].as_array().unwrap();
         assert!(
-            not_carved.iter().any(|n| n.as_str().unwrap().starts_with(&format!("{f}: every carvable call waits for a child"))),
+            not_carved.iter().any(|n| n
+                .as_str()
+                .unwrap()
+                .starts_with(&format!("{f}: every carvable call waits for a child"))),
             "{f}: {not_carved:#?}"
         );
     }
@@ -719,18 +857,44 @@ int main(int argc, char **argv) {
 
 #[test]
 fn show_and_replay_differences_name_globals_by_name() {
-    let (summary, index, dir) =
-        carve_c("named", NAMED_GLOBALS, &[("env", json!({"args": [trestle_abi::hooks::ENV_REPLAY, "HOME"]}))]);
+    let (summary, index, dir) = carve_c(
+        "named",
+        NAMED_GLOBALS,
+        &[(
+            "env",
+            json!({"args": [trestle_abi::hooks::ENV_REPLAY, "HOME"]}),
+        )],
+    );
     assert!(units_of(&index, "note") >= 1, "{:#}", index["units"]);
     let bad = unfaithful(&summary);
-    let note = bad.iter().find(|(f, _)| f == "note").unwrap_or_else(|| panic!("note replays unfaithfully: {bad:#?}"));
-    assert!(note.1.contains("(global replayed_here): byte 0 is 0x00 recorded, 0x01 in replay"), "{note:?}");
-    let unit = index["units"].as_array().unwrap().iter().find(|r| r["function"] == "note").unwrap();
-    let shown = ok(&mut trestle(&[&"show", &dir.path().join("units").join(unit["file"].as_str().unwrap())]));
+    let note = bad
+        .iter()
+        .find(|(f, _)| f == "note")
+        .unwrap_or_else(|| panic!("note replays unfaithfully: {bad:#?}"));
+    assert!(
+        note.1
+            .contains("(global replayed_here): byte 0 is 0x00 recorded, 0x01 in replay"),
+        "{note:?}"
+    );
+    let unit = index["units"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["function"] == "note")
+        .unwrap();
+    let shown = ok(&mut trestle(&[
+        &"show",
+        &dir.path()
+            .join("units")
+            .join(unit["file"].as_str().unwrap()),
+    ]));
     for g in ["global replayed_here", "global calls"] {
         assert!(shown.contains(g), "{g}: {shown}");
     }
-    assert!(!shown.contains("global 0") && !shown.contains("Global {"), "{shown}");
+    assert!(
+        !shown.contains("global 0") && !shown.contains("Global {"),
+        "{shown}"
+    );
 }
 
 /// mawk seeds `rand()` from the clock at start-up (`time`, in seconds, as configured
@@ -769,13 +933,26 @@ fn a_seed_taken_from_the_clock_does_not_count_against_a_replay() {
     write_test(&seeds, "three", &json!({"args": ["3"]}));
     write_test(&seeds, "five", &json!({"args": ["5"]}));
     let (traces, units) = (dir.path().join("traces"), dir.path().join("units"));
-    ok(&mut trestle(&[&"record", &"--program", &prog, &"--tests", &seeds, &"--out", &traces]));
+    ok(&mut trestle(&[
+        &"record",
+        &"--program",
+        &prog,
+        &"--tests",
+        &seeds,
+        &"--out",
+        &traces,
+    ]));
     ok(&mut trestle(&[&"carve", &traces, &"--out", &units]));
     // The replays come in a later second than the recording.
     std::thread::sleep(std::time::Duration::from_millis(1100));
     let summary = check_replay(&units);
-    let index: Value = serde_json::from_slice(&std::fs::read(units.join("index.json")).unwrap()).unwrap();
-    assert!(units_of(&index, "seed_from_clock") > 0, "{:#}", index["units"]);
+    let index: Value =
+        serde_json::from_slice(&std::fs::read(units.join("index.json")).unwrap()).unwrap();
+    assert!(
+        units_of(&index, "seed_from_clock") > 0,
+        "{:#}",
+        index["units"]
+    );
     // draw depends on the seed only through its context: faithful as it is.
     let bad = unfaithful(&summary);
     assert!(bad.is_empty(), "{bad:#?}");
@@ -821,8 +998,19 @@ fn what_two_recordings_of_a_call_disagree_on_is_left_out_of_its_oracle_and_count
     write_test(&seeds, "three", &json!({"args": ["3"]}));
     write_test(&seeds, "five", &json!({"args": ["5"]}));
     let carve_into = |name: &str| {
-        let (traces, units) = (dir.path().join(format!("traces-{name}")), dir.path().join(format!("units-{name}")));
-        ok(&mut trestle(&[&"record", &"--program", &prog, &"--tests", &seeds, &"--out", &traces]));
+        let (traces, units) = (
+            dir.path().join(format!("traces-{name}")),
+            dir.path().join(format!("units-{name}")),
+        );
+        ok(&mut trestle(&[
+            &"record",
+            &"--program",
+            &prog,
+            &"--tests",
+            &seeds,
+            &"--out",
+            &traces,
+        ]));
         ok(&mut trestle(&[&"carve", &traces, &"--out", &units]));
         units
     };
@@ -831,27 +1019,58 @@ fn what_two_recordings_of_a_call_disagree_on_is_left_out_of_its_oracle_and_count
     // in the return value, which is never left out on their word.
     let alone = check_replay(&units);
     let bad = unfaithful(&alone);
-    assert!(bad.iter().any(|(f, v)| f == "self_id" && v.contains("return value")), "{bad:#?}");
+    assert!(
+        bad.iter()
+            .any(|(f, v)| f == "self_id" && v.contains("return value")),
+        "{bad:#?}"
+    );
     // The two recordings disagree on it too: left out for that unit, and said.
-    let out = run(&mut trestle(&[&"replay", &units, &"--check", &"--json", &"--twin", &again]));
-    let twin: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stderr)));
+    let out = run(&mut trestle(&[
+        &"replay", &units, &"--check", &"--json", &"--twin", &again,
+    ]));
+    let twin: Value = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stderr)));
     assert_eq!(out.status.code(), Some(0), "{twin:#}");
     assert!(unfaithful(&twin).is_empty(), "{twin:#}");
     // Paired: the calls that start from the same context in both recordings
     // (make_salt, self_id), not bucket, whose context holds the salt.
     let twinned = twin["twinned"].as_u64().unwrap();
-    assert!(twinned >= 4 && twinned < twin["units"].as_u64().unwrap(), "{twin:#}");
+    assert!(
+        twinned >= 4 && twinned < twin["units"].as_u64().unwrap(),
+        "{twin:#}"
+    );
     let said: Vec<(String, String)> = twin["nondeterministic_units"]
         .as_array()
         .unwrap()
         .iter()
-        .map(|u| (u["function"].as_str().unwrap().to_owned(), u["verdict"].to_string()))
+        .map(|u| {
+            (
+                u["function"].as_str().unwrap().to_owned(),
+                u["verdict"].to_string(),
+            )
+        })
         .collect();
-    assert!(said.iter().any(|(f, v)| f == "self_id" && v.contains("the return value")), "{said:#?}");
-    assert_eq!(twin["nondeterministic"].as_u64().unwrap() as usize, said.len());
+    assert!(
+        said.iter()
+            .any(|(f, v)| f == "self_id" && v.contains("the return value")),
+        "{said:#?}"
+    );
+    assert_eq!(
+        twin["nondeterministic"].as_u64().unwrap() as usize,
+        said.len()
+    );
     // bucket depends on the salt only through its context: compared in full.
-    assert!(said.iter().any(|(f, v)| f == "make_salt" && v.contains("word(s) of memory")), "{said:#?}");
-    assert!(units_of(&serde_json::from_slice(&std::fs::read(units.join("index.json")).unwrap()).unwrap(), "bucket") >= 8);
+    assert!(
+        said.iter()
+            .any(|(f, v)| f == "make_salt" && v.contains("word(s) of memory")),
+        "{said:#?}"
+    );
+    assert!(
+        units_of(
+            &serde_json::from_slice(&std::fs::read(units.join("index.json")).unwrap()).unwrap(),
+            "bucket"
+        ) >= 8
+    );
     assert!(said.iter().all(|(f, _)| f != "bucket"), "{said:#?}");
 }
 
@@ -883,8 +1102,11 @@ int main(int argc, char **argv) {
 
 #[test]
 fn a_char_stored_over_a_stale_pointer_in_a_union_replays_faithfully() {
-    let (summary, index, _dir) =
-        carve_c("union", UNION_VALUE, &[("tokens", json!({"args": ["word", "+", "other", "(", "x"]}))]);
+    let (summary, index, _dir) = carve_c(
+        "union",
+        UNION_VALUE,
+        &[("tokens", json!({"args": ["word", "+", "other", "(", "x"]}))],
+    );
     assert!(units_of(&index, "lex") >= 3, "{:#}", index["units"]);
     // main's own unit stays out: the pointer it overwrites was made during the call,
     // at an address of the recording's heap in one run and of the replay's in the
@@ -977,11 +1199,18 @@ fn a_regex_like_graph_with_empty_blocks_is_restored_whole() {
         AUTOMATON,
         &[
             ("dots", json!({"args": ["a.c"], "stdin": "abc\nxyz\naxc\n"})),
-            ("word", json!({"args": ["needle"], "stdin": "haystack\nneedles\n"})),
+            (
+                "word",
+                json!({"args": ["needle"], "stdin": "haystack\nneedles\n"}),
+            ),
         ],
     );
     for f in ["compile", "superset", "matches", "dfafree"] {
-        assert!(units_of(&index, f) > 0, "no unit of {f}: {:#}", index["units"]);
+        assert!(
+            units_of(&index, f) > 0,
+            "no unit of {f}: {:#}",
+            index["units"]
+        );
     }
     // dfafree frees every block the graph holds, the empty ones included: a block
     // missing from the restored graph makes it crash.
@@ -1008,13 +1237,28 @@ fn cxx_exceptions_and_string_temporaries_replay_faithfully() {
         .as_array()
         .unwrap()
         .iter()
-        .filter(|u| u["function"].as_str().is_some_and(|f| f.starts_with("parse_qty") || f.starts_with("Ledger::add")))
-        .map(|u| ok(&mut trestle(&[&"show", &units.join(u["file"].as_str().unwrap())])))
+        .filter(|u| {
+            u["function"]
+                .as_str()
+                .is_some_and(|f| f.starts_with("parse_qty") || f.starts_with("Ledger::add"))
+        })
+        .map(|u| {
+            ok(&mut trestle(&[
+                &"show",
+                &units.join(u["file"].as_str().unwrap()),
+            ]))
+        })
         .filter(|shown| shown.contains("expected  threw an exception"))
         .collect();
-    assert!(threw.len() >= 2, "the throwing calls of parse_qty and Ledger::add: {threw:#?}");
+    assert!(
+        threw.len() >= 2,
+        "the throwing calls of parse_qty and Ledger::add: {threw:#?}"
+    );
     let not_carved = index["not_carved"].as_array().unwrap();
-    assert!(not_carved.is_empty(), "called but not carved: {not_carved:?}");
+    assert!(
+        not_carved.is_empty(),
+        "called but not carved: {not_carved:?}"
+    );
 }
 
 #[test]
@@ -1022,24 +1266,48 @@ fn contexts_over_the_size_bound_are_not_carved_and_say_why() {
     let dir = tempfile::tempdir().unwrap();
     let prog = build_c(dir.path(), "automaton", AUTOMATON, "-O2");
     let seeds = dir.path().join("seeds");
-    write_test(&seeds, "word", &json!({"args": ["needle"], "stdin": "haystack\nneedles\n"}));
+    write_test(
+        &seeds,
+        "word",
+        &json!({"args": ["needle"], "stdin": "haystack\nneedles\n"}),
+    );
     let traces = dir.path().join("traces");
     let units = dir.path().join("units");
     // Each state's transition table is 2 KiB: with a 4 KiB bound, the whole automaton
     // (seven states) cannot be captured, one state's table can.
-    ok(trestle(&[&"record", &"--program", &prog, &"--tests", &seeds, &"--out", &traces]).env(trestle_abi::hooks::ENV_CONTEXT_LIMIT, "4096"));
+    ok(trestle(&[
+        &"record",
+        &"--program",
+        &prog,
+        &"--tests",
+        &seeds,
+        &"--out",
+        &traces,
+    ])
+    .env(trestle_abi::hooks::ENV_CONTEXT_LIMIT, "4096"));
     let out = run(&mut trestle(&[&"carve", &traces, &"--out", &units]));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{err}");
-    assert!(err.contains("not carved: context over the snapshot size bound"), "{err}");
-    let index: Value = serde_json::from_slice(&std::fs::read(units.join("index.json")).unwrap()).unwrap();
+    assert!(
+        err.contains("not carved: context over the snapshot size bound"),
+        "{err}"
+    );
+    let index: Value =
+        serde_json::from_slice(&std::fs::read(units.join("index.json")).unwrap()).unwrap();
     assert!(index["over_bound"].as_u64().unwrap() > 0, "{index:#}");
     // matches and superset reach every state in every call: not carved, with the
     // reason (dfafree is carved for its call on the small superset only).
-    let not_carved: Vec<&str> = index["not_carved"].as_array().unwrap().iter().map(|v| v.as_str().unwrap()).collect();
+    let not_carved: Vec<&str> = index["not_carved"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_str().unwrap())
+        .collect();
     for f in ["matches", "superset"] {
         assert!(
-            not_carved.iter().any(|n| n.starts_with(&format!("{f}:")) && n.contains("snapshot size bound")),
+            not_carved
+                .iter()
+                .any(|n| n.starts_with(&format!("{f}:")) && n.contains("snapshot size bound")),
             "{f}: {not_carved:#?}"
         );
         assert_eq!(units_of(&index, f), 0);
@@ -1048,8 +1316,17 @@ fn contexts_over_the_size_bound_are_not_carved_and_say_why() {
     // it was over the bound (compile builds the automaton) has no oracle, with why.
     let summary = check_replay(&units);
     assert!(summary["faithful"].as_u64().unwrap() > 0);
-    assert_eq!(summary["faithful"].as_u64().unwrap() + summary["no_oracle"].as_u64().unwrap(), summary["units"].as_u64().unwrap(), "{summary:#}");
-    let out = ok(&mut trestle(&[&"replay", &units.join("compile"), &"--check", &"-v"]));
+    assert_eq!(
+        summary["faithful"].as_u64().unwrap() + summary["no_oracle"].as_u64().unwrap(),
+        summary["units"].as_u64().unwrap(),
+        "{summary:#}"
+    );
+    let out = ok(&mut trestle(&[
+        &"replay",
+        &units.join("compile"),
+        &"--check",
+        &"-v",
+    ]));
     assert!(out.contains("over the snapshot size bound"), "{out}");
 }
 
@@ -1062,7 +1339,10 @@ fn trace_sizes(dir: &std::path::Path) -> (u64, u64) {
             let (m, t) = trace_sizes(&p);
             max = max.max(m);
             total += t;
-        } else if p.extension().is_some_and(|x| x == trestle_abi::trace::TRACE_EXT) {
+        } else if p
+            .extension()
+            .is_some_and(|x| x == trestle_abi::trace::TRACE_EXT)
+        {
             let n = std::fs::metadata(&p).unwrap().len();
             max = max.max(n);
             total += n;
@@ -1081,24 +1361,60 @@ fn a_trace_bound_keeps_traces_small_and_every_recorded_call_whole() {
     build_subject(&subject("strproc"), "-O2", &prog);
     let seeds = subject("strproc").join("seeds");
     let full = dir.path().join("full");
-    ok(&mut trestle(&[&"record", &"--program", &prog, &"--tests", &seeds, &"--out", &full]));
+    ok(&mut trestle(&[
+        &"record",
+        &"--program",
+        &prog,
+        &"--tests",
+        &seeds,
+        &"--out",
+        &full,
+    ]));
     let (full_max, full_total) = trace_sizes(&full);
     let bound = full_max / 4;
-    assert!(bound > 4096, "the seeds' traces are too small to bound: {full_max} bytes");
+    assert!(
+        bound > 4096,
+        "the seeds' traces are too small to bound: {full_max} bytes"
+    );
     let small = dir.path().join("small");
-    ok(&mut trestle(&[&"record", &"--program", &prog, &"--tests", &seeds, &"--out", &small, &"--max-trace", &bound.to_string()]));
+    ok(&mut trestle(&[
+        &"record",
+        &"--program",
+        &prog,
+        &"--tests",
+        &seeds,
+        &"--out",
+        &small,
+        &"--max-trace",
+        &bound.to_string(),
+    ]));
     let (small_max, small_total) = trace_sizes(&small);
     // A call under way when the bound is reached still gets its end (and its context
     // went in whole): a trace may pass the bound by that much, no more.
-    assert!(small_max < bound * 2, "largest trace {small_max} bytes with a bound of {bound}");
-    assert!(small_total < full_total, "{small_total} vs {full_total} bytes");
-    let (units_full, units_small) = (dir.path().join("units-full"), dir.path().join("units-small"));
+    assert!(
+        small_max < bound * 2,
+        "largest trace {small_max} bytes with a bound of {bound}"
+    );
+    assert!(
+        small_total < full_total,
+        "{small_total} vs {full_total} bytes"
+    );
+    let (units_full, units_small) = (
+        dir.path().join("units-full"),
+        dir.path().join("units-small"),
+    );
     ok(&mut trestle(&[&"carve", &full, &"--out", &units_full]));
     ok(&mut trestle(&[&"carve", &small, &"--out", &units_small]));
     let (a, b) = (check_replay(&units_full), check_replay(&units_small));
-    assert!(b["units"].as_u64().unwrap() < a["units"].as_u64().unwrap(), "{a:#} {b:#}");
+    assert!(
+        b["units"].as_u64().unwrap() < a["units"].as_u64().unwrap(),
+        "{a:#} {b:#}"
+    );
     assert!(b["units"].as_u64().unwrap() > 0);
-    assert_eq!(b["no_oracle"], 0, "a bounded recording left calls without their end: {b:#}");
+    assert_eq!(
+        b["no_oracle"], 0,
+        "a bounded recording left calls without their end: {b:#}"
+    );
     assert!(b["fidelity"].as_f64().unwrap() >= 0.95, "{b:#}");
 }
 
@@ -1109,20 +1425,63 @@ fn recording_named_functions_carves_their_units_only_and_they_replay() {
     build_subject(&subject("strproc"), "-O2", &prog);
     let seeds = subject("strproc").join("seeds");
     let (traces, units) = (dir.path().join("traces"), dir.path().join("units"));
-    ok(&mut trestle(&[&"record", &"--program", &prog, &"--tests", &seeds, &"--out", &traces, &"--function", &"split_line", &"--function", &"str_upper"]));
+    ok(&mut trestle(&[
+        &"record",
+        &"--program",
+        &prog,
+        &"--tests",
+        &seeds,
+        &"--out",
+        &traces,
+        &"--function",
+        &"split_line",
+        &"--function",
+        &"str_upper",
+    ]));
     ok(&mut trestle(&[&"carve", &traces, &"--out", &units]));
-    let index: Value = serde_json::from_slice(&std::fs::read(units.join("index.json")).unwrap()).unwrap();
-    assert!(units_of(&index, "split_line") > 0 && units_of(&index, "str_upper") > 0, "{index:#}");
-    let others: Vec<&Value> = index["units"].as_array().unwrap().iter().filter(|r| r["function"] != "split_line" && r["function"] != "str_upper").collect();
-    assert!(others.is_empty(), "units of functions not asked for: {others:?}");
+    let index: Value =
+        serde_json::from_slice(&std::fs::read(units.join("index.json")).unwrap()).unwrap();
+    assert!(
+        units_of(&index, "split_line") > 0 && units_of(&index, "str_upper") > 0,
+        "{index:#}"
+    );
+    let others: Vec<&Value> = index["units"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|r| r["function"] != "split_line" && r["function"] != "str_upper")
+        .collect();
+    assert!(
+        others.is_empty(),
+        "units of functions not asked for: {others:?}"
+    );
     // Unit files are compressed, and read back as any other.
     let file = units.join(index["units"][0]["file"].as_str().unwrap());
-    assert_eq!(&std::fs::read(&file).unwrap()[..4], &[0x28, 0xb5, 0x2f, 0xfd], "{} is not zstd", file.display());
+    assert_eq!(
+        &std::fs::read(&file).unwrap()[..4],
+        &[0x28, 0xb5, 0x2f, 0xfd],
+        "{} is not zstd",
+        file.display()
+    );
     let summary = check_replay(&units);
     assert!(summary["fidelity"].as_f64().unwrap() >= 0.95, "{summary:#}");
     // A name the program does not have is an error that names it.
-    let o = run(&mut trestle(&[&"record", &"--program", &prog, &"--tests", &seeds, &"--out", &dir.path().join("t2"), &"--function", &"no_such_fn"]));
-    assert!(!o.status.success() && String::from_utf8_lossy(&o.stderr).contains("--function no_such_fn"), "{}", String::from_utf8_lossy(&o.stderr));
+    let o = run(&mut trestle(&[
+        &"record",
+        &"--program",
+        &prog,
+        &"--tests",
+        &seeds,
+        &"--out",
+        &dir.path().join("t2"),
+        &"--function",
+        &"no_such_fn",
+    ]));
+    assert!(
+        !o.status.success() && String::from_utf8_lossy(&o.stderr).contains("--function no_such_fn"),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
 }
 
 /// A function called 60 times whose branch at a marked line is evaluated only on its
@@ -1164,31 +1523,90 @@ fn recording_for_a_branch_carves_only_the_calls_that_reach_it() {
     let prog = build_c(dir.path(), "late", LATE_BRANCH, "-O1");
     let tests = dir.path().join("tests");
     write_test(&tests, "plain", &json!({"args": []}));
-    let line = LATE_BRANCH.lines().position(|l| l.contains("/* the branch */")).unwrap() + 1;
+    let line = LATE_BRANCH
+        .lines()
+        .position(|l| l.contains("/* the branch */"))
+        .unwrap()
+        + 1;
     let loc = format!("late.c:{line}");
     let (traces, units) = (dir.path().join("traces"), dir.path().join("units"));
-    ok(&mut trestle(&[&"record", &"--program", &prog, &"--tests", &tests, &"--out", &traces, &"--function", &"weigh", &"--max-per-fn", &"3", &"--reach", &loc]));
+    ok(&mut trestle(&[
+        &"record",
+        &"--program",
+        &prog,
+        &"--tests",
+        &tests,
+        &"--out",
+        &traces,
+        &"--function",
+        &"weigh",
+        &"--max-per-fn",
+        &"3",
+        &"--reach",
+        &loc,
+    ]));
     let o = run(&mut trestle(&[&"carve", &traces, &"--out", &units]));
     let out = String::from_utf8_lossy(&o.stderr).into_owned();
     assert!(o.status.success(), "{out}");
-    let index: Value = serde_json::from_slice(&std::fs::read(units.join("index.json")).unwrap()).unwrap();
+    let index: Value =
+        serde_json::from_slice(&std::fs::read(units.join("index.json")).unwrap()).unwrap();
     let rows = index["units"].as_array().unwrap();
     // Three calls that reach it (the first three over 50), none of the fifty before.
     assert_eq!(rows.len(), 3, "{index:#}\n{out}");
     for r in rows {
         assert_eq!(r["function"], "weigh");
-        assert!(r["call_index"].as_u64().unwrap() >= 50, "a call that does not reach the branch was carved: {r}");
+        assert!(
+            r["call_index"].as_u64().unwrap() >= 50,
+            "a call that does not reach the branch was carved: {r}"
+        );
     }
-    assert!(out.contains("did not reach"), "carve says what it left out: {out}");
+    assert!(
+        out.contains("did not reach"),
+        "carve says what it left out: {out}"
+    );
     // Without --reach the first three calls are carved, which never reach it.
     let (t2, u2) = (dir.path().join("t2"), dir.path().join("u2"));
-    ok(&mut trestle(&[&"record", &"--program", &prog, &"--tests", &tests, &"--out", &t2, &"--function", &"weigh", &"--max-per-fn", &"3"]));
+    ok(&mut trestle(&[
+        &"record",
+        &"--program",
+        &prog,
+        &"--tests",
+        &tests,
+        &"--out",
+        &t2,
+        &"--function",
+        &"weigh",
+        &"--max-per-fn",
+        &"3",
+    ]));
     ok(&mut trestle(&[&"carve", &t2, &"--out", &u2]));
-    let index: Value = serde_json::from_slice(&std::fs::read(u2.join("index.json")).unwrap()).unwrap();
-    assert!(index["units"].as_array().unwrap().iter().all(|r| r["call_index"].as_u64().unwrap() < 3), "{index:#}");
+    let index: Value =
+        serde_json::from_slice(&std::fs::read(u2.join("index.json")).unwrap()).unwrap();
+    assert!(
+        index["units"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|r| r["call_index"].as_u64().unwrap() < 3),
+        "{index:#}"
+    );
     // A line without a branch is an error that names it.
-    let o = run(&mut trestle(&[&"record", &"--program", &prog, &"--tests", &tests, &"--out", &dir.path().join("t3"), &"--reach", &"late.c:1"]));
-    assert!(!o.status.success() && String::from_utf8_lossy(&o.stderr).contains("--reach late.c:1"), "{}", String::from_utf8_lossy(&o.stderr));
+    let o = run(&mut trestle(&[
+        &"record",
+        &"--program",
+        &prog,
+        &"--tests",
+        &tests,
+        &"--out",
+        &dir.path().join("t3"),
+        &"--reach",
+        &"late.c:1",
+    ]));
+    assert!(
+        !o.status.success() && String::from_utf8_lossy(&o.stderr).contains("--reach late.c:1"),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
 }
 
 /// A fatal error reported by the C library: `error_at_line` prints and exits inside
@@ -1219,7 +1637,10 @@ fn calls_left_open_by_a_library_error_report_replay_to_the_exit_they_recorded() 
     let (summary, index, _dir) = carve_c(
         "liberror",
         LIBRARY_EXIT,
-        &[("fine", json!({"args": ["good", "words"]})), ("fatal", json!({"args": ["good", "bad", "never"]}))],
+        &[
+            ("fine", json!({"args": ["good", "words"]})),
+            ("fatal", json!({"args": ["good", "bad", "never"]})),
+        ],
     );
     // check returned twice, then exited; total and main returned once and exited once.
     assert!(units_of(&index, "check") >= 3, "{:#}", index["units"]);
@@ -1269,7 +1690,11 @@ int main(int argc, char **argv) {
 
 #[test]
 fn a_pointer_one_before_a_heap_block_is_the_blocks() {
-    let (summary, index, _dir) = carve_c("onebefore", ONE_BEFORE, &[("three", json!({"args": ["4", "5", "6"]}))]);
+    let (summary, index, _dir) = carve_c(
+        "onebefore",
+        ONE_BEFORE,
+        &[("three", json!({"args": ["4", "5", "6"]}))],
+    );
     assert!(units_of(&index, "push") >= 3, "{:#}", index["units"]);
     assert!(units_of(&index, "pop_all") >= 1, "{:#}", index["units"]);
     assert_eq!(summary["errors"].as_u64(), Some(0), "{summary:#}");
@@ -1343,12 +1768,28 @@ int main(int argc, char **argv) {
 
 #[test]
 fn functions_given_a_va_list_replay_faithfully() {
-    let (summary, index, _dir) = carve_c("valists", VA_LISTS, &[("two", json!({"args": ["12", "-7"]})), ("one", json!({"args": ["300"]}))]);
+    let (summary, index, _dir) = carve_c(
+        "valists",
+        VA_LISTS,
+        &[
+            ("two", json!({"args": ["12", "-7"]})),
+            ("one", json!({"args": ["300"]})),
+        ],
+    );
     check_va_lists(summary, index);
     // Built as distributions build (m4's gnulib called __vasprintf_chk).
     let dir = tempfile::tempdir().unwrap();
-    let prog = build_c(dir.path(), "valists", &format!("#define _FORTIFY_SOURCE 2\n{VA_LISTS}"), "-O2");
-    write_test(&dir.path().join("seeds"), "two", &json!({"args": ["12", "-7"]}));
+    let prog = build_c(
+        dir.path(),
+        "valists",
+        &format!("#define _FORTIFY_SOURCE 2\n{VA_LISTS}"),
+        "-O2",
+    );
+    write_test(
+        &dir.path().join("seeds"),
+        "two",
+        &json!({"args": ["12", "-7"]}),
+    );
     let (summary, index) = pipeline(&prog, &dir.path().join("seeds"), dir.path());
     check_va_lists(summary, index);
 }
@@ -1426,22 +1867,44 @@ fn mapped_memory_is_carved_and_replayed_and_a_mapping_made_unseen_says_why() {
     let dir = tempfile::tempdir().unwrap();
     let prog = build_c(dir.path(), "mapped", MAPPED_MEMORY, "-O1");
     let seeds = dir.path().join("seeds");
-    write_test(&seeds, "lines", &json!({"args": ["in.txt"], "files": {"in.txt": "one two\nthree\nfour five six\n", "other": "x"}}));
+    write_test(
+        &seeds,
+        "lines",
+        &json!({"args": ["in.txt"], "files": {"in.txt": "one two\nthree\nfour five six\n", "other": "x"}}),
+    );
     let (traces, units) = (dir.path().join("traces"), dir.path().join("units"));
-    ok(&mut trestle(&[&"record", &"--program", &prog, &"--tests", &seeds, &"--out", &traces]));
+    ok(&mut trestle(&[
+        &"record",
+        &"--program",
+        &prog,
+        &"--tests",
+        &seeds,
+        &"--out",
+        &traces,
+    ]));
     let out = run(&mut trestle(&[&"carve", &traces, &"--out", &units]));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{err}");
-    let index: Value = serde_json::from_slice(&std::fs::read(units.join("index.json")).unwrap()).unwrap();
+    let index: Value =
+        serde_json::from_slice(&std::fs::read(units.join("index.json")).unwrap()).unwrap();
     // The file and the buffer mapped through mmap are followed like heap blocks ...
     for f in ["count_lines", "reader_get", "reader_close", "name_length"] {
         assert!(units_of(&index, f) >= 1, "{f}: {:#}", index["units"]);
     }
     // ... the one mapped by a raw system call is nowhere in the recording.
-    assert!(err.contains("not carved: gets a pointer (argument 0) into memory a replay does not have"), "{err}");
+    assert!(
+        err.contains("not carved: gets a pointer (argument 0) into memory a replay does not have"),
+        "{err}"
+    );
     assert_eq!(units_of(&index, "count_words"), 0, "{:#}", index["units"]);
     let not_carved = index["not_carved"].as_array().unwrap();
-    assert!(not_carved.iter().any(|n| n.as_str().unwrap().starts_with("count_words: every carvable call gets a pointer (argument 0)")), "{not_carved:#?}");
+    assert!(
+        not_carved.iter().any(|n| n
+            .as_str()
+            .unwrap()
+            .starts_with("count_words: every carvable call gets a pointer (argument 0)")),
+        "{not_carved:#?}"
+    );
     // Every unit replays to what was recorded: the mapped bytes are restored, and the
     // unit of reader_close unmaps the replay's copy without harm.
     let summary = check_replay(&units);
@@ -1484,48 +1947,102 @@ int main(int argc, char **argv) {
 /// `@STARTS@` stands for), record and carve it on `seeds`; returns the directory,
 /// the units, the start log and how many units the constructor itself has (each
 /// replay of it notes a start of its own).
-fn carve_counting_starts(source: &str, seeds: &[(&str, Value)]) -> (tempfile::TempDir, std::path::PathBuf, std::path::PathBuf, usize) {
+fn carve_counting_starts(
+    source: &str,
+    seeds: &[(&str, Value)],
+) -> (
+    tempfile::TempDir,
+    std::path::PathBuf,
+    std::path::PathBuf,
+    usize,
+) {
     let dir = tempfile::tempdir().unwrap();
     let starts = dir.path().join("starts.log");
-    let prog = build_c(dir.path(), "starts", &source.replace("@STARTS@", starts.to_str().unwrap()), "-O2");
+    let prog = build_c(
+        dir.path(),
+        "starts",
+        &source.replace("@STARTS@", starts.to_str().unwrap()),
+        "-O2",
+    );
     let seed_dir = dir.path().join("seeds");
     for (name, test) in seeds {
         write_test(&seed_dir, name, test);
     }
     let (traces, units) = (dir.path().join("traces"), dir.path().join("units"));
-    ok(&mut trestle(&[&"record", &"--program", &prog, &"--tests", &seed_dir, &"--out", &traces]));
+    ok(&mut trestle(&[
+        &"record",
+        &"--program",
+        &prog,
+        &"--tests",
+        &seed_dir,
+        &"--out",
+        &traces,
+    ]));
     ok(&mut trestle(&[&"carve", &traces, &"--out", &units]));
-    let index: Value = serde_json::from_slice(&std::fs::read(units.join("index.json")).unwrap()).unwrap();
+    let index: Value =
+        serde_json::from_slice(&std::fs::read(units.join("index.json")).unwrap()).unwrap();
     let of_constructor = units_of(&index, "note_start");
     (dir, units, starts, of_constructor)
 }
 
 /// `replay UNITS --check --json --jobs 1` and `extra`, expecting exit status
 /// `status`: the summary, and how often the program started meanwhile.
-fn replay_counting_starts(units: &std::path::Path, starts: &std::path::Path, extra: &[&dyn AsRef<std::ffi::OsStr>], status: i32) -> (Value, usize) {
+fn replay_counting_starts(
+    units: &std::path::Path,
+    starts: &std::path::Path,
+    extra: &[&dyn AsRef<std::ffi::OsStr>],
+    status: i32,
+) -> (Value, usize) {
     std::fs::write(starts, "").unwrap();
-    let mut args: Vec<&dyn AsRef<std::ffi::OsStr>> = vec![&"replay", &units, &"--check", &"--json", &"--jobs", &"1"];
+    let mut args: Vec<&dyn AsRef<std::ffi::OsStr>> =
+        vec![&"replay", &units, &"--check", &"--json", &"--jobs", &"1"];
     args.extend_from_slice(extra);
     let o = run(&mut trestle(&args));
-    assert_eq!(o.status.code(), Some(status), "{}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!(
+        o.status.code(),
+        Some(status),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
     let summary = serde_json::from_slice(&o.stdout).expect("replay --json prints JSON");
-    (summary, std::fs::read_to_string(starts).unwrap_or_default().lines().count())
+    (
+        summary,
+        std::fs::read_to_string(starts)
+            .unwrap_or_default()
+            .lines()
+            .count(),
+    )
 }
 
 #[test]
 fn replays_fork_from_one_start_of_the_program_and_judge_as_a_start_each_does() {
     let (_dir, units, starts, of_constructor) = carve_counting_starts(
         COUNTS_STARTS,
-        &[("one", json!({"args": ["alpha", "beta"]})), ("two", json!({"args": ["gamma", "delta", "epsilon"]}))],
+        &[
+            ("one", json!({"args": ["alpha", "beta"]})),
+            ("two", json!({"args": ["gamma", "delta", "epsilon"]})),
+        ],
     );
     let (served, started) = replay_counting_starts(&units, &starts, &[], 0);
     let n = served["units"].as_u64().unwrap() as usize;
     assert!(n >= 8, "{served:#}");
-    assert_eq!(served["faithful"].as_u64().unwrap() as usize, n, "{served:#}");
+    assert_eq!(
+        served["faithful"].as_u64().unwrap() as usize,
+        n,
+        "{served:#}"
+    );
     // One thread, one start: every unit replayed in a fork of it.
-    assert_eq!(started, 1 + of_constructor, "starts of the program while replaying {n} units through the forkserver");
+    assert_eq!(
+        started,
+        1 + of_constructor,
+        "starts of the program while replaying {n} units through the forkserver"
+    );
     let (spawned, started) = replay_counting_starts(&units, &starts, &[&"--no-forkserver"], 0);
-    assert_eq!(started, n + of_constructor, "starts of the program while replaying {n} units without the forkserver");
+    assert_eq!(
+        started,
+        n + of_constructor,
+        "starts of the program while replaying {n} units without the forkserver"
+    );
     // The same verdicts either way.
     assert_eq!(served["faithful"], spawned["faithful"]);
     assert_eq!(served["functions"], spawned["functions"]);
@@ -1555,11 +2072,22 @@ int main(void) {
 
 #[test]
 fn a_unit_that_hangs_in_a_forked_replay_is_not_started_again() {
-    let (_dir, units, starts, of_constructor) = carve_counting_starts(HANGS_IN_REPLAY, &[("once", json!({}))]);
+    let (_dir, units, starts, of_constructor) =
+        carve_counting_starts(HANGS_IN_REPLAY, &[("once", json!({}))]);
     let (served, started) = replay_counting_starts(&units, &starts, &[&"--timeout", &"1s"], 1);
-    let hung: Vec<&Value> = served["failures"].as_array().unwrap().iter().filter(|f| f["function"] == "await_ready").collect();
+    let hung: Vec<&Value> = served["failures"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|f| f["function"] == "await_ready")
+        .collect();
     assert_eq!(hung.len(), 1, "{served:#}");
-    assert!(hung[0]["verdict"]["Error"].as_str().is_some_and(|e| e.contains("timed out")), "{served:#}");
+    assert!(
+        hung[0]["verdict"]["Error"]
+            .as_str()
+            .is_some_and(|e| e.contains("timed out")),
+        "{served:#}"
+    );
     // Past the limit in the fork, the unit is not tried again in a fresh process:
     // the server's start is the only one but the constructor's own replays.
     assert_eq!(started, 1 + of_constructor, "{served:#}");

@@ -28,14 +28,31 @@ int main(int argc, char **argv) {
 "#;
 
 fn carve(dir: &std::path::Path) -> (std::path::PathBuf, std::path::PathBuf) {
-    let prog = build_c(dir, "spin", &PROGRAM.replace("@ENV_FUZZ@", trestle_abi::fuzz::ENV_FUZZ), "-O1");
+    let prog = build_c(
+        dir,
+        "spin",
+        &PROGRAM.replace("@ENV_FUZZ@", trestle_abi::fuzz::ENV_FUZZ),
+        "-O1",
+    );
     let seeds = dir.join("seeds");
     write_test(&seeds, "words", &json!({"args": ["alpha", "beta"]}));
     let traces = dir.join("traces");
     let units = dir.join("units");
-    ok(&mut trestle(&[&"record", &"--program", &prog, &"--tests", &seeds, &"--out", &traces]));
+    ok(&mut trestle(&[
+        &"record",
+        &"--program",
+        &prog,
+        &"--tests",
+        &seeds,
+        &"--out",
+        &traces,
+    ]));
     ok(&mut trestle(&[&"carve", &traces, &"--out", &units]));
-    let unit = std::fs::read_dir(units.join("spin")).unwrap().map(|e| e.unwrap().path()).find(|p| p.extension().is_some_and(|x| x == "unit")).unwrap();
+    let unit = std::fs::read_dir(units.join("spin"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.extension().is_some_and(|x| x == "unit"))
+        .unwrap();
     (prog, unit)
 }
 
@@ -53,7 +70,10 @@ fn a_unit_that_hangs_is_refused_within_seconds_in_both_harnesses() {
         let err = String::from_utf8_lossy(&o.stderr);
         assert!(took < Duration::from_secs(10), "{mode:?}: took {took:?}");
         assert!(!o.status.success(), "{mode:?}: a hanging unit is an error");
-        assert!(err.contains("does not finish on its recorded values"), "{mode:?}: {err}");
+        assert!(
+            err.contains("does not finish on its recorded values"),
+            "{mode:?}: {err}"
+        );
     }
 }
 
@@ -64,7 +84,14 @@ fn a_campaign_whose_units_all_hang_ends_within_its_budget() {
     let out = dir.path().join("camp");
     let t = Instant::now();
     let o = run(Command::new(tool("trestle"))
-        .args(["run", "--plain", "--fail-on-alarm", "--time", "25s", "--out"])
+        .args([
+            "run",
+            "--plain",
+            "--fail-on-alarm",
+            "--time",
+            "25s",
+            "--out",
+        ])
         .arg(&out)
         .arg("--program")
         .arg(&prog)
@@ -73,11 +100,25 @@ fn a_campaign_whose_units_all_hang_ends_within_its_budget() {
         .env("SPIN", "1"));
     let took = t.elapsed();
     // No alarm: exit status 0 even with --fail-on-alarm.
-    assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
-    assert!(took < Duration::from_secs(35), "a 25 s campaign took {took:?}");
-    let c: serde_json::Value = serde_json::from_slice(&std::fs::read(out.join("campaign.json")).unwrap()).unwrap();
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert!(
+        took < Duration::from_secs(35),
+        "a 25 s campaign took {took:?}"
+    );
+    let c: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(out.join("campaign.json")).unwrap()).unwrap();
     let fuzzed = c["fuzzed"].as_array().unwrap();
     assert!(!fuzzed.is_empty());
-    assert!(fuzzed.iter().all(|f| f["error"].as_str().is_some_and(|e| e.contains("does not finish"))), "{fuzzed:#?}");
+    assert!(
+        fuzzed.iter().all(|f| f["error"]
+            .as_str()
+            .is_some_and(|e| e.contains("does not finish"))),
+        "{fuzzed:#?}"
+    );
     assert!(fuzzed.iter().all(|f| f["executions"] == 0));
 }

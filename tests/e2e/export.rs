@@ -29,15 +29,37 @@ fn carve_requests() -> Carved {
     let dir = tempfile::tempdir().unwrap();
     let src = subject("requests").join("requests.c");
     let program = dir.path().join("requests");
-    ok(Command::new(tool("trestle-cc")).args(["-O0", "-g"]).arg(&src).arg("-o").arg(&program));
+    ok(Command::new(tool("trestle-cc"))
+        .args(["-O0", "-g"])
+        .arg(&src)
+        .arg("-o")
+        .arg(&program));
     let traces = dir.path().join("traces");
     let units = dir.path().join("units");
-    ok(&mut trestle(&[&"record", &"--program", &program, &"--tests", &subject("requests").join("seeds"), &"--out", &traces]));
+    ok(&mut trestle(&[
+        &"record",
+        &"--program",
+        &program,
+        &"--tests",
+        &subject("requests").join("seeds"),
+        &"--out",
+        &traces,
+    ]));
     ok(&mut trestle(&[&"carve", &traces, &"--out", &units]));
     let index = serde_json::from_slice(&std::fs::read(units.join("index.json")).unwrap()).unwrap();
     let object = dir.path().join("requests.o");
-    ok(Command::new("clang-19").args(["-O0", "-g", "-c"]).arg(&src).arg("-o").arg(&object));
-    Carved { dir, program, units, index, object }
+    ok(Command::new("clang-19")
+        .args(["-O0", "-g", "-c"])
+        .arg(&src)
+        .arg("-o")
+        .arg(&object));
+    Carved {
+        dir,
+        program,
+        units,
+        index,
+        object,
+    }
 }
 
 impl Carved {
@@ -77,7 +99,10 @@ impl Carved {
 /// Run an exported test with empty stdin.
 fn run_test(exe: &Path) -> (ExitStatus, String) {
     let out = run(Command::new(exe).stdin(Stdio::null()));
-    (out.status, String::from_utf8_lossy(&out.stderr).into_owned())
+    (
+        out.status,
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
 }
 
 fn read(unit: &Path) -> Unit {
@@ -86,9 +111,18 @@ fn read(unit: &Path) -> Unit {
 
 /// A raw fuzzer input giving each parameter `pick(parameter index)`, or its
 /// recorded value.
-fn input_file(dir: &Path, name: &str, unit: &Unit, pick: impl Fn(usize) -> Option<ParamValue>) -> PathBuf {
-    let values: Vec<ParamValue> =
-        unit.params.iter().enumerate().map(|(i, p)| pick(i).unwrap_or_else(|| original_value(p))).collect();
+fn input_file(
+    dir: &Path,
+    name: &str,
+    unit: &Unit,
+    pick: impl Fn(usize) -> Option<ParamValue>,
+) -> PathBuf {
+    let values: Vec<ParamValue> = unit
+        .params
+        .iter()
+        .enumerate()
+        .map(|(i, p)| pick(i).unwrap_or_else(|| original_value(p)))
+        .collect();
     let path = dir.join(format!("{name}.input"));
     std::fs::write(&path, encode_values(&values)).unwrap();
     path
@@ -98,7 +132,13 @@ fn input_file(dir: &Path, name: &str, unit: &Unit, pick: impl Fn(usize) -> Optio
 fn exported_units_build_against_a_plain_object_and_run_as_recorded() {
     let c = carve_requests();
     let mut tests = Vec::new();
-    for function in ["store_value", "check_login", "parse_long", "describe_word", "main"] {
+    for function in [
+        "store_value",
+        "check_login",
+        "parse_long",
+        "describe_word",
+        "main",
+    ] {
         let units = c.units_of(function);
         assert!(!units.is_empty(), "no {function} unit carved");
         // The first two of each, so units from different tests are covered.
@@ -108,11 +148,21 @@ fn exported_units_build_against_a_plain_object_and_run_as_recorded() {
     }
     // A unit exported as recorded checks the return value the recording saw.
     let store = std::fs::read_to_string(&tests[0]).unwrap();
-    assert!(store.contains("the recording"), "no return value check in:\n{store}");
-    assert!(store.contains("symbol store_value function - local"), "{store}");
+    assert!(
+        store.contains("the recording"),
+        "no return value check in:\n{store}"
+    );
+    assert!(
+        store.contains("symbol store_value function - local"),
+        "{store}"
+    );
     for exe in c.build(&tests) {
         let (status, stderr) = run_test(&exe);
-        assert!(status.success(), "{} ended with {status}: {stderr}", exe.display());
+        assert!(
+            status.success(),
+            "{} ended with {status}: {stderr}",
+            exe.display()
+        );
     }
 }
 
@@ -122,25 +172,51 @@ fn exported_units_build_against_the_trestle_cc_objects_they_were_recorded_from()
     let dir = tempfile::tempdir().unwrap();
     let src = subject("requests").join("requests.c");
     let (object, program) = (dir.path().join("requests.o"), dir.path().join("requests"));
-    ok(Command::new(tool("trestle-cc")).args(["-O2", "-g", "-c"]).arg(&src).arg("-o").arg(&object));
-    ok(Command::new(tool("trestle-cc")).arg(&object).arg("-o").arg(&program));
+    ok(Command::new(tool("trestle-cc"))
+        .args(["-O2", "-g", "-c"])
+        .arg(&src)
+        .arg("-o")
+        .arg(&object));
+    ok(Command::new(tool("trestle-cc"))
+        .arg(&object)
+        .arg("-o")
+        .arg(&program));
     let (traces, units) = (dir.path().join("traces"), dir.path().join("units"));
-    ok(&mut trestle(&[&"record", &"--program", &program, &"--tests", &subject("requests").join("seeds"), &"--out", &traces]));
+    ok(&mut trestle(&[
+        &"record",
+        &"--program",
+        &program,
+        &"--tests",
+        &subject("requests").join("seeds"),
+        &"--out",
+        &traces,
+    ]));
     ok(&mut trestle(&[&"carve", &traces, &"--out", &units]));
     let exported = dir.path().join("exported");
     std::fs::create_dir_all(&exported).unwrap();
     let mut tests = Vec::new();
     for function in ["store_value", "check_login", "main"] {
-        let unit = std::fs::read_dir(units.join(function)).unwrap().next().unwrap().unwrap().path();
+        let unit = std::fs::read_dir(units.join(function))
+            .unwrap()
+            .next()
+            .unwrap()
+            .unwrap()
+            .path();
         let out = exported.join(format!("{function}.c"));
         ok(&mut trestle(&[&"export", &unit, &"--out", &out]));
         tests.push(out);
     }
     // Its objects call the carving runtime: build.sh links them with trestle-cc.
-    ok(Command::new(exported.join("build.sh")).args(&tests).arg(&object));
+    ok(Command::new(exported.join("build.sh"))
+        .args(&tests)
+        .arg(&object));
     for t in &tests {
         let (status, stderr) = run_test(&t.with_extension(""));
-        assert!(status.success(), "{} ended with {status}: {stderr}", t.display());
+        assert!(
+            status.success(),
+            "{} ended with {status}: {stderr}",
+            t.display()
+        );
     }
 }
 
@@ -160,9 +236,16 @@ fn the_magic_integer_exported_from_a_unit_crashes_the_test() {
     });
     let test = c.export(&unit_path, Some(&input), "store_value_bug1");
     let text = std::fs::read_to_string(&test).unwrap();
-    assert!(text.contains("= 42342531 (recorded"), "the header does not show the value used:\n{text}");
+    assert!(
+        text.contains("= 42342531 (recorded"),
+        "the header does not show the value used:\n{text}"
+    );
     let (status, stderr) = run_test(&c.build(&[test])[0]);
-    assert_eq!(status.signal(), Some(SIGSEGV), "expected SIGSEGV, got {status}: {stderr}");
+    assert_eq!(
+        status.signal(),
+        Some(SIGSEGV),
+        "expected SIGSEGV, got {status}: {stderr}"
+    );
 }
 
 #[test]
@@ -176,10 +259,18 @@ fn the_admin_login_with_a_long_password_crashes_the_test() {
         .find_map(|path| {
             let unit = read(&path);
             let param_at = |arg: usize| {
-                let CtxValue::Ptr { extent, offset: 0 } = unit.context.args[arg] else { return None };
+                let CtxValue::Ptr { extent, offset: 0 } = unit.context.args[arg] else {
+                    return None;
+                };
                 unit.params.iter().position(|p| {
                     matches!(p.site, ParamSite::Memory { extent: e, offset: 0, .. } if e == extent)
-                        && matches!(p.kind, ParamKind::Bytes { resize: trestle_abi::unit::Resize::Extent, .. })
+                        && matches!(
+                            p.kind,
+                            ParamKind::Bytes {
+                                resize: trestle_abi::unit::Resize::Extent,
+                                ..
+                            }
+                        )
                 })
             };
             let (u, p) = (param_at(0)?, param_at(1)?);
@@ -197,26 +288,55 @@ fn the_admin_login_with_a_long_password_crashes_the_test() {
     });
     let test = c.export(&unit_path, Some(&input), "check_login_bug2");
     let (status, stderr) = run_test(&c.build(&[test])[0]);
-    assert_eq!(status.signal(), Some(SIGSEGV), "expected SIGSEGV, got {status}: {stderr}");
+    assert_eq!(
+        status.signal(),
+        Some(SIGSEGV),
+        "expected SIGSEGV, got {status}: {stderr}"
+    );
 }
 
 #[test]
 fn a_unit_from_another_binary_is_refused_clearly() {
     let c = carve_requests();
     let unit = &c.units_of("store_value")[0];
-    let other = build_c(c.dir.path(), "other", "int main(void) { return 0; }\n", "-O0");
+    let other = build_c(
+        c.dir.path(),
+        "other",
+        "int main(void) { return 0; }\n",
+        "-O0",
+    );
     let out = c.dir.path().join("x.c");
-    let o = run(&mut trestle(&[&"export", unit, &"--out", &out, &"--program", &other]));
+    let o = run(&mut trestle(&[
+        &"export",
+        unit,
+        &"--out",
+        &out,
+        &"--program",
+        &other,
+    ]));
     assert!(!o.status.success());
     let err = String::from_utf8_lossy(&o.stderr);
-    assert!(err.contains("carved from another binary") && err.contains(&*unit.to_string_lossy()), "{err}");
+    assert!(
+        err.contains("carved from another binary") && err.contains(&*unit.to_string_lossy()),
+        "{err}"
+    );
     assert!(!out.exists(), "nothing is written for a refused unit");
 
     let missing = c.dir.path().join("no-such-program");
-    let o = run(&mut trestle(&[&"export", unit, &"--out", &out, &"--program", &missing]));
+    let o = run(&mut trestle(&[
+        &"export",
+        unit,
+        &"--out",
+        &out,
+        &"--program",
+        &missing,
+    ]));
     assert!(!o.status.success());
     let err = String::from_utf8_lossy(&o.stderr);
-    assert!(err.contains(&*missing.to_string_lossy()) && !err.contains("panicked"), "{err}");
+    assert!(
+        err.contains(&*missing.to_string_lossy()) && !err.contains("panicked"),
+        "{err}"
+    );
     // The program the unit names is still there: the export works without --program.
     assert!(c.program.exists());
 }

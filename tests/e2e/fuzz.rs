@@ -24,14 +24,31 @@ fn carve_requests() -> Carved {
     build_subject(&subject("requests"), "-O2", &prog);
     let traces = dir.path().join("traces");
     let units = dir.path().join("units");
-    ok(&mut trestle(&[&"record", &"--program", &prog, &"--tests", &subject("requests").join("seeds"), &"--out", &traces]));
+    ok(&mut trestle(&[
+        &"record",
+        &"--program",
+        &prog,
+        &"--tests",
+        &subject("requests").join("seeds"),
+        &"--out",
+        &traces,
+    ]));
     ok(&mut trestle(&[&"carve", &traces, &"--out", &units]));
     let index = serde_json::from_slice(&std::fs::read(units.join("index.json")).unwrap()).unwrap();
-    Carved { _dir: dir, units, index }
+    Carved {
+        _dir: dir,
+        units,
+        index,
+    }
 }
 
 fn rows<'a>(c: &'a Carved, function: &str) -> Vec<&'a Value> {
-    c.index["units"].as_array().unwrap().iter().filter(|r| r["function"] == function).collect()
+    c.index["units"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|r| r["function"] == function)
+        .collect()
 }
 
 /// Fuzz `unit` until the first crash (at most 60 s); the decoded values of every crash.
@@ -42,7 +59,16 @@ fn crash_values(units: &Path, row: &Value, out: &Path) -> Vec<Vec<String>> {
 /// [`crash_values`] with more `trestle fuzz` arguments.
 fn crash_values_with(units: &Path, row: &Value, out: &Path, extra: &[&str]) -> Vec<Vec<String>> {
     let unit = units.join(row["file"].as_str().unwrap());
-    let mut cmd = trestle(&[&"fuzz", &unit, &"--time", &"60s", &"--out", &out, &"--stop-on-crash", &"--json"]);
+    let mut cmd = trestle(&[
+        &"fuzz",
+        &unit,
+        &"--time",
+        &"60s",
+        &"--out",
+        &out,
+        &"--stop-on-crash",
+        &"--json",
+    ]);
     cmd.args(extra);
     ok(&mut cmd);
     found_crashes(out)
@@ -56,7 +82,14 @@ fn found_crashes(out: &Path) -> Vec<Vec<String>> {
         if p.extension().is_some_and(|x| x == "json") {
             let f: Value = serde_json::from_slice(&std::fs::read(&p).unwrap()).unwrap();
             assert_eq!(f["kind"], "crash");
-            found.push(f["values"].as_array().unwrap().iter().map(|v| v.as_str().unwrap().to_owned()).collect());
+            found.push(
+                f["values"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .map(|v| v.as_str().unwrap().to_owned())
+                    .collect(),
+            );
         }
     }
     found
@@ -66,7 +99,10 @@ fn found_crashes(out: &Path) -> Vec<Vec<String>> {
 fn the_magic_integer_is_found_at_unit_level() {
     let c = carve_requests();
     let r = rows(&c, "store_value");
-    let row = r.iter().find(|r| r["params"].as_u64().unwrap() >= 2).expect("a store_value unit with idx and value mapped");
+    let row = r
+        .iter()
+        .find(|r| r["params"].as_u64().unwrap() >= 2)
+        .expect("a store_value unit with idx and value mapped");
     let out = tempfile::tempdir().unwrap();
     let crashes = crash_values(&c.units, row, out.path());
     assert!(
@@ -85,7 +121,10 @@ fn the_magic_user_name_is_found_at_unit_level() {
 fn assert_admin_found(extra: &[&str]) {
     let c = carve_requests();
     let mut tried = 0;
-    for row in rows(&c, "check_login").iter().filter(|r| r["params"].as_u64().unwrap() >= 2) {
+    for row in rows(&c, "check_login")
+        .iter()
+        .filter(|r| r["params"].as_u64().unwrap() >= 2)
+    {
         tried += 1;
         let out = tempfile::tempdir().unwrap();
         let crashes = crash_values_with(&c.units, row, out.path(), extra);
@@ -100,12 +139,21 @@ fn assert_admin_found(extra: &[&str]) {
 fn the_unit_only_crash_is_found_and_the_hash_has_no_parameter() {
     let c = carve_requests();
     let r = rows(&c, "first_char_class");
-    let row = r.iter().find(|r| r["params"].as_u64().unwrap() >= 1).expect("a mapped first_char_class unit");
+    let row = r
+        .iter()
+        .find(|r| r["params"].as_u64().unwrap() >= 1)
+        .expect("a mapped first_char_class unit");
     let out = tempfile::tempdir().unwrap();
-    assert!(!crash_values(&c.units, row, out.path()).is_empty(), "first_char_class did not crash at unit level");
+    assert!(
+        !crash_values(&c.units, row, out.path()).is_empty(),
+        "first_char_class did not crash at unit level"
+    );
     let tokens = rows(&c, "check_token");
     assert!(!tokens.is_empty());
-    assert!(tokens.iter().all(|r| r["params"] == 0), "the hashed value must not be a parameter: {tokens:?}");
+    assert!(
+        tokens.iter().all(|r| r["params"] == 0),
+        "the hashed value must not be a parameter: {tokens:?}"
+    );
 }
 
 #[test]
@@ -114,7 +162,14 @@ fn a_unit_without_parameters_is_refused_clearly() {
     let row = rows(&c, "check_token")[0];
     let out = tempfile::tempdir().unwrap();
     let unit = c.units.join(row["file"].as_str().unwrap());
-    let o = run(&mut trestle(&[&"fuzz", &unit, &"--time", &"5s", &"--out", &out.path()]));
+    let o = run(&mut trestle(&[
+        &"fuzz",
+        &unit,
+        &"--time",
+        &"5s",
+        &"--out",
+        &out.path(),
+    ]));
     assert!(!o.status.success());
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(err.contains("no parameters"), "{err}");
@@ -123,7 +178,10 @@ fn a_unit_without_parameters_is_refused_clearly() {
 #[test]
 fn a_parameter_that_no_longer_fits_is_a_clear_error() {
     let c = carve_requests();
-    let row = rows(&c, "check_login").into_iter().find(|r| r["params"].as_u64().unwrap() >= 1).unwrap();
+    let row = rows(&c, "check_login")
+        .into_iter()
+        .find(|r| r["params"].as_u64().unwrap() >= 1)
+        .unwrap();
     let path = c.units.join(row["file"].as_str().unwrap());
     let mut unit = trestle_bridge::carve::units::read_unit(&path).unwrap();
     // Point the first string parameter past the end of its extent.
@@ -136,10 +194,20 @@ fn a_parameter_that_no_longer_fits_is_a_clear_error() {
     let broken = c.units.join("broken.unit");
     std::fs::write(&broken, unit.encode()).unwrap();
     let out = tempfile::tempdir().unwrap();
-    let o = run(&mut trestle(&[&"fuzz", &broken, &"--time", &"5s", &"--out", &out.path()]));
+    let o = run(&mut trestle(&[
+        &"fuzz",
+        &broken,
+        &"--time",
+        &"5s",
+        &"--out",
+        &out.path(),
+    ]));
     assert!(!o.status.success());
     let err = String::from_utf8_lossy(&o.stderr);
-    assert!(err.contains("cannot set up") && err.contains("no longer fits"), "{err}");
+    assert!(
+        err.contains("cannot set up") && err.contains("no longer fits"),
+        "{err}"
+    );
     assert!(!err.contains("panicked"), "{err}");
 }
 
@@ -149,11 +217,19 @@ fn processes_naming(dir: &Path) -> Vec<String> {
     let needle = dir.to_string_lossy().into_owned().into_bytes();
     let mut found = Vec::new();
     for e in std::fs::read_dir("/proc").unwrap().flatten() {
-        if !e.file_name().to_string_lossy().bytes().all(|b| b.is_ascii_digit()) {
+        if !e
+            .file_name()
+            .to_string_lossy()
+            .bytes()
+            .all(|b| b.is_ascii_digit())
+        {
             continue;
         }
         let stat = std::fs::read_to_string(e.path().join("stat")).unwrap_or_default();
-        if stat.rsplit_once(')').is_some_and(|(_, rest)| rest.trim_start().starts_with('Z')) {
+        if stat
+            .rsplit_once(')')
+            .is_some_and(|(_, rest)| rest.trim_start().starts_with('Z'))
+        {
             continue;
         }
         for f in ["cmdline", "environ"] {
@@ -171,7 +247,10 @@ fn processes_naming(dir: &Path) -> Vec<String> {
 fn the_magic_integer_is_found_on_two_cores_and_nothing_is_left_running() {
     let c = carve_requests();
     let r = rows(&c, "store_value");
-    let row = r.iter().find(|r| r["params"].as_u64().unwrap() >= 2).expect("a store_value unit with idx and value mapped");
+    let row = r
+        .iter()
+        .find(|r| r["params"].as_u64().unwrap() >= 2)
+        .expect("a store_value unit with idx and value mapped");
     let unit = c.units.join(row["file"].as_str().unwrap());
     let tmp = tempfile::tempdir().unwrap();
     let out = tmp.path().join("out");
@@ -190,10 +269,15 @@ fn the_magic_integer_is_found_on_two_cores_and_nothing_is_left_running() {
     ]));
     let took = started.elapsed();
     let report: Value = serde_json::from_str(&json).unwrap();
-    let first = report["first_crash_after"].as_f64().expect("a crash, with its time");
+    let first = report["first_crash_after"]
+        .as_f64()
+        .expect("a crash, with its time");
     // Stopping on a crash ends every client, the broker and the launcher quickly:
     // nothing waits for the 60 s budget.
-    assert!(took < Duration::from_secs(30), "took {took:?} (first crash after {first:.1}s)");
+    assert!(
+        took < Duration::from_secs(30),
+        "took {took:?} (first crash after {first:.1}s)"
+    );
     assert!(report["executions"].as_u64().unwrap() > 0, "{report}");
     let mut values = Vec::new();
     for e in std::fs::read_dir(out.join("crashes")).unwrap() {
@@ -206,22 +290,41 @@ fn the_magic_integer_is_found_on_two_cores_and_nothing_is_left_running() {
         }
     }
     assert!(
-        values.iter().any(|v| v.as_array().unwrap().iter().any(|x| x == "42342531")),
+        values
+            .iter()
+            .any(|v| v.as_array().unwrap().iter().any(|x| x == "42342531")),
         "no crash with the magic value: {values:?}"
     );
-    assert_eq!(report["crashes"].as_array().unwrap().len(), values.len(), "{report}");
+    assert_eq!(
+        report["crashes"].as_array().unwrap().len(),
+        values.len(),
+        "{report}"
+    );
     let left = processes_naming(&out);
-    assert!(left.is_empty(), "processes left running after the campaign: {left:#?}");
+    assert!(
+        left.is_empty(),
+        "processes left running after the campaign: {left:#?}"
+    );
 }
 
 #[test]
 fn a_core_count_the_machine_lacks_is_a_clear_error() {
     let out = tempfile::tempdir().unwrap();
     for cores in ["0", "100000"] {
-        let o = run(&mut trestle(&[&"fuzz", &"missing.unit", &"--cores", &cores, &"--out", &out.path()]));
+        let o = run(&mut trestle(&[
+            &"fuzz",
+            &"missing.unit",
+            &"--cores",
+            &cores,
+            &"--out",
+            &out.path(),
+        ]));
         assert!(!o.status.success());
         let err = String::from_utf8_lossy(&o.stderr);
-        assert!(err.contains(&format!("--cores {cores}: choose 1 to")), "{err}");
+        assert!(
+            err.contains(&format!("--cores {cores}: choose 1 to")),
+            "{err}"
+        );
     }
 }
 
@@ -229,7 +332,10 @@ fn a_core_count_the_machine_lacks_is_a_clear_error() {
 fn in_process_fuzzing_finds_the_magic_integer_and_leaves_nothing_running() {
     let c = carve_requests();
     let r = rows(&c, "store_value");
-    let row = r.iter().find(|r| r["params"].as_u64().unwrap() >= 2).expect("a store_value unit with idx and value mapped");
+    let row = r
+        .iter()
+        .find(|r| r["params"].as_u64().unwrap() >= 2)
+        .expect("a store_value unit with idx and value mapped");
     let tmp = tempfile::tempdir().unwrap();
     let out = tmp.path().join("out");
     let started = Instant::now();
@@ -238,9 +344,16 @@ fn in_process_fuzzing_finds_the_magic_integer_and_leaves_nothing_running() {
         crashes.iter().any(|v| v.iter().any(|x| x == "42342531")),
         "no crash with the magic value: {crashes:?}"
     );
-    assert!(started.elapsed() < Duration::from_secs(60), "took {:?}", started.elapsed());
+    assert!(
+        started.elapsed() < Duration::from_secs(60),
+        "took {:?}",
+        started.elapsed()
+    );
     let left = processes_naming(&out);
-    assert!(left.is_empty(), "processes left running after the campaign: {left:#?}");
+    assert!(
+        left.is_empty(),
+        "processes left running after the campaign: {left:#?}"
+    );
 }
 
 #[test]
@@ -252,7 +365,10 @@ fn in_process_fuzzing_finds_the_magic_user_name() {
 fn in_process_fuzzing_finds_the_unit_only_crash() {
     let c = carve_requests();
     let r = rows(&c, "first_char_class");
-    let row = r.iter().find(|r| r["params"].as_u64().unwrap() >= 1).expect("a mapped first_char_class unit");
+    let row = r
+        .iter()
+        .find(|r| r["params"].as_u64().unwrap() >= 1)
+        .expect("a mapped first_char_class unit");
     let out = tempfile::tempdir().unwrap();
     assert!(
         !crash_values_with(&c.units, row, out.path(), &["--in-process"]).is_empty(),
@@ -295,19 +411,42 @@ fn carve_exiting_unit(dir: &Path) -> PathBuf {
 
 /// `check` carved from a run with `word` as its string.
 fn carve_unit_exiting_with(dir: &Path, word: &str) -> PathBuf {
-    carve_one(dir, "exits", EXITS_ABORTS_HANGS, &serde_json::json!({ "args": [word, "12"] }), "check", 2)
+    carve_one(
+        dir,
+        "exits",
+        EXITS_ABORTS_HANGS,
+        &serde_json::json!({ "args": [word, "12"] }),
+        "check",
+        2,
+    )
 }
 
 /// Build `source`, record it on the one system test `test` and carve it: the unit of
 /// `function` with at least `params` parameters mapped.
-fn carve_one(dir: &Path, name: &str, source: &str, test: &Value, function: &str, params: u64) -> PathBuf {
+fn carve_one(
+    dir: &Path,
+    name: &str,
+    source: &str,
+    test: &Value,
+    function: &str,
+    params: u64,
+) -> PathBuf {
     let prog = build_c(dir, name, source, "-O2");
     let tests = dir.join("tests");
     write_test(&tests, "seed", test);
     let (traces, units) = (dir.join("traces"), dir.join("units"));
-    ok(&mut trestle(&[&"record", &"--program", &prog, &"--tests", &tests, &"--out", &traces]));
+    ok(&mut trestle(&[
+        &"record",
+        &"--program",
+        &prog,
+        &"--tests",
+        &tests,
+        &"--out",
+        &traces,
+    ]));
     ok(&mut trestle(&[&"carve", &traces, &"--out", &units]));
-    let index: Value = serde_json::from_slice(&std::fs::read(units.join("index.json")).unwrap()).unwrap();
+    let index: Value =
+        serde_json::from_slice(&std::fs::read(units.join("index.json")).unwrap()).unwrap();
     let row = index["units"]
         .as_array()
         .unwrap()
@@ -341,7 +480,10 @@ fn in_process_fuzzing_goes_on_past_exit_and_an_abort() {
     let report: Value = serde_json::from_str(&json).unwrap();
     assert!(report["executions"].as_u64().unwrap() > 10_000, "{report}");
     let crashes = found_crashes(&out);
-    assert!(crashes.iter().any(|v| v[0].starts_with("\"XY")), "no abort for \"XY…\": {crashes:?}");
+    assert!(
+        crashes.iter().any(|v| v[0].starts_with("\"XY")),
+        "no abort for \"XY…\": {crashes:?}"
+    );
 }
 
 #[test]
@@ -352,11 +494,25 @@ fn in_process_fuzzing_goes_on_past_an_exit_inside_the_c_library() {
     let dir = tempfile::tempdir().unwrap();
     let unit = carve_unit_exiting_with(dir.path(), "err");
     let out = dir.path().join("out");
-    let json = ok(&mut trestle(&[&"fuzz", &unit, &"--time", &"10s", &"--timeout", &"50ms", &"--out", &out, &"--in-process", &"--json"]));
+    let json = ok(&mut trestle(&[
+        &"fuzz",
+        &unit,
+        &"--time",
+        &"10s",
+        &"--timeout",
+        &"50ms",
+        &"--out",
+        &out,
+        &"--in-process",
+        &"--json",
+    ]));
     let report: Value = serde_json::from_str(&json).unwrap();
     assert!(report["executions"].as_u64().unwrap() > 10_000, "{report}");
     let crashes = found_crashes(&out);
-    assert!(crashes.iter().any(|v| v[0].starts_with("\"XY")), "no abort for \"XY…\": {crashes:?}");
+    assert!(
+        crashes.iter().any(|v| v[0].starts_with("\"XY")),
+        "no abort for \"XY…\": {crashes:?}"
+    );
 }
 
 /// Counts the lines of a file and leaves it open, as a program that leaves closing
@@ -389,14 +545,25 @@ fn a_unit_that_leaves_files_open_is_fuzzed_without_running_out_of_descriptors() 
     // 100,000 executions runs out at 1,024 and then cannot even write its report.
     let dir = tempfile::tempdir().unwrap();
     let test = serde_json::json!({ "args": ["in.txt", "12"], "files": { "in.txt": "a\nb\nc\n" } });
-    let unit = carve_one(dir.path(), "leaves_open", LEAVES_FILES_OPEN, &test, "count_lines", 1);
+    let unit = carve_one(
+        dir.path(),
+        "leaves_open",
+        LEAVES_FILES_OPEN,
+        &test,
+        "count_lines",
+        1,
+    );
     for (k, mode) in [&["--in-process"][..], &[][..]].into_iter().enumerate() {
         let out = dir.path().join(format!("out{k}"));
-        let mut args: Vec<&dyn AsRef<std::ffi::OsStr>> = vec![&"fuzz", &unit, &"--time", &"10s", &"--out", &out, &"--json"];
+        let mut args: Vec<&dyn AsRef<std::ffi::OsStr>> =
+            vec![&"fuzz", &unit, &"--time", &"10s", &"--out", &out, &"--json"];
         args.extend(mode.iter().map(|m| m as &dyn AsRef<std::ffi::OsStr>));
         let json = ok(&mut trestle(&args));
         let report: Value = serde_json::from_str(&json).unwrap();
-        assert!(report["executions"].as_u64().unwrap() > 5_000, "{mode:?}: {report}");
+        assert!(
+            report["executions"].as_u64().unwrap() > 5_000,
+            "{mode:?}: {report}"
+        );
         if let Ok(log) = std::fs::read_to_string(out.join(".inproc").join("harness.log")) {
             // Without closing them, the fuzzer could no longer write its own files.
             assert!(!log.contains("Too many open files"), "{log}");
@@ -428,12 +595,31 @@ int main(int argc, char **argv)
 #[test]
 fn a_unit_that_keeps_killing_the_in_process_fuzzer_goes_on_in_the_forkserver_harness() {
     let dir = tempfile::tempdir().unwrap();
-    let unit = carve_one(dir.path(), "kills", KILLS_ITS_PROCESS, &serde_json::json!({ "args": ["12"] }), "guarded", 1);
+    let unit = carve_one(
+        dir.path(),
+        "kills",
+        KILLS_ITS_PROCESS,
+        &serde_json::json!({ "args": ["12"] }),
+        "guarded",
+        1,
+    );
     let out = dir.path().join("out");
-    let json = ok(&mut trestle(&[&"fuzz", &unit, &"--time", &"10s", &"--out", &out, &"--in-process", &"--json"]));
+    let json = ok(&mut trestle(&[
+        &"fuzz",
+        &unit,
+        &"--time",
+        &"10s",
+        &"--out",
+        &out,
+        &"--in-process",
+        &"--json",
+    ]));
     let report: Value = serde_json::from_str(&json).unwrap();
     let log = std::fs::read_to_string(out.join(".inproc").join("harness.log")).unwrap();
-    assert!(log.contains("in-process fuzzing gives this unit up"), "{log}");
+    assert!(
+        log.contains("in-process fuzzing gives this unit up"),
+        "{log}"
+    );
     // The rest of the time ran in the forkserver harness: far more executions than the
     // handful of fuzzer processes in-process fuzzing lost.
     assert!(report["executions"].as_u64().unwrap() > 1_000, "{report}");
@@ -442,7 +628,19 @@ fn a_unit_that_keeps_killing_the_in_process_fuzzer_goes_on_in_the_forkserver_har
 /// `trestle fuzz --in-process --stop-on-crash` on `unit` for up to a minute, with
 /// `timeout` per execution; the JSON report.
 fn fuzz_in_process_to_first_objective(unit: &Path, out: &Path, timeout: &str) -> Value {
-    let json = ok(&mut trestle(&[&"fuzz", &unit, &"--time", &"60s", &"--timeout", &timeout, &"--out", &out, &"--in-process", &"--stop-on-crash", &"--json"]));
+    let json = ok(&mut trestle(&[
+        &"fuzz",
+        &unit,
+        &"--time",
+        &"60s",
+        &"--timeout",
+        &timeout,
+        &"--out",
+        &out,
+        &"--in-process",
+        &"--stop-on-crash",
+        &"--json",
+    ]));
     serde_json::from_str(&json).unwrap()
 }
 
@@ -455,14 +653,22 @@ fn in_process_fuzzing_reports_a_hang_as_a_timeout() {
     let report = fuzz_in_process_to_first_objective(&unit, &out, "100ms");
     let timeouts = report["timeouts"].as_array().unwrap();
     assert!(!timeouts.is_empty(), "no timeout: {report}");
-    let finding: Value =
-        serde_json::from_slice(&std::fs::read(Path::new(timeouts[0].as_str().unwrap()).with_extension("json")).unwrap())
-            .unwrap();
+    let finding: Value = serde_json::from_slice(
+        &std::fs::read(Path::new(timeouts[0].as_str().unwrap()).with_extension("json")).unwrap(),
+    )
+    .unwrap();
     assert_eq!(finding["kind"], "timeout");
     assert_eq!(finding["values"][1], "7777", "{finding}");
-    assert!(started.elapsed() < Duration::from_secs(60), "took {:?}", started.elapsed());
+    assert!(
+        started.elapsed() < Duration::from_secs(60),
+        "took {:?}",
+        started.elapsed()
+    );
     let left = processes_naming(&out);
-    assert!(left.is_empty(), "processes left running after the campaign: {left:#?}");
+    assert!(
+        left.is_empty(),
+        "processes left running after the campaign: {left:#?}"
+    );
 }
 
 /// A hang is noticed by the time the recorded values take, not the per-execution
@@ -478,9 +684,15 @@ fn in_process_fuzzing_notices_a_hang_by_the_recorded_calls_time() {
     assert!(log.contains("hang limit 10 ms"), "{log}");
     assert_eq!(report["hang_limit_ms"], 10, "{report}");
     let first = report["first_crash_after"].as_f64().expect("an objective");
-    assert!(first < 4.0, "the hang waited for the 4 s limit: first objective after {first} s; {report}");
+    assert!(
+        first < 4.0,
+        "the hang waited for the 4 s limit: first objective after {first} s; {report}"
+    );
     let timeouts = report["timeouts"].as_array().unwrap();
-    assert!(!timeouts.is_empty(), "the hang, run alone at the full limit, is still a timeout: {report}");
+    assert!(
+        !timeouts.is_empty(),
+        "the hang, run alone at the full limit, is still a timeout: {report}"
+    );
 }
 
 /// Planted length conditions: `shout` upper-cases its text in 4096-byte blocks and
@@ -528,14 +740,30 @@ fn length_conditions_past_a_4096_byte_block_and_a_byte_sized_count_are_found_at_
     // a value to an interesting length (or repeats a line that many times) meets them.
     let dir = tempfile::tempdir().unwrap();
     let test = serde_json::json!({ "args": ["hello"], "stdin": "a\n\nb\n" });
-    for (function, want) in [("blank_run", "a run of 128 empty lines"), ("shout", "a text longer than 4096 bytes")] {
+    for (function, want) in [
+        ("blank_run", "a run of 128 empty lines"),
+        ("shout", "a text longer than 4096 bytes"),
+    ] {
         let sub = dir.path().join(function);
         std::fs::create_dir_all(&sub).unwrap();
         let unit = carve_one(&sub, "lengths", LENGTHS, &test, function, 1);
         let out = sub.join("out");
-        let json = ok(&mut trestle(&[&"fuzz", &unit, &"--time", &"20s", &"--out", &out, &"--in-process", &"--stop-on-crash", &"--json"]));
+        let json = ok(&mut trestle(&[
+            &"fuzz",
+            &unit,
+            &"--time",
+            &"20s",
+            &"--out",
+            &out,
+            &"--in-process",
+            &"--stop-on-crash",
+            &"--json",
+        ]));
         let report: Value = serde_json::from_str(&json).unwrap();
-        assert!(!found_crashes(&out).is_empty(), "{function}: no crash from {want} in 20 s: {report}");
+        assert!(
+            !found_crashes(&out).is_empty(),
+            "{function}: no crash from {want} in 20 s: {report}"
+        );
     }
 }
 
@@ -577,12 +805,27 @@ fn a_length_cached_in_a_global_follows_its_string_and_the_fault_behind_it_is_fou
     let test = serde_json::json!({ "args": ["<->", "alpha", "beta"] });
     let unit = carve_one(dir.path(), "cached", CACHED_LENGTH, &test, "emit", 1);
     let shown = ok(&mut trestle(&[&"show", &unit]));
-    assert!(shown.contains("length companion: e"), "the cached length is no companion of \"<->\":\n{shown}");
+    assert!(
+        shown.contains("length companion: e"),
+        "the cached length is no companion of \"<->\":\n{shown}"
+    );
     let out = dir.path().join("out");
-    let json = ok(&mut trestle(&[&"fuzz", &unit, &"--time", &"20s", &"--out", &out, &"--in-process", &"--stop-on-crash", &"--json"]));
+    let json = ok(&mut trestle(&[
+        &"fuzz",
+        &unit,
+        &"--time",
+        &"20s",
+        &"--out",
+        &out,
+        &"--in-process",
+        &"--stop-on-crash",
+        &"--json",
+    ]));
     let crashes = found_crashes(&out);
     assert!(
-        crashes.iter().any(|values| values.iter().any(|v| v.len() >= 40)),
+        crashes
+            .iter()
+            .any(|values| values.iter().any(|v| v.len() >= 40)),
         "no crash from a separator of 40 bytes or more in 20 s: {crashes:?} {json}"
     );
 }
@@ -616,43 +859,124 @@ int main(void) {
 
 /// Build `source`, record `check` on one test with `stdin` for the branch on the line
 /// marked `/* the gate */` and carve it: the unit, and the gate as `NAME.c:LINE`.
-fn carve_check_reaching_gate(dir: &Path, name: &str, source: &str, stdin: &str) -> (PathBuf, String) {
+fn carve_check_reaching_gate(
+    dir: &Path,
+    name: &str,
+    source: &str,
+    stdin: &str,
+) -> (PathBuf, String) {
     let prog = build_c(dir, name, source, "-O1");
     let tests = dir.join("tests");
-    write_test(&tests, "seed", &serde_json::json!({"args": [], "stdin": stdin}));
-    let line = source.lines().position(|l| l.contains("/* the gate */")).unwrap() + 1;
+    write_test(
+        &tests,
+        "seed",
+        &serde_json::json!({"args": [], "stdin": stdin}),
+    );
+    let line = source
+        .lines()
+        .position(|l| l.contains("/* the gate */"))
+        .unwrap()
+        + 1;
     let goal = format!("{name}.c:{line}");
     let (traces, units) = (dir.join("traces"), dir.join("units"));
-    ok(&mut trestle(&[&"record", &"--program", &prog, &"--tests", &tests, &"--out", &traces, &"--function", &"check", &"--reach", &goal]));
+    ok(&mut trestle(&[
+        &"record",
+        &"--program",
+        &prog,
+        &"--tests",
+        &tests,
+        &"--out",
+        &traces,
+        &"--function",
+        &"check",
+        &"--reach",
+        &goal,
+    ]));
     ok(&mut trestle(&[&"carve", &traces, &"--out", &units]));
-    let index: Value = serde_json::from_slice(&std::fs::read(units.join("index.json")).unwrap()).unwrap();
-    (units.join(index["units"][0]["file"].as_str().unwrap()), goal)
+    let index: Value =
+        serde_json::from_slice(&std::fs::read(units.join("index.json")).unwrap()).unwrap();
+    (
+        units.join(index["units"][0]["file"].as_str().unwrap()),
+        goal,
+    )
 }
 
 #[test]
 fn fuzzing_for_a_branch_climbs_its_operand_distance_and_ends_when_it_flips() {
     let dir = tempfile::tempdir().unwrap();
-    let (unit, goal) = carve_check_reaching_gate(dir.path(), "climb", CLIMB, "hello world, this is a seed\n");
+    let (unit, goal) =
+        carve_check_reaching_gate(dir.path(), "climb", CLIMB, "hello world, this is a seed\n");
     for seed in 1..=3 {
         let out = dir.path().join(format!("fuzz-{seed}"));
-        let o = run(&mut trestle(&[&"fuzz", &unit, &"--in-process", &"--time", &"30s", &"--out", &out, &"--seed", &seed.to_string(), &"--goal", &goal, &"--json"]));
+        let o = run(&mut trestle(&[
+            &"fuzz",
+            &unit,
+            &"--in-process",
+            &"--time",
+            &"30s",
+            &"--out",
+            &out,
+            &"--seed",
+            &seed.to_string(),
+            &"--goal",
+            &goal,
+            &"--json",
+        ]));
         assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
         let report: Value = serde_json::from_slice(&o.stdout).unwrap();
         // The direction past the gate is taken (it aborts there: a crash), and the
         // campaign ends then rather than at its time.
-        let after = report["goal_after"].as_f64().unwrap_or_else(|| panic!("seed {seed}: the gate was never passed: {report}"));
-        assert!(report["crashes"].as_array().is_some_and(|c| !c.is_empty()), "seed {seed}: {report}");
-        assert!(report["seconds"].as_f64().unwrap() < after + 5.0, "seed {seed}: the campaign went on after the goal: {report}");
+        let after = report["goal_after"]
+            .as_f64()
+            .unwrap_or_else(|| panic!("seed {seed}: the gate was never passed: {report}"));
+        assert!(
+            report["crashes"].as_array().is_some_and(|c| !c.is_empty()),
+            "seed {seed}: {report}"
+        );
+        assert!(
+            report["seconds"].as_f64().unwrap() < after + 5.0,
+            "seed {seed}: the campaign went on after the goal: {report}"
+        );
     }
     // Without the distance as feedback the gate stands (what the test is for).
     let out = dir.path().join("plain");
-    let o = run(&mut trestle(&[&"fuzz", &unit, &"--in-process", &"--time", &"5s", &"--out", &out, &"--goal", &goal, &"--no-distance", &"--json"]));
+    let o = run(&mut trestle(&[
+        &"fuzz",
+        &unit,
+        &"--in-process",
+        &"--time",
+        &"5s",
+        &"--out",
+        &out,
+        &"--goal",
+        &goal,
+        &"--no-distance",
+        &"--json",
+    ]));
     let report: Value = serde_json::from_slice(&o.stdout).unwrap();
-    assert!(report["goal_after"].is_null(), "the gate fell without the operand distance: {report}");
+    assert!(
+        report["goal_after"].is_null(),
+        "the gate fell without the operand distance: {report}"
+    );
     // A line the unit does not reach, and one without a branch, are errors that say so.
-    let o = run(&mut trestle(&[&"fuzz", &unit, &"--in-process", &"--time", &"5s", &"--out", &dir.path().join("x"), &"--goal", &"climb.c:1"]));
+    let o = run(&mut trestle(&[
+        &"fuzz",
+        &unit,
+        &"--in-process",
+        &"--time",
+        &"5s",
+        &"--out",
+        &dir.path().join("x"),
+        &"--goal",
+        &"climb.c:1",
+    ]));
     let err = String::from_utf8_lossy(&o.stderr);
-    assert!(!o.status.success() && err.contains("--goal climb.c:1") && err.contains(goal.rsplit(':').next().unwrap()), "{err}");
+    assert!(
+        !o.status.success()
+            && err.contains("--goal climb.c:1")
+            && err.contains(goal.rsplit(':').next().unwrap()),
+        "{err}"
+    );
 }
 
 /// A gate a comparison solves at once (`n == 4242`), and behind it a crash that takes
@@ -687,18 +1011,47 @@ fn fuzzing_for_a_branch_goes_on_behind_it_when_asked() {
     let (unit, goal) = carve_check_reaching_gate(dir.path(), "behind", BEHIND, "17 hello\n");
     let fuzz = |name: &str, after: &str| -> Value {
         let out = dir.path().join(name);
-        let o = run(&mut trestle(&[&"fuzz", &unit, &"--in-process", &"--time", &"40s", &"--out", &out, &"--goal", &goal, &"--after-goal", &after, &"--json"]));
+        let o = run(&mut trestle(&[
+            &"fuzz",
+            &unit,
+            &"--in-process",
+            &"--time",
+            &"40s",
+            &"--out",
+            &out,
+            &"--goal",
+            &goal,
+            &"--after-goal",
+            &after,
+            &"--json",
+        ]));
         assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
         serde_json::from_slice(&o.stdout).unwrap()
     };
     let at_flip = fuzz("fuzz-at-flip", "0s");
-    let flipped = at_flip["goal_after"].as_f64().unwrap_or_else(|| panic!("the gate was never passed: {at_flip}"));
-    assert!(at_flip["seconds"].as_f64().unwrap() < flipped + 5.0, "{at_flip}");
-    assert!(at_flip["crashes"].as_array().is_some_and(|c| c.is_empty()), "the flip itself crashed: {at_flip}");
+    let flipped = at_flip["goal_after"]
+        .as_f64()
+        .unwrap_or_else(|| panic!("the gate was never passed: {at_flip}"));
+    assert!(
+        at_flip["seconds"].as_f64().unwrap() < flipped + 5.0,
+        "{at_flip}"
+    );
+    assert!(
+        at_flip["crashes"].as_array().is_some_and(|c| c.is_empty()),
+        "the flip itself crashed: {at_flip}"
+    );
     let behind = fuzz("fuzz-behind", "20s");
-    let flipped = behind["goal_after"].as_f64().unwrap_or_else(|| panic!("the gate was never passed: {behind}"));
-    assert!(behind["crashes"].as_array().is_some_and(|c| !c.is_empty()), "nothing behind the gate in 20 s: {behind}");
-    assert!(behind["seconds"].as_f64().unwrap() < flipped + 25.0, "went on past --after-goal: {behind}");
+    let flipped = behind["goal_after"]
+        .as_f64()
+        .unwrap_or_else(|| panic!("the gate was never passed: {behind}"));
+    assert!(
+        behind["crashes"].as_array().is_some_and(|c| !c.is_empty()),
+        "nothing behind the gate in 20 s: {behind}"
+    );
+    assert!(
+        behind["seconds"].as_f64().unwrap() < flipped + 25.0,
+        "went on past --after-goal: {behind}"
+    );
 }
 
 /// An interpreter's evaluation of its whole program text, with a crash only one
@@ -732,28 +1085,80 @@ int main(void) {
 #[test]
 fn a_units_stream_parameter_starts_from_system_tests_when_asked() {
     let dir = tempfile::tempdir().unwrap();
-    let unit = carve_one(dir.path(), "hashed", HASHED, &serde_json::json!({ "stdin": "1 2 + p\n" }), "eval", 1);
+    let unit = carve_one(
+        dir.path(),
+        "hashed",
+        HASHED,
+        &serde_json::json!({ "stdin": "1 2 + p\n" }),
+        "eval",
+        1,
+    );
     let queue = dir.path().join("queue");
     write_test(&queue, "a", &serde_json::json!({ "stdin": "3 4 * p\n" }));
-    write_test(&queue, "b", &serde_json::json!({ "stdin": "dc program: 1 2 + p q\n" }));
+    write_test(
+        &queue,
+        "b",
+        &serde_json::json!({ "stdin": "dc program: 1 2 + p q\n" }),
+    );
     let fuzz = |name: &str, extra: &[&dyn AsRef<std::ffi::OsStr>]| -> Value {
         let out = dir.path().join(name);
-        let mut cmd = trestle(&[&"fuzz", &unit, &"--in-process", &"--time", &"5s", &"--out", &out, &"--stop-on-crash", &"--json"]);
+        let mut cmd = trestle(&[
+            &"fuzz",
+            &unit,
+            &"--in-process",
+            &"--time",
+            &"5s",
+            &"--out",
+            &out,
+            &"--stop-on-crash",
+            &"--json",
+        ]);
         cmd.args(extra.iter().map(|a| a.as_ref()));
         serde_json::from_str(&ok(&mut cmd)).unwrap()
     };
     let alone = fuzz("fuzz-alone", &[]);
-    assert!(alone["crashes"].as_array().unwrap().is_empty(), "the hash was found by chance: {alone}");
+    assert!(
+        alone["crashes"].as_array().unwrap().is_empty(),
+        "the hash was found by chance: {alone}"
+    );
     let started = fuzz("fuzz-started", &[&"--start-from", &queue]);
     let crashes = started["crashes"].as_array().unwrap();
-    assert!(!crashes.is_empty(), "the crashing program in the queue was not run: {started}");
-    let finding: Value =
-        serde_json::from_slice(&std::fs::read(Path::new(crashes[0].as_str().unwrap()).with_extension("json")).unwrap()).unwrap();
-    assert!(finding["values"][0].as_str().unwrap().contains("dc program: 1 2 + p q"), "{finding}");
+    assert!(
+        !crashes.is_empty(),
+        "the crashing program in the queue was not run: {started}"
+    );
+    let finding: Value = serde_json::from_slice(
+        &std::fs::read(Path::new(crashes[0].as_str().unwrap()).with_extension("json")).unwrap(),
+    )
+    .unwrap();
+    assert!(
+        finding["values"][0]
+            .as_str()
+            .unwrap()
+            .contains("dc program: 1 2 + p q"),
+        "{finding}"
+    );
     // Tests that give the parameter no other value give nothing to start from: said so.
     let other = dir.path().join("other");
-    write_test(&other, "c", &serde_json::json!({ "args": ["-x"], "stdin": "1 2 + p\n" }));
-    let o = run(&mut trestle(&[&"fuzz", &unit, &"--in-process", &"--time", &"5s", &"--out", &dir.path().join("fuzz-other"), &"--start-from", &other]));
+    write_test(
+        &other,
+        "c",
+        &serde_json::json!({ "args": ["-x"], "stdin": "1 2 + p\n" }),
+    );
+    let o = run(&mut trestle(&[
+        &"fuzz",
+        &unit,
+        &"--in-process",
+        &"--time",
+        &"5s",
+        &"--out",
+        &dir.path().join("fuzz-other"),
+        &"--start-from",
+        &other,
+    ]));
     let err = String::from_utf8_lossy(&o.stderr);
-    assert!(!o.status.success() && err.contains("--start-from") && err.contains("stream parameter"), "{err}");
+    assert!(
+        !o.status.success() && err.contains("--start-from") && err.contains("stream parameter"),
+        "{err}"
+    );
 }

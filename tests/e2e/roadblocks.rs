@@ -125,15 +125,28 @@ fn the_branch_table_names_both_directions_the_code_behind_and_the_comparison() {
         .find(|b| b.line == line && b.file.as_deref().is_some_and(|f| f.ends_with("gate.c")))
         .unwrap_or_else(|| panic!("no branch at gate.c:{line} in {:#?}", table.branches));
     assert_eq!(b.directions.len(), 2);
-    assert!(b.directions.iter().all(|d| !d.edges.is_empty()), "each direction has its edge: {b:?}");
+    assert!(
+        b.directions.iter().all(|d| !d.edges.is_empty()),
+        "each direction has its edge: {b:?}"
+    );
     let (t, f) = (&b.directions[0], &b.directions[1]);
-    assert!(t.behind >= 4 && t.behind > f.behind, "the checksum's true side guards the loop: {b:?}");
-    assert!(b.cmp.is_some(), "the checksum comparison logs under a fixed id: {b:?}");
+    assert!(
+        t.behind >= 4 && t.behind > f.behind,
+        "the checksum's true side guards the loop: {b:?}"
+    );
+    assert!(
+        b.cmp.is_some(),
+        "the checksum comparison logs under a fixed id: {b:?}"
+    );
     // Edge numbers are the program's own, distinct between the two directions.
     assert!(t.edges.iter().all(|e| !f.edges.contains(e)));
     // A plain program has no table: an empty one, not an error.
     let plain = dir.path().join("plain");
-    ok(std::process::Command::new("clang-19").arg("-O2").arg(dir.path().join("gate.c")).arg("-o").arg(&plain));
+    ok(std::process::Command::new("clang-19")
+        .arg("-O2")
+        .arg(dir.path().join("gate.c"))
+        .arg("-o")
+        .arg(&plain));
     assert!(BranchTable::load(&plain).unwrap().branches.is_empty());
 }
 
@@ -165,22 +178,42 @@ fn a_direction_that_only_ends_the_program_is_marked_and_is_no_roadblock() {
     let line = |mark: &str| EXITS.lines().position(|l| l.contains(mark)).unwrap() as u32 + 1;
     // The optimiser may make the two tests one switch: a case or a line names each way.
     let leads = |b: &trestle_bridge::roadblocks::Branch, d: usize, case: i64, mark: &str| {
-        b.directions[d].case == Some(case) || (b.directions[d].case.is_none() && b.line == line(mark))
+        b.directions[d].case == Some(case)
+            || (b.directions[d].case.is_none() && b.line == line(mark))
     };
     let ends: Vec<(usize, usize)> = table
         .branches
         .iter()
         .enumerate()
-        .flat_map(|(i, b)| b.directions.iter().enumerate().filter(|(_, d)| d.ends).map(move |(k, _)| (i, k)))
+        .flat_map(|(i, b)| {
+            b.directions
+                .iter()
+                .enumerate()
+                .filter(|(_, d)| d.ends)
+                .map(move |(k, _)| (i, k))
+        })
         .collect();
-    assert_eq!(ends.len(), 1, "one way ends the program: {:#?}", table.branches);
+    assert_eq!(
+        ends.len(),
+        1,
+        "one way ends the program: {:#?}",
+        table.branches
+    );
     let (bi, di) = ends[0];
-    assert!(leads(&table.branches[bi], di, 12345, "EXIT"), "{:#?}", table.branches[bi]);
+    assert!(
+        leads(&table.branches[bi], di, 12345, "EXIT"),
+        "{:#?}",
+        table.branches[bi]
+    );
     // The way on taken at the exit's branch (a switch's default, or the if's other
     // side) and one side of the abort's if: the exit is no roadblock, the abort is.
     let mut covered = vec![false; 1 << 16];
     let exit_branch = &table.branches[bi];
-    let mut ways = vec![exit_branch.directions.iter().find(|d| !d.ends && d.case.is_none()).unwrap()];
+    let mut ways = vec![exit_branch
+        .directions
+        .iter()
+        .find(|d| !d.ends && d.case.is_none())
+        .unwrap()];
     if let Some(b) = table.branches.iter().find(|b| b.line == line("ABORT")) {
         ways.push(&b.directions[0]);
     }
@@ -190,16 +223,22 @@ fn a_direction_that_only_ends_the_program_is_marked_and_is_no_roadblock() {
         }
     }
     let found = trestle_bridge::roadblocks::roadblocks(&table, &covered, |_| 1.0);
-    assert!(found.iter().all(|r| !table.branches[r.branch].directions[r.missing].ends));
+    assert!(found
+        .iter()
+        .all(|r| !table.branches[r.branch].directions[r.missing].ends));
     assert!(
-        found.iter().any(|r| { let b = &table.branches[r.branch]; leads(b, r.missing, 54321, "ABORT") || b.line == line("ABORT") }),
+        found.iter().any(|r| {
+            let b = &table.branches[r.branch];
+            leads(b, r.missing, 54321, "ABORT") || b.line == line("ABORT")
+        }),
         "the abort is a roadblock: {found:?} {:#?}",
         table.branches
     );
 }
 
 fn json_file(p: &Path) -> Value {
-    serde_json::from_slice(&std::fs::read(p).unwrap_or_else(|e| panic!("{}: {e}", p.display()))).unwrap()
+    serde_json::from_slice(&std::fs::read(p).unwrap_or_else(|e| panic!("{}: {e}", p.display())))
+        .unwrap()
 }
 
 #[test]
@@ -207,20 +246,43 @@ fn a_bridge_campaign_fuzzes_units_at_the_system_fuzzers_roadblock() {
     let dir = tempfile::tempdir().unwrap();
     let program = build_c(dir.path(), "gate", SOURCE, "-O2");
     let seeds = dir.path().join("seeds");
-    write_test(&seeds, "check", &json!({ "stdin": "mode 4\nset 1\nset 2\nset 2\ncheck hello 5\ncheck world 2\n" }));
+    write_test(
+        &seeds,
+        "check",
+        &json!({ "stdin": "mode 4\nset 1\nset 2\nset 2\ncheck hello 5\ncheck world 2\n" }),
+    );
     let out = dir.path().join("bridge");
-    let o = run(&mut trestle(&[&"run", &"--program", &program, &"--seeds", &seeds, &"--time", &"40s", &"--out", &out, &"--plain"]));
+    let o = run(&mut trestle(&[
+        &"run",
+        &"--program",
+        &program,
+        &"--seeds",
+        &seeds,
+        &"--time",
+        &"40s",
+        &"--out",
+        &out,
+        &"--plain",
+    ]));
     let log = String::from_utf8_lossy(&o.stderr);
     assert!(o.status.success(), "trestle run:\n{log}");
     let line = roadblock_line();
     let listed = json_file(&out.join("roadblocks.json"));
     let rows = listed["roadblocks"].as_array().unwrap();
-    let at = |r: &Value| r["line"] == line && r["file"].as_str().is_some_and(|f| f.ends_with("gate.c"));
-    assert!(rows.iter().any(|r| at(r) && r["function"] == "check" && r["direction"] == 0), "the checksum is a roadblock: {listed}\n{log}");
+    let at =
+        |r: &Value| r["line"] == line && r["file"].as_str().is_some_and(|f| f.ends_with("gate.c"));
+    assert!(
+        rows.iter()
+            .any(|r| at(r) && r["function"] == "check" && r["direction"] == 0),
+        "the checksum is a roadblock: {listed}\n{log}"
+    );
     let c = json_file(&out.join("campaign.json"));
     let attempts = c["roadblocks"]["attempts"].as_array().unwrap();
     assert!(
-        attempts.iter().any(|a| a["location"].as_str().is_some_and(|l| l.ends_with(&format!("gate.c:{line}"))) && a["function"] == "check"),
+        attempts.iter().any(|a| a["location"]
+            .as_str()
+            .is_some_and(|l| l.ends_with(&format!("gate.c:{line}")))
+            && a["function"] == "check"),
         "no unit fuzzed at the roadblock: {}\n{log}",
         c["roadblocks"]
     );
@@ -228,56 +290,144 @@ fn a_bridge_campaign_fuzzes_units_at_the_system_fuzzers_roadblock() {
     // it compares, but no parameter of a `check` unit does: probed, passed over,
     // never fuzzed.
     let config = format!("gate.c:{}", line_of("CONFIG"));
-    assert!(rows.iter().any(|r| r["line"] == line_of("CONFIG")), "the mode's gate is a roadblock: {listed}");
+    assert!(
+        rows.iter().any(|r| r["line"] == line_of("CONFIG")),
+        "the mode's gate is a roadblock: {listed}"
+    );
     let probes = c["roadblocks"]["probes"].as_array().unwrap();
-    let probed_config: Vec<&Value> = probes.iter().filter(|p| p["location"].as_str().is_some_and(|l| l.ends_with(&config))).collect();
-    assert!(!probed_config.is_empty() && probed_config.iter().all(|p| p["worth"] == false), "the mode's gate was not probed, or passed: {probes:#?}");
-    assert!(probed_config.iter().any(|p| p["verdict"].as_str().unwrap().contains("do not change")), "{probed_config:#?}");
-    assert!(!attempts.iter().any(|a| a["location"].as_str().is_some_and(|l| l.ends_with(&config))), "fuzzed at a gate its parameters do not decide: {attempts:#?}");
+    let probed_config: Vec<&Value> = probes
+        .iter()
+        .filter(|p| p["location"].as_str().is_some_and(|l| l.ends_with(&config)))
+        .collect();
+    assert!(
+        !probed_config.is_empty() && probed_config.iter().all(|p| p["worth"] == false),
+        "the mode's gate was not probed, or passed: {probes:#?}"
+    );
+    assert!(
+        probed_config
+            .iter()
+            .any(|p| p["verdict"].as_str().unwrap().contains("do not change")),
+        "{probed_config:#?}"
+    );
+    assert!(
+        !attempts
+            .iter()
+            .any(|a| a["location"].as_str().is_some_and(|l| l.ends_with(&config))),
+        "fuzzed at a gate its parameters do not decide: {attempts:#?}"
+    );
     // The system fuzzer's tracing runs saw the checksum and the mode change with the
     // input, and the level never: the level's gate, though it promises the most code,
     // is not probed first (a setting, not a value of the input).
-    let operands = |l: u32| rows.iter().find(|r| r["line"] == l).map(|r| r["operands"].clone());
+    let operands = |l: u32| {
+        rows.iter()
+            .find(|r| r["line"] == l)
+            .map(|r| r["operands"].clone())
+    };
     assert_eq!(operands(line), Some(json!("vary")), "{listed}");
     assert_eq!(operands(line_of("CONFIG")), Some(json!("vary")), "{listed}");
-    assert_eq!(operands(line_of("SETTING")), Some(json!("constant")), "{listed}");
-    assert_eq!(rows[0]["line"], line_of("SETTING"), "the level's gate promises the most code: {listed}");
+    assert_eq!(
+        operands(line_of("SETTING")),
+        Some(json!("constant")),
+        "{listed}"
+    );
+    assert_eq!(
+        rows[0]["line"],
+        line_of("SETTING"),
+        "the level's gate promises the most code: {listed}"
+    );
     let setting = format!("gate.c:{}", line_of("SETTING"));
-    assert!(!probes[0]["location"].as_str().unwrap().ends_with(&setting), "the level's gate was probed first: {probes:#?}");
     assert!(
-        probes.iter().any(|p| p["worth"] == true && p["location"].as_str().is_some_and(|l| l.ends_with(&format!("gate.c:{line}")))),
+        !probes[0]["location"].as_str().unwrap().ends_with(&setting),
+        "the level's gate was probed first: {probes:#?}"
+    );
+    assert!(
+        probes.iter().any(|p| p["worth"] == true
+            && p["location"]
+                .as_str()
+                .is_some_and(|l| l.ends_with(&format!("gate.c:{line}")))),
         "the checksum's unit was not found deciding it: {probes:#?}"
     );
     // Each roadblock's entry is recorded under a name of its own, for that branch
     // alone: a unit carved from it reached the branch, and no probe there says it
     // does not (with one recording for two roadblocks, units that reached only the
     // other one were probed here and failed).
-    let recorded: Vec<&str> = c["roadblocks"]["recorded"].as_array().unwrap().iter().map(|m| m.as_str().unwrap()).collect();
+    let recorded: Vec<&str> = c["roadblocks"]["recorded"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m.as_str().unwrap())
+        .collect();
     assert!(recorded.iter().all(|m| m.contains("~b")), "{recorded:?}");
     let mut own = 0;
     for p in probes {
         // Only a unit that reaches the branch counts against the roadblock.
-        assert_eq!(p["unreached"].as_bool(), Some(p["verdict"].as_str().unwrap().contains("does not reach")), "{p}");
+        assert_eq!(
+            p["unreached"].as_bool(),
+            Some(p["verdict"].as_str().unwrap().contains("does not reach")),
+            "{p}"
+        );
         let unit = Path::new(p["unit"].as_str().unwrap());
         let batch = unit.parent().unwrap().parent().unwrap();
         let index = json_file(&batch.join("index.json"));
         let file = unit.strip_prefix(batch).unwrap().to_str().unwrap();
-        let row = index["units"].as_array().unwrap().iter().find(|r| r["file"] == file).unwrap_or_else(|| panic!("{file} in {index}"));
+        let row = index["units"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["file"] == file)
+            .unwrap_or_else(|| panic!("{file} in {index}"));
         // The unit's own test, or another whose recording held the same context.
-        let tests = std::iter::once(&row["test"]).chain(row["also_from"].as_array().into_iter().flatten());
-        let marks: Vec<String> = tests.map(|t| format!("{}@{}.json", p["key"].as_str().unwrap(), t.as_str().unwrap())).collect();
+        let tests =
+            std::iter::once(&row["test"]).chain(row["also_from"].as_array().into_iter().flatten());
+        let marks: Vec<String> = tests
+            .map(|t| {
+                format!(
+                    "{}@{}.json",
+                    p["key"].as_str().unwrap(),
+                    t.as_str().unwrap()
+                )
+            })
+            .collect();
         if marks.iter().any(|m| recorded.contains(&m.as_str())) {
             own += 1;
-            assert!(!p["verdict"].as_str().unwrap().contains("does not reach"), "a unit recorded for this roadblock does not reach it: {p}");
+            assert!(
+                !p["verdict"].as_str().unwrap().contains("does not reach"),
+                "a unit recorded for this roadblock does not reach it: {p}"
+            );
         }
     }
-    assert!(own > 0, "no unit recorded for its roadblock was probed there: {probes:#?}");
+    assert!(
+        own > 0,
+        "no unit recorded for its roadblock was probed there: {probes:#?}"
+    );
     let first = attempts[0]["fuzzed"].as_u64().unwrap() as usize;
-    assert!(c["fuzzed"][first]["reason"].as_str().unwrap().starts_with("roadblock at"), "{}", c["fuzzed"][first]);
-    assert!(log.contains("roadblocks: "), "the last lines say what became of the roadblocks:\n{log}");
+    assert!(
+        c["fuzzed"][first]["reason"]
+            .as_str()
+            .unwrap()
+            .starts_with("roadblock at"),
+        "{}",
+        c["fuzzed"][first]
+    );
+    assert!(
+        log.contains("roadblocks: "),
+        "the last lines say what became of the roadblocks:\n{log}"
+    );
     // The baseline has no roadblock machinery: no unit, no roadblocks file.
     let base = dir.path().join("system-only");
-    let o = run(&mut trestle(&[&"run", &"--program", &program, &"--seeds", &seeds, &"--time", &"5s", &"--out", &base, &"--plain", &"--system-only"]));
+    let o = run(&mut trestle(&[
+        &"run",
+        &"--program",
+        &program,
+        &"--seeds",
+        &seeds,
+        &"--time",
+        &"5s",
+        &"--out",
+        &base,
+        &"--plain",
+        &"--system-only",
+    ]));
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     assert!(!base.join("roadblocks.json").exists());
 }
@@ -287,9 +437,17 @@ fn a_bridge_campaign_fuzzes_units_at_the_system_fuzzers_roadblock() {
 fn tally_builds(dir: &Path) -> (std::path::PathBuf, std::path::PathBuf) {
     let src = subject("tally").join("tally.c");
     let program = dir.join("tally");
-    ok(std::process::Command::new(tool("trestle-cc")).args(["-O2", "-g"]).arg(&src).arg("-o").arg(&program));
+    ok(std::process::Command::new(tool("trestle-cc"))
+        .args(["-O2", "-g"])
+        .arg(&src)
+        .arg("-o")
+        .arg(&program));
     let plain = dir.join("tally-plain");
-    ok(std::process::Command::new("clang-19").args(["-O2", "-g"]).arg(&src).arg("-o").arg(&plain));
+    ok(std::process::Command::new("clang-19")
+        .args(["-O2", "-g"])
+        .arg(&src)
+        .arg("-o")
+        .arg(&plain));
     (program, plain)
 }
 
@@ -300,7 +458,20 @@ fn a_unit_crosses_the_roadblock_the_system_fuzzer_does_not_and_the_bridge_report
     let seeds = subject("tally").join("seeds");
     let campaign = |name: &str, extra: &[&str]| {
         let out = dir.path().join(name);
-        let mut cmd = trestle(&[&"run", &"--program", &program, &"--seeds", &seeds, &"--validate-with", &plain, &"--time", &"75s", &"--out", &out, &"--plain"]);
+        let mut cmd = trestle(&[
+            &"run",
+            &"--program",
+            &program,
+            &"--seeds",
+            &seeds,
+            &"--validate-with",
+            &plain,
+            &"--time",
+            &"75s",
+            &"--out",
+            &out,
+            &"--plain",
+        ]);
         cmd.args(extra);
         let o = run(&mut cmd);
         let log = String::from_utf8_lossy(&o.stderr).into_owned();
@@ -312,38 +483,80 @@ fn a_unit_crosses_the_roadblock_the_system_fuzzer_does_not_and_the_bridge_report
     let alarm = alarms
         .iter()
         .find(|a| a["function"] == "remember" && a["source"] == "unit")
-        .unwrap_or_else(|| panic!("the bridge did not report the digest bug from a unit: {alarms:?}\n{log}"));
+        .unwrap_or_else(|| {
+            panic!("the bridge did not report the digest bug from a unit: {alarms:?}\n{log}")
+        });
     // The slice that found it was a roadblock's: tally_word's gate, or another whose
     // slice gave the same unit (a `digest` loop's, never flipped: the word is never
     // empty) the time to pass the gate by chance. The alarm names it, and the alarm
     // solved it.
-    let roadblock = alarm["roadblock"].as_str().unwrap_or_else(|| panic!("the alarm names no roadblock: {alarm}"));
+    let roadblock = alarm["roadblock"]
+        .as_str()
+        .unwrap_or_else(|| panic!("the alarm names no roadblock: {alarm}"));
     let c = json_file(&bridge.join("campaign.json"));
     let attempts = c["roadblocks"]["attempts"].as_array().unwrap();
     let a = attempts
         .iter()
-        .find(|a| roadblock.ends_with(a["location"].as_str().unwrap()) || a["location"].as_str().unwrap().ends_with(roadblock))
-        .unwrap_or_else(|| panic!("the alarm's roadblock {roadblock} was never attempted: {}\npicks: {:#?}\n{log}", c["roadblocks"], c["fuzzed"]));
-    assert!(c["fuzzed"][a["fuzzed"].as_u64().unwrap() as usize]["function"] == "tally_word", "{a}\n{:#?}", c["fuzzed"]);
-    let (at, flipped, solved) = (a["at"].as_f64().unwrap(), a["flipped_at"].as_f64(), a["solved_at"].as_f64());
-    assert!(solved.is_some_and(|s| s >= at && flipped.is_none_or(|f| s >= f)), "the alarm did not solve its roadblock: {a}");
+        .find(|a| {
+            roadblock.ends_with(a["location"].as_str().unwrap())
+                || a["location"].as_str().unwrap().ends_with(roadblock)
+        })
+        .unwrap_or_else(|| {
+            panic!(
+                "the alarm's roadblock {roadblock} was never attempted: {}\npicks: {:#?}\n{log}",
+                c["roadblocks"], c["fuzzed"]
+            )
+        });
+    assert!(
+        c["fuzzed"][a["fuzzed"].as_u64().unwrap() as usize]["function"] == "tally_word",
+        "{a}\n{:#?}",
+        c["fuzzed"]
+    );
+    let (at, flipped, solved) = (
+        a["at"].as_f64().unwrap(),
+        a["flipped_at"].as_f64(),
+        a["solved_at"].as_f64(),
+    );
+    assert!(
+        solved.is_some_and(|s| s >= at && flipped.is_none_or(|f| s >= f)),
+        "the alarm did not solve its roadblock: {a}"
+    );
     let function = a["function"].as_str().unwrap().to_owned();
     // The report says where the roadblock was and what came of it.
     let o = run(&mut trestle(&[&"report", &bridge]));
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let md = std::fs::read_to_string(bridge.join("report.md")).unwrap();
-    let section = md.split("## Roadblocks").nth(1).unwrap_or_else(|| panic!("no roadblocks section:\n{md}"));
-    assert!(section.contains(&format!("`{function}`")) && section.contains("solved at system level") && !section.contains(", 0 solved at system level"), "{section}");
-    assert!(section.contains("probed at a roadblock"), "the report does not say what the probes did: {section}");
+    let section = md
+        .split("## Roadblocks")
+        .nth(1)
+        .unwrap_or_else(|| panic!("no roadblocks section:\n{md}"));
     assert!(
-        section.contains("came from a roadblock slice") && !section.contains(" 0 came from a roadblock slice"),
+        section.contains(&format!("`{function}`"))
+            && section.contains("solved at system level")
+            && !section.contains(", 0 solved at system level"),
+        "{section}"
+    );
+    assert!(
+        section.contains("probed at a roadblock"),
+        "the report does not say what the probes did: {section}"
+    );
+    assert!(
+        section.contains("came from a roadblock slice")
+            && !section.contains(" 0 came from a roadblock slice"),
         "the report does not say the alarm came from a roadblock slice: {section}"
     );
     // A unit round that solved a roadblock earns unit rounds more of the time.
-    assert!(c["schedule"]["units"]["found"].as_f64().unwrap() > 0.0, "{}", c["schedule"]);
+    assert!(
+        c["schedule"]["units"]["found"].as_f64().unwrap() > 0.0,
+        "{}",
+        c["schedule"]
+    );
     // The same seeds and budget at system level alone: the tries are too slow.
     let (base, log) = campaign("system-only", &["--system-only"]);
-    assert!(alarm_list(&base).is_empty(), "system-only found the digest bug (about one run in 150 does by chance):\n{log}");
+    assert!(
+        alarm_list(&base).is_empty(),
+        "system-only found the digest bug (about one run in 150 does by chance):\n{log}"
+    );
 }
 
 /// A command loop whose bug needs two `arm` lines before a `fire`: the system fuzzer
@@ -385,23 +598,69 @@ fn a_unit_crash_only_the_coverage_build_has_is_a_build_dependent_alarm() {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
     let src = subject("tally").join("tally.c");
-    let (program, shipped, cov) = (d.join("tally"), d.join("tally-shipped"), d.join("tally-cov"));
-    ok(std::process::Command::new(tool("trestle-cc")).args(["-O2", "-g"]).arg(&src).arg("-o").arg(&program));
-    ok(std::process::Command::new("clang-19").args(["-O2", "-g", "-DTALLY_FIXED"]).arg(&src).arg("-o").arg(&shipped));
-    ok(std::process::Command::new("clang-19").args(["-O1", "-g", "-fprofile-instr-generate", "-fcoverage-mapping"]).arg(&src).arg("-o").arg(&cov));
+    let (program, shipped, cov) = (
+        d.join("tally"),
+        d.join("tally-shipped"),
+        d.join("tally-cov"),
+    );
+    ok(std::process::Command::new(tool("trestle-cc"))
+        .args(["-O2", "-g"])
+        .arg(&src)
+        .arg("-o")
+        .arg(&program));
+    ok(std::process::Command::new("clang-19")
+        .args(["-O2", "-g", "-DTALLY_FIXED"])
+        .arg(&src)
+        .arg("-o")
+        .arg(&shipped));
+    ok(std::process::Command::new("clang-19")
+        .args([
+            "-O1",
+            "-g",
+            "-fprofile-instr-generate",
+            "-fcoverage-mapping",
+        ])
+        .arg(&src)
+        .arg("-o")
+        .arg(&cov));
     let out = d.join("camp");
     let o = run(&mut trestle(&[
-        &"run", &"--program", &program, &"--seeds", &subject("tally").join("seeds"), &"--validate-with", &shipped,
-        &"--coverage-with", &cov, &"--time", &"75s", &"--out", &out, &"--plain",
+        &"run",
+        &"--program",
+        &program,
+        &"--seeds",
+        &subject("tally").join("seeds"),
+        &"--validate-with",
+        &shipped,
+        &"--coverage-with",
+        &cov,
+        &"--time",
+        &"75s",
+        &"--out",
+        &out,
+        &"--plain",
     ]));
     let log = String::from_utf8_lossy(&o.stderr).into_owned();
     assert!(o.status.success(), "{log}");
     let alarms = alarm_list(&out);
-    let alarm = alarms.iter().find(|a| a["function"] == "remember").unwrap_or_else(|| panic!("no alarm in remember: {alarms:?}\n{log}"));
+    let alarm = alarms
+        .iter()
+        .find(|a| a["function"] == "remember")
+        .unwrap_or_else(|| panic!("no alarm in remember: {alarms:?}\n{log}"));
     assert_eq!(alarm["source"], "unit", "{alarm}");
-    let validation = alarm["builds"].as_array().unwrap().iter().find(|b| b["role"] == "validation").expect("the validation build is named").clone();
+    let validation = alarm["builds"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|b| b["role"] == "validation")
+        .expect("the validation build is named")
+        .clone();
     assert_eq!(validation["reproduces"], false, "{alarm}");
-    assert!(log.lines().any(|l| l.contains("SIGSEGV in remember") && l.ends_with("[build-dependent: not on the validation build]")), "{log}");
+    assert!(
+        log.lines().any(|l| l.contains("SIGSEGV in remember")
+            && l.ends_with("[build-dependent: not on the validation build]")),
+        "{log}"
+    );
 }
 
 #[test]
@@ -411,22 +670,54 @@ fn where_units_add_nothing_the_bridge_gives_them_the_floor_and_finds_the_bug_at_
     let seeds = dir.path().join("seeds");
     write_test(&seeds, "fire", &json!({ "stdin": "arm\nadd 5\nfire\n" }));
     let out = dir.path().join("bridge");
-    let o = run(&mut trestle(&[&"run", &"--program", &program, &"--seeds", &seeds, &"--time", &"45s", &"--out", &out, &"--plain"]));
+    let o = run(&mut trestle(&[
+        &"run",
+        &"--program",
+        &program,
+        &"--seeds",
+        &seeds,
+        &"--time",
+        &"45s",
+        &"--out",
+        &out,
+        &"--plain",
+    ]));
     let log = String::from_utf8_lossy(&o.stderr);
     assert!(o.status.success(), "trestle run:\n{log}");
     let alarms = alarm_list(&out);
-    assert!(alarms.iter().any(|a| a["function"] == "process" && a["source"] == "system"), "the system half did not report the bug: {alarms:?}\n{log}");
+    assert!(
+        alarms
+            .iter()
+            .any(|a| a["function"] == "process" && a["source"] == "system"),
+        "the system half did not report the bug: {alarms:?}\n{log}"
+    );
     let c = json_file(&out.join("campaign.json"));
     // The system fuzzer crosses the arm count within seconds; no unit slice goes there.
-    let armed = format!("armed.c:{}", ARMED.lines().position(|l| l.contains("ARMED")).unwrap() + 1);
+    let armed = format!(
+        "armed.c:{}",
+        ARMED.lines().position(|l| l.contains("ARMED")).unwrap() + 1
+    );
     let attempts = c["roadblocks"]["attempts"].as_array().unwrap();
-    assert!(!attempts.iter().any(|a| a["location"].as_str().is_some_and(|l| l.ends_with(&armed))), "fuzzed at the arm count: {attempts:#?}");
+    assert!(
+        !attempts
+            .iter()
+            .any(|a| a["location"].as_str().is_some_and(|l| l.ends_with(&armed))),
+        "fuzzed at the arm count: {attempts:#?}"
+    );
     // Unit rounds found nothing the system fuzzer had not: after the first rounds,
     // taken to learn, the schedule gives them its floor.
     let units = &c["schedule"]["units"];
     assert!(units["rounds"].as_u64().unwrap() >= 2, "{}", c["schedule"]);
-    assert_eq!(units["found"].as_f64().unwrap(), 0.0, "units found something here: {}", c["schedule"]);
-    assert!(log.contains("the schedule ended giving units 10% of the time"), "{log}");
+    assert_eq!(
+        units["found"].as_f64().unwrap(),
+        0.0,
+        "units found something here: {}",
+        c["schedule"]
+    );
+    assert!(
+        log.contains("the schedule ended giving units 10% of the time"),
+        "{log}"
+    );
 }
 
 /// A store whose every record is of kind 1, a value set inside the program (the
@@ -482,13 +773,36 @@ fn a_unit_whose_parameter_decides_the_branch_only_in_the_harness_is_not_fuzzed_t
     let seeds = dir.path().join("seeds");
     write_test(&seeds, "store", &json!({ "stdin": "store alpha 1\n" }));
     let out = dir.path().join("bridge");
-    let o = run(&mut trestle(&[&"run", &"--program", &program, &"--seeds", &seeds, &"--time", &"20s", &"--out", &out, &"--plain"]));
+    let o = run(&mut trestle(&[
+        &"run",
+        &"--program",
+        &program,
+        &"--seeds",
+        &seeds,
+        &"--time",
+        &"20s",
+        &"--out",
+        &out,
+        &"--plain",
+    ]));
     let log = String::from_utf8_lossy(&o.stderr);
     assert!(o.status.success(), "trestle run:\n{log}");
     let c = json_file(&out.join("campaign.json"));
-    let defensive = format!("kinds.c:{}", KINDS.lines().position(|l| l.contains("DEFENSIVE")).unwrap() + 1);
-    let at = |v: &Value| v["location"].as_str().is_some_and(|l| l.ends_with(&defensive));
-    let probes: Vec<&Value> = c["roadblocks"]["probes"].as_array().unwrap().iter().filter(|p| at(p)).collect();
+    let defensive = format!(
+        "kinds.c:{}",
+        KINDS.lines().position(|l| l.contains("DEFENSIVE")).unwrap() + 1
+    );
+    let at = |v: &Value| {
+        v["location"]
+            .as_str()
+            .is_some_and(|l| l.ends_with(&defensive))
+    };
+    let probes: Vec<&Value> = c["roadblocks"]["probes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|p| at(p))
+        .collect();
     // In the harness the kind decides the branch; written back into the seed (the
     // `1` of `store alpha 1`, or any other place it maps to), it changes nothing the
     // branch compares.
@@ -498,5 +812,8 @@ fn a_unit_whose_parameter_decides_the_branch_only_in_the_harness_is_not_fuzzed_t
     );
     assert!(probes.iter().all(|p| p["worth"] == false), "{probes:#?}");
     let attempts = c["roadblocks"]["attempts"].as_array().unwrap();
-    assert!(!attempts.iter().any(at), "fuzzed at a branch no input decides: {attempts:#?}");
+    assert!(
+        !attempts.iter().any(at),
+        "fuzzed at a branch no input decides: {attempts:#?}"
+    );
 }

@@ -14,19 +14,29 @@ pub fn tool_dir() -> PathBuf {
     }
     // target/<profile>/deps/<test binary>
     let exe = std::env::current_exe().expect("test binary path");
-    exe.parent().and_then(Path::parent).expect("target/<profile>").to_owned()
+    exe.parent()
+        .and_then(Path::parent)
+        .expect("target/<profile>")
+        .to_owned()
 }
 
 /// Path of a built tool, checked to exist.
 pub fn tool(name: &str) -> PathBuf {
     let p = tool_dir().join(name);
-    assert!(p.exists(), "{} is missing: run `cargo build --workspace` before the tests", p.display());
+    assert!(
+        p.exists(),
+        "{} is missing: run `cargo build --workspace` before the tests",
+        p.display()
+    );
     p
 }
 
 /// The repository root.
 pub fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("tests/ is inside the repo").to_owned()
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("tests/ is inside the repo")
+        .to_owned()
 }
 
 /// A bundled subject's directory.
@@ -36,7 +46,8 @@ pub fn subject(name: &str) -> PathBuf {
 
 /// Run a command, returning its output; panics with stderr if it cannot start.
 pub fn run(cmd: &mut Command) -> Output {
-    cmd.output().unwrap_or_else(|e| panic!("cannot run {cmd:?}: {e}"))
+    cmd.output()
+        .unwrap_or_else(|e| panic!("cannot run {cmd:?}: {e}"))
 }
 
 /// Run a command that must succeed; returns stdout.
@@ -60,9 +71,15 @@ pub fn build_subject(src_dir: &Path, opt: &str, out: &Path) {
         .filter(|p| p.extension().is_some_and(|x| x == "c" || x == "cpp"))
         .collect();
     sources.sort();
-    let cxx = sources.iter().any(|p| p.extension().is_some_and(|x| x == "cpp"));
+    let cxx = sources
+        .iter()
+        .any(|p| p.extension().is_some_and(|x| x == "cpp"));
     let compiler = tool(if cxx { "trestle-cxx" } else { "trestle-cc" });
-    ok(Command::new(compiler).arg(opt).args(&sources).arg("-o").arg(out));
+    ok(Command::new(compiler)
+        .arg(opt)
+        .args(&sources)
+        .arg("-o")
+        .arg(out));
 }
 
 /// Compile a single C source given as text.
@@ -70,7 +87,11 @@ pub fn build_c(dir: &Path, name: &str, source: &str, opt: &str) -> PathBuf {
     let src = dir.join(format!("{name}.c"));
     std::fs::write(&src, source).expect("write source");
     let out = dir.join(name);
-    ok(Command::new(tool("trestle-cc")).arg(opt).arg(&src).arg("-o").arg(&out));
+    ok(Command::new(tool("trestle-cc"))
+        .arg(opt)
+        .arg(&src)
+        .arg("-o")
+        .arg(&out));
     out
 }
 
@@ -78,20 +99,33 @@ pub fn build_c(dir: &Path, name: &str, source: &str, opt: &str) -> PathBuf {
 /// against it (0 when every unit with an oracle replays faithfully, else 1).
 pub fn check_replay(units: &Path) -> serde_json::Value {
     let out = run(&mut trestle(&[&"replay", &units, &"--check", &"--json"]));
-    let summary: serde_json::Value = serde_json::from_slice(&out.stdout)
-        .unwrap_or_else(|e| panic!("replay --json prints JSON ({e}): {}", String::from_utf8_lossy(&out.stderr)));
+    let summary: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "replay --json prints JSON ({e}): {}",
+            String::from_utf8_lossy(&out.stderr)
+        )
+    });
     let n = |k: &str| summary[k].as_u64().expect("a count");
     let all_faithful = n("faithful") + n("no_oracle") == n("units");
-    assert_eq!(out.status.code(), Some(if all_faithful { 0 } else { 1 }), "replay --check exit status for {summary}");
+    assert_eq!(
+        out.status.code(),
+        Some(if all_faithful { 0 } else { 1 }),
+        "replay --check exit status for {summary}"
+    );
     summary
 }
 
 /// The alarms of a campaign or lift directory (`alarms.json`).
 pub fn alarm_list(dir: &Path) -> Vec<serde_json::Value> {
     let path = dir.join("alarms.json");
-    let v: serde_json::Value = serde_json::from_slice(&std::fs::read(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display())))
-        .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-    v["alarms"].as_array().unwrap_or_else(|| panic!("{} has no alarm list: {v}", path.display())).clone()
+    let v: serde_json::Value = serde_json::from_slice(
+        &std::fs::read(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display())),
+    )
+    .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    v["alarms"]
+        .as_array()
+        .unwrap_or_else(|| panic!("{} has no alarm list: {v}", path.display()))
+        .clone()
 }
 
 /// Run `trestle` with `args`.
@@ -124,16 +158,26 @@ pub fn sarif_schema() -> serde_json::Value {
     )
     .expect("Cargo.toml");
     let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
-    let meta = ok(Command::new(cargo).args(["metadata", "--format-version", "1"]).current_dir(dir.path()));
+    let meta = ok(Command::new(cargo)
+        .args(["metadata", "--format-version", "1"])
+        .current_dir(dir.path()));
     let meta: serde_json::Value = serde_json::from_str(&meta).expect("cargo metadata prints JSON");
     let manifest = meta["packages"]
         .as_array()
         .and_then(|ps| ps.iter().find(|p| p["name"] == "serde-sarif"))
         .and_then(|p| p["manifest_path"].as_str())
         .expect("serde-sarif in cargo metadata");
-    let schema = Path::new(manifest).parent().expect("crate dir").join("src/schema.json");
+    let schema = Path::new(manifest)
+        .parent()
+        .expect("crate dir")
+        .join("src/schema.json");
     let text = std::fs::read(&schema).unwrap_or_else(|e| panic!("{}: {e}", schema.display()));
     let v: serde_json::Value = serde_json::from_slice(&text).expect("the schema is JSON");
-    assert_eq!(v["title"], "Static Analysis Results Format (SARIF) Version 2.1.0 JSON Schema", "{}", schema.display());
+    assert_eq!(
+        v["title"],
+        "Static Analysis Results Format (SARIF) Version 2.1.0 JSON Schema",
+        "{}",
+        schema.display()
+    );
     v
 }

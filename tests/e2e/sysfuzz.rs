@@ -17,20 +17,27 @@ use trestle_tests::*;
 
 /// A content value of the system-test format: text or `{"base64": …}`.
 fn is_content(v: &Value) -> bool {
-    v.is_string() || v.as_object().is_some_and(|o| o.len() == 1 && o.get("base64").is_some_and(Value::is_string))
+    v.is_string()
+        || v.as_object()
+            .is_some_and(|o| o.len() == 1 && o.get("base64").is_some_and(Value::is_string))
 }
 
 /// The file is a system test in the JSON format of docs/formats.md, and nothing else.
 fn assert_system_test(p: &Path) -> Value {
     let text = std::fs::read(p).unwrap_or_else(|e| panic!("cannot read {}: {e}", p.display()));
-    let v: Value = serde_json::from_slice(&text).unwrap_or_else(|e| panic!("{} is not JSON: {e}", p.display()));
-    let o = v.as_object().unwrap_or_else(|| panic!("{} is not an object", p.display()));
+    let v: Value = serde_json::from_slice(&text)
+        .unwrap_or_else(|e| panic!("{} is not JSON: {e}", p.display()));
+    let o = v
+        .as_object()
+        .unwrap_or_else(|| panic!("{} is not an object", p.display()));
     for (k, x) in o {
         let ok = match k.as_str() {
             "args" => x.as_array().is_some_and(|a| a.iter().all(Value::is_string)),
             "stdin" => is_content(x),
             "files" => x.as_object().is_some_and(|f| f.values().all(is_content)),
-            "env" => x.as_object().is_some_and(|e| e.values().all(Value::is_string)),
+            "env" => x
+                .as_object()
+                .is_some_and(|e| e.values().all(Value::is_string)),
             _ => false,
         };
         assert!(ok, "{}: bad field {k:?}: {x}", p.display());
@@ -47,14 +54,27 @@ fn json_files(dir: &Path) -> Vec<PathBuf> {
 }
 
 fn sysfuzz(program: &Path, seeds: &Path, out: &Path, time: &str, extra: &[&str]) -> Value {
-    let mut cmd = trestle(&[&"sysfuzz", &"--program", &program, &"--seeds", &seeds, &"--out", &out, &"--time", &time, &"--json"]);
+    let mut cmd = trestle(&[
+        &"sysfuzz",
+        &"--program",
+        &program,
+        &"--seeds",
+        &seeds,
+        &"--out",
+        &out,
+        &"--time",
+        &time,
+        &"--json",
+    ]);
     cmd.args(extra);
     let stdout = ok(&mut cmd);
     serde_json::from_str(&stdout).unwrap_or_else(|e| panic!("report is not JSON ({e}):\n{stdout}"))
 }
 
 fn num(report: &Value, key: &str) -> u64 {
-    report[key].as_u64().unwrap_or_else(|| panic!("no {key} in {report}"))
+    report[key]
+        .as_u64()
+        .unwrap_or_else(|| panic!("no {key} in {report}"))
 }
 
 #[test]
@@ -82,14 +102,30 @@ fn system_fuzzing_requests_grows_queue_and_edges_and_writes_only_system_tests() 
     // Seeds are in the queue; every seed of requests covers something of its own.
     assert_eq!(num(&report, "initial_queue"), n_seeds, "{report}");
     assert!(num(&report, "initial_edges") > 0, "{report}");
-    assert!(num(&report, "queue") > n_seeds, "the queue did not grow beyond the seeds: {report}");
-    assert!(num(&report, "edges") > num(&report, "initial_edges"), "no new edges: {report}");
-    assert!(num(&report, "executions") > 1000, "too few executions for 30 s: {report}");
+    assert!(
+        num(&report, "queue") > n_seeds,
+        "the queue did not grow beyond the seeds: {report}"
+    );
+    assert!(
+        num(&report, "edges") > num(&report, "initial_edges"),
+        "no new edges: {report}"
+    );
+    assert!(
+        num(&report, "executions") > 1000,
+        "too few executions for 30 s: {report}"
+    );
 
     let queue = json_files(&out.join("queue"));
-    assert_eq!(queue.len() as u64, num(&report, "queue"), "queue/ and the report disagree");
+    assert_eq!(
+        queue.len() as u64,
+        num(&report, "queue"),
+        "queue/ and the report disagree"
+    );
     for p in report["new_queue"].as_array().unwrap() {
-        assert!(Path::new(p.as_str().unwrap()).exists(), "reported queue entry {p} is missing");
+        assert!(
+            Path::new(p.as_str().unwrap()).exists(),
+            "reported queue entry {p} is missing"
+        );
     }
     let mut findings = json_files(&out.join("crashes"));
     findings.extend(json_files(&out.join("timeouts")));
@@ -100,8 +136,15 @@ fn system_fuzzing_requests_grows_queue_and_edges_and_writes_only_system_tests() 
     for p in &findings {
         if p.parent().unwrap().ends_with("crashes") {
             let v = assert_system_test(p);
-            assert!(v.get("files").is_none(), "requests reads no files: {}", p.display());
-            let args: Vec<&str> = v["args"].as_array().map(|a| a.iter().map(|x| x.as_str().unwrap()).collect()).unwrap_or_default();
+            assert!(
+                v.get("files").is_none(),
+                "requests reads no files: {}",
+                p.display()
+            );
+            let args: Vec<&str> = v["args"]
+                .as_array()
+                .map(|a| a.iter().map(|x| x.as_str().unwrap()).collect())
+                .unwrap_or_default();
             let stdin = match v.get("stdin") {
                 None => "",
                 Some(Value::String(s)) => s.as_str(),
@@ -117,15 +160,29 @@ fn system_fuzzing_requests_grows_queue_and_edges_and_writes_only_system_tests() 
             use std::io::Write;
             let _ = child.stdin.take().unwrap().write_all(stdin.as_bytes());
             let status = child.wait().unwrap();
-            assert!(status.code().is_none(), "{} did not crash on a plain run ({status})", p.display());
+            assert!(
+                status.code().is_none(),
+                "{} did not crash on a plain run ({status})",
+                p.display()
+            );
         }
     }
 
     // Resume: the queue is reloaded (through the system-test loader) and covers what it did.
     let again = sysfuzz(&prog, &seeds, &out, "2s", &[]);
-    assert!(num(&again, "initial_queue") >= num(&report, "queue"), "{again}");
-    assert!(num(&again, "initial_edges") >= num(&report, "edges"), "{again}");
-    assert!(again["crashes"].as_array().unwrap().iter().all(|c| !report["crashes"].as_array().unwrap().contains(c)));
+    assert!(
+        num(&again, "initial_queue") >= num(&report, "queue"),
+        "{again}"
+    );
+    assert!(
+        num(&again, "initial_edges") >= num(&report, "edges"),
+        "{again}"
+    );
+    assert!(again["crashes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .all(|c| !report["crashes"].as_array().unwrap().contains(c)));
 }
 
 const BOOM: &str = r#"
@@ -156,7 +213,11 @@ fn system_fuzzing_finds_the_boom_line_from_a_boot_seed() {
     let dir = tempfile::tempdir().unwrap();
     let prog = build_c(dir.path(), "boom", BOOM, "-O2");
     let seeds = dir.path().join("seeds");
-    write_test(&seeds, "boot", &serde_json::json!({ "stdin": "hello\nboot\nbye\n" }));
+    write_test(
+        &seeds,
+        "boot",
+        &serde_json::json!({ "stdin": "hello\nboot\nbye\n" }),
+    );
     write_test(&seeds, "quiet", &serde_json::json!({ "stdin": "zzz\n" }));
     let out = dir.path().join("out");
     let start = Instant::now();
@@ -168,13 +229,21 @@ fn system_fuzzing_finds_the_boom_line_from_a_boot_seed() {
     let mut boom = false;
     for c in crashes {
         let p = Path::new(c.as_str().unwrap());
-        assert!(p.starts_with(out.join("crashes")) || p.parent().unwrap().ends_with("crashes"), "{}", p.display());
+        assert!(
+            p.starts_with(out.join("crashes")) || p.parent().unwrap().ends_with("crashes"),
+            "{}",
+            p.display()
+        );
         let v = assert_system_test(p);
         let stdin = v["stdin"].as_str().unwrap_or("");
         boom |= stdin.lines().any(|l| l.starts_with("boom"));
     }
     assert!(boom, "no crash has a line starting with boom: {report}");
-    eprintln!("boom found after {:.1}s, {} executions", report["seconds"].as_f64().unwrap(), num(&report, "executions"));
+    eprintln!(
+        "boom found after {:.1}s, {} executions",
+        report["seconds"].as_f64().unwrap(),
+        num(&report, "executions")
+    );
 }
 
 const MAGIC: &str = r#"
@@ -214,9 +283,19 @@ fn cmplog_solves_decimal_numbers_in_arguments_and_stdin_without_a_dictionary() {
     let dir = tempfile::tempdir().unwrap();
     let prog = build_c(dir.path(), "magic", MAGIC, "-O2");
     let seeds = dir.path().join("seeds");
-    write_test(&seeds, "small", &serde_json::json!({ "args": ["5"], "stdin": "1\n7\n12\n" }));
+    write_test(
+        &seeds,
+        "small",
+        &serde_json::json!({ "args": ["5"], "stdin": "1\n7\n12\n" }),
+    );
     let out = dir.path().join("out");
-    let report = sysfuzz(&prog, &seeds, &out, "60s", &["--stop-on-crash", "--no-dict"]);
+    let report = sysfuzz(
+        &prog,
+        &seeds,
+        &out,
+        "60s",
+        &["--stop-on-crash", "--no-dict"],
+    );
     // On the lean build: its CmpLog hooks log what the recording runtime's would.
     assert_eq!(report["build"], "lean", "{report}");
     let crashes = report["crashes"].as_array().unwrap();
@@ -227,14 +306,30 @@ fn cmplog_solves_decimal_numbers_in_arguments_and_stdin_without_a_dictionary() {
     let t = trestle_bridge::system::systest::load_test(crash).unwrap();
     let spells = |b: &[u8], n: &[u8]| b.windows(n.len()).any(|w| w == n);
     let stdin = t.stdin.unwrap_or_default();
-    assert!(spells(&stdin, b"48813") && t.args.iter().any(|a| a.contains("3117")), "the crash does not spell both numbers: {v}");
-    eprintln!("magic found after {:.1}s, {} executions", report["seconds"].as_f64().unwrap(), num(&report, "executions"));
+    assert!(
+        spells(&stdin, b"48813") && t.args.iter().any(|a| a.contains("3117")),
+        "the crash does not spell both numbers: {v}"
+    );
+    eprintln!(
+        "magic found after {:.1}s, {} executions",
+        report["seconds"].as_f64().unwrap(),
+        num(&report, "executions")
+    );
 
     // Without CmpLog (and without a dictionary) the numbers are out of reach in a
     // short run: the crash above is the mechanism's doing.
     let out2 = dir.path().join("out2");
-    let blind = sysfuzz(&prog, &seeds, &out2, "10s", &["--stop-on-crash", "--no-dict", "--no-cmplog"]);
-    assert!(blind["crashes"].as_array().unwrap().is_empty(), "found without CmpLog: {blind}");
+    let blind = sysfuzz(
+        &prog,
+        &seeds,
+        &out2,
+        "10s",
+        &["--stop-on-crash", "--no-dict", "--no-cmplog"],
+    );
+    assert!(
+        blind["crashes"].as_array().unwrap().is_empty(),
+        "found without CmpLog: {blind}"
+    );
 }
 
 const WORDS: &str = r#"
@@ -263,9 +358,19 @@ fn cmplog_solves_strings_compared_by_routines_without_a_dictionary() {
     let dir = tempfile::tempdir().unwrap();
     let prog = build_c(dir.path(), "words", WORDS, "-O2");
     let seeds = dir.path().join("seeds");
-    write_test(&seeds, "small", &serde_json::json!({ "args": ["-x"], "stdin": "hello world, again\nline two\n" }));
+    write_test(
+        &seeds,
+        "small",
+        &serde_json::json!({ "args": ["-x"], "stdin": "hello world, again\nline two\n" }),
+    );
     let out = dir.path().join("out");
-    let report = sysfuzz(&prog, &seeds, &out, "60s", &["--stop-on-crash", "--no-dict"]);
+    let report = sysfuzz(
+        &prog,
+        &seeds,
+        &out,
+        "60s",
+        &["--stop-on-crash", "--no-dict"],
+    );
     assert_eq!(report["build"], "lean", "{report}");
     let crashes = report["crashes"].as_array().unwrap();
     assert!(!crashes.is_empty(), "no crash in 60 s: {report}");
@@ -273,11 +378,24 @@ fn cmplog_solves_strings_compared_by_routines_without_a_dictionary() {
     // base64 here, with other bytes around the line).
     let v = assert_system_test(Path::new(crashes[0].as_str().unwrap()));
     assert_eq!(v["args"][0], "--frobnicate", "{v}");
-    eprintln!("words found after {:.1}s, {} executions", report["seconds"].as_f64().unwrap(), num(&report, "executions"));
+    eprintln!(
+        "words found after {:.1}s, {} executions",
+        report["seconds"].as_f64().unwrap(),
+        num(&report, "executions")
+    );
 
     let out2 = dir.path().join("out2");
-    let blind = sysfuzz(&prog, &seeds, &out2, "10s", &["--stop-on-crash", "--no-dict", "--no-cmplog"]);
-    assert!(blind["crashes"].as_array().unwrap().is_empty(), "found without CmpLog: {blind}");
+    let blind = sysfuzz(
+        &prog,
+        &seeds,
+        &out2,
+        "10s",
+        &["--stop-on-crash", "--no-dict", "--no-cmplog"],
+    );
+    assert!(
+        blind["crashes"].as_array().unwrap().is_empty(),
+        "found without CmpLog: {blind}"
+    );
 }
 
 const LINES: &str = r#"
@@ -306,12 +424,31 @@ fn queue_entries_are_trimmed_to_what_their_coverage_needs() {
     let out = dir.path().join("out");
     let report = sysfuzz(&prog, &seeds, &out, "5s", &["--no-cmplog"]);
     assert!(num(&report, "executions") > 100, "{report}");
-    let stdins: Vec<String> =
-        json_files(&out.join("queue")).iter().map(|p| assert_system_test(p)["stdin"].as_str().unwrap_or("").to_owned()).collect();
+    let stdins: Vec<String> = json_files(&out.join("queue"))
+        .iter()
+        .map(|p| {
+            assert_system_test(p)["stdin"]
+                .as_str()
+                .unwrap_or("")
+                .to_owned()
+        })
+        .collect();
     // The seed's entry was rewritten: the untrimmed input is no longer in the queue.
-    assert!(!stdins.contains(&long), "the seed's queue entry was not trimmed");
-    let shortest = stdins.iter().filter(|s| s.contains("boot")).min_by_key(|s| s.len()).expect("an entry with the boot line");
-    assert!(shortest.len() < long.len() * 3 / 4, "trimmed too little: {} of {} bytes", shortest.len(), long.len());
+    assert!(
+        !stdins.contains(&long),
+        "the seed's queue entry was not trimmed"
+    );
+    let shortest = stdins
+        .iter()
+        .filter(|s| s.contains("boot"))
+        .min_by_key(|s| s.len())
+        .expect("an entry with the boot line");
+    assert!(
+        shortest.len() < long.len() * 3 / 4,
+        "trimmed too little: {} of {} bytes",
+        shortest.len(),
+        long.len()
+    );
 }
 
 /// Writes where its first argument says (a fuzzed input can make it write elsewhere),
@@ -337,20 +474,45 @@ fn fuzzed_runs_are_sandboxed_unless_asked_not_to_be() {
     // tree: unsandboxed, the fuzzer mutates this path, and the program writes only
     // below it.
     let away = tempfile::tempdir().unwrap();
-    let prog = build_c(dir.path(), "writer", &WRITER.replace("AWAY", away.path().to_str().unwrap()), "-O1");
+    let prog = build_c(
+        dir.path(),
+        "writer",
+        &WRITER.replace("AWAY", away.path().to_str().unwrap()),
+        "-O1",
+    );
     for sandboxed in [true, false] {
         let outside = away.path().join(format!("written-{sandboxed}"));
         let _ = std::fs::remove_file(&outside);
         let seeds = dir.path().join(format!("seeds-{sandboxed}"));
-        write_test(&seeds, "outside", &serde_json::json!({"args": [outside.to_str().unwrap()]}));
+        write_test(
+            &seeds,
+            "outside",
+            &serde_json::json!({"args": [outside.to_str().unwrap()]}),
+        );
         let out = dir.path().join(format!("out-{sandboxed}"));
-        let mut cmd = trestle(&[&"sysfuzz", &"--program", &prog, &"--seeds", &seeds, &"--out", &out, &"--time", &"2s", &"--json"]);
+        let mut cmd = trestle(&[
+            &"sysfuzz",
+            &"--program",
+            &prog,
+            &"--seeds",
+            &seeds,
+            &"--out",
+            &out,
+            &"--time",
+            &"2s",
+            &"--json",
+        ]);
         if !sandboxed {
             cmd.arg("--no-sandbox");
         }
         let r = run(&mut cmd);
         assert!(r.status.success(), "{}", String::from_utf8_lossy(&r.stderr));
-        assert_eq!(outside.exists(), !sandboxed, "sandboxed={sandboxed}: {}", outside.display());
+        assert_eq!(
+            outside.exists(),
+            !sandboxed,
+            "sandboxed={sandboxed}: {}",
+            outside.display()
+        );
         let _ = std::fs::remove_file(&outside);
     }
 }
@@ -409,13 +571,24 @@ fn runs_stop_at_a_calibrated_limit_and_only_real_hangs_are_timeouts() {
     let out = dir.path().join("out");
     let report = sysfuzz(&prog, &seeds, &out, "45s", &["--timeout", "5s"]);
     let limit = num(&report, "run_limit_ms");
-    assert!((20..=200).contains(&limit), "runs stopped at {limit} ms with seeds that run in about a millisecond: {report}");
-    let stdin_of = |p: &Value| assert_system_test(Path::new(p.as_str().unwrap()))["stdin"].as_str().unwrap_or("").to_owned();
+    assert!(
+        (20..=200).contains(&limit),
+        "runs stopped at {limit} ms with seeds that run in about a millisecond: {report}"
+    );
+    let stdin_of = |p: &Value| {
+        assert_system_test(Path::new(p.as_str().unwrap()))["stdin"]
+            .as_str()
+            .unwrap_or("")
+            .to_owned()
+    };
     let timeouts = report["timeouts"].as_array().unwrap();
     assert!(!timeouts.is_empty(), "no hang found in 45 s: {report}");
     for t in timeouts {
         let stdin = stdin_of(t);
-        assert!(stdin.lines().any(|l| l.starts_with("spin")), "a timeout that does not hang: {stdin:?}");
+        assert!(
+            stdin.lines().any(|l| l.starts_with("spin")),
+            "a timeout that does not hang: {stdin:?}"
+        );
     }
     // A run stopped at the short limit never joins the queue: no entry hangs, and
     // none is slow, though the fuzzer met slow inputs (the rerun of one with new
@@ -425,13 +598,30 @@ fn runs_stop_at_a_calibrated_limit_and_only_real_hangs_are_timeouts() {
         let p = e.unwrap().path();
         if p.extension().is_some_and(|x| x == "json") {
             entries += 1;
-            let stdin = assert_system_test(&p)["stdin"].as_str().unwrap_or("").to_owned();
-            assert!(!stdin.lines().any(|l| l.starts_with("spin")), "a hang in the queue: {} {stdin:?}", p.display());
-            assert!(!stdin.lines().any(|l| l.starts_with("slow")), "a slow input in the queue: {} {stdin:?}", p.display());
+            let stdin = assert_system_test(&p)["stdin"]
+                .as_str()
+                .unwrap_or("")
+                .to_owned();
+            assert!(
+                !stdin.lines().any(|l| l.starts_with("spin")),
+                "a hang in the queue: {} {stdin:?}",
+                p.display()
+            );
+            assert!(
+                !stdin.lines().any(|l| l.starts_with("slow")),
+                "a slow input in the queue: {} {stdin:?}",
+                p.display()
+            );
         }
     }
-    assert!(entries > 2, "the queue did not grow beyond the seeds: {report}");
-    assert!(num(&report, "slow_runs") > 0, "no run was stopped and ended within the hang limit: {report}");
+    assert!(
+        entries > 2,
+        "the queue did not grow beyond the seeds: {report}"
+    );
+    assert!(
+        num(&report, "slow_runs") > 0,
+        "no run was stopped and ended within the hang limit: {report}"
+    );
 }
 
 /// Planted length condition: consecutive empty lines counted in a signed byte, which
@@ -470,15 +660,26 @@ fn a_run_of_128_empty_lines_is_reached_by_repeating_a_line_an_interesting_number
     assert!(!crashes.is_empty(), "no crash in 30 s: {report}");
     let v = assert_system_test(Path::new(crashes[0].as_str().unwrap()));
     let stdin = v["stdin"].as_str().unwrap_or("");
-    assert!(stdin.contains(&"\n".repeat(128)), "the crash has no run of 128 empty lines");
+    assert!(
+        stdin.contains(&"\n".repeat(128)),
+        "the crash has no run of 128 empty lines"
+    );
 }
 
 /// The edge numbers of every branch guard of `program` (its branch dump).
 fn guard_dump(program: &Path) -> Vec<u8> {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("guards");
-    let st = Command::new(program).env("TRESTLE_BRANCH_DUMP", &out).stdin(std::process::Stdio::null()).status().unwrap();
-    assert!(st.success(), "{} did not dump its guards", program.display());
+    let st = Command::new(program)
+        .env("TRESTLE_BRANCH_DUMP", &out)
+        .stdin(std::process::Stdio::null())
+        .status()
+        .unwrap();
+    assert!(
+        st.success(),
+        "{} did not dump its guards",
+        program.display()
+    );
     std::fs::read(out).unwrap()
 }
 
@@ -505,19 +706,47 @@ fn the_system_fuzzer_runs_the_lean_sibling_only_while_it_belongs_to_the_program(
     let dir = tempfile::tempdir().unwrap();
     let prog = build_c(dir.path(), "boom", BOOM, "-O2");
     let lean = dir.path().join(".boom.trestle-lean");
-    let (big, small) = (std::fs::metadata(&prog).unwrap().len(), std::fs::metadata(&lean).expect("no lean sibling").len());
-    assert!(small * 20 < big, "the lean build ({small} bytes) is not much smaller than the program ({big})");
-    assert_eq!(guard_dump(&prog), guard_dump(&lean), "the two builds number their guards differently");
+    let (big, small) = (
+        std::fs::metadata(&prog).unwrap().len(),
+        std::fs::metadata(&lean).expect("no lean sibling").len(),
+    );
+    assert!(
+        small * 20 < big,
+        "the lean build ({small} bytes) is not much smaller than the program ({big})"
+    );
+    assert_eq!(
+        guard_dump(&prog),
+        guard_dump(&lean),
+        "the two builds number their guards differently"
+    );
     let seeds = dir.path().join("seeds");
     write_test(&seeds, "boot", &serde_json::json!({ "stdin": "boot\n" }));
-    let report = sysfuzz(&prog, &seeds, &dir.path().join("out"), "60s", &["--stop-on-crash"]);
+    let report = sysfuzz(
+        &prog,
+        &seeds,
+        &dir.path().join("out"),
+        "60s",
+        &["--stop-on-crash"],
+    );
     assert_eq!(report["build"], "lean", "{report}");
-    assert!(!report["crashes"].as_array().unwrap().is_empty(), "no crash on the lean build in 60 s: {report}");
+    assert!(
+        !report["crashes"].as_array().unwrap().is_empty(),
+        "no crash on the lean build in 60 s: {report}"
+    );
 
     // --repeat-seeds runs the seed unmutated through the same executor: many runs,
     // nothing new, no crash.
-    let rep = sysfuzz(&prog, &seeds, &dir.path().join("rep"), "2s", &["--repeat-seeds"]);
-    assert!(num(&rep, "executions") > 100 && num(&rep, "queue") == 1, "{rep}");
+    let rep = sysfuzz(
+        &prog,
+        &seeds,
+        &dir.path().join("rep"),
+        "2s",
+        &["--repeat-seeds"],
+    );
+    assert!(
+        num(&rep, "executions") > 100 && num(&rep, "queue") == 1,
+        "{rep}"
+    );
     assert!(rep["crashes"].as_array().unwrap().is_empty(), "{rep}");
 
     let off = sysfuzz(&prog, &seeds, &dir.path().join("off"), "1s", &["--no-lean"]);
@@ -527,11 +756,24 @@ fn the_system_fuzzer_runs_the_lean_sibling_only_while_it_belongs_to_the_program(
     // forkserver and, sandboxed or not, when it is started for every run.
     let named = build_c(dir.path(), "named", NAMED, "-O2");
     assert!(dir.path().join(".named.trestle-lean").exists());
-    for extra in [&[][..], &["--no-forkserver"][..], &["--no-forkserver", "--no-sandbox"][..]] {
-        let r = sysfuzz(&named, &seeds, &dir.path().join(format!("named{}", extra.len())), "3s", extra);
+    for extra in [
+        &[][..],
+        &["--no-forkserver"][..],
+        &["--no-forkserver", "--no-sandbox"][..],
+    ] {
+        let r = sysfuzz(
+            &named,
+            &seeds,
+            &dir.path().join(format!("named{}", extra.len())),
+            "3s",
+            extra,
+        );
         assert_eq!(r["build"], "lean", "{extra:?}: {r}");
         assert!(num(&r, "executions") > 20, "{extra:?}: {r}");
-        assert!(r["crashes"].as_array().unwrap().is_empty(), "{extra:?}: a run saw the sibling's name as argv[0]: {r}");
+        assert!(
+            r["crashes"].as_array().unwrap().is_empty(),
+            "{extra:?}: a run saw the sibling's name as argv[0]: {r}"
+        );
     }
 
     // Rebuilt without a sibling, then the old one put back: stale.
@@ -539,15 +781,29 @@ fn the_system_fuzzer_runs_the_lean_sibling_only_while_it_belongs_to_the_program(
     std::fs::rename(&lean, &stale).unwrap();
     let src = dir.path().join("boom.c");
     std::fs::write(&src, BOOM.replace("boom", "bang")).unwrap();
-    ok(Command::new(tool("trestle-cc")).env("TRESTLE_CC_LEAN", "0").arg("-O2").arg(&src).arg("-o").arg(&prog));
+    ok(Command::new(tool("trestle-cc"))
+        .env("TRESTLE_CC_LEAN", "0")
+        .arg("-O2")
+        .arg(&src)
+        .arg("-o")
+        .arg(&prog));
     assert!(!lean.exists(), "TRESTLE_CC_LEAN=0 linked a lean build");
     let none = sysfuzz(&prog, &seeds, &dir.path().join("none"), "1s", &[]);
     assert_eq!(none["build"], "program", "{none}");
-    assert!(none["build_note"].as_str().unwrap().contains("no lean build"), "{none}");
+    assert!(
+        none["build_note"]
+            .as_str()
+            .unwrap()
+            .contains("no lean build"),
+        "{none}"
+    );
     std::fs::rename(&stale, &lean).unwrap();
     let old = sysfuzz(&prog, &seeds, &dir.path().join("old"), "1s", &[]);
     assert_eq!(old["build"], "program", "{old}");
-    assert!(old["build_note"].as_str().unwrap().contains("stale"), "{old}");
+    assert!(
+        old["build_note"].as_str().unwrap().contains("stale"),
+        "{old}"
+    );
 }
 
 /// A line protocol that reads stdin only when told to (`read`): the seed is not, so
@@ -588,7 +844,11 @@ fn a_crash_mutated_from_a_lifted_test_descends_from_its_unit_and_a_seeds_mutants
     let prog = build_c(dir.path(), "gated", GATED_BOOM, "-O2");
     let seeds = dir.path().join("seeds");
     write_test(&seeds, "quiet", &serde_json::json!({ "stdin": "zzz\n" }));
-    let lifted = write_test(&dir.path().join("lifted"), "boot", &serde_json::json!({ "args": ["read"], "stdin": "boot\n" }));
+    let lifted = write_test(
+        &dir.path().join("lifted"),
+        "boot",
+        &serde_json::json!({ "args": ["read"], "stdin": "boot\n" }),
+    );
     let cfg = SysFuzzConfig {
         program: prog.clone(),
         seeds: load_tests(&seeds).unwrap(),
@@ -604,14 +864,22 @@ fn a_crash_mutated_from_a_lifted_test_descends_from_its_unit_and_a_seeds_mutants
         lean: false,
     };
     let mut f = SysFuzzer::new(cfg.clone()).unwrap();
-    let origin = LiftedOrigin { unit: "parse".into(), roadblock: Some("gated.c:10".into()) };
+    let origin = LiftedOrigin {
+        unit: "parse".into(),
+        roadblock: Some("gated.c:10".into()),
+    };
     f.set_origin(Some(origin.clone()));
     let test = trestle_bridge::system::systest::load_test(&lifted).unwrap();
-    assert!(f.add_test(&test).unwrap(), "the lifted test reaches new code");
+    assert!(
+        f.add_test(&test).unwrap(),
+        "the lifted test reaches new code"
+    );
     f.set_origin(None);
     let joined = f.take_report().unwrap().new_queue;
     assert_eq!(joined.len(), 1, "{joined:?}");
-    let d = f.descent_of(&joined[0]).expect("the lifted test is the unit's");
+    let d = f
+        .descent_of(&joined[0])
+        .expect("the lifted test is the unit's");
     assert_eq!((d.origin.clone(), d.generations), (origin.clone(), 0));
     let start = Instant::now();
     let mut crashes = Vec::new();
@@ -621,16 +889,27 @@ fn a_crash_mutated_from_a_lifted_test_descends_from_its_unit_and_a_seeds_mutants
         crashes.extend(rep.new_crashes);
     }
     assert!(!crashes.is_empty(), "no crash in 180 s");
-    let d = f.descent_of(&crashes[0]).unwrap_or_else(|| panic!("the crash {} does not descend from the lifted test", crashes[0].display()));
+    let d = f.descent_of(&crashes[0]).unwrap_or_else(|| {
+        panic!(
+            "the crash {} does not descend from the lifted test",
+            crashes[0].display()
+        )
+    });
     assert_eq!(d.origin, origin);
     assert!(d.generations >= 1, "{d:?}");
     // Every line names an entry or finding once, each parent on an earlier line; the
     // seed is a root that descends from no unit.
-    let text = std::fs::read_to_string(dir.path().join("out").join(trestle_bridge::system::fuzz::LINEAGE_FILE)).unwrap();
+    let text = std::fs::read_to_string(
+        dir.path()
+            .join("out")
+            .join(trestle_bridge::system::fuzz::LINEAGE_FILE),
+    )
+    .unwrap();
     let mut seen = std::collections::HashSet::new();
     let mut seed_roots = 0;
     for line in text.lines() {
-        let v: serde_json::Value = serde_json::from_str(line).unwrap_or_else(|e| panic!("{e}: {line}"));
+        let v: serde_json::Value =
+            serde_json::from_str(line).unwrap_or_else(|e| panic!("{e}: {line}"));
         let entry = v["entry"].as_str().unwrap().to_owned();
         if let Some(parent) = v["parent"].as_str() {
             assert!(seen.contains(parent), "{line}: parent not seen before");
@@ -642,7 +921,10 @@ fn a_crash_mutated_from_a_lifted_test_descends_from_its_unit_and_a_seeds_mutants
     }
     assert_eq!(seed_roots, 1, "{text}");
     let (entries, from_lifted) = f.lineage_counts();
-    assert!(from_lifted >= 2 && entries > from_lifted, "{entries} entries, {from_lifted} from the lifted test");
+    assert!(
+        from_lifted >= 2 && entries > from_lifted,
+        "{entries} entries, {from_lifted} from the lifted test"
+    );
     drop(f);
     // Started again on the same directory (a resumed campaign): the lineage is read back.
     let f = SysFuzzer::new(cfg).unwrap();

@@ -10,7 +10,8 @@ use std::process::Command;
 use trestle_tests::*;
 
 fn json(p: &Path) -> Value {
-    serde_json::from_slice(&std::fs::read(p).unwrap_or_else(|e| panic!("{}: {e}", p.display()))).unwrap()
+    serde_json::from_slice(&std::fs::read(p).unwrap_or_else(|e| panic!("{}: {e}", p.display())))
+        .unwrap()
 }
 
 /// An AFL++ instance directory as afl-fuzz leaves it, with these crashes.
@@ -19,12 +20,32 @@ fn afl_dir(root: &Path, crashes: &[(&str, &[u8])]) -> std::path::PathBuf {
     std::fs::create_dir_all(inst.join("crashes")).unwrap();
     std::fs::create_dir_all(inst.join("hangs")).unwrap();
     std::fs::write(inst.join("fuzzer_stats"), "start_time        : 1\ncommand_line      : afl-fuzz -i in -o out -V 60 -- /elsewhere/parse-afl @@\n").unwrap();
-    std::fs::write(inst.join("crashes/README.txt"), "Command line used to find this crash: ...\n").unwrap();
+    std::fs::write(
+        inst.join("crashes/README.txt"),
+        "Command line used to find this crash: ...\n",
+    )
+    .unwrap();
     for (i, (op, bytes)) in crashes.iter().enumerate() {
-        std::fs::write(inst.join("crashes").join(format!("id:{i:06},sig:11,src:000000,time:{},execs:{},op:{op}", 100 * (i + 1), 50 * (i + 1))), bytes).unwrap();
+        std::fs::write(
+            inst.join("crashes").join(format!(
+                "id:{i:06},sig:11,src:000000,time:{},execs:{},op:{op}",
+                100 * (i + 1),
+                50 * (i + 1)
+            )),
+            bytes,
+        )
+        .unwrap();
     }
-    std::fs::write(inst.join("hangs/id:000000,src:000000,time:700,execs:600,op:havoc,rep:2"), b"slow").unwrap();
-    std::fs::write(inst.join("hangs/id:000001,src:000000,time:900,execs:700,op:havoc,rep:4"), b"Loop").unwrap();
+    std::fs::write(
+        inst.join("hangs/id:000000,src:000000,time:700,execs:600,op:havoc,rep:2"),
+        b"slow",
+    )
+    .unwrap();
+    std::fs::write(
+        inst.join("hangs/id:000001,src:000000,time:900,execs:700,op:havoc,rep:4"),
+        b"Loop",
+    )
+    .unwrap();
     root.to_owned()
 }
 
@@ -33,13 +54,35 @@ fn crashes_from_another_fuzzer_are_sorted_into_bugs_and_what_does_not_reproduce_
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
     let plain = d.join("parse");
-    ok(Command::new("clang-19").args(["-O2", "-g"]).arg(subject("triage").join("parse.c")).arg("-o").arg(&plain));
+    ok(Command::new("clang-19")
+        .args(["-O2", "-g"])
+        .arg(subject("triage").join("parse.c"))
+        .arg("-o")
+        .arg(&plain));
     let afl = afl_dir(
         &d.join("afl"),
-        &[("havoc", b"A1"), ("havoc", b"Bzz"), ("flip1", b"A2xx"), ("havoc", b"Rabc"), ("havoc", b"Rq"), ("havoc", b"ok")],
+        &[
+            ("havoc", b"A1"),
+            ("havoc", b"Bzz"),
+            ("flip1", b"A2xx"),
+            ("havoc", b"Rabc"),
+            ("havoc", b"Rq"),
+            ("havoc", b"ok"),
+        ],
     );
     let out = d.join("triage");
-    let stdout = ok(&mut trestle(&[&"triage", &"--program", &plain, &"--out", &out, &"--reduce-time", &"20s", &"--hang-timeout", &"1s", &afl]));
+    let stdout = ok(&mut trestle(&[
+        &"triage",
+        &"--program",
+        &plain,
+        &"--out",
+        &out,
+        &"--reduce-time",
+        &"20s",
+        &"--hang-timeout",
+        &"1s",
+        &afl,
+    ]));
     let t = json(&out.join("triage.json"));
     assert_eq!(t["inputs"], 8, "{t}");
     let groups = t["groups"].as_array().unwrap();
@@ -47,24 +90,66 @@ fn crashes_from_another_fuzzer_are_sorted_into_bugs_and_what_does_not_reproduce_
     // two recursions, out of stack at different depths, one; the loop one.
     assert_eq!(groups.len(), 4, "{t}");
     let members = |g: &Value| -> Vec<String> {
-        g["members"].as_array().unwrap().iter().map(|m| std::fs::read_to_string(m.as_str().unwrap()).unwrap()).collect()
+        g["members"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|m| std::fs::read_to_string(m.as_str().unwrap()).unwrap())
+            .collect()
     };
     let mut by_members: Vec<Vec<String>> = groups.iter().map(members).collect();
     by_members.iter_mut().for_each(|m| m.sort());
     by_members.sort();
-    assert_eq!(by_members, vec![vec!["A1", "Bzz"], vec!["A2xx"], vec!["Loop"], vec!["Rabc", "Rq"]], "{t}");
-    let overflow = groups.iter().find(|g| g["key"].as_str().unwrap().starts_with("stack-overflow")).expect("the recursion's group");
-    assert_eq!(std::fs::read(overflow["smallest"].as_str().unwrap()).unwrap(), b"Rq");
+    assert_eq!(
+        by_members,
+        vec![
+            vec!["A1", "Bzz"],
+            vec!["A2xx"],
+            vec!["Loop"],
+            vec!["Rabc", "Rq"]
+        ],
+        "{t}"
+    );
+    let overflow = groups
+        .iter()
+        .find(|g| g["key"].as_str().unwrap().starts_with("stack-overflow"))
+        .expect("the recursion's group");
+    assert_eq!(
+        std::fs::read(overflow["smallest"].as_str().unwrap()).unwrap(),
+        b"Rq"
+    );
     // The hang is named by where it spins.
-    let hang = groups.iter().find(|g| g["key"].as_str().unwrap().starts_with("hang@")).expect("the loop's group");
-    assert!(hang["signature"].as_str().unwrap().starts_with("hang in spin"), "{hang}");
+    let hang = groups
+        .iter()
+        .find(|g| g["key"].as_str().unwrap().starts_with("hang@"))
+        .expect("the loop's group");
+    assert!(
+        hang["signature"]
+            .as_str()
+            .unwrap()
+            .starts_with("hang in spin"),
+        "{hang}"
+    );
     // The input that exits normally and the hang input that ends are dropped, each
     // with why.
     let dropped = t["dropped"].as_array().unwrap();
     assert_eq!(dropped.len(), 2, "{t}");
-    assert!(dropped.iter().any(|x| x["kind"] == "afl-crash" && x["reason"].as_str().unwrap().contains("does not crash")), "{t}");
-    assert!(dropped.iter().any(|x| x["kind"] == "afl-hang" && x["reason"].as_str().unwrap().contains("does not hang")), "{t}");
-    assert!(stdout.contains("6 reproduce (crash, hang or run out of memory) as 4 bug(s), 2 dropped"), "{stdout}");
+    assert!(
+        dropped.iter().any(|x| x["kind"] == "afl-crash"
+            && x["reason"].as_str().unwrap().contains("does not crash")),
+        "{t}"
+    );
+    assert!(
+        dropped
+            .iter()
+            .any(|x| x["kind"] == "afl-hang"
+                && x["reason"].as_str().unwrap().contains("does not hang")),
+        "{t}"
+    );
+    assert!(
+        stdout.contains("6 reproduce (crash, hang or run out of memory) as 4 bug(s), 2 dropped"),
+        "{stdout}"
+    );
     // Each bug is an alarm folder whose reduced reproducer crashes the program as
     // the AFL++ command line ran it (the input as the file `@@` named).
     let alarms = alarm_list(&out);
@@ -72,25 +157,69 @@ fn crashes_from_another_fuzzer_are_sorted_into_bugs_and_what_does_not_reproduce_
     for a in &alarms {
         assert_eq!(a["source"], "triage");
         if a["signature"].as_str().unwrap().starts_with("hang") {
-            let reduced = json(&out.join("alarms").join(a["id"].as_str().unwrap()).join("reduced.json"));
-            assert_eq!(reduced["files"]["input"], "L", "the hang's input reduced to its one byte: {reduced}");
+            let reduced = json(
+                &out.join("alarms")
+                    .join(a["id"].as_str().unwrap())
+                    .join("reduced.json"),
+            );
+            assert_eq!(
+                reduced["files"]["input"], "L",
+                "the hang's input reduced to its one byte: {reduced}"
+            );
             continue;
         }
-        let reduced = out.join("alarms").join(a["id"].as_str().unwrap()).join("reduced.json");
-        let v = ok(&mut trestle(&[&"validate", &"--program", &plain, &reduced, &"--json"]));
-        assert!(v.contains("\"crash\":\"") || v.contains("\"crash\": \""), "{v}");
+        let reduced = out
+            .join("alarms")
+            .join(a["id"].as_str().unwrap())
+            .join("reduced.json");
+        let v = ok(&mut trestle(&[
+            &"validate",
+            &"--program",
+            &plain,
+            &reduced,
+            &"--json",
+        ]));
+        assert!(
+            v.contains("\"crash\":\"") || v.contains("\"crash\": \""),
+            "{v}"
+        );
         let summary = std::fs::read_to_string(reduced.with_file_name("summary.md")).unwrap();
-        assert!(summary.starts_with("# Crash triaged from an AFL++ crash"), "{summary}");
+        assert!(
+            summary.starts_with("# Crash triaged from an AFL++ crash"),
+            "{summary}"
+        );
     }
 
     // Against that triage, the same crashes are nothing new; a new bug is. Checked
     // on a build without bug two as well, that bug alone is build-dependent.
     let fixed = d.join("parse-fixed");
-    ok(Command::new("clang-19").args(["-O2", "-g", "-DFIX_TWO"]).arg(subject("triage").join("parse.c")).arg("-o").arg(&fixed));
+    ok(Command::new("clang-19")
+        .args(["-O2", "-g", "-DFIX_TWO"])
+        .arg(subject("triage").join("parse.c"))
+        .arg("-o")
+        .arg(&fixed));
     let also = format!("fixed={}", fixed.display());
-    let again = ok(&mut trestle(&[&"triage", &"--program", &plain, &"--out", &d.join("again"), &"--no-reduce", &"--also-on", &also, &"--fail-on-new", &out, &afl]));
+    let again = ok(&mut trestle(&[
+        &"triage",
+        &"--program",
+        &plain,
+        &"--out",
+        &d.join("again"),
+        &"--no-reduce",
+        &"--also-on",
+        &also,
+        &"--fail-on-new",
+        &out,
+        &afl,
+    ]));
     assert!(!again.contains("NEW "), "{again}");
-    assert_eq!(again.matches("build-dependent: does not reproduce on the fixed build").count(), 1, "{again}");
+    assert_eq!(
+        again
+            .matches("build-dependent: does not reproduce on the fixed build")
+            .count(),
+        1,
+        "{again}"
+    );
     let t = json(&d.join("again/triage.json"));
     for g in t["groups"].as_array().unwrap() {
         let two = std::fs::read(g["smallest"].as_str().unwrap()).unwrap() == b"A2xx";
@@ -99,30 +228,115 @@ fn crashes_from_another_fuzzer_are_sorted_into_bugs_and_what_does_not_reproduce_
     // On a build without bug two, A2B goes on to bug one: a crash of the same class
     // in the same function, on another line, is not bug two reproducing.
     let two_then_one = afl_dir(&d.join("afl-a2b"), &[("havoc", b"A2B")]);
-    ok(&mut trestle(&[&"triage", &"--program", &plain, &"--out", &d.join("a2b"), &"--no-reduce", &"--also-on", &also, &two_then_one]));
+    ok(&mut trestle(&[
+        &"triage",
+        &"--program",
+        &plain,
+        &"--out",
+        &d.join("a2b"),
+        &"--no-reduce",
+        &"--also-on",
+        &also,
+        &two_then_one,
+    ]));
     let alarms = alarm_list(&d.join("a2b"));
-    let two = alarms.iter().find(|a| a["signature"].as_str().unwrap().starts_with("SIGSEGV")).expect("bug two's alarm");
-    let fixed_run = two["builds"].as_array().unwrap().iter().find(|b| b["role"] == "fixed").expect("the fixed build's check").clone();
+    let two = alarms
+        .iter()
+        .find(|a| a["signature"].as_str().unwrap().starts_with("SIGSEGV"))
+        .expect("bug two's alarm");
+    let fixed_run = two["builds"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|b| b["role"] == "fixed")
+        .expect("the fixed build's check")
+        .clone();
     assert_eq!(fixed_run["reproduces"], false, "{two}");
-    assert!(fixed_run["ended"].as_str().unwrap().contains("store < via_b"), "how it ended there: {two}");
+    assert!(
+        fixed_run["ended"]
+            .as_str()
+            .unwrap()
+            .contains("store < via_b"),
+        "how it ended there: {two}"
+    );
     // A campaign's tests say nothing of whether they crash or hang: one that runs
     // into the crash check's CPU limit is tried as a hang.
     let tests = d.join("tests");
     write_test(&tests, "loops", &serde_json::json!({"stdin": "Lxx"}));
     write_test(&tests, "fine", &serde_json::json!({"stdin": "fine"}));
-    let mixed = ok(&mut trestle(&[&"triage", &"--program", &plain, &"--out", &d.join("mixed"), &"--no-reduce", &"--hang-timeout", &"1s", &tests]));
+    let mixed = ok(&mut trestle(&[
+        &"triage",
+        &"--program",
+        &plain,
+        &"--out",
+        &d.join("mixed"),
+        &"--no-reduce",
+        &"--hang-timeout",
+        &"1s",
+        &tests,
+    ]));
     let t = json(&d.join("mixed/triage.json"));
     assert_eq!(t["groups"].as_array().unwrap().len(), 1, "{mixed}\n{t}");
-    assert!(t["groups"][0]["signature"].as_str().unwrap().starts_with("hang in spin"), "{t}");
-    assert_eq!(t["dropped"].as_array().unwrap().len(), 1, "the test that ends: {t}");
-    let bad = run(&mut trestle(&[&"triage", &"--program", &plain, &"--out", &d.join("bad"), &"--also-on", &"nothing-here", &afl]));
-    assert!(!bad.status.success() && String::from_utf8_lossy(&bad.stderr).contains("is not ROLE=PROGRAM"), "{bad:?}");
+    assert!(
+        t["groups"][0]["signature"]
+            .as_str()
+            .unwrap()
+            .starts_with("hang in spin"),
+        "{t}"
+    );
+    assert_eq!(
+        t["dropped"].as_array().unwrap().len(),
+        1,
+        "the test that ends: {t}"
+    );
+    let bad = run(&mut trestle(&[
+        &"triage",
+        &"--program",
+        &plain,
+        &"--out",
+        &d.join("bad"),
+        &"--also-on",
+        &"nothing-here",
+        &afl,
+    ]));
+    assert!(
+        !bad.status.success()
+            && String::from_utf8_lossy(&bad.stderr).contains("is not ROLE=PROGRAM"),
+        "{bad:?}"
+    );
     let only_a1 = afl_dir(&d.join("afl-a1"), &[("havoc", b"A1")]);
     let first = d.join("first");
-    ok(&mut trestle(&[&"triage", &"--program", &plain, &"--out", &first, &"--no-reduce", &only_a1]));
-    let r = run(&mut trestle(&[&"triage", &"--program", &plain, &"--out", &d.join("later"), &"--no-reduce", &"--fail-on-new", &first, &afl]));
-    assert_eq!(r.status.code(), Some(1), "{}", String::from_utf8_lossy(&r.stderr));
-    assert_eq!(String::from_utf8_lossy(&r.stdout).matches("NEW ").count(), 2, "A2 and the recursion are new (the loop hangs in both)");
+    ok(&mut trestle(&[
+        &"triage",
+        &"--program",
+        &plain,
+        &"--out",
+        &first,
+        &"--no-reduce",
+        &only_a1,
+    ]));
+    let r = run(&mut trestle(&[
+        &"triage",
+        &"--program",
+        &plain,
+        &"--out",
+        &d.join("later"),
+        &"--no-reduce",
+        &"--fail-on-new",
+        &first,
+        &afl,
+    ]));
+    assert_eq!(
+        r.status.code(),
+        Some(1),
+        "{}",
+        String::from_utf8_lossy(&r.stderr)
+    );
+    assert_eq!(
+        String::from_utf8_lossy(&r.stdout).matches("NEW ").count(),
+        2,
+        "A2 and the recursion are new (the loop hangs in both)"
+    );
 }
 
 #[test]
@@ -132,15 +346,36 @@ fn inputs_of_the_wrong_kind_and_programs_that_do_not_start_are_one_line_errors()
     let empty = d.join("empty");
     std::fs::create_dir(&empty).unwrap();
     std::fs::write(empty.join("README.txt"), "nothing here").unwrap();
-    let r = run(&mut trestle(&[&"triage", &"--program", &"/bin/true", &"--out", &d.join("o"), &empty]));
+    let r = run(&mut trestle(&[
+        &"triage",
+        &"--program",
+        &"/bin/true",
+        &"--out",
+        &d.join("o"),
+        &empty,
+    ]));
     assert_eq!(r.status.code(), Some(2));
     let err = String::from_utf8_lossy(&r.stderr);
-    assert!(err.contains("holds no inputs to triage") && err.lines().count() == 1, "{err}");
+    assert!(
+        err.contains("holds no inputs to triage") && err.lines().count() == 1,
+        "{err}"
+    );
     let input = d.join("crash-1");
     std::fs::write(&input, b"x").unwrap();
-    let r = run(&mut trestle(&[&"triage", &"--program", &d.join("missing"), &"--out", &d.join("o"), &input]));
+    let r = run(&mut trestle(&[
+        &"triage",
+        &"--program",
+        &d.join("missing"),
+        &"--out",
+        &d.join("o"),
+        &input,
+    ]));
     assert_eq!(r.status.code(), Some(2));
-    assert!(String::from_utf8_lossy(&r.stderr).contains("missing"), "{}", String::from_utf8_lossy(&r.stderr));
+    assert!(
+        String::from_utf8_lossy(&r.stderr).contains("missing"),
+        "{}",
+        String::from_utf8_lossy(&r.stderr)
+    );
 }
 
 /// A reader that allocates until its memory runs out, and one that asks for far too
@@ -152,38 +387,88 @@ fn a_program_that_runs_out_of_memory_is_one_finding_and_a_failed_allocation_it_h
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
     let plain = d.join("grow");
-    ok(Command::new("clang-19").args(["-O2", "-g"]).arg(subject("triage").join("grow.c")).arg("-o").arg(&plain));
+    ok(Command::new("clang-19")
+        .args(["-O2", "-g"])
+        .arg(subject("triage").join("grow.c"))
+        .arg("-o")
+        .arg(&plain));
     let inputs = d.join("in");
     std::fs::create_dir(&inputs).unwrap();
     std::fs::write(inputs.join("oom-1"), b"Gxyz").unwrap();
     std::fs::write(inputs.join("grows"), b"Gq").unwrap();
     std::fs::write(inputs.join("crash-2"), b"S").unwrap();
     let out = d.join("triage");
-    let stdout = ok(&mut trestle(&[&"triage", &"--program", &plain, &"--out", &out, &"--reduce-time", &"20s", &"--hang-timeout", &"1s", &inputs]));
+    let stdout = ok(&mut trestle(&[
+        &"triage",
+        &"--program",
+        &plain,
+        &"--out",
+        &out,
+        &"--reduce-time",
+        &"20s",
+        &"--hang-timeout",
+        &"1s",
+        &inputs,
+    ]));
     let t = json(&out.join("triage.json"));
     let groups = t["groups"].as_array().unwrap();
     assert_eq!(groups.len(), 1, "{stdout}\n{t}");
     let g = &groups[0];
-    assert!(g["key"].as_str().unwrap().starts_with("out-of-memory@grow<main"), "{g}");
+    assert!(
+        g["key"]
+            .as_str()
+            .unwrap()
+            .starts_with("out-of-memory@grow<main"),
+        "{g}"
+    );
     assert_eq!(g["members"].as_array().unwrap().len(), 2, "{g}");
     let dropped = t["dropped"].as_array().unwrap();
     assert_eq!(dropped.len(), 1, "{t}");
-    assert!(dropped[0]["input"].as_str().unwrap().ends_with("crash-2"), "the handled failure: {t}");
+    assert!(
+        dropped[0]["input"].as_str().unwrap().ends_with("crash-2"),
+        "the handled failure: {t}"
+    );
     let alarms = alarm_list(&out);
     assert_eq!(alarms.len(), 1);
     let alarm = out.join("alarms").join(alarms[0]["id"].as_str().unwrap());
     let reduced = json(&alarm.join("reduced.json"));
-    assert_eq!(reduced["stdin"], "G", "reduced to the byte that makes it grow: {reduced}");
+    assert_eq!(
+        reduced["stdin"], "G",
+        "reduced to the byte that makes it grow: {reduced}"
+    );
     let summary = std::fs::read_to_string(alarm.join("summary.md")).unwrap();
-    assert!(summary.starts_with("# Out of memory triaged from"), "{summary}");
+    assert!(
+        summary.starts_with("# Out of memory triaged from"),
+        "{summary}"
+    );
     // SARIF names the class as a rule of its own.
     let report = std::fs::read_to_string(out.join("report.md")).unwrap();
-    assert!(report.contains("`out-of-memory in grow < main` | 2 | "), "{report}");
+    assert!(
+        report.contains("`out-of-memory in grow < main` | 2 | "),
+        "{report}"
+    );
     let sarif = d.join("oom.sarif");
-    ok(&mut trestle(&[&"triage", &"--program", &plain, &"--out", &d.join("again"), &"--no-reduce", &"--sarif", &sarif, &inputs]));
+    ok(&mut trestle(&[
+        &"triage",
+        &"--program",
+        &plain,
+        &"--out",
+        &d.join("again"),
+        &"--no-reduce",
+        &"--sarif",
+        &sarif,
+        &inputs,
+    ]));
     let s = json(&sarif);
     let rules = &s["runs"][0]["tool"]["driver"]["rules"];
-    assert!(rules.as_array().unwrap().iter().any(|r| r["id"] == "out-of-memory" && r["name"] == "OutOfMemory"), "{rules}");
+    assert!(
+        rules
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|r| r["id"] == "out-of-memory" && r["name"] == "OutOfMemory"),
+        "{rules}"
+    );
 }
 
 /// A crash that one build leaves without frames (it smashed its stack: the return
@@ -195,29 +480,80 @@ fn a_crash_without_frames_is_named_by_another_build_that_has_them() {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
     let smashed = d.join("parse-smashed");
-    ok(Command::new("clang-19").args(["-O2", "-g", "-DSMASH_FRAMES"]).arg(subject("triage").join("parse.c")).arg("-o").arg(&smashed));
+    ok(Command::new("clang-19")
+        .args(["-O2", "-g", "-DSMASH_FRAMES"])
+        .arg(subject("triage").join("parse.c"))
+        .arg("-o")
+        .arg(&smashed));
     let framed = d.join("parse");
-    ok(Command::new("clang-19").args(["-O2", "-g"]).arg(subject("triage").join("parse.c")).arg("-o").arg(&framed));
+    ok(Command::new("clang-19")
+        .args(["-O2", "-g"])
+        .arg(subject("triage").join("parse.c"))
+        .arg("-o")
+        .arg(&framed));
     let afl = afl_dir(&d.join("afl"), &[("havoc", b"S"), ("havoc", b"Sxy")]);
     let segv = |out: &Path| -> Vec<Value> {
-        alarm_list(out).into_iter().filter(|a| a["signature"].as_str().unwrap().starts_with("SIGSEGV")).collect()
+        alarm_list(out)
+            .into_iter()
+            .filter(|a| a["signature"].as_str().unwrap().starts_with("SIGSEGV"))
+            .collect()
     };
     // Alone, the smashed build has nothing to name the crash by.
     let alone = d.join("alone");
-    ok(&mut trestle(&[&"triage", &"--program", &smashed, &"--out", &alone, &"--no-reduce", &"--hang-timeout", &"1s", &afl]));
+    ok(&mut trestle(&[
+        &"triage",
+        &"--program",
+        &smashed,
+        &"--out",
+        &alone,
+        &"--no-reduce",
+        &"--hang-timeout",
+        &"1s",
+        &afl,
+    ]));
     let a = segv(&alone);
     assert_eq!(a.len(), 1, "{a:?}");
-    assert_eq!(a[0]["signature"], "SIGSEGV (no frames)", "the smashed build must leave no frames: {a:?}");
+    assert_eq!(
+        a[0]["signature"], "SIGSEGV (no frames)",
+        "the smashed build must leave no frames: {a:?}"
+    );
     // Checked on a build that has frames too: named by them.
     let named = d.join("named");
     let also = format!("framed={}", framed.display());
-    ok(&mut trestle(&[&"triage", &"--program", &smashed, &"--out", &named, &"--no-reduce", &"--hang-timeout", &"1s", &"--also-on", &also, &afl]));
+    ok(&mut trestle(&[
+        &"triage",
+        &"--program",
+        &smashed,
+        &"--out",
+        &named,
+        &"--no-reduce",
+        &"--hang-timeout",
+        &"1s",
+        &"--also-on",
+        &also,
+        &afl,
+    ]));
     let a = segv(&named);
     assert_eq!(a.len(), 1, "{a:?}");
     assert_eq!(a[0]["function"], "smash", "{a:?}");
-    assert!(a[0]["signature"].as_str().unwrap().starts_with("SIGSEGV in smash"), "{a:?}");
-    let summary = std::fs::read_to_string(named.join("alarms").join(a[0]["id"].as_str().unwrap()).join("summary.md")).unwrap();
-    assert!(summary.contains("the frames above are the framed build's"), "{summary}");
+    assert!(
+        a[0]["signature"]
+            .as_str()
+            .unwrap()
+            .starts_with("SIGSEGV in smash"),
+        "{a:?}"
+    );
+    let summary = std::fs::read_to_string(
+        named
+            .join("alarms")
+            .join(a[0]["id"].as_str().unwrap())
+            .join("summary.md"),
+    )
+    .unwrap();
+    assert!(
+        summary.contains("the frames above are the framed build's"),
+        "{summary}"
+    );
 }
 
 /// A program that quotes the file name it cannot open in its error, as coreutils do,
@@ -245,15 +581,51 @@ fn an_error_that_quotes_memory_exhausted_from_the_input_is_no_out_of_memory() {
     let d = dir.path();
     let prog = build_c(d, "quotes", QUOTES, "-O1");
     let tests = d.join("tests");
-    write_test(&tests, "exits", &serde_json::json!({ "args": ["cfg memory exhausted"] }));
-    write_test(&tests, "crashes", &serde_json::json!({ "args": ["cfg.txt memory exhausted!"] }));
-    let out = run(&mut trestle(&[&"validate", &tests, &"--program", &prog, &"--json"]));
-    let lines: Vec<Value> = String::from_utf8_lossy(&out.stdout).lines().map(|l| serde_json::from_str(l).unwrap()).collect();
-    let by = |name: &str| lines.iter().find(|l| l["test"].as_str().unwrap().ends_with(&format!("{name}.json"))).unwrap().clone();
+    write_test(
+        &tests,
+        "exits",
+        &serde_json::json!({ "args": ["cfg memory exhausted"] }),
+    );
+    write_test(
+        &tests,
+        "crashes",
+        &serde_json::json!({ "args": ["cfg.txt memory exhausted!"] }),
+    );
+    let out = run(&mut trestle(&[
+        &"validate",
+        &tests,
+        &"--program",
+        &prog,
+        &"--json",
+    ]));
+    let lines: Vec<Value> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let by = |name: &str| {
+        lines
+            .iter()
+            .find(|l| {
+                l["test"]
+                    .as_str()
+                    .unwrap()
+                    .ends_with(&format!("{name}.json"))
+            })
+            .unwrap()
+            .clone()
+    };
     let exits = by("exits");
     assert_eq!(exits["status"], "exit 1", "{exits}");
-    assert!(exits["limit"].is_null(), "an echoed phrase is no memory limit: {exits}");
+    assert!(
+        exits["limit"].is_null(),
+        "an echoed phrase is no memory limit: {exits}"
+    );
     let crashes = by("crashes");
     assert!(crashes["limit"].is_null(), "{crashes}");
-    assert!(crashes["crash"].as_str().is_some_and(|c| c.starts_with("SIGSEGV in main")), "{crashes}");
+    assert!(
+        crashes["crash"]
+            .as_str()
+            .is_some_and(|c| c.starts_with("SIGSEGV in main")),
+        "{crashes}"
+    );
 }

@@ -16,7 +16,9 @@ use std::os::fd::AsRawFd as _;
 /// The cores this process may run on.
 pub fn allowed() -> Vec<usize> {
     match sched_getaffinity(Pid::from_raw(0)) {
-        Ok(set) => (0..CpuSet::count()).filter(|&c| set.is_set(c).unwrap_or(false)).collect(),
+        Ok(set) => (0..CpuSet::count())
+            .filter(|&c| set.is_set(c).unwrap_or(false))
+            .collect(),
         Err(_) => Vec::new(),
     }
 }
@@ -25,14 +27,24 @@ pub fn allowed() -> Vec<usize> {
 /// kernel threads, which have no `VmSize`, are per-core by nature and do not count).
 fn bound_elsewhere() -> BTreeSet<usize> {
     let me = std::process::id().to_string();
-    let Ok(procs) = std::fs::read_dir("/proc") else { return BTreeSet::new() };
+    let Ok(procs) = std::fs::read_dir("/proc") else {
+        return BTreeSet::new();
+    };
     procs
         .filter_map(|e| e.ok())
-        .filter(|e| e.file_name().to_str().is_some_and(|n| n.bytes().all(|b| b.is_ascii_digit()) && n != me))
+        .filter(|e| {
+            e.file_name()
+                .to_str()
+                .is_some_and(|n| n.bytes().all(|b| b.is_ascii_digit()) && n != me)
+        })
         .filter_map(|e| std::fs::read_to_string(e.path().join("status")).ok())
         .filter(|status| status.lines().any(|l| l.starts_with("VmSize:")))
         .filter_map(|status| {
-            let list = status.lines().find_map(|l| l.strip_prefix("Cpus_allowed_list:"))?.trim().to_string();
+            let list = status
+                .lines()
+                .find_map(|l| l.strip_prefix("Cpus_allowed_list:"))?
+                .trim()
+                .to_string();
             list.parse::<usize>().ok()
         })
         .collect()
@@ -41,7 +53,12 @@ fn bound_elsewhere() -> BTreeSet<usize> {
 /// Take the lock of `core`; false if another process holds it. Held until exit.
 fn lock(core: usize) -> bool {
     let path = format!("/dev/shm/trestle-core-{core}.lock");
-    let Ok(file) = std::fs::OpenOptions::new().create(true).truncate(false).write(true).open(&path) else {
+    let Ok(file) = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&path)
+    else {
         // No lock to take (no /dev/shm): the scan of bound processes decides alone.
         return true;
     };
@@ -66,7 +83,10 @@ pub fn pin(core: usize) -> std::io::Result<()> {
 /// AFL++ does).
 pub fn free_core() -> Option<usize> {
     let elsewhere = bound_elsewhere();
-    allowed().into_iter().filter(|c| !elsewhere.contains(c)).find(|&c| lock(c))
+    allowed()
+        .into_iter()
+        .filter(|c| !elsewhere.contains(c))
+        .find(|&c| lock(c))
 }
 
 #[cfg(test)]
@@ -83,7 +103,11 @@ mod tests {
         let path = format!("/dev/shm/trestle-core-{core}.lock");
         let held = std::fs::File::open(&path).expect("lock file");
         // SAFETY: flock on a descriptor we own.
-        let got = unsafe { nix::libc::flock(held.as_raw_fd(), nix::libc::LOCK_EX | nix::libc::LOCK_NB) };
-        assert_ne!(got, 0, "the lock is held (a second open file description cannot take it)");
+        let got =
+            unsafe { nix::libc::flock(held.as_raw_fd(), nix::libc::LOCK_EX | nix::libc::LOCK_NB) };
+        assert_ne!(
+            got, 0,
+            "the lock is held (a second open file description cannot take it)"
+        );
     }
 }

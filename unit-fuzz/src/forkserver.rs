@@ -13,7 +13,9 @@ use libafl::fuzzer::{Evaluator, Fuzzer, StdFuzzer};
 use libafl::inputs::BytesInput;
 use libafl::monitors::SimpleMonitor;
 use libafl::mutators::{havoc_mutations, tokens_mutations, HavocScheduledMutator, I2SRandReplace};
-use libafl::observers::{CanTrack, ExplicitTracking, HitcountsMapObserver, StdMapObserver, TimeObserver};
+use libafl::observers::{
+    CanTrack, ExplicitTracking, HitcountsMapObserver, StdMapObserver, TimeObserver,
+};
 use libafl::schedulers::{IndexesLenTimeMinimizerScheduler, QueueScheduler};
 use libafl::stages::{StdMutationalStage, TracingStage};
 use libafl::state::{HasCorpus, HasExecutions, HasSolutions, StdState};
@@ -30,10 +32,15 @@ use trestle_abi::fuzz::{encode_values, original_value, ParamValue, ENV_FUZZ};
 use trestle_abi::hooks;
 
 /// A fuzzer's state: the queue in memory and on disk, the solutions on disk.
-pub(crate) type UnitState = StdState<InMemoryOnDiskCorpus<BytesInput>, BytesInput, StdRand, OnDiskCorpus<BytesInput>>;
+pub(crate) type UnitState =
+    StdState<InMemoryOnDiskCorpus<BytesInput>, BytesInput, StdRand, OnDiskCorpus<BytesInput>>;
 
 /// The single-core campaign: one fuzzer in this process.
-pub(crate) fn campaign(cfg: &FuzzConfig, out: &Path, request: &Path) -> Result<FuzzReport, FuzzError> {
+pub(crate) fn campaign(
+    cfg: &FuzzConfig,
+    out: &Path,
+    request: &Path,
+) -> Result<FuzzReport, FuzzError> {
     let mut mgr = SimpleEventManager::new(SimpleMonitor::new(|_| {}));
     run_fuzzer(cfg, out, request, cfg.seed, &mut mgr, None, None)
 }
@@ -54,10 +61,12 @@ impl<I, MT, S> ReportedProgress for SimpleEventManager<I, MT, S> {
 }
 
 /// The edge observer over the shared map: hit counts, with the indices it saw.
-type EdgesObserver<'a> = ExplicitTracking<HitcountsMapObserver<StdMapObserver<'a, u8, false>>, true, false>;
+type EdgesObserver<'a> =
+    ExplicitTracking<HitcountsMapObserver<StdMapObserver<'a, u8, false>>, true, false>;
 
 /// The harness behind the forkserver, with the edge and time observers.
-type HarnessExecutor<'a> = ForkserverExecutor<BytesInput, (EdgesObserver<'a>, (TimeObserver, ())), UnitState, UnixShMem>;
+type HarnessExecutor<'a> =
+    ForkserverExecutor<BytesInput, (EdgesObserver<'a>, (TimeObserver, ())), UnitState, UnixShMem>;
 
 /// The tracing harness behind the forkserver, with the CmpLog observer.
 type TracingExecutor = ForkserverExecutor<BytesInput, (CmpLogObserver, ()), UnitState, UnixShMem>;
@@ -85,10 +94,15 @@ where
     let mut sp = UnixShMemProvider::new().map_err(lib)?;
     let mut edges_shmem = shared_edge_map(&mut sp)?;
     // SAFETY: the map lives as long as the observer (both are dropped at the end).
-    let edges_observer =
-        unsafe { HitcountsMapObserver::new(StdMapObserver::new("edges", &mut edges_shmem[..])).track_indices() };
+    let edges_observer = unsafe {
+        HitcountsMapObserver::new(StdMapObserver::new("edges", &mut edges_shmem[..]))
+            .track_indices()
+    };
     let time_observer = TimeObserver::new("time");
-    let mut feedback = feedback_or!(MaxMapFeedback::new(&edges_observer), TimeFeedback::new(&time_observer));
+    let mut feedback = feedback_or!(
+        MaxMapFeedback::new(&edges_observer),
+        TimeFeedback::new(&time_observer)
+    );
     // A crash or timeout is kept only when its path covers something no earlier one
     // did: one input per way to crash, not thousands of copies of the same crash.
     let mut objective = feedback_and_fast!(
@@ -106,9 +120,23 @@ where
 
     if state.corpus().count() == 0 {
         let original: Vec<ParamValue> = unit.params.iter().map(original_value).collect();
-        fuzzer.add_input(&mut state, &mut executor, mgr, BytesInput::new(encode_values(&original))).map_err(lib)?;
+        fuzzer
+            .add_input(
+                &mut state,
+                &mut executor,
+                mgr,
+                BytesInput::new(encode_values(&original)),
+            )
+            .map_err(lib)?;
         for seed in &cfg.seeds {
-            fuzzer.evaluate_input(&mut state, &mut executor, mgr, &BytesInput::new(seed.clone())).map_err(lib)?;
+            fuzzer
+                .evaluate_input(
+                    &mut state,
+                    &mut executor,
+                    mgr,
+                    &BytesInput::new(seed.clone()),
+                )
+                .map_err(lib)?;
         }
     }
 
@@ -127,12 +155,34 @@ where
     if cfg.cmplog {
         let mut cmp_shmem = sp.uninit_on_shmem::<AflppCmpLogMap>().map_err(lib)?;
         let tracing = TracingStage::new(tracing_executor(cfg, request, &mut cmp_shmem)?);
-        let i2s = StdMutationalStage::new(HavocScheduledMutator::new(tuple_list!(I2SRandReplace::new())));
+        let i2s = StdMutationalStage::new(HavocScheduledMutator::new(tuple_list!(
+            I2SRandReplace::new()
+        )));
         let mut stages = tuple_list!(tracing, i2s, values, havoc);
-        run_loop(cfg, (start, end), client, &mut report, &mut fuzzer, &mut stages, &mut executor, &mut state, mgr)?;
+        run_loop(
+            cfg,
+            (start, end),
+            client,
+            &mut report,
+            &mut fuzzer,
+            &mut stages,
+            &mut executor,
+            &mut state,
+            mgr,
+        )?;
     } else {
         let mut stages = tuple_list!(values, havoc);
-        run_loop(cfg, (start, end), client, &mut report, &mut fuzzer, &mut stages, &mut executor, &mut state, mgr)?;
+        run_loop(
+            cfg,
+            (start, end),
+            client,
+            &mut report,
+            &mut fuzzer,
+            &mut stages,
+            &mut executor,
+            &mut state,
+            mgr,
+        )?;
     }
     report.executions = *state.executions();
     report.seconds = start.elapsed().as_secs_f64();
@@ -146,13 +196,23 @@ fn shared_edge_map(sp: &mut UnixShMemProvider) -> Result<UnixShMem, FuzzError> {
     let edges_shmem = sp.new_shmem(MAP_SIZE).map_err(lib)?;
     // SAFETY: writes the shared memory id to this process's environment before any
     // thread is spawned; the harness reads it from its own environment.
-    unsafe { edges_shmem.write_to_env(hooks::ENV_AFL_SHM_ID).map_err(lib)? };
+    unsafe {
+        edges_shmem
+            .write_to_env(hooks::ENV_AFL_SHM_ID)
+            .map_err(lib)?
+    };
     Ok(edges_shmem)
 }
 
 /// A new fuzzer state: the queue under `out/queue`, the objectives under
 /// `out/.solutions`, the dictionary as tokens.
-fn fresh_state<F, O>(cfg: &FuzzConfig, out: &Path, seed: u64, feedback: &mut F, objective: &mut O) -> Result<UnitState, FuzzError>
+fn fresh_state<F, O>(
+    cfg: &FuzzConfig,
+    out: &Path,
+    seed: u64,
+    feedback: &mut F,
+    objective: &mut O,
+) -> Result<UnitState, FuzzError>
 where
     F: libafl::feedbacks::StateInitializer<UnitState>,
     O: libafl::feedbacks::StateInitializer<UnitState>,
@@ -193,13 +253,18 @@ fn harness_executor<'a>(
 
 /// Start a second harness whose `trace-cmp` hooks log comparisons into `cmp_shmem`
 /// (for the input-to-state stage); it gets ten times the time of an execution.
-fn tracing_executor(cfg: &FuzzConfig, request: &Path, cmp_shmem: &mut UnixShMem) -> Result<TracingExecutor, FuzzError> {
+fn tracing_executor(
+    cfg: &FuzzConfig,
+    request: &Path,
+    cmp_shmem: &mut UnixShMem,
+) -> Result<TracingExecutor, FuzzError> {
     let program = cfg.program.display().to_string();
     let cmp_id = cmp_shmem.id().to_string();
     // SAFETY: the caller keeps the map alive as long as the executor; the hooks write
     // LibAFL's CmpLogMap layout into the (larger) AFL++-sized segment.
-    let cmplog_observer =
-        unsafe { CmpLogObserver::with_map_ptr("cmplog", cmp_shmem.as_mut_ptr() as *mut CmpLogMap, true) };
+    let cmplog_observer = unsafe {
+        CmpLogObserver::with_map_ptr("cmplog", cmp_shmem.as_mut_ptr() as *mut CmpLogMap, true)
+    };
     let mut cmp_in_sp = UnixShMemProvider::new().map_err(lib)?;
     ForkserverExecutor::builder()
         .program(program.clone())
@@ -250,7 +315,11 @@ where
     while Instant::now() < end {
         fuzzer.fuzz_one(stages, executor, state, mgr).map_err(lib)?;
         let solutions = state.solutions().count();
-        if client.is_none() && !cfg.goal.is_empty() && report.goal_after.is_none() && crate::goal_reached(state, &cfg.goal) {
+        if client.is_none()
+            && !cfg.goal.is_empty()
+            && report.goal_after.is_none()
+            && crate::goal_reached(state, &cfg.goal)
+        {
             // The direction was taken: what lies behind it gets `after_goal`, the
             // rest of the slice is the campaign's.
             report.goal_after = Some(start.elapsed().as_secs_f64());
@@ -292,4 +361,3 @@ where
     }
     Ok(())
 }
-

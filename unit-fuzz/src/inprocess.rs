@@ -110,12 +110,19 @@ pub fn library_path() -> Result<PathBuf, FuzzError> {
 
 /// Run the in-process campaign until its deadline; crashes and timeouts are left in
 /// `.solutions` for the caller to sort.
-pub(crate) fn campaign(cfg: &FuzzConfig, out: &Path, request: &Path, cwd: &Path) -> Result<FuzzReport, FuzzError> {
+pub(crate) fn campaign(
+    cfg: &FuzzConfig,
+    out: &Path,
+    request: &Path,
+    cwd: &Path,
+) -> Result<FuzzReport, FuzzError> {
     let library = library_path()?;
     let dir = out.join(".inproc");
     // A previous campaign's plan, report and log; none is the usual case.
     match std::fs::remove_dir_all(&dir) {
-        Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(io("cannot remove", &dir)(e)),
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+            return Err(io("cannot remove", &dir)(e))
+        }
         _ => {}
     }
     std::fs::create_dir_all(&dir).map_err(io("cannot create", &dir))?;
@@ -132,7 +139,13 @@ pub(crate) fn campaign(cfg: &FuzzConfig, out: &Path, request: &Path, cwd: &Path)
     // The fuzzer stops at the deadline after its current round: give it that (a
     // tracing run, a restart), then end whatever is left.
     let grace = Duration::from_secs(5) + cfg.timeout * 4;
-    let finished = supervise(cfg, &mut child, &report_file, start, start + cfg.time + grace)?;
+    let finished = supervise(
+        cfg,
+        &mut child,
+        &report_file,
+        start,
+        start + cfg.time + grace,
+    )?;
     let seconds = start.elapsed().as_secs_f64();
     let r = match read_report(&report_file)? {
         Some(InProcessReport { error: Some(e), .. }) => {
@@ -140,7 +153,14 @@ pub(crate) fn campaign(cfg: &FuzzConfig, out: &Path, request: &Path, cwd: &Path)
         }
         Some(r) => r,
         None => {
-            let why = if finished { log_tail(&log_file) } else { format!("did not stop within {:.0}s of the deadline", grace.as_secs_f64()) };
+            let why = if finished {
+                log_tail(&log_file)
+            } else {
+                format!(
+                    "did not stop within {:.0}s of the deadline",
+                    grace.as_secs_f64()
+                )
+            };
             return Err(FuzzError::Libafl(format!(
                 "in-process fuzzing failed: the harness reported nothing ({why}); see {}",
                 log_file.display()
@@ -148,7 +168,11 @@ pub(crate) fn campaign(cfg: &FuzzConfig, out: &Path, request: &Path, cwd: &Path)
         }
     };
     if !r.done && r.executions == 0 {
-        return Err(FuzzError::Libafl(format!("in-process fuzzing failed: {}; see {}", log_tail(&log_file), log_file.display())));
+        return Err(FuzzError::Libafl(format!(
+            "in-process fuzzing failed: {}; see {}",
+            log_tail(&log_file),
+            log_file.display()
+        )));
     }
     let report = FuzzReport {
         executions: r.executions,
@@ -165,12 +189,22 @@ pub(crate) fn campaign(cfg: &FuzzConfig, out: &Path, request: &Path, cwd: &Path)
     }
     // The unit keeps taking the fuzzer down: the rest of the time in the forkserver
     // harness, each execution in a process of its own.
-    let rest = crate::single_core_campaign(&FuzzConfig { time: left, ..cfg.clone() }, out, request, cwd)?;
+    let rest = crate::single_core_campaign(
+        &FuzzConfig {
+            time: left,
+            ..cfg.clone()
+        },
+        out,
+        request,
+        cwd,
+    )?;
     Ok(FuzzReport {
         executions: report.executions + rest.executions,
         seconds: start.elapsed().as_secs_f64(),
         corpus: report.corpus.max(rest.corpus),
-        first_crash_after: report.first_crash_after.or(rest.first_crash_after.map(|t| t + (cfg.time - left).as_secs_f64())),
+        first_crash_after: report.first_crash_after.or(rest
+            .first_crash_after
+            .map(|t| t + (cfg.time - left).as_secs_f64())),
         crashes: rest.crashes,
         timeouts: rest.timeouts,
         goal_after: rest.goal_after.map(|t| t + (cfg.time - left).as_secs_f64()),
@@ -180,7 +214,12 @@ pub(crate) fn campaign(cfg: &FuzzConfig, out: &Path, request: &Path, cwd: &Path)
 }
 
 /// Write the [`InProcessPlan`] into `dir`; returns its path.
-fn write_plan(cfg: &FuzzConfig, out: &Path, dir: &Path, report_file: &Path) -> Result<PathBuf, FuzzError> {
+fn write_plan(
+    cfg: &FuzzConfig,
+    out: &Path,
+    dir: &Path,
+    report_file: &Path,
+) -> Result<PathBuf, FuzzError> {
     let now = SystemTime::now();
     let plan = InProcessPlan {
         out: out.to_owned(),
@@ -198,8 +237,11 @@ fn write_plan(cfg: &FuzzConfig, out: &Path, dir: &Path, report_file: &Path) -> R
         seeds: cfg.seeds.clone(),
     };
     let plan_file = dir.join("plan.bin");
-    std::fs::write(&plan_file, bincode::serialize(&plan).map_err(|e| FuzzError::Libafl(e.to_string()))?)
-        .map_err(io("cannot write", &plan_file))?;
+    std::fs::write(
+        &plan_file,
+        bincode::serialize(&plan).map_err(|e| FuzzError::Libafl(e.to_string()))?,
+    )
+    .map_err(io("cannot write", &plan_file))?;
     Ok(plan_file)
 }
 
@@ -261,7 +303,9 @@ fn supervise(
     let end_group = |child: &mut std::process::Child| {
         // The group may be gone already; the wait reaps the harness either way.
         let _ = killpg(pgid, Signal::SIGKILL);
-        child.wait().map_err(io("cannot wait for the harness", &cfg.program))
+        child
+            .wait()
+            .map_err(io("cannot wait for the harness", &cfg.program))
     };
     let mut last = Instant::now();
     // Progress as (queue, objectives) and when it last moved, for `plateau`.
@@ -281,7 +325,10 @@ fn supervise(
             end_group(child)?;
             return Ok(false);
         }
-        if let Some(plateau) = cfg.plateau.filter(|_| checked.elapsed() >= Duration::from_millis(500)) {
+        if let Some(plateau) = cfg
+            .plateau
+            .filter(|_| checked.elapsed() >= Duration::from_millis(500))
+        {
             checked = Instant::now();
             if let Some(r) = poll_report(report_file) {
                 if (r.corpus, r.objectives) != progress {
@@ -332,9 +379,9 @@ fn read_report(path: &Path) -> Result<Option<InProcessReport>, FuzzError> {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
         Err(e) => return Err(io("cannot read the in-process report", path)(e)),
     };
-    serde_json::from_slice(&bytes)
-        .map(Some)
-        .map_err(|e| FuzzError::Libafl(format!("corrupt in-process report {}: {e}", path.display())))
+    serde_json::from_slice(&bytes).map(Some).map_err(|e| {
+        FuzzError::Libafl(format!("corrupt in-process report {}: {e}", path.display()))
+    })
 }
 
 /// The report while the campaign runs, for the status line and the plateau: one

@@ -34,7 +34,9 @@ pub use probe::{probe, recorded_edges, Influence};
 use libafl::mutators::Tokens;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
-use trestle_abi::fuzz::{decode_values, encode_values, original_value, FuzzRequest, ParamValue, ENV_FUZZ, ENV_FUZZ_INPUT};
+use trestle_abi::fuzz::{
+    decode_values, encode_values, original_value, FuzzRequest, ParamValue, ENV_FUZZ, ENV_FUZZ_INPUT,
+};
 use trestle_abi::hooks;
 use trestle_abi::unit::Unit;
 
@@ -91,7 +93,11 @@ fn lib(e: libafl::Error) -> FuzzError {
 }
 
 fn io<'a>(what: &'static str, path: &'a Path) -> impl FnOnce(std::io::Error) -> FuzzError + 'a {
-    move |source| FuzzError::Io { what, path: path.to_owned(), source }
+    move |source| FuzzError::Io {
+        what,
+        path: path.to_owned(),
+        source,
+    }
 }
 
 /// Words and integers the mutators may insert.
@@ -208,7 +214,10 @@ pub fn goal_reached<S: libafl::HasNamedMetadata>(state: &S, goal: &[u32]) -> boo
     ["edges", "objective_edges"].iter().any(|name| {
         state
             .named_metadata::<libafl::feedbacks::MapFeedbackMetadata<u8>>(name)
-            .is_ok_and(|m| goal.iter().any(|&e| m.history_map.get(e as usize).is_some_and(|&v| v != 0)))
+            .is_ok_and(|m| {
+                goal.iter()
+                    .any(|&e| m.history_map.get(e as usize).is_some_and(|&v| v != 0))
+            })
     })
 }
 
@@ -233,13 +242,22 @@ pub fn describe(p: &trestle_abi::unit::Param, v: &ParamValue) -> String {
             ((i << shift) >> shift).to_string()
         }
         (ParamValue::Int(i), _) => i.to_string(),
-        (ParamValue::Bytes(b), _) if b.len() > 80 => format!("{:?}… ({} bytes)", String::from_utf8_lossy(&b[..64]), b.len()),
+        (ParamValue::Bytes(b), _) if b.len() > 80 => format!(
+            "{:?}… ({} bytes)",
+            String::from_utf8_lossy(&b[..64]),
+            b.len()
+        ),
         (ParamValue::Bytes(b), _) => format!("{:?}", String::from_utf8_lossy(b)),
     }
 }
 
 /// The harness running `input` once, in `cwd`, without address randomisation.
-fn harness_command(program: &Path, request: &Path, input: &Path, cwd: &Path) -> std::process::Command {
+fn harness_command(
+    program: &Path,
+    request: &Path,
+    input: &Path,
+    cwd: &Path,
+) -> std::process::Command {
     let mut cmd = harness(program, request, cwd);
     cmd.env(ENV_FUZZ_INPUT, input);
     cmd
@@ -277,11 +295,20 @@ pub enum HarnessEnd {
 }
 
 /// Run `cmd` until it ends or `limit` passes (then kill it).
-fn wait_bounded(cmd: &mut std::process::Command, program: &Path, limit: Duration) -> Result<HarnessEnd, FuzzError> {
+fn wait_bounded(
+    cmd: &mut std::process::Command,
+    program: &Path,
+    limit: Duration,
+) -> Result<HarnessEnd, FuzzError> {
     use std::os::unix::process::ExitStatusExt;
     use wait_timeout::ChildExt as _;
-    let mut child = cmd.spawn().map_err(io("cannot start the harness", program))?;
-    match child.wait_timeout(limit).map_err(io("cannot wait for the harness", program))? {
+    let mut child = cmd
+        .spawn()
+        .map_err(io("cannot start the harness", program))?;
+    match child
+        .wait_timeout(limit)
+        .map_err(io("cannot wait for the harness", program))?
+    {
         Some(st) => Ok(match (st.code(), st.signal()) {
             (Some(c), _) => HarnessEnd::Exited(c),
             (None, Some(s)) => HarnessEnd::Signaled(s),
@@ -290,15 +317,27 @@ fn wait_bounded(cmd: &mut std::process::Command, program: &Path, limit: Duration
         None => {
             // Killing a child that has just ended fails harmlessly; the wait reaps it.
             let _ = child.kill();
-            child.wait().map_err(io("cannot wait for the harness", program))?;
+            child
+                .wait()
+                .map_err(io("cannot wait for the harness", program))?;
             Ok(HarnessEnd::TimedOut)
         }
     }
 }
 
 /// Run one input through the harness in a fresh process.
-pub fn run_input(program: &Path, request: &Path, input: &Path, cwd: &Path, timeout: Duration) -> Result<HarnessEnd, FuzzError> {
-    wait_bounded(&mut harness_command(program, request, input, cwd), program, timeout)
+pub fn run_input(
+    program: &Path,
+    request: &Path,
+    input: &Path,
+    cwd: &Path,
+    timeout: Duration,
+) -> Result<HarnessEnd, FuzzError> {
+    wait_bounded(
+        &mut harness_command(program, request, input, cwd),
+        program,
+        timeout,
+    )
 }
 
 /// Run the harness once on `input` (the recorded values): the unit works if it
@@ -306,7 +345,13 @@ pub fn run_input(program: &Path, request: &Path, input: &Path, cwd: &Path, timeo
 /// set-up failure (its set-up exit status, with its message if it gave one), a
 /// crash on the recorded values, or a hang, which is killed. Failing to run the
 /// harness at all is an error.
-fn dry_run(program: &Path, request: &Path, input: &Path, cwd: &Path, timeout: Duration) -> Result<Option<String>, FuzzError> {
+fn dry_run(
+    program: &Path,
+    request: &Path,
+    input: &Path,
+    cwd: &Path,
+    timeout: Duration,
+) -> Result<Option<String>, FuzzError> {
     let log_path = input.with_extension("log");
     let log = std::fs::File::create(&log_path).map_err(io("cannot create", &log_path))?;
     let mut cmd = harness_command(program, request, input, cwd);
@@ -323,16 +368,25 @@ fn dry_run(program: &Path, request: &Path, input: &Path, cwd: &Path, timeout: Du
             .map_err(io("cannot read the harness log", &log_path))?;
         String::from_utf8_lossy(&bytes).into_owned()
     };
-    let msg = err.lines().find_map(|l| l.strip_prefix(trestle_abi::fuzz::HARNESS_MSG_PREFIX)).map(str::to_owned);
+    let msg = err
+        .lines()
+        .find_map(|l| l.strip_prefix(trestle_abi::fuzz::HARNESS_MSG_PREFIX))
+        .map(str::to_owned);
     Ok(match (end, msg) {
-        (HarnessEnd::TimedOut, _) => Some(format!("does not finish on its recorded values within {:.1}s (a hang)", limit.as_secs_f64())),
+        (HarnessEnd::TimedOut, _) => Some(format!(
+            "does not finish on its recorded values within {:.1}s (a hang)",
+            limit.as_secs_f64()
+        )),
         (HarnessEnd::Exited(trestle_abi::fuzz::EXIT_SETUP_FAILED), Some(m)) => Some(m),
         // The set-up failure status without its message (past the first 64 KiB of
         // the unit's own output, say) is still a unit that does not work.
-        (HarnessEnd::Exited(code @ trestle_abi::fuzz::EXIT_SETUP_FAILED), None) => {
-            Some(format!("the harness exited with status {code} (set-up failed) without saying why; see {}", log_path.display()))
+        (HarnessEnd::Exited(code @ trestle_abi::fuzz::EXIT_SETUP_FAILED), None) => Some(format!(
+            "the harness exited with status {code} (set-up failed) without saying why; see {}",
+            log_path.display()
+        )),
+        (HarnessEnd::Signaled(sig), _) => {
+            Some(format!("crashes on its recorded values (signal {sig})"))
         }
-        (HarnessEnd::Signaled(sig), _) => Some(format!("crashes on its recorded values (signal {sig})")),
         _ => None,
     })
 }
@@ -398,7 +452,12 @@ fn goal_in_crashes(cfg: &FuzzConfig, out: &Path, report: &mut FuzzReport) {
     if cfg.goal.is_empty() || report.goal_after.is_some() || report.crashes.is_empty() {
         return;
     }
-    let inputs: Vec<Vec<u8>> = report.crashes.iter().take(8).filter_map(|p| std::fs::read(p).ok()).collect();
+    let inputs: Vec<Vec<u8>> = report
+        .crashes
+        .iter()
+        .take(8)
+        .filter_map(|p| std::fs::read(p).ok())
+        .collect();
     if let Ok(runs) = probe::run_probe(&cfg.program, out, None, &cfg.goal, inputs, cfg.timeout) {
         if runs.iter().any(|r| !r.edges.is_empty()) {
             report.goal_after = Some(report.first_crash_after.unwrap_or(report.seconds));
@@ -413,7 +472,10 @@ fn check_config(cfg: &FuzzConfig, in_process: bool) -> Result<(), FuzzError> {
     }
     let available = available_cores();
     if cfg.cores == 0 || cfg.cores > available {
-        return Err(FuzzError::Cores { cores: cfg.cores, available });
+        return Err(FuzzError::Cores {
+            cores: cfg.cores,
+            available,
+        });
     }
     if in_process && cfg.cores > 1 {
         return Err(FuzzError::InProcessCores(cfg.cores));
@@ -435,7 +497,11 @@ struct FuzzDir {
 /// and a working directory with the system test's files.
 fn prepare_fuzz_dir(cfg: &FuzzConfig) -> Result<FuzzDir, FuzzError> {
     let out = lay_out(&cfg.unit, &cfg.out)?;
-    Ok(FuzzDir { request: out.join("request.bin"), cwd: out.join("cwd"), out })
+    Ok(FuzzDir {
+        request: out.join("request.bin"),
+        cwd: out.join("cwd"),
+        out,
+    })
 }
 
 /// Lay out `out` as a fuzz directory of `unit` (AFL's folders, `unit.unit`, the
@@ -446,7 +512,8 @@ pub fn lay_out(unit: &Unit, out: &Path) -> Result<PathBuf, FuzzError> {
         std::fs::create_dir_all(out.join(d)).map_err(io("cannot create", &out.join(d)))?;
     }
     let out = std::fs::canonicalize(out).map_err(io("cannot resolve", out))?;
-    std::fs::write(out.join("unit.unit"), unit.encode()).map_err(io("cannot write", &out.join("unit.unit")))?;
+    std::fs::write(out.join("unit.unit"), unit.encode())
+        .map_err(io("cannot write", &out.join("unit.unit")))?;
     let request = out.join("request.bin");
     let req = FuzzRequest {
         binary_id: unit.binary_id,
@@ -454,8 +521,11 @@ pub fn lay_out(unit: &Unit, out: &Path) -> Result<PathBuf, FuzzError> {
         params: unit.params.clone(),
         stdin: unit.system_test.stdin.clone(),
     };
-    std::fs::write(&request, bincode::serialize(&req).map_err(|e| FuzzError::Libafl(e.to_string()))?)
-        .map_err(io("cannot write", &request))?;
+    std::fs::write(
+        &request,
+        bincode::serialize(&req).map_err(|e| FuzzError::Libafl(e.to_string()))?,
+    )
+    .map_err(io("cannot write", &request))?;
     // The unit may reopen the system test's files: give it their working directory.
     let cwd = out.join("cwd");
     for (name, bytes) in &unit.system_test.files {
@@ -470,7 +540,12 @@ pub fn lay_out(unit: &Unit, out: &Path) -> Result<PathBuf, FuzzError> {
 
 /// The single-core forkserver campaign, run from the unit's working directory
 /// (which the harness inherits) and then back.
-pub(crate) fn single_core_campaign(cfg: &FuzzConfig, out: &Path, request: &Path, cwd: &Path) -> Result<FuzzReport, FuzzError> {
+pub(crate) fn single_core_campaign(
+    cfg: &FuzzConfig,
+    out: &Path,
+    request: &Path,
+    cwd: &Path,
+) -> Result<FuzzReport, FuzzError> {
     // Without a current directory (removed under us) there is nothing to go back to.
     let previous_dir = std::env::current_dir().ok();
     std::env::set_current_dir(cwd).map_err(io("cannot enter", cwd))?;
@@ -498,9 +573,17 @@ pub(crate) fn single_core_campaign(cfg: &FuzzConfig, out: &Path, request: &Path,
 /// that, and a hang is a hang by the same measure the fuzzer used. (With twice the
 /// timeout for each, a dc slice's dozen hangs were mostly left unsorted, and lifting
 /// then waited for each as a crash that might be.)
-fn sort_solutions(cfg: &FuzzConfig, out: &Path, request: &Path, cwd: &Path, report: &mut FuzzReport) -> Result<(), FuzzError> {
+fn sort_solutions(
+    cfg: &FuzzConfig,
+    out: &Path,
+    request: &Path,
+    cwd: &Path,
+    report: &mut FuzzReport,
+) -> Result<(), FuzzError> {
     let limit = match report.hang_limit_ms {
-        Some(ms) => (Duration::from_millis(ms) * 2).max(Duration::from_millis(500)).min(cfg.timeout * 2),
+        Some(ms) => (Duration::from_millis(ms) * 2)
+            .max(Duration::from_millis(500))
+            .min(cfg.timeout * 2),
         None => cfg.timeout * 2,
     };
     // Two hangs' worth and a little: a campaign's unit slice is 10 s, and sorting
@@ -514,7 +597,11 @@ fn sort_solutions(cfg: &FuzzConfig, out: &Path, request: &Path, cwd: &Path, repo
         }
         let path = entry.path();
         let name = entry.file_name().to_string_lossy().into_owned();
-        if name.starts_with('.') || path.extension().is_some_and(|e| e == "json" || e == "metadata") {
+        if name.starts_with('.')
+            || path
+                .extension()
+                .is_some_and(|e| e == "json" || e == "metadata")
+        {
             continue;
         }
         let (kind, dir, signal) = match run_input(&cfg.program, request, &path, cwd, limit)? {
@@ -535,12 +622,28 @@ fn sort_solutions(cfg: &FuzzConfig, out: &Path, request: &Path, cwd: &Path, repo
 }
 
 /// Describe the finding `input` next to it (`<input>.json`), with its decoded values.
-fn write_finding(unit: &Unit, kind: &str, signal: Option<i32>, input: &Path) -> Result<(), FuzzError> {
+fn write_finding(
+    unit: &Unit,
+    kind: &str,
+    signal: Option<i32>,
+    input: &Path,
+) -> Result<(), FuzzError> {
     let bytes = std::fs::read(input).map_err(io("cannot read", input))?;
-    let values = unit.params.iter().zip(decode_values(&unit.params, &bytes)).map(|(p, v)| describe(p, &v)).collect();
-    let finding = Finding { kind: kind.into(), signal, input: input.to_owned(), values };
+    let values = unit
+        .params
+        .iter()
+        .zip(decode_values(&unit.params, &bytes))
+        .map(|(p, v)| describe(p, &v))
+        .collect();
+    let finding = Finding {
+        kind: kind.into(),
+        signal,
+        input: input.to_owned(),
+        values,
+    };
     let json = input.with_extension("json");
-    let text = serde_json::to_vec_pretty(&finding).map_err(|e| FuzzError::Libafl(format!("cannot encode {}: {e}", json.display())))?;
+    let text = serde_json::to_vec_pretty(&finding)
+        .map_err(|e| FuzzError::Libafl(format!("cannot encode {}: {e}", json.display())))?;
     std::fs::write(&json, text).map_err(io("cannot write", &json))
 }
 
@@ -553,12 +656,21 @@ fn find_next_to_exe(name: &str, env: &str) -> Result<PathBuf, PathBuf> {
         return if p.is_file() { Ok(p) } else { Err(p) };
     }
     let exe = std::env::current_exe().unwrap_or_default();
-    let here = exe.parent().map(|d| d.join(name)).unwrap_or_else(|| PathBuf::from(name));
+    let here = exe
+        .parent()
+        .map(|d| d.join(name))
+        .unwrap_or_else(|| PathBuf::from(name));
     let up = exe.parent().and_then(Path::parent).map(|d| d.join(name));
-    [Some(here.clone()), up].into_iter().flatten().find(|p| p.is_file()).ok_or(here)
+    [Some(here.clone()), up]
+        .into_iter()
+        .flatten()
+        .find(|p| p.is_file())
+        .ok_or(here)
 }
 
 /// The cores this process may run on.
 fn available_cores() -> usize {
-    std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1)
+    std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(1)
 }

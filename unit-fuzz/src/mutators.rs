@@ -101,7 +101,11 @@ pub struct ParamValueMutator {
 impl ParamValueMutator {
     /// A mutator for `params`, with dictionary words and integers.
     pub fn new(params: Vec<Param>, words: Vec<Vec<u8>>, ints: Vec<i64>) -> Self {
-        ParamValueMutator { params, words, ints }
+        ParamValueMutator {
+            params,
+            words,
+            ints,
+        }
     }
 }
 
@@ -141,7 +145,9 @@ impl<S: HasRand> Mutator<BytesInput, S> for ParamValueMutator {
                 };
                 ParamValue::Int(mutate_int(rand, *v, bits, &self.ints))
             }
-            (ParamValue::Bytes(b), ParamKind::Bytes { .. }) => ParamValue::Bytes(mutate_bytes(rand, b, &p.original, &self.words)),
+            (ParamValue::Bytes(b), ParamKind::Bytes { .. }) => {
+                ParamValue::Bytes(mutate_bytes(rand, b, &p.original, &self.words))
+            }
             (ParamValue::Bytes(b), ParamKind::Stream { .. }) => {
                 ParamValue::Bytes(mutate_stream(rand, b, &self.words, &self.ints))
             }
@@ -155,7 +161,11 @@ impl<S: HasRand> Mutator<BytesInput, S> for ParamValueMutator {
         Ok(MutationResult::Mutated)
     }
 
-    fn post_exec(&mut self, _state: &mut S, _new: Option<libafl::corpus::CorpusId>) -> Result<(), Error> {
+    fn post_exec(
+        &mut self,
+        _state: &mut S,
+        _new: Option<libafl::corpus::CorpusId>,
+    ) -> Result<(), Error> {
         Ok(())
     }
 }
@@ -308,14 +318,19 @@ fn mutate_stream<R: Rand>(rand: &mut R, b: &[u8], words: &[Vec<u8>], ints: &[i64
         }
         // A dictionary word starts a line of its own.
         4 if !words.is_empty() => {
-            let at = lines.get(rand.below(nz(lines.len().max(1)))).map_or(0, |l| l.0);
+            let at = lines
+                .get(rand.below(nz(lines.len().max(1))))
+                .map_or(0, |l| l.0);
             let mut line = words[rand.below(nz(words.len()))].clone();
             line.push(b' ');
             out.splice(at..at, line);
         }
         // Two words swap places.
         _ if toks.len() > 1 => {
-            let (a, b2) = (toks[rand.below(nz(toks.len()))], toks[rand.below(nz(toks.len()))]);
+            let (a, b2) = (
+                toks[rand.below(nz(toks.len()))],
+                toks[rand.below(nz(toks.len()))],
+            );
             let (first, second) = if a.0 <= b2.0 { (a, b2) } else { (b2, a) };
             if first.1 <= second.0 {
                 let w1 = b[first.0..first.1].to_vec();
@@ -332,7 +347,12 @@ fn mutate_stream<R: Rand>(rand: &mut R, b: &[u8], words: &[Vec<u8>], ints: &[i64
 
 /// A line of a stream repeated an interesting number of times, or a word or a line
 /// (without its newline) stretched to an interesting length.
-fn stretch_stream<R: Rand>(rand: &mut R, b: &[u8], toks: &[(usize, usize)], lines: &[(usize, usize)]) -> Vec<u8> {
+fn stretch_stream<R: Rand>(
+    rand: &mut R,
+    b: &[u8],
+    toks: &[(usize, usize)],
+    lines: &[(usize, usize)],
+) -> Vec<u8> {
     let mut out = b.to_vec();
     if rand.coinflip(0.5) {
         let (s, e) = lines[rand.below(nz(lines.len()))];
@@ -344,7 +364,14 @@ fn stretch_stream<R: Rand>(rand: &mut R, b: &[u8], toks: &[(usize, usize)], line
             toks[rand.below(nz(toks.len()))]
         } else {
             let (s, e) = lines[rand.below(nz(lines.len()))];
-            (s, if b[e - 1] == b'\n' && e - 1 > s { e - 1 } else { e })
+            (
+                s,
+                if b[e - 1] == b'\n' && e - 1 > s {
+                    e - 1
+                } else {
+                    e
+                },
+            )
         };
         let len = interesting_length(rand, MAX_STREAM.saturating_sub(b.len() - (e - s)));
         out.splice(s..e, repeat_to(&b[s..e], len));
@@ -361,8 +388,15 @@ mod tests {
     #[test]
     fn interesting_lengths_sit_at_and_below_powers_of_two_and_respect_the_cap() {
         let mut rand = StdRand::with_seed(7);
-        let lens: Vec<usize> = (0..20_000).map(|_| interesting_length(&mut rand, 1 << 20)).collect();
-        assert!(lens.iter().all(|&n| (5..=8193).contains(&n)), "{:?} {:?}", lens.iter().min(), lens.iter().max());
+        let lens: Vec<usize> = (0..20_000)
+            .map(|_| interesting_length(&mut rand, 1 << 20))
+            .collect();
+        assert!(
+            lens.iter().all(|&n| (5..=8193).contains(&n)),
+            "{:?} {:?}",
+            lens.iter().min(),
+            lens.iter().max()
+        );
         for want in [8193, 4095, 4096, 4097, 255, 256] {
             assert!(lens.contains(&want), "never {want}");
         }
@@ -384,7 +418,10 @@ mod tests {
     #[test]
     fn strings_grow_past_4096_bytes_and_lines_repeat_hundreds_of_times() {
         let mut rand = StdRand::with_seed(1);
-        let longest = (0..20_000).map(|_| mutate_bytes(&mut rand, b"abc", b"abc", &[]).len()).max().unwrap();
+        let longest = (0..20_000)
+            .map(|_| mutate_bytes(&mut rand, b"abc", b"abc", &[]).len())
+            .max()
+            .unwrap();
         assert!(longest > 4096, "longest string {longest}");
         // From a mutated value too, some long ones are the recorded bytes grown.
         let grown = (0..20_000)
@@ -400,6 +437,9 @@ mod tests {
             })
             .max()
             .unwrap();
-        assert!(most_blank_lines >= 128, "at most {most_blank_lines} empty lines");
+        assert!(
+            most_blank_lines >= 128,
+            "at most {most_blank_lines} empty lines"
+        );
     }
 }

@@ -85,18 +85,31 @@ impl ClientPace {
     /// Write this fuzzer process's report so far (so a fuzzer that dies, and is
     /// respawned, still counts its executions up to its last checkpoint).
     pub(crate) fn checkpoint(&self, executions: u64, first_crash_after: Option<f64>) {
-        self.write(&ClientReport { executions, first_crash_after, error: None });
+        self.write(&ClientReport {
+            executions,
+            first_crash_after,
+            error: None,
+        });
     }
 
     /// Write the report whole (through a rename); a failure is said in
     /// `clients.log`, and the caller then counts this fuzzer's last report, or none.
     fn write(&self, report: &ClientReport) {
-        let path = self.reports.join(format!("{}-{}.json", self.client, getpid()));
+        let path = self
+            .reports
+            .join(format!("{}-{}.json", self.client, getpid()));
         let tmp = path.with_extension("tmp");
         let written = serde_json::to_vec(report)
             .map_err(|e| format!("cannot encode: {e}"))
-            .and_then(|bytes| std::fs::write(&tmp, bytes).map_err(|e| format!("cannot write {}: {e}", tmp.display())))
-            .and_then(|()| std::fs::rename(&tmp, &path).map_err(|e| format!("cannot rename {} to {}: {e}", tmp.display(), path.display())));
+            .and_then(|bytes| {
+                std::fs::write(&tmp, bytes)
+                    .map_err(|e| format!("cannot write {}: {e}", tmp.display()))
+            })
+            .and_then(|()| {
+                std::fs::rename(&tmp, &path).map_err(|e| {
+                    format!("cannot rename {} to {}: {e}", tmp.display(), path.display())
+                })
+            });
         if let Err(e) = written {
             eprintln!("trestle fuzz: client report {}: {e}", path.display());
         }
@@ -117,11 +130,19 @@ impl Monitor for StatusLineMonitor {
         _event: &str,
         _sender: ClientId,
     ) -> Result<(), libafl::Error> {
-        if self.quiet || self.last.is_some_and(|t| t.elapsed() < Duration::from_secs(1)) {
+        if self.quiet
+            || self
+                .last
+                .is_some_and(|t| t.elapsed() < Duration::from_secs(1))
+        {
             return Ok(());
         }
         self.last = Some(Instant::now());
-        let clients: Vec<_> = stats.client_stats().values().filter(|c| c.enabled()).collect();
+        let clients: Vec<_> = stats
+            .client_stats()
+            .values()
+            .filter(|c| c.enabled())
+            .collect();
         let execs: u64 = clients.iter().map(|c| c.executions()).sum();
         // Clients share their queue entries: the largest queue is the campaign's.
         let corpus = clients.iter().map(|c| c.corpus_size()).max().unwrap_or(0);
@@ -161,14 +182,25 @@ struct LaunchPlan {
 
 /// Run `cfg.cores` fuzzers until the deadline; returns the summed report (crashes
 /// and timeouts are left in `.solutions` for the caller to sort).
-pub(crate) fn campaign(cfg: &FuzzConfig, out: &Path, request: &Path, cwd: &Path) -> Result<FuzzReport, FuzzError> {
+pub(crate) fn campaign(
+    cfg: &FuzzConfig,
+    out: &Path,
+    request: &Path,
+    cwd: &Path,
+) -> Result<FuzzReport, FuzzError> {
     // Client i runs on the i-th core this process may use (core i, usually).
     let allowed = get_core_ids().map_err(lib)?;
     if cfg.cores > allowed.len() {
-        return Err(FuzzError::Cores { cores: cfg.cores, available: allowed.len() });
+        return Err(FuzzError::Cores {
+            cores: cfg.cores,
+            available: allowed.len(),
+        });
     }
     let program = launcher_path()?;
-    let port = free_port().map_err(io("cannot find a free port for the broker on", Path::new("127.0.0.1")))?;
+    let port = free_port().map_err(io(
+        "cannot find a free port for the broker on",
+        Path::new("127.0.0.1"),
+    ))?;
     let reports = out.join(".clients");
     remove_if_present(&reports)?;
     std::fs::create_dir_all(&reports).map_err(io("cannot create", &reports))?;
@@ -200,23 +232,40 @@ pub(crate) fn campaign(cfg: &FuzzConfig, out: &Path, request: &Path, cwd: &Path)
     // Clients stop at the deadline after their current round; give them that and
     // the broker's goodbye, then end whatever is left.
     let grace = Duration::from_secs(5) + cfg.timeout * 4;
-    let finished = supervise(&mut child, start + cfg.time + grace).map_err(io("cannot wait for the launcher", &program))?;
+    let finished = supervise(&mut child, start + cfg.time + grace)
+        .map_err(io("cannot wait for the launcher", &program))?;
     // Best effort: the findings are in, and the next campaign removes a marker
     // left here (or says why it cannot).
     let _ = std::fs::remove_file(&stop_file);
 
-    let mut report = FuzzReport { seconds: start.elapsed().as_secs_f64(), ..FuzzReport::default() };
+    let mut report = FuzzReport {
+        seconds: start.elapsed().as_secs_f64(),
+        ..FuzzReport::default()
+    };
     let (reported, mut errors) = sum_client_reports(&reports, &mut report)?;
     report.corpus = std::fs::read_dir(out.join("queue"))
-        .map(|d| d.flatten().filter(|e| !e.file_name().to_string_lossy().starts_with('.')).count())
+        .map(|d| {
+            d.flatten()
+                .filter(|e| !e.file_name().to_string_lossy().starts_with('.'))
+                .count()
+        })
         .unwrap_or(0);
     if !finished {
-        errors.push(format!("the fuzzers did not stop within {:.0}s of the deadline", grace.as_secs_f64()));
+        errors.push(format!(
+            "the fuzzers did not stop within {:.0}s of the deadline",
+            grace.as_secs_f64()
+        ));
     }
     errors.dedup();
     if reported == 0 {
-        let why = if errors.is_empty() { "no fuzzer reported".to_owned() } else { errors.join("; ") };
-        return Err(FuzzError::Libafl(format!("multi-core fuzzing failed: {why}")));
+        let why = if errors.is_empty() {
+            "no fuzzer reported".to_owned()
+        } else {
+            errors.join("; ")
+        };
+        return Err(FuzzError::Libafl(format!(
+            "multi-core fuzzing failed: {why}"
+        )));
     }
     if !errors.is_empty() {
         // The campaign counts with what the others reported; its finds are kept.
@@ -227,7 +276,11 @@ pub(crate) fn campaign(cfg: &FuzzConfig, out: &Path, request: &Path, cwd: &Path)
 
 /// Remove a file or directory tree that a previous campaign may have left.
 fn remove_if_present(path: &Path) -> Result<(), FuzzError> {
-    let removed = if path.is_dir() { std::fs::remove_dir_all(path) } else { std::fs::remove_file(path) };
+    let removed = if path.is_dir() {
+        std::fs::remove_dir_all(path)
+    } else {
+        std::fs::remove_file(path)
+    };
     match removed {
         Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(io("cannot remove", path)(e)),
         _ => Ok(()),
@@ -237,12 +290,18 @@ fn remove_if_present(path: &Path) -> Result<(), FuzzError> {
 /// Add the clients' reports in `reports` to `report`: returns how many fuzzers
 /// reported without an error, and the errors (a client's own, a launch failure, a
 /// report that cannot be read or parsed).
-fn sum_client_reports(reports: &Path, report: &mut FuzzReport) -> Result<(usize, Vec<String>), FuzzError> {
+fn sum_client_reports(
+    reports: &Path,
+    report: &mut FuzzReport,
+) -> Result<(usize, Vec<String>), FuzzError> {
     let mut errors = Vec::new();
     let mut reported = 0;
     for entry in std::fs::read_dir(reports).map_err(io("cannot list", reports))? {
         let path = entry.map_err(io("cannot list", reports))?.path();
-        let kind = path.extension().and_then(|e| e.to_str()).unwrap_or_default();
+        let kind = path
+            .extension()
+            .and_then(|e| e.to_str())
+            .unwrap_or_default();
         if kind != "json" && kind != "err" {
             continue;
         }
@@ -293,7 +352,12 @@ pub fn launcher_main(plan_file: &Path) -> i32 {
         .and_then(|b| bincode::deserialize(&b).map_err(|e| e.to_string()))
     {
         Ok(p) => p,
-        Err(e) => return launch_failed(&reports, &format!("cannot read the launch plan {}: {e}", plan_file.display())),
+        Err(e) => {
+            return launch_failed(
+                &reports,
+                &format!("cannot read the launch plan {}: {e}", plan_file.display()),
+            )
+        }
     };
     // Wall-clock times become this process's `Instant`s, which its forks share.
     let now = (Instant::now(), SystemTime::now());
@@ -314,30 +378,63 @@ fn launch(plan: &LaunchPlan, pace: &ClientPace) -> i32 {
     let launcher_pid = getpid();
     let cfg = &plan.cfg;
     if let Err(e) = std::env::set_current_dir(&plan.cwd) {
-        return launch_failed(&pace.reports, &format!("cannot enter {}: {e}", plan.cwd.display()));
+        return launch_failed(
+            &pace.reports,
+            &format!("cannot enter {}: {e}", plan.cwd.display()),
+        );
     }
     // As in the single-core path: the harness processes inherit this.
     crate::libc_personality();
     // Clients' own output (a panic, say) goes to a log, not the terminal.
     let log = pace.reports.join("clients.log");
     let log = log.to_str().unwrap_or_else(|| {
-        eprintln!("trestle fuzz: LibAFL takes a UTF-8 log path, not {}; the fuzzers' output is discarded", log.display());
+        eprintln!(
+            "trestle fuzz: LibAFL takes a UTF-8 log path, not {}; the fuzzers' output is discarded",
+            log.display()
+        );
         "/dev/null"
     });
     let run_client = |restored: Option<UnitState>,
-                      mut mgr: LlmpRestartingEventManager<(), BytesInput, UnitState, UnixShMem, UnixShMemProvider>,
+                      mut mgr: LlmpRestartingEventManager<
+        (),
+        BytesInput,
+        UnitState,
+        UnixShMem,
+        UnixShMemProvider,
+    >,
                       client: ClientDescription|
      -> Result<(), libafl::Error> {
-        let pace = ClientPace { client: client.id(), ..pace.clone() };
+        let pace = ClientPace {
+            client: client.id(),
+            ..pace.clone()
+        };
         let seed = cfg.seed.wrapping_add(client.id() as u64);
         let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            run_fuzzer(cfg, &plan.out, &plan.request, seed, &mut mgr, restored, Some(&pace))
+            run_fuzzer(
+                cfg,
+                &plan.out,
+                &plan.request,
+                seed,
+                &mut mgr,
+                restored,
+                Some(&pace),
+            )
         }));
         let panicked = result.is_err();
         pace.write(&match result {
-            Ok(Ok(r)) => ClientReport { executions: r.executions, first_crash_after: r.first_crash_after, error: None },
-            Ok(Err(e)) => ClientReport { error: Some(e.to_string()), ..ClientReport::default() },
-            Err(_) => ClientReport { error: Some("the fuzzer panicked (see clients.log)".to_owned()), ..ClientReport::default() },
+            Ok(Ok(r)) => ClientReport {
+                executions: r.executions,
+                first_crash_after: r.first_crash_after,
+                error: None,
+            },
+            Ok(Err(e)) => ClientReport {
+                error: Some(e.to_string()),
+                ..ClientReport::default()
+            },
+            Err(_) => ClientReport {
+                error: Some("the fuzzer panicked (see clients.log)".to_owned()),
+                ..ClientReport::default()
+            },
         });
         if panicked {
             // The panic is in clients.log. Respawning would most likely panic again,
@@ -366,7 +463,11 @@ fn launch(plan: &LaunchPlan, pace: &ClientPace) -> i32 {
         .shmem_provider(shmem)
         // Clients re-run received entries rather than trust another's observers.
         .configuration(EventConfig::AlwaysUnique)
-        .monitor(StatusLineMonitor { start: pace.start, last: None, quiet: !cfg.progress })
+        .monitor(StatusLineMonitor {
+            start: pace.start,
+            last: None,
+            quiet: !cfg.progress,
+        })
         .run_client(run_client)
         .cores(&cores)
         .broker_port(plan.port)
@@ -375,23 +476,32 @@ fn launch(plan: &LaunchPlan, pace: &ClientPace) -> i32 {
         // (out of memory, say) is respawned; its state starts afresh.
         .serialize_state(ShouldSaveState::OOMSafeNever)
         .build();
-    let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| launcher.launch::<BytesInput, UnitState>()));
+    let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        launcher.launch::<BytesInput, UnitState>()
+    }));
     let code = match result {
         Ok(Ok(())) | Ok(Err(libafl::Error::ShuttingDown)) => 0,
         Ok(Err(e)) => launch_failed(&pace.reports, &e.to_string()),
-        Err(_) => launch_failed(&pace.reports, "a fuzzer process panicked (see .clients/clients.log)"),
+        Err(_) => launch_failed(
+            &pace.reports,
+            "a fuzzer process panicked (see .clients/clients.log)",
+        ),
     };
     if getpid() == launcher_pid {
         // The broker and every client have ended; end what they may have left.
         kill_tree(launcher_pid, false);
-        while let Ok(WaitStatus::Exited(..) | WaitStatus::Signaled(..)) = waitpid(None, Some(WaitPidFlag::WNOHANG)) {}
+        while let Ok(WaitStatus::Exited(..) | WaitStatus::Signaled(..)) =
+            waitpid(None, Some(WaitPidFlag::WNOHANG))
+        {}
     }
     code
 }
 
 /// The client's manager saves its connection's description as it does after the
 /// events it fires (no state: a respawned fuzzer starts afresh).
-impl ReportedProgress for LlmpRestartingEventManager<(), BytesInput, UnitState, UnixShMem, UnixShMemProvider> {
+impl ReportedProgress
+    for LlmpRestartingEventManager<(), BytesInput, UnitState, UnixShMem, UnixShMemProvider>
+{
     fn reported_progress(&mut self) -> Result<(), libafl::Error> {
         let connection = self.inner.llmp.describe()?;
         self.staterestorer.reset();
@@ -404,7 +514,10 @@ impl ReportedProgress for LlmpRestartingEventManager<(), BytesInput, UnitState, 
 fn launch_failed(reports: &Path, why: &str) -> i32 {
     let path = reports.join(format!("{}.err", getpid()));
     if let Err(e) = std::fs::write(&path, why) {
-        eprintln!("trestle fuzz: {why} (and cannot write {}: {e})", path.display());
+        eprintln!(
+            "trestle fuzz: {why} (and cannot write {}: {e})",
+            path.display()
+        );
     }
     1
 }
@@ -458,7 +571,11 @@ fn started_at(p: Pid) -> Option<u64> {
 /// the deadline), and stop and kill those left at `hard_end`.
 fn outlive(pids: &HashMap<Pid, u64>, hard_end: Instant) {
     loop {
-        let left: Vec<Pid> = pids.iter().filter(|(p, t)| started_at(**p) == Some(**t)).map(|(p, _)| *p).collect();
+        let left: Vec<Pid> = pids
+            .iter()
+            .filter(|(p, t)| started_at(**p) == Some(**t))
+            .map(|(p, _)| *p)
+            .collect();
         if left.is_empty() {
             return;
         }
@@ -485,7 +602,10 @@ fn kill_tree(root: Pid, with_root: bool) {
         seen.insert(root);
     }
     loop {
-        let fresh: Vec<Pid> = descendants(root).into_iter().filter(|p| !seen.contains(p)).collect();
+        let fresh: Vec<Pid> = descendants(root)
+            .into_iter()
+            .filter(|p| !seen.contains(p))
+            .collect();
         if fresh.is_empty() {
             break;
         }
@@ -503,10 +623,20 @@ fn kill_tree(root: Pid, with_root: bool) {
 fn descendants(root: Pid) -> Vec<Pid> {
     let mut children: HashMap<i32, Vec<i32>> = HashMap::new();
     for entry in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
-        let Some(pid) = entry.file_name().to_str().and_then(|s| s.parse::<i32>().ok()) else { continue };
-        let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else { continue };
+        let Some(pid) = entry
+            .file_name()
+            .to_str()
+            .and_then(|s| s.parse::<i32>().ok())
+        else {
+            continue;
+        };
+        let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else {
+            continue;
+        };
         // pid (comm) state ppid ...; comm may hold spaces and parentheses.
-        let Some(ppid) = stat.rsplit_once(')').and_then(|(_, rest)| rest.split_whitespace().nth(1)?.parse().ok())
+        let Some(ppid) = stat
+            .rsplit_once(')')
+            .and_then(|(_, rest)| rest.split_whitespace().nth(1)?.parse().ok())
         else {
             continue;
         };
@@ -525,5 +655,7 @@ fn descendants(root: Pid) -> Vec<Pid> {
 
 /// A TCP port on localhost nobody listens on right now.
 fn free_port() -> std::io::Result<u16> {
-    Ok(std::net::TcpListener::bind(("127.0.0.1", 0))?.local_addr()?.port())
+    Ok(std::net::TcpListener::bind(("127.0.0.1", 0))?
+        .local_addr()?
+        .port())
 }

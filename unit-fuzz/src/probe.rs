@@ -11,7 +11,9 @@ use crate::{io, lay_out, FuzzError};
 use std::collections::BTreeSet;
 use std::path::Path;
 use std::time::Duration;
-use trestle_abi::fuzz::{encode_values, original_value, ParamValue, ProbeRequest, ProbeRun, ENV_FUZZ_PROBE};
+use trestle_abi::fuzz::{
+    encode_values, original_value, ParamValue, ProbeRequest, ProbeRun, ENV_FUZZ_PROBE,
+};
 use trestle_abi::unit::Unit;
 
 /// What the probe found.
@@ -40,7 +42,10 @@ impl Influence {
             Influence::Decides(p) => format!(
                 "parameter{} {} change{} what the branch compares",
                 if p.len() == 1 { "" } else { "s" },
-                p.iter().map(|i| format!("#{i}")).collect::<Vec<_>>().join(", "),
+                p.iter()
+                    .map(|i| format!("#{i}"))
+                    .collect::<Vec<_>>()
+                    .join(", "),
                 if p.len() == 1 { "s" } else { "" }
             ),
             Influence::Unmoved => "its parameters do not change what the branch compares".into(),
@@ -56,12 +61,19 @@ const LOCAL_CHANGES: usize = 4;
 /// The values a probe tries for one parameter besides the recorded one `v`.
 pub fn variants(v: &ParamValue) -> Vec<ParamValue> {
     match v {
-        ParamValue::Int(i) => vec![ParamValue::Int(i.wrapping_add(1)), ParamValue::Int(i.wrapping_mul(3).wrapping_add(7)), ParamValue::Int(0)],
+        ParamValue::Int(i) => vec![
+            ParamValue::Int(i.wrapping_add(1)),
+            ParamValue::Int(i.wrapping_mul(3).wrapping_add(7)),
+            ParamValue::Int(0),
+        ],
         ParamValue::Bytes(b) => {
             let mut longer = b.clone();
             longer.push(b'x');
-            let mut out =
-                vec![ParamValue::Bytes(b.iter().map(|c| c ^ 1).collect()), ParamValue::Bytes(longer), ParamValue::Bytes(b[..b.len() / 2].to_vec())];
+            let mut out = vec![
+                ParamValue::Bytes(b.iter().map(|c| c ^ 1).collect()),
+                ParamValue::Bytes(longer),
+                ParamValue::Bytes(b[..b.len() / 2].to_vec()),
+            ];
             // Changes at single places too: a program text (dc's, a sed script) changed
             // everywhere or cut in half no longer reaches the branch at all, and says
             // nothing; one byte changed (a digit stays a digit under ^1) or dropped
@@ -84,7 +96,14 @@ pub fn variants(v: &ParamValue) -> Vec<ParamValue> {
 
 /// Probe `unit` at the branch with CmpLog id `cmp` and edges `edges` (its directions),
 /// laying the harness out in `dir`. `timeout` bounds each run.
-pub fn probe(program: &Path, unit: &Unit, dir: &Path, cmp: Option<u32>, edges: &[u32], timeout: Duration) -> Result<Influence, FuzzError> {
+pub fn probe(
+    program: &Path,
+    unit: &Unit,
+    dir: &Path,
+    cmp: Option<u32>,
+    edges: &[u32],
+    timeout: Duration,
+) -> Result<Influence, FuzzError> {
     let out = lay_out(unit, dir)?;
     let original: Vec<ParamValue> = unit.params.iter().map(original_value).collect();
     // Two runs of the recorded values, then each parameter's variants.
@@ -104,34 +123,76 @@ pub fn probe(program: &Path, unit: &Unit, dir: &Path, cmp: Option<u32>, edges: &
 
 /// Which of `edges` the unit's recorded values take, in one run of the harness laid
 /// out in `dir` (a probe of the recorded values alone).
-pub fn recorded_edges(program: &Path, unit: &Unit, dir: &Path, edges: &[u32], timeout: Duration) -> Result<Vec<u32>, FuzzError> {
+pub fn recorded_edges(
+    program: &Path,
+    unit: &Unit,
+    dir: &Path,
+    edges: &[u32],
+    timeout: Duration,
+) -> Result<Vec<u32>, FuzzError> {
     let out = lay_out(unit, dir)?;
     let original: Vec<ParamValue> = unit.params.iter().map(original_value).collect();
-    let runs = run_probe(program, &out, None, edges, vec![encode_values(&original)], timeout)?;
+    let runs = run_probe(
+        program,
+        &out,
+        None,
+        edges,
+        vec![encode_values(&original)],
+        timeout,
+    )?;
     Ok(runs.into_iter().next().map(|r| r.edges).unwrap_or_default())
 }
 
 /// Run `inputs` through the harness laid out in `out` (by [`lay_out`]), each once in
 /// a fork, and read what each did at the comparison `cmp` and which of `edges` it hit.
-pub(crate) fn run_probe(program: &Path, out: &Path, cmp: Option<u32>, edges: &[u32], inputs: Vec<Vec<u8>>, timeout: Duration) -> Result<Vec<ProbeRun>, FuzzError> {
+pub(crate) fn run_probe(
+    program: &Path,
+    out: &Path,
+    cmp: Option<u32>,
+    edges: &[u32],
+    inputs: Vec<Vec<u8>>,
+    timeout: Duration,
+) -> Result<Vec<ProbeRun>, FuzzError> {
     let n = inputs.len();
     let runs_path = out.join("probe.runs");
-    let req = ProbeRequest { cmp, edges: edges.to_vec(), inputs, timeout_ms: timeout.as_millis() as u64, out: runs_path.clone() };
+    let req = ProbeRequest {
+        cmp,
+        edges: edges.to_vec(),
+        inputs,
+        timeout_ms: timeout.as_millis() as u64,
+        out: runs_path.clone(),
+    };
     let req_path = out.join("probe.bin");
-    std::fs::write(&req_path, bincode::serialize(&req).map_err(|e| FuzzError::Libafl(e.to_string()))?).map_err(io("cannot write", &req_path))?;
+    std::fs::write(
+        &req_path,
+        bincode::serialize(&req).map_err(|e| FuzzError::Libafl(e.to_string()))?,
+    )
+    .map_err(io("cannot write", &req_path))?;
     let mut cmd = crate::harness(program, &out.join("request.bin"), &out.join("cwd"));
     cmd.env(ENV_FUZZ_PROBE, &req_path);
     let limit = timeout * (n as u32 + 2) + Duration::from_secs(2);
     let ended = crate::wait_bounded(&mut cmd, program, limit)?;
     let runs: Vec<ProbeRun> = match std::fs::read(&runs_path) {
-        Ok(bytes) => bincode::deserialize(&bytes).map_err(|e| FuzzError::Harness(format!("the probe's runs in {} are corrupt: {e}", runs_path.display())))?,
-        Err(_) => return Err(FuzzError::Harness(format!("the probe ended ({ended:?}) without writing its runs"))),
+        Ok(bytes) => bincode::deserialize(&bytes).map_err(|e| {
+            FuzzError::Harness(format!(
+                "the probe's runs in {} are corrupt: {e}",
+                runs_path.display()
+            ))
+        })?,
+        Err(_) => {
+            return Err(FuzzError::Harness(format!(
+                "the probe ended ({ended:?}) without writing its runs"
+            )))
+        }
     };
     // Read, the files have served.
     let _ = std::fs::remove_file(&runs_path);
     let _ = std::fs::remove_file(&req_path);
     if runs.len() != n {
-        return Err(FuzzError::Harness(format!("the probe ran {} of {n} inputs", runs.len())));
+        return Err(FuzzError::Harness(format!(
+            "the probe ran {} of {n} inputs",
+            runs.len()
+        )));
     }
     Ok(runs)
 }
@@ -146,7 +207,12 @@ fn judge(runs: &[ProbeRun], owner: &[Option<usize>], compared: bool) -> Influenc
     if !runs.iter().any(reached) {
         return Influence::Unreached;
     }
-    let seen = |r: &ProbeRun| (r.operands.iter().copied().collect::<BTreeSet<_>>(), r.edges.iter().copied().collect::<BTreeSet<_>>());
+    let seen = |r: &ProbeRun| {
+        (
+            r.operands.iter().copied().collect::<BTreeSet<_>>(),
+            r.edges.iter().copied().collect::<BTreeSet<_>>(),
+        )
+    };
     let recorded = seen(&runs[0]);
     if recorded != seen(&runs[1]) {
         return Influence::Unknown("two runs of the recorded values differ at the branch".into());
@@ -173,7 +239,12 @@ mod tests {
     use trestle_abi::fuzz::ProbeEnd;
 
     fn run(operands: &[(u64, u64)], edges: &[u32]) -> ProbeRun {
-        ProbeRun { end: ProbeEnd::Exited(0), hits: operands.len() as u32, operands: operands.to_vec(), edges: edges.to_vec() }
+        ProbeRun {
+            end: ProbeEnd::Exited(0),
+            hits: operands.len() as u32,
+            operands: operands.to_vec(),
+            edges: edges.to_vec(),
+        }
     }
 
     #[test]
@@ -183,33 +254,81 @@ mod tests {
         let single: Vec<_> = vs
             .iter()
             .filter_map(|x| match x {
-                ParamValue::Bytes(b) if b.len() == 15 => Some(b.iter().zip(b"1 2 + p 3 4 * p").filter(|(a, o)| a != o).count()),
+                ParamValue::Bytes(b) if b.len() == 15 => Some(
+                    b.iter()
+                        .zip(b"1 2 + p 3 4 * p")
+                        .filter(|(a, o)| a != o)
+                        .count(),
+                ),
                 _ => None,
             })
             .collect();
-        assert_eq!(single.iter().filter(|&&d| d == 1).count(), LOCAL_CHANGES, "{vs:?}");
-        assert!(vs.iter().any(|x| matches!(x, ParamValue::Bytes(b) if b.len() == 14)), "one byte dropped: {vs:?}");
-        assert_eq!(variants(&ParamValue::Bytes(b"ab".to_vec())).len(), 3, "a short string: the three changes only");
+        assert_eq!(
+            single.iter().filter(|&&d| d == 1).count(),
+            LOCAL_CHANGES,
+            "{vs:?}"
+        );
+        assert!(
+            vs.iter()
+                .any(|x| matches!(x, ParamValue::Bytes(b) if b.len() == 14)),
+            "one byte dropped: {vs:?}"
+        );
+        assert_eq!(
+            variants(&ParamValue::Bytes(b"ab".to_vec())).len(),
+            3,
+            "a short string: the three changes only"
+        );
     }
 
     #[test]
     fn a_parameter_decides_a_branch_when_changing_it_changes_the_operands() {
         let owner = [None, None, Some(0), Some(0), Some(1)];
         let same = run(&[(5, 0xbeef)], &[3]);
-        let runs = [same.clone(), same.clone(), same.clone(), run(&[(6, 0xbeef)], &[3]), same.clone()];
+        let runs = [
+            same.clone(),
+            same.clone(),
+            same.clone(),
+            run(&[(6, 0xbeef)], &[3]),
+            same.clone(),
+        ];
         assert_eq!(judge(&runs, &owner, true), Influence::Decides(vec![0]));
-        let runs = [same.clone(), same.clone(), same.clone(), same.clone(), same.clone()];
+        let runs = [
+            same.clone(),
+            same.clone(),
+            same.clone(),
+            same.clone(),
+            same.clone(),
+        ];
         assert_eq!(judge(&runs, &owner, true), Influence::Unmoved);
         // The same comparison once more (a longer loop), or not reached at all: the
         // parameter does not move the operands.
         let twice = run(&[(5, 0xbeef), (5, 0xbeef)], &[3]);
-        let runs = [same.clone(), same.clone(), twice, run(&[], &[]), same.clone()];
+        let runs = [
+            same.clone(),
+            same.clone(),
+            twice,
+            run(&[], &[]),
+            same.clone(),
+        ];
         assert_eq!(judge(&runs, &owner, true), Influence::Unmoved);
         assert!(!Influence::Unmoved.worth_fuzzing());
         let none = run(&[], &[]);
-        assert_eq!(judge(&[none.clone(), none.clone(), none.clone(), none.clone(), none], &owner, true), Influence::Unreached);
+        assert_eq!(
+            judge(
+                &[none.clone(), none.clone(), none.clone(), none.clone(), none],
+                &owner,
+                true
+            ),
+            Influence::Unreached
+        );
         // The recorded values disagreeing with themselves: no telling.
-        let runs = [same.clone(), run(&[(9, 0xbeef)], &[3]), same.clone(), same.clone(), same];
+        let runs = [
+            same.clone(),
+            run(&[(9, 0xbeef)], &[3]),
+            same.clone(),
+            same.clone(),
+            same,
+        ];
         assert!(matches!(judge(&runs, &owner, true), Influence::Unknown(_)));
     }
 }

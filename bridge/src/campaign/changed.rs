@@ -15,9 +15,17 @@ pub fn changed_functions(binary: &Binary, source: &Path, rev: &str) -> Result<Ve
         .output()
         .context("cannot run git")?;
     if !out.status.success() {
-        bail!("git diff {rev} in {} failed: {}", source.display(), String::from_utf8_lossy(&out.stderr).trim());
+        bail!(
+            "git diff {rev} in {} failed: {}",
+            source.display(),
+            String::from_utf8_lossy(&out.stderr).trim()
+        );
     }
-    let top = std::process::Command::new("git").arg("-C").arg(source).args(["rev-parse", "--show-toplevel"]).output()?;
+    let top = std::process::Command::new("git")
+        .arg("-C")
+        .arg(source)
+        .args(["rev-parse", "--show-toplevel"])
+        .output()?;
     let top = PathBuf::from(String::from_utf8_lossy(&top.stdout).trim());
     let mut changed: BTreeMap<PathBuf, Vec<u32>> = BTreeMap::new();
     let mut file: Option<PathBuf> = None;
@@ -26,7 +34,9 @@ pub fn changed_functions(binary: &Binary, source: &Path, rev: &str) -> Result<Ve
             file = f.strip_prefix("b/").map(|f| top.join(f));
         } else if let (Some(h), Some(f)) = (line.strip_prefix("@@ "), &file) {
             // @@ -a,b +c,d @@
-            let Some(plus) = h.split_whitespace().find(|p| p.starts_with('+')) else { continue };
+            let Some(plus) = h.split_whitespace().find(|p| p.starts_with('+')) else {
+                continue;
+            };
             let mut it = plus[1..].split(',');
             let start: u32 = it.next().and_then(|x| x.parse().ok()).unwrap_or(0);
             let len: u32 = it.next().and_then(|x| x.parse().ok()).unwrap_or(1);
@@ -45,14 +55,23 @@ fn functions_at(binary: &Binary, lines: &BTreeMap<PathBuf, Vec<u32>>) -> Vec<Str
     for f in binary.functions.values() {
         if let Some(file) = &f.file {
             if f.line > 0 {
-                by_file.entry(file.clone()).or_default().push((f.line, f.display_name().to_owned()));
+                by_file
+                    .entry(file.clone())
+                    .or_default()
+                    .push((f.line, f.display_name().to_owned()));
             }
         }
     }
     let mut out = BTreeSet::new();
     for (file, mut fns) in by_file {
         fns.sort();
-        let Some(changed) = lines.iter().find(|(p, _)| same_source(p, &file)).map(|(_, l)| l) else { continue };
+        let Some(changed) = lines
+            .iter()
+            .find(|(p, _)| same_source(p, &file))
+            .map(|(_, l)| l)
+        else {
+            continue;
+        };
         for (i, (start, name)) in fns.iter().enumerate() {
             let end = fns.get(i + 1).map_or(u32::MAX, |n| n.0);
             if changed.iter().any(|l| (*start..end).contains(l)) {
@@ -86,7 +105,12 @@ fn tidy(p: &Path) -> &Path {
 
 /// How many trailing path components `a` and `b` share (`./` aside).
 fn common_tail(a: &Path, b: &Path) -> usize {
-    tidy(a).components().rev().zip(tidy(b).components().rev()).take_while(|(x, y)| x == y).count()
+    tidy(a)
+        .components()
+        .rev()
+        .zip(tidy(b).components().rev())
+        .take_while(|(x, y)| x == y)
+        .count()
 }
 
 /// Among a report's files, the one that is `debug_file`: the same file
@@ -94,7 +118,10 @@ fn common_tail(a: &Path, b: &Path) -> usize {
 /// only one does. The coverage build (`--validate-with`) is a second build of the
 /// sources, usually in another directory: `/b/cov/sed-4.9/sed/execute.c` is the
 /// fuzzed build's `/b/trestle/sed-4.9/sed/execute.c`, not `…/lib/execute.c`.
-pub(super) fn matching_source<'a, V>(files: impl IntoIterator<Item = (&'a str, V)>, debug_file: &str) -> Option<V> {
+pub(super) fn matching_source<'a, V>(
+    files: impl IntoIterator<Item = (&'a str, V)>,
+    debug_file: &str,
+) -> Option<V> {
     let debug = Path::new(debug_file);
     let mut best: Option<(usize, V)> = None;
     let mut tied = false;
@@ -126,7 +153,10 @@ pub(super) fn function_lines(binary: &Binary) -> FunctionLines {
     let mut by_file: BTreeMap<String, Vec<(u32, u64)>> = BTreeMap::new();
     for f in binary.functions.values() {
         if let Some(file) = &f.file {
-            by_file.entry(file.clone()).or_default().push((f.line, f.id));
+            by_file
+                .entry(file.clone())
+                .or_default()
+                .push((f.line, f.id));
         }
     }
     let mut out = BTreeMap::new();
@@ -151,14 +181,25 @@ mod tests {
         // A path from git, relative to the work tree.
         assert!(same_source(Path::new("sed/execute.c"), fuzzed));
         assert!(same_source(Path::new("./sed/execute.c"), fuzzed));
-        assert!(same_source(Path::new("/b/trestle/sed-4.9/sed/execute.c"), "sed/execute.c"));
+        assert!(same_source(
+            Path::new("/b/trestle/sed-4.9/sed/execute.c"),
+            "sed/execute.c"
+        ));
         assert!(!same_source(Path::new("lib/execute.c"), fuzzed));
         // The coverage build of the same sources elsewhere: the file sharing the longest
         // tail, if only one does.
-        let cov = ["/b/cov/sed-4.9/lib/execute.c", "/b/cov/sed-4.9/sed/execute.c", "/b/cov/sed-4.9/sed/compile.c", "/b/cov/sed-4.9/basicdefs.h"];
+        let cov = [
+            "/b/cov/sed-4.9/lib/execute.c",
+            "/b/cov/sed-4.9/sed/execute.c",
+            "/b/cov/sed-4.9/sed/compile.c",
+            "/b/cov/sed-4.9/basicdefs.h",
+        ];
         let find = |debug: &str| matching_source(cov.iter().map(|f| (*f, *f)), debug);
         assert_eq!(find(fuzzed), Some("/b/cov/sed-4.9/sed/execute.c"));
-        assert_eq!(find("/b/trestle/sed-4.9/basicdefs.h"), Some("/b/cov/sed-4.9/basicdefs.h"));
+        assert_eq!(
+            find("/b/trestle/sed-4.9/basicdefs.h"),
+            Some("/b/cov/sed-4.9/basicdefs.h")
+        );
         assert_eq!(find("/b/trestle/sed-4.9/sed/debug.c"), None);
         // Two files as close as each other: neither.
         assert_eq!(find("/b/trestle/sed-4.9/src/execute.c"), None);

@@ -77,7 +77,10 @@ pub fn space(path: &Path) -> Option<(u64, u64)> {
 /// needs to go on safely.
 pub fn full(dir: &Path) -> Option<DiskFull> {
     let (free, total) = space(dir)?;
-    (free < free_floor(total)).then(|| DiskFull { dir: dir.to_owned(), free })
+    (free < free_floor(total)).then(|| DiskFull {
+        dir: dir.to_owned(),
+        free,
+    })
 }
 
 /// The directory's size and what was evicted to keep it under the budget.
@@ -100,11 +103,19 @@ pub struct Disk {
 /// Bytes of the files under `path` (apparent sizes, as `du --apparent-size` counts),
 /// 0 when it does not exist; files removed meanwhile do not count.
 pub fn dir_bytes(path: &Path) -> u64 {
-    let Ok(entries) = std::fs::read_dir(path) else { return 0 };
+    let Ok(entries) = std::fs::read_dir(path) else {
+        return 0;
+    };
     let mut total = 0;
     for e in entries.flatten() {
-        let Ok(meta) = e.path().symlink_metadata() else { continue };
-        total += if meta.is_dir() { dir_bytes(&e.path()) } else { meta.len() };
+        let Ok(meta) = e.path().symlink_metadata() else {
+            continue;
+        };
+        total += if meta.is_dir() {
+            dir_bytes(&e.path())
+        } else {
+            meta.len()
+        };
     }
     total
 }
@@ -127,7 +138,10 @@ pub fn parse_size(s: &str) -> Result<u64, String> {
         }
         _ => (t, 1.0),
     };
-    let n: f64 = num.trim().parse().map_err(|_| format!("{s:?} is no size (say 500M or 2G)"))?;
+    let n: f64 = num
+        .trim()
+        .parse()
+        .map_err(|_| format!("{s:?} is no size (say 500M or 2G)"))?;
     if !n.is_finite() || n <= 0.0 {
         return Err(format!("{s:?}: a size must be more than 0"));
     }

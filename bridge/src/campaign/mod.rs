@@ -24,12 +24,12 @@ mod status;
 pub use changed::changed_functions;
 pub(crate) use runner::give_back_free_memory;
 
-use runner::Runner;
-use status::{on_stop, Live, STOP};
 use crate::binary::Binary;
 use crate::files;
 use anyhow::{bail, Context as _, Result};
+use runner::Runner;
 use serde::{Deserialize, Serialize};
+use status::{on_stop, Live, STOP};
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::IsTerminal as _;
 use std::path::{Path, PathBuf};
@@ -41,7 +41,9 @@ use std::time::Duration;
 /// (a harness run has its own start-up), never more than `--timeout`. A unit that
 /// loops then costs a fraction of a second of its slice, not seconds.
 pub fn unit_limit(system_limit: Duration, timeout: Duration) -> Duration {
-    (system_limit * 2).max(Duration::from_millis(100)).min(timeout)
+    (system_limit * 2)
+        .max(Duration::from_millis(100))
+        .min(timeout)
 }
 
 /// How a campaign fuzzes one unit for a slice, the same on the main node and on a
@@ -363,7 +365,10 @@ impl Roadblocks {
     /// Roadblocks whose missing direction a unit round's lifted tests made the system
     /// fuzzer take.
     pub fn solved(&self) -> usize {
-        self.attempts.iter().filter(|a| a.solved_at.is_some()).count()
+        self.attempts
+            .iter()
+            .filter(|a| a.solved_at.is_some())
+            .count()
     }
 }
 
@@ -413,13 +418,16 @@ pub struct RoadblockProbe {
 }
 
 /// Samples of `timeline.csv`.
-pub const TIMELINE_HEADER: &str = "seconds,system_execs,unit_execs,edges,units_carved,units_fuzzed,candidates,alarms";
+pub const TIMELINE_HEADER: &str =
+    "seconds,system_execs,unit_execs,edges,units_carved,units_fuzzed,candidates,alarms";
 
 fn settings_from(args: &Options) -> Result<Settings> {
     let program = args.program.clone().context("--program is required")?;
-    let program = std::fs::canonicalize(&program).with_context(|| format!("program {}", program.display()))?;
+    let program = std::fs::canonicalize(&program)
+        .with_context(|| format!("program {}", program.display()))?;
     let seeds = args.seeds.clone().context("--seeds is required")?;
-    let seeds = std::fs::canonicalize(&seeds).with_context(|| format!("seeds {}", seeds.display()))?;
+    let seeds =
+        std::fs::canonicalize(&seeds).with_context(|| format!("seeds {}", seeds.display()))?;
     let binary = Binary::load(&program)?;
     let changed = match (&args.changed_since, &args.source) {
         (Some(rev), Some(src)) => changed_functions(&binary, src, rev)?,
@@ -427,19 +435,24 @@ fn settings_from(args: &Options) -> Result<Settings> {
     };
     for f in &args.focus {
         if !binary.functions.values().any(|m| m.display_name() == f) {
-            bail!("--focus {f}: {} has no instrumented function of that name", program.display());
+            bail!(
+                "--focus {f}: {} has no instrumented function of that name",
+                program.display()
+            );
         }
     }
     if args.cores == 0 {
         bail!("--cores must be at least 1");
     }
     let validate_with = match &args.validate_with {
-        Some(v) => std::fs::canonicalize(v).with_context(|| format!("validation program {}", v.display()))?,
+        Some(v) => std::fs::canonicalize(v)
+            .with_context(|| format!("validation program {}", v.display()))?,
         None => program.clone(),
     };
     let coverage_with = match &args.coverage_with {
         Some(c) => {
-            let c = std::fs::canonicalize(c).with_context(|| format!("coverage build {}", c.display()))?;
+            let c = std::fs::canonicalize(c)
+                .with_context(|| format!("coverage build {}", c.display()))?;
             if !crate::system::coverage::is_coverage_build(&c) {
                 bail!("--coverage-with {}: no coverage build (build it with clang-19 -g -fprofile-instr-generate -fcoverage-mapping)", c.display());
             }
@@ -489,7 +502,11 @@ pub fn run(args: &Options) -> Result<RunOutcome> {
         bail!("--delegate leaves the fuzzing to workers: it needs --listen HOST:PORT");
     }
     if !s.changed.is_empty() && r.c.rounds == 0 {
-        eprintln!("trestle run: changed since {}: {}", s.changed_since.as_deref().unwrap_or("?"), s.changed.join(", "));
+        eprintln!(
+            "trestle run: changed since {}: {}",
+            s.changed_since.as_deref().unwrap_or("?"),
+            s.changed.join(", ")
+        );
     }
     STOP.store(false, Ordering::SeqCst);
     // SAFETY: installing a handler that only stores to an atomic.
@@ -498,11 +515,19 @@ pub fn run(args: &Options) -> Result<RunOutcome> {
         libc::signal(libc::SIGTERM, on_stop as *const () as libc::sighandler_t);
     }
     // Findings a kill cut short are lifted first.
-    let went = r.sample().and_then(|()| r.keep_within_disk()).and_then(|()| r.lift_pending()).and_then(|()| r.rounds());
+    let went = r
+        .sample()
+        .and_then(|()| r.keep_within_disk())
+        .and_then(|()| r.lift_pending())
+        .and_then(|()| r.rounds());
     if let Err(e) = went {
         // A write that failed for want of space ends the campaign with one line (what
         // it saved last stands: every file is replaced whole or not at all).
-        if let Some(full) = e.downcast_ref::<disk::DiskFull>().cloned().or_else(|| disk::full(&out)) {
+        if let Some(full) = e
+            .downcast_ref::<disk::DiskFull>()
+            .cloned()
+            .or_else(|| disk::full(&out))
+        {
             let _ = r.save();
             r.close_cluster("the main node's disk is full").ok();
             return Err(full.into());
@@ -511,21 +536,34 @@ pub fn run(args: &Options) -> Result<RunOutcome> {
     }
     let interrupted = STOP.load(Ordering::SeqCst);
     let alarms = r.finish(interrupted)?;
-    Ok(RunOutcome { dir: out, campaign: r.c, alarms })
+    Ok(RunOutcome {
+        dir: out,
+        campaign: r.c,
+        alarms,
+    })
 }
 
 /// Open the campaign in `dir` to go on with it.
 fn resume(dir: &Path) -> Result<(PathBuf, Campaign)> {
     let path = dir.join(files::CAMPAIGN);
     if !path.exists() {
-        bail!("{} is not a campaign directory (no {})", dir.display(), files::CAMPAIGN);
+        bail!(
+            "{} is not a campaign directory (no {})",
+            dir.display(),
+            files::CAMPAIGN
+        );
     }
     let c: Campaign = files::read(&path)?;
     if c.finished || c.elapsed >= c.settings.budget {
         // Killed while reducing its alarms: a resume only reduces what is left.
         let unreduced = unreduced_alarms(dir)?;
         if unreduced == 0 {
-            bail!("the campaign in {} has used its {:.0}s budget; `trestle report {}` shows it", dir.display(), c.settings.budget, dir.display());
+            bail!(
+                "the campaign in {} has used its {:.0}s budget; `trestle report {}` shows it",
+                dir.display(),
+                c.settings.budget,
+                dir.display()
+            );
         }
         eprintln!("trestle run: the campaign's budget is spent; reducing the {unreduced} alarm(s) it left unreduced");
     }
@@ -539,16 +577,22 @@ fn unreduced_alarms(dir: &Path) -> Result<usize> {
         return Ok(0);
     }
     let v: serde_json::Value = files::read(&path)?;
-    Ok(v["alarms"].as_array().map_or(0, |a| a.iter().filter(|x| x["reduction_pending"] == true).count()))
+    Ok(v["alarms"].as_array().map_or(0, |a| {
+        a.iter().filter(|x| x["reduction_pending"] == true).count()
+    }))
 }
 
 /// Start a campaign in `--out` (which must not exist or be empty).
 fn start(args: &Options) -> Result<(PathBuf, Campaign)> {
     let out = args.out.clone().context("--out is required")?;
     if out.exists() {
-        let mut entries = std::fs::read_dir(&out).with_context(|| format!("cannot list {}", out.display()))?;
+        let mut entries =
+            std::fs::read_dir(&out).with_context(|| format!("cannot list {}", out.display()))?;
         if entries.next().is_some() {
-            bail!("{} exists and is not empty: choose another --out, or --resume it", out.display());
+            bail!(
+                "{} exists and is not empty: choose another --out, or --resume it",
+                out.display()
+            );
         }
     }
     std::fs::create_dir_all(&out).with_context(|| format!("cannot create {}", out.display()))?;

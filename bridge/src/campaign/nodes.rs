@@ -22,7 +22,8 @@ impl Runner {
         let s = &self.c.settings;
         let mut seeds = Vec::new();
         for t in crate::system::systest::load_tests(&s.seeds)? {
-            let bytes = std::fs::read(&t.path).with_context(|| format!("cannot read seed {}", t.path.display()))?;
+            let bytes = std::fs::read(&t.path)
+                .with_context(|| format!("cannot read seed {}", t.path.display()))?;
             seeds.push((t.name, bytes));
         }
         let work = Work {
@@ -35,10 +36,15 @@ impl Runner {
             remaining: self.remaining(),
         };
         // The campaign's key: given, or made once in its directory (a resume keeps it).
-        let key_path = key.map(Path::to_owned).unwrap_or_else(|| self.out.join("cluster.key"));
+        let key_path = key
+            .map(Path::to_owned)
+            .unwrap_or_else(|| self.out.join("cluster.key"));
         let (key, made) = crate::cluster::gate::Key::load_or_create(&key_path)?;
         if made {
-            eprintln!("trestle run: made the campaign's cluster key {}; copy it to the workers' machines", key_path.display());
+            eprintln!(
+                "trestle run: made the campaign's cluster key {}; copy it to the workers' machines",
+                key_path.display()
+            );
         }
         let hub = Hub::listen(addr, self.binary.build, work, key)?;
         eprintln!(
@@ -73,9 +79,18 @@ impl Runner {
         let mut units = Vec::new();
         for row in index.units.iter().filter(|u| u.params > 0) {
             let path = dir.join(&row.file);
-            let bytes = std::fs::read(&path).with_context(|| format!("cannot read unit {}", path.display()))?;
-            let name = path.strip_prefix(&root).unwrap_or(&path).to_string_lossy().into_owned();
-            units.push(UnitFile { name, function: row.function.clone(), bytes });
+            let bytes = std::fs::read(&path)
+                .with_context(|| format!("cannot read unit {}", path.display()))?;
+            let name = path
+                .strip_prefix(&root)
+                .unwrap_or(&path)
+                .to_string_lossy()
+                .into_owned();
+            units.push(UnitFile {
+                name,
+                function: row.function.clone(),
+                bytes,
+            });
         }
         hub.send_units(units)
     }
@@ -98,7 +113,9 @@ impl Runner {
     /// (while a unit is fuzzed here: validating and lifting would compete with it).
     pub(super) fn poll_workers(&mut self) -> Result<()> {
         let remaining = self.remaining();
-        let Some(hub) = self.hub.as_mut() else { return Ok(()) };
+        let Some(hub) = self.hub.as_mut() else {
+            return Ok(());
+        };
         let finds = hub.poll(remaining)?;
         self.worker_finds.extend(finds);
         Ok(())
@@ -107,11 +124,16 @@ impl Runner {
     /// Poll the workers for `d` (this node fuzzing nothing itself).
     pub(super) fn wait_for_workers(&mut self, d: Duration) -> Result<()> {
         let end = Instant::now() + d;
-        while Instant::now() < end && !super::status::STOP.load(Ordering::SeqCst) && self.remaining() > 0.0 {
+        while Instant::now() < end
+            && !super::status::STOP.load(Ordering::SeqCst)
+            && self.remaining() > 0.0
+        {
             self.serve_workers()?;
             self.status("waiting for the workers");
             self.sample()?;
-            std::thread::sleep(Duration::from_millis(200).min(end.saturating_duration_since(Instant::now())));
+            std::thread::sleep(
+                Duration::from_millis(200).min(end.saturating_duration_since(Instant::now())),
+            );
         }
         self.save()
     }
@@ -124,7 +146,9 @@ impl Runner {
                     Ok(t) => {
                         self.sys.add_test(&t)?;
                     }
-                    Err(e) => eprintln!("trestle run: passing over a queue entry from {from}: {e:#}"),
+                    Err(e) => {
+                        eprintln!("trestle run: passing over a queue entry from {from}: {e:#}")
+                    }
                 }
             }
             Message::SystemCrash { from, name, test } => {
@@ -138,7 +162,14 @@ impl Runner {
                 }
                 r?;
             }
-            Message::UnitFinds { from, unit, function, executions, crashes, queue } => self.take_unit_finds(from, unit, function, executions, crashes, queue)?,
+            Message::UnitFinds {
+                from,
+                unit,
+                function,
+                executions,
+                crashes,
+                queue,
+            } => self.take_unit_finds(from, unit, function, executions, crashes, queue)?,
             _ => {}
         }
         Ok(())
@@ -147,7 +178,8 @@ impl Runner {
     /// A worker's system test, kept under `nodes/<worker>/<kind>/`.
     fn keep(&self, from: &str, kind: &str, name: &str, bytes: &[u8]) -> Result<PathBuf> {
         let dir = self.out.join("nodes").join(safe_name(from)).join(kind);
-        std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
+        std::fs::create_dir_all(&dir)
+            .with_context(|| format!("cannot create {}", dir.display()))?;
         let path = dir.join(file_part(name));
         crate::files::write_atomic(&path, bytes)?;
         Ok(path)
@@ -155,14 +187,31 @@ impl Runner {
 
     /// A worker's unit run, laid out as a local one (`fuzz/<function>-<worker>-<k>/`
     /// with the unit, its crashes and queue) and listed to be lifted.
-    fn take_unit_finds(&mut self, from: String, unit: String, function: String, executions: u64, crashes: Vec<(String, Vec<u8>)>, queue: Vec<(String, Vec<u8>)>) -> Result<()> {
+    fn take_unit_finds(
+        &mut self,
+        from: String,
+        unit: String,
+        function: String,
+        executions: u64,
+        crashes: Vec<(String, Vec<u8>)>,
+        queue: Vec<(String, Vec<u8>)>,
+    ) -> Result<()> {
         let unit_path = self.out.join("units").join(&unit);
         if !unit_path.is_file() {
             eprintln!("trestle run: {from} sent finds of unit {unit}, which this campaign does not have; passed over");
             return Ok(());
         }
-        let k = self.c.fuzzed.iter().filter(|f| f.function == function && f.node.as_deref() == Some(&from)).count();
-        let dir = self.out.join("fuzz").join(format!("{}-{}-{k}", safe_name(&function), safe_name(&from)));
+        let k = self
+            .c
+            .fuzzed
+            .iter()
+            .filter(|f| f.function == function && f.node.as_deref() == Some(&from))
+            .count();
+        let dir = self.out.join("fuzz").join(format!(
+            "{}-{}-{k}",
+            safe_name(&function),
+            safe_name(&from)
+        ));
         crate::files::remove_dir_if_present(&dir)?;
         let dir = trestle_unit_fuzz::lay_out(&crate::carve::units::read_unit(&unit_path)?, &dir)?;
         for (sub, files) in [("crashes", &crashes), ("queue", &queue)] {
@@ -208,10 +257,21 @@ impl Runner {
         let hub = self.hub.as_ref().expect("checked above");
         let main = NodeRecord {
             name: "main".into(),
-            cores: if self.delegate { 0 } else { self.c.settings.cores },
+            cores: if self.delegate {
+                0
+            } else {
+                self.c.settings.cores
+            },
             // Every run of its system fuzzer (seeds and workers' queue entries included)
             // and of its own unit fuzzing.
-            execs: self.sys.executions() + self.c.fuzzed.iter().filter(|f| f.node.is_none()).map(|f| f.executions).sum::<u64>(),
+            execs: self.sys.executions()
+                + self
+                    .c
+                    .fuzzed
+                    .iter()
+                    .filter(|f| f.node.is_none())
+                    .map(|f| f.executions)
+                    .sum::<u64>(),
             finds: self.c.main_finds,
         };
         self.c.nodes = std::iter::once(main).chain(hub.workers()).collect();
@@ -222,7 +282,12 @@ impl Runner {
 /// A file name a worker sent, as a name in one directory (never a path elsewhere):
 /// kept as it is when it is one (LibAFL pairs `x` with `.x.metadata`), else made safe.
 fn file_part(name: &str) -> String {
-    if !name.is_empty() && name != "." && name != ".." && !name.contains('/') && !name.contains('\0') {
+    if !name.is_empty()
+        && name != "."
+        && name != ".."
+        && !name.contains('/')
+        && !name.contains('\0')
+    {
         name.to_owned()
     } else {
         safe_name(name)
@@ -230,5 +295,7 @@ fn file_part(name: &str) -> String {
 }
 
 fn file_name(p: &Path) -> String {
-    p.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default()
+    p.file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default()
 }

@@ -19,8 +19,8 @@ use super::FuzzedUnit;
 use crate::binary::Binary;
 use crate::carve::units::UnitRow;
 use crate::roadblocks::Roadblock;
-use std::collections::{BTreeMap, BTreeSet, HashMap};
 use anyhow::Result;
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 use trestle_abi::fuzz::{original_value, ParamValue};
@@ -93,7 +93,12 @@ const CHANGED_REASON: &str = "changed since the given revision; ";
 fn direction_name(b: &crate::roadblocks::Branch, k: usize) -> String {
     match b.directions[k].case {
         Some(c) => format!("case {c}"),
-        None if b.directions.len() == 2 => (if k == 0 { "the true side" } else { "the false side" }).to_owned(),
+        None if b.directions.len() == 2 => (if k == 0 {
+            "the true side"
+        } else {
+            "the false side"
+        })
+        .to_owned(),
         None if k == 0 => "the default".to_owned(),
         None => format!("direction {k}"),
     }
@@ -108,13 +113,22 @@ fn unit_weight(row: &UnitRow) -> f64 {
     let kinds = row.param_kinds.len().max(usize::from(row.params > 0)) as f64;
     let stream = row.param_kinds.iter().any(|k| k == "stream") as u8 as f64;
     let number = row.param_kinds.iter().any(|k| k == "number") as u8 as f64;
-    (1.0 + 0.1 * row.params.min(5) as f64) * (1.0 + 0.2 * kinds + 0.5 * stream + 0.3 * number) * (1.0 + (1.0 + row.input_bytes as f64).log2() / 16.0)
+    (1.0 + 0.1 * row.params.min(5) as f64)
+        * (1.0 + 0.2 * kinds + 0.5 * stream + 0.3 * number)
+        * (1.0 + (1.0 + row.input_bytes as f64).log2() / 16.0)
 }
 
 /// A unit's parameters, for the reason of a pick.
 fn describe_params(row: &UnitRow) -> String {
-    let kinds = if row.param_kinds.is_empty() { row.params.to_string() } else { row.param_kinds.join(", ") };
-    format!("parameters: {kinds} covering {} input byte(s)", row.input_bytes)
+    let kinds = if row.param_kinds.is_empty() {
+        row.params.to_string()
+    } else {
+        row.param_kinds.join(", ")
+    };
+    format!(
+        "parameters: {kinds} covering {} input byte(s)",
+        row.input_bytes
+    )
 }
 
 /// What the campaign fuzzed so far.
@@ -127,12 +141,23 @@ struct History<'a> {
 
 impl<'a> History<'a> {
     fn of(fuzzed: &'a [FuzzedUnit]) -> Self {
-        let mut h = History { units: BTreeSet::new(), times: BTreeMap::new(), values: BTreeMap::new(), kinds: BTreeMap::new() };
+        let mut h = History {
+            units: BTreeSet::new(),
+            times: BTreeMap::new(),
+            values: BTreeMap::new(),
+            kinds: BTreeMap::new(),
+        };
         for f in fuzzed {
             h.units.insert(&f.unit);
             *h.times.entry(&f.function).or_default() += 1;
-            h.values.entry(&f.function).or_default().push(&f.value_hashes);
-            h.kinds.entry(&f.function).or_default().extend(f.param_kinds.iter().map(String::as_str));
+            h.values
+                .entry(&f.function)
+                .or_default()
+                .push(&f.value_hashes);
+            h.kinds
+                .entry(&f.function)
+                .or_default()
+                .extend(f.param_kinds.iter().map(String::as_str));
         }
         h
     }
@@ -140,7 +165,9 @@ impl<'a> History<'a> {
     /// Whether `row` has a kind of parameter no fuzzed unit of its function had.
     fn new_kind(&self, row: &UnitRow) -> bool {
         let seen = self.kinds.get(row.function.as_str());
-        row.param_kinds.iter().any(|k| seen.is_none_or(|s| !s.contains(k.as_str())))
+        row.param_kinds
+            .iter()
+            .any(|k| seen.is_none_or(|s| !s.contains(k.as_str())))
     }
 
     /// How often `function` was fuzzed.
@@ -150,9 +177,11 @@ impl<'a> History<'a> {
 
     /// Whether every parameter value of `row` occurs in a unit of its function already fuzzed.
     fn near_copy(&self, row: &UnitRow) -> bool {
-        self.values
-            .get(row.function.as_str())
-            .is_some_and(|seen| seen.iter().any(|v| !v.is_empty() && row.value_hashes.iter().all(|h| v.binary_search(h).is_ok())))
+        self.values.get(row.function.as_str()).is_some_and(|seen| {
+            seen.iter().any(|v| {
+                !v.is_empty() && row.value_hashes.iter().all(|h| v.binary_search(h).is_ok())
+            })
+        })
     }
 }
 
@@ -186,7 +215,12 @@ fn lexical(path: &Path) -> PathBuf {
     for c in path.components() {
         match c {
             std::path::Component::CurDir => {}
-            std::path::Component::ParentDir if matches!(out.components().next_back(), Some(std::path::Component::Normal(_))) => {
+            std::path::Component::ParentDir
+                if matches!(
+                    out.components().next_back(),
+                    Some(std::path::Component::Normal(_))
+                ) =>
+            {
                 out.pop();
             }
             c => out.push(c),
@@ -215,22 +249,44 @@ impl<'a> Reach<'a> {
         uncovered: Option<&BTreeMap<String, Vec<u32>>>,
     ) -> Self {
         let (mut own, measure) = match uncovered {
-            Some(unc) => (Self::uncovered_in_span(lines, unc), "uncovered lines and branch directions"),
-            None => (binary.functions.values().map(|f| (f.id, 1.0 + f.cmp_constants.len() as f64)).collect(), "compared constants"),
+            Some(unc) => (
+                Self::uncovered_in_span(lines, unc),
+                "uncovered lines and branch directions",
+            ),
+            None => (
+                binary
+                    .functions
+                    .values()
+                    .map(|f| (f.id, 1.0 + f.cmp_constants.len() as f64))
+                    .collect(),
+                "compared constants",
+            ),
         };
         for (id, score) in own.iter_mut() {
             *score *= weights.get(id).copied().unwrap_or(1.0);
         }
-        Reach { binary, own, memo: HashMap::new(), measure }
+        Reach {
+            binary,
+            own,
+            memo: HashMap::new(),
+            measure,
+        }
     }
 
-    fn uncovered_in_span(lines: &FunctionLines, unc: &BTreeMap<String, Vec<u32>>) -> HashMap<u64, f64> {
+    fn uncovered_in_span(
+        lines: &FunctionLines,
+        unc: &BTreeMap<String, Vec<u32>>,
+    ) -> HashMap<u64, f64> {
         let mut by_debug_file: HashMap<&str, Option<&Vec<u32>>> = HashMap::new();
         lines
             .iter()
             .map(|(id, (file, start, end))| {
-                let lines = *by_debug_file.entry(file.as_str()).or_insert_with(|| matching_source(unc.iter().map(|(f, ls)| (f.as_str(), ls)), file));
-                let n = lines.map_or(0, |ls| ls.iter().filter(|l| (*start..*end).contains(*l)).count());
+                let lines = *by_debug_file.entry(file.as_str()).or_insert_with(|| {
+                    matching_source(unc.iter().map(|(f, ls)| (f.as_str(), ls)), file)
+                });
+                let n = lines.map_or(0, |ls| {
+                    ls.iter().filter(|l| (*start..*end).contains(*l)).count()
+                });
                 (*id, n as f64)
             })
             .collect()
@@ -242,7 +298,9 @@ impl<'a> Reach<'a> {
             binary
                 .callees_by_depth(id)
                 .iter()
-                .map(|(f, depth)| own.get(&f.id).copied().unwrap_or(0.0) * DEPTH_DECAY.powi(*depth as i32))
+                .map(|(f, depth)| {
+                    own.get(&f.id).copied().unwrap_or(0.0) * DEPTH_DECAY.powi(*depth as i32)
+                })
                 .sum::<f64>()
                 + 0.1
         })
@@ -293,7 +351,12 @@ impl Best {
 impl Runner {
     /// The attempts at the roadblock `key` so far.
     fn tries_at(&self, key: &str) -> usize {
-        self.c.roadblocks.attempts.iter().filter(|a| a.key == key).count()
+        self.c
+            .roadblocks
+            .attempts
+            .iter()
+            .filter(|a| a.key == key)
+            .count()
     }
 
     /// Whether the roadblock `key` is left to the system fuzzer: [`ROADBLOCK_TRIES`]
@@ -302,7 +365,13 @@ impl Runner {
     /// system fuzzer's map: sed's `ascii_only`, solved so with the case-conversion bug
     /// behind it, took more slices that found nothing new.
     pub(super) fn left_to_system(&self, key: &str) -> bool {
-        self.tries_at(key) >= ROADBLOCK_TRIES || self.c.roadblocks.attempts.iter().any(|a| a.key == key && a.solved_at.is_some())
+        self.tries_at(key) >= ROADBLOCK_TRIES
+            || self
+                .c
+                .roadblocks
+                .attempts
+                .iter()
+                .any(|a| a.key == key && a.solved_at.is_some())
     }
 
     /// What a roadblock promises before any try: its score, weighted by what the
@@ -320,7 +389,9 @@ impl Runner {
     pub(super) fn pick(&mut self, roadblocks: &[Roadblock]) -> Option<Pick> {
         let by_reach = self.pick_by_reach();
         let explore = self.c.fuzzed.len() % EXPLORE_EVERY == EXPLORE_EVERY - 1;
-        let changed_first = by_reach.as_ref().is_some_and(|p| p.reason.starts_with(CHANGED_REASON));
+        let changed_first = by_reach
+            .as_ref()
+            .is_some_and(|p| p.reason.starts_with(CHANGED_REASON));
         if changed_first || explore {
             return by_reach;
         }
@@ -341,7 +412,10 @@ impl Runner {
             }
             probed += 1;
             let rb = pick.roadblock.clone().expect("a roadblock's candidate");
-            self.status(&format!("probing a unit of {} at a roadblock", pick.function));
+            self.status(&format!(
+                "probing a unit of {} at a roadblock",
+                pick.function
+            ));
             let t = std::time::Instant::now();
             let influence = self.probe(&pick, &rb);
             let (mut worth, mut verdict) = match &influence {
@@ -351,12 +425,16 @@ impl Runner {
             };
             if let (true, Ok(i)) = (worth, &influence) {
                 match self.system_probe(&pick, &rb, i) {
-                    Ok(SystemInfluence::Moves) => verdict.push_str("; at system level, its mapped input moves the comparison"),
+                    Ok(SystemInfluence::Moves) => {
+                        verdict.push_str("; at system level, its mapped input moves the comparison")
+                    }
                     Ok(SystemInfluence::Unmoved) => {
                         worth = false;
                         verdict.push_str(", but at system level the input it was mapped from does not change what the branch compares");
                     }
-                    Ok(SystemInfluence::Unknown(why)) => verdict.push_str(&format!("; at system level: {why}")),
+                    Ok(SystemInfluence::Unknown(why)) => {
+                        verdict.push_str(&format!("; at system level: {why}"))
+                    }
                     // The unit's own probe said yes: fuzz it.
                     Err(e) => verdict.push_str(&format!("; the system-level probe failed: {e:#}")),
                 }
@@ -388,19 +466,36 @@ impl Runner {
     /// unit whose parameters decide the branch only in the harness (dc's value type,
     /// an enum 1 mapped to a "1" of the script by chance; every flip of it was a
     /// defensive branch no input takes) is not worth a slice: nothing it finds lifts.
-    fn system_probe(&mut self, pick: &Pick, rb: &Roadblock, influence: &trestle_unit_fuzz::Influence) -> Result<SystemInfluence> {
+    fn system_probe(
+        &mut self,
+        pick: &Pick,
+        rb: &Roadblock,
+        influence: &trestle_unit_fuzz::Influence,
+    ) -> Result<SystemInfluence> {
         let Some(cmp) = self.branches.branches[rb.branch].cmp else {
-            return Ok(SystemInfluence::Unknown("the branch logs no operands".into()));
+            return Ok(SystemInfluence::Unknown(
+                "the branch logs no operands".into(),
+            ));
         };
         let unit = crate::carve::units::read_unit(&pick.path)?;
         let Some(base) = self.sys.operands_at(&unit.system_test, cmp)? else {
-            return Ok(SystemInfluence::Unknown("no CmpLog, or its system test runs past the run limit".into()));
+            return Ok(SystemInfluence::Unknown(
+                "no CmpLog, or its system test runs past the run limit".into(),
+            ));
         };
         if base.hits == 0 {
-            return Ok(SystemInfluence::Unknown("its system test does not run the comparison".into()));
+            return Ok(SystemInfluence::Unknown(
+                "its system test does not run the comparison".into(),
+            ));
         }
-        if self.sys.operands_at(&unit.system_test, cmp)?.is_none_or(|again| base.differs(&again)) {
-            return Ok(SystemInfluence::Unknown("its system test compares other operands each run".into()));
+        if self
+            .sys
+            .operands_at(&unit.system_test, cmp)?
+            .is_none_or(|again| base.differs(&again))
+        {
+            return Ok(SystemInfluence::Unknown(
+                "its system test compares other operands each run".into(),
+            ));
         }
         let original: Vec<ParamValue> = unit.params.iter().map(original_value).collect();
         let deciding: Vec<usize> = match influence {
@@ -412,14 +507,21 @@ impl Runner {
             for v in trestle_unit_fuzz::probe::variants(&original[k]) {
                 let mut values = original.clone();
                 values[k] = v;
-                let Some((test, _)) = crate::lift::lift_variants(&unit, &values).into_iter().next() else { continue };
+                let Some((test, _)) = crate::lift::lift_variants(&unit, &values)
+                    .into_iter()
+                    .next()
+                else {
+                    continue;
+                };
                 // A test the system fuzzer cannot hold (too many or too long
                 // arguments), or one that runs past the limit, is no test of the
                 // mapping either.
                 if !crate::system::fuzz::SysInput::fits(&test) {
                     continue;
                 }
-                let Some(seen) = self.sys.operands_at(&test, cmp)? else { continue };
+                let Some(seen) = self.sys.operands_at(&test, cmp)? else {
+                    continue;
+                };
                 tried += 1;
                 if base.differs(&seen) {
                     return Ok(SystemInfluence::Moves);
@@ -439,11 +541,22 @@ impl Runner {
     fn probe(&self, pick: &Pick, rb: &Roadblock) -> Result<trestle_unit_fuzz::Influence> {
         let unit = crate::carve::units::read_unit(&pick.path)?;
         let b = &self.branches.branches[rb.branch];
-        let edges: Vec<u32> = b.directions.iter().flat_map(|d| d.edges.iter().copied()).collect();
+        let edges: Vec<u32> = b
+            .directions
+            .iter()
+            .flat_map(|d| d.edges.iter().copied())
+            .collect();
         let dir = self.out.join("probe");
         crate::files::remove_dir_if_present(&dir)?;
         let timeout = Duration::from_secs_f64(self.c.settings.timeout).min(PROBE_RUN_LIMIT);
-        let result = trestle_unit_fuzz::probe(&self.c.settings.program, &unit, &dir, b.cmp, &edges, timeout);
+        let result = trestle_unit_fuzz::probe(
+            &self.c.settings.program,
+            &unit,
+            &dir,
+            b.cmp,
+            &edges,
+            timeout,
+        );
         crate::files::remove_dir_if_present(&dir)?;
         Ok(result?)
     }
@@ -468,15 +581,29 @@ impl Runner {
                 // 24 probes of a pick after pick went to one branch in `str_append`.
                 // A unit that does not reach the branch says nothing of the others
                 // (most are carved for other branches): it is passed over alone.
-                if self.c.roadblocks.probes.iter().filter(|p| p.key == key && !p.worth && !p.unreached).count() >= PROBE_FAILURES {
+                if self
+                    .c
+                    .roadblocks
+                    .probes
+                    .iter()
+                    .filter(|p| p.key == key && !p.worth && !p.unreached)
+                    .count()
+                    >= PROBE_FAILURES
+                {
                     return None;
                 }
                 Some((self.promise(rb) / (1.0 + tries as f64), rb))
             })
             .collect();
         order.sort_by(|a, b| b.0.total_cmp(&a.0));
-        let rejected: BTreeSet<(&str, &Path)> =
-            self.c.roadblocks.probes.iter().filter(|p| !p.worth).map(|p| (p.key.as_str(), p.unit.as_path())).collect();
+        let rejected: BTreeSet<(&str, &Path)> = self
+            .c
+            .roadblocks
+            .probes
+            .iter()
+            .filter(|p| !p.worth)
+            .map(|p| (p.key.as_str(), p.unit.as_path()))
+            .collect();
         // The candidates by function, once: a campaign has thousands of units and
         // hundreds of roadblocks.
         let mut by_function: HashMap<u64, Vec<(PathBuf, &UnitRow)>> = HashMap::new();
@@ -489,7 +616,10 @@ impl Runner {
         // parameters, and in process it runs several times as fast as the system
         // fuzzer's forkserver (cut: 6,900 against 1,200 executions a second).
         for (path, row) in self.candidates(&everything) {
-            by_function.entry(u64::from_str_radix(&row.fn_id, 16).unwrap_or(0)).or_default().push((path, row));
+            by_function
+                .entry(u64::from_str_radix(&row.fn_id, 16).unwrap_or(0))
+                .or_default()
+                .push((path, row));
         }
         let mut out = Vec::new();
         for (_, rb) in order {
@@ -520,13 +650,25 @@ impl Runner {
             // source function was inlined (tally's `digest` into `tally_word` at -O2),
             // only calls of the holder run these edges; the out-of-line copy has its own.
             let holder = self.branches.branches[rb.branch].function;
-            let own: Vec<u64> = if holder != id && self.binary.functions.contains_key(&holder) { vec![holder, id] } else { vec![id] };
-            let mut callers: Vec<u64> = own.iter().flat_map(|f| self.callers.get(f).into_iter().flatten().copied()).filter(|c| !own.contains(c)).collect();
+            let own: Vec<u64> = if holder != id && self.binary.functions.contains_key(&holder) {
+                vec![holder, id]
+            } else {
+                vec![id]
+            };
+            let mut callers: Vec<u64> = own
+                .iter()
+                .flat_map(|f| self.callers.get(f).into_iter().flatten().copied())
+                .filter(|c| !own.contains(c))
+                .collect();
             callers.dedup();
             // Two calls up too: the parameter that decides the branch may live there
             // (dc's `dc_register_pop` and `dc_func` units hold no part of the program
             // text; `dc_evalfile`'s stream, two calls up, is it).
-            let mut grand: Vec<u64> = callers.iter().flat_map(|c| self.callers.get(c).into_iter().flatten().copied()).filter(|g| !own.contains(g) && !callers.contains(g)).collect();
+            let mut grand: Vec<u64> = callers
+                .iter()
+                .flat_map(|c| self.callers.get(c).into_iter().flatten().copied())
+                .filter(|g| !own.contains(g) && !callers.contains(g))
+                .collect();
             grand.sort_unstable();
             grand.dedup();
             for (level, ids) in [(0, own), (1, callers), (2, grand)] {
@@ -536,17 +678,30 @@ impl Runner {
                     .iter()
                     .filter_map(|f| by_function.get(f))
                     .flatten()
-                    .filter(|(path, _)| !rejected.contains(&(key.as_str(), path.as_path())) && !tried_here.contains(path.as_path()))
+                    .filter(|(path, _)| {
+                        !rejected.contains(&(key.as_str(), path.as_path()))
+                            && !tried_here.contains(path.as_path())
+                    })
                     // A unit carved from the queue entry recorded for this very
                     // roadblock reached its branch in that run: those first.
                     .map(|(path, row)| {
-                        let recorded_here = std::iter::once(&row.test).chain(&row.also_from).any(|t| own_entries.contains(t.as_str()));
+                        let recorded_here = std::iter::once(&row.test)
+                            .chain(&row.also_from)
+                            .any(|t| own_entries.contains(t.as_str()));
                         let ours = if recorded_here { 1e6 } else { 0.0 };
-                        (ours + unit_weight(row) / (1.0 + history.times(&row.function)), path, *row)
+                        (
+                            ours + unit_weight(row) / (1.0 + history.times(&row.function)),
+                            path,
+                            *row,
+                        )
                     })
                     .collect();
                 level_picks.sort_by(|a, b| b.0.total_cmp(&a.0));
-                for (_, path, row) in level_picks.into_iter().take(if level == 0 { CANDIDATES_PER_LEVEL } else { CALLER_CANDIDATES }) {
+                for (_, path, row) in level_picks.into_iter().take(if level == 0 {
+                    CANDIDATES_PER_LEVEL
+                } else {
+                    CALLER_CANDIDATES
+                }) {
                     out.push(Pick {
                         path: path.clone(),
                         function: row.function.clone(),
@@ -611,7 +766,8 @@ impl Runner {
             let new_kind = fuzzed > 0.0 && history.new_kind(row);
             let n = if new_kind { 0.0 } else { fuzzed };
             let changed = self.c.settings.changed.contains(&row.function) && n == 0.0;
-            let score = reach / (1.0 + 2.0 * n) * unit_weight(row) + if changed { CHANGED_FIRST } else { 0.0 };
+            let score = reach / (1.0 + 2.0 * n) * unit_weight(row)
+                + if changed { CHANGED_FIRST } else { 0.0 };
             if explore && fuzzed == 0.0 {
                 let span = spans.get(&id).copied().unwrap_or(0.0);
                 best_new.offer(unit_weight(row) * (1.0 + span / 20.0), || {
@@ -625,7 +781,11 @@ impl Runner {
                 pick(format!(
                     "{}{reach:.1} {measure} in reach, fuzzed {fuzzed} time(s) before{}; {}",
                     if changed { CHANGED_REASON } else { "" },
-                    if new_kind { " (never with a parameter of this kind)" } else { "" },
+                    if new_kind {
+                        " (never with a parameter of this kind)"
+                    } else {
+                        ""
+                    },
                     describe_params(row)
                 ))
             });
@@ -639,15 +799,26 @@ impl Runner {
 
     /// Units with parameters not fuzzed yet, within `--focus`, that are not near
     /// copies of one fuzzed before.
-    fn candidates<'a>(&'a self, history: &'a History<'a>) -> impl Iterator<Item = (PathBuf, &'a UnitRow)> + 'a {
+    fn candidates<'a>(
+        &'a self,
+        history: &'a History<'a>,
+    ) -> impl Iterator<Item = (PathBuf, &'a UnitRow)> + 'a {
         let focus = &self.c.settings.focus;
         self.c
             .unit_dirs
             .iter()
             .zip(&self.unit_indexes)
-            .flat_map(|(dir, index)| index.units.iter().filter(|r| r.params > 0).map(move |row| (dir.join(&row.file), row)))
+            .flat_map(|(dir, index)| {
+                index
+                    .units
+                    .iter()
+                    .filter(|r| r.params > 0)
+                    .map(move |row| (dir.join(&row.file), row))
+            })
             .filter(|(path, row)| {
-                !history.units.contains(path.as_path()) && (focus.is_empty() || focus.contains(&row.function)) && !history.near_copy(row)
+                !history.units.contains(path.as_path())
+                    && (focus.is_empty() || focus.contains(&row.function))
+                    && !history.near_copy(row)
             })
     }
 }
@@ -694,7 +865,11 @@ mod tests {
             function(1, "main", Some("/b/coreutils/src/../src/cut.c")),
             function(2, "cut_fields", Some("/b/coreutils/src/cut.c")),
             function(3, "to_uchar", Some("/b/coreutils/./src/system.h")),
-            function(4, "quotearg_buffer_restyled", Some("/b/coreutils/src/../lib/quotearg.c")),
+            function(
+                4,
+                "quotearg_buffer_restyled",
+                Some("/b/coreutils/src/../lib/quotearg.c"),
+            ),
             function(5, "blake2b", Some("/b/coreutils/src/blake2/blake2b-ref.c")),
             function(6, "no_debug_info", None),
         ]);
@@ -707,7 +882,10 @@ mod tests {
 
     #[test]
     fn without_a_main_every_function_counts_alike() {
-        let b = binary(vec![function(1, "parse", Some("/p/src/parse.c")), function(2, "helper", Some("/p/lib/helper.c"))]);
+        let b = binary(vec![
+            function(1, "parse", Some("/p/src/parse.c")),
+            function(2, "helper", Some("/p/lib/helper.c")),
+        ]);
         assert!(code_weights(&b).values().all(|&w| w == 1.0));
     }
 
@@ -751,13 +929,22 @@ mod tests {
         let h = History::of(&fuzzed);
         assert!(h.new_kind(&row("do_list", &["argument int", "heap string"])));
         assert!(!h.new_kind(&row("do_list", &["heap string"])));
-        assert!(h.new_kind(&row("do_subst", &["heap string"])), "a function never fuzzed has nothing seen");
+        assert!(
+            h.new_kind(&row("do_subst", &["heap string"])),
+            "a function never fuzzed has nothing seen"
+        );
     }
 
     #[test]
     fn relative_paths_are_tidied_without_the_file_system() {
-        assert_eq!(lexical(Path::new("dc/../lib/number.c")), PathBuf::from("lib/number.c"));
-        assert_eq!(lexical(Path::new("../lib/./x.c")), PathBuf::from("../lib/x.c"));
+        assert_eq!(
+            lexical(Path::new("dc/../lib/number.c")),
+            PathBuf::from("lib/number.c")
+        );
+        assert_eq!(
+            lexical(Path::new("../lib/./x.c")),
+            PathBuf::from("../lib/x.c")
+        );
         assert_eq!(lexical(Path::new("/a/b/../../c.c")), PathBuf::from("/c.c"));
     }
 }

@@ -7,15 +7,15 @@ use super::status::{Live, Status, STOP};
 use super::{Campaign, FuzzedUnit, Settings};
 use crate::binary::Binary;
 use crate::carve;
+use crate::carve::units::{read_unit, UnitIndex, UNIT_INDEX};
 use crate::files;
 use crate::lift::Lifter;
 use crate::record;
 use crate::roadblocks::{roadblocks, BranchTable, Roadblock};
-use crate::system::systest::{load_test, load_tests, NamedTest};
-use crate::system::lean::SystemBuild;
 use crate::system::fuzz::{LiftedOrigin, SysFuzzConfig, SysFuzzer};
+use crate::system::lean::SystemBuild;
+use crate::system::systest::{load_test, load_tests, NamedTest};
 use crate::validate::sandbox::{cpu_limit, Limits, Sandbox};
-use crate::carve::units::{read_unit, UnitIndex, UNIT_INDEX};
 use anyhow::{bail, Context as _, Result};
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
@@ -125,13 +125,17 @@ pub(super) struct Runner {
 impl Runner {
     /// The campaign's time: seconds of all its sessions, stopped once fuzzing ended.
     fn clock(&self) -> f64 {
-        self.fuzzing_ended.unwrap_or_else(|| self.elapsed_before + self.session_start.elapsed().as_secs_f64())
+        self.fuzzing_ended
+            .unwrap_or_else(|| self.elapsed_before + self.session_start.elapsed().as_secs_f64())
     }
 
     pub(super) fn save(&mut self) -> Result<()> {
         self.c.elapsed = self.clock();
         let (entries, from_lifted) = self.sys.lineage_counts();
-        self.c.lineage = super::QueueLineage { entries, from_lifted };
+        self.c.lineage = super::QueueLineage {
+            entries,
+            from_lifted,
+        };
         files::write(&self.out.join(files::CAMPAIGN), &self.c)
     }
 
@@ -159,7 +163,10 @@ impl Runner {
             alarms
         );
         let path = self.out.join("timeline.csv");
-        let mut f = std::fs::OpenOptions::new().append(true).create(true).open(&path)?;
+        let mut f = std::fs::OpenOptions::new()
+            .append(true)
+            .create(true)
+            .open(&path)?;
         f.write_all(line.as_bytes())?;
         Ok(())
     }
@@ -175,7 +182,10 @@ impl Runner {
         super::status::fault_point(phase);
         self.c.elapsed = self.clock();
         let (candidates, alarms) = self.findings();
-        let (fps, eff) = self.lifter.as_ref().map_or((0, 0), |l| (l.stats.false_positives, l.stats.effective));
+        let (fps, eff) = self
+            .lifter
+            .as_ref()
+            .map_or((0, 0), |l| (l.stats.false_positives, l.stats.effective));
         let (sys_rate, unit_rate) = self.rates();
         let s = Status {
             c: &self.c,
@@ -205,7 +215,9 @@ impl Runner {
         let end = Instant::now() + d;
         let mut trimmed = Instant::now();
         while Instant::now() < end && !STOP.load(Ordering::SeqCst) && self.remaining() > 0.0 {
-            let chunk = (end - Instant::now()).min(Duration::from_secs(2)).min(Duration::from_secs_f64(self.remaining().max(0.1)));
+            let chunk = (end - Instant::now())
+                .min(Duration::from_secs(2))
+                .min(Duration::from_secs_f64(self.remaining().max(0.1)));
             let (t, edges) = (Instant::now(), self.sys.edges());
             let rep = self.sys.fuzz_for(chunk)?;
             if self.sys.edges() > edges {
@@ -220,7 +232,10 @@ impl Runner {
             for crash in &rep.new_crashes {
                 self.system_crash(crash)?;
             }
-            self.c.hangs.pending.extend(rep.new_timeouts.iter().cloned());
+            self.c
+                .hangs
+                .pending
+                .extend(rep.new_timeouts.iter().cloned());
             self.system_hangs()?;
             self.spent(PHASE_SYSTEM_CRASHES, t);
             let t = Instant::now();
@@ -242,9 +257,14 @@ impl Runner {
     }
 
     pub(super) fn system_crash(&mut self, path: &Path) -> Result<()> {
-        let Some(lifter) = self.lifter.as_mut() else { return Ok(()) };
+        let Some(lifter) = self.lifter.as_mut() else {
+            return Ok(());
+        };
         let test = load_test(path)?;
-        let name = path.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
+        let name = path
+            .file_stem()
+            .map(|s| s.to_string_lossy().into_owned())
+            .unwrap_or_default();
         lifter.set_descent(self.sys.descent_of(path));
         let confirmed = lifter.system_crash(&test, &name, path);
         lifter.set_descent(None);
@@ -266,17 +286,25 @@ impl Runner {
     /// executions in its first 27).
     pub(super) fn system_hangs(&mut self) -> Result<()> {
         if !self.hangs_open {
-            self.hangs_open = self.system_stalled() || self.clock() >= (self.c.settings.budget / 4.0).min(MAX_FIRST_WAIT);
+            self.hangs_open = self.system_stalled()
+                || self.clock() >= (self.c.settings.budget / 4.0).min(MAX_FIRST_WAIT);
             if !self.hangs_open {
                 return Ok(());
             }
         }
-        while !self.c.hangs.pending.is_empty() && self.c.hangs.seconds <= HANG_SHARE * self.clock() + HANG_ALLOWANCE {
-            let Some(lifter) = self.lifter.as_mut() else { return Ok(()) };
+        while !self.c.hangs.pending.is_empty()
+            && self.c.hangs.seconds <= HANG_SHARE * self.clock() + HANG_ALLOWANCE
+        {
+            let Some(lifter) = self.lifter.as_mut() else {
+                return Ok(());
+            };
             let path = self.c.hangs.pending.remove(0);
             let t = Instant::now();
             let test = load_test(&path)?;
-            let name = path.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
+            let name = path
+                .file_stem()
+                .map(|s| s.to_string_lossy().into_owned())
+                .unwrap_or_default();
             lifter.set_descent(self.sys.descent_of(&path));
             let confirmed = lifter.confirm_hang(&test, &name, &path, None);
             lifter.set_descent(None);
@@ -293,7 +321,12 @@ impl Runner {
     /// bugs it finds in its first minute must not wait for unit rounds.
     pub(super) fn system_stalled(&self) -> bool {
         let quiet = self.clock() - self.last_new_edge;
-        quiet >= self.c.settings.system_slice.max(STALL_SHARE * self.last_new_edge)
+        quiet
+            >= self
+                .c
+                .settings
+                .system_slice
+                .max(STALL_SHARE * self.last_new_edge)
     }
 
     /// Record and carve what the next unit round needs: for the best roadblocks not
@@ -316,18 +349,45 @@ impl Runner {
             .with_context(|| format!("cannot list {}", queue.display()))?
             .into_iter()
             .filter(|p| p.extension().is_some_and(|x| x == "json"))
-            .filter(|p| !self.c.recorded.contains(&p.file_name().unwrap_or_default().to_string_lossy().into_owned()))
+            .filter(|p| {
+                !self.c.recorded.contains(
+                    &p.file_name()
+                        .unwrap_or_default()
+                        .to_string_lossy()
+                        .into_owned(),
+                )
+            })
             .collect();
         let fresh = to_record(fresh, self.c.schedule.units.rounds == 0);
         if fresh.is_empty() {
             return Ok(());
         }
-        let tests = fresh.iter().map(|p| load_test(p).map(|t| (p.file_name().unwrap_or_default().to_string_lossy().into_owned(), t))).collect::<Result<Vec<_>>>()?;
+        let tests = fresh
+            .iter()
+            .map(|p| {
+                load_test(p).map(|t| {
+                    (
+                        p.file_name()
+                            .unwrap_or_default()
+                            .to_string_lossy()
+                            .into_owned(),
+                        t,
+                    )
+                })
+            })
+            .collect::<Result<Vec<_>>>()?;
         let changed: Vec<u64> = self
             .binary
             .functions
             .values()
-            .filter(|f| self.c.settings.changed.iter().chain(&self.c.settings.focus).any(|c| *c == f.name || *c == f.display_name()))
+            .filter(|f| {
+                self.c
+                    .settings
+                    .changed
+                    .iter()
+                    .chain(&self.c.settings.focus)
+                    .any(|c| *c == f.name || *c == f.display_name())
+            })
             .map(|f| f.id)
             .collect();
         if !changed.is_empty() {
@@ -363,13 +423,22 @@ impl Runner {
         // dc's `dc_func` units carved for `dc_numlen`'s branch were probed at
         // `dc_register_pop`'s, failed there ("does not reach"), and the failures left
         // that roadblock, the one with a bug behind it, to the system fuzzer.
-        let mut reach: std::collections::HashMap<String, Vec<u32>> = std::collections::HashMap::new();
+        let mut reach: std::collections::HashMap<String, Vec<u32>> =
+            std::collections::HashMap::new();
         // Those never recorded for first, then by the promise the pick sees.
         let recorded_for = |rb: &Roadblock| {
             let prefix = format!("{}@", rb.key(&self.branches));
-            self.c.roadblocks.recorded.iter().any(|m| m.starts_with(&prefix))
+            self.c
+                .roadblocks
+                .recorded
+                .iter()
+                .any(|m| m.starts_with(&prefix))
         };
-        let mut order: Vec<(bool, f64, Roadblock)> = self.current_roadblocks().into_iter().map(|rb| (recorded_for(&rb), self.promise(&rb), rb)).collect();
+        let mut order: Vec<(bool, f64, Roadblock)> = self
+            .current_roadblocks()
+            .into_iter()
+            .map(|rb| (recorded_for(&rb), self.promise(&rb), rb))
+            .collect();
         order.sort_by(|a, b| a.0.cmp(&b.0).then(b.1.total_cmp(&a.1)));
         let order: Vec<Roadblock> = order.into_iter().map(|(_, _, rb)| rb).collect();
         for rb in order {
@@ -381,15 +450,34 @@ impl Runner {
                 continue;
             }
             let b = &self.branches.branches[rb.branch];
-            let reached: Vec<u32> = b.directions.iter().enumerate().filter(|(k, _)| *k != rb.missing).flat_map(|(_, d)| d.edges.iter().copied()).collect();
-            let Some((name, test)) = self.sys.entry_reaching(&reached) else { continue };
-            let stem = format!("{}~b{}.{}", name.trim_end_matches(".json"), rb.branch, rb.missing);
+            let reached: Vec<u32> = b
+                .directions
+                .iter()
+                .enumerate()
+                .filter(|(k, _)| *k != rb.missing)
+                .flat_map(|(_, d)| d.edges.iter().copied())
+                .collect();
+            let Some((name, test)) = self.sys.entry_reaching(&reached) else {
+                continue;
+            };
+            let stem = format!(
+                "{}~b{}.{}",
+                name.trim_end_matches(".json"),
+                rb.branch,
+                rb.missing
+            );
             let name = format!("{stem}.json");
             let mark = format!("{key}@{name}");
             if !self.c.roadblocks.recorded.insert(mark) {
                 continue; // recorded for this roadblock already, from this very entry
             }
-            reach.insert(stem, b.directions.iter().flat_map(|d| d.edges.iter().copied()).collect());
+            reach.insert(
+                stem,
+                b.directions
+                    .iter()
+                    .flat_map(|d| d.edges.iter().copied())
+                    .collect(),
+            );
             // The source function and the one whose code holds the branch (they
             // differ where it was inlined), and their callers two calls up.
             for f in [self.branch_functions[rb.branch], b.function] {
@@ -424,7 +512,15 @@ impl Runner {
         only: &[u64],
         reach: &std::collections::HashMap<String, Vec<u32>>,
     ) -> Result<()> {
-        self.status(&format!("recording {} system test(s){}", tests.len(), if only.is_empty() { "" } else { " at roadblocks" }));
+        self.status(&format!(
+            "recording {} system test(s){}",
+            tests.len(),
+            if only.is_empty() {
+                ""
+            } else {
+                " at roadblocks"
+            }
+        ));
         let round = self.c.unit_dirs.len();
         let batch = self.out.join("traces").join(format!("batch-{round:04}"));
         let tests_dir = batch.join("tests");
@@ -440,7 +536,9 @@ impl Runner {
             tests: tests_dir,
             out: traces.clone(),
             // Within what is left of the budget.
-            timeout: Duration::from_secs_f64((self.c.settings.timeout * 5.0).min(self.remaining().max(1.0))),
+            timeout: Duration::from_secs_f64(
+                (self.c.settings.timeout * 5.0).min(self.remaining().max(1.0)),
+            ),
             // At a roadblock, few functions are recorded, and the call that reaches
             // the branch may come late in the run.
             max_per_fn: if only.is_empty() { 5 } else { 20 },
@@ -451,7 +549,12 @@ impl Runner {
             reach_lines: Vec::new(),
             // The traces live until carving has read them: together at most half of
             // what the disk budget has left (a megabyte per test at least).
-            max_trace_bytes: Some((self.c.settings.max_disk.saturating_sub(self.c.disk.bytes) / 2 / tests.len().max(1) as u64).max(1 << 20)),
+            max_trace_bytes: Some(
+                (self.c.settings.max_disk.saturating_sub(self.c.disk.bytes)
+                    / 2
+                    / tests.len().max(1) as u64)
+                    .max(1 << 20),
+            ),
             quiet: true,
         })?;
         self.spent(PHASE_RECORD, t);
@@ -462,8 +565,13 @@ impl Runner {
         crate::files::remove_dir_if_present(&units)?;
         self.status("carving");
         let t = Instant::now();
-        let summary = carve::run(&carve::Options { traces: traces.clone(), out: units.clone(), program: None, quiet: true })
-            .with_context(|| format!("carving batch {round} into {}", units.display()))?;
+        let summary = carve::run(&carve::Options {
+            traces: traces.clone(),
+            out: units.clone(),
+            program: None,
+            quiet: true,
+        })
+        .with_context(|| format!("carving batch {round} into {}", units.display()))?;
         // The traces served only this carving: gigabytes on a program like sed (a 10
         // minute campaign recorded 2.6 GB), which a long campaign must not pile up.
         // The batch's tests stay, to record again.
@@ -481,7 +589,10 @@ impl Runner {
             if round == 0 && index.units.is_empty() {
                 bail!("carving the seeds failed ({} unreadable trace file(s)), so the bridge would have no unit to fuzz", summary.bad_traces);
             }
-            eprintln!("trestle run: carving batch {round}: {} trace file(s) could not be read", summary.bad_traces);
+            eprintln!(
+                "trestle run: carving batch {round}: {} trace file(s) could not be read",
+                summary.bad_traces
+            );
         }
         self.c.units_carved += index.units.len();
         self.c.units_parameterized += index.units.iter().filter(|u| u.params > 0).count();
@@ -499,7 +610,12 @@ impl Runner {
         let covered = self.sys.covered_edges();
         // A unit of `main` is the whole program run again: its roadblocks are the
         // system fuzzer's own work.
-        let main = self.binary.functions.values().find(|f| f.name == "main").map(|f| f.id);
+        let main = self
+            .binary
+            .functions
+            .values()
+            .find(|f| f.name == "main")
+            .map(|f| f.id);
         roadblocks(&self.branches, &covered, |_| 1.0)
             .into_iter()
             .filter(|r| {
@@ -535,19 +651,41 @@ impl Runner {
                 })
             })
             .collect();
-        files::write(&self.out.join(files::ROADBLOCKS), &serde_json::json!({ "roadblocks": rows }))
+        files::write(
+            &self.out.join(files::ROADBLOCKS),
+            &serde_json::json!({ "roadblocks": rows }),
+        )
     }
 
     pub(super) fn unit_round(&mut self) -> Result<bool> {
         let found = self.current_roadblocks();
         self.c.roadblocks.seen = found.len();
         self.write_roadblocks(&found)?;
-        let Some(Pick { path: unit_path, function, reason, value_hashes, param_kinds, roadblock }) = self.pick(&found) else { return Ok(false) };
+        let Some(Pick {
+            path: unit_path,
+            function,
+            reason,
+            value_hashes,
+            param_kinds,
+            roadblock,
+        }) = self.pick(&found)
+        else {
+            return Ok(false);
+        };
         let unit = read_unit(&unit_path)?;
-        let k = self.c.fuzzed.iter().filter(|f| f.function == function).count();
-        let dir = self.out.join("fuzz").join(format!("{}-{k}", crate::carve::units::safe_name(&function)));
+        let k = self
+            .c
+            .fuzzed
+            .iter()
+            .filter(|f| f.function == function)
+            .count();
+        let dir = self
+            .out
+            .join("fuzz")
+            .join(format!("{}-{k}", crate::carve::units::safe_name(&function)));
         crate::files::remove_dir_if_present(&dir)?;
-        let slice = Duration::from_secs_f64(self.c.settings.unit_slice.min(self.remaining().max(1.0)));
+        let slice =
+            Duration::from_secs_f64(self.c.settings.unit_slice.min(self.remaining().max(1.0)));
         let mut cfg = super::unit_fuzz_config(
             &self.binary,
             unit,
@@ -555,11 +693,15 @@ impl Runner {
             slice,
             self.sys.run_limit(),
             Duration::from_secs_f64(self.c.settings.timeout),
-            self.c.settings.seed.wrapping_add(self.c.fuzzed.len() as u64),
+            self.c
+                .settings
+                .seed
+                .wrapping_add(self.c.fuzzed.len() as u64),
             self.c.settings.cores,
         );
         // A stream parameter starts from what the system fuzzer found too.
-        cfg.seeds = crate::fuzz::stream_seeds(&cfg.unit, || self.sys.queue_tests(QUEUE_SEEDS), QUEUE_SEEDS);
+        cfg.seeds =
+            crate::fuzz::stream_seeds(&cfg.unit, || self.sys.queue_tests(QUEUE_SEEDS), QUEUE_SEEDS);
         self.c.fuzzed.push(FuzzedUnit {
             unit: unit_path.clone(),
             function: function.clone(),
@@ -583,12 +725,18 @@ impl Runner {
             // ([`AFTER_FLIP`]: a crash a few mutations behind the branch), or at its
             // end: a gate (a digest, a checksum) shows no progress on the way, so no
             // plateau ends it before.
-            cfg.goal = self.branches.branches[rb.branch].directions[rb.missing].edges.clone();
+            cfg.goal = self.branches.branches[rb.branch].directions[rb.missing]
+                .edges
+                .clone();
             cfg.goal_cmp = self.branches.branches[rb.branch].cmp;
             cfg.after_goal = AFTER_FLIP;
             cfg.plateau = None;
             let b = &self.branches.branches[rb.branch];
-            let location = format!("{}:{}", b.file.as_deref().map(short_path).unwrap_or("?"), b.line);
+            let location = format!(
+                "{}:{}",
+                b.file.as_deref().map(short_path).unwrap_or("?"),
+                b.line
+            );
             phase = format!("unit fuzzing {function} at the roadblock {location}");
             self.c.roadblocks.attempts.push(super::RoadblockAttempt {
                 key: rb.key(&self.branches),
@@ -651,7 +799,10 @@ impl Runner {
             // one of them crashed the program with the unit's crash (a crashing test
             // joins no queue, so its edges are not the system fuzzer's).
             let alarmed = self.c.fuzzed.last().is_some_and(|f| f.new_alarms > 0);
-            if alarmed || self.branches.branches[rb.branch].directions[rb.missing].taken(&self.sys.covered_edges()) {
+            if alarmed
+                || self.branches.branches[rb.branch].directions[rb.missing]
+                    .taken(&self.sys.covered_edges())
+            {
                 let now = self.clock();
                 if let Some(a) = self.c.roadblocks.attempts.last_mut() {
                     a.solved_at = Some(now);
@@ -671,8 +822,12 @@ impl Runner {
     }
 
     fn lift_pending_untimed(&mut self) -> Result<()> {
-        let Some(mut lifter) = self.lifter.take() else { return Ok(()) };
-        let pending: Vec<usize> = (0..self.c.fuzzed.len()).filter(|&i| !self.c.fuzzed[i].lifted).collect();
+        let Some(mut lifter) = self.lifter.take() else {
+            return Ok(());
+        };
+        let pending: Vec<usize> = (0..self.c.fuzzed.len())
+            .filter(|&i| !self.c.fuzzed[i].lifted)
+            .collect();
         // Lifting gets a slice of its own: at most a minute, at least 5 s even when
         // the budget is spent (what is left stays in the fuzz directory, counted).
         let slice = self.remaining().clamp(5.0, 60.0);
@@ -688,10 +843,19 @@ impl Runner {
                 // its edges and the units' are the same map.
                 lifter.set_system_edges(Some(self.sys.covered_edges()));
                 lifter.set_node(f.node.clone());
-                let roadblock = self.c.roadblocks.attempts.iter().find(|a| a.fuzzed == i).map(|a| a.location.clone());
+                let roadblock = self
+                    .c
+                    .roadblocks
+                    .attempts
+                    .iter()
+                    .find(|a| a.fuzzed == i)
+                    .map(|a| a.location.clone());
                 lifter.set_roadblock(roadblock.clone());
                 // What the lifted tests add to the queue descends from this unit.
-                self.sys.set_origin(Some(LiftedOrigin { unit: f.function.clone(), roadblock }));
+                self.sys.set_origin(Some(LiftedOrigin {
+                    unit: f.function.clone(),
+                    roadblock,
+                }));
                 // Each lifted test runs on the fuzzing build first, through the
                 // system fuzzer's forkserver; the validation build sees only what
                 // crashes or hangs there.
@@ -720,8 +884,12 @@ impl Runner {
                         let mut view = view;
                         while !finished.load(Ordering::Relaxed) {
                             std::thread::sleep(Duration::from_millis(500));
-                            let (done, total) = (progress.done.load(Ordering::Relaxed), progress.total.load(Ordering::Relaxed));
-                            view.phase = format!("lifting {}: {done} of {total} input(s)", f.function);
+                            let (done, total) = (
+                                progress.done.load(Ordering::Relaxed),
+                                progress.total.load(Ordering::Relaxed),
+                            );
+                            view.phase =
+                                format!("lifting {}: {done} of {total} input(s)", f.function);
                             view.elapsed = clock + started.elapsed().as_secs_f64();
                             live.show(&view);
                         }
@@ -779,7 +947,13 @@ impl Runner {
         let unit_indexes = campaign
             .unit_dirs
             .iter()
-            .map(|d| if campaign.disk.batches_evicted.contains(d) { Ok(UnitIndex::default()) } else { files::read::<UnitIndex>(&d.join(UNIT_INDEX)) })
+            .map(|d| {
+                if campaign.disk.batches_evicted.contains(d) {
+                    Ok(UnitIndex::default())
+                } else {
+                    files::read::<UnitIndex>(&d.join(UNIT_INDEX))
+                }
+            })
             .collect::<Result<Vec<_>>>()?;
         let lines = function_lines(&binary);
         let branches = if s.system_only {
@@ -791,7 +965,8 @@ impl Runner {
             })
         };
         let branch_functions = source_functions(&branches, &lines);
-        let mut callers: std::collections::HashMap<u64, Vec<u64>> = std::collections::HashMap::new();
+        let mut callers: std::collections::HashMap<u64, Vec<u64>> =
+            std::collections::HashMap::new();
         for f in binary.functions.values() {
             for c in &f.callees {
                 callers.entry(*c).or_default().push(f.id);
@@ -845,24 +1020,37 @@ impl Runner {
                 // units find nothing, less where they solve what it cannot.
                 // Until the system fuzzer first stalls, it keeps the time (the changed
                 // functions' units, with --changed-since, go first at once).
-                let waiting = self.c.schedule.units.rounds == 0 && self.c.settings.changed.is_empty() && self.c.settings.focus.is_empty();
+                let waiting = self.c.schedule.units.rounds == 0
+                    && self.c.settings.changed.is_empty()
+                    && self.c.settings.focus.is_empty();
                 let slice = match self.last_unit_round {
                     _ if waiting => system_slice / 4,
                     _ if self.c.rounds == 0 => system_slice / 4,
-                    Some(unit_secs) => Duration::from_secs_f64(self.c.schedule.system_slice(unit_secs, system_slice.as_secs_f64())),
+                    Some(unit_secs) => Duration::from_secs_f64(
+                        self.c
+                            .schedule
+                            .system_slice(unit_secs, system_slice.as_secs_f64()),
+                    ),
                     None => system_slice,
                 };
                 let (edges, alarms, t) = (self.sys.edges(), self.findings().1, Instant::now());
                 self.system_slice(slice)?;
                 let found = self.sys.edges().saturating_sub(edges) as f64;
-                self.c.schedule.system_found(found, self.findings().1.saturating_sub(alarms) as f64, t.elapsed().as_secs_f64());
+                self.c.schedule.system_found(
+                    found,
+                    self.findings().1.saturating_sub(alarms) as f64,
+                    t.elapsed().as_secs_f64(),
+                );
                 if STOP.load(Ordering::SeqCst) || self.remaining() <= 0.0 {
                     break;
                 }
                 // ... or at the latest once a quarter of the budget (10 minutes at most)
                 // is spent: on sed the system fuzzer still found an edge every half
                 // minute at 300 s, and units must get their floor somewhere.
-                if waiting && !self.system_stalled() && self.clock() < (self.c.settings.budget / 4.0).min(MAX_FIRST_WAIT) {
+                if waiting
+                    && !self.system_stalled()
+                    && self.clock() < (self.c.settings.budget / 4.0).min(MAX_FIRST_WAIT)
+                {
                     self.c.rounds += 1;
                     self.sample()?;
                     self.save()?;
@@ -873,12 +1061,19 @@ impl Runner {
                 if self.remaining() > s.unit_slice.min(10.0) {
                     let (edges, alarms, t) = (self.sys.edges(), self.findings().1, Instant::now());
                     self.carve_new()?;
-                    if self.remaining() > 1.0 && !STOP.load(Ordering::SeqCst) && !self.unit_round()? {
+                    if self.remaining() > 1.0
+                        && !STOP.load(Ordering::SeqCst)
+                        && !self.unit_round()?
+                    {
                         self.status("no unit to fuzz yet: system fuzzing");
                     }
                     let secs = t.elapsed().as_secs_f64();
                     let found = self.sys.edges().saturating_sub(edges) as f64;
-                    self.c.schedule.units_found(found, self.findings().1.saturating_sub(alarms) as f64, secs);
+                    self.c.schedule.units_found(
+                        found,
+                        self.findings().1.saturating_sub(alarms) as f64,
+                        secs,
+                    );
                     self.last_unit_round = Some(secs);
                 }
             }
@@ -900,19 +1095,30 @@ impl Runner {
     /// [`REDUCTION_TIME`] or a tenth of the budget, whichever is longer. What is left
     /// stays pending, said so. The campaign's clock stands still meanwhile.
     fn reduce_alarms(&mut self) -> Result<()> {
-        let pending = self.lifter.as_ref().map(|l| l.pending_reductions()).unwrap_or_default();
+        let pending = self
+            .lifter
+            .as_ref()
+            .map(|l| l.pending_reductions())
+            .unwrap_or_default();
         if pending.is_empty() {
             return Ok(());
         }
         self.fuzzing_ended = Some(self.clock());
         let t = Instant::now();
-        let deadline = t + REDUCTION_TIME.max(Duration::from_secs_f64(self.c.settings.budget / 10.0));
+        let deadline =
+            t + REDUCTION_TIME.max(Duration::from_secs_f64(self.c.settings.budget / 10.0));
         for (k, id) in pending.iter().enumerate() {
             if STOP.load(Ordering::SeqCst) {
                 break; // Ctrl-C: the rest stay pending, said so below
             }
-            self.status(&format!("reducing alarm {} of {} ({id})", k + 1, pending.len()));
-            let Some(lifter) = self.lifter.as_mut() else { break };
+            self.status(&format!(
+                "reducing alarm {} of {} ({id})",
+                k + 1,
+                pending.len()
+            ));
+            let Some(lifter) = self.lifter.as_mut() else {
+                break;
+            };
             match lifter.reduce_pending(id, deadline) {
                 Ok(true) => {}
                 Ok(false) => break, // out of time: the rest stay pending
@@ -927,7 +1133,11 @@ impl Runner {
     /// Save the campaign's end and print what it found; returns the number of alarms.
     pub(super) fn finish(&mut self, interrupted: bool) -> Result<usize> {
         self.c.finished = !interrupted && self.remaining() <= 0.0;
-        self.close_cluster(if interrupted { "the main node was interrupted" } else { "its time is up" })?;
+        self.close_cluster(if interrupted {
+            "the main node was interrupted"
+        } else {
+            "its time is up"
+        })?;
         self.sample()?;
         self.save()?;
         if !interrupted {
@@ -936,10 +1146,16 @@ impl Runner {
         self.status(if interrupted { "interrupted" } else { "done" });
         let out = &self.out;
         if interrupted {
-            eprintln!("trestle run: interrupted; go on with `trestle run --resume {}`", out.display());
+            eprintln!(
+                "trestle run: interrupted; go on with `trestle run --resume {}`",
+                out.display()
+            );
         }
         let alarms = self.lifter.as_ref().map(|l| l.alarms()).unwrap_or_default();
-        let pending = self.lifter.as_ref().map_or(0, |l| l.pending_reductions().len());
+        let pending = self
+            .lifter
+            .as_ref()
+            .map_or(0, |l| l.pending_reductions().len());
         if pending > 0 {
             eprintln!(
                 "trestle run: {pending} alarm(s) not reduced yet (their reduced.json is the test as found){}",
@@ -956,8 +1172,19 @@ impl Runner {
             if alarms.is_empty() { "" } else { ":" }
         );
         for a in &alarms {
-            let caveat = if a.build_dependent() { format!(" [build-dependent: not on the {} build]", a.builds_without().join(", ")) } else { String::new() };
-            eprintln!("  {}: {}{caveat}", out.join("alarms").join(&a.id).display(), a.signature);
+            let caveat = if a.build_dependent() {
+                format!(
+                    " [build-dependent: not on the {} build]",
+                    a.builds_without().join(", ")
+                )
+            } else {
+                String::new()
+            };
+            eprintln!(
+                "  {}: {}{caveat}",
+                out.join("alarms").join(&a.id).display(),
+                a.signature
+            );
         }
         let h = &self.c.hangs;
         if h.validated + h.pending.len() > 0 {
@@ -965,7 +1192,15 @@ impl Runner {
                 "hangs: {} kept by the system fuzzer, {} run on the validation program{}",
                 h.validated + h.pending.len(),
                 h.validated,
-                if h.pending.is_empty() { String::new() } else { format!(", {} left for lack of time (in {})", h.pending.len(), out.join("system/timeouts").display()) }
+                if h.pending.is_empty() {
+                    String::new()
+                } else {
+                    format!(
+                        ", {} left for lack of time (in {})",
+                        h.pending.len(),
+                        out.join("system/timeouts").display()
+                    )
+                }
             );
         }
         if !self.c.settings.system_only {
@@ -1005,13 +1240,16 @@ impl Runner {
     }
 }
 
-
 /// The source function of each branch: the function whose lines hold it (code inlined
 /// elsewhere counts as its own function's), else the function its optimised code is in.
 fn source_functions(table: &BranchTable, lines: &FunctionLines) -> Vec<u64> {
-    let mut by_file: std::collections::HashMap<&str, Vec<(u32, u32, u64)>> = std::collections::HashMap::new();
+    let mut by_file: std::collections::HashMap<&str, Vec<(u32, u32, u64)>> =
+        std::collections::HashMap::new();
     for (id, (file, start, end)) in lines {
-        by_file.entry(file.as_str()).or_default().push((*start, *end, *id));
+        by_file
+            .entry(file.as_str())
+            .or_default()
+            .push((*start, *end, *id));
     }
     table
         .branches
@@ -1020,7 +1258,12 @@ fn source_functions(table: &BranchTable, lines: &FunctionLines) -> Vec<u64> {
             b.file
                 .as_deref()
                 .and_then(|f| by_file.get(f))
-                .and_then(|spans| spans.iter().find(|(s, e, _)| (*s..*e).contains(&b.line)).map(|(_, _, id)| *id))
+                .and_then(|spans| {
+                    spans
+                        .iter()
+                        .find(|(s, e, _)| (*s..*e).contains(&b.line))
+                        .map(|(_, _, id)| *id)
+                })
                 .unwrap_or(b.function)
         })
         .collect()
@@ -1050,7 +1293,12 @@ fn to_record(mut fresh: Vec<PathBuf>, first_round: bool) -> Vec<PathBuf> {
 
 /// The system fuzzer of a campaign: what a user of a system fuzzer would give it, in
 /// both modes, so that the baseline is at full strength.
-fn system_fuzzer(s: &Settings, binary: &Binary, seeds: &[NamedTest], out: &Path) -> Result<SysFuzzer> {
+fn system_fuzzer(
+    s: &Settings,
+    binary: &Binary,
+    seeds: &[NamedTest],
+    out: &Path,
+) -> Result<SysFuzzer> {
     SysFuzzer::new(SysFuzzConfig {
         program: s.program.clone(),
         seeds: seeds.to_vec(),
@@ -1063,7 +1311,11 @@ fn system_fuzzer(s: &Settings, binary: &Binary, seeds: &[NamedTest], out: &Path)
         no_forkserver: false,
         // Input-to-state on the system input, as AFL++'s -c.
         cmplog: true,
-        memory: if crate::validate::sandbox::is_sanitizer_build(&s.program) { 0 } else { Limits::default().memory },
+        memory: if crate::validate::sandbox::is_sanitizer_build(&s.program) {
+            0
+        } else {
+            Limits::default().memory
+        },
         sandbox: !s.no_sandbox,
         lean: !s.no_lean,
     })
@@ -1075,7 +1327,11 @@ fn system_fuzzer(s: &Settings, binary: &Binary, seeds: &[NamedTest], out: &Path)
 /// not in runs), so that no reduction stops the fuzzers.
 fn lifter(s: &Settings, seeds: &[NamedTest], out: &Path, elapsed: f64) -> Result<Lifter> {
     let wall = Duration::from_secs_f64(s.timeout * 5.0);
-    let limits = Limits { wall, cpu_secs: cpu_limit(wall), ..Limits::default() };
+    let limits = Limits {
+        wall,
+        cpu_secs: cpu_limit(wall),
+        ..Limits::default()
+    };
     let sandbox = Sandbox::new(limits, !s.no_sandbox)?;
     let baseline: Vec<_> = seeds.iter().map(|n| n.test.clone()).collect();
     let mut lifter = Lifter::new(&s.validate_with, out, sandbox, &baseline, false)?;
@@ -1095,7 +1351,12 @@ fn lifter(s: &Settings, seeds: &[NamedTest], out: &Path, elapsed: f64) -> Result
     // A hang is confirmed at the system fuzzer's own limit (whole CPU seconds).
     lifter.set_hang_limit(Duration::from_secs_f64(s.timeout));
     lifter.set_epoch(Instant::now() - Duration::from_secs_f64(elapsed.max(0.0)));
-    lifter.set_seeds(seeds.iter().map(|n| (n.name.clone(), n.test.clone())).collect());
+    lifter.set_seeds(
+        seeds
+            .iter()
+            .map(|n| (n.name.clone(), n.test.clone()))
+            .collect(),
+    );
     Ok(lifter)
 }
 
@@ -1109,7 +1370,13 @@ pub(crate) fn give_back_free_memory() {
     // SAFETY: a mallctl that takes and returns nothing; purging only releases pages
     // that hold no live allocation. malloc_trim likewise releases only free memory.
     unsafe {
-        tikv_jemalloc_sys::mallctl(PURGE_ALL.as_ptr().cast(), std::ptr::null_mut(), std::ptr::null_mut(), std::ptr::null_mut(), 0);
+        tikv_jemalloc_sys::mallctl(
+            PURGE_ALL.as_ptr().cast(),
+            std::ptr::null_mut(),
+            std::ptr::null_mut(),
+            std::ptr::null_mut(),
+            0,
+        );
         libc::malloc_trim(0);
     }
 }
@@ -1120,13 +1387,26 @@ mod tests {
 
     #[test]
     fn a_round_records_the_seeds_then_the_newest_entries() {
-        let queue: Vec<PathBuf> = (0..100).rev().map(|i| PathBuf::from(format!("queue/{i:06}.json"))).collect();
+        let queue: Vec<PathBuf> = (0..100)
+            .rev()
+            .map(|i| PathBuf::from(format!("queue/{i:06}.json")))
+            .collect();
         let first = to_record(queue.clone(), true);
         assert_eq!(first.len(), 40);
-        assert_eq!(first[0], PathBuf::from("queue/000000.json"), "the seeds come first");
+        assert_eq!(
+            first[0],
+            PathBuf::from("queue/000000.json"),
+            "the seeds come first"
+        );
         let later = to_record(queue, false);
         assert_eq!(later.len(), RECORD_PER_ROUND);
-        assert_eq!(later[0], PathBuf::from("queue/000099.json"), "then the newest");
-        assert!(later.iter().all(|p| p >= &PathBuf::from(format!("queue/{:06}.json", 100 - RECORD_PER_ROUND))));
+        assert_eq!(
+            later[0],
+            PathBuf::from("queue/000099.json"),
+            "then the newest"
+        );
+        assert!(later
+            .iter()
+            .all(|p| p >= &PathBuf::from(format!("queue/{:06}.json", 100 - RECORD_PER_ROUND))));
     }
 }

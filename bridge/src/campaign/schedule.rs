@@ -139,7 +139,11 @@ mod tests {
         let mut s = Schedule::default();
         s.system_found(100.0, 0.0, 10.0);
         s.units_found(0.0, 0.0, 10.0);
-        assert_eq!(s.unit_share(), 0.5, "the first unit rounds are taken whatever the system fuzzer finds");
+        assert_eq!(
+            s.unit_share(),
+            0.5,
+            "the first unit rounds are taken whatever the system fuzzer finds"
+        );
         s.units_found(0.0, 0.0, 10.0);
         assert_eq!(s.unit_share(), UNIT_FLOOR);
         // Then units start to pay and the system fuzzer dries up.
@@ -149,7 +153,18 @@ mod tests {
         }
         assert!(s.unit_share() > 0.5, "share {}", s.unit_share());
         // Nobody finds anything any more: the system fuzzer is what a user would run.
-        let quiet = Schedule { system: Side { found: 0.0, seconds: 10.0, rounds: 9 }, units: Side { found: 0.0, seconds: 10.0, rounds: 9 } };
+        let quiet = Schedule {
+            system: Side {
+                found: 0.0,
+                seconds: 10.0,
+                rounds: 9,
+            },
+            units: Side {
+                found: 0.0,
+                seconds: 10.0,
+                rounds: 9,
+            },
+        };
         assert_eq!(quiet.unit_share(), UNIT_FLOOR);
     }
 

@@ -66,14 +66,22 @@ fn evicted(c: &Campaign) -> String {
 
 impl Live {
     pub(super) fn new(tty: bool) -> Live {
-        Live { tty, last_plain: Instant::now(), lines: 0 }
+        Live {
+            tty,
+            last_plain: Instant::now(),
+            lines: 0,
+        }
     }
 
     pub(super) fn show(&mut self, s: &Status) {
         let el = s.elapsed;
         let budget = s.c.settings.budget;
         if self.tty {
-            let mode = if s.c.settings.system_only { "system only" } else { "bridge" };
+            let mode = if s.c.settings.system_only {
+                "system only"
+            } else {
+                "bridge"
+            };
             let text = format!(
                 "\x1b[1mtrestle run\x1b[0m ({mode})  {:>5.0}s of {:.0}s  round {}\n\
                  \x20 now       : {}\n\

@@ -160,7 +160,9 @@ pub fn run(opts: &Options) -> Result<Summary> {
     }
     let mut names: HashSet<String> = HashSet::new();
     for (exe, records) in by_program {
-        let base = exe.file_name().map_or("program".into(), |n| n.to_string_lossy().into_owned());
+        let base = exe
+            .file_name()
+            .map_or("program".into(), |n| n.to_string_lossy().into_owned());
         let mut name = base.clone();
         let mut n = 2;
         while !names.insert(name.clone()) {
@@ -182,9 +184,13 @@ pub fn run(opts: &Options) -> Result<Summary> {
 /// The output directory must be new or empty: a capture never mixes with another.
 fn prepare_out(out: &Path) -> Result<()> {
     if out.exists() {
-        let mut entries = std::fs::read_dir(out).with_context(|| format!("--out {} is not a directory", out.display()))?;
+        let mut entries = std::fs::read_dir(out)
+            .with_context(|| format!("--out {} is not a directory", out.display()))?;
         if entries.next().is_some() {
-            bail!("--out {} is not empty; give a new directory (nothing there was touched)", out.display());
+            bail!(
+                "--out {} is not empty; give a new directory (nothing there was touched)",
+                out.display()
+            );
         }
     }
     std::fs::create_dir_all(out).with_context(|| format!("cannot create --out {}", out.display()))
@@ -211,13 +217,18 @@ fn run_command(opts: &Options, raw: &Path) -> Result<(String, f64)> {
             eprintln!("capture: {n} process(es) of instrumented programs so far ({last_shown} s)");
         }
     };
-    let ended = match (status.code(), std::os::unix::process::ExitStatusExt::signal(&status)) {
+    let ended = match (
+        status.code(),
+        std::os::unix::process::ExitStatusExt::signal(&status),
+    ) {
         (Some(c), _) => format!("exit {c}"),
         (None, Some(s)) => format!("signal {s}"),
         _ => "unknown".into(),
     };
     if opts.progress && !status.success() {
-        eprintln!("capture: the command ended with {ended}; the tests it ran are captured all the same");
+        eprintln!(
+            "capture: the command ended with {ended}; the tests it ran are captured all the same"
+        );
     }
     Ok((ended, start.elapsed().as_secs_f64()))
 }
@@ -227,7 +238,12 @@ fn read_records(raw: &Path, summary: &mut Summary) -> Result<Vec<Record>> {
     let mut dirs: Vec<(u128, PathBuf)> = Vec::new();
     for e in std::fs::read_dir(raw).with_context(|| format!("cannot list {}", raw.display()))? {
         let p = e?.path();
-        let started = p.file_name().and_then(|n| n.to_str()).and_then(|n| n.split_once('-')).and_then(|(_, t)| t.parse().ok()).unwrap_or(0);
+        let started = p
+            .file_name()
+            .and_then(|n| n.to_str())
+            .and_then(|n| n.split_once('-'))
+            .and_then(|(_, t)| t.parse().ok())
+            .unwrap_or(0);
         dirs.push((started, p));
     }
     dirs.sort();
@@ -238,8 +254,12 @@ fn read_records(raw: &Path, summary: &mut Summary) -> Result<Vec<Record>> {
             Ok(r) => out.push(r),
             Err(Unusable::Unfinished) => summary.unfinished += 1,
             Err(Unusable::OtherFormat(format, version)) => {
-                let exe = std::fs::read(d.join(trestle_abi::capture::EXE)).map(|b| String::from_utf8_lossy(&b).into_owned()).unwrap_or_default();
-                summary.other_format.insert(exe, format!("trestle {version}, record format {format}"));
+                let exe = std::fs::read(d.join(trestle_abi::capture::EXE))
+                    .map(|b| String::from_utf8_lossy(&b).into_owned())
+                    .unwrap_or_default();
+                summary
+                    .other_format
+                    .insert(exe, format!("trestle {version}, record format {format}"));
             }
         }
     }
@@ -254,7 +274,12 @@ fn identity(t: &JsonTest) -> String {
 }
 
 /// One program's records into tests under `out/name`.
-fn capture_program(opts: &Options, name: &str, exe: &Path, records: &[Record]) -> Result<ProgramSummary> {
+fn capture_program(
+    opts: &Options,
+    name: &str,
+    exe: &Path,
+    records: &[Record],
+) -> Result<ProgramSummary> {
     let mut summary = ProgramSummary {
         name: name.to_owned(),
         program: exe.to_owned(),
@@ -302,9 +327,11 @@ fn capture_program(opts: &Options, name: &str, exe: &Path, records: &[Record]) -
         let check = &checks[i];
         let file = format!("{name}/{name}-{:04}.json", n + 1);
         let path = opts.out.join(&file);
-        std::fs::write(&path, serde_json::to_vec_pretty(&c.test)?).with_context(|| format!("cannot write {}", path.display()))?;
+        std::fs::write(&path, serde_json::to_vec_pretty(&c.test)?)
+            .with_context(|| format!("cannot write {}", path.display()))?;
         covered.extend(check.edges.iter().copied());
-        summary.status_only += usize::from(c.test.expect.as_ref().is_some_and(|e| e.stdout.is_none()));
+        summary.status_only +=
+            usize::from(c.test.expect.as_ref().is_some_and(|e| e.stdout.is_none()));
         match &check.differs {
             None => summary.faithful += 1,
             Some(d) => *summary.unfaithful.entry(d.class.clone()).or_default() += 1,
@@ -340,13 +367,28 @@ struct Difference {
 /// Run every test once through the executor, with an edge map.
 fn check_all(opts: &Options, exe: &Path, tests: &[(Captured, usize, bool)]) -> Result<Vec<Check>> {
     let map_size = trestle_unit_fuzz::MAP_SIZE;
-    let mut provider = UnixShMemProvider::new().map_err(|e| anyhow::anyhow!("{e}")).context("cannot use shared memory")?;
-    let mut map = provider.new_shmem(map_size).map_err(|e| anyhow::anyhow!("{e}")).context("cannot create the edge map")?;
-    let env = vec![(hooks::ENV_AFL_SHM_ID.to_string(), map.id().to_string()), (hooks::ENV_AFL_MAP_SIZE.to_string(), map_size.to_string())];
-    let limits = Limits { wall: opts.timeout, cpu_secs: cpu_limit(opts.timeout), ..Limits::default() };
+    let mut provider = UnixShMemProvider::new()
+        .map_err(|e| anyhow::anyhow!("{e}"))
+        .context("cannot use shared memory")?;
+    let mut map = provider
+        .new_shmem(map_size)
+        .map_err(|e| anyhow::anyhow!("{e}"))
+        .context("cannot create the edge map")?;
+    let env = vec![
+        (hooks::ENV_AFL_SHM_ID.to_string(), map.id().to_string()),
+        (hooks::ENV_AFL_MAP_SIZE.to_string(), map_size.to_string()),
+    ];
+    let limits = Limits {
+        wall: opts.timeout,
+        cpu_secs: cpu_limit(opts.timeout),
+        ..Limits::default()
+    };
     // Spawned, not served: the check is of the test as any run of it would go.
     let sandbox = Sandbox::new(limits, false)?.without_forkserver();
-    let filter = FrameFilter { program: Some(exe.to_owned()), stop_after: None };
+    let filter = FrameFilter {
+        program: Some(exe.to_owned()),
+        stop_after: None,
+    };
     let mut out = Vec::with_capacity(tests.len());
     let started = Instant::now();
     let mut last_shown = 0;
@@ -358,7 +400,12 @@ fn check_all(opts: &Options, exe: &Path, tests: &[(Captured, usize, bool)]) -> R
         let test = crate::system::systest::from_json(&c.test)?;
         map.fill(0);
         let run = sandbox.run(exe, &test, &env, &filter, None);
-        let edges: Vec<u32> = map.iter().enumerate().filter(|(_, &b)| b != 0).map(|(i, _)| i as u32).collect();
+        let edges: Vec<u32> = map
+            .iter()
+            .enumerate()
+            .filter(|(_, &b)| b != 0)
+            .map(|(i, _)| i as u32)
+            .collect();
         let differs = match run {
             Ok(run) => {
                 // A program that prints its own name prints its path when the executor
@@ -367,11 +414,17 @@ fn check_all(opts: &Options, exe: &Path, tests: &[(Captured, usize, bool)]) -> R
                 let path = exe.to_string_lossy();
                 let shows_path = |b: &[u8]| String::from_utf8_lossy(b).contains(path.as_ref());
                 if c.name != path && (shows_path(&run.stdout) || shows_path(&run.stderr)) {
-                    notes.push(format!("it prints its own name: {} in the suite, its path here", c.name));
+                    notes.push(format!(
+                        "it prints its own name: {} in the suite, its path here",
+                        c.name
+                    ));
                 }
                 compare(&c.test, &run, &notes)
             }
-            Err(e) => Some(Difference { class: "could not be run".into(), text: format!("{e:#}") }),
+            Err(e) => Some(Difference {
+                class: "could not be run".into(),
+                text: format!("{e:#}"),
+            }),
         };
         out.push(Check { differs, edges });
     }
@@ -388,25 +441,49 @@ fn cause(note: &str) -> &'static str {
         ("symbolic link", "it opens a symbolic link"),
         ("was a terminal", "stdin was a terminal"),
     ];
-    CAUSES.iter().find(|(k, _)| note.contains(k)).map_or("other", |(_, c)| c)
+    CAUSES
+        .iter()
+        .find(|(k, _)| note.contains(k))
+        .map_or("other", |(_, c)| c)
 }
 
 /// What differs between the captured run and this one (exit status, stdout).
-fn compare(t: &JsonTest, run: &crate::validate::sandbox::SandboxRun, notes: &[String]) -> Option<Difference> {
+fn compare(
+    t: &JsonTest,
+    run: &crate::validate::sandbox::SandboxRun,
+    notes: &[String],
+) -> Option<Difference> {
     let expect = t.expect.as_ref()?;
-    let because = if notes.is_empty() { String::new() } else { format!(" ({})", notes.join("; ")) };
+    let because = if notes.is_empty() {
+        String::new()
+    } else {
+        format!(" ({})", notes.join("; "))
+    };
     let differs = |what: &str, text: String| {
         let why = notes.first().map_or("cause unknown", |n| cause(n));
-        Some(Difference { class: format!("{what} differs: {why}"), text: format!("{text}{because}") })
+        Some(Difference {
+            class: format!("{what} differs: {why}"),
+            text: format!("{text}{because}"),
+        })
     };
     let status = run.status.to_string();
     if status != expect.status {
-        return differs("exit status", format!("captured {}, replayed {status}", expect.status));
+        return differs(
+            "exit status",
+            format!("captured {}, replayed {status}", expect.status),
+        );
     }
     let out = expect.stdout.as_ref()?;
-    let bytes = if expect.merged { run.stdout_bytes + run.stderr_bytes } else { run.stdout_bytes };
+    let bytes = if expect.merged {
+        run.stdout_bytes + run.stderr_bytes
+    } else {
+        run.stdout_bytes
+    };
     if bytes != out.bytes {
-        return differs("stdout", format!("captured {} bytes of stdout, replayed {bytes}", out.bytes));
+        return differs(
+            "stdout",
+            format!("captured {} bytes of stdout, replayed {bytes}", out.bytes),
+        );
     }
     // The executor keeps the end of stdout: whole when it is short.
     if !expect.merged && bytes == run.stdout.len() as u64 {
@@ -422,7 +499,9 @@ fn compare(t: &JsonTest, run: &crate::validate::sandbox::SandboxRun, notes: &[St
 /// The tests to write, in capture order: all of them, or `max` chosen greedily by the
 /// edges each adds to those chosen before (then by how many it covers).
 fn choose(checks: &[Check], max: Option<usize>) -> Vec<usize> {
-    let Some(max) = max.filter(|&m| m < checks.len()) else { return (0..checks.len()).collect() };
+    let Some(max) = max.filter(|&m| m < checks.len()) else {
+        return (0..checks.len()).collect();
+    };
     let mut covered: HashSet<u32> = HashSet::new();
     let mut left: Vec<usize> = (0..checks.len()).collect();
     let mut chosen = Vec::new();
@@ -431,9 +510,18 @@ fn choose(checks: &[Check], max: Option<usize>) -> Vec<usize> {
             .iter()
             .enumerate()
             .max_by_key(|(_, &i)| {
-                let new = checks[i].edges.iter().filter(|e| !covered.contains(e)).count();
+                let new = checks[i]
+                    .edges
+                    .iter()
+                    .filter(|e| !covered.contains(e))
+                    .count();
                 // Faithful tests first among equals, then the earlier one.
-                (new, checks[i].edges.len(), checks[i].differs.is_none(), std::cmp::Reverse(i))
+                (
+                    new,
+                    checks[i].edges.len(),
+                    checks[i].differs.is_none(),
+                    std::cmp::Reverse(i),
+                )
             })
             .map(|(pos, _)| pos)
             .expect("not empty");
@@ -450,7 +538,10 @@ mod tests {
     use super::*;
 
     fn check(edges: &[u32]) -> Check {
-        Check { differs: None, edges: edges.to_vec() }
+        Check {
+            differs: None,
+            edges: edges.to_vec(),
+        }
     }
 
     #[test]

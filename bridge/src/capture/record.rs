@@ -80,7 +80,8 @@ pub enum Unusable {
 }
 
 fn read(dir: &Path, name: &str) -> Result<Vec<u8>> {
-    std::fs::read(dir.join(name)).with_context(|| format!("capture record {}: cannot read {name}", dir.display()))
+    std::fs::read(dir.join(name))
+        .with_context(|| format!("capture record {}: cannot read {name}", dir.display()))
 }
 
 fn path_of(bytes: Vec<u8>) -> PathBuf {
@@ -92,32 +93,70 @@ pub fn read_record(dir: &Path) -> Result<std::result::Result<Record, Unusable>> 
     let process = match std::fs::read_to_string(dir.join(PROCESS)) {
         Ok(p) => p,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Err(Unusable::Unfinished)),
-        Err(e) => return Err(e).with_context(|| format!("capture record {}: cannot read {PROCESS}", dir.display())),
+        Err(e) => {
+            return Err(e).with_context(|| {
+                format!("capture record {}: cannot read {PROCESS}", dir.display())
+            })
+        }
     };
     let mut fields: BTreeMap<&str, &str> = BTreeMap::new();
     for line in process.lines() {
-        let (k, v) = line.split_once(' ').ok_or_else(|| anyhow!("capture record {}: malformed line {line:?} in {PROCESS}", dir.display()))?;
+        let (k, v) = line.split_once(' ').ok_or_else(|| {
+            anyhow!(
+                "capture record {}: malformed line {line:?} in {PROCESS}",
+                dir.display()
+            )
+        })?;
         fields.insert(k, v);
     }
-    let field = |k: &str| fields.get(k).copied().ok_or_else(|| anyhow!("capture record {}: {PROCESS} has no {k}", dir.display()));
-    let format: u32 = field("format")?.parse().map_err(|_| anyhow!("capture record {}: malformed format", dir.display()))?;
+    let field = |k: &str| {
+        fields
+            .get(k)
+            .copied()
+            .ok_or_else(|| anyhow!("capture record {}: {PROCESS} has no {k}", dir.display()))
+    };
+    let format: u32 = field("format")?
+        .parse()
+        .map_err(|_| anyhow!("capture record {}: malformed format", dir.display()))?;
     let version = field("version")?.to_owned();
     if format != CAPTURE_FORMAT {
         return Ok(Err(Unusable::OtherFormat(format, version)));
     }
     let stream = |name: &str| -> Result<Stream> {
         let v = field(name)?;
-        let (kind, total) = v.split_once(' ').ok_or_else(|| anyhow!("capture record {}: malformed {name} {v:?}", dir.display()))?;
-        let kind = StreamKind::from_word(kind).ok_or_else(|| anyhow!("capture record {}: unknown {name} kind {kind:?}", dir.display()))?;
-        let total = total.parse().map_err(|_| anyhow!("capture record {}: malformed {name} size {total:?}", dir.display()))?;
-        Ok(Stream { kind, total, bytes: read(dir, name)? })
+        let (kind, total) = v
+            .split_once(' ')
+            .ok_or_else(|| anyhow!("capture record {}: malformed {name} {v:?}", dir.display()))?;
+        let kind = StreamKind::from_word(kind).ok_or_else(|| {
+            anyhow!(
+                "capture record {}: unknown {name} kind {kind:?}",
+                dir.display()
+            )
+        })?;
+        let total = total.parse().map_err(|_| {
+            anyhow!(
+                "capture record {}: malformed {name} size {total:?}",
+                dir.display()
+            )
+        })?;
+        Ok(Stream {
+            kind,
+            total,
+            bytes: read(dir, name)?,
+        })
     };
     let streams = [stream(STDIN)?, stream(STDOUT)?, stream(STDERR)?];
-    let argv = split_fields(&read(dir, ARGV)?).into_iter().map(<[u8]>::to_vec).collect();
+    let argv = split_fields(&read(dir, ARGV)?)
+        .into_iter()
+        .map(<[u8]>::to_vec)
+        .collect();
     let env_bytes = read(dir, ENV)?;
     let env_fields = split_fields(&env_bytes);
     if env_fields.len() % 2 != 0 {
-        bail!("capture record {}: {ENV} has a name without a value", dir.display());
+        bail!(
+            "capture record {}: {ENV} has a name without a value",
+            dir.display()
+        );
     }
     let mut env: Vec<(Vec<u8>, Vec<u8>)> = Vec::new();
     for pair in env_fields.chunks(2) {
@@ -128,22 +167,34 @@ pub fn read_record(dir: &Path) -> Result<std::result::Result<Record, Unusable>> 
     let opened_bytes = match std::fs::read(dir.join(OPENED)) {
         Ok(b) => b,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Vec::new(),
-        Err(e) => return Err(e).with_context(|| format!("capture record {}: cannot read {OPENED}", dir.display())),
+        Err(e) => {
+            return Err(e)
+                .with_context(|| format!("capture record {}: cannot read {OPENED}", dir.display()))
+        }
     };
     let opened_fields = split_fields(&opened_bytes);
     if opened_fields.len() % OPENED_FIELDS != 0 {
-        bail!("capture record {}: {OPENED} has a partial entry", dir.display());
+        bail!(
+            "capture record {}: {OPENED} has a partial entry",
+            dir.display()
+        );
     }
     let opened = opened_fields
         .chunks(OPENED_FIELDS)
         .map(|f| {
-            let stored = (!f[3].is_empty()).then(|| dir.join(String::from_utf8_lossy(f[3]).as_ref()));
+            let stored =
+                (!f[3].is_empty()).then(|| dir.join(String::from_utf8_lossy(f[3]).as_ref()));
             Ok(Opened {
                 access: String::from_utf8_lossy(f[0]).into_owned(),
                 given: f[1].to_vec(),
                 resolved: f[2].to_vec(),
                 stored,
-                size: String::from_utf8_lossy(f[4]).parse().map_err(|_| anyhow!("capture record {}: malformed size in {OPENED}", dir.display()))?,
+                size: String::from_utf8_lossy(f[4]).parse().map_err(|_| {
+                    anyhow!(
+                        "capture record {}: malformed size in {OPENED}",
+                        dir.display()
+                    )
+                })?,
                 symlink: f[5] == OPENED_SYMLINK.as_bytes(),
             })
         })
@@ -163,27 +214,45 @@ pub fn read_record(dir: &Path) -> Result<std::result::Result<Record, Unusable>> 
 }
 
 /// Directories whose files belong to the machine, not to a test.
-const SYSTEM_DIRS: &[&str] = &["/dev/", "/proc/", "/sys/", "/etc/", "/usr/", "/lib/", "/lib64/", "/bin/", "/sbin/", "/run/", "/var/"];
+const SYSTEM_DIRS: &[&str] = &[
+    "/dev/", "/proc/", "/sys/", "/etc/", "/usr/", "/lib/", "/lib64/", "/bin/", "/sbin/", "/run/",
+    "/var/",
+];
 
 /// A name a file can have inside a test's directory as given: relative, going
 /// nowhere above it.
 fn inside_name(given: &[u8]) -> Option<String> {
     let s = std::str::from_utf8(given).ok()?;
     let p = Path::new(s);
-    (!s.is_empty() && !p.is_absolute() && p.components().all(|c| matches!(c, Component::Normal(_) | Component::CurDir)))
-        .then(|| p.components().filter(|c| matches!(c, Component::Normal(_))).collect::<PathBuf>().to_string_lossy().into_owned())
-        .filter(|n| !n.is_empty())
+    (!s.is_empty()
+        && !p.is_absolute()
+        && p.components()
+            .all(|c| matches!(c, Component::Normal(_) | Component::CurDir)))
+    .then(|| {
+        p.components()
+            .filter(|c| matches!(c, Component::Normal(_)))
+            .collect::<PathBuf>()
+            .to_string_lossy()
+            .into_owned()
+    })
+    .filter(|n| !n.is_empty())
 }
 
 /// Digest of output bytes, hex.
 pub fn sha256_hex(bytes: &[u8]) -> String {
-    Sha256::digest(bytes).iter().map(|b| format!("{b:02x}")).collect()
+    Sha256::digest(bytes)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
 }
 
 fn output(s: &Stream) -> Option<Output> {
     match s.kind {
         StreamKind::Terminal | StreamKind::Device | StreamKind::Nothing => None,
-        _ => Some(Output { bytes: s.total, sha256: (!s.cut()).then(|| sha256_hex(&s.bytes)) }),
+        _ => Some(Output {
+            bytes: s.total,
+            sha256: (!s.cut()).then(|| sha256_hex(&s.bytes)),
+        }),
     }
 }
 
@@ -208,7 +277,9 @@ pub fn to_test(r: &Record) -> Result<Captured> {
         .iter()
         .skip(1)
         .enumerate()
-        .map(|(i, a)| String::from_utf8(a.clone()).map_err(|_| anyhow!("argument {} is not UTF-8", i + 1)))
+        .map(|(i, a)| {
+            String::from_utf8(a.clone()).map_err(|_| anyhow!("argument {} is not UTF-8", i + 1))
+        })
         .collect::<Result<_>>()?;
     let mut env = BTreeMap::new();
     for (k, v) in &r.env {
@@ -231,7 +302,11 @@ pub fn to_test(r: &Record) -> Result<Captured> {
             ACCESS_WRITE => {
                 written.push(&o.resolved);
                 // The directory a file is written into must be there, as in the suite.
-                if let Some(dir) = inside_name(&o.given).and_then(|n| Path::new(&n).parent().map(|d| d.to_string_lossy().into_owned())) {
+                if let Some(dir) = inside_name(&o.given).and_then(|n| {
+                    Path::new(&n)
+                        .parent()
+                        .map(|d| d.to_string_lossy().into_owned())
+                }) {
                     if !dir.is_empty() {
                         dirs.push(format!("{dir}/"));
                     }
@@ -240,7 +315,9 @@ pub fn to_test(r: &Record) -> Result<Captured> {
                 continue;
             }
             ACCESS_STREAM => {
-                notes.push(format!("reads the FIFO or socket {shown}, whose content is not kept"));
+                notes.push(format!(
+                    "reads the FIFO or socket {shown}, whose content is not kept"
+                ));
                 continue;
             }
             ACCESS_READ | ACCESS_READ_WRITE => {}
@@ -250,24 +327,41 @@ pub fn to_test(r: &Record) -> Result<Captured> {
         // A file first seen as output is the run's own; one seen before (by a program
         // started from this one, which noted it too) is in the test already.
         let key = o.resolved.as_slice();
-        if SYSTEM_DIRS.iter().any(|d| resolved.starts_with(d)) || written.contains(&key) || taken.contains(&key) {
+        if SYSTEM_DIRS.iter().any(|d| resolved.starts_with(d))
+            || written.contains(&key)
+            || taken.contains(&key)
+        {
             continue;
         }
         let Some(stored) = &o.stored else { continue };
         taken.push(key);
-        let bytes = std::fs::read(stored).with_context(|| format!("capture record {}: cannot read {}", r.dir.display(), stored.display()))?;
+        let bytes = std::fs::read(stored).with_context(|| {
+            format!(
+                "capture record {}: cannot read {}",
+                r.dir.display(),
+                stored.display()
+            )
+        })?;
         if o.size > bytes.len() as u64 {
-            notes.push(format!("file {shown} cut at {} of {} bytes", bytes.len(), o.size));
+            notes.push(format!(
+                "file {shown} cut at {} of {} bytes",
+                bytes.len(),
+                o.size
+            ));
         }
         if o.symlink {
-            notes.push(format!("{shown} was a symbolic link; the test holds a copy of its target"));
+            notes.push(format!(
+                "{shown} was a symbolic link; the test holds a copy of its target"
+            ));
         }
         let name = match inside_name(&o.given) {
             Some(n) => n,
             None => {
                 // An absolute path or one above the working directory: the file gets a
                 // place in the test's directory and the arguments naming it that name.
-                let base = Path::new(resolved.as_ref()).file_name().map_or("file".into(), |b| b.to_string_lossy().into_owned());
+                let base = Path::new(resolved.as_ref())
+                    .file_name()
+                    .map_or("file".into(), |b| b.to_string_lossy().into_owned());
                 let mut name = format!("files/{base}");
                 let mut n = 2;
                 while files.contains_key(&name) {
@@ -278,12 +372,16 @@ pub fn to_test(r: &Record) -> Result<Captured> {
                 name
             }
         };
-        files.entry(name).or_insert_with(|| Content::from_bytes(&bytes));
+        files
+            .entry(name)
+            .or_insert_with(|| Content::from_bytes(&bytes));
     }
     for d in dirs {
         // A directory that holds an input file is there already.
         if !files.keys().any(|f| f.starts_with(&d)) {
-            files.entry(d).or_insert_with(|| Content::Text(String::new()));
+            files
+                .entry(d)
+                .or_insert_with(|| Content::Text(String::new()));
         }
     }
     let [stdin, stdout, stderr] = &r.streams;
@@ -296,23 +394,59 @@ pub fn to_test(r: &Record) -> Result<Captured> {
         _ => None,
     };
     if stdin.cut() {
-        notes.push(format!("stdin cut at {} of {} bytes", stdin.bytes.len(), stdin.total));
+        notes.push(format!(
+            "stdin cut at {} of {} bytes",
+            stdin.bytes.len(),
+            stdin.total
+        ));
     }
     // A signal no program raises on itself: the suite stopped it (`timeout`, `kill`).
-    if let Some(sig) = r.status.strip_prefix("signal ").and_then(|n| n.parse::<i32>().ok()) {
-        if [libc::SIGHUP, libc::SIGINT, libc::SIGKILL, libc::SIGALRM, libc::SIGTERM].contains(&sig) {
-            notes.push(format!("it was stopped from outside (signal {sig}: a timeout or kill in the suite)"));
+    if let Some(sig) = r
+        .status
+        .strip_prefix("signal ")
+        .and_then(|n| n.parse::<i32>().ok())
+    {
+        if [
+            libc::SIGHUP,
+            libc::SIGINT,
+            libc::SIGKILL,
+            libc::SIGALRM,
+            libc::SIGTERM,
+        ]
+        .contains(&sig)
+        {
+            notes.push(format!(
+                "it was stopped from outside (signal {sig}: a timeout or kill in the suite)"
+            ));
         }
     }
     let expect = Expect {
         status: r.status.clone(),
         stdout: output(stdout),
-        stderr: if stderr.kind == StreamKind::Merged { None } else { output(stderr) },
+        stderr: if stderr.kind == StreamKind::Merged {
+            None
+        } else {
+            output(stderr)
+        },
         merged: stderr.kind == StreamKind::Merged,
         writes,
     };
-    let name = r.argv.first().map(|a| String::from_utf8_lossy(a).into_owned()).unwrap_or_default();
-    Ok(Captured { test: JsonTest { args, stdin: stdin_content, files, env, expect: Some(expect) }, notes, name })
+    let name = r
+        .argv
+        .first()
+        .map(|a| String::from_utf8_lossy(a).into_owned())
+        .unwrap_or_default();
+    Ok(Captured {
+        test: JsonTest {
+            args,
+            stdin: stdin_content,
+            files,
+            env,
+            expect: Some(expect),
+        },
+        notes,
+        name,
+    })
 }
 
 /// Replace `path` where an argument names it: the whole argument, or after an
@@ -345,9 +479,26 @@ mod tests {
 
     #[test]
     fn arguments_naming_a_moved_file_follow_it() {
-        let mut args: Vec<String> =
-            ["/src/t/a.sed", "--file=/src/t/a.sed", "-f/src/t/a.sed", "x/src/t/a.sed", "--/src/t/a.sed"].iter().map(|s| s.to_string()).collect();
+        let mut args: Vec<String> = [
+            "/src/t/a.sed",
+            "--file=/src/t/a.sed",
+            "-f/src/t/a.sed",
+            "x/src/t/a.sed",
+            "--/src/t/a.sed",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
         rename_in_args(&mut args, "/src/t/a.sed", "files/a.sed");
-        assert_eq!(args, ["files/a.sed", "--file=files/a.sed", "-ffiles/a.sed", "x/src/t/a.sed", "--/src/t/a.sed"]);
+        assert_eq!(
+            args,
+            [
+                "files/a.sed",
+                "--file=files/a.sed",
+                "-ffiles/a.sed",
+                "x/src/t/a.sed",
+                "--/src/t/a.sed"
+            ]
+        );
     }
 }

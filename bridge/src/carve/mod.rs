@@ -6,7 +6,6 @@ pub mod units;
 
 use crate::binary::Binary;
 use crate::record::{RecordIndex, RecordedTest, RECORD_INDEX};
-use units::{safe_name, UnitIndex, UnitRow, UNIT_EXT, UNIT_INDEX};
 use anyhow::{Context as _, Result};
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::{Path, PathBuf};
@@ -14,6 +13,7 @@ use trestle_abi::meta::FnMeta;
 use trestle_abi::trace::{decode_trace, Record, Trace};
 use trestle_abi::unit::{Provenance, SystemTest, Unit, UNIT_MAGIC, UNIT_VERSION};
 use trestle_abi::{Context, Outcome};
+use units::{safe_name, UnitIndex, UnitRow, UNIT_EXT, UNIT_INDEX};
 
 /// Options of `trestle carve`.
 #[derive(Debug)]
@@ -79,7 +79,13 @@ pub fn param_class(ctx: &trestle_abi::Context, p: &trestle_abi::unit::Param) -> 
     match (p.kind, p.site) {
         (ParamKind::Stream { .. }, _) => "stream".into(),
         (ParamKind::Decimal { .. }, _) => "number".into(),
-        (ParamKind::Bytes { resize: Resize::Token, .. }, _) => "token string".into(),
+        (
+            ParamKind::Bytes {
+                resize: Resize::Token,
+                ..
+            },
+            _,
+        ) => "token string".into(),
         (ParamKind::Int { .. }, _) => "argument int".into(),
         (ParamKind::Bytes { .. }, ParamSite::Memory { extent, .. }) => {
             let site = match ctx.graph.extents.get(extent as usize).map(|e| e.kind) {
@@ -98,7 +104,10 @@ pub fn param_class(ctx: &trestle_abi::Context, p: &trestle_abi::unit::Param) -> 
 pub fn input_bytes(params: &[trestle_abi::unit::Param]) -> u64 {
     let mut ranges: BTreeMap<&trestle_abi::unit::InputRef, Vec<(u64, u64)>> = BTreeMap::new();
     for o in params.iter().flat_map(|p| &p.origins) {
-        ranges.entry(&o.input).or_default().push((o.offset, o.offset + o.len));
+        ranges
+            .entry(&o.input)
+            .or_default()
+            .push((o.offset, o.offset + o.len));
     }
     let mut total = 0;
     for list in ranges.values_mut() {
@@ -119,9 +128,13 @@ pub fn input_bytes(params: &[trestle_abi::unit::Param]) -> u64 {
 /// counted in [`CarveSummary::bad_traces`]; the units of the others are written.
 pub fn run(opts: &Options) -> Result<CarveSummary> {
     let index = read_record_index(&opts.traces)?;
-    let program = opts.program.clone().unwrap_or_else(|| index.program.clone());
+    let program = opts
+        .program
+        .clone()
+        .unwrap_or_else(|| index.program.clone());
     let binary = Binary::load(&program)?;
-    std::fs::create_dir_all(&opts.out).with_context(|| format!("cannot create {}", opts.out.display()))?;
+    std::fs::create_dir_all(&opts.out)
+        .with_context(|| format!("cannot create {}", opts.out.display()))?;
     let mut carver = Carver {
         opts,
         binary,
@@ -144,7 +157,11 @@ pub fn run(opts: &Options) -> Result<CarveSummary> {
 fn read_record_index(traces: &Path) -> Result<RecordIndex> {
     let index_path = traces.join(RECORD_INDEX);
     let text = std::fs::read_to_string(&index_path).with_context(|| {
-        format!("{} is not a trace directory written by `trestle record` (cannot read {})", traces.display(), index_path.display())
+        format!(
+            "{} is not a trace directory written by `trestle record` (cannot read {})",
+            traces.display(),
+            index_path.display()
+        )
     })?;
     serde_json::from_str(&text).with_context(|| format!("corrupted {}", index_path.display()))
 }
@@ -183,7 +200,12 @@ impl Carver<'_> {
                 self.summary.bad_traces += 1;
                 continue;
             };
-            let origin = Origin { test: &t.name, system_test: &system_test, trace: &path, pid: trace.header.pid };
+            let origin = Origin {
+                test: &t.name,
+                system_test: &system_test,
+                trace: &path,
+                pid: trace.header.pid,
+            };
             self.trace(&origin, trace.records)?;
         }
         Ok(())
@@ -193,7 +215,9 @@ impl Carver<'_> {
     fn read_trace(&self, path: &Path) -> Option<Trace> {
         let trace = std::fs::read(path)
             .map_err(|e| format!("cannot read trace {}: {e}", path.display()))
-            .and_then(|bytes| decode_trace(&bytes).map_err(|e| format!("corrupt trace {} {e}", path.display())));
+            .and_then(|bytes| {
+                decode_trace(&bytes).map_err(|e| format!("corrupt trace {} {e}", path.display()))
+            });
         match trace {
             Ok(t) if t.header.binary_id == self.binary.id => Some(t),
             Ok(t) => {
@@ -226,14 +250,24 @@ impl Carver<'_> {
                 Record::Unreplayable { seq, why } => {
                     unreplayable.entry(*seq).or_insert_with(|| why.to_string());
                 }
-                Record::Reach { seq, reached: false } => {
+                Record::Reach {
+                    seq,
+                    reached: false,
+                } => {
                     missed.insert(*seq);
                 }
                 Record::Enter { .. } | Record::Reach { .. } => {}
             }
         }
         for (_, r) in records {
-            let Record::Enter { seq, call_index, context } = r else { continue };
+            let Record::Enter {
+                seq,
+                call_index,
+                context,
+            } = r
+            else {
+                continue;
+            };
             self.summary.invocations += 1;
             if missed.contains(&seq) {
                 // Recorded for a branch it did not reach.
@@ -243,7 +277,11 @@ impl Carver<'_> {
             if let Some(why) = unreplayable.remove(&seq) {
                 // Carved, its replay would differ for a reason the unit cannot hold.
                 *self.summary.unreplayable.entry(why.clone()).or_default() += 1;
-                self.summary.unreplayable_fns.entry(context.fn_id).or_insert((why, 0)).1 += 1;
+                self.summary
+                    .unreplayable_fns
+                    .entry(context.fn_id)
+                    .or_insert((why, 0))
+                    .1 += 1;
                 continue;
             }
             let expected = exits.remove(&seq);
@@ -259,7 +297,13 @@ impl Carver<'_> {
     }
 
     /// Map one recorded invocation and write it as a unit, unless it is a duplicate.
-    fn invocation(&mut self, origin: &Origin, (seq, call_index): (u64, u64), context: Context, expected: Option<Outcome>) -> Result<()> {
+    fn invocation(
+        &mut self,
+        origin: &Origin,
+        (seq, call_index): (u64, u64),
+        context: Context,
+        expected: Option<Outcome>,
+    ) -> Result<()> {
         // Equal contexts that read different rests of their input are different
         // units: the unread input they read belongs to the key.
         let streams = mapping::map_streams(&context, origin.system_test, expected.as_ref());
@@ -278,7 +322,13 @@ impl Carver<'_> {
             }
             return Ok(());
         }
-        let mapping = mapping::map_rest(&context, self.binary.functions.get(&context.fn_id), &self.binary.global_names, origin.system_test, streams);
+        let mapping = mapping::map_rest(
+            &context,
+            self.binary.functions.get(&context.fn_id),
+            &self.binary.global_names,
+            origin.system_test,
+            streams,
+        );
         for why in mapping.unmapped_streams {
             *self.summary.unmapped_streams.entry(why).or_default() += 1;
         }
@@ -325,7 +375,11 @@ impl Carver<'_> {
     }
 
     /// Count a unit's parameters by class; returns its classes, sorted and distinct.
-    fn count_params(&mut self, context: &Context, params: &[trestle_abi::unit::Param]) -> Vec<String> {
+    fn count_params(
+        &mut self,
+        context: &Context,
+        params: &[trestle_abi::unit::Param],
+    ) -> Vec<String> {
         self.summary.params += params.len();
         self.summary.parameterized += usize::from(!params.is_empty());
         let mut classes: Vec<String> = params.iter().map(|p| param_class(context, p)).collect();
@@ -342,12 +396,24 @@ impl Carver<'_> {
 
     /// Say why each function called but not carved was not, and write the index.
     fn finish(self) -> Result<CarveSummary> {
-        let Carver { opts, binary, mut summary, functions, called, rows, .. } = self;
+        let Carver {
+            opts,
+            binary,
+            mut summary,
+            functions,
+            called,
+            rows,
+            ..
+        } = self;
         summary.units = rows.len();
         summary.functions = functions.len();
         summary.called = called.len();
         for id in called.difference(&functions) {
-            let reason = not_carved_reason(binary.functions.get(id), summary.over_bound.get(id).copied(), summary.unreplayable_fns.get(id));
+            let reason = not_carved_reason(
+                binary.functions.get(id),
+                summary.over_bound.get(id).copied(),
+                summary.unreplayable_fns.get(id),
+            );
             summary.not_carved.push((binary.function_name(*id), reason));
         }
         summary.not_carved.sort();
@@ -355,7 +421,11 @@ impl Carver<'_> {
             program: binary.path.clone(),
             binary_id: format!("{:016x}", binary.id),
             called_functions: summary.called,
-            not_carved: summary.not_carved.iter().map(|(n, r)| format!("{n}: {r}")).collect(),
+            not_carved: summary
+                .not_carved
+                .iter()
+                .map(|(n, r)| format!("{n}: {r}"))
+                .collect(),
             parameterized_units: summary.parameterized,
             param_kinds: summary.param_kinds.clone(),
             units_by_param_kind: summary.units_by_kind.clone(),
@@ -372,23 +442,42 @@ impl Carver<'_> {
 /// Why a function that was called has no unit; `over_bound` counts its calls whose
 /// context was over the snapshot bound, `unreplayable` its calls a replay could not
 /// repeat (the first reason, and how many).
-fn not_carved_reason(meta: Option<&FnMeta>, over_bound: Option<usize>, unreplayable: Option<&(String, usize)>) -> String {
+fn not_carved_reason(
+    meta: Option<&FnMeta>,
+    over_bound: Option<usize>,
+    unreplayable: Option<&(String, usize)>,
+) -> String {
     match (meta, over_bound, unreplayable) {
-        (Some(f), _, _) if f.variadic && !f.replayable => "variadic: no replay thunk on this target".to_owned(),
-        (Some(f), _, _) if !f.replayable => "a parameter or return type a 64-bit slot cannot carry".to_owned(),
+        (Some(f), _, _) if f.variadic && !f.replayable => {
+            "variadic: no replay thunk on this target".to_owned()
+        }
+        (Some(f), _, _) if !f.replayable => {
+            "a parameter or return type a 64-bit slot cannot carry".to_owned()
+        }
         (Some(_), Some(n), _) => format!(
             "its context exceeded the snapshot size bound in every call ({n} of them; raise {})",
             trestle_abi::hooks::ENV_CONTEXT_LIMIT
         ),
         (Some(_), None, Some((why, n))) => format!("every carvable call {why} ({n} of them)"),
-        (Some(_), None, None) => "every call ended without a carvable context (or was only called at exit)".to_owned(),
+        (Some(_), None, None) => {
+            "every call ended without a carvable context (or was only called at exit)".to_owned()
+        }
         (None, _, _) => "unknown function".to_owned(),
     }
 }
 
 fn print_summary(summary: &CarveSummary, out: &Path) {
     let counts = |m: &BTreeMap<String, usize>, number_first: bool| {
-        let parts: Vec<String> = m.iter().map(|(k, n)| if number_first { format!("{n} {k}") } else { format!("{k} {n}") }).collect();
+        let parts: Vec<String> = m
+            .iter()
+            .map(|(k, n)| {
+                if number_first {
+                    format!("{n} {k}")
+                } else {
+                    format!("{k} {n}")
+                }
+            })
+            .collect();
         parts.join(", ")
     };
     eprintln!(
@@ -399,7 +488,11 @@ fn print_summary(summary: &CarveSummary, out: &Path) {
         summary.duplicates,
         out.display()
     );
-    eprintln!("{} of {} called function(s) carved", summary.called - summary.not_carved.len(), summary.called);
+    eprintln!(
+        "{} of {} called function(s) carved",
+        summary.called - summary.not_carved.len(),
+        summary.called
+    );
     eprintln!(
         "{} unit(s) have parameters mapped to the system input ({} parameters: {})",
         summary.parameterized,
@@ -407,7 +500,10 @@ fn print_summary(summary: &CarveSummary, out: &Path) {
         counts(&summary.param_kinds, true)
     );
     if !summary.units_by_kind.is_empty() {
-        eprintln!("units with a parameter of each kind: {}", counts(&summary.units_by_kind, false));
+        eprintln!(
+            "units with a parameter of each kind: {}",
+            counts(&summary.units_by_kind, false)
+        );
     }
     for (why, n) in &summary.unmapped_streams {
         eprintln!("  {n} stream(s) read but not mapped: {why}");
@@ -424,7 +520,10 @@ fn print_summary(summary: &CarveSummary, out: &Path) {
         eprintln!("  {n} invocation(s) not carved: {why}");
     }
     if summary.missed_branch > 0 {
-        eprintln!("  {} invocation(s) not carved: recorded for a branch they did not reach", summary.missed_branch);
+        eprintln!(
+            "  {} invocation(s) not carved: recorded for a branch they did not reach",
+            summary.missed_branch
+        );
     }
     for (name, why) in &summary.not_carved {
         eprintln!("  not carved: {name} ({why})");

@@ -86,7 +86,11 @@ pub fn value_hashes(params: &[trestle_abi::unit::Param]) -> Vec<u64> {
     for p in params {
         let tag = p.kind.name().as_bytes();
         let pieces: Vec<&[u8]> = match p.kind {
-            trestle_abi::unit::ParamKind::Stream { .. } => p.original.split_inclusive(|&b| b == b'\n').take(256).collect(),
+            trestle_abi::unit::ParamKind::Stream { .. } => p
+                .original
+                .split_inclusive(|&b| b == b'\n')
+                .take(256)
+                .collect(),
             _ => vec![&p.original[..]],
         };
         for piece in pieces {
@@ -115,7 +119,8 @@ pub fn encode_unit(unit: &Unit) -> Result<Vec<u8>> {
 /// A unit from its file's bytes, compressed or not.
 pub fn decode_unit(bytes: &[u8]) -> Result<Unit> {
     if bytes.starts_with(&ZSTD_MAGIC) {
-        let raw = zstd::stream::decode_all(bytes).context("a compressed unit that does not decompress")?;
+        let raw = zstd::stream::decode_all(bytes)
+            .context("a compressed unit that does not decompress")?;
         Ok(Unit::decode(&raw)?)
     } else {
         Ok(Unit::decode(bytes)?)
@@ -124,13 +129,16 @@ pub fn decode_unit(bytes: &[u8]) -> Result<Unit> {
 
 /// Read one unit file.
 pub fn read_unit(path: &Path) -> Result<Unit> {
-    let bytes = std::fs::read(path).with_context(|| format!("cannot read unit {}", path.display()))?;
-    decode_unit(&bytes).with_context(|| format!("{} is not a readable trestle unit", path.display()))
+    let bytes =
+        std::fs::read(path).with_context(|| format!("cannot read unit {}", path.display()))?;
+    decode_unit(&bytes)
+        .with_context(|| format!("{} is not a readable trestle unit", path.display()))
 }
 
 /// Write one unit file, compressed.
 pub fn write_unit(path: &Path, unit: &Unit) -> Result<()> {
-    std::fs::write(path, encode_unit(unit)?).with_context(|| format!("cannot write {}", path.display()))
+    std::fs::write(path, encode_unit(unit)?)
+        .with_context(|| format!("cannot write {}", path.display()))
 }
 
 /// The unit files under `path` (a unit file or a unit directory), sorted.
@@ -164,7 +172,13 @@ pub fn unit_files(path: &Path) -> Result<Vec<PathBuf>> {
 pub fn safe_name(name: &str) -> String {
     let s: String = name
         .chars()
-        .map(|c| if c.is_ascii_alphanumeric() || c == '_' || c == '-' { c } else { '_' })
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '_' || c == '-' {
+                c
+            } else {
+                '_'
+            }
+        })
         .take(80)
         .collect();
     if s.is_empty() {

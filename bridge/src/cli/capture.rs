@@ -51,7 +51,10 @@ impl CaptureArgs {
     /// Print the summary: a line per program, then what did not replay the same way.
     pub fn print(&self, s: &crate::capture::Summary) {
         if self.json {
-            crate::outln!("{}", serde_json::to_string_pretty(s).expect("the summary serialises"));
+            crate::outln!(
+                "{}",
+                serde_json::to_string_pretty(s).expect("the summary serialises")
+            );
             return;
         }
         crate::outln!(
@@ -62,13 +65,20 @@ impl CaptureArgs {
             s.command_status
         );
         if s.unfinished > 0 {
-            crate::outln!("  {} process(es) were killed before they ended: no test", s.unfinished);
+            crate::outln!(
+                "  {} process(es) were killed before they ended: no test",
+                s.unfinished
+            );
         }
         for (exe, v) in &s.other_format {
             crate::outln!("  {exe}: built by another trestle ({v}); rebuild it with this trestle-cc to capture it");
         }
         for p in &s.programs {
-            let pct = if p.written == 0 { 0.0 } else { 100.0 * p.faithful as f64 / p.written as f64 };
+            let pct = if p.written == 0 {
+                0.0
+            } else {
+                100.0 * p.faithful as f64 / p.written as f64
+            };
             crate::outln!(
                 "  {}: {} test(s) written to {} ({} run(s), {} different{}); {} of them ({pct:.1}%) replay with the same exit status and stdout; {} edges",
                 p.name,
@@ -97,6 +107,9 @@ impl CaptureArgs {
         if s.programs.is_empty() {
             crate::outln!("  no program built with trestle-cc ran under the command");
         }
-        crate::outln!("details: {}", self.out.join(crate::capture::SUMMARY_FILE).display());
+        crate::outln!(
+            "details: {}",
+            self.out.join(crate::capture::SUMMARY_FILE).display()
+        );
     }
 }

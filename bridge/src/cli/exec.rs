@@ -8,7 +8,8 @@ use std::time::Duration;
 
 /// Arguments of `trestle exec`.
 #[derive(Debug, clap::Args)]
-#[command(after_help = "Per test, one line: NAME, how it ended (exit=N, signal=N (SIGNAME), or \
+#[command(
+    after_help = "Per test, one line: NAME, how it ended (exit=N, signal=N (SIGNAME), or \
 timeout), stdout=NB stderr=NB (bytes written in all), wall=MS (fractional) cpu=MS rss=KIB, and `forkserver` \
 when the run was forked from the program's forkserver (a trestle-cc build) rather than started \
 afresh; a resource limit the run ran into and a crash signature follow. With --json the same \
@@ -18,7 +19,8 @@ wall_ms, cpu_ms, max_rss_kib, forkserver, limit, crash (and stdout, stderr with 
 With --for, one summary instead: executions, seconds, execs_per_sec, forked and the count of \
 each way the runs ended.\n\n\
 Exit status: 0 when every test ran, whatever the program's exit status; 2 on bad usage or \
-input (a missing program, a malformed test) or a test the executor could not run.")]
+input (a missing program, a malformed test) or a test the executor could not run."
+)]
 pub struct ExecArgs {
     /// System tests: a JSON file or a directory of them.
     pub tests: PathBuf,
@@ -83,7 +85,10 @@ impl ExecArgs {
                     show("stderr", &run.stderr, run.stderr_bytes);
                 }
             }
-            (Err(e), true) => crate::outln!("{}", serde_json::json!({"test": t.path, "name": t.name, "error": format!("{e:#}")})),
+            (Err(e), true) => crate::outln!(
+                "{}",
+                serde_json::json!({"test": t.path, "name": t.name, "error": format!("{e:#}")})
+            ),
             (Err(e), false) => crate::outln!("{:<20}  error: {e:#}", t.name),
         }
     }
@@ -133,7 +138,11 @@ impl ExecArgs {
             });
             crate::outln!("{v}");
         } else {
-            let ends: Vec<String> = s.statuses.iter().map(|(k, n)| format!("{k}: {n}")).collect();
+            let ends: Vec<String> = s
+                .statuses
+                .iter()
+                .map(|(k, n)| format!("{k}: {n}"))
+                .collect();
             crate::outln!(
                 "{} executions of {} test(s) in {:.1}s: {:.0}/s, {} forked from the forkserver ({})",
                 s.executions,
@@ -151,7 +160,10 @@ impl ExecArgs {
 fn run_line(name: &str, run: &SandboxRun) -> String {
     let status = match run.status {
         RunStatus::Exited(c) => format!("exit={c}"),
-        RunStatus::Signaled(s) => format!("signal={s} ({})", crate::validate::signature::signal_name(s)),
+        RunStatus::Signaled(s) => format!(
+            "signal={s} ({})",
+            crate::validate::signature::signal_name(s)
+        ),
         RunStatus::TimedOut => "timeout".to_owned(),
     };
     let mut line = format!(

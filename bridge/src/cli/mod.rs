@@ -2,6 +2,7 @@
 //! stage, and maps its result to an exit status (0 success, 1 negative finding,
 //! 2 bad usage or input). Nothing here does a stage's work.
 
+mod capture;
 mod carve;
 mod exec;
 mod export;
@@ -15,7 +16,6 @@ mod run;
 mod show;
 mod sysfuzz;
 mod triage;
-mod capture;
 mod validate;
 
 use clap::{Parser, Subcommand};

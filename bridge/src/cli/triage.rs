@@ -67,10 +67,18 @@ pub struct TriageArgs {
 /// `ROLE=PROGRAM` of `--also-on`.
 fn parse_build(s: &str) -> Result<(String, PathBuf), String> {
     match s.split_once('=') {
-        Some((role, program)) if !role.is_empty() && !program.is_empty() && role.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_') => {
+        Some((role, program))
+            if !role.is_empty()
+                && !program.is_empty()
+                && role
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_') =>
+        {
             Ok((role.to_owned(), PathBuf::from(program)))
         }
-        _ => Err(format!("{s:?} is not ROLE=PROGRAM (a name of letters, digits, - or _, then the build's path)")),
+        _ => Err(format!(
+            "{s:?} is not ROLE=PROGRAM (a name of letters, digits, - or _, then the build's path)"
+        )),
     }
 }
 
@@ -97,7 +105,10 @@ impl TriageArgs {
     /// Print the summary: one line per bug, then what was dropped.
     pub fn print(&self, s: &crate::triage::Summary) {
         if self.json {
-            crate::outln!("{}", serde_json::to_string_pretty(s).expect("the summary serialises"));
+            crate::outln!(
+                "{}",
+                serde_json::to_string_pretty(s).expect("the summary serialises")
+            );
             return;
         }
         crate::outln!(
@@ -111,7 +122,11 @@ impl TriageArgs {
         for g in &s.groups {
             crate::outln!(
                 "  {}{}: {} ({} input(s); first {}, smallest {})",
-                if g.new && self.fail_on_new.is_some() { "NEW " } else { "" },
+                if g.new && self.fail_on_new.is_some() {
+                    "NEW "
+                } else {
+                    ""
+                },
                 g.id,
                 g.signature,
                 g.members.len(),
@@ -119,10 +134,14 @@ impl TriageArgs {
                 g.smallest.display()
             );
             if !g.not_on.is_empty() {
-                crate::outln!("    build-dependent: does not reproduce on the {} build", g.not_on.join(", "));
+                crate::outln!(
+                    "    build-dependent: does not reproduce on the {} build",
+                    g.not_on.join(", ")
+                );
             }
         }
-        let mut reasons: std::collections::BTreeMap<&str, usize> = std::collections::BTreeMap::new();
+        let mut reasons: std::collections::BTreeMap<&str, usize> =
+            std::collections::BTreeMap::new();
         for d in &s.dropped {
             *reasons.entry(d.reason.as_str()).or_default() += 1;
         }

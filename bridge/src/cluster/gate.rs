@@ -73,8 +73,14 @@ impl std::fmt::Debug for Key {
 impl Key {
     /// The key in `path` (64 hex digits).
     pub fn load(path: &Path) -> Result<Key> {
-        let text = std::fs::read_to_string(path).with_context(|| format!("cannot read the cluster key {}", path.display()))?;
-        Key::parse(text.trim()).ok_or_else(|| anyhow!("{} is no cluster key (64 hex digits, as `trestle run --listen` writes)", path.display()))
+        let text = std::fs::read_to_string(path)
+            .with_context(|| format!("cannot read the cluster key {}", path.display()))?;
+        Key::parse(text.trim()).ok_or_else(|| {
+            anyhow!(
+                "{} is no cluster key (64 hex digits, as `trestle run --listen` writes)",
+                path.display()
+            )
+        })
     }
 
     fn parse(hex: &str) -> Option<Key> {
@@ -103,7 +109,8 @@ impl Key {
             .mode(0o600)
             .open(path)
             .with_context(|| format!("cannot create the cluster key {}", path.display()))?;
-        f.write_all(format!("{hex}\n").as_bytes()).with_context(|| format!("cannot write {}", path.display()))?;
+        f.write_all(format!("{hex}\n").as_bytes())
+            .with_context(|| format!("cannot write {}", path.display()))?;
         Ok((key, true))
     }
 
@@ -117,8 +124,17 @@ impl Key {
 
     /// The keys of a connection's two directions, after a handshake with these nonces.
     fn session(&self, nonce_m: &[u8; 32], nonce_w: &[u8; 32]) -> Session {
-        let derive = |dir: &[u8]| Key(self.mac(dir, nonce_m, nonce_w).finalize().into_bytes().into());
-        Session { to_main: derive(b"frames to main"), to_worker: derive(b"frames to worker") }
+        let derive = |dir: &[u8]| {
+            Key(self
+                .mac(dir, nonce_m, nonce_w)
+                .finalize()
+                .into_bytes()
+                .into())
+        };
+        Session {
+            to_main: derive(b"frames to main"),
+            to_worker: derive(b"frames to worker"),
+        }
     }
 
     /// The MAC of frame `seq` carrying `bytes`.
@@ -140,7 +156,9 @@ struct Session {
 /// 32 bytes from the kernel's random source.
 fn random() -> Result<[u8; 32]> {
     let mut b = [0u8; 32];
-    std::fs::File::open("/dev/urandom").and_then(|mut f| f.read_exact(&mut b)).context("cannot read /dev/urandom")?;
+    std::fs::File::open("/dev/urandom")
+        .and_then(|mut f| f.read_exact(&mut b))
+        .context("cannot read /dev/urandom")?;
     Ok(b)
 }
 
@@ -151,13 +169,18 @@ fn admit(s: &mut TcpStream, key: &Key) -> Result<Session> {
     let nonce_m = random()?;
     s.write_all(&[&MAGIC[..], &nonce_m].concat())?;
     let mut answer = [0u8; 72];
-    s.read_exact(&mut answer).map_err(|e| anyhow!("no handshake ({e})"))?;
+    s.read_exact(&mut answer)
+        .map_err(|e| anyhow!("no handshake ({e})"))?;
     if &answer[..8] != MAGIC {
         let _ = s.write_all(REFUSED);
         bail!("it does not speak trestle's cluster handshake");
     }
     let nonce_w: [u8; 32] = answer[8..40].try_into().expect("32 bytes");
-    if key.mac(b"worker", &nonce_m, &nonce_w).verify_slice(&answer[40..]).is_err() {
+    if key
+        .mac(b"worker", &nonce_m, &nonce_w)
+        .verify_slice(&answer[40..])
+        .is_err()
+    {
         let _ = s.write_all(REFUSED);
         bail!("its key is not this campaign's");
     }
@@ -173,20 +196,30 @@ fn prove(s: &mut TcpStream, key: &Key, main: SocketAddr) -> Result<Session> {
     s.set_read_timeout(Some(HANDSHAKE_TIME))?;
     s.set_write_timeout(Some(HANDSHAKE_TIME))?;
     let mut hello = [0u8; 40];
-    s.read_exact(&mut hello).map_err(|e| anyhow!("{main} did not greet as a trestle main node ({e})"))?;
+    s.read_exact(&mut hello)
+        .map_err(|e| anyhow!("{main} did not greet as a trestle main node ({e})"))?;
     if &hello[..8] != MAGIC {
         bail!("{main} is not a trestle main node (or one of another version)");
     }
     let nonce_m: [u8; 32] = hello[8..].try_into().expect("32 bytes");
     let nonce_w = random()?;
-    let mac = key.mac(b"worker", &nonce_m, &nonce_w).finalize().into_bytes();
+    let mac = key
+        .mac(b"worker", &nonce_m, &nonce_w)
+        .finalize()
+        .into_bytes();
     s.write_all(&[&MAGIC[..], &nonce_w, &mac].concat())?;
     let mut verdict = [0u8; 40];
     let n = read_up_to(s, &mut verdict)?;
     if n >= 8 && &verdict[..8] == REFUSED {
         bail!("the main node at {main} refused this worker: its --key is not the campaign's");
     }
-    if n < 40 || &verdict[..8] != WELCOME || key.mac(b"main", &nonce_w, &nonce_m).verify_slice(&verdict[8..]).is_err() {
+    if n < 40
+        || &verdict[..8] != WELCOME
+        || key
+            .mac(b"main", &nonce_w, &nonce_m)
+            .verify_slice(&verdict[8..])
+            .is_err()
+    {
         bail!("{main} did not prove it holds the campaign's key: not the main node, or another campaign's");
     }
     s.set_read_timeout(None)?;
@@ -218,7 +251,10 @@ fn seal_all(mut from: &TcpStream, mut to: &TcpStream, key: &Key) {
             Ok(n) => n,
         };
         let tag = key.seal(seq, &buf[..n]).finalize().into_bytes();
-        if to.write_all(&[&(n as u32).to_be_bytes()[..], &buf[..n], &tag].concat()).is_err() {
+        if to
+            .write_all(&[&(n as u32).to_be_bytes()[..], &buf[..n], &tag].concat())
+            .is_err()
+        {
             return;
         }
     }
@@ -240,7 +276,11 @@ fn open_all(mut from: &TcpStream, mut to: &TcpStream, key: &Key) -> Result<()> {
         if from.read_exact(&mut buf[..n + 32]).is_err() {
             return Ok(());
         }
-        if key.seal(seq, &buf[..n]).verify_slice(&buf[n..n + 32]).is_err() {
+        if key
+            .seal(seq, &buf[..n])
+            .verify_slice(&buf[n..n + 32])
+            .is_err()
+        {
             bail!("message {seq} failed its check: forged, altered or replayed");
         }
         if to.write_all(&buf[..n]).is_err() {
@@ -254,7 +294,14 @@ fn open_all(mut from: &TcpStream, mut to: &TcpStream, key: &Key) -> Result<()> {
 /// gate's `framed` one until either side closes: frames going out are sealed with
 /// `out`, frames coming in checked with `inn`, and a refused one closes both
 /// connections with a line that starts with `who`.
-fn splice(raw: TcpStream, framed: TcpStream, out: Key, inn: Key, who: &'static str, peer: SocketAddr) {
+fn splice(
+    raw: TcpStream,
+    framed: TcpStream,
+    out: Key,
+    inn: Key,
+    who: &'static str,
+    peer: SocketAddr,
+) {
     let (raw2, framed2) = match (raw.try_clone(), framed.try_clone()) {
         (Ok(r), Ok(f)) => (r, f),
         _ => return,
@@ -263,21 +310,30 @@ fn splice(raw: TcpStream, framed: TcpStream, out: Key, inn: Key, who: &'static s
         let _ = a.shutdown(Shutdown::Both);
         let _ = b.shutdown(Shutdown::Both);
     };
-    let _ = std::thread::Builder::new().name("trestle-gate".into()).spawn(move || {
-        seal_all(&raw, &framed, &out);
-        close(&raw, &framed);
-    });
-    let _ = std::thread::Builder::new().name("trestle-gate".into()).spawn(move || {
-        if let Err(why) = open_all(&framed2, &raw2, &inn) {
-            eprintln!("{who}: dropped the connection with {peer}: {why:#}");
-        }
-        close(&raw2, &framed2);
-    });
+    let _ = std::thread::Builder::new()
+        .name("trestle-gate".into())
+        .spawn(move || {
+            seal_all(&raw, &framed, &out);
+            close(&raw, &framed);
+        });
+    let _ = std::thread::Builder::new()
+        .name("trestle-gate".into())
+        .spawn(move || {
+            if let Err(why) = open_all(&framed2, &raw2, &inn) {
+                eprintln!("{who}: dropped the connection with {peer}: {why:#}");
+            }
+            close(&raw2, &framed2);
+        });
 }
 
 /// The main node's gate: accept on `public`, and pass each admitted connection on to
 /// the broker at `broker` (loopback), until `stop`. Refusals are said in one line.
-pub fn serve(public: TcpListener, broker: SocketAddr, key: Key, stop: Arc<AtomicBool>) -> Result<()> {
+pub fn serve(
+    public: TcpListener,
+    broker: SocketAddr,
+    key: Key,
+    stop: Arc<AtomicBool>,
+) -> Result<()> {
     public.set_nonblocking(true)?;
     let busy = Arc::new(AtomicUsize::new(0));
     std::thread::Builder::new().name("trestle-gate".into()).spawn(move || {
@@ -316,15 +372,25 @@ pub fn serve(public: TcpListener, broker: SocketAddr, key: Key, stop: Arc<Atomic
 /// loopback for the worker's own broker and pass its connection on. Returns the
 /// loopback address to connect the broker to.
 pub fn connect(main: SocketAddr, key: &Key) -> Result<SocketAddr> {
-    let mut upstream = TcpStream::connect_timeout(&main, HANDSHAKE_TIME).map_err(|e| anyhow!("cannot reach the main node at {main}: {e}"))?;
+    let mut upstream = TcpStream::connect_timeout(&main, HANDSHAKE_TIME)
+        .map_err(|e| anyhow!("cannot reach the main node at {main}: {e}"))?;
     let session = prove(&mut upstream, key, main)?;
     let local = TcpListener::bind("127.0.0.1:0").context("cannot open a loopback port")?;
     let addr = local.local_addr()?;
-    std::thread::Builder::new().name("trestle-gate".into()).spawn(move || {
-        if let Ok((broker, _)) = local.accept() {
-            splice(broker, upstream, session.to_main, session.to_worker, "trestle join", main);
-        }
-    })?;
+    std::thread::Builder::new()
+        .name("trestle-gate".into())
+        .spawn(move || {
+            if let Ok((broker, _)) = local.accept() {
+                splice(
+                    broker,
+                    upstream,
+                    session.to_main,
+                    session.to_worker,
+                    "trestle join",
+                    main,
+                );
+            }
+        })?;
     Ok(addr)
 }
 
@@ -471,28 +537,44 @@ mod tests {
         s.write_all(&ping).unwrap();
         let mut back = vec![0u8; 4 + 4 + 32];
         s.read_exact(&mut back).unwrap();
-        assert_eq!(back, frame(&session.to_worker, 0, b"ping"), "the echo comes back as frame 0");
+        assert_eq!(
+            back,
+            frame(&session.to_worker, 0, b"ping"),
+            "the echo comes back as frame 0"
+        );
         s.write_all(&frame(&session.to_main, 1, b"pong")).unwrap();
         s.read_exact(&mut back).unwrap();
         assert_eq!(back, frame(&session.to_worker, 1, b"pong"));
         // The first frame again: refused, nothing echoed.
         s.write_all(&ping).unwrap();
-        assert!(rest(&mut s).is_empty(), "a replayed frame reached the broker");
+        assert!(
+            rest(&mut s).is_empty(),
+            "a replayed frame reached the broker"
+        );
         // An altered frame.
         let (mut s, session) = admitted();
         let mut f = frame(&session.to_main, 0, b"ping");
         f[5] ^= 1;
         s.write_all(&f).unwrap();
-        assert!(rest(&mut s).is_empty(), "an altered frame reached the broker");
+        assert!(
+            rest(&mut s).is_empty(),
+            "an altered frame reached the broker"
+        );
         // A frame longer than the bound: refused on its length, before its bytes.
         let (mut s, session) = admitted();
         let big = vec![0u8; MAX_FRAME + 1];
         let _ = s.write_all(&frame(&session.to_main, 0, &big));
-        assert!(rest(&mut s).is_empty(), "an oversized frame reached the broker");
+        assert!(
+            rest(&mut s).is_empty(),
+            "an oversized frame reached the broker"
+        );
         // A frame of an earlier connection, replayed on a new one.
         let (mut s, _) = admitted();
         s.write_all(&ping).unwrap();
-        assert!(rest(&mut s).is_empty(), "another connection's frame reached the broker");
+        assert!(
+            rest(&mut s).is_empty(),
+            "another connection's frame reached the broker"
+        );
         // The gate goes on admitting its own.
         let (mut s, session) = admitted();
         s.write_all(&frame(&session.to_main, 0, b"ping")).unwrap();
@@ -507,7 +589,10 @@ mod tests {
         let (k1, made) = Key::load_or_create(&p).unwrap();
         assert!(made);
         use std::os::unix::fs::PermissionsExt as _;
-        assert_eq!(std::fs::metadata(&p).unwrap().permissions().mode() & 0o777, 0o600);
+        assert_eq!(
+            std::fs::metadata(&p).unwrap().permissions().mode() & 0o777,
+            0o600
+        );
         let (k2, made) = Key::load_or_create(&p).unwrap();
         assert!(!made && k1.0 == k2.0);
         std::fs::write(&p, "not a key\n").unwrap();

@@ -39,7 +39,12 @@ impl Hub {
     /// give them `work`.
     pub fn listen(addr: &str, build: u64, work: Work, key: super::gate::Key) -> Result<Hub> {
         let link = Link::listen(addr, ALIVE_EVERY, key)?;
-        Ok(Hub { link, build, work, workers: BTreeMap::new() })
+        Ok(Hub {
+            link,
+            build,
+            work,
+            workers: BTreeMap::new(),
+        })
     }
 
     /// Where workers join.
@@ -54,13 +59,30 @@ impl Hub {
         let mut finds = Vec::new();
         for m in self.link.drain()? {
             match m {
-                Message::Hello { node, protocol, build, cores } => self.hello(node, protocol, build, cores, remaining)?,
-                Message::Stats { node, cores, execs, finds: n } => {
+                Message::Hello {
+                    node,
+                    protocol,
+                    build,
+                    cores,
+                } => self.hello(node, protocol, build, cores, remaining)?,
+                Message::Stats {
+                    node,
+                    cores,
+                    execs,
+                    finds: n,
+                } => {
                     if let Some(w) = self.workers.get_mut(&node) {
-                        *w = NodeRecord { name: node, cores, execs, finds: n };
+                        *w = NodeRecord {
+                            name: node,
+                            cores,
+                            execs,
+                            finds: n,
+                        };
                     }
                 }
-                Message::Queue { ref from, .. } | Message::SystemCrash { ref from, .. } | Message::UnitFinds { ref from, .. }
+                Message::Queue { ref from, .. }
+                | Message::SystemCrash { ref from, .. }
+                | Message::UnitFinds { ref from, .. }
                     if self.workers.contains_key(from) =>
                 {
                     finds.push(m)
@@ -71,9 +93,18 @@ impl Hub {
         Ok(finds)
     }
 
-    fn hello(&mut self, node: String, protocol: u32, build: u64, cores: usize, remaining: f64) -> Result<()> {
+    fn hello(
+        &mut self,
+        node: String,
+        protocol: u32,
+        build: u64,
+        cores: usize,
+        remaining: f64,
+    ) -> Result<()> {
         let refusal = if protocol != PROTOCOL {
-            Some(format!("it speaks protocol {protocol}, the main node {PROTOCOL} (another trestle version)"))
+            Some(format!(
+                "it speaks protocol {protocol}, the main node {PROTOCOL} (another trestle version)"
+            ))
         } else if build != self.build {
             Some(format!("it has another build of the program (build {build:016x}; the main node's is {:016x})", self.build))
         } else if node == "main" {
@@ -86,8 +117,16 @@ impl Hub {
             return self.link.send(&Message::Refused { node, reason });
         }
         eprintln!("trestle run: worker {node} joined ({cores} core(s))");
-        self.workers.entry(node.clone()).or_insert(NodeRecord { name: node.clone(), cores, execs: 0, finds: 0 });
-        let work = Work { remaining, ..self.work.clone() };
+        self.workers.entry(node.clone()).or_insert(NodeRecord {
+            name: node.clone(),
+            cores,
+            execs: 0,
+            finds: 0,
+        });
+        let work = Work {
+            remaining,
+            ..self.work.clone()
+        };
         self.link.send(&Message::Welcome { node, work })
     }
 
@@ -101,12 +140,18 @@ impl Hub {
 
     /// Give the workers a queue entry of the main node's.
     pub fn send_queue(&self, name: String, test: Vec<u8>) -> Result<()> {
-        self.link.send(&Message::Queue { from: "main".into(), name, test })
+        self.link.send(&Message::Queue {
+            from: "main".into(),
+            name,
+            test,
+        })
     }
 
     /// Tell the workers the campaign is over.
     pub fn done(&self, reason: &str) -> Result<()> {
-        self.link.send(&Message::Done { reason: reason.to_owned() })
+        self.link.send(&Message::Done {
+            reason: reason.to_owned(),
+        })
     }
 
     /// The workers that joined, with their last figures.

@@ -13,9 +13,11 @@
 use super::gate::{self, Key};
 use super::Message;
 use anyhow::{anyhow, Context as _, Result};
-use libafl_bolts::ClientId;
-use libafl_bolts::llmp::{Flags, Listener, LlmpBroker, LlmpBrokerInner, LlmpHook, LlmpMsgHookResult, Tag};
+use libafl_bolts::llmp::{
+    Flags, Listener, LlmpBroker, LlmpBrokerInner, LlmpHook, LlmpMsgHookResult, Tag,
+};
 use libafl_bolts::shmem::{ShMemProvider, StdShMemProvider};
+use libafl_bolts::ClientId;
 use std::net::{SocketAddr, TcpListener, ToSocketAddrs};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
@@ -44,7 +46,10 @@ pub fn encode(m: &Message) -> Result<Vec<u8>> {
 pub fn decode(bytes: &[u8]) -> Result<Message> {
     use bincode::Options as _;
     if bytes.len() > MAX_MESSAGE {
-        anyhow::bail!("{} bytes, more than a message may have ({MAX_MESSAGE})", bytes.len());
+        anyhow::bail!(
+            "{} bytes, more than a message may have ({MAX_MESSAGE})",
+            bytes.len()
+        );
     }
     bincode::DefaultOptions::new()
         .with_fixint_encoding()
@@ -96,7 +101,10 @@ impl Link {
         let broker = local.local_addr()?;
         let alive = encode(&Message::Alive { elapsed: 0.0 })?;
         let link = Link::start(bound, Some((heartbeat, alive)), move |inner| {
-            inner.launch_listener(Listener::Tcp(local)).map(|_| ()).map_err(|e| anyhow!("cannot start the broker's listener: {e}"))
+            inner
+                .launch_listener(Listener::Tcp(local))
+                .map(|_| ())
+                .map_err(|e| anyhow!("cannot start the broker's listener: {e}"))
         })?;
         gate::serve(public, broker, key, link.stop.clone())?;
         Ok(link)
@@ -116,8 +124,12 @@ impl Link {
             // the broker-to-broker connection must not get the id of the broker's own
             // page, or it takes the node's messages for ones it sent and drops them.
             let local = TcpListener::bind("127.0.0.1:0").context("cannot open a loopback port")?;
-            inner.launch_listener(Listener::Tcp(local)).map_err(|e| anyhow!("cannot start the local listener: {e}"))?;
-            inner.connect_b2b(through).map_err(|e| anyhow!("cannot reach the main node at {target}: {e}"))
+            inner
+                .launch_listener(Listener::Tcp(local))
+                .map_err(|e| anyhow!("cannot start the local listener: {e}"))?;
+            inner
+                .connect_b2b(through)
+                .map_err(|e| anyhow!("cannot reach the main node at {target}: {e}"))
         })
     }
 
@@ -125,7 +137,11 @@ impl Link {
     /// owns the broker), and its error is this call's.
     fn start<F>(addr: SocketAddr, heartbeat: Option<(Duration, Vec<u8>)>, setup: F) -> Result<Link>
     where
-        F: FnOnce(&mut LlmpBrokerInner<<StdShMemProvider as ShMemProvider>::ShMem, StdShMemProvider>) -> Result<()> + Send + 'static,
+        F: FnOnce(
+                &mut LlmpBrokerInner<<StdShMemProvider as ShMemProvider>::ShMem, StdShMemProvider>,
+            ) -> Result<()>
+            + Send
+            + 'static,
     {
         let (to_node, incoming) = mpsc::channel();
         let (out, to_send) = mpsc::channel::<Vec<u8>>();
@@ -137,7 +153,10 @@ impl Link {
             .spawn(move || {
                 let broker = StdShMemProvider::new()
                     .map_err(|e| anyhow!("cannot use shared memory: {e}"))
-                    .and_then(|p| LlmpBroker::new(p, libafl_bolts::tuples::tuple_list!(ToNode(to_node))).map_err(|e| anyhow!("cannot start a broker: {e}")));
+                    .and_then(|p| {
+                        LlmpBroker::new(p, libafl_bolts::tuples::tuple_list!(ToNode(to_node)))
+                            .map_err(|e| anyhow!("cannot start a broker: {e}"))
+                    });
                 let mut broker = match broker.and_then(|mut b| setup(b.inner_mut()).map(|()| b)) {
                     Ok(b) => {
                         let _ = ready_tx.send(Ok(()));
@@ -151,14 +170,24 @@ impl Link {
                 pump(&mut broker, &to_send, heartbeat, &stopping);
             })
             .context("cannot start the link thread")?;
-        ready.recv().map_err(|_| anyhow!("the link thread ended before it was ready"))??;
-        Ok(Link { out, incoming, stop, thread: Some(thread), addr })
+        ready
+            .recv()
+            .map_err(|_| anyhow!("the link thread ended before it was ready"))??;
+        Ok(Link {
+            out,
+            incoming,
+            stop,
+            thread: Some(thread),
+            addr,
+        })
     }
 
     /// Send `m` to every peer.
     pub fn send(&self, m: &Message) -> Result<()> {
         let bytes = encode(m)?;
-        self.out.send(bytes).map_err(|_| anyhow!("the link to the other nodes is down"))
+        self.out
+            .send(bytes)
+            .map_err(|_| anyhow!("the link to the other nodes is down"))
     }
 
     /// The next message, waiting at most `wait`; `None` if none came. A message
@@ -168,7 +197,9 @@ impl Link {
             let bytes = match self.incoming.recv_timeout(wait) {
                 Ok(b) => b,
                 Err(RecvTimeoutError::Timeout) => return Ok(None),
-                Err(RecvTimeoutError::Disconnected) => return Err(anyhow!("the link to the other nodes is down")),
+                Err(RecvTimeoutError::Disconnected) => {
+                    return Err(anyhow!("the link to the other nodes is down"))
+                }
             };
             match decode(&bytes) {
                 Ok(m) => return Ok(Some(m)),
@@ -204,7 +235,10 @@ fn pump<HT>(
     heartbeat: Option<(Duration, Vec<u8>)>,
     stop: &AtomicBool,
 ) where
-    HT: libafl_bolts::llmp::LlmpHookTuple<<StdShMemProvider as ShMemProvider>::ShMem, StdShMemProvider>,
+    HT: libafl_bolts::llmp::LlmpHookTuple<
+        <StdShMemProvider as ShMemProvider>::ShMem,
+        StdShMemProvider,
+    >,
 {
     let mut last_beat: Option<std::time::Instant> = None;
     loop {
@@ -213,14 +247,20 @@ fn pump<HT>(
         if let Some((every, alive)) = &heartbeat {
             if last_beat.is_none_or(|t| t.elapsed() >= *every) {
                 if let Err(e) = broker.inner_mut().send_buf(TAG, alive) {
-                    eprintln!("trestle: cannot send a cluster message ({} bytes): {e}", alive.len());
+                    eprintln!(
+                        "trestle: cannot send a cluster message ({} bytes): {e}",
+                        alive.len()
+                    );
                 }
                 last_beat = Some(std::time::Instant::now());
             }
         }
         while let Ok(bytes) = to_send.try_recv() {
             if let Err(e) = broker.inner_mut().send_buf(TAG, &bytes) {
-                eprintln!("trestle: cannot send a cluster message ({} bytes): {e}", bytes.len());
+                eprintln!(
+                    "trestle: cannot send a cluster message ({} bytes): {e}",
+                    bytes.len()
+                );
             }
             moved = true;
         }
@@ -271,7 +311,12 @@ mod tests {
         let addr = main.addr.to_string();
         let a = Link::join(&addr, &key).unwrap();
         let b = Link::join(&addr, &key).unwrap();
-        let hello = Message::Hello { node: "a".into(), protocol: PROTOCOL_FOR_TEST, build: 7, cores: 1 };
+        let hello = Message::Hello {
+            node: "a".into(),
+            protocol: PROTOCOL_FOR_TEST,
+            build: 7,
+            cores: 1,
+        };
         a.send(&hello).unwrap();
         assert_eq!(next(&main, Duration::from_secs(10)), Some(hello.clone()));
         assert_eq!(next(&b, Duration::from_secs(10)), Some(hello));
@@ -281,7 +326,10 @@ mod tests {
         assert_eq!(next(&b, Duration::from_secs(10)), Some(alive));
         std::thread::sleep(Duration::from_millis(300));
         for link in [&main, &a, &b] {
-            assert!(link.drain().unwrap().iter().all(heartbeat), "a node heard its own message or one twice");
+            assert!(
+                link.drain().unwrap().iter().all(heartbeat),
+                "a node heard its own message or one twice"
+            );
         }
     }
 
@@ -298,12 +346,30 @@ mod tests {
     #[test]
     fn the_message_decoder_takes_any_bytes_without_panicking() {
         let seeds: Vec<Vec<u8>> = [
-            Message::Hello { node: "w".into(), protocol: 1, build: 7, cores: 2 },
-            Message::Refused { node: "w".into(), reason: "why".into() },
-            Message::Queue { from: "w".into(), name: "q.json".into(), test: b"{}".to_vec() },
-            Message::SystemCrash { from: "w".into(), name: "c".into(), test: vec![1, 2, 3] },
+            Message::Hello {
+                node: "w".into(),
+                protocol: 1,
+                build: 7,
+                cores: 2,
+            },
+            Message::Refused {
+                node: "w".into(),
+                reason: "why".into(),
+            },
+            Message::Queue {
+                from: "w".into(),
+                name: "q.json".into(),
+                test: b"{}".to_vec(),
+            },
+            Message::SystemCrash {
+                from: "w".into(),
+                name: "c".into(),
+                test: vec![1, 2, 3],
+            },
             Message::Alive { elapsed: 1.0 },
-            Message::Done { reason: "over".into() },
+            Message::Done {
+                reason: "over".into(),
+            },
         ]
         .iter()
         .map(|m| encode(m).unwrap())
@@ -347,7 +413,9 @@ mod tests {
 
     #[test]
     fn a_main_node_that_is_not_there_is_an_error_naming_it() {
-        let e = Link::join("127.0.0.1:9", &test_key()).err().expect("nothing listens on port 9");
+        let e = Link::join("127.0.0.1:9", &test_key())
+            .err()
+            .expect("nothing listens on port 9");
         assert!(format!("{e:#}").contains("127.0.0.1:9"), "{e:#}");
     }
 }

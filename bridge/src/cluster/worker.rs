@@ -76,7 +76,12 @@ pub fn run(o: &Options) -> Result<Summary> {
     let node = o.name.clone().unwrap_or_else(default_name);
     let key = crate::cluster::gate::Key::load(&o.key)?;
     let link = Link::join(&o.addr, &key)?;
-    link.send(&Message::Hello { node: node.clone(), protocol: PROTOCOL, build: binary.build, cores: o.cores })?;
+    link.send(&Message::Hello {
+        node: node.clone(),
+        protocol: PROTOCOL,
+        build: binary.build,
+        cores: o.cores,
+    })?;
     let (work, backlog) = welcome(&link, &node)?;
     // A fuzzer and the program it runs take turns: one core serves both best. (Once
     // welcomed: a refused worker says one line, why.)
@@ -85,11 +90,17 @@ pub fn run(o: &Options) -> Result<Summary> {
     let dir = match &o.out {
         Some(d) => d.clone(),
         None => {
-            scratch = tempfile::Builder::new().prefix("trestle-worker-").tempdir()?;
+            scratch = tempfile::Builder::new()
+                .prefix("trestle-worker-")
+                .tempdir()?;
             scratch.path().to_owned()
         }
     };
-    eprintln!("trestle join: {node} joined the campaign at {}; working in {}", link.addr, dir.display());
+    eprintln!(
+        "trestle join: {node} joined the campaign at {}; working in {}",
+        link.addr,
+        dir.display()
+    );
     // The main node says when the campaign is over; a little past its end, a worker
     // that has not heard so stops by itself.
     let campaign_left = Duration::from_secs_f64(work.remaining.max(0.0)) + Duration::from_secs(30);
@@ -100,17 +111,30 @@ pub fn run(o: &Options) -> Result<Summary> {
     }
     let stopped = w.rounds()?;
     w.send_stats()?;
-    eprintln!("trestle join: {} stopped ({stopped}): {} executions, {} finds sent", w.node, w.execs, w.finds);
-    Ok(Summary { node: w.node, execs: w.execs, finds: w.finds, stopped })
+    eprintln!(
+        "trestle join: {} stopped ({stopped}): {} executions, {} finds sent",
+        w.node, w.execs, w.finds
+    );
+    Ok(Summary {
+        node: w.node,
+        execs: w.execs,
+        finds: w.finds,
+        stopped,
+    })
 }
 
 /// `--cores N`: N single-core workers in child processes (`NAME-c1` … `NAME-cN`, each
 /// with its own directory under `--out`), which die with this process; returns when
 /// all have stopped (each prints its own figures, and the main node has them).
 fn run_per_core(o: &Options) -> Result<Summary> {
-    let available = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
+    let available = std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(1);
     if o.cores > available {
-        bail!("--cores {}: this process may run on {available} core(s)", o.cores);
+        bail!(
+            "--cores {}: this process may run on {available} core(s)",
+            o.cores
+        );
     }
     Binary::load(&o.program)?; // a missing or foreign program: one error, not N
     crate::cluster::gate::Key::load(&o.key)?; // so is a missing key
@@ -120,7 +144,13 @@ fn run_per_core(o: &Options) -> Result<Summary> {
     for k in 1..=o.cores {
         let name = format!("{base}-c{k}");
         let mut cmd = std::process::Command::new(&exe);
-        cmd.arg("join").arg(&o.addr).arg("--program").arg(&o.program).arg("--key").arg(&o.key).args(["--cores", "1", "--name", name.as_str()]);
+        cmd.arg("join")
+            .arg(&o.addr)
+            .arg("--program")
+            .arg(&o.program)
+            .arg("--key")
+            .arg(&o.key)
+            .args(["--cores", "1", "--name", name.as_str()]);
         if let Some(t) = o.time {
             cmd.arg("--time").arg(format!("{}ms", t.as_millis()));
         }
@@ -138,33 +168,49 @@ fn run_per_core(o: &Options) -> Result<Summary> {
                 Ok(())
             });
         }
-        let child = cmd.spawn().with_context(|| format!("cannot start worker {name} ({})", exe.display()))?;
+        let child = cmd
+            .spawn()
+            .with_context(|| format!("cannot start worker {name} ({})", exe.display()))?;
         children.push((name, child));
     }
-    eprintln!("trestle join: {} workers started ({base}-c1 … {base}-c{})", o.cores, o.cores);
+    eprintln!(
+        "trestle join: {} workers started ({base}-c1 … {base}-c{})",
+        o.cores, o.cores
+    );
     let mut failed = Vec::new();
     for (name, mut child) in children {
-        let status = child.wait().with_context(|| format!("waiting for worker {name}"))?;
+        let status = child
+            .wait()
+            .with_context(|| format!("waiting for worker {name}"))?;
         if !status.success() {
             failed.push(format!("{name} ({status})"));
         }
     }
     if !failed.is_empty() {
-        bail!("worker(s) {} stopped with an error (see their lines above)", failed.join(", "));
+        bail!(
+            "worker(s) {} stopped with an error (see their lines above)",
+            failed.join(", ")
+        );
     }
     // Each worker said its own figures; the main node has them all.
-    Ok(Summary { node: base, execs: 0, finds: 0, stopped: format!("its {} workers stopped", o.cores) })
+    Ok(Summary {
+        node: base,
+        execs: 0,
+        finds: 0,
+        stopped: format!("its {} workers stopped", o.cores),
+    })
 }
 
 fn default_name() -> String {
     let mut buf = [0u8; 256];
     // SAFETY: gethostname writes at most buf.len() bytes into buf.
-    let host = if unsafe { libc::gethostname(buf.as_mut_ptr() as *mut libc::c_char, buf.len()) } == 0 {
-        let end = buf.iter().position(|&b| b == 0).unwrap_or(buf.len());
-        String::from_utf8_lossy(&buf[..end]).into_owned()
-    } else {
-        "worker".into()
-    };
+    let host =
+        if unsafe { libc::gethostname(buf.as_mut_ptr() as *mut libc::c_char, buf.len()) } == 0 {
+            let end = buf.iter().position(|&b| b == 0).unwrap_or(buf.len());
+            String::from_utf8_lossy(&buf[..end]).into_owned()
+        } else {
+            "worker".into()
+        };
     format!("{host}-{}", std::process::id())
 }
 
@@ -176,13 +222,22 @@ fn welcome(link: &Link, node: &str) -> Result<(Work, Vec<Message>)> {
     let mut heard = Instant::now();
     while Instant::now() < end {
         if heard.elapsed() > MAIN_SILENCE {
-            bail!("the main node at {} has not been heard of for {}s: it went away", link.addr, MAIN_SILENCE.as_secs());
+            bail!(
+                "the main node at {} has not been heard of for {}s: it went away",
+                link.addr,
+                MAIN_SILENCE.as_secs()
+            );
         }
         match link.recv(Duration::from_millis(200))? {
             Some(Message::Alive { .. }) => heard = Instant::now(),
             Some(Message::Welcome { node: n, work }) if n == node => return Ok((work, backlog)),
-            Some(Message::Refused { node: n, reason }) if n == node => bail!("the main node at {} refused this worker: {reason}", link.addr),
-            Some(m @ (Message::Units { .. } | Message::Queue { .. } | Message::Done { .. })) => backlog.push(m),
+            Some(Message::Refused { node: n, reason }) if n == node => bail!(
+                "the main node at {} refused this worker: {reason}",
+                link.addr
+            ),
+            Some(m @ (Message::Units { .. } | Message::Queue { .. } | Message::Done { .. })) => {
+                backlog.push(m)
+            }
             _ => {}
         }
     }
@@ -211,15 +266,29 @@ struct Worker {
 }
 
 impl Worker {
-    fn new(o: &Options, node: String, link: Link, work: Work, binary: &Binary, dir: &Path, deadline: Instant) -> Result<Worker> {
+    fn new(
+        o: &Options,
+        node: String,
+        link: Link,
+        work: Work,
+        binary: &Binary,
+        dir: &Path,
+        deadline: Instant,
+    ) -> Result<Worker> {
         let seeds_dir = dir.join("seeds");
-        std::fs::create_dir_all(&seeds_dir).with_context(|| format!("cannot create {}", seeds_dir.display()))?;
+        std::fs::create_dir_all(&seeds_dir)
+            .with_context(|| format!("cannot create {}", seeds_dir.display()))?;
         let mut seeds = Vec::new();
         for (name, bytes) in &work.seeds {
             let name = crate::carve::units::safe_name(name);
             let path = seeds_dir.join(format!("{name}.json"));
-            std::fs::write(&path, bytes).with_context(|| format!("cannot write {}", path.display()))?;
-            seeds.push(NamedTest { name, test: load_test(&path)?, path });
+            std::fs::write(&path, bytes)
+                .with_context(|| format!("cannot write {}", path.display()))?;
+            seeds.push(NamedTest {
+                name,
+                test: load_test(&path)?,
+                path,
+            });
         }
         // Each worker its own random seed, from the campaign's and its name.
         let seed = work.seed ^ trestle_abi::ids::fnv1a64(node.as_bytes());
@@ -232,7 +301,11 @@ impl Worker {
             dictionary: dictionary(binary),
             no_forkserver: false,
             cmplog: true,
-            memory: if crate::validate::sandbox::is_sanitizer_build(&binary.path) { 0 } else { crate::validate::sandbox::Limits::default().memory },
+            memory: if crate::validate::sandbox::is_sanitizer_build(&binary.path) {
+                0
+            } else {
+                crate::validate::sandbox::Limits::default().memory
+            },
             sandbox: !o.no_sandbox,
             // The lean sibling, if the program a worker runs has one beside it.
             lean: true,
@@ -282,7 +355,11 @@ impl Worker {
             return Some("its time is up".into());
         }
         if self.last_alive.elapsed() > MAIN_SILENCE {
-            return Some(format!("the main node at {} has not been heard of for {}s: it went away", self.link.addr, MAIN_SILENCE.as_secs()));
+            return Some(format!(
+                "the main node at {} has not been heard of for {}s: it went away",
+                self.link.addr,
+                MAIN_SILENCE.as_secs()
+            ));
         }
         None
     }
@@ -309,7 +386,8 @@ impl Worker {
             }
             Message::Queue { from, test, .. } if from != self.node => {
                 let path = self.dir.join("incoming.json");
-                std::fs::write(&path, &test).with_context(|| format!("cannot write {}", path.display()))?;
+                std::fs::write(&path, &test)
+                    .with_context(|| format!("cannot write {}", path.display()))?;
                 // A test that does not load is another node's problem: said, passed over.
                 match load_test(&path) {
                     Ok(t) => {
@@ -317,7 +395,9 @@ impl Worker {
                         // Not this worker's find: the next slice must not send it back.
                         self.sys.take_report()?;
                     }
-                    Err(e) => eprintln!("trestle join: passing over a queue entry from {from}: {e:#}"),
+                    Err(e) => {
+                        eprintln!("trestle join: passing over a queue entry from {from}: {e:#}")
+                    }
                 }
             }
             _ => {}
@@ -329,16 +409,28 @@ impl Worker {
     fn system_slice(&mut self) -> Result<()> {
         let end = Instant::now() + Duration::from_secs_f64(self.work.system_slice);
         while Instant::now() < end && Instant::now() < self.deadline {
-            let rep = self.sys.fuzz_for(Duration::from_secs(2).min(end - Instant::now()))?;
+            let rep = self
+                .sys
+                .fuzz_for(Duration::from_secs(2).min(end - Instant::now()))?;
             self.execs += rep.executions;
             for p in &rep.new_queue {
-                let test = std::fs::read(p).with_context(|| format!("cannot read {}", p.display()))?;
-                self.link.send(&Message::Queue { from: self.node.clone(), name: file_name(p), test })?;
+                let test =
+                    std::fs::read(p).with_context(|| format!("cannot read {}", p.display()))?;
+                self.link.send(&Message::Queue {
+                    from: self.node.clone(),
+                    name: file_name(p),
+                    test,
+                })?;
                 self.sent("queue", &file_name(p), 1)?;
             }
             for p in &rep.new_crashes {
-                let test = std::fs::read(p).with_context(|| format!("cannot read {}", p.display()))?;
-                self.link.send(&Message::SystemCrash { from: self.node.clone(), name: file_name(p), test })?;
+                let test =
+                    std::fs::read(p).with_context(|| format!("cannot read {}", p.display()))?;
+                self.link.send(&Message::SystemCrash {
+                    from: self.node.clone(),
+                    name: file_name(p),
+                    test,
+                })?;
                 self.sent("crash", &file_name(p), 1)?;
             }
             // Figures every chunk: a worker that is killed has them counted up to then.
@@ -355,12 +447,22 @@ impl Worker {
     /// go in an order of the worker's own (a hash of its name and the unit's), so
     /// that workers start on different units.
     fn unit_slice(&mut self) -> Result<()> {
-        let order = |u: &UnitFile| trestle_abi::ids::fnv1a64(format!("{}/{}", self.node, u.name).as_bytes());
-        let Some(i) = (0..self.units.len()).min_by_key(|&i| (self.units[i].1, order(&self.units[i].0))) else { return Ok(()) };
+        let order = |u: &UnitFile| {
+            trestle_abi::ids::fnv1a64(format!("{}/{}", self.node, u.name).as_bytes())
+        };
+        let Some(i) =
+            (0..self.units.len()).min_by_key(|&i| (self.units[i].1, order(&self.units[i].0)))
+        else {
+            return Ok(());
+        };
         self.units[i].1 += 1;
         let (u, k) = (self.units[i].0.clone(), self.units[i].1);
-        let unit = crate::carve::units::decode_unit(&u.bytes).with_context(|| format!("unit {} from the main node", u.name))?;
-        let dir = self.dir.join("fuzz").join(format!("{}-{k}", crate::carve::units::safe_name(&u.function)));
+        let unit = crate::carve::units::decode_unit(&u.bytes)
+            .with_context(|| format!("unit {} from the main node", u.name))?;
+        let dir = self.dir.join("fuzz").join(format!(
+            "{}-{k}",
+            crate::carve::units::safe_name(&u.function)
+        ));
         crate::files::remove_dir_if_present(&dir)?;
         let left = self.deadline.saturating_duration_since(Instant::now());
         let cfg = crate::campaign::unit_fuzz_config(
@@ -387,7 +489,14 @@ impl Worker {
         let queue = files_in(&dir.join("queue"), MAX_QUEUE_BYTES)?;
         if !crashes.is_empty() || !queue.is_empty() {
             let n = crashes.len() as u64;
-            self.link.send(&Message::UnitFinds { from: self.node.clone(), unit: u.name.clone(), function: u.function, executions, crashes, queue })?;
+            self.link.send(&Message::UnitFinds {
+                from: self.node.clone(),
+                unit: u.name.clone(),
+                function: u.function,
+                executions,
+                crashes,
+                queue,
+            })?;
             self.sent("unit", &u.name, n)?;
         }
         Ok(())
@@ -399,18 +508,32 @@ impl Worker {
         use std::io::Write as _;
         self.finds += finds;
         let log = self.dir.join("sent.log");
-        let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0.0, |d| d.as_secs_f64());
-        let mut f = std::fs::OpenOptions::new().create(true).append(true).open(&log).with_context(|| format!("cannot write {}", log.display()))?;
-        writeln!(f, "{now:.3} {kind} {name}").with_context(|| format!("cannot write {}", log.display()))
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0.0, |d| d.as_secs_f64());
+        let mut f = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&log)
+            .with_context(|| format!("cannot write {}", log.display()))?;
+        writeln!(f, "{now:.3} {kind} {name}")
+            .with_context(|| format!("cannot write {}", log.display()))
     }
 
     fn send_stats(&self) -> Result<()> {
-        self.link.send(&Message::Stats { node: self.node.clone(), cores: self.cores, execs: self.execs, finds: self.finds })
+        self.link.send(&Message::Stats {
+            node: self.node.clone(),
+            cores: self.cores,
+            execs: self.execs,
+            finds: self.finds,
+        })
     }
 }
 
 fn file_name(p: &Path) -> String {
-    p.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default()
+    p.file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default()
 }
 
 /// The regular files of `dir` (LibAFL's metadata files included), up to `max_bytes`
@@ -424,7 +547,9 @@ fn files_in(dir: &Path, max_bytes: usize) -> Result<Vec<(String, Vec<u8>)>> {
     let mut out = Vec::new();
     let mut total = 0;
     for e in entries {
-        let p = e.with_context(|| format!("cannot list {}", dir.display()))?.path();
+        let p = e
+            .with_context(|| format!("cannot list {}", dir.display()))?
+            .path();
         if !p.is_file() {
             continue;
         }

@@ -4,7 +4,9 @@
 //! patched — and the call's arguments.
 
 use super::program::Program;
-use super::text::{c_bytes, c_string, c_type, comment, ident, int_literal, link_name, locale_category, stream_mode};
+use super::text::{
+    c_bytes, c_string, c_type, comment, ident, int_literal, link_name, locale_category, stream_mode,
+};
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fmt::Write as _;
 use trestle_abi::context::{Context, Extent, ExtentKind, OpenFile, Value};
@@ -67,10 +69,20 @@ impl<'a> Gen<'a> {
     /// The function under test and its prototype.
     pub(super) fn declare_target(&mut self) -> Option<FnMeta> {
         let id = self.ctx.fn_id;
-        let meta = self.program.functions.get(&id).map(|(m, module)| (m.clone(), module.clone()));
+        let meta = self
+            .program
+            .functions
+            .get(&id)
+            .map(|(m, module)| (m.clone(), module.clone()));
         let (name, params, ret) = match &meta {
             Some((m, module)) => {
-                self.use_symbol(SymbolUse { name: m.name.clone(), kind: "function", size: None, local: m.local, module: module.clone() });
+                self.use_symbol(SymbolUse {
+                    name: m.name.clone(),
+                    kind: "function",
+                    size: None,
+                    local: m.local,
+                    module: module.clone(),
+                });
                 (m.name.clone(), m.params.clone(), m.ret)
             }
             // Without metadata: the display name and a prototype guessed from the arguments.
@@ -81,7 +93,11 @@ impl<'a> Gen<'a> {
                     .iter()
                     .map(|a| ParamMeta {
                         name: None,
-                        kind: if matches!(a, Value::Bits(_)) { ValueKind::Int(64) } else { ValueKind::Ptr },
+                        kind: if matches!(a, Value::Bits(_)) {
+                            ValueKind::Int(64)
+                        } else {
+                            ValueKind::Ptr
+                        },
                         byval_size: None,
                     })
                     .collect();
@@ -121,13 +137,19 @@ impl<'a> Gen<'a> {
                 self.errors.push(format!("{name} is variadic: a C prototype cannot pass its recorded variable argument words"));
             } else if !m.replayable && m.ret != ValueKind::Unsupported && self.errors.is_empty() {
                 // Neither a parameter nor the return value is the cause: an attribute is.
-                self.errors.push(format!("{name} cannot be called from C as recorded (the pass gave it no replay thunk)"));
+                self.errors.push(format!(
+                    "{name} cannot be called from C as recorded (the pass gave it no replay thunk)"
+                ));
             }
         }
         // A return value C cannot name travels in registers (anything larger is
         // returned through a pointer parameter): ignoring it is safe.
         let ret_type = c_type(ret).unwrap_or("void");
-        let list = if types.is_empty() { "void".to_owned() } else { types.join(", ") };
+        let list = if types.is_empty() {
+            "void".to_owned()
+        } else {
+            types.join(", ")
+        };
         let _ = writeln!(
             self.decls,
             "/* The function under test. */\nextern {ret_type} {ident}({list}) __asm__({});",
@@ -146,8 +168,18 @@ impl<'a> Gen<'a> {
         }
         let (m, module) = self.program.functions.get(&id)?;
         let ident = ident("f", &m.name, self.fn_idents.len());
-        self.use_symbol(SymbolUse { name: m.name.clone(), kind: "function", size: None, local: m.local, module: module.clone() });
-        let _ = writeln!(self.decls, "extern void {ident}(void) __asm__({});", c_string(link_name(&m.name).as_bytes()));
+        self.use_symbol(SymbolUse {
+            name: m.name.clone(),
+            kind: "function",
+            size: None,
+            local: m.local,
+            module: module.clone(),
+        });
+        let _ = writeln!(
+            self.decls,
+            "extern void {ident}(void) __asm__({});",
+            c_string(link_name(&m.name).as_bytes())
+        );
         self.fn_idents.insert(id, ident.clone());
         Some(ident)
     }
@@ -156,19 +188,25 @@ impl<'a> Gen<'a> {
     fn value(&mut self, v: &Value) -> String {
         match *v {
             Value::Bits(0) => "NULL".into(),
-            Value::Bits(b) => format!("(void *)(uintptr_t)UINT64_C({b:#x}) /* an address trestle did not know */"),
+            Value::Bits(b) => {
+                format!("(void *)(uintptr_t)UINT64_C({b:#x}) /* an address trestle did not know */")
+            }
             Value::Ptr { extent, offset } if (extent as usize) < self.ctx.graph.extents.len() => {
                 format!("at({extent}, {offset})")
             }
             Value::Ptr { extent, .. } => {
-                self.errors.push(format!("a pointer into e{extent}, which the context does not have"));
+                self.errors.push(format!(
+                    "a pointer into e{extent}, which the context does not have"
+                ));
                 "NULL".into()
             }
             Value::Func { id, offset } => match self.function(id) {
                 Some(f) if offset == 0 => format!("(void *)&{f}"),
                 Some(f) => format!("(void *)((uintptr_t)&{f} + {offset})"),
                 None => {
-                    self.errors.push(format!("function {id:016x} is not in the program's metadata"));
+                    self.errors.push(format!(
+                        "function {id:016x} is not in the program's metadata"
+                    ));
                     "NULL".into()
                 }
             },
@@ -184,7 +222,12 @@ impl<'a> Gen<'a> {
             );
         }
         let mut targets = HashSet::new();
-        for v in ctx.args.iter().chain(ctx.graph.extents.iter().flat_map(|e| e.pointers.iter().map(|p| &p.target))) {
+        for v in ctx.args.iter().chain(
+            ctx.graph
+                .extents
+                .iter()
+                .flat_map(|e| e.pointers.iter().map(|p| &p.target)),
+        ) {
             if let Value::Ptr { extent, .. } = v {
                 targets.insert(*extent as usize);
             }
@@ -194,13 +237,21 @@ impl<'a> Gen<'a> {
             match e.kind {
                 // The function can reach it, but through its own code only.
                 ExtentKind::Global { id, constant: true } if !targets.contains(&i) => {
-                    let name = self.program.globals.get(&id).map_or_else(|| format!("{id:016x}"), |g| g.meta.name.clone());
+                    let name = self
+                        .program
+                        .globals
+                        .get(&id)
+                        .map_or_else(|| format!("{id:016x}"), |g| g.meta.name.clone());
                     unused.push(format!("e{i} ({name})"));
                 }
                 ExtentKind::Global { id, constant } => self.global(i, e, id, constant),
                 ExtentKind::File => match ctx.graph.files.iter().find(|f| f.extent as usize == i) {
                     Some(f) => self.stream(i, f),
-                    None => self.array(i, e, "a C library FILE whose file is unknown: a byte copy, not a working stream"),
+                    None => self.array(
+                        i,
+                        e,
+                        "a C library FILE whose file is unknown: a byte copy, not a working stream",
+                    ),
                 },
                 ExtentKind::Heap => self.array(i, e, "heap"),
                 ExtentKind::Stack => self.array(i, e, "stack"),
@@ -210,20 +261,34 @@ impl<'a> Gen<'a> {
             }
         }
         if !unused.is_empty() {
-            let _ = writeln!(self.setup, "    /* read-only, reachable, but nothing points at them: {} */", comment(&unused.join(", ")));
+            let _ = writeln!(
+                self.setup,
+                "    /* read-only, reachable, but nothing points at them: {} */",
+                comment(&unused.join(", "))
+            );
         }
     }
 
     fn array(&mut self, i: usize, e: &Extent, what: &str) {
         let len = e.len.max(1);
         let align = e.align.clamp(16, 4096);
-        let cut = if e.bytes.is_none() { ", cut off by the recording's size bound: zero-filled" } else { "" };
+        let cut = if e.bytes.is_none() {
+            ", cut off by the recording's size bound: zero-filled"
+        } else {
+            ""
+        };
         let _ = writeln!(self.arrays, "/* e{i}: {what}, {} byte(s){cut} */", e.len);
-        let _ = writeln!(self.arrays, "static unsigned char e{i}[{len}] __attribute__((aligned({align}))) = {{");
+        let _ = writeln!(
+            self.arrays,
+            "static unsigned char e{i}[{len}] __attribute__((aligned({align}))) = {{"
+        );
         c_bytes(&mut self.arrays, &without_pointers(e));
         self.arrays.push_str("};\n");
         if e.kind == ExtentKind::Heap {
-            let _ = writeln!(self.setup, "    mem[{i}] = heap_copy(e{i}, sizeof e{i}, {align});");
+            let _ = writeln!(
+                self.setup,
+                "    mem[{i}] = heap_copy(e{i}, sizeof e{i}, {align});"
+            );
         } else {
             let _ = writeln!(self.setup, "    mem[{i}] = e{i};");
         }
@@ -231,8 +296,13 @@ impl<'a> Gen<'a> {
 
     fn global(&mut self, i: usize, e: &Extent, id: u64, constant: bool) {
         let Some(g) = self.program.globals.get(&id).cloned() else {
-            self.errors.push(format!("e{i} is global {id:016x}, which the program's metadata does not name"));
-            let _ = writeln!(self.setup, "    mem[{i}] = NULL; /* unknown global {id:016x} */");
+            self.errors.push(format!(
+                "e{i} is global {id:016x}, which the program's metadata does not name"
+            ));
+            let _ = writeln!(
+                self.setup,
+                "    mem[{i}] = NULL; /* unknown global {id:016x} */"
+            );
             return;
         };
         let name = &g.meta.name;
@@ -251,21 +321,45 @@ impl<'a> Gen<'a> {
         }
         let ident = ident("g", name, i);
         let kind = if constant { "const" } else { "data" };
-        self.use_symbol(SymbolUse { name: name.clone(), kind, size: Some(e.len), local: g.meta.local, module: g.module.clone() });
+        self.use_symbol(SymbolUse {
+            name: name.clone(),
+            kind,
+            size: Some(e.len),
+            local: g.meta.local,
+            module: g.module.clone(),
+        });
         let qual = if constant { "const " } else { "" };
-        let _ = writeln!(self.decls, "extern {qual}unsigned char {ident}[] __asm__({});", c_string(name.as_bytes()));
+        let _ = writeln!(
+            self.decls,
+            "extern {qual}unsigned char {ident}[] __asm__({});",
+            c_string(name.as_bytes())
+        );
         if constant {
-            let _ = writeln!(self.setup, "    mem[{i}] = (unsigned char *){ident}; /* read-only {name}: pointed at */");
+            let _ = writeln!(
+                self.setup,
+                "    mem[{i}] = (unsigned char *){ident}; /* read-only {name}: pointed at */"
+            );
             return;
         }
         match &e.bytes {
             Some(bytes) => {
-                let _ = writeln!(self.arrays, "/* e{i}: global {name}, {} byte(s), restored in place */", e.len);
-                let _ = writeln!(self.arrays, "static const unsigned char e{i}[{}] = {{", e.len.max(1));
+                let _ = writeln!(
+                    self.arrays,
+                    "/* e{i}: global {name}, {} byte(s), restored in place */",
+                    e.len
+                );
+                let _ = writeln!(
+                    self.arrays,
+                    "static const unsigned char e{i}[{}] = {{",
+                    e.len.max(1)
+                );
                 c_bytes(&mut self.arrays, &without_pointers(e));
                 self.arrays.push_str("};\n");
                 let n = bytes.len().min(e.len as usize);
-                let _ = writeln!(self.setup, "    mem[{i}] = {ident};\n    memcpy({ident}, e{i}, {n});");
+                let _ = writeln!(
+                    self.setup,
+                    "    mem[{i}] = {ident};\n    memcpy({ident}, e{i}, {n});"
+                );
             }
             None => {
                 let _ = writeln!(
@@ -282,12 +376,22 @@ impl<'a> Gen<'a> {
         let mode = stream_mode(f.flags);
         match (&f.path, f.fd) {
             (Some(path), _) => {
-                let _ = writeln!(self.setup, "    mem[{i}] = (unsigned char *)reopen_stream({}, \"{mode}\");", reopen_args(f, path));
+                let _ = writeln!(
+                    self.setup,
+                    "    mem[{i}] = (unsigned char *)reopen_stream({}, \"{mode}\");",
+                    reopen_args(f, path)
+                );
             }
             (None, 0..=2) => {
                 let name = ["stdin", "stdout", "stderr"][f.fd as usize];
-                let read = f.offset.map(|o| format!(" (the recording's descriptor stood at byte {o})")).unwrap_or_default();
-                let _ = writeln!(self.setup, "    mem[{i}] = (unsigned char *){name}; /* this process's own {name}{read} */");
+                let read = f
+                    .offset
+                    .map(|o| format!(" (the recording's descriptor stood at byte {o})"))
+                    .unwrap_or_default();
+                let _ = writeln!(
+                    self.setup,
+                    "    mem[{i}] = (unsigned char *){name}; /* this process's own {name}{read} */"
+                );
             }
             (None, fd) => {
                 let _ = writeln!(
@@ -303,8 +407,13 @@ impl<'a> Gen<'a> {
         let ctx = self.ctx;
         for (i, e) in ctx.graph.extents.iter().enumerate() {
             let skip = matches!(e.kind, ExtentKind::Global { constant: true, .. })
-                || (e.kind == ExtentKind::File && ctx.graph.files.iter().any(|f| f.extent as usize == i))
-                || self.program.globals.get(&global_id(e)).is_some_and(|g| g.copy.is_some());
+                || (e.kind == ExtentKind::File
+                    && ctx.graph.files.iter().any(|f| f.extent as usize == i))
+                || self
+                    .program
+                    .globals
+                    .get(&global_id(e))
+                    .is_some_and(|g| g.copy.is_some());
             if skip {
                 continue;
             }
@@ -322,7 +431,12 @@ impl<'a> Gen<'a> {
     pub(super) fn environment(&mut self) {
         let ctx = self.ctx;
         for (category, name) in &ctx.locale {
-            let _ = writeln!(self.setup, "    setlocale({}, {});", locale_category(*category), c_string(name.as_bytes()));
+            let _ = writeln!(
+                self.setup,
+                "    setlocale({}, {});",
+                locale_category(*category),
+                c_string(name.as_bytes())
+            );
         }
         for &(fd, mode, size) in &ctx.stdio_modes {
             let Some(stream) = ["stdin", "stdout", "stderr"].get(fd as usize).copied() else {
@@ -342,7 +456,11 @@ impl<'a> Gen<'a> {
                     let _ = writeln!(self.setup, "    reopen({});", reopen_args(f, path));
                 }
                 None => {
-                    let _ = writeln!(self.setup, "    /* descriptor {} was open, with no known path */", f.fd);
+                    let _ = writeln!(
+                        self.setup,
+                        "    /* descriptor {} was open, with no known path */",
+                        f.fd
+                    );
                 }
             }
         }
@@ -354,7 +472,14 @@ impl<'a> Gen<'a> {
         let mut out = Vec::new();
         for (k, a) in ctx.args.iter().enumerate() {
             let p = meta.and_then(|m| m.params.get(k));
-            let kind = p.map_or(if matches!(a, Value::Bits(_)) { ValueKind::Int(64) } else { ValueKind::Ptr }, |p| p.kind);
+            let kind = p.map_or(
+                if matches!(a, Value::Bits(_)) {
+                    ValueKind::Int(64)
+                } else {
+                    ValueKind::Ptr
+                },
+                |p| p.kind,
+            );
             let byval = p.and_then(|p| p.byval_size).filter(|&n| n > 16);
             let expr = match (kind, a, byval) {
                 (ValueKind::Ptr, _, Some(_)) if matches!(a, Value::Ptr { .. }) => {
@@ -362,7 +487,9 @@ impl<'a> Gen<'a> {
                 }
                 (ValueKind::Ptr, _, _) => self.value(a),
                 (ValueKind::Int(w), Value::Bits(b), _) => int_literal(*b, w),
-                (ValueKind::Float, Value::Bits(b), _) => format!("float_of(UINT32_C({:#x}))", *b as u32),
+                (ValueKind::Float, Value::Bits(b), _) => {
+                    format!("float_of(UINT32_C({:#x}))", *b as u32)
+                }
                 (ValueKind::Double, Value::Bits(b), _) => format!("double_of(UINT64_C({b:#x}))"),
                 // A pointer in an integer slot (intptr_t, say).
                 (ValueKind::Int(_), _, _) => format!("(uintptr_t){}", self.value(a)),
@@ -396,11 +523,16 @@ fn global_id(e: &Extent) -> u64 {
     }
 }
 
-
 /// The arguments `reopen` and `reopen_stream` share: descriptor, path, open flags and
 /// offset (-1: unknown).
 fn reopen_args(f: &OpenFile, path: &str) -> String {
-    format!("{}, {}, {:#x}, {}", f.fd, c_string(path.as_bytes()), f.flags.max(0), f.offset.map_or(-1, |o| o as i64))
+    format!(
+        "{}, {}, {:#x}, {}",
+        f.fd,
+        c_string(path.as_bytes()),
+        f.flags.max(0),
+        f.offset.map_or(-1, |o| o as i64)
+    )
 }
 
 #[cfg(test)]
@@ -414,7 +546,10 @@ mod tests {
         ctx.stdio_modes = vec![(1, libc::_IOLBF, 0), (5, libc::_IOFBF, 4096)];
         let c = export_c(&bare_unit(ctx), None, None).unwrap();
         assert!(c.contains("    setvbuf(stdout, NULL, _IOLBF, 0);\n"), "{c}");
-        assert!(c.contains("descriptor 5's stream, not restored here"), "{c}");
+        assert!(
+            c.contains("descriptor 5's stream, not restored here"),
+            "{c}"
+        );
         assert_eq!(c.matches("setvbuf(").count(), 1, "{c}");
     }
 }

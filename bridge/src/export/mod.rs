@@ -69,31 +69,50 @@ const MARKER: &str = "/* Unit test exported by trestle";
 /// Run `trestle export`.
 pub fn run(args: &Options) -> Result<()> {
     if args.out.extension().is_none_or(|x| x != "c") {
-        bail!("--out {}: the exported test must be a .c file", args.out.display());
+        bail!(
+            "--out {}: the exported test must be a .c file",
+            args.out.display()
+        );
     }
     let unit = read_unit(&args.unit)?;
-    let program = args.program.clone().unwrap_or_else(|| PathBuf::from(&unit.provenance.program));
+    let program = args
+        .program
+        .clone()
+        .unwrap_or_else(|| PathBuf::from(&unit.provenance.program));
     let binary = Binary::load(&program).with_context(|| {
-        format!("exporting {}: cannot read the program it was carved from (pass --program)", args.unit.display())
+        format!(
+            "exporting {}: cannot read the program it was carved from (pass --program)",
+            args.unit.display()
+        )
     })?;
     binary.check_unit(&unit, &args.unit)?;
     let values = match &args.input {
         None => None,
         Some(path) => {
             if unit.params.is_empty() {
-                bail!("unit {} has no parameters: an input ({}) has nothing to set", args.unit.display(), path.display());
+                bail!(
+                    "unit {} has no parameters: an input ({}) has nothing to set",
+                    args.unit.display(),
+                    path.display()
+                );
             }
-            let bytes = std::fs::read(path).with_context(|| format!("cannot read input {}", path.display()))?;
+            let bytes = std::fs::read(path)
+                .with_context(|| format!("cannot read input {}", path.display()))?;
             Some(decode_values(&unit.params, &bytes))
         }
     };
     let c = export_c(&unit, Some(&binary), values.as_deref())
         .with_context(|| format!("exporting {}", args.unit.display()))?;
     std::fs::write(&args.out, c).with_context(|| format!("cannot write {}", args.out.display()))?;
-    let dir = args.out.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    let dir = args
+        .out
+        .parent()
+        .filter(|d| !d.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
     let script = dir.join("build.sh");
     let name = args.out.file_name().unwrap_or_default().to_string_lossy();
-    std::fs::write(&script, build_script(&name)).with_context(|| format!("cannot write {}", script.display()))?;
+    std::fs::write(&script, build_script(&name))
+        .with_context(|| format!("cannot write {}", script.display()))?;
     set_executable(&script)?;
     eprintln!(
         "wrote {} and {}; build it with: {} SUBJECT.c (or the subject's .o files)",
@@ -114,13 +133,21 @@ fn set_executable(path: &Path) -> Result<()> {
 /// those values. `binary` supplies symbol names and the prototype; without it, the
 /// function is called by its display name with a prototype guessed from the
 /// arguments, and globals cannot be restored (the file says so with `#error`).
-pub fn export_c(unit: &Unit, binary: Option<&Binary>, values: Option<&[ParamValue]>) -> Result<String> {
+pub fn export_c(
+    unit: &Unit,
+    binary: Option<&Binary>,
+    values: Option<&[ParamValue]>,
+) -> Result<String> {
     let program = match binary {
         Some(b) => Program::read(b)?,
         None => Program::default(),
     };
     if binary.is_some() && !program.functions.contains_key(&unit.context.fn_id) {
-        bail!("function {:016x} ({}) is not in the program's metadata", unit.context.fn_id, unit.function);
+        bail!(
+            "function {:016x} ({}) is not in the program's metadata",
+            unit.context.fn_id,
+            unit.function
+        );
     }
     let ctx = match values {
         Some(v) => apply_values(&unit.context, &unit.params, v)?,
@@ -136,13 +163,36 @@ mod fixtures {
     use trestle_abi::unit::{Param, ParamKind, ParamSite, Resize, Unit};
 
     pub(super) fn heap(bytes: &[u8]) -> Extent {
-        Extent { kind: ExtentKind::Heap, len: bytes.len() as u64, align: 16, bytes: Some(bytes.to_vec()), pointers: vec![] }
+        Extent {
+            kind: ExtentKind::Heap,
+            len: bytes.len() as u64,
+            align: 16,
+            bytes: Some(bytes.to_vec()),
+            pointers: vec![],
+        }
     }
 
-    pub(super) fn string_param(extent: u32, offset: u64, len: u64, resizable: bool, original: &[u8]) -> Param {
+    pub(super) fn string_param(
+        extent: u32,
+        offset: u64,
+        len: u64,
+        resizable: bool,
+        original: &[u8],
+    ) -> Param {
         Param {
-            site: ParamSite::Memory { extent, offset, len },
-            kind: ParamKind::Bytes { nul: true, resize: if resizable { Resize::Extent } else { Resize::Fixed } },
+            site: ParamSite::Memory {
+                extent,
+                offset,
+                len,
+            },
+            kind: ParamKind::Bytes {
+                nul: true,
+                resize: if resizable {
+                    Resize::Extent
+                } else {
+                    Resize::Fixed
+                },
+            },
             original: original.to_vec(),
             origins: vec![],
             companions: vec![],
@@ -150,7 +200,18 @@ mod fixtures {
     }
 
     pub(super) fn context(extents: Vec<Extent>, args: Vec<Value>) -> Context {
-        Context { fn_id: 1, args, graph: Graph { extents, ..Graph::default() }, locale: vec![], stdio_modes: vec![], fds: vec![], streams: vec![] }
+        Context {
+            fn_id: 1,
+            args,
+            graph: Graph {
+                extents,
+                ..Graph::default()
+            },
+            locale: vec![],
+            stdio_modes: vec![],
+            fds: vec![],
+            streams: vec![],
+        }
     }
 
     pub(super) fn bare_unit(ctx: Context) -> Unit {
@@ -186,25 +247,64 @@ mod tests {
         let mut cut = heap(&[]);
         cut.len = 40;
         cut.bytes = None;
-        let mut ctx = context(vec![cut], vec![Value::Ptr { extent: 0, offset: 8 }, Value::Ptr { extent: 7, offset: 0 }]);
+        let mut ctx = context(
+            vec![cut],
+            vec![
+                Value::Ptr {
+                    extent: 0,
+                    offset: 8,
+                },
+                Value::Ptr {
+                    extent: 7,
+                    offset: 0,
+                },
+            ],
+        );
         ctx.graph.partial = true;
         let c = export_c(&bare_unit(ctx), None, None).unwrap();
-        assert!(c.contains("e0: heap, 40 byte(s), cut off by the recording's size bound: zero-filled"), "{c}");
-        assert!(c.contains("static unsigned char e0[40] __attribute__((aligned(16))) = {\n    0\n};"), "{c}");
+        assert!(
+            c.contains("e0: heap, 40 byte(s), cut off by the recording's size bound: zero-filled"),
+            "{c}"
+        );
+        assert!(
+            c.contains("static unsigned char e0[40] __attribute__((aligned(16))) = {\n    0\n};"),
+            "{c}"
+        );
         assert!(c.contains(" * partial    the recording was cut off"), "{c}");
-        assert!(c.contains("#error \"a pointer into e7, which the context does not have\""), "{c}");
+        assert!(
+            c.contains("#error \"a pointer into e7, which the context does not have\""),
+            "{c}"
+        );
     }
 
     #[test]
     fn without_a_program_globals_are_an_error_in_the_file() {
         let mut g = heap(&[1, 2, 3, 4]);
-        g.kind = ExtentKind::Global { id: 5, constant: false };
-        let ctx = context(vec![heap(b"hi\0"), g], vec![Value::Ptr { extent: 0, offset: 0 }, Value::Bits(3)]);
+        g.kind = ExtentKind::Global {
+            id: 5,
+            constant: false,
+        };
+        let ctx = context(
+            vec![heap(b"hi\0"), g],
+            vec![
+                Value::Ptr {
+                    extent: 0,
+                    offset: 0,
+                },
+                Value::Bits(3),
+            ],
+        );
         let c = export_c(&bare_unit(ctx), None, None).unwrap();
         assert!(c.starts_with(MARKER));
-        assert!(c.contains("extern void f0_greet(void *, uint64_t) __asm__(\"greet\");"), "{c}");
+        assert!(
+            c.contains("extern void f0_greet(void *, uint64_t) __asm__(\"greet\");"),
+            "{c}"
+        );
         assert!(c.contains("mem[0] = heap_copy(e0, sizeof e0, 16);"), "{c}");
         assert!(c.contains("#error \"e1 is global 0000000000000005"), "{c}");
-        assert!(c.contains("f0_greet(at(0, 0), (uint64_t)INT64_C(3));"), "{c}");
+        assert!(
+            c.contains("f0_greet(at(0, 0), (uint64_t)INT64_C(3));"),
+            "{c}"
+        );
     }
 }

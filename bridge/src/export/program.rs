@@ -6,7 +6,9 @@ use crate::binary::Binary;
 use anyhow::{bail, Context as _, Result};
 use object::{Object, ObjectSection, ObjectSymbol};
 use std::collections::{HashMap, HashSet};
-use trestle_abi::meta::{decode_meta_section, FnMeta, GlobalEntry, GlobalMeta, SECTION_GLOBALS, SECTION_META};
+use trestle_abi::meta::{
+    decode_meta_section, FnMeta, GlobalEntry, GlobalMeta, SECTION_GLOBALS, SECTION_META,
+};
 
 /// A global, as the generated C refers to it.
 #[derive(Debug, Clone)]
@@ -30,34 +32,50 @@ impl Program {
     /// Read the metadata of `binary`'s program file.
     pub(super) fn read(binary: &Binary) -> Result<Program> {
         let path = &binary.path;
-        let data = std::fs::read(path).with_context(|| format!("cannot read program {}", path.display()))?;
+        let data = std::fs::read(path)
+            .with_context(|| format!("cannot read program {}", path.display()))?;
         let file = object::File::parse(&*data)
             .with_context(|| format!("{} is not an executable trestle can read", path.display()))?;
         let meta = file
             .section_by_name(SECTION_META)
             .map(|s| s.data())
             .transpose()
-            .with_context(|| format!("cannot read the {SECTION_META} section of {}", path.display()))?
+            .with_context(|| {
+                format!(
+                    "cannot read the {SECTION_META} section of {}",
+                    path.display()
+                )
+            })?
             .with_context(|| format!("{} has no {SECTION_META} section", path.display()))?;
-        let modules = decode_meta_section(meta).with_context(|| format!("in {}", path.display()))?;
+        let modules =
+            decode_meta_section(meta).with_context(|| format!("in {}", path.display()))?;
         // Symbols whose names are not UTF-8 cannot be a global's name: leaving them out
         // loses nothing.
         let symbols: HashSet<&str> = file.symbols().filter_map(|s| s.name().ok()).collect();
         let has_globals = modules.iter().any(|m| !m.globals.is_empty());
-        let addrs = global_addresses(&file, has_globals).with_context(|| format!("in {}", path.display()))?;
+        let addrs = global_addresses(&file, has_globals)
+            .with_context(|| format!("in {}", path.display()))?;
         let mut program = Program::default();
         for m in modules {
             for f in m.functions {
-                program.functions.entry(f.id).or_insert((f, m.module.clone()));
+                program
+                    .functions
+                    .entry(f.id)
+                    .or_insert((f, m.module.clone()));
             }
             for g in m.globals {
                 // A private global has no symbol (not even a local one) in any object.
-                let copy = if g.constant && !symbols.is_empty() && !symbols.contains(g.name.as_str()) {
-                    addrs.get(&g.id).and_then(|&a| read_at(&file, a, g.size))
-                } else {
-                    None
-                };
-                program.globals.entry(g.id).or_insert(GlobalInfo { meta: g, module: m.module.clone(), copy });
+                let copy =
+                    if g.constant && !symbols.is_empty() && !symbols.contains(g.name.as_str()) {
+                        addrs.get(&g.id).and_then(|&a| read_at(&file, a, g.size))
+                    } else {
+                        None
+                    };
+                program.globals.entry(g.id).or_insert(GlobalInfo {
+                    meta: g,
+                    module: m.module.clone(),
+                    copy,
+                });
             }
         }
         Ok(program)
@@ -75,8 +93,12 @@ fn global_addresses(file: &object::File<'_>, has_globals: bool) -> Result<HashMa
         }
         return Ok(HashMap::new());
     };
-    let data = section.data().with_context(|| format!("cannot read the {SECTION_GLOBALS} section"))?;
-    Ok(GlobalEntry::ids_and_addresses(data).filter(|&(id, _)| id != 0).collect())
+    let data = section
+        .data()
+        .with_context(|| format!("cannot read the {SECTION_GLOBALS} section"))?;
+    Ok(GlobalEntry::ids_and_addresses(data)
+        .filter(|&(id, _)| id != 0)
+        .collect())
 }
 
 /// `len` bytes of the file image at virtual address `addr`.

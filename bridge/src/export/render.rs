@@ -16,12 +16,20 @@ use trestle_abi::meta::{FnMeta, ValueKind};
 use trestle_abi::unit::{ParamSite, Unit};
 
 /// The whole C file for `unit`, its context `ctx` (with the values applied).
-pub(super) fn render(unit: &Unit, ctx: &Context, program: &Program, values: Option<&[ParamValue]>) -> String {
+pub(super) fn render(
+    unit: &Unit,
+    ctx: &Context,
+    program: &Program,
+    values: Option<&[ParamValue]>,
+) -> String {
     let mut g = Gen::new(unit, ctx, program);
     let meta = g.declare_target();
     let nparams = meta.as_ref().map_or(ctx.args.len(), |m| m.params.len());
     if ctx.args.len() != nparams {
-        g.errors.push(format!("the unit has {} argument(s), the function {nparams}", ctx.args.len()));
+        g.errors.push(format!(
+            "the unit has {} argument(s), the function {nparams}",
+            ctx.args.len()
+        ));
     }
     g.environment();
     g.extents();
@@ -51,13 +59,17 @@ pub(super) fn render(unit: &Unit, ctx: &Context, program: &Program, values: Opti
     out.push_str("\nint main(void)\n{\n");
     out.push_str(&g.setup);
     let call = format!("{}({})", g.target, args.join(", "));
-    let name = meta.as_ref().map_or(unit.function.as_str(), |m| m.display_name());
+    let name = meta
+        .as_ref()
+        .map_or(unit.function.as_str(), |m| m.display_name());
     let expected = match &unit.expected {
         Some(Outcome::Returned(s)) => Some(s.ret),
         _ => None,
     };
     match (ret, expected) {
-        (ValueKind::Int(_) | ValueKind::Float | ValueKind::Double, Some(Value::Bits(want))) if as_recorded => {
+        (ValueKind::Int(_) | ValueKind::Float | ValueKind::Double, Some(Value::Bits(want)))
+            if as_recorded =>
+        {
             let ty = c_type(ret).unwrap_or("uint64_t");
             let want_expr = match ret {
                 ValueKind::Float => format!("float_of(UINT32_C({:#x}))", want as u32),
@@ -69,7 +81,10 @@ pub(super) fn render(unit: &Unit, ctx: &Context, program: &Program, values: Opti
             // Integers print signed at their width: -1 reads better than 4294967295.
             let (format, cast) = match ret {
                 ValueKind::Float | ValueKind::Double => ("%.17g", "(double)".to_owned()),
-                _ => ("%lld", format!("(long long)({})", ty.trim_start_matches('u'))),
+                _ => (
+                    "%lld",
+                    format!("(long long)({})", ty.trim_start_matches('u')),
+                ),
             };
             let _ = writeln!(
                 out,
@@ -88,7 +103,12 @@ pub(super) fn render(unit: &Unit, ctx: &Context, program: &Program, values: Opti
 /// True if the parameters keep their recorded values: the recorded outcome then
 /// still applies.
 fn as_recorded(unit: &Unit, values: Option<&[ParamValue]>) -> bool {
-    values.is_none_or(|v| v.len() == unit.params.len() && v.iter().zip(&unit.params).all(|(v, p)| *v == original_value(p)))
+    values.is_none_or(|v| {
+        v.len() == unit.params.len()
+            && v.iter()
+                .zip(&unit.params)
+                .all(|(v, p)| *v == original_value(p))
+    })
 }
 
 /// The header comment: what the test calls, where the unit came from, the values
@@ -106,12 +126,30 @@ fn header(
     let _ = writeln!(out, "{MARKER}: {} */", comment(name));
     out.push_str("/*\n");
     if let Some(m) = meta {
-        let place = m.file.as_deref().map(|f| format!("{f}:{}", m.line)).unwrap_or_else(|| "unknown source".into());
-        let linkage = if m.local { " (static: build.sh makes it linkable)" } else { "" };
-        let _ = writeln!(out, " * function   {}{linkage}, defined at {}", comment(name), comment(&place));
+        let place = m
+            .file
+            .as_deref()
+            .map(|f| format!("{f}:{}", m.line))
+            .unwrap_or_else(|| "unknown source".into());
+        let linkage = if m.local {
+            " (static: build.sh makes it linkable)"
+        } else {
+            ""
+        };
+        let _ = writeln!(
+            out,
+            " * function   {}{linkage}, defined at {}",
+            comment(name),
+            comment(&place)
+        );
     }
     let p = &unit.provenance;
-    let _ = writeln!(out, " * program    {} (binary {:016x})", comment(&p.program), unit.binary_id);
+    let _ = writeln!(
+        out,
+        " * program    {} (binary {:016x})",
+        comment(&p.program),
+        unit.binary_id
+    );
     let _ = writeln!(
         out,
         " * recorded   in system test \"{}\", call #{} of the function (pid {}, trace {})",
@@ -123,11 +161,19 @@ fn header(
     let st = &unit.system_test;
     let _ = writeln!(out, " * test args  {}", comment(&format!("{:?}", st.args)));
     if let Some(stdin) = &st.stdin {
-        let _ = writeln!(out, " * stdin      {} byte(s): run the test with the system test's stdin (./test < FILE)", stdin.len());
+        let _ = writeln!(
+            out,
+            " * stdin      {} byte(s): run the test with the system test's stdin (./test < FILE)",
+            stdin.len()
+        );
     }
     if !st.files.is_empty() {
         let names: Vec<&str> = st.files.keys().map(String::as_str).collect();
-        let _ = writeln!(out, " * files      {} (relative paths are opened in the working directory)", comment(&names.join(", ")));
+        let _ = writeln!(
+            out,
+            " * files      {} (relative paths are opened in the working directory)",
+            comment(&names.join(", "))
+        );
     }
     if unit.params.is_empty() {
         out.push_str(" * parameters none\n");
@@ -138,7 +184,10 @@ fn header(
             (ParamSite::Memory { extent, offset, .. }, _) => format!("e{extent}+{offset}"),
             // The harness serves a stream's value; a standalone test reads its input
             // as given: the lifted system test holds the whole of it.
-            (ParamSite::Stream { fd, .. }, Some(o)) => format!("rest of descriptor {fd} ({} from byte {}; give it as that input)", o.input, o.offset),
+            (ParamSite::Stream { fd, .. }, Some(o)) => format!(
+                "rest of descriptor {fd} ({} from byte {}; give it as that input)",
+                o.input, o.offset
+            ),
             (ParamSite::Stream { fd, .. }, None) => format!("rest of descriptor {fd}"),
         };
         let now = values.and_then(|v| v.get(i)).unwrap_or(&originals[i]);
@@ -147,23 +196,42 @@ fn header(
         } else {
             " (as recorded)".into()
         };
-        let lead = if i == 0 { " * parameters" } else { " *           " };
+        let lead = if i == 0 {
+            " * parameters"
+        } else {
+            " *           "
+        };
         let _ = writeln!(out, "{lead} p{i} {site} = {}{recorded}", show_value(now));
     }
-    let outcome = unit.expected.as_ref().map_or_else(|| "unknown (the process ended inside the call)".into(), Outcome::summary);
-    let check = if as_recorded { "" } else { "; not checked, the parameters differ" };
+    let outcome = unit.expected.as_ref().map_or_else(
+        || "unknown (the process ended inside the call)".into(),
+        Outcome::summary,
+    );
+    let check = if as_recorded {
+        ""
+    } else {
+        "; not checked, the parameters differ"
+    };
     let _ = writeln!(out, " * recording  {outcome}{check}");
     if unit.context.graph.partial {
         out.push_str(" * partial    the recording was cut off by its size bound: some memory is zero-filled\n");
     }
-    out.push_str(" *\n * Build: ./build.sh SUBJECT.c (compiled at -O0), or the subject's object files.\n");
+    out.push_str(
+        " *\n * Build: ./build.sh SUBJECT.c (compiled at -O0), or the subject's object files.\n",
+    );
     if !symbols.is_empty() {
         out.push_str(" * Symbols of the subject this test uses (read by build.sh):\n");
     }
     for s in symbols.values() {
         let size = s.size.map_or_else(|| "-".into(), |n| n.to_string());
         let linkage = if s.local { "local" } else { "global" };
-        let _ = writeln!(out, " *   symbol {} {} {size} {linkage} {}", s.name, s.kind, comment(&s.module));
+        let _ = writeln!(
+            out,
+            " *   symbol {} {} {size} {linkage} {}",
+            s.name,
+            s.kind,
+            comment(&s.module)
+        );
     }
     out.push_str(" */\n");
 }

@@ -18,7 +18,17 @@ pub(super) fn link_name(name: &str) -> &str {
 /// A C identifier for a symbol: a prefix, the symbol's name made safe, and an index
 /// that keeps two names apart when making them safe merges them.
 pub(super) fn ident(prefix: &str, name: &str, index: usize) -> String {
-    let safe: String = name.chars().map(|c| if c.is_ascii_alphanumeric() || c == '_' { c } else { '_' }).take(40).collect();
+    let safe: String = name
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '_' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .take(40)
+        .collect();
     format!("{prefix}{index}_{safe}")
 }
 
@@ -74,8 +84,19 @@ pub(super) fn c_type(kind: ValueKind) -> Option<&'static str> {
 }
 
 pub(super) fn locale_category(c: i32) -> String {
-    let names = ["LC_CTYPE", "LC_NUMERIC", "LC_TIME", "LC_COLLATE", "LC_MONETARY", "LC_MESSAGES", "LC_ALL"];
-    usize::try_from(c).ok().and_then(|i| names.get(i)).map_or_else(|| c.to_string(), |n| (*n).to_owned())
+    let names = [
+        "LC_CTYPE",
+        "LC_NUMERIC",
+        "LC_TIME",
+        "LC_COLLATE",
+        "LC_MONETARY",
+        "LC_MESSAGES",
+        "LC_ALL",
+    ];
+    usize::try_from(c)
+        .ok()
+        .and_then(|i| names.get(i))
+        .map_or_else(|| c.to_string(), |n| (*n).to_owned())
 }
 
 /// `fdopen` mode for `open(2)` flags (Linux numbers).
@@ -112,10 +133,21 @@ pub(super) fn c_bytes(out: &mut String, bytes: &[u8]) {
         for b in chunk {
             let _ = write!(out, "{b:#04x},");
         }
-        let printable = chunk.iter().filter(|b| b.is_ascii_graphic() || **b == b' ').count();
+        let printable = chunk
+            .iter()
+            .filter(|b| b.is_ascii_graphic() || **b == b' ')
+            .count();
         if printable * 4 >= chunk.len() * 3 {
-            let text: String =
-                chunk.iter().map(|&b| if (b.is_ascii_graphic() && b != b'*' && b != b'\\') || b == b' ' { b as char } else { '.' }).collect();
+            let text: String = chunk
+                .iter()
+                .map(|&b| {
+                    if (b.is_ascii_graphic() && b != b'*' && b != b'\\') || b == b' ' {
+                        b as char
+                    } else {
+                        '.'
+                    }
+                })
+                .collect();
             let _ = write!(out, " /* {text} */");
         }
         out.push('\n');
@@ -133,7 +165,11 @@ pub(super) fn int_literal(bits: u64, w: u16) -> String {
     // Sign-extend from the width, for a readable literal.
     let shift = 64 - u32::from(w);
     let signed = ((bits << shift) as i64) >> shift;
-    let lit = if signed == i64::MIN { "INT64_MIN".to_owned() } else { format!("INT64_C({signed})") };
+    let lit = if signed == i64::MIN {
+        "INT64_MIN".to_owned()
+    } else {
+        format!("INT64_C({signed})")
+    };
     // The caller widens narrow integers; a negative one would be widened by sign
     // where the parameter is signed, and the metadata does not say which it is.
     let note = if w <= 16 && signed < 0 {

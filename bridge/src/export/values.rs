@@ -18,7 +18,11 @@ use trestle_abi::unit::{Param, Resize};
 /// program's input.
 pub fn apply_values(ctx: &Context, params: &[Param], values: &[ParamValue]) -> Result<Context> {
     if values.len() != params.len() {
-        bail!("{} value(s) for {} parameter(s)", values.len(), params.len());
+        bail!(
+            "{} value(s) for {} parameter(s)",
+            values.len(),
+            params.len()
+        );
     }
     let mut target = ContextTarget(ctx.clone());
     params::apply(&mut target, params, values)?;
@@ -45,18 +49,40 @@ impl ContextTarget {
     /// move the pointers into the token there.
     fn move_token(&mut self, site: StringSite, bytes: Vec<u8>) {
         let ctx = &mut self.0;
-        let StringSite { extent, offset, len, .. } = site;
+        let StringSite {
+            extent,
+            offset,
+            len,
+            ..
+        } = site;
         let new = ctx.graph.extents.len() as u32;
-        ctx.graph.extents.push(Extent { kind: ExtentKind::Heap, len: bytes.len() as u64, align: 16, bytes: Some(bytes), pointers: vec![] });
+        ctx.graph.extents.push(Extent {
+            kind: ExtentKind::Heap,
+            len: bytes.len() as u64,
+            align: 16,
+            bytes: Some(bytes),
+            pointers: vec![],
+        });
         let moved = |v: &mut Value| {
-            if let Value::Ptr { extent: e, offset: o } = *v {
+            if let Value::Ptr {
+                extent: e,
+                offset: o,
+            } = *v
+            {
                 if e == extent && (offset..=offset + len).contains(&o) {
-                    *v = Value::Ptr { extent: new, offset: o - offset };
+                    *v = Value::Ptr {
+                        extent: new,
+                        offset: o - offset,
+                    };
                 }
             }
         };
         ctx.args.iter_mut().for_each(moved);
-        ctx.graph.extents.iter_mut().flat_map(|x| x.pointers.iter_mut()).for_each(|p| moved(&mut p.target));
+        ctx.graph
+            .extents
+            .iter_mut()
+            .flat_map(|x| x.pointers.iter_mut())
+            .for_each(|p| moved(&mut p.target));
     }
 }
 
@@ -70,7 +96,13 @@ impl ParamTarget for ContextTarget {
     }
 
     fn write_string(&mut self, param: usize, site: StringSite, b: &[u8]) -> Result<usize> {
-        let StringSite { extent, offset, len, nul, resize } = site;
+        let StringSite {
+            extent,
+            offset,
+            len,
+            nul,
+            resize,
+        } = site;
         self.extent_mut(extent, param)?;
         let mut bytes = b.to_vec();
         if nul {
@@ -103,7 +135,13 @@ impl ParamTarget for ContextTarget {
         Ok(n)
     }
 
-    fn write_companion(&mut self, param: usize, extent: u32, offset: u64, word: &[u8]) -> Result<()> {
+    fn write_companion(
+        &mut self,
+        param: usize,
+        extent: u32,
+        offset: u64,
+        word: &[u8],
+    ) -> Result<()> {
         write_bytes(self.extent_mut(extent, param)?, offset, word);
         Ok(())
     }
@@ -124,7 +162,8 @@ fn write_bytes(e: &mut Extent, offset: u64, data: &[u8]) {
     let bytes = e.bytes.get_or_insert_with(Vec::new);
     bytes.resize(e.len as usize, 0);
     bytes[offset as usize..end as usize].copy_from_slice(&data[..(end - offset) as usize]);
-    e.pointers.retain(|p| p.offset + 8 <= offset || p.offset >= end);
+    e.pointers
+        .retain(|p| p.offset + 8 <= offset || p.offset >= end);
 }
 
 #[cfg(test)]
@@ -139,42 +178,137 @@ mod tests {
         // A line cut in place: "set\0ab\x005\0", with an array of pointers to its words.
         let mut words = heap(&[0; 24]);
         for (i, o) in [0u64, 4, 7].into_iter().enumerate() {
-            words.pointers.push(PtrSlot { offset: 8 * i as u64, target: Value::Ptr { extent: 1, offset: o } });
+            words.pointers.push(PtrSlot {
+                offset: 8 * i as u64,
+                target: Value::Ptr {
+                    extent: 1,
+                    offset: o,
+                },
+            });
         }
-        let ctx = context(vec![words, heap(b"set\0ab\x005\0")], vec![Value::Ptr { extent: 0, offset: 0 }]);
-        let key = Param { kind: ParamKind::Bytes { nul: true, resize: Resize::Token }, ..string_param(1, 4, 2, false, b"ab") };
-        let num = Param { kind: ParamKind::Decimal { nul: true, resize: Resize::Token }, ..string_param(1, 7, 1, false, b"5") };
-        let got = apply_values(&ctx, &[key, num], &[ParamValue::Bytes(b"longkey".to_vec()), ParamValue::Int(90210)]).unwrap();
+        let ctx = context(
+            vec![words, heap(b"set\0ab\x005\0")],
+            vec![Value::Ptr {
+                extent: 0,
+                offset: 0,
+            }],
+        );
+        let key = Param {
+            kind: ParamKind::Bytes {
+                nul: true,
+                resize: Resize::Token,
+            },
+            ..string_param(1, 4, 2, false, b"ab")
+        };
+        let num = Param {
+            kind: ParamKind::Decimal {
+                nul: true,
+                resize: Resize::Token,
+            },
+            ..string_param(1, 7, 1, false, b"5")
+        };
+        let got = apply_values(
+            &ctx,
+            &[key, num],
+            &[
+                ParamValue::Bytes(b"longkey".to_vec()),
+                ParamValue::Int(90210),
+            ],
+        )
+        .unwrap();
         // Each grown word has an extent of its own; the verb's pointer did not move.
         let p = &got.graph.extents[0].pointers;
-        assert_eq!(p[0].target, Value::Ptr { extent: 1, offset: 0 });
-        assert_eq!(p[1].target, Value::Ptr { extent: 2, offset: 0 });
-        assert_eq!(p[2].target, Value::Ptr { extent: 3, offset: 0 });
-        assert_eq!(got.graph.extents[2].bytes.as_deref(), Some(&b"longkey\0"[..]));
+        assert_eq!(
+            p[0].target,
+            Value::Ptr {
+                extent: 1,
+                offset: 0
+            }
+        );
+        assert_eq!(
+            p[1].target,
+            Value::Ptr {
+                extent: 2,
+                offset: 0
+            }
+        );
+        assert_eq!(
+            p[2].target,
+            Value::Ptr {
+                extent: 3,
+                offset: 0
+            }
+        );
+        assert_eq!(
+            got.graph.extents[2].bytes.as_deref(),
+            Some(&b"longkey\0"[..])
+        );
         assert_eq!(got.graph.extents[3].bytes.as_deref(), Some(&b"90210\0"[..]));
         // The rest of the line stays where it was.
-        assert_eq!(got.graph.extents[1].bytes.as_deref(), Some(&b"set\0ab\x005\0"[..]));
+        assert_eq!(
+            got.graph.extents[1].bytes.as_deref(),
+            Some(&b"set\0ab\x005\0"[..])
+        );
     }
 
     #[test]
     fn integer_arguments_are_cut_to_their_width() {
         let ctx = context(vec![], vec![Value::Bits(7), Value::Bits(12)]);
         let params = vec![
-            Param { site: ParamSite::Arg(0), kind: ParamKind::Int { bits: 32 }, original: b"7".to_vec(), origins: vec![], companions: vec![] },
-            Param { site: ParamSite::Arg(1), kind: ParamKind::Int { bits: 64 }, original: b"12".to_vec(), origins: vec![], companions: vec![] },
+            Param {
+                site: ParamSite::Arg(0),
+                kind: ParamKind::Int { bits: 32 },
+                original: b"7".to_vec(),
+                origins: vec![],
+                companions: vec![],
+            },
+            Param {
+                site: ParamSite::Arg(1),
+                kind: ParamKind::Int { bits: 64 },
+                original: b"12".to_vec(),
+                origins: vec![],
+                companions: vec![],
+            },
         ];
-        let got = apply_values(&ctx, &params, &[ParamValue::Int(-1), ParamValue::Int(42342531)]).unwrap();
-        assert_eq!(got.args, vec![Value::Bits(0xffff_ffff), Value::Bits(42342531)]);
+        let got = apply_values(
+            &ctx,
+            &params,
+            &[ParamValue::Int(-1), ParamValue::Int(42342531)],
+        )
+        .unwrap();
+        assert_eq!(
+            got.args,
+            vec![Value::Bits(0xffff_ffff), Value::Bits(42342531)]
+        );
     }
 
     #[test]
     fn a_string_of_a_new_length_replaces_its_extent_and_pointers_follow() {
         // e0 holds a pointer to the string e1; argument 0 points at e1 too.
         let mut holder = heap(&[0; 8]);
-        holder.pointers.push(PtrSlot { offset: 0, target: Value::Ptr { extent: 1, offset: 0 } });
-        let ctx = context(vec![holder, heap(b"pw12\0")], vec![Value::Ptr { extent: 1, offset: 0 }, Value::Bits(4)]);
+        holder.pointers.push(PtrSlot {
+            offset: 0,
+            target: Value::Ptr {
+                extent: 1,
+                offset: 0,
+            },
+        });
+        let ctx = context(
+            vec![holder, heap(b"pw12\0")],
+            vec![
+                Value::Ptr {
+                    extent: 1,
+                    offset: 0,
+                },
+                Value::Bits(4),
+            ],
+        );
         let mut p = string_param(1, 0, 4, true, b"pw12");
-        p.companions.push(Companion { site: ParamSite::Arg(1), bits: 32, delta: 0 });
+        p.companions.push(Companion {
+            site: ParamSite::Arg(1),
+            bits: 32,
+            delta: 0,
+        });
         let long = vec![b'a'; 30];
         let got = apply_values(&ctx, &[p], &[ParamValue::Bytes(long.clone())]).unwrap();
         let e = &got.graph.extents[1];
@@ -182,8 +316,20 @@ mod tests {
         assert_eq!(&e.bytes.as_ref().unwrap()[..30], &long[..]);
         assert_eq!(e.bytes.as_ref().unwrap()[30], 0);
         // Pointers name the extent by index, so they now reach the new string.
-        assert_eq!(got.args[0], Value::Ptr { extent: 1, offset: 0 });
-        assert_eq!(got.graph.extents[0].pointers[0].target, Value::Ptr { extent: 1, offset: 0 });
+        assert_eq!(
+            got.args[0],
+            Value::Ptr {
+                extent: 1,
+                offset: 0
+            }
+        );
+        assert_eq!(
+            got.graph.extents[0].pointers[0].target,
+            Value::Ptr {
+                extent: 1,
+                offset: 0
+            }
+        );
         // The length companion follows.
         assert_eq!(got.args[1], Value::Bits(30));
     }
@@ -192,11 +338,31 @@ mod tests {
     fn a_fixed_string_is_written_in_place_and_cut_to_its_room() {
         // "echo\0hello\0" then a pointer word at 11..19.
         let mut buf = heap(b"echo\0hello\0xxxxxxxx");
-        buf.pointers.push(PtrSlot { offset: 11, target: Value::Ptr { extent: 0, offset: 0 } });
-        let ctx = context(vec![buf], vec![Value::Ptr { extent: 0, offset: 5 }]);
+        buf.pointers.push(PtrSlot {
+            offset: 11,
+            target: Value::Ptr {
+                extent: 0,
+                offset: 0,
+            },
+        });
+        let ctx = context(
+            vec![buf],
+            vec![Value::Ptr {
+                extent: 0,
+                offset: 5,
+            }],
+        );
         let p = string_param(0, 5, 5, false, b"hello");
-        let got = apply_values(&ctx, std::slice::from_ref(&p), &[ParamValue::Bytes(b"hi".to_vec())]).unwrap();
-        assert_eq!(got.graph.extents[0].bytes.as_deref().unwrap(), b"echo\0hi\0lo\0xxxxxxxx");
+        let got = apply_values(
+            &ctx,
+            std::slice::from_ref(&p),
+            &[ParamValue::Bytes(b"hi".to_vec())],
+        )
+        .unwrap();
+        assert_eq!(
+            got.graph.extents[0].bytes.as_deref().unwrap(),
+            b"echo\0hi\0lo\0xxxxxxxx"
+        );
         assert_eq!(got.graph.extents[0].pointers.len(), 1);
         // A value longer than the room is cut, NUL included; the pointer word it
         // overwrote is a pointer no more.
@@ -211,11 +377,22 @@ mod tests {
     #[test]
     fn a_parameter_in_a_read_only_global_is_an_error() {
         let mut g = heap(b"abc\0");
-        g.kind = ExtentKind::Global { id: 9, constant: true };
+        g.kind = ExtentKind::Global {
+            id: 9,
+            constant: true,
+        };
         let ctx = context(vec![g], vec![]);
-        let e = apply_values(&ctx, &[string_param(0, 0, 3, true, b"abc")], &[ParamValue::Bytes(b"x".to_vec())]).unwrap_err();
+        let e = apply_values(
+            &ctx,
+            &[string_param(0, 0, 3, true, b"abc")],
+            &[ParamValue::Bytes(b"x".to_vec())],
+        )
+        .unwrap_err();
         assert!(e.to_string().contains("read-only"), "{e}");
         let e = apply_values(&ctx, &[], &[ParamValue::Int(1)]).unwrap_err();
-        assert!(e.to_string().contains("1 value(s) for 0 parameter(s)"), "{e}");
+        assert!(
+            e.to_string().contains("1 value(s) for 0 parameter(s)"),
+            "{e}"
+        );
     }
 }

@@ -6,7 +6,9 @@
 use super::judge::Finding;
 use super::records::{self, unit_source};
 use super::summary::{origin_words, summary_md, system_summary_md, with_reproducer, write_script};
-use super::{AlarmEntry, BuildCheck, FalsePositive, Lifter, Provenance, Substitution, SystemOutcome};
+use super::{
+    AlarmEntry, BuildCheck, FalsePositive, Lifter, Provenance, Substitution, SystemOutcome,
+};
 use crate::binary::Binary;
 use crate::carve::units::safe_name;
 use crate::files;
@@ -25,14 +27,23 @@ impl Lifter {
     /// validation program like a lifted test, and reported if it reproduces. Returns
     /// whether it did.
     pub fn system_crash(&mut self, test: &SystemTest, name: &str, source: &Path) -> Result<bool> {
-        Ok(!matches!(self.confirm_crash(test, name, source, None)?, Confirmed::NotReproduced(_)))
+        Ok(!matches!(
+            self.confirm_crash(test, name, source, None)?,
+            Confirmed::NotReproduced(_)
+        ))
     }
 
     /// Validate a crashing system test found elsewhere (`name`, in `source`) with the
     /// validation program and report it if it reproduces, as a new alarm or one more
     /// finding of a listed one. `found_by` says where it came from when it was not
     /// this campaign's system fuzzer (a triaged AFL++ crash, say).
-    pub fn confirm_crash(&mut self, test: &SystemTest, name: &str, source: &Path, found_by: Option<&str>) -> Result<Confirmed> {
+    pub fn confirm_crash(
+        &mut self,
+        test: &SystemTest,
+        name: &str,
+        source: &Path,
+        found_by: Option<&str>,
+    ) -> Result<Confirmed> {
         self.confirm(test, name, source, found_by, false)
     }
 
@@ -40,11 +51,24 @@ impl Lifter {
     /// [`Lifter::confirm_crash`] does a crash: it is a finding when the validation
     /// program hangs on it too, twice; its alarm is named
     /// by where (the stack the CPU limit stopped it at).
-    pub fn confirm_hang(&mut self, test: &SystemTest, name: &str, source: &Path, found_by: Option<&str>) -> Result<Confirmed> {
+    pub fn confirm_hang(
+        &mut self,
+        test: &SystemTest,
+        name: &str,
+        source: &Path,
+        found_by: Option<&str>,
+    ) -> Result<Confirmed> {
         self.confirm(test, name, source, found_by, true)
     }
 
-    fn confirm(&mut self, test: &SystemTest, name: &str, source: &Path, found_by: Option<&str>, hang: bool) -> Result<Confirmed> {
+    fn confirm(
+        &mut self,
+        test: &SystemTest,
+        name: &str,
+        source: &Path,
+        found_by: Option<&str>,
+        hang: bool,
+    ) -> Result<Confirmed> {
         let run = self.run_for(&self.program, test, hang)?;
         // The build it is confirmed on: the validation program, or where it does not
         // reproduce there, the coverage build if that crashes (or hangs) on it, which
@@ -81,22 +105,42 @@ impl Lifter {
             // dropped as "hung once, then signal 24"); the first place names it. So
             // must running out of memory (wherever the last allocation was).
             let filter = FrameFilter::of(&on);
-            let again = self.sandbox_for(&sys.kind).run_once(&on, test, &[], &filter, None)?;
+            let again = self
+                .sandbox_for(&sys.kind)
+                .run_once(&on, test, &[], &filter, None)?;
             if finding_like(again.clone(), &sys.key()).is_none() {
-                let what = if sys.kind == HANG { "hung" } else { "ran out of memory" };
-                return Ok(Confirmed::NotReproduced(format!("{what} once, then {}", again.status)));
+                let what = if sys.kind == HANG {
+                    "hung"
+                } else {
+                    "ran out of memory"
+                };
+                return Ok(Confirmed::NotReproduced(format!(
+                    "{what} once, then {}",
+                    again.status
+                )));
             }
         }
         let confirmed = self.epoch.elapsed().as_secs_f64();
-        let function = sys.frames.first().cloned().unwrap_or_else(|| "unknown".into());
+        let function = sys
+            .frames
+            .first()
+            .cloned()
+            .unwrap_or_else(|| "unknown".into());
         let id = format!("{}-{:08x}", safe_name(&function), fnv32(&key));
         let (tmp, reduced, rstats) = self.stage_alarm(&id, test, &key, &on)?;
         let provenance = Provenance::System(Box::new(records::SystemFind {
-            system_test: records::FoundTest { name: name.to_owned(), file: source.to_owned(), test: to_json(test) },
+            system_test: records::FoundTest {
+                name: name.to_owned(),
+                file: source.to_owned(),
+                test: to_json(test),
+            },
             signature: sys.to_string(),
             stack: records::stack_lines(&sys),
             frames: sys.stack.clone(),
-            reduced_test: records::ReducedTest { file: files::REDUCED.into(), reduction: rstats.clone() },
+            reduced_test: records::ReducedTest {
+                file: files::REDUCED.into(),
+                reduction: rstats.clone(),
+            },
             validated_with: on.clone(),
             sandboxed: self.sandbox.isolated(),
             found_on: self.node.clone(),
@@ -105,7 +149,16 @@ impl Lifter {
         files::write(&tmp.join(files::PROVENANCE), &provenance)?;
         // A find of this campaign's system fuzzer: whether it descends from a lifted test.
         let descent = self.descent.clone().filter(|_| found_by.is_none());
-        let mut md = system_summary_md(&sys, &on, &reduced, &rstats, name, source, found_by, descent.as_ref());
+        let mut md = system_summary_md(
+            &sys,
+            &on,
+            &reduced,
+            &rstats,
+            name,
+            source,
+            found_by,
+            descent.as_ref(),
+        );
         md += &named_by_md(named_by.as_deref());
         std::fs::write(tmp.join("summary.md"), md)?;
         let entry = AlarmEntry {
@@ -115,7 +168,12 @@ impl Lifter {
             signature: sys.to_string(),
             key,
             matches_unit: true,
-            source: if found_by.is_some() { "triage" } else { "system" }.into(),
+            source: if found_by.is_some() {
+                "triage"
+            } else {
+                "system"
+            }
+            .into(),
             candidates: 1,
             size_lifted: test_size(test),
             size_reduced: test_size(&reduced),
@@ -134,8 +192,14 @@ impl Lifter {
     /// it does. Only a build the user gave confirms a finding: one that crashes
     /// nothing but trestle's own fuzzing build is not reported (it may be the
     /// instrumentation's doing, a deeper stack, say).
-    fn reproduce_elsewhere(&self, test: &SystemTest, hang: bool) -> Result<Option<(PathBuf, CrashSignature)>> {
-        let Some(program) = &self.coverage_program else { return Ok(None) };
+    fn reproduce_elsewhere(
+        &self,
+        test: &SystemTest,
+        hang: bool,
+    ) -> Result<Option<(PathBuf, CrashSignature)>> {
+        let Some(program) = &self.coverage_program else {
+            return Ok(None);
+        };
         let run = self.run_for(program, test, hang)?;
         Ok(finding(&run, hang).map(|sys| (program.clone(), sys)))
     }
@@ -178,20 +242,37 @@ impl Lifter {
     /// beside its named alarm. The kind stays the confirming build's; the role of the
     /// build that gave the frames is returned with it. Hangs and running out of memory
     /// keep theirs (where one spins is that build's).
-    fn frames_from_elsewhere(&self, sys: CrashSignature, test: &SystemTest, on: &Path) -> Result<(CrashSignature, Option<String>)> {
+    fn frames_from_elsewhere(
+        &self,
+        sys: CrashSignature,
+        test: &SystemTest,
+        on: &Path,
+    ) -> Result<(CrashSignature, Option<String>)> {
         if !sys.frames.is_empty() || sys.kind == HANG || sys.kind == OUT_OF_MEMORY {
             return Ok((sys, None));
         }
-        let coverage = self.coverage_program.iter().map(|p| ("coverage".to_owned(), p.clone()));
+        let coverage = self
+            .coverage_program
+            .iter()
+            .map(|p| ("coverage".to_owned(), p.clone()));
         let mut tried = vec![on.to_path_buf()];
         for (role, program) in self.other_builds.iter().cloned().chain(coverage) {
             if tried.contains(&program) {
                 continue;
             }
             tried.push(program.clone());
-            let Some(other) = finding(&self.run_for(&program, test, false)?, false) else { continue };
+            let Some(other) = finding(&self.run_for(&program, test, false)?, false) else {
+                continue;
+            };
             if other.class() == sys.class() && !other.frames.is_empty() {
-                return Ok((CrashSignature { kind: sys.kind, frames: other.frames, stack: other.stack }, Some(role)));
+                return Ok((
+                    CrashSignature {
+                        kind: sys.kind,
+                        frames: other.frames,
+                        stack: other.stack,
+                    },
+                    Some(role),
+                ));
             }
         }
         Ok((sys, None))
@@ -200,7 +281,13 @@ impl Lifter {
     /// If an alarm with the crash `key` is listed already, count one more finding of
     /// it and return its id.
     fn count_duplicate(&mut self, key: &str) -> Result<Option<String>> {
-        let Some(a) = self.alarms.values_mut().find(|a| CrashSignature::keys_match(&a.key, key)) else { return Ok(None) };
+        let Some(a) = self
+            .alarms
+            .values_mut()
+            .find(|a| CrashSignature::keys_match(&a.key, key))
+        else {
+            return Ok(None);
+        };
         a.candidates += 1;
         let id = a.id.clone();
         self.write_index()?;
@@ -210,10 +297,17 @@ impl Lifter {
     /// A fresh `alarms/.tmp-<id>` holding `test` (`lifted.json`), its reduction
     /// (`reduced.json`; `test` itself while the reduction is deferred) and
     /// `reproduce.sh`; returns it with the reduced test.
-    fn stage_alarm(&self, id: &str, test: &SystemTest, key: &str, on: &Path) -> Result<(PathBuf, SystemTest, ReduceStats)> {
+    fn stage_alarm(
+        &self,
+        id: &str,
+        test: &SystemTest,
+        key: &str,
+        on: &Path,
+    ) -> Result<(PathBuf, SystemTest, ReduceStats)> {
         let tmp = self.out.join("alarms").join(format!(".tmp-{id}"));
         files::remove_dir_if_present(&tmp)?;
-        std::fs::create_dir_all(&tmp).with_context(|| format!("cannot create {}", tmp.display()))?;
+        std::fs::create_dir_all(&tmp)
+            .with_context(|| format!("cannot create {}", tmp.display()))?;
         save_test(test, &tmp.join("lifted.json"))?;
         let (reduced, rstats) = if self.defer_reduction && self.reduce_budget.is_some() {
             (test.clone(), ReduceStats::none(test, true))
@@ -229,20 +323,35 @@ impl Lifter {
     /// earlier run) and list the alarm, with how its test ran on the other builds.
     /// `not_on_validation` says how the validation program ended when the alarm was
     /// confirmed on another build.
-    fn publish_alarm(&mut self, tmp: &Path, mut entry: AlarmEntry, not_on_validation: Option<String>) -> Result<()> {
+    fn publish_alarm(
+        &mut self,
+        tmp: &Path,
+        mut entry: AlarmEntry,
+        not_on_validation: Option<String>,
+    ) -> Result<()> {
         if !self.other_builds.is_empty() {
             // The reduced test (the lifted one while its reduction waits): a lifted
             // test may hold more than one bug, and a build without this one would
             // stop at another.
-            entry.builds = self.check_builds(&load_test(&tmp.join(files::REDUCED))?, &entry, not_on_validation)?;
+            entry.builds = self.check_builds(
+                &load_test(&tmp.join(files::REDUCED))?,
+                &entry,
+                not_on_validation,
+            )?;
             if entry.build_dependent() {
-                let md = with_builds_md(std::fs::read_to_string(tmp.join("summary.md")).unwrap_or_default(), &entry);
-                std::fs::write(tmp.join("summary.md"), md).with_context(|| format!("cannot write {}", tmp.join("summary.md").display()))?;
+                let md = with_builds_md(
+                    std::fs::read_to_string(tmp.join("summary.md")).unwrap_or_default(),
+                    &entry,
+                );
+                std::fs::write(tmp.join("summary.md"), md).with_context(|| {
+                    format!("cannot write {}", tmp.join("summary.md").display())
+                })?;
             }
         }
         let final_dir = self.out.join("alarms").join(&entry.id);
         files::remove_dir_if_present(&final_dir)?;
-        std::fs::rename(tmp, &final_dir).with_context(|| format!("cannot move {} to {}", tmp.display(), final_dir.display()))?;
+        std::fs::rename(tmp, &final_dir)
+            .with_context(|| format!("cannot move {} to {}", tmp.display(), final_dir.display()))?;
         self.alarms.insert(entry.key.clone(), entry);
         self.stats.alarms = self.alarms.len();
         self.write_index()
@@ -252,7 +361,12 @@ impl Lifter {
     /// build: the validation build first (whether it reproduced there, said by
     /// `not_on_validation`), then whether each reproduces (the same crash, see
     /// [`same_crash`], or a hang), twice before it counts as not.
-    fn check_builds(&self, test: &SystemTest, entry: &AlarmEntry, not_on_validation: Option<String>) -> Result<Vec<BuildCheck>> {
+    fn check_builds(
+        &self,
+        test: &SystemTest,
+        entry: &AlarmEntry,
+        not_on_validation: Option<String>,
+    ) -> Result<Vec<BuildCheck>> {
         let class = entry.key.split('@').next().unwrap_or_default();
         let sandbox = self.sandbox_for(class);
         let mut checks = vec![BuildCheck {
@@ -267,7 +381,8 @@ impl Lifter {
             let mut reproduces = false;
             for _ in 0..2 {
                 let run = sandbox.run(program, test, &[], &filter, None)?;
-                let found = finding_like(run.clone(), &entry.key).filter(|sig| same_crash(sig, entry));
+                let found =
+                    finding_like(run.clone(), &entry.key).filter(|sig| same_crash(sig, entry));
                 ended = match (&found, &run.crash, &run.limit) {
                     (Some(sig), _, _) => sig.to_string(),
                     (None, Some(other), _) => other.to_string(),
@@ -279,21 +394,33 @@ impl Lifter {
                     break;
                 }
             }
-            checks.push(BuildCheck { role: role.clone(), program: program.clone(), reproduces, ended });
+            checks.push(BuildCheck {
+                role: role.clone(),
+                program: program.clone(),
+                reproduces,
+                ended,
+            });
         }
         Ok(checks)
     }
 
     /// `test` reduced (until `until` at the latest) to a smaller one crashing `on` (a
     /// build of the program) with `key`.
-    pub(super) fn reduce_alarm(&self, test: &SystemTest, key: &str, until: Instant, on: &Path) -> Result<(SystemTest, ReduceStats)> {
+    pub(super) fn reduce_alarm(
+        &self,
+        test: &SystemTest,
+        key: &str,
+        until: Instant,
+        on: &Path,
+    ) -> Result<(SystemTest, ReduceStats)> {
         match self.reduce_budget {
             Some(budget) => {
                 let sandbox = self.sandbox_for(key.split('@').next().unwrap_or_default());
                 let filter = FrameFilter::of(on);
                 let mut keep = |t: &SystemTest| -> Result<bool> {
                     let run = sandbox.run_once(on, t, &[], &filter, None)?;
-                    Ok(finding_like(run, key).is_some_and(|s| CrashSignature::keys_match(&s.key(), key)))
+                    Ok(finding_like(run, key)
+                        .is_some_and(|s| CrashSignature::keys_match(&s.key(), key)))
                 };
                 reduce(test, budget, Some(until), &mut keep)
             }
@@ -303,8 +430,16 @@ impl Lifter {
 
     /// The alarms whose reduction is still to come (their ids), first found first.
     pub fn pending_reductions(&self) -> Vec<String> {
-        let mut pending: Vec<&AlarmEntry> = self.alarms.values().filter(|a| a.reduction_pending).collect();
-        pending.sort_by(|a, b| a.found_at.unwrap_or(f64::MAX).total_cmp(&b.found_at.unwrap_or(f64::MAX)));
+        let mut pending: Vec<&AlarmEntry> = self
+            .alarms
+            .values()
+            .filter(|a| a.reduction_pending)
+            .collect();
+        pending.sort_by(|a, b| {
+            a.found_at
+                .unwrap_or(f64::MAX)
+                .total_cmp(&b.found_at.unwrap_or(f64::MAX))
+        });
         pending.into_iter().map(|a| a.id.clone()).collect()
     }
 
@@ -316,7 +451,14 @@ impl Lifter {
         if until <= Instant::now() + std::time::Duration::from_secs(1) {
             return Ok(false);
         }
-        let Some(entry) = self.alarms.values().find(|a| a.id == id && a.reduction_pending).cloned() else { return Ok(true) };
+        let Some(entry) = self
+            .alarms
+            .values()
+            .find(|a| a.id == id && a.reduction_pending)
+            .cloned()
+        else {
+            return Ok(true);
+        };
         self.reduce_one(&entry, until)?;
         Ok(true)
     }
@@ -328,21 +470,33 @@ impl Lifter {
         let found = load_test(&dir.join(files::LIFTED))?;
         let on = entry.confirmed_on().unwrap_or(&self.program).to_owned();
         let (reduced, rstats) = self.reduce_alarm(&found, &entry.key, until, &on)?;
-        files::write_atomic(&dir.join(files::REDUCED), &serde_json::to_vec_pretty(&to_json(&reduced))?)?;
+        files::write_atomic(
+            &dir.join(files::REDUCED),
+            &serde_json::to_vec_pretty(&to_json(&reduced))?,
+        )?;
         write_script(&dir.join("reproduce.sh"), &on, &reduced)?;
         let mut provenance: Provenance = files::read(&dir.join(files::PROVENANCE))?;
         provenance.reduced_test_mut().reduction = rstats.clone();
         files::write(&dir.join(files::PROVENANCE), &provenance)?;
         let md_path = dir.join("summary.md");
-        let mut md = std::fs::read_to_string(&md_path).with_context(|| format!("cannot read {}", md_path.display()))?;
-        if let Some(with) = with_reproducer(&md, (&found, &ReduceStats::none(&found, true)), (&reduced, &rstats)) {
+        let mut md = std::fs::read_to_string(&md_path)
+            .with_context(|| format!("cannot read {}", md_path.display()))?;
+        if let Some(with) = with_reproducer(
+            &md,
+            (&found, &ReduceStats::none(&found, true)),
+            (&reduced, &rstats),
+        ) {
             md = with;
         }
         // The other builds were checked on the lifted test, which may have stopped
         // at another bug first on one of them; check them again on the reduced one.
         let mut checked = entry.clone();
         if !entry.builds.is_empty() {
-            let not_on_validation = entry.builds.iter().find(|b| b.role == "validation" && !b.reproduces).map(|b| b.ended.clone());
+            let not_on_validation = entry
+                .builds
+                .iter()
+                .find(|b| b.role == "validation" && !b.reproduces)
+                .map(|b| b.ended.clone());
             checked.builds = self.check_builds(&reduced, entry, not_on_validation)?;
             md = with_builds_md(md, &checked);
         }
@@ -364,7 +518,12 @@ impl Lifter {
 
     /// Record a unit finding that did not hold at system level, with `reason` and the
     /// lifted test that showed it, when there was one.
-    pub(super) fn false_positive(&mut self, f: &Finding, lifted: Option<(&SystemTest, &SystemOutcome)>, reason: &str) -> Result<()> {
+    pub(super) fn false_positive(
+        &mut self,
+        f: &Finding,
+        lifted: Option<(&SystemTest, &SystemOutcome)>,
+        reason: &str,
+    ) -> Result<()> {
         self.stats.false_positives += 1;
         self.fp_count += 1;
         let id = format!("{:04}-{}", self.fp_count, safe_name(&f.unit.function));
@@ -389,17 +548,41 @@ impl Lifter {
 
     /// Record a lifted test that crashed the program with `sys` (`matches_unit`: the
     /// unit's crash), unless an alarm with that crash is listed already.
-    pub(super) fn alarm(&mut self, f: &Finding, lifted: &SystemTest, subs: &[Substitution], sys: &CrashSignature, matches_unit: bool) -> Result<()> {
+    pub(super) fn alarm(
+        &mut self,
+        f: &Finding,
+        lifted: &SystemTest,
+        subs: &[Substitution],
+        sys: &CrashSignature,
+        matches_unit: bool,
+    ) -> Result<()> {
         self.alarm_on(f, lifted, subs, sys, matches_unit, None)
     }
 
     /// A lifted test that does not crash the validation program (it ended `how`):
     /// an alarm confirmed on the coverage build, flagged build-dependent, when that
     /// build crashes on it; `false` when it does not (or there is none).
-    pub(super) fn alarm_elsewhere(&mut self, f: &Finding, lifted: &SystemTest, subs: &[Substitution], how: &str) -> Result<bool> {
-        let Some((program, sys)) = self.reproduce_elsewhere(lifted, false)? else { return Ok(false) };
-        let matches_unit = f.unit_sig.is_some_and(|u| super::judge::same_crash(u, &sys, &f.unit.function));
-        self.alarm_on(f, lifted, subs, &sys, matches_unit, Some((program, how.to_owned())))?;
+    pub(super) fn alarm_elsewhere(
+        &mut self,
+        f: &Finding,
+        lifted: &SystemTest,
+        subs: &[Substitution],
+        how: &str,
+    ) -> Result<bool> {
+        let Some((program, sys)) = self.reproduce_elsewhere(lifted, false)? else {
+            return Ok(false);
+        };
+        let matches_unit = f
+            .unit_sig
+            .is_some_and(|u| super::judge::same_crash(u, &sys, &f.unit.function));
+        self.alarm_on(
+            f,
+            lifted,
+            subs,
+            &sys,
+            matches_unit,
+            Some((program, how.to_owned())),
+        )?;
         Ok(true)
     }
 
@@ -426,7 +609,11 @@ impl Lifter {
         }
         let confirmed = self.epoch.elapsed().as_secs_f64();
         let unit = f.unit;
-        let crash_fn = sys.frames.first().cloned().unwrap_or_else(|| unit.function.clone());
+        let crash_fn = sys
+            .frames
+            .first()
+            .cloned()
+            .unwrap_or_else(|| unit.function.clone());
         let id = format!("{}-{:08x}", safe_name(&crash_fn), fnv32(&key));
         let (tmp, reduced, rstats) = self.stage_alarm(&id, lifted, &key, &program)?;
         std::fs::copy(&f.candidate.input, tmp.join("unit-input.bin"))
@@ -463,14 +650,30 @@ impl Lifter {
                 stack: records::stack_lines(sys),
                 frames: sys.stack.clone(),
             },
-            reduced_test: records::ReducedTest { file: files::REDUCED.into(), reduction: rstats.clone() },
+            reduced_test: records::ReducedTest {
+                file: files::REDUCED.into(),
+                reduction: rstats.clone(),
+            },
             validated_with: program.clone(),
             sandboxed: self.sandbox.isolated(),
             found_on: self.node.clone(),
         }));
         files::write(&tmp.join(files::PROVENANCE), &provenance)?;
         let origin = origin_words(&seed, mutation.as_deref());
-        let mut summary = summary_md(unit, f.values, f.unit_sig, sys, matches_unit, lifted, &reduced, &rstats, subs, source.as_deref(), &program, &origin);
+        let mut summary = summary_md(
+            unit,
+            f.values,
+            f.unit_sig,
+            sys,
+            matches_unit,
+            lifted,
+            &reduced,
+            &rstats,
+            subs,
+            source.as_deref(),
+            &program,
+            &origin,
+        );
         summary += &named_by_md(named_by.as_deref());
         std::fs::write(tmp.join("summary.md"), summary)?;
         let entry = AlarmEntry {
@@ -503,7 +706,11 @@ impl Lifter {
         let source = binary
             .functions
             .get(&f.unit.context.fn_id)
-            .and_then(|func| func.file.as_deref().map(|file| format!("{file}:{}", func.line)));
+            .and_then(|func| {
+                func.file
+                    .as_deref()
+                    .map(|file| format!("{file}:{}", func.line))
+            });
         match crate::export::export_c(f.unit, Some(binary), Some(f.values)) {
             Ok(c_src) => {
                 std::fs::write(dir.join("unit.c"), c_src)?;
@@ -539,7 +746,11 @@ fn fnv32(s: &str) -> u32 {
 }
 
 pub(super) fn describe_values(unit: &Unit, values: &[ParamValue]) -> Vec<String> {
-    unit.params.iter().zip(values).map(|(p, v)| trestle_unit_fuzz::describe(p, v)).collect()
+    unit.params
+        .iter()
+        .zip(values)
+        .map(|(p, v)| trestle_unit_fuzz::describe(p, v))
+        .collect()
 }
 
 /// Where `summary.md`'s part on the builds begins; it is the last part.
@@ -560,8 +771,17 @@ fn builds_md(entry: &AlarmEntry) -> String {
     let mut md = String::from(BUILDS_HEADING);
     md.push_str("\nThe test does not crash every build of the program the same way: the crash depends on how\nthe program was built (optimisation, instrumentation), as undefined behaviour often does.\nCheck it on the build you ship.\n\n");
     for b in &entry.builds {
-        let verdict = if b.reproduces { "reproduces" } else { "does not reproduce" };
-        md.push_str(&format!("- {} build `{}`: {verdict} ({})\n", b.role, b.program.display(), b.ended));
+        let verdict = if b.reproduces {
+            "reproduces"
+        } else {
+            "does not reproduce"
+        };
+        md.push_str(&format!(
+            "- {} build `{}`: {verdict} ({})\n",
+            b.role,
+            b.program.display(),
+            b.ended
+        ));
     }
     md
 }
@@ -579,7 +799,12 @@ fn named_by_md(role: Option<&str>) -> String {
 /// What a run of a candidate found: a crash (or with `hang`, a hang), or running out
 /// of memory.
 fn finding(run: &SandboxRun, hang: bool) -> Option<CrashSignature> {
-    if hang { run.hang.clone() } else { run.crash.clone() }.or_else(|| run.memory.clone())
+    if hang {
+        run.hang.clone()
+    } else {
+        run.crash.clone()
+    }
+    .or_else(|| run.memory.clone())
 }
 
 /// Whether `sig`, how another build of the program crashed on an alarm's test, is

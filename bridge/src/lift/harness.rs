@@ -12,14 +12,24 @@ use trestle_abi::unit::Unit;
 impl Lifter {
     /// The program the unit runs in: `--harness`, or the one it was carved from.
     pub(super) fn harness_for(&self, unit: &Unit) -> PathBuf {
-        self.harness.clone().unwrap_or_else(|| PathBuf::from(&unit.provenance.program))
+        self.harness
+            .clone()
+            .unwrap_or_else(|| PathBuf::from(&unit.provenance.program))
     }
 
     /// The unit harness running `input` once (no output, no address randomisation).
-    fn harness_command(&self, dir: &Path, unit: &Unit, input: &Path) -> Result<std::process::Command> {
+    fn harness_command(
+        &self,
+        dir: &Path,
+        unit: &Unit,
+        input: &Path,
+    ) -> Result<std::process::Command> {
         let harness = self.harness_for(unit);
         if !harness.exists() {
-            bail!("the unit harness {} is missing (pass --harness)", harness.display());
+            bail!(
+                "the unit harness {} is missing (pass --harness)",
+                harness.display()
+            );
         }
         let cwd = dir.join("cwd");
         let mut cmd = std::process::Command::new(&harness);
@@ -43,24 +53,38 @@ impl Lifter {
 
     /// Run the harness to its end or to the wall limit; `None` when it ran into the
     /// limit (and was killed).
-    fn wait_harness(&self, mut cmd: std::process::Command, harness: &Path) -> Result<Option<std::process::ExitStatus>> {
-        let mut child = cmd.spawn().with_context(|| format!("cannot run the unit harness {}", harness.display()))?;
+    fn wait_harness(
+        &self,
+        mut cmd: std::process::Command,
+        harness: &Path,
+    ) -> Result<Option<std::process::ExitStatus>> {
+        let mut child = cmd
+            .spawn()
+            .with_context(|| format!("cannot run the unit harness {}", harness.display()))?;
         use wait_timeout::ChildExt as _;
-        Ok(match child.wait_timeout(self.harness_wall.unwrap_or(self.sandbox.limits.wall))? {
-            Some(s) => Some(s),
-            None => {
-                let _ = child.kill();
-                child.wait()?;
-                None
-            }
-        })
+        Ok(
+            match child.wait_timeout(self.harness_wall.unwrap_or(self.sandbox.limits.wall))? {
+                Some(s) => Some(s),
+                None => {
+                    let _ = child.kill();
+                    child.wait()?;
+                    None
+                }
+            },
+        )
     }
 
     /// The parameter values of a unit crash that it needs: each changed value is put
     /// back to the recorded one while the unit still dies of the same signal. Values
     /// the crash does not depend on (a verb the function never looks at, mutated
     /// freely) would otherwise be lifted too and steer the system test off the path.
-    pub(super) fn essential_values(&self, dir: &Path, unit: &Unit, values: &[ParamValue], signal: i32) -> Result<Vec<ParamValue>> {
+    pub(super) fn essential_values(
+        &self,
+        dir: &Path,
+        unit: &Unit,
+        values: &[ParamValue],
+        signal: i32,
+    ) -> Result<Vec<ParamValue>> {
         use std::os::unix::process::ExitStatusExt as _;
         let harness = self.harness_for(unit);
         let side = tempfile::tempdir()?;
@@ -73,7 +97,8 @@ impl Lifter {
             }
             let mut trial = cur.clone();
             trial[i] = original;
-            std::fs::write(&input, encode_values(&trial)).with_context(|| format!("cannot write {}", input.display()))?;
+            std::fs::write(&input, encode_values(&trial))
+                .with_context(|| format!("cannot write {}", input.display()))?;
             let status = self.wait_harness(self.harness_command(dir, unit, &input)?, &harness)?;
             if status.is_some_and(|s| s.signal() == Some(signal)) {
                 cur = trial;
@@ -85,27 +110,49 @@ impl Lifter {
     /// The unit's crash, read by running the input once more in the harness with the
     /// crash-stack library preloaded; `None` when the input hangs there instead (an
     /// objective the unit fuzzer had no time to sort: no crash to lift).
-    pub(super) fn unit_signature(&mut self, dir: &Path, unit: &Unit, input: &Path) -> Result<Option<CrashSignature>> {
+    pub(super) fn unit_signature(
+        &mut self,
+        dir: &Path,
+        unit: &Unit,
+        input: &Path,
+    ) -> Result<Option<CrashSignature>> {
         let harness = self.harness_for(unit);
         let preload = find_tool("libtrestle_crashstack.so")?;
         let side = tempfile::tempdir()?;
         let stack = side.path().join("stack");
         let mut cmd = self.harness_command(dir, unit, input)?;
-        cmd.env(trestle_abi::fuzz::ENV_CRASH_STACK_LIB, &preload).env(trestle_abi::fuzz::ENV_CRASH_STACK, &stack);
-        let Some(status) = self.wait_harness(cmd, &harness)? else { return Ok(None) };
+        cmd.env(trestle_abi::fuzz::ENV_CRASH_STACK_LIB, &preload)
+            .env(trestle_abi::fuzz::ENV_CRASH_STACK, &stack);
+        let Some(status) = self.wait_harness(cmd, &harness)? else {
+            return Ok(None);
+        };
         use std::os::unix::process::ExitStatusExt as _;
-        let filter = FrameFilter { program: Some(std::fs::canonicalize(&harness).unwrap_or(harness.clone())), stop_after: Some(unit.function.clone()) };
+        let filter = FrameFilter {
+            program: Some(std::fs::canonicalize(&harness).unwrap_or(harness.clone())),
+            stop_after: Some(unit.function.clone()),
+        };
         let raw = match std::fs::read_to_string(&stack) {
             Ok(text) => Some(parse_stack(&text)?),
             // No stack file: the harness did not crash (or died before it could write).
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
-            Err(e) => return Err(e).with_context(|| format!("cannot read the crash stack {}", stack.display())),
+            Err(e) => {
+                return Err(e)
+                    .with_context(|| format!("cannot read the crash stack {}", stack.display()))
+            }
         };
-        let frames = raw.as_ref().map(|raw| symbolise(raw, filter.program.as_deref())).transpose()?.unwrap_or_default();
+        let frames = raw
+            .as_ref()
+            .map(|raw| symbolise(raw, filter.program.as_deref()))
+            .transpose()?
+            .unwrap_or_default();
         match (status.signal(), status.code()) {
             (Some(s), _) => Ok(Some(filter.signature(crash_kind(s, raw.as_ref()), frames))),
             (None, Some(trestle_abi::fuzz::EXIT_SETUP_FAILED)) => {
-                bail!("the unit harness {} cannot set this unit up again (exit status {})", harness.display(), trestle_abi::fuzz::EXIT_SETUP_FAILED)
+                bail!(
+                    "the unit harness {} cannot set this unit up again (exit status {})",
+                    harness.display(),
+                    trestle_abi::fuzz::EXIT_SETUP_FAILED
+                )
             }
             (None, code) => Ok(Some(CrashSignature {
                 kind: format!("no crash (exit {}) when run alone", code.unwrap_or(-1)),

@@ -44,7 +44,15 @@ pub(super) struct Finding<'a> {
 
 fn outcome_of(run: &SandboxRun, new_coverage: Option<usize>) -> SystemOutcome {
     let err = String::from_utf8_lossy(&run.stderr);
-    let tail: String = err.lines().rev().take(12).collect::<Vec<_>>().into_iter().rev().collect::<Vec<_>>().join("\n");
+    let tail: String = err
+        .lines()
+        .rev()
+        .take(12)
+        .collect::<Vec<_>>()
+        .into_iter()
+        .rev()
+        .collect::<Vec<_>>()
+        .join("\n");
     SystemOutcome {
         status: run.status.to_string(),
         crash: run.crash.clone(),
@@ -69,25 +77,59 @@ impl Lifter {
     /// Lift everything one fuzz directory holds: its crashes, then up to
     /// `max_queue` queue entries; with `probe`, each lifted test runs there first
     /// ([`Probe`]).
-    pub fn lift_dir<'p>(&mut self, dir: &Path, max_queue: usize, mut probe: Option<&mut (dyn Probe + 'p)>) -> Result<()> {
-        let dir = &std::fs::canonicalize(dir).with_context(|| format!("fuzz directory {}", dir.display()))?;
+    pub fn lift_dir<'p>(
+        &mut self,
+        dir: &Path,
+        max_queue: usize,
+        mut probe: Option<&mut (dyn Probe + 'p)>,
+    ) -> Result<()> {
+        let dir = &std::fs::canonicalize(dir)
+            .with_context(|| format!("fuzz directory {}", dir.display()))?;
         let unit_path = dir.join("unit.unit");
-        let unit = read_unit(&unit_path).with_context(|| format!("{} is not a trestle fuzz directory", dir.display()))?;
+        let unit = read_unit(&unit_path)
+            .with_context(|| format!("{} is not a trestle fuzz directory", dir.display()))?;
         // An interrupted fuzz run leaves its objectives unsorted in .solutions.
         let mut candidates: Vec<Candidate> = inputs_in(&dir.join("crashes"))?
             .into_iter()
             .chain(inputs_in(&dir.join(".solutions"))?)
-            .map(|input| Candidate { input, crash: true, hang: false, new_edges: None })
+            .map(|input| Candidate {
+                input,
+                crash: true,
+                hang: false,
+                new_edges: None,
+            })
             .collect();
         candidates.extend(
-            inputs_in(&dir.join("timeouts"))?.into_iter().take(HANGS_PER_UNIT).map(|input| Candidate { input, crash: false, hang: true, new_edges: None }),
+            inputs_in(&dir.join("timeouts"))?
+                .into_iter()
+                .take(HANGS_PER_UNIT)
+                .map(|input| Candidate {
+                    input,
+                    crash: false,
+                    hang: true,
+                    new_edges: None,
+                }),
         );
         let queue = self.queue_to_lift(dir)?;
-        candidates.extend(queue.into_iter().take(max_queue).map(|(input, new_edges)| Candidate { input, crash: false, hang: false, new_edges }));
+        candidates.extend(
+            queue
+                .into_iter()
+                .take(max_queue)
+                .map(|(input, new_edges)| Candidate {
+                    input,
+                    crash: false,
+                    hang: false,
+                    new_edges,
+                }),
+        );
         let started = Instant::now();
         let total = candidates.len();
-        self.lifting.total.store(total, std::sync::atomic::Ordering::Relaxed);
-        self.lifting.done.store(0, std::sync::atomic::Ordering::Relaxed);
+        self.lifting
+            .total
+            .store(total, std::sync::atomic::Ordering::Relaxed);
+        self.lifting
+            .done
+            .store(0, std::sync::atomic::Ordering::Relaxed);
         let mut tally: BTreeMap<String, SignatureTally> = BTreeMap::new();
         for (k, c) in candidates.iter().enumerate() {
             if self.deadline.is_some_and(|d| Instant::now() >= d) {
@@ -97,15 +139,25 @@ impl Lifter {
             // An entry whose new edges a test lifted before it reached already (one
             // that was effective) adds nothing now.
             if let (Some(new), Some(covered)) = (&c.new_edges, &self.system_edges) {
-                if new.iter().all(|&i| covered.get(i).copied().unwrap_or(false)) {
+                if new
+                    .iter()
+                    .all(|&i| covered.get(i).copied().unwrap_or(false))
+                {
                     self.stats.queue_already_covered += 1;
                     continue;
                 }
             }
-            self.lifting.done.store(k, std::sync::atomic::Ordering::Relaxed);
+            self.lifting
+                .done
+                .store(k, std::sync::atomic::Ordering::Relaxed);
             let effective_before = self.stats.effective;
-            self.lift_one(dir, &unit, c, &mut tally, probe.as_deref_mut()).with_context(|| format!("lifting {}", c.input.display()))?;
-            if let (true, Some(new), Some(covered)) = (self.stats.effective > effective_before, &c.new_edges, &mut self.system_edges) {
+            self.lift_one(dir, &unit, c, &mut tally, probe.as_deref_mut())
+                .with_context(|| format!("lifting {}", c.input.display()))?;
+            if let (true, Some(new), Some(covered)) = (
+                self.stats.effective > effective_before,
+                &c.new_edges,
+                &mut self.system_edges,
+            ) {
                 for &i in new {
                     if let Some(e) = covered.get_mut(i) {
                         *e = true;
@@ -141,7 +193,10 @@ impl Lifter {
                 let seed = match std::fs::read(&seed_path) {
                     Ok(bytes) => Some(bytes),
                     Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
-                    Err(e) => return Err(e).with_context(|| format!("cannot read {}", seed_path.display())),
+                    Err(e) => {
+                        return Err(e)
+                            .with_context(|| format!("cannot read {}", seed_path.display()))
+                    }
                 };
                 let ranked = beyond_system_edges(queue, covered, seed.as_deref())?;
                 self.stats.queue_already_covered += before - ranked.entries.len();
@@ -169,12 +224,24 @@ impl Lifter {
         tally: &mut BTreeMap<String, SignatureTally>,
         mut probe: Option<&mut (dyn Probe + 'p)>,
     ) -> Result<()> {
-        let Some((values, unit_sig)) = self.prepare(dir, unit, c, tally)? else { return Ok(()) };
-        let f = Finding { dir, unit, candidate: c, values: &values, unit_sig: unit_sig.as_ref() };
+        let Some((values, unit_sig)) = self.prepare(dir, unit, c, tally)? else {
+            return Ok(());
+        };
+        let f = Finding {
+            dir,
+            unit,
+            candidate: c,
+            values: &values,
+            unit_sig: unit_sig.as_ref(),
+        };
         let variants = lift_variants(unit, &values);
         if variants.is_empty() {
             if c.crash {
-                self.false_positive(&f, None, "the parameter values equal the recorded ones: nothing to lift")?;
+                self.false_positive(
+                    &f,
+                    None,
+                    "the parameter values equal the recorded ones: nothing to lift",
+                )?;
             }
             return Ok(());
         }
@@ -216,7 +283,8 @@ impl Lifter {
         c: &Candidate,
         tally: &mut BTreeMap<String, SignatureTally>,
     ) -> Result<Option<(Vec<ParamValue>, Option<CrashSignature>)>> {
-        let bytes = std::fs::read(&c.input).with_context(|| format!("cannot read {}", c.input.display()))?;
+        let bytes = std::fs::read(&c.input)
+            .with_context(|| format!("cannot read {}", c.input.display()))?;
         let values = decode_values(&unit.params, &bytes);
         if c.hang {
             self.stats.unit_hangs += 1;
@@ -268,7 +336,11 @@ impl Lifter {
                     self.keep_effective(&test, false)?;
                     if f.candidate.crash {
                         let outcome = probed_outcome(Probed::NewCoverage);
-                        self.false_positive(f, Some((&test, &outcome)), "no crash at system level (the lifted test is effective: new coverage)")?;
+                        self.false_positive(
+                            f,
+                            Some((&test, &outcome)),
+                            "no crash at system level (the lifted test is effective: new coverage)",
+                        )?;
                     }
                     return Ok(None);
                 }
@@ -286,7 +358,9 @@ impl Lifter {
         }
         let outcome = outcome_of(&run, new_cov);
         if let Some(sys) = &run.crash {
-            let same = f.unit_sig.is_some_and(|u| same_crash(u, sys, &f.unit.function));
+            let same = f
+                .unit_sig
+                .is_some_and(|u| same_crash(u, sys, &f.unit.function));
             if same {
                 self.stats.true_alarm_tests += 1;
                 if let Some(u) = f.unit_sig {
@@ -308,7 +382,11 @@ impl Lifter {
             self.keep_effective(&test, true)?;
             if f.candidate.crash {
                 // Real coverage, but not the unit's crash.
-                self.false_positive(f, Some((&test, &outcome)), "no crash at system level (the lifted test is effective: new coverage)")?;
+                self.false_positive(
+                    f,
+                    Some((&test, &outcome)),
+                    "no crash at system level (the lifted test is effective: new coverage)",
+                )?;
             }
             return Ok(None);
         }
@@ -321,8 +399,12 @@ impl Lifter {
     fn keep_effective(&mut self, test: &SystemTest, for_campaign: bool) -> Result<()> {
         self.stats.effective += 1;
         let eff_dir = self.out.join("effective");
-        std::fs::create_dir_all(&eff_dir).with_context(|| format!("cannot create {}", eff_dir.display()))?;
-        save_test(test, &eff_dir.join(format!("{:06}.json", self.stats.effective)))?;
+        std::fs::create_dir_all(&eff_dir)
+            .with_context(|| format!("cannot create {}", eff_dir.display()))?;
+        save_test(
+            test,
+            &eff_dir.join(format!("{:06}.json", self.stats.effective)),
+        )?;
         if for_campaign {
             self.effective_tests.push(test.clone());
         }
@@ -334,5 +416,8 @@ impl Lifter {
 /// crash whose stack could not be read (a handler of the program's own took the
 /// signal) still names its function.
 pub(super) fn same_crash(unit: &CrashSignature, sys: &CrashSignature, function: &str) -> bool {
-    unit.matches(sys) || (unit.frames.is_empty() && unit.class() == sys.class() && sys.frames.first().is_some_and(|f| f == function))
+    unit.matches(sys)
+        || (unit.frames.is_empty()
+            && unit.class() == sys.class()
+            && sys.frames.first().is_some_and(|f| f == function))
 }

@@ -87,10 +87,18 @@ impl Lifter {
 
     /// A lifter writing to `out`. `baseline` are the tests whose coverage counts as
     /// already reached.
-    pub fn new(program: &Path, out: &Path, sandbox: Sandbox, baseline: &[SystemTest], progress: bool) -> Result<Lifter> {
-        let program = std::fs::canonicalize(program).with_context(|| format!("validation program {}", program.display()))?;
+    pub fn new(
+        program: &Path,
+        out: &Path,
+        sandbox: Sandbox,
+        baseline: &[SystemTest],
+        progress: bool,
+    ) -> Result<Lifter> {
+        let program = std::fs::canonicalize(program)
+            .with_context(|| format!("validation program {}", program.display()))?;
         for d in ["alarms", "false-positives"] {
-            std::fs::create_dir_all(out.join(d)).with_context(|| format!("cannot create {}", out.join(d).display()))?;
+            std::fs::create_dir_all(out.join(d))
+                .with_context(|| format!("cannot create {}", out.join(d).display()))?;
         }
         let filter = FrameFilter::of(&program);
         let mut lifter = Lifter {
@@ -143,7 +151,8 @@ impl Lifter {
     /// Lifted tests then run on the validation program, and on the coverage build only
     /// when they did not crash there. Its alarms also say whether they reproduce on it.
     pub fn use_coverage_build(&mut self, program: &Path, baseline: &[SystemTest]) -> Result<()> {
-        let program = std::fs::canonicalize(program).with_context(|| format!("coverage build {}", program.display()))?;
+        let program = std::fs::canonicalize(program)
+            .with_context(|| format!("coverage build {}", program.display()))?;
         if !is_coverage_build(&program) {
             anyhow::bail!(
                 "{} is no coverage build (build it with clang-19 -g -fprofile-instr-generate -fcoverage-mapping)",
@@ -171,7 +180,8 @@ impl Lifter {
     /// role `role` (`fuzzing`, `coverage`), and say in the alarm whether it reproduces
     /// there. The validation program itself, or a build given twice, is not run twice.
     pub fn also_check_on(&mut self, role: &str, program: &Path) -> Result<()> {
-        let program = std::fs::canonicalize(program).with_context(|| format!("{role} build {}", program.display()))?;
+        let program = std::fs::canonicalize(program)
+            .with_context(|| format!("{role} build {}", program.display()))?;
         if program != self.program && !self.other_builds.iter().any(|(_, p)| *p == program) {
             self.other_builds.push((role.to_owned(), program));
         }
@@ -363,7 +373,10 @@ impl Lifter {
     pub(super) fn run_system(&mut self, test: &SystemTest) -> Result<(SandboxRun, Option<usize>)> {
         let sandbox = self.lifted_sandbox.as_ref().unwrap_or(&self.sandbox);
         if self.coverage.is_none() {
-            return Ok((sandbox.run(&self.program, test, &[], &self.filter, None)?, None));
+            return Ok((
+                sandbox.run(&self.program, test, &[], &self.filter, None)?,
+                None,
+            ));
         }
         let dir = tempfile::tempdir()?;
         let prof = dir.path().join("run.profraw");
@@ -394,7 +407,12 @@ impl Lifter {
 
     /// Write `alarms.json` and `lift.json` (atomically: a reader never sees half).
     pub fn write_index(&self) -> Result<()> {
-        files::write(&self.out.join(files::ALARMS), &AlarmList { alarms: self.alarms.values().cloned().collect() })?;
+        files::write(
+            &self.out.join(files::ALARMS),
+            &AlarmList {
+                alarms: self.alarms.values().cloned().collect(),
+            },
+        )?;
         files::write(&self.out.join(files::LIFT), &self.stats)
     }
 }

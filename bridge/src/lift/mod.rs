@@ -63,6 +63,9 @@ pub trait Probe {
 pub use alarms::Confirmed;
 pub use lifter::{LiftProgress, Lifter};
 pub use queue::LIFTS_PER_NEW_EDGES;
-pub use records::{AlarmEntry, AlarmList, BuildCheck, FalsePositive, LiftStats, Provenance, Substitution, SystemOutcome};
+pub use records::{
+    AlarmEntry, AlarmList, BuildCheck, FalsePositive, LiftStats, Provenance, Substitution,
+    SystemOutcome,
+};
 pub use run::{run, Options};
 pub use substitute::lift_variants;

@@ -42,9 +42,19 @@ pub(super) fn inputs_in(dir: &Path) -> Result<Vec<PathBuf>> {
     };
     let mut out = Vec::new();
     for e in rd {
-        let p = e.with_context(|| format!("cannot list {}", dir.display()))?.path();
-        let name = p.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-        if p.is_file() && !name.starts_with('.') && !name.ends_with(".json") && !name.ends_with(".metadata") && !name.ends_with(".lafl_lock") {
+        let p = e
+            .with_context(|| format!("cannot list {}", dir.display()))?
+            .path();
+        let name = p
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        if p.is_file()
+            && !name.starts_with('.')
+            && !name.ends_with(".json")
+            && !name.ends_with(".metadata")
+            && !name.ends_with(".lafl_lock")
+        {
             out.push(p);
         }
     }
@@ -91,11 +101,19 @@ enum EntryEdges {
 /// keeps beside it (`.NAME_N.metadata`). `metadata` lists the metadata files of the
 /// entry's directory (read once per queue).
 fn entry_edges(input: &Path, metadata: &[PathBuf]) -> Result<EntryEdges> {
-    let Some(name) = input.file_name().and_then(|n| n.to_str()) else { return Ok(EntryEdges::NoMetadata) };
+    let Some(name) = input.file_name().and_then(|n| n.to_str()) else {
+        return Ok(EntryEdges::NoMetadata);
+    };
     let meta = metadata.iter().find(|p| {
-        p.file_name().and_then(|n| n.to_str()).is_some_and(|n| n.strip_prefix('.').and_then(|n| n.strip_prefix(name)).is_some_and(|r| r.starts_with(['_', '.'])))
+        p.file_name().and_then(|n| n.to_str()).is_some_and(|n| {
+            n.strip_prefix('.')
+                .and_then(|n| n.strip_prefix(name))
+                .is_some_and(|r| r.starts_with(['_', '.']))
+        })
     });
-    let Some(meta) = meta else { return Ok(EntryEdges::NoMetadata) };
+    let Some(meta) = meta else {
+        return Ok(EntryEdges::NoMetadata);
+    };
     let bytes = std::fs::read(meta).with_context(|| format!("cannot read {}", meta.display()))?;
     let parsed: TestcaseMetadata = match serde_json::from_slice(&bytes) {
         Ok(m) => m,
@@ -103,7 +121,11 @@ fn entry_edges(input: &Path, metadata: &[PathBuf]) -> Result<EntryEdges> {
     };
     // The map's keys are type ids; the value with a `list` and a `tcref` is the
     // indexes metadata.
-    let indexes = parsed.metadata.map.into_values().find_map(|(_, v)| serde_json::from_value::<MapIndexes>(v).ok());
+    let indexes = parsed
+        .metadata
+        .map
+        .into_values()
+        .find_map(|(_, v)| serde_json::from_value::<MapIndexes>(v).ok());
     Ok(indexes.map_or(EntryEdges::NoIndexes, |m| EntryEdges::Known(m.list)))
 }
 
@@ -129,13 +151,22 @@ fn queue_edges(queue: Vec<PathBuf>) -> Result<QueueEdges> {
     let mut metadata = Vec::new();
     if let Some(dir) = queue.first().and_then(|p| p.parent()) {
         for e in std::fs::read_dir(dir).with_context(|| format!("cannot list {}", dir.display()))? {
-            let p = e.with_context(|| format!("cannot list {}", dir.display()))?.path();
-            if p.file_name().and_then(|n| n.to_str()).is_some_and(|n| n.starts_with('.') && n.ends_with(".metadata")) {
+            let p = e
+                .with_context(|| format!("cannot list {}", dir.display()))?
+                .path();
+            if p.file_name()
+                .and_then(|n| n.to_str())
+                .is_some_and(|n| n.starts_with('.') && n.ends_with(".metadata"))
+            {
                 metadata.push(p);
             }
         }
     }
-    let mut q = QueueEdges { known: Vec::new(), unknown: Vec::new(), unreadable: None };
+    let mut q = QueueEdges {
+        known: Vec::new(),
+        unknown: Vec::new(),
+        unreadable: None,
+    };
     let mut no_indexes = 0;
     for input in queue {
         match entry_edges(&input, &metadata)? {
@@ -155,7 +186,10 @@ fn queue_edges(queue: Vec<PathBuf>) -> Result<QueueEdges> {
     // Some entries lose their indexes to the scheduler, but not all of them: then
     // LibAFL writes them differently now.
     if q.known.is_empty() && no_indexes > 0 {
-        let (n, _) = q.unreadable.get_or_insert((0, "no MapIndexesMetadata (`list`, `tcref`) in any entry's metadata map".into()));
+        let (n, _) = q.unreadable.get_or_insert((
+            0,
+            "no MapIndexesMetadata (`list`, `tcref`) in any entry's metadata map".into(),
+        ));
         *n += no_indexes;
     }
     Ok(q)
@@ -167,8 +201,16 @@ fn queue_edges(queue: Vec<PathBuf>) -> Result<QueueEdges> {
 /// recorded values reach (the queue entry equal to the dry run's input, `seed`) and
 /// what every entry reaches: edges a replayed context takes whatever the values
 /// (the harness's own way into the function) say nothing about the system.
-pub(super) fn beyond_system_edges(queue: Vec<PathBuf>, covered: &[bool], seed: Option<&[u8]>) -> Result<RankedQueue> {
-    let QueueEdges { known, unknown, unreadable } = queue_edges(queue)?;
+pub(super) fn beyond_system_edges(
+    queue: Vec<PathBuf>,
+    covered: &[bool],
+    seed: Option<&[u8]>,
+) -> Result<RankedQueue> {
+    let QueueEdges {
+        known,
+        unknown,
+        unreadable,
+    } = queue_edges(queue)?;
     let mut start: BTreeSet<usize> = match known.split_first() {
         Some(((_, first), rest)) => {
             let mut all: BTreeSet<usize> = first.iter().copied().collect();
@@ -191,8 +233,10 @@ pub(super) fn beyond_system_edges(queue: Vec<PathBuf>, covered: &[bool], seed: O
     let mut ranked: Vec<(Vec<usize>, PathBuf)> = known
         .into_iter()
         .filter_map(|(input, edges)| {
-            let new: Vec<usize> =
-                edges.into_iter().filter(|&i| !covered.get(i).copied().unwrap_or(false) && !start.contains(&i)).collect();
+            let new: Vec<usize> = edges
+                .into_iter()
+                .filter(|&i| !covered.get(i).copied().unwrap_or(false) && !start.contains(&i))
+                .collect();
             (!new.is_empty()).then_some((new, input))
         })
         .collect();
@@ -210,7 +254,10 @@ pub(super) fn beyond_system_edges(queue: Vec<PathBuf>, covered: &[bool], seed: O
         .map(|(new, p)| (p, Some(new)))
         .chain(unknown.into_iter().map(|p| (p, None)))
         .collect();
-    Ok(RankedQueue { entries, unreadable })
+    Ok(RankedQueue {
+        entries,
+        unreadable,
+    })
 }
 
 #[cfg(test)]
@@ -224,7 +271,8 @@ mod tests {
         std::fs::write(&p, bytes).unwrap();
         let id = "25494890662301023057250717996766898536";
         let indexes = serde_json::json!({"list": edges, "tcref": 0});
-        let meta = format!(r#"{{"metadata": {{"map": {{"{id}": [{id}, {indexes}]}}}}, "executions": 0}}"#);
+        let meta =
+            format!(r#"{{"metadata": {{"map": {{"{id}": [{id}, {indexes}]}}}}, "executions": 0}}"#);
         std::fs::write(dir.join(format!(".{name}_1.metadata")), meta).unwrap();
         p
     }
@@ -237,13 +285,29 @@ mod tests {
         let old = entry(d.path(), "old", b"o", &[1, 7, 9]);
         let one = entry(d.path(), "one", b"a", &[1, 3, 9]);
         let two = entry(d.path(), "two", b"b", &[3, 4, 9]);
-        let same = [entry(d.path(), "same1", b"c", &[3, 9]), entry(d.path(), "same2", b"d", &[3, 9])];
+        let same = [
+            entry(d.path(), "same1", b"c", &[3, 9]),
+            entry(d.path(), "same2", b"d", &[3, 9]),
+        ];
         let unknown = d.path().join("unknown");
         std::fs::write(&unknown, b"u").unwrap();
         let mut covered = vec![false; 16];
         covered[7] = true;
-        let all = vec![seed, old, one.clone(), two.clone(), same[0].clone(), same[1].clone(), unknown.clone()];
-        let picked: Vec<PathBuf> = beyond_system_edges(all, &covered, Some(b"s")).unwrap().entries.into_iter().map(|(p, _)| p).collect();
+        let all = vec![
+            seed,
+            old,
+            one.clone(),
+            two.clone(),
+            same[0].clone(),
+            same[1].clone(),
+            unknown.clone(),
+        ];
+        let picked: Vec<PathBuf> = beyond_system_edges(all, &covered, Some(b"s"))
+            .unwrap()
+            .entries
+            .into_iter()
+            .map(|(p, _)| p)
+            .collect();
         // two reaches 3 and 4; one, same1 and same2 reach only 3: two of those.
         assert_eq!(picked, vec![two, one, same[0].clone(), unknown]);
     }
@@ -256,8 +320,20 @@ mod tests {
         let bad = d.path().join("bad");
         std::fs::write(&bad, b"b").unwrap();
         std::fs::write(d.path().join(".bad_1.metadata"), b"{\"metadata\": 3}").unwrap();
-        let ranked = beyond_system_edges(vec![bad.clone(), one.clone(), two.clone()], &[false; 8], None).unwrap();
-        assert_eq!(ranked.entries.into_iter().map(|(p, _)| p).collect::<Vec<_>>(), vec![one, two, bad]);
+        let ranked = beyond_system_edges(
+            vec![bad.clone(), one.clone(), two.clone()],
+            &[false; 8],
+            None,
+        )
+        .unwrap();
+        assert_eq!(
+            ranked
+                .entries
+                .into_iter()
+                .map(|(p, _)| p)
+                .collect::<Vec<_>>(),
+            vec![one, two, bad]
+        );
         let (n, why) = ranked.unreadable.expect("reported");
         assert_eq!(n, 1);
         assert!(why.contains(".bad_1.metadata"), "{why}");
@@ -269,10 +345,13 @@ mod tests {
         let d = tempfile::tempdir().unwrap();
         let p = d.path().join("x");
         std::fs::write(&p, b"x").unwrap();
-        let meta = serde_json::json!({"metadata": {"map": {"1": [1, {"indexes": [3], "refs": 0}]}}});
+        let meta =
+            serde_json::json!({"metadata": {"map": {"1": [1, {"indexes": [3], "refs": 0}]}}});
         std::fs::write(d.path().join(".x_1.metadata"), meta.to_string()).unwrap();
         let ranked = beyond_system_edges(vec![p.clone()], &[false; 8], None).unwrap();
         assert_eq!(ranked.entries, vec![(p, None)]);
-        assert!(ranked.unreadable.is_some_and(|(n, why)| n == 1 && why.contains("MapIndexesMetadata")));
+        assert!(ranked
+            .unreadable
+            .is_some_and(|(n, why)| n == 1 && why.contains("MapIndexesMetadata")));
     }
 }

@@ -2,9 +2,9 @@
 //! an alarm's provenance and a false positive's reason, as typed values (written and
 //! read with [`crate::files`]).
 
+use crate::system::systest::JsonTest;
 use crate::validate::reduce::ReduceStats;
 use crate::validate::signature::{CrashSignature, Frame};
-use crate::system::systest::JsonTest;
 use serde::{Deserialize, Serialize};
 use std::path::PathBuf;
 
@@ -144,7 +144,11 @@ impl AlarmEntry {
 
     /// The builds it does not reproduce on, by role (`fuzzing`, `coverage`), for people.
     pub fn builds_without(&self) -> Vec<&str> {
-        self.builds.iter().filter(|b| !b.reproduces).map(|b| b.role.as_str()).collect()
+        self.builds
+            .iter()
+            .filter(|b| !b.reproduces)
+            .map(|b| b.role.as_str())
+            .collect()
     }
 }
 

@@ -49,7 +49,12 @@ pub struct Options {
 
 /// Run `trestle lift`.
 pub fn run(args: &Options) -> Result<LiftStats> {
-    let limits = Limits { wall: args.timeout, cpu_secs: cpu_limit(args.timeout), memory: args.memory_mb << 20, ..Limits::default() };
+    let limits = Limits {
+        wall: args.timeout,
+        cpu_secs: cpu_limit(args.timeout),
+        memory: args.memory_mb << 20,
+        ..Limits::default()
+    };
     let sandbox = Sandbox::new(limits, !args.no_sandbox)?;
     if Binary::load(&args.program).is_ok() {
         eprintln!(
@@ -76,7 +81,12 @@ pub fn run(args: &Options) -> Result<LiftStats> {
     }
     let s = lifter.stats.clone();
     if args.json {
-        crate::outln!("{}", serde_json::to_string_pretty(&serde_json::json!({"stats": s, "alarms": lifter.alarms()}))?);
+        crate::outln!(
+            "{}",
+            serde_json::to_string_pretty(
+                &serde_json::json!({"stats": s, "alarms": lifter.alarms()})
+            )?
+        );
     } else {
         eprintln!(
             "lifted {} unit crash(es), {} hang(s) and {} queue input(s) into {} system test(s): {} true alarm(s) ({} distinct; {} alarm(s) in all), {} effective ({:.1}% productive), {} false positive(s) suppressed{}",
@@ -93,7 +103,11 @@ pub fn run(args: &Options) -> Result<LiftStats> {
             if s.coverage_measured { String::new() } else { " (coverage not measured: not a coverage build)".into() }
         );
         for a in lifter.alarms() {
-            eprintln!("  alarm {}: {}", args.out.join("alarms").join(&a.id).display(), a.signature);
+            eprintln!(
+                "  alarm {}: {}",
+                args.out.join("alarms").join(&a.id).display(),
+                a.signature
+            );
         }
     }
     Ok(s)

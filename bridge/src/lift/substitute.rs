@@ -37,7 +37,12 @@ pub fn lift_variants(unit: &Unit, values: &[ParamValue]) -> Vec<(SystemTest, Vec
     }
     let all: Vec<(usize, Origin, Vec<u8>)> = changed
         .iter()
-        .flat_map(|(i, text)| unit.params[*i].origins.iter().map(move |o| (*i, o.clone(), text.clone())))
+        .flat_map(|(i, text)| {
+            unit.params[*i]
+                .origins
+                .iter()
+                .map(move |o| (*i, o.clone(), text.clone()))
+        })
         .collect();
     let mut plans = vec![all.clone()];
     // A unit crash often needs one of its changed values, not all: a flag the fuzzer
@@ -53,7 +58,12 @@ pub fn lift_variants(unit: &Unit, values: &[ParamValue]) -> Vec<(SystemTest, Vec
         let origins = &unit.params[*i].origins;
         if origins.len() > 1 {
             for keep in origins {
-                plans.push(all.iter().filter(|(j, o, _)| j != i || o == keep).cloned().collect());
+                plans.push(
+                    all.iter()
+                        .filter(|(j, o, _)| j != i || o == keep)
+                        .cloned()
+                        .collect(),
+                );
             }
         }
     }
@@ -65,7 +75,13 @@ pub fn lift_variants(unit: &Unit, values: &[ParamValue]) -> Vec<(SystemTest, Vec
         .iter()
         .map(|(i, o, text)| {
             let recorded_text = unit.params[*i].original.iter().all(printable);
-            let t = if recorded_text { text.iter().map(|b| if printable(b) { *b } else { b'a' }).collect() } else { text.clone() };
+            let t = if recorded_text {
+                text.iter()
+                    .map(|b| if printable(b) { *b } else { b'a' })
+                    .collect()
+            } else {
+                text.clone()
+            };
             (*i, o.clone(), t)
         })
         .collect();
@@ -101,7 +117,11 @@ fn apply(test: &SystemTest, plan: &[PlannedWrite]) -> (SystemTest, Vec<Substitut
     for (input, mut list) in by_input {
         list.sort_by(|a, b| b.1.offset.cmp(&a.1.offset).then(b.1.len.cmp(&a.1.len)));
         let mut bytes: Vec<u8> = match &input {
-            InputRef::Arg(i) => t.args.get(*i as usize).map(|a| a.as_bytes().to_vec()).unwrap_or_default(),
+            InputRef::Arg(i) => t
+                .args
+                .get(*i as usize)
+                .map(|a| a.as_bytes().to_vec())
+                .unwrap_or_default(),
             InputRef::Stdin => t.stdin.clone().unwrap_or_default(),
             InputRef::File(n) => t.files.get(n).cloned().unwrap_or_default(),
         };
@@ -150,7 +170,15 @@ mod tests {
             version: trestle_abi::unit::UNIT_VERSION,
             binary_id: 1,
             function: "f".into(),
-            context: trestle_abi::Context { fn_id: 1, args: vec![], graph: Default::default(), locale: vec![], stdio_modes: vec![], fds: vec![], streams: vec![] },
+            context: trestle_abi::Context {
+                fn_id: 1,
+                args: vec![],
+                graph: Default::default(),
+                locale: vec![],
+                stdio_modes: vec![],
+                fds: vec![],
+                streams: vec![],
+            },
             expected: None,
             provenance: trestle_abi::unit::Provenance {
                 program: "/p".into(),
@@ -172,27 +200,53 @@ mod tests {
     #[test]
     fn a_stream_value_replaces_the_unread_rest_and_keeps_the_consumed_prefix() {
         let input = b"set ab 5\nget ab\nlist\n".to_vec();
-        let test = SystemTest { stdin: Some(input.clone()), ..Default::default() };
+        let test = SystemTest {
+            stdin: Some(input.clone()),
+            ..Default::default()
+        };
         let number = Param {
-            site: ParamSite::Memory { extent: 0, offset: 7, len: 1 },
-            kind: ParamKind::Decimal { nul: true, resize: trestle_abi::unit::Resize::Token },
+            site: ParamSite::Memory {
+                extent: 0,
+                offset: 7,
+                len: 1,
+            },
+            kind: ParamKind::Decimal {
+                nul: true,
+                resize: trestle_abi::unit::Resize::Token,
+            },
             original: b"5".to_vec(),
             origins: vec![origin(InputRef::Stdin, 7, 1)],
             companions: vec![],
         };
         let stream = Param {
-            site: ParamSite::Stream { fd: 0, file: None, buffered: true },
+            site: ParamSite::Stream {
+                fd: 0,
+                file: None,
+                buffered: true,
+            },
             kind: ParamKind::Stream { cut: 0 },
             original: input[9..].to_vec(),
             origins: vec![origin(InputRef::Stdin, 9, 12)],
             companions: vec![],
         };
         let unit = unit_with(vec![number, stream], test);
-        let v = lift_variants(&unit, &[ParamValue::Int(90210), ParamValue::Bytes(b"swap ab zz\n".to_vec())]);
+        let v = lift_variants(
+            &unit,
+            &[
+                ParamValue::Int(90210),
+                ParamValue::Bytes(b"swap ab zz\n".to_vec()),
+            ],
+        );
         // The number is written in decimal, the consumed prefix is kept byte for
         // byte, and the new rest follows it.
-        assert_eq!(v[0].0.stdin.as_deref().unwrap(), b"set ab 90210\nswap ab zz\n");
-        let only_stream = lift_variants(&unit, &[ParamValue::Int(5), ParamValue::Bytes(b"".to_vec())]);
+        assert_eq!(
+            v[0].0.stdin.as_deref().unwrap(),
+            b"set ab 90210\nswap ab zz\n"
+        );
+        let only_stream = lift_variants(
+            &unit,
+            &[ParamValue::Int(5), ParamValue::Bytes(b"".to_vec())],
+        );
         assert_eq!(only_stream[0].0.stdin.as_deref().unwrap(), &input[..9]);
     }
 
@@ -212,25 +266,56 @@ mod tests {
         };
         let user = Param {
             site: ParamSite::Arg(0),
-            kind: ParamKind::Bytes { nul: true, resize: trestle_abi::unit::Resize::Extent },
+            kind: ParamKind::Bytes {
+                nul: true,
+                resize: trestle_abi::unit::Resize::Extent,
+            },
             original: b"guest".to_vec(),
-            origins: vec![origin(InputRef::Stdin, 6, 5), origin(InputRef::Stdin, 21, 5)],
+            origins: vec![
+                origin(InputRef::Stdin, 6, 5),
+                origin(InputRef::Stdin, 21, 5),
+            ],
             companions: vec![],
         };
         let unit = unit_with(vec![int, user], test);
-        let v = lift_variants(&unit, &[ParamValue::Int(42342531), ParamValue::Bytes(b"admin".to_vec())]);
+        let v = lift_variants(
+            &unit,
+            &[
+                ParamValue::Int(42342531),
+                ParamValue::Bytes(b"admin".to_vec()),
+            ],
+        );
         // All places; each changed value alone; each place of the ambiguous user
         // name alone.
         assert_eq!(v.len(), 5);
         assert_eq!(v[0].0.args, vec!["set", "7", "42342531"]);
-        assert_eq!(v[0].0.stdin.as_deref().unwrap(), b"login admin pw\nlogin admin x\n");
-        assert_eq!((v[1].0.args[2].as_str(), v[1].0.stdin.as_deref().unwrap()), ("42342531", &b"login guest pw\nlogin guest x\n"[..]));
-        assert_eq!((v[2].0.args[2].as_str(), v[2].0.stdin.as_deref().unwrap()), ("12", &b"login admin pw\nlogin admin x\n"[..]));
-        assert_eq!(v[3].0.stdin.as_deref().unwrap(), b"login admin pw\nlogin guest x\n");
-        assert_eq!(v[4].0.stdin.as_deref().unwrap(), b"login guest pw\nlogin admin x\n");
+        assert_eq!(
+            v[0].0.stdin.as_deref().unwrap(),
+            b"login admin pw\nlogin admin x\n"
+        );
+        assert_eq!(
+            (v[1].0.args[2].as_str(), v[1].0.stdin.as_deref().unwrap()),
+            ("42342531", &b"login guest pw\nlogin guest x\n"[..])
+        );
+        assert_eq!(
+            (v[2].0.args[2].as_str(), v[2].0.stdin.as_deref().unwrap()),
+            ("12", &b"login admin pw\nlogin admin x\n"[..])
+        );
+        assert_eq!(
+            v[3].0.stdin.as_deref().unwrap(),
+            b"login admin pw\nlogin guest x\n"
+        );
+        assert_eq!(
+            v[4].0.stdin.as_deref().unwrap(),
+            b"login guest pw\nlogin admin x\n"
+        );
         assert!(v[3..].iter().all(|(t, _)| t.args[2] == "42342531"));
         // Unchanged values lift to nothing.
-        assert!(lift_variants(&unit, &[ParamValue::Int(12), ParamValue::Bytes(b"guest".to_vec())]).is_empty());
+        assert!(lift_variants(
+            &unit,
+            &[ParamValue::Int(12), ParamValue::Bytes(b"guest".to_vec())]
+        )
+        .is_empty());
     }
 
     #[test]
@@ -242,7 +327,13 @@ mod tests {
             origins: vec![origin(InputRef::Arg(0), 0, 1)],
             companions: vec![],
         };
-        let unit = unit_with(vec![p], SystemTest { args: vec!["5".into()], ..Default::default() });
+        let unit = unit_with(
+            vec![p],
+            SystemTest {
+                args: vec!["5".into()],
+                ..Default::default()
+            },
+        );
         let v = lift_variants(&unit, &[ParamValue::Int(0xffff_ffff)]);
         assert_eq!(v[0].0.args, vec!["-1"]);
     }

@@ -22,12 +22,25 @@ pub(super) fn write_script(path: &Path, program: &Path, t: &SystemTest) -> Resul
     s += &format!("PROGRAM=\"${{1:-{}}}\"\n", program.display());
     s += "W=$(mktemp -d)\ntrap 'rm -rf \"$W\"' EXIT\n";
     for (name, bytes) in &t.files {
-        if let Some(parent) = Path::new(name).parent().filter(|p| !p.as_os_str().is_empty()) {
-            s += &format!("mkdir -p \"$W\"/{}\n", shell_quote(&parent.display().to_string()));
+        if let Some(parent) = Path::new(name)
+            .parent()
+            .filter(|p| !p.as_os_str().is_empty())
+        {
+            s += &format!(
+                "mkdir -p \"$W\"/{}\n",
+                shell_quote(&parent.display().to_string())
+            );
         }
-        s += &format!("printf '%s' {} | base64 -d > \"$W\"/{}\n", shell_quote(&b64(bytes)), shell_quote(name));
+        s += &format!(
+            "printf '%s' {} | base64 -d > \"$W\"/{}\n",
+            shell_quote(&b64(bytes)),
+            shell_quote(name)
+        );
     }
-    s += &format!("printf '%s' {} | base64 -d > \"$W/.stdin\"\n", shell_quote(&b64(t.stdin.as_deref().unwrap_or_default())));
+    s += &format!(
+        "printf '%s' {} | base64 -d > \"$W/.stdin\"\n",
+        shell_quote(&b64(t.stdin.as_deref().unwrap_or_default()))
+    );
     s += "cd \"$W\" && env";
     for (k, v) in &t.env {
         s += &format!(" {}", shell_quote(&format!("{k}={v}")));
@@ -45,11 +58,27 @@ pub(super) fn write_script(path: &Path, program: &Path, t: &SystemTest) -> Resul
 
 fn show_test(t: &SystemTest) -> String {
     let mut s = String::new();
-    s += &format!("- args: `{}`\n", t.args.iter().map(|a| shell_quote(a)).collect::<Vec<_>>().join(" "));
+    s += &format!(
+        "- args: `{}`\n",
+        t.args
+            .iter()
+            .map(|a| shell_quote(a))
+            .collect::<Vec<_>>()
+            .join(" ")
+    );
     if let Some(stdin) = t.stdin.as_ref().filter(|s| !s.is_empty()) {
         let text = String::from_utf8_lossy(stdin);
         let shown: String = text.chars().take(400).collect();
-        s += &format!("- stdin ({} bytes):\n\n```\n{}{}\n```\n", stdin.len(), shown, if text.chars().count() > 400 { "…" } else { "" });
+        s += &format!(
+            "- stdin ({} bytes):\n\n```\n{}{}\n```\n",
+            stdin.len(),
+            shown,
+            if text.chars().count() > 400 {
+                "…"
+            } else {
+                ""
+            }
+        );
     }
     for (k, v) in &t.files {
         s += &format!("- file `{k}`: {} bytes\n", v.len());
@@ -75,14 +104,24 @@ pub(super) fn summary_md(
     program: &Path,
     origin: &str,
 ) -> String {
-    let place = sys.frames.first().map_or(unit.function.as_str(), String::as_str);
+    let place = sys
+        .frames
+        .first()
+        .map_or(unit.function.as_str(), String::as_str);
     let mut s = if place == unit.function {
         format!("# Alarm in `{place}`\n\n")
     } else {
-        format!("# Alarm in `{place}` (found through a unit of `{}`)\n\n", unit.function)
+        format!(
+            "# Alarm in `{place}` (found through a unit of `{}`)\n\n",
+            unit.function
+        )
     };
     s += &format!("**{}** when running `{}`", sys, program.display());
-    s += if matches_unit { " — the same crash as the unit's (a true alarm).\n\n" } else { " — a real crash, but not the one the unit showed.\n\n" };
+    s += if matches_unit {
+        " — the same crash as the unit's (a true alarm).\n\n"
+    } else {
+        " — a real crash, but not the one the unit showed.\n\n"
+    };
     s += "## Stack (system level)\n\n";
     for f in sys.stack.iter().take(12) {
         s += &format!("- {f}\n");
@@ -95,16 +134,23 @@ pub(super) fn summary_md(
         "2. carved invocation: `{}` (call #{} in that run{})\n",
         unit.function,
         unit.provenance.call_index,
-        source.map(|x| format!(", defined at {x}")).unwrap_or_default()
+        source
+            .map(|x| format!(", defined at {x}"))
+            .unwrap_or_default()
     );
     s += &format!(
         "3. unit input: {}{}\n",
         describe_values(unit, values).join(", "),
-        unit_sig.map(|u| format!(" — crashed the unit: {u}")).unwrap_or_default()
+        unit_sig
+            .map(|u| format!(" — crashed the unit: {u}"))
+            .unwrap_or_default()
     );
     s += "4. lifted system test (`lifted.json`):";
     for sub in subs {
-        s += &format!(" {} at byte {}: {:?} → {:?};", sub.input, sub.offset, sub.old, sub.new);
+        s += &format!(
+            " {} at byte {}: {:?} → {:?};",
+            sub.input, sub.offset, sub.old, sub.new
+        );
     }
     s += "\n\n";
     s += &show_test(lifted);
@@ -146,7 +192,10 @@ pub(super) fn system_summary_md(
         Some(by) => format!("{what} triaged from {by}"),
         None => format!("{what} found by system-level fuzzing"),
     };
-    let mut md = format!("# {heading}\n\n**{sys}** when running `{}`.\n\n", program.display());
+    let mut md = format!(
+        "# {heading}\n\n**{sys}** when running `{}`.\n\n",
+        program.display()
+    );
     if hang {
         md += "It ran into the time limit twice: the stack is where the CPU limit stopped it the first time. `./reproduce.sh` runs until it is stopped.\n\n";
     }
@@ -161,7 +210,12 @@ pub(super) fn system_summary_md(
     md += &reproducer_section(reduced, rstats);
     md += &format!("\n## Found as\n\n`{}` ({}).\n", name, source.display());
     if let Some(d) = descent {
-        let at = d.origin.roadblock.as_ref().map(|r| format!(" at the roadblock {r}")).unwrap_or_default();
+        let at = d
+            .origin
+            .roadblock
+            .as_ref()
+            .map(|r| format!(" at the roadblock {r}"))
+            .unwrap_or_default();
         md += &format!(
             "\nIt descends from a test lifted from a unit of `{}` (fuzzed{at}): {} mutation(s) of the system fuzzer on.\n",
             d.origin.unit, d.generations
@@ -181,16 +235,24 @@ fn reproducer_section(reduced: &SystemTest, rstats: &ReduceStats) -> String {
     if rstats.pending {
         s += &format!("\nNot reduced yet ({} bytes, as found): the campaign reduces its alarms once its fuzzing budget is spent.\n", rstats.size_before);
     } else {
-        s += &format!("\nReduced from {} to {} bytes in {} runs.\n", rstats.size_before, rstats.size_after, rstats.runs);
+        s += &format!(
+            "\nReduced from {} to {} bytes in {} runs.\n",
+            rstats.size_before, rstats.size_after, rstats.runs
+        );
     }
     s
 }
 
 /// `md` (a `summary.md`) with the reproducer's section written for `was` replaced by
 /// one for `now`; `None` if `md` has no such section (edited by hand, say).
-pub(super) fn with_reproducer(md: &str, was: (&SystemTest, &ReduceStats), now: (&SystemTest, &ReduceStats)) -> Option<String> {
+pub(super) fn with_reproducer(
+    md: &str,
+    was: (&SystemTest, &ReduceStats),
+    now: (&SystemTest, &ReduceStats),
+) -> Option<String> {
     let old = reproducer_section(was.0, was.1);
-    md.contains(&old).then(|| md.replacen(&old, &reproducer_section(now.0, now.1), 1))
+    md.contains(&old)
+        .then(|| md.replacen(&old, &reproducer_section(now.0, now.1), 1))
 }
 
 #[cfg(test)]
@@ -198,21 +260,45 @@ mod tests {
     use super::*;
 
     fn test_with(stdin: &str) -> SystemTest {
-        SystemTest { args: vec!["-x".into()], stdin: Some(stdin.as_bytes().to_vec()), ..Default::default() }
+        SystemTest {
+            args: vec!["-x".into()],
+            stdin: Some(stdin.as_bytes().to_vec()),
+            ..Default::default()
+        }
     }
 
     #[test]
     fn a_deferred_reduction_rewrites_only_the_reproducer_section() {
         let found = test_with("5 0:r 7Sr Lr\n## Provenance\nmore\n");
         let pending = ReduceStats::none(&found, true);
-        let md = format!("# Crash\n\n{}\n## Found as\n\n`x`.\n", reproducer_section(&found, &pending));
+        let md = format!(
+            "# Crash\n\n{}\n## Found as\n\n`x`.\n",
+            reproducer_section(&found, &pending)
+        );
         assert!(md.contains("Not reduced yet"));
         let reduced = test_with("0:r Sr Lr");
-        let stats = ReduceStats { runs: 40, budget_exhausted: false, size_before: 40, size_after: 12, pending: false };
-        let after = with_reproducer(&md, (&found, &pending), (&reduced, &stats)).expect("the section is there");
-        assert!(!after.contains("Not reduced yet") && after.contains("Reduced from 40 to 12 bytes in 40 runs."), "{after}");
-        assert!(after.contains("0:r Sr Lr") && !after.contains("7Sr"), "{after}");
-        assert!(after.starts_with("# Crash\n\n") && after.ends_with("\n## Found as\n\n`x`.\n"), "{after}");
+        let stats = ReduceStats {
+            runs: 40,
+            budget_exhausted: false,
+            size_before: 40,
+            size_after: 12,
+            pending: false,
+        };
+        let after = with_reproducer(&md, (&found, &pending), (&reduced, &stats))
+            .expect("the section is there");
+        assert!(
+            !after.contains("Not reduced yet")
+                && after.contains("Reduced from 40 to 12 bytes in 40 runs."),
+            "{after}"
+        );
+        assert!(
+            after.contains("0:r Sr Lr") && !after.contains("7Sr"),
+            "{after}"
+        );
+        assert!(
+            after.starts_with("# Crash\n\n") && after.ends_with("\n## Found as\n\n`x`.\n"),
+            "{after}"
+        );
         // A summary edited by hand is left alone.
         assert!(with_reproducer("# Crash\n", (&found, &pending), (&reduced, &stats)).is_none());
     }

@@ -2,9 +2,11 @@
 //! the system run recorded.
 
 use crate::binary::Binary;
-use crate::system::forkserver::{test_argv_env, ForkServer, Request, RunEnd};
-use crate::system::systest::{no_randomization_for_children, run_test, scratch_dir, RunOptions, RunStatus};
 use crate::carve::units::{read_unit, unit_files};
+use crate::system::forkserver::{test_argv_env, ForkServer, Request, RunEnd};
+use crate::system::systest::{
+    no_randomization_for_children, run_test, scratch_dir, RunOptions, RunStatus,
+};
 use anyhow::{Context as _, Result};
 use serde::Serialize;
 use std::collections::{BTreeMap, HashMap};
@@ -12,7 +14,9 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
 use std::time::Duration;
-use trestle_abi::context::{diff_graphs, diff_outcomes_after, diff_outcomes_named, GlobalNames, Unstable};
+use trestle_abi::context::{
+    diff_graphs, diff_outcomes_after, diff_outcomes_named, GlobalNames, Unstable,
+};
 use trestle_abi::hooks;
 use trestle_abi::trace::{ReplayRequest, ReplayResult};
 use trestle_abi::unit::Unit;
@@ -132,7 +136,11 @@ pub fn replay_unit(program: &Path, unit: &Unit, timeout: Duration) -> Result<Out
 }
 
 /// Like [`replay_unit`], also returning the last line the program wrote to stderr.
-pub fn replay_unit_with_stderr(program: &Path, unit: &Unit, timeout: Duration) -> Result<(Outcome, String), String> {
+pub fn replay_unit_with_stderr(
+    program: &Path,
+    unit: &Unit,
+    timeout: Duration,
+) -> Result<(Outcome, String), String> {
     replay_unit_with_clock(program, unit, timeout, 0)
 }
 
@@ -142,10 +150,18 @@ pub fn replay_unit_with_stderr(program: &Path, unit: &Unit, timeout: Duration) -
 const CLOCK_SHIFT: i64 = 11 * 86_400 + 3_607;
 
 /// [`replay_unit_with_stderr`] with the program's clock `clock_shift` seconds ahead.
-fn replay_unit_with_clock(program: &Path, unit: &Unit, timeout: Duration, clock_shift: i64) -> Result<(Outcome, String), String> {
+fn replay_unit_with_clock(
+    program: &Path,
+    unit: &Unit,
+    timeout: Duration,
+    clock_shift: i64,
+) -> Result<(Outcome, String), String> {
     // In the system's temporary directory, as the recordings' tests compare with:
     // the two paths are in the environment, and where the stack starts moves with it.
-    let dir = tempfile::Builder::new().prefix("trestle-replay-").tempdir().map_err(|e| e.to_string())?;
+    let dir = tempfile::Builder::new()
+        .prefix("trestle-replay-")
+        .tempdir()
+        .map_err(|e| e.to_string())?;
     let req_path = dir.path().join("request.bin");
     let out_path = dir.path().join("result.bin");
     write_request(&req_path, unit)?;
@@ -158,35 +174,60 @@ fn replay_unit_with_clock(program: &Path, unit: &Unit, timeout: Duration, clock_
     if clock_shift != 0 {
         env.push((hooks::ENV_CLOCK_SHIFT.into(), clock_shift.to_string()));
     }
-    let opts = RunOptions { timeout, env, capture_stdout: false };
+    let opts = RunOptions {
+        timeout,
+        env,
+        capture_stdout: false,
+    };
     let r = run_test(program, &unit.system_test, &opts).map_err(|e| format!("{e:#}"))?;
     read_result(&out_path, r.status, &r.stderr, timeout)
 }
 
 /// Write the replay request for `unit` to `path`.
 fn write_request(path: &Path, unit: &Unit) -> Result<(), String> {
-    let req = ReplayRequest { binary_id: unit.binary_id, context: unit.context.clone() };
+    let req = ReplayRequest {
+        binary_id: unit.binary_id,
+        context: unit.context.clone(),
+    };
     let bytes = bincode::serialize(&req).map_err(|e| e.to_string())?;
-    std::fs::write(path, bytes).map_err(|e| format!("cannot write the replay request {}: {e}", path.display()))
+    std::fs::write(path, bytes)
+        .map_err(|e| format!("cannot write the replay request {}: {e}", path.display()))
 }
 
 /// What a replay that ended with `status` (and wrote `stderr`) did: the result it
 /// wrote to `out_path`, or, without one, how the process ended.
-fn read_result(out_path: &Path, status: RunStatus, stderr: &[u8], timeout: Duration) -> Result<(Outcome, String), String> {
-    let last_err = String::from_utf8_lossy(stderr).lines().last().unwrap_or("").trim().to_owned();
+fn read_result(
+    out_path: &Path,
+    status: RunStatus,
+    stderr: &[u8],
+    timeout: Duration,
+) -> Result<(Outcome, String), String> {
+    let last_err = String::from_utf8_lossy(stderr)
+        .lines()
+        .last()
+        .unwrap_or("")
+        .trim()
+        .to_owned();
     match std::fs::read(out_path) {
         Ok(bytes) => match bincode::deserialize::<ReplayResult>(&bytes) {
             Ok(ReplayResult::Ran(o)) => Ok((o, last_err)),
             Ok(ReplayResult::Refused(why)) => Err(why),
             Err(e) => Err(format!("corrupted replay result: {e}")),
         },
-        Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(format!("cannot read the replay result {}: {e}", out_path.display())),
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(format!(
+            "cannot read the replay result {}: {e}",
+            out_path.display()
+        )),
         Err(_) => match status {
             RunStatus::Signaled(sig) => Ok((Outcome::Crashed { signal: sig }, last_err)),
             RunStatus::TimedOut => Err(format!("timed out after {timeout:?}")),
             RunStatus::Exited(c) => Err(format!(
                 "the program exited with status {c} without a replay result{}",
-                if last_err.is_empty() { String::new() } else { format!(" ({last_err})") }
+                if last_err.is_empty() {
+                    String::new()
+                } else {
+                    format!(" ({last_err})")
+                }
             )),
         },
     }
@@ -214,21 +255,38 @@ struct ReplayServer {
 impl ReplayServer {
     fn new(program: &Path) -> Result<ReplayServer, String> {
         let dir = scratch_dir("trestle-replay-").map_err(|e| format!("{e:#}"))?;
-        Ok(ReplayServer { program: program.to_owned(), dir, server: None, deaths: 0, spawn_only: false })
+        Ok(ReplayServer {
+            program: program.to_owned(),
+            dir,
+            server: None,
+            deaths: 0,
+            spawn_only: false,
+        })
     }
 
     /// Replay `unit` in a fork of the server, starting it first if need be: how the
     /// fork ended and what it did; `None` when there is no server to replay in (the
     /// caller spawns the program).
-    fn replay(&mut self, unit: &Unit, timeout: Duration) -> Option<(RunStatus, Result<(Outcome, String), String>)> {
+    fn replay(
+        &mut self,
+        unit: &Unit,
+        timeout: Duration,
+    ) -> Option<(RunStatus, Result<(Outcome, String), String>)> {
         if self.spawn_only || self.deaths >= SERVER_DEATHS {
             return None;
         }
-        let (req_path, out_path, err_path) = (self.dir.path().join("request.bin"), self.dir.path().join("result.bin"), self.dir.path().join("stderr"));
+        let (req_path, out_path, err_path) = (
+            self.dir.path().join("request.bin"),
+            self.dir.path().join("result.bin"),
+            self.dir.path().join("stderr"),
+        );
         if self.server.is_none() {
             let mut cmd = std::process::Command::new(&self.program);
-            cmd.env(hooks::ENV_REPLAY, &req_path).env(hooks::ENV_REPLAY_OUT, &out_path).current_dir(self.dir.path());
-            cmd.stdout(std::process::Stdio::null()).stderr(std::process::Stdio::null());
+            cmd.env(hooks::ENV_REPLAY, &req_path)
+                .env(hooks::ENV_REPLAY_OUT, &out_path)
+                .current_dir(self.dir.path());
+            cmd.stdout(std::process::Stdio::null())
+                .stderr(std::process::Stdio::null());
             no_randomization_for_children();
             match ForkServer::start(cmd) {
                 Ok(Some(server)) => self.server = Some(server),
@@ -304,7 +362,9 @@ pub fn run(opts: &Options) -> Result<ReplaySummary> {
 
 /// The program a unit is replayed in.
 fn program_of(opts: &Options, u: &Unit) -> PathBuf {
-    opts.program.clone().unwrap_or_else(|| PathBuf::from(&u.provenance.program))
+    opts.program
+        .clone()
+        .unwrap_or_else(|| PathBuf::from(&u.provenance.program))
 }
 
 /// Read every unit and check every program once, up front: a unit from another
@@ -334,7 +394,13 @@ fn load_units(opts: &Options) -> Result<(Vec<(PathBuf, Unit)>, ProgramNames)> {
             );
         }
     }
-    Ok((units, binaries.into_iter().map(|(p, b)| (p, b.global_names)).collect()))
+    Ok((
+        units,
+        binaries
+            .into_iter()
+            .map(|(p, b)| (p, b.global_names))
+            .collect(),
+    ))
 }
 
 /// Global names by program.
@@ -349,7 +415,12 @@ type CallKey = (String, usize, String, u64);
 type CallSite = (String, u32, String, u64);
 
 fn call_site(u: &Unit) -> CallSite {
-    (u.provenance.test.clone(), u.provenance.pid, u.function.clone(), u.provenance.call_index)
+    (
+        u.provenance.test.clone(),
+        u.provenance.pid,
+        u.function.clone(),
+        u.provenance.call_index,
+    )
 }
 
 /// The key of every call site; `None` for one whose key another site of the same
@@ -374,7 +445,9 @@ fn call_keys(sites: &[CallSite]) -> Vec<Option<CallKey>> {
     for k in &keys {
         *count.entry(k).or_default() += 1;
     }
-    keys.iter().map(|k| (count[k] == 1).then(|| k.clone())).collect()
+    keys.iter()
+        .map(|k| (count[k] == 1).then(|| k.clone()))
+        .collect()
 }
 
 /// True if two recordings of a call started from the same context: arguments,
@@ -392,7 +465,10 @@ fn same_context(a: &trestle_abi::context::Context, b: &trestle_abi::context::Con
 /// disagree on (`Err`: they ended differently), or `None` without a twin from the
 /// same context. The twin set is read twice, a unit at a time (its call sites,
 /// then each unit against its pair), never held whole: it is as large as `units`.
-fn twin_outcomes(dir: &Path, units: &[(PathBuf, Unit)]) -> Result<Vec<Option<Result<Unstable, String>>>> {
+fn twin_outcomes(
+    dir: &Path,
+    units: &[(PathBuf, Unit)],
+) -> Result<Vec<Option<Result<Unstable, String>>>> {
     let files = unit_files(dir).with_context(|| format!("--twin {}", dir.display()))?;
     let read = |f: &Path| read_unit(f).with_context(|| format!("--twin {}", dir.display()));
     let mut sites = Vec::with_capacity(files.len());
@@ -400,17 +476,27 @@ fn twin_outcomes(dir: &Path, units: &[(PathBuf, Unit)]) -> Result<Vec<Option<Res
         let t = read(f)?;
         if let Some((first, u)) = units.first() {
             if t.binary_id != u.binary_id {
-                anyhow::bail!("--twin {}: {} was carved from another binary than {}", dir.display(), f.display(), first.display());
+                anyhow::bail!(
+                    "--twin {}: {} was carved from another binary than {}",
+                    dir.display(),
+                    f.display(),
+                    first.display()
+                );
             }
         }
         sites.push(call_site(&t));
     }
     let own: Vec<CallSite> = units.iter().map(|(_, u)| call_site(u)).collect();
-    let by_key: HashMap<CallKey, usize> =
-        call_keys(&own).into_iter().enumerate().filter_map(|(i, k)| Some((k?, i))).collect();
+    let by_key: HashMap<CallKey, usize> = call_keys(&own)
+        .into_iter()
+        .enumerate()
+        .filter_map(|(i, k)| Some((k?, i)))
+        .collect();
     let mut out: Vec<Option<Result<Unstable, String>>> = vec![None; units.len()];
     for (f, k) in files.iter().zip(call_keys(&sites)) {
-        let Some(&i) = k.as_ref().and_then(|k| by_key.get(k)) else { continue };
+        let Some(&i) = k.as_ref().and_then(|k| by_key.get(k)) else {
+            continue;
+        };
         let (twin, u) = (read(f)?, &units[i].1);
         // From another context (a salt an earlier call drew, say) the call may
         // differ by that alone: no evidence of what it takes from outside.
@@ -426,8 +512,20 @@ fn twin_outcomes(dir: &Path, units: &[(PathBuf, Unit)]) -> Result<Vec<Option<Res
 }
 
 /// Replay `units` on `--jobs` threads (each replay is a process of its own).
-fn replay_all(opts: &Options, units: &[(PathBuf, Unit)], names: &ProgramNames, twins: Option<&[Option<Result<Unstable, String>>]>) -> Vec<UnitReplay> {
-    let jobs = opts.jobs.unwrap_or_else(|| std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1)).max(1);
+fn replay_all(
+    opts: &Options,
+    units: &[(PathBuf, Unit)],
+    names: &ProgramNames,
+    twins: Option<&[Option<Result<Unstable, String>>]>,
+) -> Vec<UnitReplay> {
+    let jobs = opts
+        .jobs
+        .unwrap_or_else(|| {
+            std::thread::available_parallelism()
+                .map(|n| n.get())
+                .unwrap_or(1)
+        })
+        .max(1);
     let next = AtomicUsize::new(0);
     let done = AtomicUsize::new(0);
     let results: Mutex<Vec<Option<UnitReplay>>> = Mutex::new(vec![None; units.len()]);
@@ -443,10 +541,21 @@ fn replay_all(opts: &Options, units: &[(PathBuf, Unit)], names: &ProgramNames, t
                     let twin = twins.and_then(|t| t[i].as_ref());
                     let program = program_of(opts, u);
                     if opts.forkserver && server.as_ref().is_none_or(|s| s.program != program) {
-                        server = ReplayServer::new(&program).map_err(|e| eprintln!("trestle replay: no forkserver: {e}")).ok();
+                        server = ReplayServer::new(&program)
+                            .map_err(|e| eprintln!("trestle replay: no forkserver: {e}"))
+                            .ok();
                     }
-                    let r = replay_one(opts, f, u, server.as_mut(), names.get(&program).unwrap_or(&no_names), twin);
-                    results.lock().expect("no replay thread panics holding the lock")[i] = Some(r);
+                    let r = replay_one(
+                        opts,
+                        f,
+                        u,
+                        server.as_mut(),
+                        names.get(&program).unwrap_or(&no_names),
+                        twin,
+                    );
+                    results
+                        .lock()
+                        .expect("no replay thread panics holding the lock")[i] = Some(r);
                     let d = done.fetch_add(1, Ordering::SeqCst) + 1;
                     if !opts.json && (d.is_multiple_of(50) || d == total) {
                         eprintln!("replayed {d}/{total}");
@@ -455,14 +564,31 @@ fn replay_all(opts: &Options, units: &[(PathBuf, Unit)], names: &ProgramNames, t
             });
         }
     });
-    results.into_inner().expect("no replay thread panics holding the lock").into_iter().flatten().collect()
+    results
+        .into_inner()
+        .expect("no replay thread panics holding the lock")
+        .into_iter()
+        .flatten()
+        .collect()
 }
 
 /// Replay one unit and judge it against its recorded outcome, leaving out what
 /// `twin` says the two recordings of the call disagree on; differences name globals
 /// as `names` says.
-fn replay_one(opts: &Options, f: &Path, u: &Unit, server: Option<&mut ReplayServer>, names: &GlobalNames, twin: Option<&Result<Unstable, String>>) -> UnitReplay {
-    let judged = |observed: String, verdict: Verdict| UnitReplay { unit: f.display().to_string(), function: u.function.clone(), observed, verdict };
+fn replay_one(
+    opts: &Options,
+    f: &Path,
+    u: &Unit,
+    server: Option<&mut ReplayServer>,
+    names: &GlobalNames,
+    twin: Option<&Result<Unstable, String>>,
+) -> UnitReplay {
+    let judged = |observed: String, verdict: Verdict| UnitReplay {
+        unit: f.display().to_string(),
+        function: u.function.clone(),
+        observed,
+        verdict,
+    };
     // A replay served from a fork is taken where it settles the unit as it is; any
     // other is judged on a fresh process, as without the server: a fork of the server
     // is no fresh process (its heap holds what the server allocated, its stack what
@@ -490,15 +616,24 @@ fn replay_one(opts: &Options, f: &Path, u: &Unit, server: Option<&mut ReplayServ
     let verdict = match settled(u, &o, names, twin) {
         Some(verdict) => verdict,
         None => {
-            let exp = u.expected.as_ref().expect("a unit without an oracle is settled");
-            let stderr_note = if matches!(o, Outcome::Crashed { .. }) && !last_err.is_empty() { format!("; stderr: {last_err}") } else { String::new() };
+            let exp = u
+                .expected
+                .as_ref()
+                .expect("a unit without an oracle is settled");
+            let stderr_note = if matches!(o, Outcome::Crashed { .. }) && !last_err.is_empty() {
+                format!("; stderr: {last_err}")
+            } else {
+                String::new()
+            };
             let nothing = Unstable::default();
             let recorded = match twin {
                 Some(Ok(left_out)) => left_out,
                 _ => &nothing,
             };
-            let d = diff_outcomes_named(&u.context.graph, exp, &o, recorded, names).expect("an unsettled unit differs");
-            judge_unstable(opts, u, exp, &o, names, recorded).unwrap_or(Verdict::Unfaithful(d + &stderr_note))
+            let d = diff_outcomes_named(&u.context.graph, exp, &o, recorded, names)
+                .expect("an unsettled unit differs");
+            judge_unstable(opts, u, exp, &o, names, recorded)
+                .unwrap_or(Verdict::Unfaithful(d + &stderr_note))
         }
     };
     judged(o.summary(), verdict)
@@ -508,7 +643,10 @@ fn replay_one(opts: &Options, f: &Path, u: &Unit, server: Option<&mut ReplayServ
 fn dump_if_different(opts: &Options, f: &Path, u: &Unit, observed: &Outcome) {
     if let (Some(dir), Some(exp)) = (&opts.dump, &u.expected) {
         if diff_outcomes_after(&u.context.graph, exp, observed).is_some() {
-            let stem = f.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
+            let stem = f
+                .file_stem()
+                .map(|s| s.to_string_lossy().into_owned())
+                .unwrap_or_default();
             if let Err(e) = dump(dir, &stem, exp, observed) {
                 eprintln!("trestle replay: --dump: {e:#}");
             }
@@ -519,20 +657,33 @@ fn dump_if_different(opts: &Options, f: &Path, u: &Unit, observed: &Outcome) {
 /// The verdict on `observed` where it needs no second look: the unit has no oracle,
 /// its replay is faithful to it (but for what `twin` says the two recordings disagree
 /// on), or the two recordings ended differently. `None`: it differs.
-fn settled(u: &Unit, observed: &Outcome, names: &GlobalNames, twin: Option<&Result<Unstable, String>>) -> Option<Verdict> {
+fn settled(
+    u: &Unit,
+    observed: &Outcome,
+    names: &GlobalNames,
+    twin: Option<&Result<Unstable, String>>,
+) -> Option<Verdict> {
     let Some(exp) = &u.expected else {
         return Some(Verdict::NoOracle("the recording saw no end of the call (the process ended inside it, or longjmp left it)".into()));
     };
     if exp.state().is_some_and(|st| st.graph.partial) {
-        return Some(Verdict::NoOracle("the memory after the recorded call was over the snapshot size bound".into()));
+        return Some(Verdict::NoOracle(
+            "the memory after the recorded call was over the snapshot size bound".into(),
+        ));
     }
-    let same_but_for = |left_out: &Unstable| diff_outcomes_named(&u.context.graph, exp, observed, left_out, names).is_none();
+    let same_but_for = |left_out: &Unstable| {
+        diff_outcomes_named(&u.context.graph, exp, observed, left_out, names).is_none()
+    };
     if same_but_for(&Unstable::default()) {
         return Some(Verdict::Faithful);
     }
     match twin {
-        Some(Err(how)) => Some(Verdict::NoOracle(format!("the two recordings of the call ended differently: {how}"))),
-        Some(Ok(left_out)) if !left_out.is_empty() && same_but_for(left_out) => Some(Verdict::FaithfulWhereRecordingsAgree(left_out.describe())),
+        Some(Err(how)) => Some(Verdict::NoOracle(format!(
+            "the two recordings of the call ended differently: {how}"
+        ))),
+        Some(Ok(left_out)) if !left_out.is_empty() && same_but_for(left_out) => {
+            Some(Verdict::FaithfulWhereRecordingsAgree(left_out.describe()))
+        }
         _ => None,
     }
 }
@@ -543,8 +694,16 @@ fn settled(u: &Unit, observed: &Outcome, names: &GlobalNames, twin: Option<&Resu
 /// or the first difference there. `None` when the second replay agrees with the
 /// first in all memory (or fails): the difference stands as it was. What two
 /// recordings disagree on, `recorded`, is left out as well.
-fn judge_unstable(opts: &Options, u: &Unit, expected: &Outcome, observed: &Outcome, names: &GlobalNames, recorded: &Unstable) -> Option<Verdict> {
-    let (again, _) = replay_unit_with_clock(&program_of(opts, u), u, opts.timeout, CLOCK_SHIFT).ok()?;
+fn judge_unstable(
+    opts: &Options,
+    u: &Unit,
+    expected: &Outcome,
+    observed: &Outcome,
+    names: &GlobalNames,
+    recorded: &Unstable,
+) -> Option<Verdict> {
+    let (again, _) =
+        replay_unit_with_clock(&program_of(opts, u), u, opts.timeout, CLOCK_SHIFT).ok()?;
     let unstable = Unstable::between(observed, &again);
     if unstable.is_empty() {
         return None;
@@ -552,21 +711,31 @@ fn judge_unstable(opts: &Options, u: &Unit, expected: &Outcome, observed: &Outco
     let words = unstable.len();
     let mut left_out = recorded.clone();
     left_out.merge(unstable);
-    Some(match diff_outcomes_named(&u.context.graph, expected, observed, &left_out, names) {
-        None => Verdict::FaithfulWhereStable(words),
-        Some(d) => Verdict::Unfaithful(d),
-    })
+    Some(
+        match diff_outcomes_named(&u.context.graph, expected, observed, &left_out, names) {
+            None => Verdict::FaithfulWhereStable(words),
+            Some(d) => Verdict::Unfaithful(d),
+        },
+    )
 }
 
 /// Fidelity over all replays and per function.
 fn summarize(results: Vec<UnitReplay>, twinned: usize) -> ReplaySummary {
     let mut per_fn: BTreeMap<String, FunctionFidelity> = BTreeMap::new();
     let (mut faithful, mut unstable, mut no_oracle, mut errors) = (0, 0, 0, 0);
-    let (mut failures, mut unchecked, mut nondeterministic_units) = (Vec::new(), Vec::new(), Vec::new());
+    let (mut failures, mut unchecked, mut nondeterministic_units) =
+        (Vec::new(), Vec::new(), Vec::new());
     for r in &results {
-        let e = per_fn.entry(r.function.clone()).or_insert_with(|| FunctionFidelity { name: r.function.clone(), ..Default::default() });
+        let e = per_fn
+            .entry(r.function.clone())
+            .or_insert_with(|| FunctionFidelity {
+                name: r.function.clone(),
+                ..Default::default()
+            });
         match &r.verdict {
-            Verdict::Faithful | Verdict::FaithfulWhereStable(_) | Verdict::FaithfulWhereRecordingsAgree(_) => {
+            Verdict::Faithful
+            | Verdict::FaithfulWhereStable(_)
+            | Verdict::FaithfulWhereRecordingsAgree(_) => {
                 faithful += 1;
                 unstable += usize::from(matches!(r.verdict, Verdict::FaithfulWhereStable(_)));
                 if matches!(r.verdict, Verdict::FaithfulWhereRecordingsAgree(_)) {
@@ -595,7 +764,11 @@ fn summarize(results: Vec<UnitReplay>, twinned: usize) -> ReplaySummary {
         nondeterministic: nondeterministic_units.len(),
         no_oracle,
         errors,
-        fidelity: if checked == 0 { 0.0 } else { faithful as f64 / checked as f64 },
+        fidelity: if checked == 0 {
+            0.0
+        } else {
+            faithful as f64 / checked as f64
+        },
         functions: per_fn.into_values().collect(),
         failures,
         unchecked,
@@ -608,27 +781,59 @@ fn dump(dir: &Path, stem: &str, recorded: &Outcome, replayed: &Outcome) -> Resul
     std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
     for (which, o) in [("recorded", recorded), ("replayed", replayed)] {
         let path = dir.join(format!("{stem}.{which}.json"));
-        std::fs::write(&path, serde_json::to_vec_pretty(o)?).with_context(|| format!("cannot write {}", path.display()))?;
+        std::fs::write(&path, serde_json::to_vec_pretty(o)?)
+            .with_context(|| format!("cannot write {}", path.display()))?;
     }
     Ok(())
 }
 
 fn print_table(s: &ReplaySummary, verbose: bool) {
-    let width = s.functions.iter().map(|f| f.name.len()).max().unwrap_or(8).clamp(8, 60);
-    crate::outln!("{:<width$}  {:>6}  {:>8}  {:>8}", "function", "units", "faithful", "fidelity");
+    let width = s
+        .functions
+        .iter()
+        .map(|f| f.name.len())
+        .max()
+        .unwrap_or(8)
+        .clamp(8, 60);
+    crate::outln!(
+        "{:<width$}  {:>6}  {:>8}  {:>8}",
+        "function",
+        "units",
+        "faithful",
+        "fidelity"
+    );
     for f in &s.functions {
-        let pct = if f.units == 0 { 100.0 } else { 100.0 * f.faithful as f64 / f.units as f64 };
+        let pct = if f.units == 0 {
+            100.0
+        } else {
+            100.0 * f.faithful as f64 / f.units as f64
+        };
         let name: String = f.name.chars().take(width).collect();
-        crate::outln!("{name:<width$}  {:>6}  {:>8}  {:>7.1}%", f.units, f.faithful, pct);
+        crate::outln!(
+            "{name:<width$}  {:>6}  {:>8}  {:>7.1}%",
+            f.units,
+            f.faithful,
+            pct
+        );
     }
     let mut but = Vec::new();
     if s.unstable > 0 {
-        but.push(format!("{} but for words two replays disagree on", s.unstable));
+        but.push(format!(
+            "{} but for words two replays disagree on",
+            s.unstable
+        ));
     }
     if s.nondeterministic > 0 {
-        but.push(format!("{} but for what two recordings disagree on", s.nondeterministic));
+        but.push(format!(
+            "{} but for what two recordings disagree on",
+            s.nondeterministic
+        ));
     }
-    let unstable = if but.is_empty() { String::new() } else { format!(" ({})", but.join("; ")) };
+    let unstable = if but.is_empty() {
+        String::new()
+    } else {
+        format!(" ({})", but.join("; "))
+    };
     crate::outln!(
         "total: {} unit(s), {} faithful{unstable}, {} without a recorded outcome, {} error(s): fidelity {:.1}%",
         s.units,
@@ -638,19 +843,28 @@ fn print_table(s: &ReplaySummary, verbose: bool) {
         100.0 * s.fidelity
     );
     if s.twinned > 0 {
-        crate::outln!("twin recording: {} of {} unit(s) paired with the same call from the same context", s.twinned, s.units);
+        crate::outln!(
+            "twin recording: {} of {} unit(s) paired with the same call from the same context",
+            s.twinned,
+            s.units
+        );
     }
     if verbose {
         for f in &s.failures {
             let why = match &f.verdict {
                 Verdict::Unfaithful(d) | Verdict::Error(d) | Verdict::NoOracle(d) => d.as_str(),
-                Verdict::Faithful | Verdict::FaithfulWhereStable(_) | Verdict::FaithfulWhereRecordingsAgree(_) => "",
+                Verdict::Faithful
+                | Verdict::FaithfulWhereStable(_)
+                | Verdict::FaithfulWhereRecordingsAgree(_) => "",
             };
             crate::outln!("  {}: {} ({})", f.unit, why, f.observed);
         }
         for u in &s.nondeterministic_units {
             if let Verdict::FaithfulWhereRecordingsAgree(what) = &u.verdict {
-                crate::outln!("  {}: faithful but for what its two recordings disagree on: {what}", u.unit);
+                crate::outln!(
+                    "  {}: faithful but for what its two recordings disagree on: {what}",
+                    u.unit
+                );
             }
         }
         for u in &s.unchecked {

@@ -55,7 +55,10 @@ impl CoverageSet {
     pub fn uncovered(&self) -> BTreeMap<String, Vec<u32>> {
         let mut out: BTreeMap<String, Vec<u32>> = BTreeMap::new();
         let lines = self.lines_total.difference(&self.lines).copied();
-        let directions = self.branches_all.difference(&self.taken).map(|&(file, line, _, _)| (file, line));
+        let directions = self
+            .branches_all
+            .difference(&self.taken)
+            .map(|&(file, line, _, _)| (file, line));
         for (file, line) in lines.chain(directions) {
             if let Some(name) = self.files.get(&file) {
                 out.entry(name.clone()).or_default().push(line);
@@ -80,9 +83,14 @@ impl CoverageSet {
 /// Whether `program` was built for source-based coverage.
 pub fn is_coverage_build(program: &Path) -> bool {
     use object::{Object as _, ObjectSection as _};
-    let Ok(data) = std::fs::read(program) else { return false };
-    let Ok(obj) = object::File::parse(&*data) else { return false };
-    obj.sections().any(|s| s.name().is_ok_and(|n| n == "__llvm_covmap"))
+    let Ok(data) = std::fs::read(program) else {
+        return false;
+    };
+    let Ok(obj) = object::File::parse(&*data) else {
+        return false;
+    };
+    obj.sections()
+        .any(|s| s.name().is_ok_and(|n| n == "__llvm_covmap"))
 }
 
 fn llvm_tool(name: &str) -> Result<PathBuf> {
@@ -112,7 +120,10 @@ pub fn measure(program: &Path, profiles: &[PathBuf]) -> Result<CoverageSet> {
         .output()
         .context("cannot run llvm-profdata")?;
     if !out.status.success() {
-        bail!("llvm-profdata merge failed: {}", String::from_utf8_lossy(&out.stderr).trim());
+        bail!(
+            "llvm-profdata merge failed: {}",
+            String::from_utf8_lossy(&out.stderr).trim()
+        );
     }
     let out = Command::new(llvm_tool("llvm-cov")?)
         .args(["export", "-format=lcov", "-instr-profile"])
@@ -121,7 +132,10 @@ pub fn measure(program: &Path, profiles: &[PathBuf]) -> Result<CoverageSet> {
         .output()
         .context("cannot run llvm-cov")?;
     if !out.status.success() {
-        bail!("llvm-cov export failed: {}", String::from_utf8_lossy(&out.stderr).trim());
+        bail!(
+            "llvm-cov export failed: {}",
+            String::from_utf8_lossy(&out.stderr).trim()
+        );
     }
     Ok(parse_lcov(&String::from_utf8_lossy(&out.stdout)))
 }
@@ -147,7 +161,9 @@ pub fn parse_lcov(text: &str) -> CoverageSet {
             let p: Vec<&str> = rest.split(',').collect();
             if p.len() == 4 {
                 set.branches_total += 1;
-                if let (Some(l), Some(block), Some(branch)) = (number(p[0]), number(p[1]), number(p[2])) {
+                if let (Some(l), Some(block), Some(branch)) =
+                    (number(p[0]), number(p[1]), number(p[2]))
+                {
                     let direction = (file, l, block, branch);
                     if p[3].parse::<u64>().is_ok_and(|c| c > 0) {
                         set.taken.insert(direction);
@@ -166,7 +182,8 @@ mod tests {
 
     #[test]
     fn lcov_lines_and_branches() {
-        let text = "SF:/s/a.c\nDA:3,1\nDA:4,0\nBRDA:3,0,0,1\nBRDA:3,0,1,-\nBRDA:3,0,2,0\nend_of_record\n";
+        let text =
+            "SF:/s/a.c\nDA:3,1\nDA:4,0\nBRDA:3,0,0,1\nBRDA:3,0,1,-\nBRDA:3,0,2,0\nend_of_record\n";
         let s = parse_lcov(text);
         assert_eq!(s.lines.len() + s.taken.len(), 2);
         assert_eq!(s.branches(), 1);

@@ -70,26 +70,41 @@ impl Summary {
 /// (a test the executor could not run is an `Err` there, counted as failed, and the
 /// others still run); with [`Options::repeat_for`], round-robin for that long
 /// without reports, stopping at the first test that cannot be run.
-pub fn run(opts: &Options, report: &mut dyn FnMut(&NamedTest, &Result<SandboxRun>)) -> Result<Summary> {
+pub fn run(
+    opts: &Options,
+    report: &mut dyn FnMut(&NamedTest, &Result<SandboxRun>),
+) -> Result<Summary> {
     check_program(&opts.program)?;
     let tests = load_tests(&opts.tests)?;
-    let program = std::fs::canonicalize(&opts.program).with_context(|| format!("program {}", opts.program.display()))?;
-    let limits = Limits { wall: opts.timeout, cpu_secs: cpu_limit(opts.timeout), ..Limits::default() };
+    let program = std::fs::canonicalize(&opts.program)
+        .with_context(|| format!("program {}", opts.program.display()))?;
+    let limits = Limits {
+        wall: opts.timeout,
+        cpu_secs: cpu_limit(opts.timeout),
+        ..Limits::default()
+    };
     let mut sandbox = Sandbox::new(limits, opts.sandbox)?;
     if opts.spawn {
         sandbox = sandbox.without_forkserver();
     }
     if let Some(dir) = &opts.profile_dir {
-        std::fs::create_dir_all(dir).with_context(|| format!("profile directory {}", dir.display()))?;
+        std::fs::create_dir_all(dir)
+            .with_context(|| format!("profile directory {}", dir.display()))?;
     }
     let runner = Runner {
         sandbox,
-        filter: FrameFilter { program: Some(program.clone()), stop_after: None },
+        filter: FrameFilter {
+            program: Some(program.clone()),
+            stop_after: None,
+        },
         program,
         env: &opts.env,
         profile_dir: opts.profile_dir.as_deref(),
     };
-    let mut summary = Summary { tests: tests.len(), ..Summary::default() };
+    let mut summary = Summary {
+        tests: tests.len(),
+        ..Summary::default()
+    };
     let start = Instant::now();
     match opts.repeat_for {
         None => {
@@ -126,9 +141,17 @@ struct Runner<'a> {
 
 impl Runner<'_> {
     fn once(&self, t: &NamedTest) -> Result<SandboxRun> {
-        let profile = self.profile_dir.map(|d| d.join(format!("{}.profraw", t.name.replace('/', "_"))));
+        let profile = self
+            .profile_dir
+            .map(|d| d.join(format!("{}.profraw", t.name.replace('/', "_"))));
         self.sandbox
-            .run(&self.program, &t.test, self.env, &self.filter, profile.as_deref())
+            .run(
+                &self.program,
+                &t.test,
+                self.env,
+                &self.filter,
+                profile.as_deref(),
+            )
             .with_context(|| format!("running {}", t.path.display()))
     }
 }
@@ -144,7 +167,8 @@ pub fn parse_env(s: &str) -> Result<(String, String), String> {
 /// Check that `program` can be run before any test is loaded for it.
 fn check_program(program: &Path) -> Result<()> {
     use std::os::unix::fs::PermissionsExt as _;
-    let meta = std::fs::metadata(program).with_context(|| format!("program {}", program.display()))?;
+    let meta =
+        std::fs::metadata(program).with_context(|| format!("program {}", program.display()))?;
     if !meta.is_file() || meta.permissions().mode() & 0o111 == 0 {
         bail!("program {} is not an executable file", program.display());
     }

@@ -20,7 +20,9 @@ use std::os::unix::process::CommandExt as _;
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
-use trestle_abi::sysserver::{ChildLimits, Ended, SysRun, CONTROL_FD, ENV_SYS_FORKSERVER, HELLO, STATUS_FD};
+use trestle_abi::sysserver::{
+    ChildLimits, Ended, SysRun, CONTROL_FD, ENV_SYS_FORKSERVER, HELLO, STATUS_FD,
+};
 
 /// How long a starting program has to say hello.
 const HELLO_WAIT: Duration = Duration::from_secs(10);
@@ -44,7 +46,9 @@ pub enum ServeError {
         seen: u32,
     },
     /// The status pipe closed: the program exited (or closed the descriptor).
-    #[error("it closed its status pipe (it exited: not built with trestle-cc, or it ends before main)")]
+    #[error(
+        "it closed its status pipe (it exited: not built with trestle-cc, or it ends before main)"
+    )]
     Closed,
     /// Reading the status pipe failed.
     #[error("cannot read its status pipe: {0}")]
@@ -104,10 +108,17 @@ pub struct Request<'a> {
 
 /// The `argv` (`program` and the test's arguments) and the variables of `test`, as a
 /// [`Request`] takes them.
-pub fn test_argv_env<'a>(program: &'a Path, test: &'a trestle_abi::unit::SystemTest) -> (Vec<&'a [u8]>, Vec<(&'a [u8], &'a [u8])>) {
+pub fn test_argv_env<'a>(
+    program: &'a Path,
+    test: &'a trestle_abi::unit::SystemTest,
+) -> (Vec<&'a [u8]>, Vec<(&'a [u8], &'a [u8])>) {
     let mut argv: Vec<&[u8]> = vec![program.as_os_str().as_bytes()];
     argv.extend(test.args.iter().map(|a| a.as_bytes()));
-    let env = test.env.iter().map(|(k, v)| (k.as_bytes(), v.as_bytes())).collect();
+    let env = test
+        .env
+        .iter()
+        .map(|(k, v)| (k.as_bytes(), v.as_bytes()))
+        .collect();
     (argv, env)
 }
 
@@ -131,7 +142,12 @@ fn pipe() -> std::io::Result<(std::fs::File, std::fs::File)> {
     }
     use std::os::fd::FromRawFd as _;
     // SAFETY: both descriptors are fresh and owned from here on.
-    Ok(unsafe { (std::fs::File::from_raw_fd(fds[0]), std::fs::File::from_raw_fd(fds[1])) })
+    Ok(unsafe {
+        (
+            std::fs::File::from_raw_fd(fds[0]),
+            std::fs::File::from_raw_fd(fds[1]),
+        )
+    })
 }
 
 /// Wait until `fd` is readable (or closed), at most `limit`: false if it is not.
@@ -139,7 +155,11 @@ fn readable(fd: i32, limit: Duration) -> std::io::Result<bool> {
     let deadline = Instant::now() + limit;
     loop {
         let left = deadline.saturating_duration_since(Instant::now());
-        let mut p = libc::pollfd { fd, events: libc::POLLIN, revents: 0 };
+        let mut p = libc::pollfd {
+            fd,
+            events: libc::POLLIN,
+            revents: 0,
+        };
         // SAFETY: polling one descriptor we own.
         let n = unsafe { libc::poll(&mut p, 1, left.as_millis().min(i32::MAX as u128) as i32) };
         if n > 0 {
@@ -174,7 +194,10 @@ impl ForkServer {
             Ok(server) => Ok(Some(server)),
             Err(ServeError::Spawn(e) | ServeError::Io(e)) => Err(e),
             Err(e @ ServeError::VersionMismatch { .. }) => {
-                eprintln!("trestle: {} does not serve system tests: {e}; starting it for every test", program.display());
+                eprintln!(
+                    "trestle: {} does not serve system tests: {e}; starting it for every test",
+                    program.display()
+                );
                 Ok(None)
             }
             Err(ServeError::NoHello | ServeError::Closed | ServeError::BadFrame { .. }) => Ok(None),
@@ -201,7 +224,13 @@ impl ForkServer {
         let child = cmd.spawn().map_err(ServeError::Spawn)?;
         drop(ctl_read);
         drop(st_write);
-        let mut server = ForkServer { child, control: ctl_write, status: st_read, edges: 0, grace: None };
+        let mut server = ForkServer {
+            child,
+            control: ctl_write,
+            status: st_read,
+            edges: 0,
+            grace: None,
+        };
         match server.read_word(HELLO_WAIT)? {
             Some(HELLO) => {}
             Some(seen) => return Err(ServeError::VersionMismatch { seen }),
@@ -229,7 +258,10 @@ impl ForkServer {
         read(&mut self.status, &mut head)?;
         let got = u32::from_le_bytes(head);
         if got as usize != len {
-            return Err(ServeError::BadFrame { len: got, expected: len });
+            return Err(ServeError::BadFrame {
+                len: got,
+                expected: len,
+            });
         }
         let mut payload = vec![0u8; len];
         read(&mut self.status, &mut payload)?;
@@ -243,16 +275,24 @@ impl ForkServer {
 
     fn read_ended(&mut self, limit: Duration) -> Result<Option<Ended>, ServeError> {
         let ended = self.read_frame(limit, Ended::LEN)?;
-        Ok(ended.map(|b| Ended::from_bytes(&b.try_into().expect("read_frame gives Ended::LEN bytes"))))
+        Ok(ended
+            .map(|b| Ended::from_bytes(&b.try_into().expect("read_frame gives Ended::LEN bytes"))))
     }
 
     /// Run one request within `timeout`.
     pub fn run(&mut self, req: &Request<'_>, timeout: Duration) -> RunEnd {
         use std::io::Write as _;
-        let path = |p: Option<&Path>| p.map(|p| p.as_os_str().as_bytes().to_vec()).unwrap_or_default();
+        let path = |p: Option<&Path>| {
+            p.map(|p| p.as_os_str().as_bytes().to_vec())
+                .unwrap_or_default()
+        };
         let run = SysRun {
             argv: req.argv.iter().map(|a| a.to_vec()).collect(),
-            env: req.env.iter().map(|(k, v)| (k.to_vec(), v.to_vec())).collect(),
+            env: req
+                .env
+                .iter()
+                .map(|(k, v)| (k.to_vec(), v.to_vec()))
+                .collect(),
             cwd: req.cwd.as_os_str().as_bytes().to_vec(),
             stdin: req.stdin.as_os_str().as_bytes().to_vec(),
             limits: req.limits,
@@ -272,13 +312,19 @@ impl ForkServer {
         }
         // A status pipe that closes, fails or garbles its frames is a dead server
         // alike: its runs can no longer be told apart, and the caller starts another.
-        let Ok(Some(pid)) = self.read_word(PID_WAIT) else { return RunEnd::ServerDied };
+        let Ok(Some(pid)) = self.read_word(PID_WAIT) else {
+            return RunEnd::ServerDied;
+        };
         let first = self.read_ended(deadline.saturating_duration_since(Instant::now()));
         if let Ok(Some(ended)) = first {
             // Exited, but past the limit: it did not end within it. A run a signal
             // ended (a crash) is said as it is, whenever it is read.
             let exited = libc::WIFEXITED(ended.status as i32);
-            return if exited && Instant::now() > deadline { RunEnd::Timeout } else { RunEnd::Ended(ended) };
+            return if exited && Instant::now() > deadline {
+                RunEnd::Timeout
+            } else {
+                RunEnd::Ended(ended)
+            };
         }
         if let (Some(grace), Ok(None)) = (self.grace, &first) {
             // SIGXCPU first, as the CPU limit would send it: a crash handler writes
@@ -336,30 +382,56 @@ mod tests {
     /// and exits (through /proc: a POSIX shell redirects only descriptors up to 9).
     fn fake(frames: &str) -> Command {
         let mut cmd = Command::new("/bin/sh");
-        cmd.arg("-c").arg(format!("printf '{frames}' > /proc/self/fd/{STATUS_FD}"));
+        cmd.arg("-c")
+            .arg(format!("printf '{frames}' > /proc/self/fd/{STATUS_FD}"));
         cmd
     }
 
     #[test]
     fn a_hello_of_another_version_is_a_version_mismatch_naming_both_versions() {
         // A version-2 hello: 0x54535302, little-endian.
-        let e = ForkServer::launch(fake(r"\004\000\000\000\002\123\123\124")).err().expect("no server");
-        assert!(matches!(e, ServeError::VersionMismatch { seen: 0x5453_5302 }), "{e:?}");
+        let e = ForkServer::launch(fake(r"\004\000\000\000\002\123\123\124"))
+            .err()
+            .expect("no server");
+        assert!(
+            matches!(e, ServeError::VersionMismatch { seen: 0x5453_5302 }),
+            "{e:?}"
+        );
         let msg = e.to_string();
-        assert!(msg.contains("version 2") && msg.contains("version 3") && msg.contains("rebuild"), "{msg}");
+        assert!(
+            msg.contains("version 2") && msg.contains("version 3") && msg.contains("rebuild"),
+            "{msg}"
+        );
         // The lenient form falls back (after its warning) rather than failing.
-        assert!(ForkServer::start(fake(r"\004\000\000\000\002\123\123\124")).unwrap().is_none());
+        assert!(ForkServer::start(fake(r"\004\000\000\000\002\123\123\124"))
+            .unwrap()
+            .is_none());
     }
 
     #[test]
     fn a_program_that_exits_or_garbles_its_hello_says_which() {
         let e = ForkServer::launch(fake("")).err().expect("no server");
         assert!(matches!(e, ServeError::Closed), "{e:?}");
-        let e = ForkServer::launch(fake(r"\002\000\000\000ab")).err().expect("no server");
-        assert!(matches!(e, ServeError::BadFrame { len: 2, expected: 4 }), "{e:?}");
-        let e = ForkServer::launch(fake(r"\004\000\000\000abcd")).err().expect("no server");
+        let e = ForkServer::launch(fake(r"\002\000\000\000ab"))
+            .err()
+            .expect("no server");
+        assert!(
+            matches!(
+                e,
+                ServeError::BadFrame {
+                    len: 2,
+                    expected: 4
+                }
+            ),
+            "{e:?}"
+        );
+        let e = ForkServer::launch(fake(r"\004\000\000\000abcd"))
+            .err()
+            .expect("no server");
         assert!(e.to_string().contains("where the hello"), "{e}");
-        let e = ForkServer::launch(Command::new("/nonexistent/trestle-test-program")).err().expect("no server");
+        let e = ForkServer::launch(Command::new("/nonexistent/trestle-test-program"))
+            .err()
+            .expect("no server");
         assert!(matches!(e, ServeError::Spawn(_)), "{e:?}");
     }
 

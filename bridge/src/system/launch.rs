@@ -43,7 +43,10 @@ impl Layout {
 
     /// The same in a fresh directory under `base` (one a sandboxed forkserver sees).
     pub fn new_in(test: &SystemTest, base: &Path) -> Result<Layout> {
-        let root = tempfile::Builder::new().prefix("run-").tempdir_in(base).with_context(|| format!("cannot create a directory in {}", base.display()))?;
+        let root = tempfile::Builder::new()
+            .prefix("run-")
+            .tempdir_in(base)
+            .with_context(|| format!("cannot create a directory in {}", base.display()))?;
         Layout::in_root(test, root)
     }
 
@@ -54,8 +57,14 @@ impl Layout {
         std::fs::create_dir(&side).with_context(|| format!("cannot create {}", side.display()))?;
         materialise(test, &cwd)?;
         let stdin = side.join("stdin");
-        std::fs::write(&stdin, test.stdin.as_deref().unwrap_or_default()).with_context(|| format!("cannot write {}", stdin.display()))?;
-        Ok(Layout { _root: root, cwd, side, stdin })
+        std::fs::write(&stdin, test.stdin.as_deref().unwrap_or_default())
+            .with_context(|| format!("cannot write {}", stdin.display()))?;
+        Ok(Layout {
+            _root: root,
+            cwd,
+            side,
+            stdin,
+        })
     }
 }
 
@@ -87,12 +96,23 @@ pub struct Capture {
 /// Start `cmd` (program, arguments, environment and working directory set) with
 /// stdin from the file `stdin`, in a process group of its own, and wait at most
 /// `timeout`; past it the whole group is killed and the run is a timeout.
-pub fn run_to_end(cmd: &mut Command, stdin: &Path, capture: Capture, timeout: Duration) -> Result<Ended> {
-    let input = std::fs::File::open(stdin).with_context(|| format!("cannot open {}", stdin.display()))?;
+pub fn run_to_end(
+    cmd: &mut Command,
+    stdin: &Path,
+    capture: Capture,
+    timeout: Duration,
+) -> Result<Ended> {
+    let input =
+        std::fs::File::open(stdin).with_context(|| format!("cannot open {}", stdin.display()))?;
     let pipe_or_null = |keep: bool| if keep { Stdio::piped() } else { Stdio::null() };
-    cmd.stdin(Stdio::from(input)).stdout(pipe_or_null(capture.stdout)).stderr(pipe_or_null(capture.stderr)).process_group(0);
+    cmd.stdin(Stdio::from(input))
+        .stdout(pipe_or_null(capture.stdout))
+        .stderr(pipe_or_null(capture.stderr))
+        .process_group(0);
     let start = Instant::now();
-    let mut child = cmd.spawn().with_context(|| format!("cannot run {}", cmd.get_program().to_string_lossy()))?;
+    let mut child = cmd
+        .spawn()
+        .with_context(|| format!("cannot run {}", cmd.get_program().to_string_lossy()))?;
     let out = drain(child.stdout.take());
     let err = drain(child.stderr.take());
     let raw = child.wait_timeout(timeout)?;
@@ -111,12 +131,21 @@ pub fn run_to_end(cmd: &mut Command, stdin: &Path, capture: Capture, timeout: Du
     };
     let (stdout, stdout_len) = out.join().expect("the output reader does not panic");
     let (stderr, stderr_len) = err.join().expect("the output reader does not panic");
-    Ok(Ended { status, raw, stdout, stderr, output_len: (stdout_len, stderr_len), wall })
+    Ok(Ended {
+        status,
+        raw,
+        stdout,
+        stderr,
+        output_len: (stdout_len, stderr_len),
+        wall,
+    })
 }
 
 /// Read a pipe to its end on a thread of its own, keeping the last [`OUTPUT_TAIL`]
 /// bytes and counting all of them.
-fn drain<R: std::io::Read + Send + 'static>(pipe: Option<R>) -> std::thread::JoinHandle<(Vec<u8>, u64)> {
+fn drain<R: std::io::Read + Send + 'static>(
+    pipe: Option<R>,
+) -> std::thread::JoinHandle<(Vec<u8>, u64)> {
     std::thread::spawn(move || {
         let (mut v, mut len) = (Vec::new(), 0u64);
         if let Some(mut p) = pipe {
@@ -154,11 +183,27 @@ mod tests {
         test.stdin = Some(b"from stdin".to_vec());
         let l = Layout::new(&test).unwrap();
         assert_eq!(std::fs::read(l.cwd.join("d/in.txt")).unwrap(), b"file");
-        assert!(!l.stdin.starts_with(&l.cwd), "stdin lives outside the working directory");
+        assert!(
+            !l.stdin.starts_with(&l.cwd),
+            "stdin lives outside the working directory"
+        );
         let mut cmd = Command::new("sh");
         // stdin is a regular file (seekable), not a pipe.
-        cmd.args(["-c", "cat; cat d/in.txt; test -f /dev/stdin && echo seekable >&2"]).current_dir(&l.cwd);
-        let e = run_to_end(&mut cmd, &l.stdin, Capture { stdout: true, stderr: true }, Duration::from_secs(10)).unwrap();
+        cmd.args([
+            "-c",
+            "cat; cat d/in.txt; test -f /dev/stdin && echo seekable >&2",
+        ])
+        .current_dir(&l.cwd);
+        let e = run_to_end(
+            &mut cmd,
+            &l.stdin,
+            Capture {
+                stdout: true,
+                stderr: true,
+            },
+            Duration::from_secs(10),
+        )
+        .unwrap();
         assert_eq!(e.status, RunStatus::Exited(0));
         assert_eq!(e.stdout, b"from stdinfile");
         assert_eq!(e.stderr, b"seekable\n");
@@ -166,8 +211,20 @@ mod tests {
         let mut sleeper = Command::new("sh");
         sleeper.args(["-c", "sleep 30 & wait"]);
         let t = Instant::now();
-        let e = run_to_end(&mut sleeper, &l.stdin, Capture { stdout: false, stderr: false }, Duration::from_millis(200)).unwrap();
+        let e = run_to_end(
+            &mut sleeper,
+            &l.stdin,
+            Capture {
+                stdout: false,
+                stderr: false,
+            },
+            Duration::from_millis(200),
+        )
+        .unwrap();
         assert_eq!(e.status, RunStatus::TimedOut);
-        assert!(t.elapsed() < Duration::from_secs(5), "the group was not killed at the limit");
+        assert!(
+            t.elapsed() < Duration::from_secs(5),
+            "the group was not killed at the limit"
+        );
     }
 }

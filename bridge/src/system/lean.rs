@@ -57,17 +57,26 @@ pub fn choose(program: &Path, allow: bool) -> SystemBuild {
 /// why one that is there does not.
 fn lean_sibling(program: &Path) -> Result<Option<PathBuf>> {
     let lean = trestle_abi::lean::sibling(program);
-    let Ok(lean_bytes) = std::fs::read(&lean) else { return Ok(None) };
-    let bytes = std::fs::read(program).map_err(|e| anyhow::anyhow!("cannot read {}: {e}", program.display()))?;
+    let Ok(lean_bytes) = std::fs::read(&lean) else {
+        return Ok(None);
+    };
+    let bytes = std::fs::read(program)
+        .map_err(|e| anyhow::anyhow!("cannot read {}: {e}", program.display()))?;
     let id = object::File::parse(&*lean_bytes)
         .ok()
         .and_then(|f| f.build_id().ok().flatten().map(<[u8]>::to_vec));
     if id.as_deref() != Some(&trestle_abi::lean::build_id(&bytes)[..]) {
         anyhow::bail!("the lean build {} is not the one linked with this program (a stale one from an earlier build)", lean.display());
     }
-    let (ours, theirs) = (crate::roadblocks::guard_numbers(program)?, crate::roadblocks::guard_numbers(&lean)?);
+    let (ours, theirs) = (
+        crate::roadblocks::guard_numbers(program)?,
+        crate::roadblocks::guard_numbers(&lean)?,
+    );
     if ours != theirs {
-        anyhow::bail!("the lean build {} numbers its edges unlike the program", lean.display());
+        anyhow::bail!(
+            "the lean build {} numbers its edges unlike the program",
+            lean.display()
+        );
     }
     Ok(Some(lean))
 }

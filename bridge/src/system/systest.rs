@@ -3,11 +3,11 @@
 
 use anyhow::{bail, Context as _, Result};
 use base64::Engine as _;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
 use std::path::{Component, Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
-use serde::{Deserialize, Serialize};
-use std::collections::BTreeMap;
 use trestle_abi::unit::SystemTest;
 
 /// Content of a file or of stdin in the JSON form: text, or bytes in base64.
@@ -28,7 +28,9 @@ impl Content {
     pub fn from_bytes(b: &[u8]) -> Content {
         match std::str::from_utf8(b) {
             Ok(s) => Content::Text(s.to_owned()),
-            Err(_) => Content::Base64 { base64: base64::engine::general_purpose::STANDARD.encode(b) },
+            Err(_) => Content::Base64 {
+                base64: base64::engine::general_purpose::STANDARD.encode(b),
+            },
         }
     }
 }
@@ -91,7 +93,11 @@ pub fn to_json(t: &SystemTest) -> JsonTest {
     JsonTest {
         args: t.args.clone(),
         stdin: t.stdin.as_deref().map(Content::from_bytes),
-        files: t.files.iter().map(|(k, v)| (k.clone(), Content::from_bytes(v))).collect(),
+        files: t
+            .files
+            .iter()
+            .map(|(k, v)| (k.clone(), Content::from_bytes(v)))
+            .collect(),
         env: t.env.clone(),
         expect: None,
     }
@@ -99,7 +105,8 @@ pub fn to_json(t: &SystemTest) -> JsonTest {
 
 /// Write a test as JSON.
 pub fn save_test(t: &SystemTest, path: &Path) -> Result<()> {
-    std::fs::write(path, serde_json::to_vec_pretty(&to_json(t))?).with_context(|| format!("cannot write {}", path.display()))
+    std::fs::write(path, serde_json::to_vec_pretty(&to_json(t))?)
+        .with_context(|| format!("cannot write {}", path.display()))
 }
 
 /// A system test and where it came from.
@@ -135,10 +142,17 @@ pub fn load_test(path: &Path) -> Result<SystemTest> {
 /// A test from its JSON form, checked: file names inside its directory and layable
 /// out together, contents decoded.
 pub fn from_json(json: &JsonTest) -> Result<SystemTest> {
-    let mut test = SystemTest { args: json.args.clone(), env: json.env.clone(), ..Default::default() };
+    let mut test = SystemTest {
+        args: json.args.clone(),
+        env: json.env.clone(),
+        ..Default::default()
+    };
     for (name, content) in &json.files {
         let p = Path::new(name);
-        if name.is_empty() || p.is_absolute() || p.components().any(|c| !matches!(c, Component::Normal(_))) {
+        if name.is_empty()
+            || p.is_absolute()
+            || p.components().any(|c| !matches!(c, Component::Normal(_)))
+        {
             bail!("file name {name:?} must be a relative path inside the test directory");
         }
         let bytes = content_bytes(content).with_context(|| format!("file {name:?}"))?;
@@ -157,7 +171,9 @@ pub fn from_json(json: &JsonTest) -> Result<SystemTest> {
 pub fn load_tests(path: &Path) -> Result<Vec<NamedTest>> {
     let mut files = Vec::new();
     if path.is_dir() {
-        for entry in std::fs::read_dir(path).with_context(|| format!("cannot list {}", path.display()))? {
+        for entry in
+            std::fs::read_dir(path).with_context(|| format!("cannot list {}", path.display()))?
+        {
             let p = entry?.path();
             if p.extension().is_some_and(|e| e == "json") {
                 files.push(p);
@@ -175,14 +191,21 @@ pub fn load_tests(path: &Path) -> Result<Vec<NamedTest>> {
     let mut out: Vec<NamedTest> = Vec::new();
     for f in files {
         let test = load_test(&f)?;
-        let stem = f.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_else(|| "test".into());
+        let stem = f
+            .file_stem()
+            .map(|s| s.to_string_lossy().into_owned())
+            .unwrap_or_else(|| "test".into());
         let mut name = stem.clone();
         let mut k = 2;
         while out.iter().any(|t| t.name == name) {
             name = format!("{stem}-{k}");
             k += 1;
         }
-        out.push(NamedTest { name, path: f, test });
+        out.push(NamedTest {
+            name,
+            path: f,
+            test,
+        });
     }
     Ok(out)
 }
@@ -214,10 +237,12 @@ pub fn materialise(test: &SystemTest, dir: &Path) -> Result<()> {
 pub fn create_file(dir: &Path, name: &str, content: &[u8]) -> Result<()> {
     let p = dir.join(name);
     if name.ends_with('/') {
-        return std::fs::create_dir_all(&p).with_context(|| format!("cannot create {}", p.display()));
+        return std::fs::create_dir_all(&p)
+            .with_context(|| format!("cannot create {}", p.display()));
     }
     if let Some(parent) = p.parent() {
-        std::fs::create_dir_all(parent).with_context(|| format!("cannot create {}", parent.display()))?;
+        std::fs::create_dir_all(parent)
+            .with_context(|| format!("cannot create {}", parent.display()))?;
     }
     std::fs::write(&p, content).with_context(|| format!("cannot create {}", p.display()))
 }
@@ -238,12 +263,19 @@ pub fn scratch_dir(prefix: &str) -> Result<tempfile::TempDir> {
         b
     };
     if let Some(root) = std::env::var_os("TRESTLE_TMPDIR") {
-        return builder().tempdir_in(&root).with_context(|| format!("cannot create a directory in TRESTLE_TMPDIR={}", Path::new(&root).display()));
+        return builder().tempdir_in(&root).with_context(|| {
+            format!(
+                "cannot create a directory in TRESTLE_TMPDIR={}",
+                Path::new(&root).display()
+            )
+        });
     }
     if let Ok(d) = builder().tempdir_in(MEMORY_DIR) {
         return Ok(d);
     }
-    builder().tempdir().context("cannot create a temporary directory")
+    builder()
+        .tempdir()
+        .context("cannot create a temporary directory")
 }
 
 /// How a run ended.
@@ -313,7 +345,9 @@ pub(crate) fn no_randomization_for_children() {
         unsafe {
             let current = libc::personality(0xffff_ffff);
             if current != -1 {
-                libc::personality((current as libc::c_ulong) | libc::ADDR_NO_RANDOMIZE as libc::c_ulong);
+                libc::personality(
+                    (current as libc::c_ulong) | libc::ADDR_NO_RANDOMIZE as libc::c_ulong,
+                );
             }
         }
         SET.set(true);
@@ -327,12 +361,22 @@ pub fn run_test(program: &Path, test: &SystemTest, opts: &RunOptions) -> Result<
     // recording had read up to.
     let layout = crate::system::launch::Layout::new(test)?;
     let mut cmd = Command::new(program);
-    cmd.args(&test.args).current_dir(&layout.cwd).envs(test.env.iter()).envs(opts.env.iter().map(|(k, v)| (k, v)));
+    cmd.args(&test.args)
+        .current_dir(&layout.cwd)
+        .envs(test.env.iter())
+        .envs(opts.env.iter().map(|(k, v)| (k, v)));
     no_randomization_for_children();
-    let capture = crate::system::launch::Capture { stdout: opts.capture_stdout, stderr: true };
+    let capture = crate::system::launch::Capture {
+        stdout: opts.capture_stdout,
+        stderr: true,
+    };
     let e = crate::system::launch::run_to_end(&mut cmd, &layout.stdin, capture, opts.timeout)
         .with_context(|| format!("cannot run program {}", program.display()))?;
-    Ok(RunResult { status: e.status, stdout: e.stdout, stderr: e.stderr })
+    Ok(RunResult {
+        status: e.status,
+        stdout: e.stdout,
+        stderr: e.stderr,
+    })
 }
 
 /// Parse a duration such as `10s`, `500ms`, `2m`, `1h` or a plain number of seconds.
@@ -342,13 +386,19 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
         Some(i) => (&s[..i], &s[i..]),
         None => (s, "s"),
     };
-    let n: f64 = num.parse().map_err(|_| format!("invalid duration {s:?} (try 10s, 500ms, 2m)"))?;
+    let n: f64 = num
+        .parse()
+        .map_err(|_| format!("invalid duration {s:?} (try 10s, 500ms, 2m)"))?;
     let secs = match unit {
         "ms" => n / 1000.0,
         "s" | "" => n,
         "m" | "min" => n * 60.0,
         "h" => n * 3600.0,
-        _ => return Err(format!("invalid duration unit in {s:?} (use ms, s, m or h)")),
+        _ => {
+            return Err(format!(
+                "invalid duration unit in {s:?} (use ms, s, m or h)"
+            ))
+        }
     };
     Ok(Duration::from_secs_f64(secs))
 }
@@ -358,8 +408,14 @@ mod tests {
 
     #[test]
     fn a_file_and_a_name_inside_it_cannot_both_be_laid_out() {
-        assert_eq!(layout_conflict(["a", "a/a"]), Some(("a".into(), "a/a".into())));
-        assert_eq!(layout_conflict(["out", "out/"]), Some(("out".into(), "out/".into())));
+        assert_eq!(
+            layout_conflict(["a", "a/a"]),
+            Some(("a".into(), "a/a".into()))
+        );
+        assert_eq!(
+            layout_conflict(["out", "out/"]),
+            Some(("out".into(), "out/".into()))
+        );
         assert_eq!(layout_conflict(["a/", "a/b", "ab", "b"]), None);
         let dir = tempfile::tempdir().unwrap();
         let t = dir.path().join("t.json");
@@ -380,7 +436,11 @@ mod tests {
         std::fs::write(&p, r#"{"files": {"../escape": "x"}}"#).unwrap();
         let e = load_test(&p).unwrap_err().to_string();
         assert!(e.contains("relative path"), "{e}");
-        std::fs::write(&p, r#"{"args": ["a"], "stdin": {"base64": "AAEC"}, "files": {"d/f": "x"}}"#).unwrap();
+        std::fs::write(
+            &p,
+            r#"{"args": ["a"], "stdin": {"base64": "AAEC"}, "files": {"d/f": "x"}}"#,
+        )
+        .unwrap();
         let t = load_test(&p).unwrap();
         assert_eq!(t.stdin.unwrap(), vec![0, 1, 2]);
         assert_eq!(t.files["d/f"], b"x");

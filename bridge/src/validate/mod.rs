@@ -5,9 +5,9 @@ pub mod reduce;
 pub mod sandbox;
 pub mod signature;
 
+use crate::system::systest::load_tests;
 use crate::validate::sandbox::{cpu_limit, Limits, Sandbox};
 use crate::validate::signature::FrameFilter;
-use crate::system::systest::{load_tests};
 use anyhow::{Context as _, Result};
 use std::path::PathBuf;
 use std::time::Duration;
@@ -50,12 +50,18 @@ pub fn run(args: &Options) -> Result<Validated> {
         ..Limits::default()
     };
     let sandbox = Sandbox::new(limits, !args.no_sandbox)?;
-    let program = std::fs::canonicalize(&args.program).with_context(|| format!("program {}", args.program.display()))?;
-    let filter = FrameFilter { program: Some(program.clone()), stop_after: None };
+    let program = std::fs::canonicalize(&args.program)
+        .with_context(|| format!("program {}", args.program.display()))?;
+    let filter = FrameFilter {
+        program: Some(program.clone()),
+        stop_after: None,
+    };
     let (mut crashed, mut tests) = (0, 0);
     for t in load_tests(&args.tests)? {
         tests += 1;
-        let run = sandbox.run(&program, &t.test, &[], &filter, None).with_context(|| format!("running {}", t.path.display()))?;
+        let run = sandbox
+            .run(&program, &t.test, &[], &filter, None)
+            .with_context(|| format!("running {}", t.path.display()))?;
         crashed += usize::from(run.crashed());
         if args.json {
             let v = serde_json::json!({

@@ -35,7 +35,13 @@ impl ReduceStats {
     /// No reduction (yet): `test` as it was found.
     pub fn none(test: &SystemTest, pending: bool) -> ReduceStats {
         let size = test_size(test);
-        ReduceStats { runs: 0, budget_exhausted: false, size_before: size, size_after: size, pending }
+        ReduceStats {
+            runs: 0,
+            budget_exhausted: false,
+            size_before: size,
+            size_after: size,
+            pending,
+        }
     }
 }
 
@@ -43,7 +49,10 @@ impl ReduceStats {
 pub fn test_size(t: &SystemTest) -> usize {
     t.args.iter().map(|a| a.len() + 1).sum::<usize>()
         + t.stdin.as_ref().map_or(0, |s| s.len())
-        + t.files.iter().map(|(k, v)| k.len() + v.len()).sum::<usize>()
+        + t.files
+            .iter()
+            .map(|(k, v)| k.len() + v.len())
+            .sum::<usize>()
         + t.env.iter().map(|(k, v)| k.len() + v.len()).sum::<usize>()
 }
 
@@ -57,7 +66,10 @@ struct Checker<'a> {
 
 impl Checker<'_> {
     fn spent(&self) -> bool {
-        self.runs >= self.budget || self.deadline.is_some_and(|d| std::time::Instant::now() >= d)
+        self.runs >= self.budget
+            || self
+                .deadline
+                .is_some_and(|d| std::time::Instant::now() >= d)
     }
 
     fn check(&mut self, t: &SystemTest) -> Result<bool> {
@@ -72,7 +84,10 @@ impl Checker<'_> {
 
 /// Smallest subsequence of `items` (by removing chunks) for which `test` holds,
 /// assuming it holds for `items`.
-fn ddmin<T: Clone>(mut items: Vec<T>, test: &mut dyn FnMut(&[T]) -> Result<bool>) -> Result<Vec<T>> {
+fn ddmin<T: Clone>(
+    mut items: Vec<T>,
+    test: &mut dyn FnMut(&[T]) -> Result<bool>,
+) -> Result<Vec<T>> {
     if items.is_empty() {
         return Ok(items);
     }
@@ -107,7 +122,9 @@ fn ddmin<T: Clone>(mut items: Vec<T>, test: &mut dyn FnMut(&[T]) -> Result<bool>
 }
 
 fn lines(b: &[u8]) -> Vec<Vec<u8>> {
-    b.split_inclusive(|c| *c == b'\n').map(|l| l.to_vec()).collect()
+    b.split_inclusive(|c| *c == b'\n')
+        .map(|l| l.to_vec())
+        .collect()
 }
 
 /// Reduce `test` while `keep` holds (it must hold for `test` itself), running at
@@ -119,8 +136,15 @@ pub fn reduce(
     keep: &mut dyn FnMut(&SystemTest) -> Result<bool>,
 ) -> Result<(SystemTest, ReduceStats)> {
     let size_before = test_size(test);
-    let mut c = Checker { keep, budget, deadline, runs: 0, seen: HashSet::new() };
-    c.seen.insert(bincode::serialize(test).expect("a system test is plain data"));
+    let mut c = Checker {
+        keep,
+        budget,
+        deadline,
+        runs: 0,
+        seen: HashSet::new(),
+    };
+    c.seen
+        .insert(bincode::serialize(test).expect("a system test is plain data"));
     let mut best = test.clone();
     // Whole parts first, a run each: stdin, each file's content, the environment.
     // Picking at an argument's characters can take the whole time a slow finding
@@ -135,7 +159,12 @@ pub fn reduce(
     if best.stdin.as_ref().is_some_and(|s| !s.is_empty()) {
         wholes.push(Whole::Stdin);
     }
-    wholes.extend(best.files.iter().filter(|(_, c)| !c.is_empty()).map(|(n, _)| Whole::File(n.clone())));
+    wholes.extend(
+        best.files
+            .iter()
+            .filter(|(_, c)| !c.is_empty())
+            .map(|(n, _)| Whole::File(n.clone())),
+    );
     if !best.env.is_empty() {
         wholes.push(Whole::Env);
     }
@@ -156,7 +185,10 @@ pub fn reduce(
         let before = best.clone();
         // Whole arguments.
         let args = ddmin(best.args.clone(), &mut |a| {
-            let t = SystemTest { args: a.to_vec(), ..best.clone() };
+            let t = SystemTest {
+                args: a.to_vec(),
+                ..best.clone()
+            };
             c.check(&t)
         })?;
         best.args = args;
@@ -173,13 +205,19 @@ pub fn reduce(
         // Stdin: lines, then bytes.
         if let Some(stdin) = best.stdin.clone() {
             let kept = ddmin(lines(&stdin), &mut |ls| {
-                let t = SystemTest { stdin: Some(ls.concat()), ..best.clone() };
+                let t = SystemTest {
+                    stdin: Some(ls.concat()),
+                    ..best.clone()
+                };
                 c.check(&t)
             })?;
             best.stdin = Some(kept.concat());
             let bytes = best.stdin.clone().unwrap_or_default();
             let kept = ddmin(bytes, &mut |bs| {
-                let t = SystemTest { stdin: Some(bs.to_vec()), ..best.clone() };
+                let t = SystemTest {
+                    stdin: Some(bs.to_vec()),
+                    ..best.clone()
+                };
                 c.check(&t)
             })?;
             best.stdin = Some(kept);
@@ -205,7 +243,10 @@ pub fn reduce(
         // Environment variables.
         let env: Vec<(String, String)> = best.env.clone().into_iter().collect();
         let kept = ddmin(env, &mut |e| {
-            let t = SystemTest { env: e.iter().cloned().collect(), ..best.clone() };
+            let t = SystemTest {
+                env: e.iter().cloned().collect(),
+                ..best.clone()
+            };
             c.check(&t)
         })?;
         best.env = kept.into_iter().collect();
@@ -213,7 +254,13 @@ pub fn reduce(
             break;
         }
     }
-    let stats = ReduceStats { runs: c.runs, budget_exhausted: c.spent(), size_before, size_after: test_size(&best), pending: false };
+    let stats = ReduceStats {
+        runs: c.runs,
+        budget_exhausted: c.spent(),
+        size_before,
+        size_after: test_size(&best),
+        pending: false,
+    };
     Ok((best, stats))
 }
 
@@ -224,7 +271,13 @@ mod tests {
     #[test]
     fn keeps_only_what_the_property_needs() {
         let t = SystemTest {
-            args: vec!["-x".into(), "set".into(), "7".into(), "42342531".into(), "junk".into()],
+            args: vec![
+                "-x".into(),
+                "set".into(),
+                "7".into(),
+                "42342531".into(),
+                "junk".into(),
+            ],
             stdin: Some(b"line one\nboom here\nline three\n".to_vec()),
             ..Default::default()
         };
@@ -246,19 +299,38 @@ mod tests {
         files.insert("data.txt".to_owned(), b"10\n20\n30\n".to_vec());
         let mut env = std::collections::BTreeMap::new();
         env.insert("LC_ALL".to_owned(), "C".to_owned());
-        let t = SystemTest { args: vec!["{print $703700576} # a long program text".into()], stdin: Some(b"a\nb\n".to_vec()), files, env, ..Default::default() };
+        let t = SystemTest {
+            args: vec!["{print $703700576} # a long program text".into()],
+            stdin: Some(b"a\nb\n".to_vec()),
+            files,
+            env,
+            ..Default::default()
+        };
         // Only the argument's field index matters.
-        let mut keep = |t: &SystemTest| -> Result<bool> { Ok(t.args.iter().any(|a| a.contains("$7037"))) };
+        let mut keep =
+            |t: &SystemTest| -> Result<bool> { Ok(t.args.iter().any(|a| a.contains("$7037"))) };
         let (r, stats) = reduce(&t, 4, None, &mut keep).unwrap();
         assert_eq!(stats.runs, 4);
-        assert_eq!((r.stdin.as_deref(), r.files["data.txt"].as_slice(), r.env.len()), (Some(&b""[..]), &b""[..], 0), "{r:?}");
+        assert_eq!(
+            (
+                r.stdin.as_deref(),
+                r.files["data.txt"].as_slice(),
+                r.env.len()
+            ),
+            (Some(&b""[..]), &b""[..], 0),
+            "{r:?}"
+        );
         assert_eq!(r.args, t.args, "no run was left for the argument");
     }
 
     #[test]
     fn respects_the_budget() {
-        let t = SystemTest { stdin: Some(vec![b'a'; 1000]), ..Default::default() };
-        let mut keep = |t: &SystemTest| -> Result<bool> { Ok(t.stdin.as_ref().is_some_and(|s| s.len() > 10)) };
+        let t = SystemTest {
+            stdin: Some(vec![b'a'; 1000]),
+            ..Default::default()
+        };
+        let mut keep =
+            |t: &SystemTest| -> Result<bool> { Ok(t.stdin.as_ref().is_some_and(|s| s.len() > 10)) };
         let (_, stats) = reduce(&t, 5, None, &mut keep).unwrap();
         assert_eq!(stats.runs, 5);
         assert!(stats.budget_exhausted);
@@ -271,13 +343,17 @@ mod tests {
     #[test]
     fn the_result_is_one_minimal_by_lines_and_bytes() {
         // Property: stdin holds "ab" somewhere before "cd" on a later line.
-        let t = SystemTest { stdin: Some(b"xx\nzzabq\nyy\nqcdz\nww\n".to_vec()), ..Default::default() };
+        let t = SystemTest {
+            stdin: Some(b"xx\nzzabq\nyy\nqcdz\nww\n".to_vec()),
+            ..Default::default()
+        };
         let holds = |s: &[u8]| {
             let a = s.windows(2).position(|w| w == b"ab");
             let c = s.windows(2).rposition(|w| w == b"cd");
             matches!((a, c), (Some(a), Some(c)) if a < c && s[a..c].contains(&b'\n'))
         };
-        let mut keep = |t: &SystemTest| -> Result<bool> { Ok(holds(t.stdin.as_deref().unwrap_or_default())) };
+        let mut keep =
+            |t: &SystemTest| -> Result<bool> { Ok(holds(t.stdin.as_deref().unwrap_or_default())) };
         let (r, stats) = reduce(&t, 100_000, None, &mut keep).unwrap();
         let s = r.stdin.unwrap();
         assert!(!stats.budget_exhausted);

@@ -13,9 +13,12 @@
 
 mod served;
 
-use crate::validate::signature::{crash_kind, parse_sanitizer, parse_stack, symbolise, symbolise_samples, CrashSignature, Frame, FrameFilter, RawStack, HANG, OUT_OF_MEMORY};
 use crate::system::launch::{run_to_end, Capture, Ended, Layout};
 use crate::system::systest::RunStatus;
+use crate::validate::signature::{
+    crash_kind, parse_sanitizer, parse_stack, symbolise, symbolise_samples, CrashSignature, Frame,
+    FrameFilter, RawStack, HANG, OUT_OF_MEMORY,
+};
 use anyhow::{bail, Context as _, Result};
 use std::os::unix::process::{CommandExt as _, ExitStatusExt as _};
 use std::path::{Path, PathBuf};
@@ -41,7 +44,13 @@ pub struct Limits {
 
 impl Default for Limits {
     fn default() -> Self {
-        Limits { wall: Duration::from_secs(10), cpu_secs: 10, memory: 4 << 30, file_size: 64 << 20, open_files: 256 }
+        Limits {
+            wall: Duration::from_secs(10),
+            cpu_secs: 10,
+            memory: 4 << 30,
+            file_size: 64 << 20,
+            open_files: 256,
+        }
     }
 }
 
@@ -149,12 +158,18 @@ pub struct ProgramKind {
 /// Read what `program` is from its symbols.
 pub fn program_kind(program: &Path) -> ProgramKind {
     use object::{Object as _, ObjectSymbol as _};
-    let Ok(data) = std::fs::read(program) else { return ProgramKind::default() };
-    let Ok(obj) = object::File::parse(&*data) else { return ProgramKind::default() };
+    let Ok(data) = std::fs::read(program) else {
+        return ProgramKind::default();
+    };
+    let Ok(obj) = object::File::parse(&*data) else {
+        return ProgramKind::default();
+    };
     let mut kind = ProgramKind::default();
     for s in obj.symbols().chain(obj.dynamic_symbols()) {
         match s.name() {
-            Ok("__asan_init" | "__msan_init" | "__ubsan_handle_builtin_unreachable") => kind.sanitizer = true,
+            Ok("__asan_init" | "__msan_init" | "__ubsan_handle_builtin_unreachable") => {
+                kind.sanitizer = true
+            }
             Ok(name) if name == trestle_abi::hooks::MAIN => kind.trestle = true,
             _ => {}
         }
@@ -169,11 +184,16 @@ pub fn is_sanitizer_build(program: &Path) -> bool {
 
 /// The environment a sanitizer build runs with: reports symbolised, no leak checks.
 fn sanitizer_env(cmd: &mut Command) {
-    let sym = crate::validate::signature::symbolizer().map(|p| p.display().to_string()).unwrap_or_default();
-    cmd.env("ASAN_OPTIONS", "detect_leaks=0:symbolize=1:allocator_may_return_null=1:detect_stack_use_after_return=0")
-        .env("ASAN_SYMBOLIZER_PATH", &sym)
-        .env("UBSAN_OPTIONS", "print_stacktrace=1:halt_on_error=1")
-        .env("UBSAN_SYMBOLIZER_PATH", &sym);
+    let sym = crate::validate::signature::symbolizer()
+        .map(|p| p.display().to_string())
+        .unwrap_or_default();
+    cmd.env(
+        "ASAN_OPTIONS",
+        "detect_leaks=0:symbolize=1:allocator_may_return_null=1:detect_stack_use_after_return=0",
+    )
+    .env("ASAN_SYMBOLIZER_PATH", &sym)
+    .env("UBSAN_OPTIONS", "print_stacktrace=1:halt_on_error=1")
+    .env("UBSAN_SYMBOLIZER_PATH", &sym);
 }
 
 /// bubblewrap, checked to work on this machine; `what` names what it is for in the
@@ -183,7 +203,19 @@ pub fn find_bwrap(what: &str) -> Result<PathBuf> {
         bail!("bubblewrap (bwrap) is not installed: `apt-get install bubblewrap`, or pass --no-sandbox to {what} without isolation");
     };
     let out = Command::new(&bwrap)
-        .args(["--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--unshare-all", "--die-with-parent", "--", "/bin/true"])
+        .args([
+            "--ro-bind",
+            "/",
+            "/",
+            "--dev",
+            "/dev",
+            "--proc",
+            "/proc",
+            "--unshare-all",
+            "--die-with-parent",
+            "--",
+            "/bin/true",
+        ])
         .stdin(Stdio::null())
         .output()
         .with_context(|| format!("cannot run {}", bwrap.display()))?;
@@ -202,14 +234,27 @@ pub fn find_bwrap(what: &str) -> Result<PathBuf> {
 /// map) IPC namespaces of its own, its own session, ended with trestle. The process-id
 /// namespace stays trestle's, so that a hung child's process group can be killed from
 /// outside by the pid the server reports.
-pub fn bwrap_command(bwrap: &Path, program: &Path, ro: &[&Path], rw: &[&Path], share_ipc: bool) -> Command {
+pub fn bwrap_command(
+    bwrap: &Path,
+    program: &Path,
+    ro: &[&Path],
+    rw: &[&Path],
+    share_ipc: bool,
+) -> Command {
     bwrap_command_as(bwrap, program, program, ro, rw, share_ipc)
 }
 
 /// [`bwrap_command`] running the executable `file` under the path `name`, mounted
 /// there: the program's `argv[0]` (and `/proc/self/exe`) is `name`, as when the lean
 /// sibling runs for the program the user gave (bubblewrap 0.8 has no `--argv0`).
-pub fn bwrap_command_as(bwrap: &Path, file: &Path, name: &Path, ro: &[&Path], rw: &[&Path], share_ipc: bool) -> Command {
+pub fn bwrap_command_as(
+    bwrap: &Path,
+    file: &Path,
+    name: &Path,
+    ro: &[&Path],
+    rw: &[&Path],
+    share_ipc: bool,
+) -> Command {
     let mut c = Command::new(bwrap);
     c.args(["--ro-bind", "/", "/", "--dev", "/dev", "--tmpfs", "/tmp"]);
     c.arg("--ro-bind").arg(file).arg(name);
@@ -219,11 +264,17 @@ pub fn bwrap_command_as(bwrap: &Path, file: &Path, name: &Path, ro: &[&Path], rw
     for p in rw {
         c.arg("--bind").arg(p).arg(p);
     }
-    c.args(["--unshare-user-try", "--unshare-net", "--unshare-uts", "--unshare-cgroup-try"]);
+    c.args([
+        "--unshare-user-try",
+        "--unshare-net",
+        "--unshare-uts",
+        "--unshare-cgroup-try",
+    ]);
     if !share_ipc {
         c.arg("--unshare-ipc");
     }
-    c.args(["--die-with-parent", "--new-session", "--"]).arg(name);
+    c.args(["--die-with-parent", "--new-session", "--"])
+        .arg(name);
     c
 }
 
@@ -257,12 +308,17 @@ impl ExecReport {
         match std::fs::read_to_string(path) {
             Ok(text) => Ok(ExecReport(text)),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(ExecReport(String::new())),
-            Err(e) => Err(e).with_context(|| format!("cannot read the run's status {}", path.display())),
+            Err(e) => {
+                Err(e).with_context(|| format!("cannot read the run's status {}", path.display()))
+            }
         }
     }
 
     fn field(&self, key: &str) -> Option<i64> {
-        self.0.lines().find_map(|l| l.strip_prefix(key).and_then(|v| v.trim().parse::<i64>().ok()))
+        self.0.lines().find_map(|l| {
+            l.strip_prefix(key)
+                .and_then(|v| v.trim().parse::<i64>().ok())
+        })
     }
 }
 
@@ -272,14 +328,23 @@ fn apply_limits(cmd: &mut Command, limits: Limits, sanitizer: bool) {
     unsafe {
         cmd.pre_exec(move || {
             let set = |res, v: u64| {
-                let l = libc::rlimit { rlim_cur: v, rlim_max: v };
+                let l = libc::rlimit {
+                    rlim_cur: v,
+                    rlim_max: v,
+                };
                 libc::setrlimit(res, &l);
             };
             // The soft CPU limit a second below the hard one: SIGXCPU first, which the
             // preloaded handler turns into the stack of where the run was spinning
             // (at the hard limit the kernel sends SIGKILL).
             let cpu = limits.cpu_secs.max(1);
-            libc::setrlimit(libc::RLIMIT_CPU, &libc::rlimit { rlim_cur: cpu, rlim_max: cpu + 1 });
+            libc::setrlimit(
+                libc::RLIMIT_CPU,
+                &libc::rlimit {
+                    rlim_cur: cpu,
+                    rlim_max: cpu + 1,
+                },
+            );
             if !sanitizer {
                 set(libc::RLIMIT_AS, limits.memory);
             }
@@ -297,8 +362,19 @@ impl Sandbox {
     pub fn new(limits: Limits, isolate: bool) -> Result<Sandbox> {
         let exec = find_tool("trestle-exec")?;
         let preload = find_tool("libtrestle_crashstack.so")?;
-        let bwrap = if isolate { Some(find_bwrap("run lifted tests")?) } else { None };
-        Ok(Sandbox { bwrap, exec, preload, limits, serve: true, served: Default::default() })
+        let bwrap = if isolate {
+            Some(find_bwrap("run lifted tests")?)
+        } else {
+            None
+        };
+        Ok(Sandbox {
+            bwrap,
+            exec,
+            preload,
+            limits,
+            serve: true,
+            served: Default::default(),
+        })
     }
 
     /// The same sandbox starting the program for every run, as recording does, even
@@ -348,19 +424,33 @@ impl Sandbox {
         filter: &FrameFilter,
         profile: Option<&Path>,
     ) -> Result<SandboxRun> {
-        let program = std::fs::canonicalize(program).with_context(|| format!("program {}", program.display()))?;
+        let program = std::fs::canonicalize(program)
+            .with_context(|| format!("program {}", program.display()))?;
         let mut served = self.served.lock().unwrap_or_else(|p| p.into_inner());
         if served.as_ref().is_none_or(|s| s.program != program) {
             let mut kind = program_kind(&program);
             kind.trestle &= self.serve;
-            *served = Some(served::Served::start(&program, kind, self.bwrap.as_deref(), &self.preload, &self.limits)?);
+            *served = Some(served::Served::start(
+                &program,
+                kind,
+                self.bwrap.as_deref(),
+                &self.preload,
+                &self.limits,
+            )?);
         }
         let served = served.as_mut().expect("set above");
         let kind = served.kind;
         // A coverage profile is named when the program starts: those runs are spawned.
         if profile.is_none() && served.serving() {
-            if let Some(r) = served.run(test, extra_env, self.bwrap.as_deref(), &self.preload, &self.limits)? {
-                let mut run = self.conclude(&program, test, r.outcome, &r.stack, kind.sanitizer, filter)?;
+            if let Some(r) = served.run(
+                test,
+                extra_env,
+                self.bwrap.as_deref(),
+                &self.preload,
+                &self.limits,
+            )? {
+                let mut run =
+                    self.conclude(&program, test, r.outcome, &r.stack, kind.sanitizer, filter)?;
                 run.forked = true;
                 return Ok(run);
             }
@@ -379,7 +469,11 @@ impl Sandbox {
         profile: Option<&Path>,
     ) -> Result<SandboxRun> {
         let layout = Layout::new(test)?;
-        let side = SidePaths { status: layout.side.join("status"), stack: layout.side.join("stack"), profile: layout.side.join("profile.profraw") };
+        let side = SidePaths {
+            status: layout.side.join("status"),
+            stack: layout.side.join("stack"),
+            profile: layout.side.join("profile.profraw"),
+        };
         let mut cmd = self.command(program, &layout, &side);
         cmd.args(&test.args);
         for (k, _) in std::env::vars_os() {
@@ -388,26 +482,41 @@ impl Sandbox {
             }
         }
         // The caller's environment may name the profile (a coverage run of its own).
-        cmd.envs(test.env.iter()).env("LLVM_PROFILE_FILE", &side.profile).envs(extra_env.iter().map(|(k, v)| (k, v)));
+        cmd.envs(test.env.iter())
+            .env("LLVM_PROFILE_FILE", &side.profile)
+            .envs(extra_env.iter().map(|(k, v)| (k, v)));
         if sanitizer {
             sanitizer_env(&mut cmd);
         } else {
-            cmd.env("LD_PRELOAD", &self.preload).env(trestle_abi::fuzz::ENV_CRASH_STACK, &side.stack);
+            cmd.env("LD_PRELOAD", &self.preload)
+                .env(trestle_abi::fuzz::ENV_CRASH_STACK, &side.stack);
         }
         apply_limits(&mut cmd, self.limits.clone(), sanitizer);
-        let capture = Capture { stdout: true, stderr: true };
+        let capture = Capture {
+            stdout: true,
+            stderr: true,
+        };
         let ended = run_to_end(&mut cmd, &layout.stdin, capture, self.limits.wall)
             .with_context(|| format!("cannot start {}", self.exec.display()))?;
         let report = ExecReport::read(&side.status)?;
         let status = self.status_of(&ended, &report)?;
         if let Some(dest) = profile {
             if side.profile.exists() {
-                std::fs::copy(&side.profile, dest).with_context(|| format!("cannot write {}", dest.display()))?;
+                std::fs::copy(&side.profile, dest)
+                    .with_context(|| format!("cannot write {}", dest.display()))?;
             }
         }
         let max_rss_kib = report.field("maxrss ").unwrap_or(0).max(0) as u64;
         let cpu_ms = report.field("cpu_ms ").unwrap_or(0).max(0) as u64;
-        let outcome = Outcome { status, stdout: ended.stdout, stderr: ended.stderr, output_len: ended.output_len, max_rss_kib, cpu_ms, wall: ended.wall };
+        let outcome = Outcome {
+            status,
+            stdout: ended.stdout,
+            stderr: ended.stderr,
+            output_len: ended.output_len,
+            max_rss_kib,
+            cpu_ms,
+            wall: ended.wall,
+        };
         self.conclude(program, test, outcome, &side.stack, sanitizer, filter)
     }
 
@@ -417,7 +526,17 @@ impl Sandbox {
         let mut cmd = match &self.bwrap {
             Some(bwrap) => {
                 let mut c = Command::new(bwrap);
-                c.args(["--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp"]);
+                c.args([
+                    "--ro-bind",
+                    "/",
+                    "/",
+                    "--dev",
+                    "/dev",
+                    "--proc",
+                    "/proc",
+                    "--tmpfs",
+                    "/tmp",
+                ]);
                 // What lives under /tmp must be mounted again over the fresh /tmp.
                 for p in [program, &self.exec, &self.preload] {
                     c.arg("--ro-bind").arg(p).arg(p);
@@ -451,7 +570,9 @@ impl Sandbox {
         if let Some(c) = report.field("exit ") {
             return Ok(RunStatus::Exited(c as i32));
         }
-        let outer = ended.raw.expect("a run that did not time out has an exit status");
+        let outer = ended
+            .raw
+            .expect("a run that did not time out has an exit status");
         Ok(match (outer.code(), outer.signal()) {
             (_, Some(s)) => RunStatus::Signaled(s),
             (Some(c), _) => {
@@ -469,7 +590,15 @@ impl Sandbox {
     /// sanitizer report, else from the signal and the stack the preload left in
     /// `stack`); a run stopped at its time limit is a hang, with the stack of where
     /// it was spinning when the CPU limit stopped it.
-    fn conclude(&self, program: &Path, test: &SystemTest, o: Outcome, stack: &Path, sanitizer: bool, filter: &FrameFilter) -> Result<SandboxRun> {
+    fn conclude(
+        &self,
+        program: &Path,
+        test: &SystemTest,
+        o: Outcome,
+        stack: &Path,
+        sanitizer: bool,
+        filter: &FrameFilter,
+    ) -> Result<SandboxRun> {
         let err_text = String::from_utf8_lossy(&o.stderr).into_owned();
         // The preload's record of a failed allocation, when the run ended by itself
         // with an error after it (a crash or a stop writes its own record over it; a
@@ -483,8 +612,16 @@ impl Sandbox {
             _ => None,
         };
         let said = says_out_of_memory(&err_text, test);
-        let limit = self.limit_hit(&o.status, o.max_rss_kib, o.cpu_ms, said, sanitizer, failed_alloc.is_some());
-        let stopped_in_time = o.status == RunStatus::TimedOut || limit.as_deref().is_some_and(|l| l.starts_with(CPU_LIMIT));
+        let limit = self.limit_hit(
+            &o.status,
+            o.max_rss_kib,
+            o.cpu_ms,
+            said,
+            sanitizer,
+            failed_alloc.is_some(),
+        );
+        let stopped_in_time = o.status == RunStatus::TimedOut
+            || limit.as_deref().is_some_and(|l| l.starts_with(CPU_LIMIT));
         let crash = if limit.is_some() {
             None
         } else if let Some((kind, frames)) = parse_sanitizer(&err_text, program) {
@@ -497,7 +634,10 @@ impl Sandbox {
         };
         let hang = if !stopped_in_time {
             None
-        } else if matches!(o.status, RunStatus::Signaled(libc::SIGXCPU | libc::SIGKILL) | RunStatus::TimedOut) {
+        } else if matches!(
+            o.status,
+            RunStatus::Signaled(libc::SIGXCPU | libc::SIGKILL) | RunStatus::TimedOut
+        ) {
             // At its CPU limit, or (served) stopped past its wall-clock limit with
             // SIGXCPU first: the handler wrote where it was, if it could, and where it
             // was a few times more (killed at the hard limit while it sampled, what
@@ -536,26 +676,49 @@ impl Sandbox {
     /// The limit a run ran into, in words; `said`: its stderr says it ran out of
     /// memory ([`says_out_of_memory`]); `failed_alloc`: an allocation failed and the
     /// run then ended with an error.
-    fn limit_hit(&self, status: &RunStatus, rss_kib: u64, cpu_ms: u64, said: bool, sanitizer: bool, failed_alloc: bool) -> Option<String> {
+    fn limit_hit(
+        &self,
+        status: &RunStatus,
+        rss_kib: u64,
+        cpu_ms: u64,
+        said: bool,
+        sanitizer: bool,
+        failed_alloc: bool,
+    ) -> Option<String> {
         let l = &self.limits;
         match status {
-            RunStatus::TimedOut => return Some(format!("wall-clock time ({:.1}s)", l.wall.as_secs_f64())),
-            RunStatus::Signaled(s) if *s == libc::SIGXCPU => return Some(format!("{CPU_LIMIT} ({}s)", l.cpu_secs)),
-            // The kernel kills at the hard CPU limit; the CPU time the run's usage
-            // reports can lag it by over half a second (seen: 7.4 s at an 8 s limit).
-            RunStatus::Signaled(s) if *s == libc::SIGKILL && cpu_ms * 10 >= l.cpu_secs * 1000 * 9 => {
+            RunStatus::TimedOut => {
+                return Some(format!("wall-clock time ({:.1}s)", l.wall.as_secs_f64()))
+            }
+            RunStatus::Signaled(s) if *s == libc::SIGXCPU => {
                 return Some(format!("{CPU_LIMIT} ({}s)", l.cpu_secs))
             }
-            RunStatus::Signaled(s) if *s == libc::SIGXFSZ => return Some(format!("file size ({} bytes)", l.file_size)),
+            // The kernel kills at the hard CPU limit; the CPU time the run's usage
+            // reports can lag it by over half a second (seen: 7.4 s at an 8 s limit).
+            RunStatus::Signaled(s)
+                if *s == libc::SIGKILL && cpu_ms * 10 >= l.cpu_secs * 1000 * 9 =>
+            {
+                return Some(format!("{CPU_LIMIT} ({}s)", l.cpu_secs))
+            }
+            RunStatus::Signaled(s) if *s == libc::SIGXFSZ => {
+                return Some(format!("file size ({} bytes)", l.file_size))
+            }
             _ => {}
         }
         let near = !sanitizer && rss_kib * 1024 >= l.memory / 10 * 8;
-        (near || said || failed_alloc).then(|| format!("{MEMORY_LIMIT} ({} MiB address space)", l.memory >> 20))
+        (near || said || failed_alloc)
+            .then(|| format!("{MEMORY_LIMIT} ({} MiB address space)", l.memory >> 20))
     }
 }
 
 /// What programs and sanitizers print when memory runs out.
-const OUT_OF_MEMORY_SAID: [&str; 5] = ["memory exhausted", "Cannot allocate memory", "out of memory", "allocation-size-too-big", "requested allocation size"];
+const OUT_OF_MEMORY_SAID: [&str; 5] = [
+    "memory exhausted",
+    "Cannot allocate memory",
+    "out of memory",
+    "allocation-size-too-big",
+    "requested allocation size",
+];
 
 /// Whether `stderr` says the run ran out of memory in words its input did not give
 /// it: an error message that quotes an argument or a line of input says nothing of
@@ -568,10 +731,15 @@ fn says_out_of_memory(stderr: &str, test: &SystemTest) -> bool {
         let holds = |b: &[u8]| b.windows(m.len()).any(|w| w == m);
         test.args.iter().any(|a| holds(a.as_bytes()))
             || test.stdin.as_deref().is_some_and(holds)
-            || test.files.iter().any(|(name, b)| holds(name.as_bytes()) || holds(b))
+            || test
+                .files
+                .iter()
+                .any(|(name, b)| holds(name.as_bytes()) || holds(b))
             || test.env.values().any(|v| holds(v.as_bytes()))
     };
-    OUT_OF_MEMORY_SAID.iter().any(|m| stderr.contains(m) && !given(m))
+    OUT_OF_MEMORY_SAID
+        .iter()
+        .any(|m| stderr.contains(m) && !given(m))
 }
 
 /// How a run stopped at its CPU limit is described (`limit`).
@@ -588,14 +756,29 @@ fn read_stack(stack: &Path, filter: &FrameFilter) -> Result<(Option<RawStack>, V
         // wrote all of it) has a signature of the signal alone.
         Ok(text) => parse_stack(&text).ok(),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
-        Err(e) => return Err(e).with_context(|| format!("cannot read the crash stack {}", stack.display())),
+        Err(e) => {
+            return Err(e)
+                .with_context(|| format!("cannot read the crash stack {}", stack.display()))
+        }
     };
-    let frames = raw.as_ref().map(|raw| symbolise(raw, filter.program.as_deref())).transpose()?.unwrap_or_default();
+    let frames = raw
+        .as_ref()
+        .map(|raw| symbolise(raw, filter.program.as_deref()))
+        .transpose()?
+        .unwrap_or_default();
     Ok((raw, frames))
 }
 
 /// Signals that mean the program crashed, rather than was stopped from outside.
 pub fn is_crash_signal(sig: i32) -> bool {
-    [libc::SIGSEGV, libc::SIGBUS, libc::SIGABRT, libc::SIGFPE, libc::SIGILL, libc::SIGTRAP, libc::SIGSYS].contains(&sig)
+    [
+        libc::SIGSEGV,
+        libc::SIGBUS,
+        libc::SIGABRT,
+        libc::SIGFPE,
+        libc::SIGILL,
+        libc::SIGTRAP,
+        libc::SIGSYS,
+    ]
+    .contains(&sig)
 }
-

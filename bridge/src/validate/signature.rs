@@ -68,7 +68,11 @@ impl CrashSignature {
     /// recur; without a source line, the innermost frames alone.
     pub fn key(&self) -> String {
         match self.place() {
-            Some(place) => format!("{}@{place}{PLACE_END}{}", self.class(), self.frames.join("<")),
+            Some(place) => format!(
+                "{}@{place}{PLACE_END}{}",
+                self.class(),
+                self.frames.join("<")
+            ),
             None => format!("{}@{}", self.class(), self.frames.join("<")),
         }
     }
@@ -90,8 +94,13 @@ impl CrashSignature {
             return None;
         }
         let f = self.stack.iter().find(|f| f.own)?;
-        let file = f.file.as_deref().filter(|_| f.line > 0 && self.frames.first() == Some(&f.function))?;
-        let file = Path::new(file).file_name().map_or(file.into(), |n| n.to_string_lossy());
+        let file = f
+            .file
+            .as_deref()
+            .filter(|_| f.line > 0 && self.frames.first() == Some(&f.function))?;
+        let file = Path::new(file)
+            .file_name()
+            .map_or(file.into(), |n| n.to_string_lossy());
         Some(format!("{}:{}:{}", f.function, file, f.line))
     }
 
@@ -110,7 +119,8 @@ impl CrashSignature {
 
     fn is_memory_error(&self) -> bool {
         !is_stack_overflow(&self.kind)
-            && (matches!(self.kind.as_str(), "SIGSEGV" | "SIGBUS") || (self.kind.starts_with("asan:") && !self.kind.contains("leak")))
+            && (matches!(self.kind.as_str(), "SIGSEGV" | "SIGBUS")
+                || (self.kind.starts_with("asan:") && !self.kind.contains("leak")))
     }
 
     /// Whether two deduplication keys ([`CrashSignature::key`]) name the same crash:
@@ -130,7 +140,11 @@ impl CrashSignature {
                 Some((place, frames)) => (Some(place), frames),
                 None => (None, rest),
             };
-            Parts { class, place, frames: frames.split('<').filter(|f| !f.is_empty()).collect() }
+            Parts {
+                class,
+                place,
+                frames: frames.split('<').filter(|f| !f.is_empty()).collect(),
+            }
         }
         let (a, b) = (split(a), split(b));
         if a.class != b.class {
@@ -143,7 +157,11 @@ impl CrashSignature {
             // function it was stopped in and that function's caller, whatever called
             // them: sed's regex matcher, slow on one pattern, spins in `dfaexec_main <
             // match_regex` whether an address or a substitution asked.
-            let (short, long) = if a.frames.len() <= b.frames.len() { (&a.frames, &b.frames) } else { (&b.frames, &a.frames) };
+            let (short, long) = if a.frames.len() <= b.frames.len() {
+                (&a.frames, &b.frames)
+            } else {
+                (&b.frames, &a.frames)
+            };
             return if short.is_empty() || (short.len() < 2 && short.len() < long.len()) {
                 short == long
             } else {
@@ -151,7 +169,9 @@ impl CrashSignature {
             };
         }
         match (a.place, b.place) {
-            (Some(pa), Some(pb)) => pa == pb || (a.frames.len() == SIGNATURE_FRAMES && a.frames == b.frames),
+            (Some(pa), Some(pb)) => {
+                pa == pb || (a.frames.len() == SIGNATURE_FRAMES && a.frames == b.frames)
+            }
             // An older key of frames alone against one with a place: by the frames.
             _ => {
                 let n = a.frames.len().min(b.frames.len());
@@ -168,7 +188,8 @@ impl CrashSignature {
     /// unit) describes: the same class, and the same innermost frames as far as both
     /// stacks reach. A stack of no frames matches nothing but the same kind.
     pub fn matches(&self, other: &CrashSignature) -> bool {
-        let kinds = self.kind == other.kind || self.class() == other.class() && matches!(self.class(), "memory" | STACK_OVERFLOW);
+        let kinds = self.kind == other.kind
+            || self.class() == other.class() && matches!(self.class(), "memory" | STACK_OVERFLOW);
         if !kinds {
             return false;
         }
@@ -221,7 +242,10 @@ const STACK_OVERFLOW_WINDOW: u64 = 64 << 10;
 /// stack has run out), else the signal's name.
 pub fn crash_kind(sig: i32, raw: Option<&RawStack>) -> String {
     let overflow = raw.is_some_and(|r| match (r.fault_addr, r.sp) {
-        (Some(addr), Some(sp)) => matches!(sig, libc::SIGSEGV | libc::SIGBUS) && addr.abs_diff(sp) <= STACK_OVERFLOW_WINDOW,
+        (Some(addr), Some(sp)) => {
+            matches!(sig, libc::SIGSEGV | libc::SIGBUS)
+                && addr.abs_diff(sp) <= STACK_OVERFLOW_WINDOW
+        }
         _ => false,
     });
     if overflow {
@@ -249,9 +273,19 @@ pub fn signal_name(sig: i32) -> String {
 
 /// The signal [`signal_name`] named, if it named one.
 pub fn signal_number(name: &str) -> Option<i32> {
-    [libc::SIGSEGV, libc::SIGBUS, libc::SIGABRT, libc::SIGFPE, libc::SIGILL, libc::SIGKILL, libc::SIGXCPU, libc::SIGXFSZ, libc::SIGTRAP]
-        .into_iter()
-        .find(|&s| signal_name(s) == name)
+    [
+        libc::SIGSEGV,
+        libc::SIGBUS,
+        libc::SIGABRT,
+        libc::SIGFPE,
+        libc::SIGILL,
+        libc::SIGKILL,
+        libc::SIGXCPU,
+        libc::SIGXFSZ,
+        libc::SIGTRAP,
+    ]
+    .into_iter()
+    .find(|&s| signal_name(s) == name)
 }
 
 /// Which frames of a stack belong to the subject.
@@ -268,7 +302,10 @@ pub struct FrameFilter {
 impl FrameFilter {
     /// The filter for the frames of `program`, the whole stack kept.
     pub fn of(program: &std::path::Path) -> FrameFilter {
-        FrameFilter { program: Some(program.to_owned()), stop_after: None }
+        FrameFilter {
+            program: Some(program.to_owned()),
+            stop_after: None,
+        }
     }
 
     fn keeps(&self, f: &Frame) -> bool {
@@ -278,13 +315,28 @@ impl FrameFilter {
         }
         // The trestle runtime and SanitizerCoverage callbacks live in instrumented
         // executables; the C runtime's start files and sanitizer interceptors in any.
-        const RUNTIME: [&str; 9] =
-            [trestle_abi::hooks::RESERVED_PREFIX, "trestle_runtime", "__sanitizer", "__asan", "__ubsan", "__interceptor_", "libafl", "_start", "__libc_"];
-        if RUNTIME.iter().any(|p| name.contains(p)) || name.starts_with("_ZN") && name.contains("trestle") {
+        const RUNTIME: [&str; 9] = [
+            trestle_abi::hooks::RESERVED_PREFIX,
+            "trestle_runtime",
+            "__sanitizer",
+            "__asan",
+            "__ubsan",
+            "__interceptor_",
+            "libafl",
+            "_start",
+            "__libc_",
+        ];
+        if RUNTIME.iter().any(|p| name.contains(p))
+            || name.starts_with("_ZN") && name.contains("trestle")
+        {
             return false;
         }
         if let Some(file) = &f.file {
-            if file.starts_with("csu/") || file.contains("sysdeps/") || file.contains("compiler-rt/") || file.starts_with("/rustc/") {
+            if file.starts_with("csu/")
+                || file.contains("sysdeps/")
+                || file.contains("compiler-rt/")
+                || file.starts_with("/rustc/")
+            {
                 return false;
             }
         }
@@ -299,7 +351,10 @@ impl FrameFilter {
         let mut frames = Vec::new();
         // In a unit harness, what called the function's thunk is the harness.
         let unit_end = match self.stop_after {
-            Some(_) => stack.iter().position(|f| f.function.starts_with(trestle_abi::hooks::THUNK_PREFIX)).unwrap_or(stack.len()),
+            Some(_) => stack
+                .iter()
+                .position(|f| f.function.starts_with(trestle_abi::hooks::THUNK_PREFIX))
+                .unwrap_or(stack.len()),
             None => stack.len(),
         };
         // With debug info, code without a source line is not the subject's own (start
@@ -312,7 +367,11 @@ impl FrameFilter {
         let own = stack.iter().filter(|f| f.own);
         if is_stack_overflow(&kind) {
             let frames = recursion(own.map(|f| f.function.as_str()));
-            return CrashSignature { kind, frames, stack };
+            return CrashSignature {
+                kind,
+                frames,
+                stack,
+            };
         }
         for f in own {
             frames.push(f.function.clone());
@@ -321,7 +380,11 @@ impl FrameFilter {
             }
         }
         frames.truncate(SIGNATURE_FRAMES);
-        CrashSignature { kind, frames, stack }
+        CrashSignature {
+            kind,
+            frames,
+            stack,
+        }
     }
 
     /// The signature of a hang stopped at the stack `first` and sampled again
@@ -333,17 +396,34 @@ impl FrameFilter {
     /// frames of the subject says nothing; none in common, the first stack names it.
     pub fn hang_signature(&self, first: Vec<Frame>, samples: Vec<Vec<Frame>>) -> CrashSignature {
         let mut sig = self.signature(HANG.into(), first);
-        let own = |stack: &[Frame]| stack.iter().filter(|f| f.own).map(|f| f.function.clone()).collect::<Vec<_>>();
+        let own = |stack: &[Frame]| {
+            stack
+                .iter()
+                .filter(|f| f.own)
+                .map(|f| f.function.clone())
+                .collect::<Vec<_>>()
+        };
         let whole = own(&sig.stack);
         let mut shared = whole.len();
         for sample in samples {
             let theirs = own(&self.signature(HANG.into(), sample).stack);
             if !theirs.is_empty() {
-                shared = shared.min(whole.iter().rev().zip(theirs.iter().rev()).take_while(|(a, b)| a == b).count());
+                shared = shared.min(
+                    whole
+                        .iter()
+                        .rev()
+                        .zip(theirs.iter().rev())
+                        .take_while(|(a, b)| a == b)
+                        .count(),
+                );
             }
         }
         if shared > 0 {
-            sig.frames = whole[whole.len() - shared..].iter().take(SIGNATURE_FRAMES).cloned().collect();
+            sig.frames = whole[whole.len() - shared..]
+                .iter()
+                .take(SIGNATURE_FRAMES)
+                .cloned()
+                .collect();
         }
         sig
     }
@@ -359,8 +439,16 @@ fn recursion<'a>(functions: impl Iterator<Item = &'a str>) -> Vec<String> {
     for f in &functions {
         *counts.entry(f).or_default() += 1;
     }
-    let recurring: Vec<String> = counts.iter().filter(|(_, &n)| n > 1).map(|(f, _)| f.to_string()).collect();
-    let mut frames = if recurring.is_empty() { functions.iter().map(|f| f.to_string()).collect() } else { recurring };
+    let recurring: Vec<String> = counts
+        .iter()
+        .filter(|(_, &n)| n > 1)
+        .map(|(f, _)| f.to_string())
+        .collect();
+    let mut frames = if recurring.is_empty() {
+        functions.iter().map(|f| f.to_string()).collect()
+    } else {
+        recurring
+    };
     frames.truncate(SIGNATURE_FRAMES);
     frames
 }
@@ -469,7 +557,13 @@ pub fn parse_stack(text: &str) -> Result<RawStack> {
 /// mappings only.
 fn parse_map_line(line: &str) -> Option<(u64, u64, u64, String)> {
     let mut parts = line.split_whitespace();
-    let (range, _perms, off, _dev, _inode) = (parts.next()?, parts.next()?, parts.next()?, parts.next()?, parts.next()?);
+    let (range, _perms, off, _dev, _inode) = (
+        parts.next()?,
+        parts.next()?,
+        parts.next()?,
+        parts.next()?,
+        parts.next()?,
+    );
     let path: Vec<&str> = parts.collect();
     if path.is_empty() || !path[0].starts_with('/') {
         return None;
@@ -482,8 +576,16 @@ impl RawStack {
     /// The module containing `addr` and the address to give the symboliser for it
     /// (relative to the module's load base for position-independent code).
     fn locate(&self, addr: u64) -> Option<(String, u64)> {
-        let (_, _, _, path) = self.maps.iter().find(|(a, b, _, _)| (*a..*b).contains(&addr))?;
-        let base = self.maps.iter().filter(|m| &m.3 == path).map(|m| m.0 - m.2).min()?;
+        let (_, _, _, path) = self
+            .maps
+            .iter()
+            .find(|(a, b, _, _)| (*a..*b).contains(&addr))?;
+        let base = self
+            .maps
+            .iter()
+            .filter(|m| &m.3 == path)
+            .map(|m| m.0 - m.2)
+            .min()?;
         let pie = elf_is_dyn(Path::new(path));
         Some((path.clone(), if pie { addr - base } else { addr }))
     }
@@ -492,18 +594,31 @@ impl RawStack {
     pub fn addresses(&self) -> Vec<(u64, bool)> {
         let mut out = Vec::new();
         let in_module = |a: u64| self.maps.iter().any(|(s, e, _, _)| (*s..*e).contains(&a));
-        let callers: &[u64] = match self.pc.and_then(|pc| self.frames.iter().position(|f| *f == pc)) {
+        let callers: &[u64] = match self
+            .pc
+            .and_then(|pc| self.frames.iter().position(|f| *f == pc))
+        {
             Some(i) => &self.frames[i + 1..],
             // A failed allocation: the frames past the preload's own (its allocator
             // and the record's writing) are the program's request and its callers.
             None if self.alloc_failed.is_some() => {
                 let preload = |a: &u64| {
-                    self.maps.iter().any(|(s, e, _, path)| (*s..*e).contains(a) && path.ends_with(PRELOAD_NAME))
+                    self.maps
+                        .iter()
+                        .any(|(s, e, _, path)| (*s..*e).contains(a) && path.ends_with(PRELOAD_NAME))
                 };
-                let first = self.frames.iter().position(|a| !preload(a)).unwrap_or(self.frames.len());
+                let first = self
+                    .frames
+                    .iter()
+                    .position(|a| !preload(a))
+                    .unwrap_or(self.frames.len());
                 // Unless nothing in the record is the preload's (a program that has
                 // its own allocator): then the frames are all of interest.
-                if first == 0 || self.frames.iter().any(preload) { &self.frames[first..] } else { &self.frames[..] }
+                if first == 0 || self.frames.iter().any(preload) {
+                    &self.frames[first..]
+                } else {
+                    &self.frames[..]
+                }
             }
             None => &[],
         };
@@ -524,9 +639,17 @@ impl RawStack {
     /// through the signal frame).
     fn sample_addresses(&self, s: &Sample) -> Vec<(u64, bool)> {
         let Some(pc) = s.pc else { return Vec::new() };
-        let callers = s.frames.iter().position(|f| *f == pc).map_or(&[][..], |i| &s.frames[i + 1..]);
+        let callers = s
+            .frames
+            .iter()
+            .position(|f| *f == pc)
+            .map_or(&[][..], |i| &s.frames[i + 1..]);
         let in_module = self.maps.iter().any(|(b, e, _, _)| (*b..*e).contains(&pc));
-        in_module.then_some((pc, true)).into_iter().chain(callers.iter().map(|&a| (a, false))).collect()
+        in_module
+            .then_some((pc, true))
+            .into_iter()
+            .chain(callers.iter().map(|&a| (a, false)))
+            .collect()
     }
 }
 
@@ -553,7 +676,9 @@ pub fn symbolizer() -> Option<PathBuf> {
 /// A program on `PATH`.
 pub fn which(name: &str) -> Option<PathBuf> {
     let path = std::env::var_os("PATH")?;
-    std::env::split_paths(&path).map(|d| d.join(name)).find(|p| p.is_file())
+    std::env::split_paths(&path)
+        .map(|d| d.join(name))
+        .find(|p| p.is_file())
 }
 
 #[derive(Deserialize)]
@@ -590,7 +715,9 @@ pub fn symbolise(raw: &RawStack, only: Option<&Path>) -> Result<Vec<Frame>> {
     let mut frames = look_up(raw, &addrs, only)?;
     if let Some(i) = sp_index {
         let sp_frames = std::mem::take(&mut frames[i]);
-        let pc_without_source = frames.first().is_some_and(|f| f.iter().all(|f| f.file.is_none()));
+        let pc_without_source = frames
+            .first()
+            .is_some_and(|f| f.iter().all(|f| f.file.is_none()));
         if pc_without_source && sp_frames.iter().any(|f| f.file.is_some()) {
             frames.insert(1, sp_frames);
         }
@@ -601,9 +728,16 @@ pub fn symbolise(raw: &RawStack, only: Option<&Path>) -> Result<Vec<Frame>> {
 /// A hang's further stacks ([`RawStack::samples`]), each symbolised as [`symbolise`]
 /// does the first, in one run of the symboliser for all.
 pub fn symbolise_samples(raw: &RawStack, only: Option<&Path>) -> Result<Vec<Vec<Frame>>> {
-    let lists: Vec<Vec<(u64, bool)>> = raw.samples.iter().map(|s| raw.sample_addresses(s)).collect();
+    let lists: Vec<Vec<(u64, bool)>> = raw
+        .samples
+        .iter()
+        .map(|s| raw.sample_addresses(s))
+        .collect();
     let mut frames = look_up(raw, &lists.concat(), only)?.into_iter();
-    Ok(lists.iter().map(|l| frames.by_ref().take(l.len()).flatten().collect()).collect())
+    Ok(lists
+        .iter()
+        .map(|l| frames.by_ref().take(l.len()).flatten().collect())
+        .collect())
 }
 
 /// The frames at each of `addrs` (more than one where functions were inlined), by
@@ -625,25 +759,48 @@ fn look_up(raw: &RawStack, addrs: &[(u64, bool)], only: Option<&Path>) -> Result
             Some(tool) if wanted => {
                 let out = Command::new(tool)
                     .arg(format!("--obj={module}"))
-                    .args(["--output-style=JSON", "--inlining", "--functions=linkage", "--demangle"])
+                    .args([
+                        "--output-style=JSON",
+                        "--inlining",
+                        "--functions=linkage",
+                        "--demangle",
+                    ])
                     .args(list.iter().map(|(_, a)| format!("0x{a:x}")))
                     .output()
                     .with_context(|| format!("cannot run {}", tool.display()))?;
                 // Frames it cannot name stay addresses; a reply that is not its JSON at
                 // all is a symbolizer we do not understand, and says so.
-                serde_json::from_slice(&out.stdout)
-                    .with_context(|| format!("{} gave no JSON for {module}: {}", tool.display(), String::from_utf8_lossy(&out.stderr).trim()))?
+                serde_json::from_slice(&out.stdout).with_context(|| {
+                    format!(
+                        "{} gave no JSON for {module}: {}",
+                        tool.display(),
+                        String::from_utf8_lossy(&out.stderr).trim()
+                    )
+                })?
             }
             _ => Vec::new(),
         };
         for (k, (i, rel)) in list.iter().enumerate() {
-            let syms = replies.get(k).map(|r| r.symbol.as_slice()).unwrap_or_default();
+            let syms = replies
+                .get(k)
+                .map(|r| r.symbol.as_slice())
+                .unwrap_or_default();
             if syms.is_empty() {
-                frames[*i].push(Frame { function: format!("{}+0x{rel:x}", short(module)), file: None, line: 0, module: module.clone(), own: false });
+                frames[*i].push(Frame {
+                    function: format!("{}+0x{rel:x}", short(module)),
+                    file: None,
+                    line: 0,
+                    module: module.clone(),
+                    own: false,
+                });
             }
             for s in syms {
                 frames[*i].push(Frame {
-                    function: if s.function.is_empty() { "??".into() } else { s.function.clone() },
+                    function: if s.function.is_empty() {
+                        "??".into()
+                    } else {
+                        s.function.clone()
+                    },
                     file: (!s.file.is_empty() && s.file != "??").then(|| s.file.clone()),
                     line: s.line,
                     module: module.clone(),
@@ -667,7 +824,12 @@ pub fn parse_sanitizer(stderr: &str, program: &Path) -> Option<(String, Vec<Fram
     for line in stderr.lines() {
         let t = line.trim();
         if kind.is_none() {
-            for (tool, tag) in [("AddressSanitizer", "asan"), ("UndefinedBehaviorSanitizer", "ubsan"), ("LeakSanitizer", "lsan"), ("MemorySanitizer", "msan")] {
+            for (tool, tag) in [
+                ("AddressSanitizer", "asan"),
+                ("UndefinedBehaviorSanitizer", "ubsan"),
+                ("LeakSanitizer", "lsan"),
+                ("MemorySanitizer", "msan"),
+            ] {
                 if let Some(rest) = t.split_once(&format!("ERROR: {tool}: ")).map(|x| x.1) {
                     let what = rest.split_whitespace().next().unwrap_or("error");
                     kind = Some(format!("{tag}:{what}"));
@@ -681,7 +843,9 @@ pub fn parse_sanitizer(stderr: &str, program: &Path) -> Option<(String, Vec<Fram
         if let Some(rest) = t.strip_prefix('#') {
             in_stack = true;
             // #1 0x557f45bd2c4a in check_login /path/requests.c:104:9
-            let Some((_, after)) = rest.split_once(" in ") else { continue };
+            let Some((_, after)) = rest.split_once(" in ") else {
+                continue;
+            };
             let (function, loc) = after.split_once(' ').unwrap_or((after, ""));
             let (file, line, module) = if loc.starts_with('(') {
                 let inner = loc.trim_start_matches('(').split(')').next().unwrap_or("");
@@ -692,7 +856,13 @@ pub fn parse_sanitizer(stderr: &str, program: &Path) -> Option<(String, Vec<Fram
                 let line = parts.next().and_then(|l| l.parse().ok()).unwrap_or(0);
                 (Some(file), line, program.display().to_string())
             };
-            frames.push(Frame { function: function.to_owned(), file, line, module, own: false });
+            frames.push(Frame {
+                function: function.to_owned(),
+                file,
+                line,
+                module,
+                own: false,
+            });
         } else if in_stack {
             break;
         }
@@ -708,64 +878,169 @@ mod tests {
     use super::*;
 
     fn sig(kind: &str, frames: &[&str]) -> CrashSignature {
-        CrashSignature { kind: kind.into(), frames: frames.iter().map(|s| s.to_string()).collect(), stack: vec![] }
+        CrashSignature {
+            kind: kind.into(),
+            frames: frames.iter().map(|s| s.to_string()).collect(),
+            stack: vec![],
+        }
     }
 
     #[test]
     fn matching_follows_the_shorter_stack() {
         let unit = sig("SIGSEGV", &["store_value"]);
-        assert!(unit.matches(&sig("SIGSEGV", &["store_value", "handle_set", "dispatch_request"])));
+        assert!(unit.matches(&sig(
+            "SIGSEGV",
+            &["store_value", "handle_set", "dispatch_request"]
+        )));
         assert!(unit.matches(&sig("asan:SEGV", &["store_value", "handle_set"])));
         assert!(!unit.matches(&sig("SIGSEGV", &["handle_set", "store_value"])));
         assert!(!unit.matches(&sig("SIGFPE", &["store_value"])));
         assert!(!unit.matches(&sig("SIGSEGV", &[])));
         assert!(sig("SIGABRT", &[]).matches(&sig("SIGABRT", &[])));
         assert_eq!(unit.key(), "memory@store_value");
-        assert!(CrashSignature::keys_match("memory@check_login", "memory@check_login<handle_login<dispatch_request"));
-        assert!(!CrashSignature::keys_match("memory@check_login", "SIGFPE@check_login"));
-        assert!(!CrashSignature::keys_match("memory@main", "memory@store_value<main"));
+        assert!(CrashSignature::keys_match(
+            "memory@check_login",
+            "memory@check_login<handle_login<dispatch_request"
+        ));
+        assert!(!CrashSignature::keys_match(
+            "memory@check_login",
+            "SIGFPE@check_login"
+        ));
+        assert!(!CrashSignature::keys_match(
+            "memory@main",
+            "memory@store_value<main"
+        ));
     }
 
     #[test]
     fn one_faulting_line_is_one_bug_whatever_called_it() {
-        let frame = |f: &str, line: u32| Frame { function: f.into(), file: Some("/src/dc/array.c".into()), line, module: "/bin/dc".into(), own: false };
-        let filter = FrameFilter { program: None, stop_after: None };
-        let from_file = filter.signature("SIGSEGV".into(), vec![frame("dc_array_set", 88), frame("dc_func", 310), frame("dc_evalfile", 700)]);
-        let from_string = filter.signature("SIGSEGV".into(), vec![frame("dc_array_set", 88), frame("dc_func", 310), frame("dc_evalstr", 512)]);
+        let frame = |f: &str, line: u32| Frame {
+            function: f.into(),
+            file: Some("/src/dc/array.c".into()),
+            line,
+            module: "/bin/dc".into(),
+            own: false,
+        };
+        let filter = FrameFilter {
+            program: None,
+            stop_after: None,
+        };
+        let from_file = filter.signature(
+            "SIGSEGV".into(),
+            vec![
+                frame("dc_array_set", 88),
+                frame("dc_func", 310),
+                frame("dc_evalfile", 700),
+            ],
+        );
+        let from_string = filter.signature(
+            "SIGSEGV".into(),
+            vec![
+                frame("dc_array_set", 88),
+                frame("dc_func", 310),
+                frame("dc_evalstr", 512),
+            ],
+        );
         assert_ne!(from_file.frames, from_string.frames);
-        assert_eq!(from_file.key(), "memory@dc_array_set:array.c:88|dc_array_set<dc_func<dc_evalfile");
-        assert_eq!(CrashSignature::stable_key(&from_file.key()), "memory@dc_array_set:array.c:88");
-        assert!(CrashSignature::keys_match(&from_file.key(), &from_string.key()));
+        assert_eq!(
+            from_file.key(),
+            "memory@dc_array_set:array.c:88|dc_array_set<dc_func<dc_evalfile"
+        );
+        assert_eq!(
+            CrashSignature::stable_key(&from_file.key()),
+            "memory@dc_array_set:array.c:88"
+        );
+        assert!(CrashSignature::keys_match(
+            &from_file.key(),
+            &from_string.key()
+        ));
         // Another line of the same function reached another way is another bug.
-        let other_line = filter.signature("SIGSEGV".into(), vec![frame("dc_array_set", 95), frame("dc_func", 310)]);
-        assert!(!CrashSignature::keys_match(&other_line.key(), &from_file.key()));
-        let other_path = filter.signature("SIGSEGV".into(), vec![frame("dc_array_set", 95), frame("dc_func", 310), frame("dc_evalstr", 512)]);
-        assert!(!CrashSignature::keys_match(&other_path.key(), &from_file.key()));
+        let other_line = filter.signature(
+            "SIGSEGV".into(),
+            vec![frame("dc_array_set", 95), frame("dc_func", 310)],
+        );
+        assert!(!CrashSignature::keys_match(
+            &other_line.key(),
+            &from_file.key()
+        ));
+        let other_path = filter.signature(
+            "SIGSEGV".into(),
+            vec![
+                frame("dc_array_set", 95),
+                frame("dc_func", 310),
+                frame("dc_evalstr", 512),
+            ],
+        );
+        assert!(!CrashSignature::keys_match(
+            &other_path.key(),
+            &from_file.key()
+        ));
         // So is another kind of crash at the same line.
-        let abort = filter.signature("SIGABRT".into(), vec![frame("dc_array_set", 88), frame("dc_func", 310)]);
+        let abort = filter.signature(
+            "SIGABRT".into(),
+            vec![frame("dc_array_set", 88), frame("dc_func", 310)],
+        );
         assert!(!CrashSignature::keys_match(&abort.key(), &from_file.key()));
         // One heap overflow that faults once inside strcpy (the call at line 104) and
         // once at the overwritten pointer's call (line 113), on one path: one bug.
-        let path = |line: u32| vec![frame("check_login", line), frame("handle_login", 161), frame("dispatch_request", 206), frame("process", 223)];
-        let (in_strcpy, at_call) = (filter.signature("SIGSEGV".into(), path(104)), filter.signature("SIGSEGV".into(), path(113)));
-        assert_ne!(CrashSignature::stable_key(&in_strcpy.key()), CrashSignature::stable_key(&at_call.key()));
+        let path = |line: u32| {
+            vec![
+                frame("check_login", line),
+                frame("handle_login", 161),
+                frame("dispatch_request", 206),
+                frame("process", 223),
+            ]
+        };
+        let (in_strcpy, at_call) = (
+            filter.signature("SIGSEGV".into(), path(104)),
+            filter.signature("SIGSEGV".into(), path(113)),
+        );
+        assert_ne!(
+            CrashSignature::stable_key(&in_strcpy.key()),
+            CrashSignature::stable_key(&at_call.key())
+        );
         assert!(CrashSignature::keys_match(&in_strcpy.key(), &at_call.key()));
         // A hang stopped inside a helper its loop calls is the loop's hang; another
         // loop's is not.
-        let hang = |f: &[&str]| filter.signature(HANG.into(), f.iter().map(|f| frame(f, 7)).collect());
-        let (in_loop, in_helper) = (hang(&["spin", "main"]), hang(&["strlen_ish", "spin", "main"]));
+        let hang =
+            |f: &[&str]| filter.signature(HANG.into(), f.iter().map(|f| frame(f, 7)).collect());
+        let (in_loop, in_helper) = (
+            hang(&["spin", "main"]),
+            hang(&["strlen_ish", "spin", "main"]),
+        );
         assert_eq!(in_loop.key(), "hang@spin<main");
         assert!(CrashSignature::keys_match(&in_loop.key(), &in_helper.key()));
-        assert!(!CrashSignature::keys_match(&in_loop.key(), &hang(&["other_loop", "main"]).key()));
-        assert!(!CrashSignature::keys_match(&hang(&["main"]).key(), &in_loop.key()));
+        assert!(!CrashSignature::keys_match(
+            &in_loop.key(),
+            &hang(&["other_loop", "main"]).key()
+        ));
+        assert!(!CrashSignature::keys_match(
+            &hang(&["main"]).key(),
+            &in_loop.key()
+        ));
         // The same spin reached from two places is one hang; the same function's
         // spin under another caller is not.
-        let (from_address, from_subst) = (hang(&["dfaexec_main", "match_regex", "match_address_p"]), hang(&["dfaexec_main", "match_regex", "do_subst"]));
-        assert!(CrashSignature::keys_match(&from_address.key(), &from_subst.key()));
-        assert!(!CrashSignature::keys_match(&from_address.key(), &hang(&["dfaexec_main", "dfa_supported", "do_subst"]).key()));
-        assert!(!CrashSignature::keys_match(&in_loop.key(), "memory@spin<main"));
+        let (from_address, from_subst) = (
+            hang(&["dfaexec_main", "match_regex", "match_address_p"]),
+            hang(&["dfaexec_main", "match_regex", "do_subst"]),
+        );
+        assert!(CrashSignature::keys_match(
+            &from_address.key(),
+            &from_subst.key()
+        ));
+        assert!(!CrashSignature::keys_match(
+            &from_address.key(),
+            &hang(&["dfaexec_main", "dfa_supported", "do_subst"]).key()
+        ));
+        assert!(!CrashSignature::keys_match(
+            &in_loop.key(),
+            "memory@spin<main"
+        ));
         // A key from before places were kept matches by its frames.
-        assert!(CrashSignature::keys_match("memory@dc_array_set<dc_func", &from_file.key()));
+        assert!(CrashSignature::keys_match(
+            "memory@dc_array_set<dc_func",
+            &from_file.key()
+        ));
     }
 
     #[test]
@@ -781,7 +1056,11 @@ mod tests {
             \x20   #0 0x557f45b91799 in calloc (/tmp/req+0xcb799)\n";
         let (kind, frames) = parse_sanitizer(report, Path::new("/tmp/req")).unwrap();
         assert_eq!(kind, "asan:heap-buffer-overflow");
-        let s = FrameFilter { program: Some("/tmp/req".into()), stop_after: None }.signature(kind, frames);
+        let s = FrameFilter {
+            program: Some("/tmp/req".into()),
+            stop_after: None,
+        }
+        .signature(kind, frames);
         assert_eq!(s.frames, vec!["check_login", "handle_login"]);
     }
 
@@ -804,26 +1083,63 @@ mod tests {
             frame 0x7010\nframe 0x7020\nframe 0x1100\nframe 0x1200\nframe 0x9100\n";
         let raw = parse_stack(text).unwrap();
         assert_eq!((raw.signal, raw.alloc_failed), (0, Some(0x4000000)));
-        assert_eq!(raw.addresses(), vec![(0x1100, false), (0x1200, false), (0x9100, false)]);
+        assert_eq!(
+            raw.addresses(),
+            vec![(0x1100, false), (0x1200, false), (0x9100, false)]
+        );
         // Without the preload's frames (a program with its own allocator), all of them.
         let own = parse_stack("alloc-failed 0x10\nmaps\n1000-2000 r-xp 00000000 fe:00 1 /bin/prog\nend-maps\nframe 0x1100\n").unwrap();
         assert_eq!(own.addresses(), vec![(0x1100, false)]);
         // Two blow-ups that failed in the same allocating function under one caller
         // are one bug; another caller is another. The line plays no part.
-        let frame = |f: &str, line| Frame { function: f.into(), file: Some("grow.c".into()), line, module: "/bin/prog".into(), own: false };
-        let filter = FrameFilter { program: None, stop_after: None };
-        let a = filter.signature(OUT_OF_MEMORY.into(), vec![frame("xmalloc", 10), frame("grow", 20), frame("main", 30)]);
-        let b = filter.signature(OUT_OF_MEMORY.into(), vec![frame("xmalloc", 11), frame("grow", 21), frame("parse", 40), frame("main", 30)]);
-        let c = filter.signature(OUT_OF_MEMORY.into(), vec![frame("xmalloc", 10), frame("copy", 50), frame("main", 30)]);
-        assert!(a.key().starts_with("out-of-memory@xmalloc<grow"), "{}", a.key());
+        let frame = |f: &str, line| Frame {
+            function: f.into(),
+            file: Some("grow.c".into()),
+            line,
+            module: "/bin/prog".into(),
+            own: false,
+        };
+        let filter = FrameFilter {
+            program: None,
+            stop_after: None,
+        };
+        let a = filter.signature(
+            OUT_OF_MEMORY.into(),
+            vec![frame("xmalloc", 10), frame("grow", 20), frame("main", 30)],
+        );
+        let b = filter.signature(
+            OUT_OF_MEMORY.into(),
+            vec![
+                frame("xmalloc", 11),
+                frame("grow", 21),
+                frame("parse", 40),
+                frame("main", 30),
+            ],
+        );
+        let c = filter.signature(
+            OUT_OF_MEMORY.into(),
+            vec![frame("xmalloc", 10), frame("copy", 50), frame("main", 30)],
+        );
+        assert!(
+            a.key().starts_with("out-of-memory@xmalloc<grow"),
+            "{}",
+            a.key()
+        );
         assert!(CrashSignature::keys_match(&a.key(), &b.key()));
         assert!(!CrashSignature::keys_match(&a.key(), &c.key()));
-        assert!(!CrashSignature::keys_match(&a.key(), &filter.signature(HANG.into(), a.stack.clone()).key()), "a hang in the same place is another class");
+        assert!(
+            !CrashSignature::keys_match(
+                &a.key(),
+                &filter.signature(HANG.into(), a.stack.clone()).key()
+            ),
+            "a hang in the same place is another class"
+        );
     }
 
     #[test]
     fn a_fault_at_the_stack_pointer_is_a_stack_overflow_named_by_its_recursion() {
-        let raw = parse_stack("signal 11\naddr 0x7ffd0000fff8\npc 0x1010\nsp 0x7ffd00010000\n").unwrap();
+        let raw =
+            parse_stack("signal 11\naddr 0x7ffd0000fff8\npc 0x1010\nsp 0x7ffd00010000\n").unwrap();
         assert_eq!(crash_kind(libc::SIGSEGV, Some(&raw)), STACK_OVERFLOW);
         // A fault far from the stack pointer is a memory error; no stack file, the signal.
         let far = parse_stack("signal 11\naddr 0x10\npc 0x1010\nsp 0x7ffd00010000\n").unwrap();
@@ -832,17 +1148,55 @@ mod tests {
         assert_eq!(crash_kind(libc::SIGABRT, Some(&raw)), "SIGABRT");
         // Two overflows of one runaway recursion that ran out in different places
         // are one crash: the recurring functions name it, not the innermost frames.
-        let frame = |f: &str| Frame { function: f.into(), file: Some("dc/eval.c".into()), line: 1, module: "/bin/dc".into(), own: false };
-        let filter = FrameFilter { program: None, stop_after: None };
-        let a = filter.signature(STACK_OVERFLOW.into(), ["bc_new_num", "_bc_do_add", "bc_add", "dc_evalstr", "dc_func", "dc_evalstr", "dc_func", "main"].map(frame).to_vec());
-        let b = filter.signature(STACK_OVERFLOW.into(), ["malloc_hook", "dc_func", "dc_evalstr", "dc_func", "dc_evalstr", "main"].map(frame).to_vec());
+        let frame = |f: &str| Frame {
+            function: f.into(),
+            file: Some("dc/eval.c".into()),
+            line: 1,
+            module: "/bin/dc".into(),
+            own: false,
+        };
+        let filter = FrameFilter {
+            program: None,
+            stop_after: None,
+        };
+        let a = filter.signature(
+            STACK_OVERFLOW.into(),
+            [
+                "bc_new_num",
+                "_bc_do_add",
+                "bc_add",
+                "dc_evalstr",
+                "dc_func",
+                "dc_evalstr",
+                "dc_func",
+                "main",
+            ]
+            .map(frame)
+            .to_vec(),
+        );
+        let b = filter.signature(
+            STACK_OVERFLOW.into(),
+            [
+                "malloc_hook",
+                "dc_func",
+                "dc_evalstr",
+                "dc_func",
+                "dc_evalstr",
+                "main",
+            ]
+            .map(frame)
+            .to_vec(),
+        );
         assert_eq!(a.frames, ["dc_evalstr", "dc_func"]);
         assert_eq!(a.key(), b.key());
         assert!(a.matches(&b));
         assert!(a.matches(&sig("asan:stack-overflow", &["dc_evalstr"])));
         assert!(!a.matches(&sig("SIGSEGV", &["dc_evalstr", "dc_func"])));
         // No recursion (one huge frame): the innermost frames.
-        let c = filter.signature(STACK_OVERFLOW.into(), ["big_frame", "main"].map(frame).to_vec());
+        let c = filter.signature(
+            STACK_OVERFLOW.into(),
+            ["big_frame", "main"].map(frame).to_vec(),
+        );
         assert_eq!(c.frames, ["big_frame", "main"]);
     }
 
@@ -856,35 +1210,113 @@ mod tests {
             sample\npc 0x1500\nframe 0x7010\n";
         let raw = parse_stack(text).unwrap();
         assert_eq!(raw.signal, 24);
-        assert_eq!(raw.frames, [0x7000, 0x1010, 0x1200], "the samples' frames are not the first record's");
+        assert_eq!(
+            raw.frames,
+            [0x7000, 0x1010, 0x1200],
+            "the samples' frames are not the first record's"
+        );
         assert_eq!(raw.samples.len(), 3);
-        assert_eq!(raw.sample_addresses(&raw.samples[0]), [(0x1400, true), (0x1210, false), (0x1300, false)]);
+        assert_eq!(
+            raw.sample_addresses(&raw.samples[0]),
+            [(0x1400, true), (0x1210, false), (0x1300, false)]
+        );
         // Stopped in the C library: there, then the program's call.
-        assert_eq!(raw.sample_addresses(&raw.samples[1]), [(0x7100, true), (0x1220, false)]);
+        assert_eq!(
+            raw.sample_addresses(&raw.samples[1]),
+            [(0x7100, true), (0x1220, false)]
+        );
         // The unwinder did not reach the pc: the pc alone.
         assert_eq!(raw.sample_addresses(&raw.samples[2]), [(0x1500, true)]);
     }
 
     #[test]
     fn a_hang_is_named_by_what_every_sample_of_it_shares() {
-        let frame = |f: &str| Frame { function: f.into(), file: Some("dc/number.c".into()), line: 1, module: "/bin/dc".into(), own: false };
+        let frame = |f: &str| Frame {
+            function: f.into(),
+            file: Some("dc/number.c".into()),
+            line: 1,
+            module: "/bin/dc".into(),
+            own: false,
+        };
         let stack = |fs: &[&str]| fs.iter().map(|f| frame(f)).collect::<Vec<_>>();
-        let filter = FrameFilter { program: None, stop_after: None };
+        let filter = FrameFilter {
+            program: None,
+            stop_after: None,
+        };
         // One endless multiplication, stopped in a function its loop calls, another
         // each time; the samples agree on the loop.
-        let first = stack(&["_bc_shift_addsub", "_bc_rec_mul", "_bc_rec_mul", "bc_multiply", "dc_binop", "main"]);
-        let again = stack(&["_bc_simp_mul", "_bc_rec_mul", "_bc_rec_mul", "_bc_rec_mul", "bc_multiply", "dc_binop", "main"]);
-        assert_ne!(filter.signature(HANG.into(), first.clone()).key(), filter.signature(HANG.into(), again.clone()).key());
+        let first = stack(&[
+            "_bc_shift_addsub",
+            "_bc_rec_mul",
+            "_bc_rec_mul",
+            "bc_multiply",
+            "dc_binop",
+            "main",
+        ]);
+        let again = stack(&[
+            "_bc_simp_mul",
+            "_bc_rec_mul",
+            "_bc_rec_mul",
+            "_bc_rec_mul",
+            "bc_multiply",
+            "dc_binop",
+            "main",
+        ]);
+        assert_ne!(
+            filter.signature(HANG.into(), first.clone()).key(),
+            filter.signature(HANG.into(), again.clone()).key()
+        );
         let samples = |fs: &[&[&str]]| fs.iter().map(|s| stack(s)).collect::<Vec<_>>();
-        let a = filter.hang_signature(first, samples(&[&["_bc_rec_mul", "_bc_rec_mul", "bc_multiply", "dc_binop", "main"], &["_bc_simp_mul", "_bc_rec_mul", "bc_multiply", "dc_binop", "main"]]));
+        let a = filter.hang_signature(
+            first,
+            samples(&[
+                &[
+                    "_bc_rec_mul",
+                    "_bc_rec_mul",
+                    "bc_multiply",
+                    "dc_binop",
+                    "main",
+                ],
+                &[
+                    "_bc_simp_mul",
+                    "_bc_rec_mul",
+                    "bc_multiply",
+                    "dc_binop",
+                    "main",
+                ],
+            ]),
+        );
         assert_eq!(a.frames, ["_bc_rec_mul", "bc_multiply", "dc_binop"]);
-        let b = filter.hang_signature(again, samples(&[&["_bc_shift_addsub", "_bc_rec_mul", "bc_multiply", "dc_binop", "main"], &[]]));
+        let b = filter.hang_signature(
+            again,
+            samples(&[
+                &[
+                    "_bc_shift_addsub",
+                    "_bc_rec_mul",
+                    "bc_multiply",
+                    "dc_binop",
+                    "main",
+                ],
+                &[],
+            ]),
+        );
         assert_eq!(a.key(), b.key(), "one hang, one name");
-        assert_eq!(b.stack[0].function, "_bc_simp_mul", "the stack shown is the first record's");
+        assert_eq!(
+            b.stack[0].function, "_bc_simp_mul",
+            "the stack shown is the first record's"
+        );
         // Samples with nothing in common (another thread's, say) leave the first's name.
-        let c = filter.hang_signature(stack(&["spin", "main"]), samples(&[&["poll_loop", "worker_main"]]));
+        let c = filter.hang_signature(
+            stack(&["spin", "main"]),
+            samples(&[&["poll_loop", "worker_main"]]),
+        );
         assert_eq!(c.frames, ["spin", "main"]);
         // No samples: the first stack alone, as before.
-        assert_eq!(filter.hang_signature(stack(&["spin", "main"]), Vec::new()).frames, ["spin", "main"]);
+        assert_eq!(
+            filter
+                .hang_signature(stack(&["spin", "main"]), Vec::new())
+                .frames,
+            ["spin", "main"]
+        );
     }
 }

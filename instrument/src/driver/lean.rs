@@ -28,11 +28,19 @@ pub(super) fn link(runner: &Runner, link: &[OsString], output: &Path, tmp: &Path
     if !std::fs::metadata(output).is_ok_and(|m| m.is_file()) {
         return;
     }
-    let Ok(bytes) = std::fs::read(output) else { return };
-    let id: String = trestle_abi::lean::build_id(&bytes).iter().map(|b| format!("{b:02x}")).collect();
+    let Ok(bytes) = std::fs::read(output) else {
+        return;
+    };
+    let id: String = trestle_abi::lean::build_id(&bytes)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect();
     let archive = tmp.join("libtrestle_lean.a");
     if let Err(e) = std::fs::write(&archive, ARCHIVE) {
-        runner.note(&format!("no lean build: cannot write {}: {e}", archive.display()));
+        runner.note(&format!(
+            "no lean build: cannot write {}: {e}",
+            archive.display()
+        ));
         return;
     }
     let mut args = link.to_vec();
@@ -42,7 +50,13 @@ pub(super) fn link(runner: &Runner, link: &[OsString], output: &Path, tmp: &Path
     args.push(lean.clone().into());
     args.push(format!("-Wl,--build-id=0x{id}").into());
     let verbose = runner.verbose();
-    match runner.run_filtering_stderr(&args, |err| if verbose { err.to_owned() } else { String::new() }) {
+    match runner.run_filtering_stderr(&args, |err| {
+        if verbose {
+            err.to_owned()
+        } else {
+            String::new()
+        }
+    }) {
         Ok(0) => {}
         Ok(code) => {
             runner.note(&format!("no lean build: its link failed ({code})"));

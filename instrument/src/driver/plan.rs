@@ -216,7 +216,11 @@ impl UnitPlanner<'_> {
         let names = self.frontend_names(src_stem, default_object, &object, tmp_file("bc"));
         let frontend = frontend_args(self.args, src, lang, &names);
         let instrumented = tmp_file("inst.bc");
-        let step = if self.mode == Mode::Assemble { "-S" } else { "-c" };
+        let step = if self.mode == Mode::Assemble {
+            "-S"
+        } else {
+            "-c"
+        };
         let covered = tmp_file("cov.bc");
         let (backend, codegen) = backend_args(self.args, step, &instrumented, &covered, &object);
         Unit {
@@ -333,8 +337,14 @@ mod tests {
 
     #[test]
     fn a_link_names_the_executable_it_writes_and_a_compile_none() {
-        assert_eq!(build_of(&["a.c", "-o", "bin/prog"]).output, Some(PathBuf::from("/W/bin/prog")));
-        assert_eq!(build_of(&["a.c", "-o", "/abs/prog"]).output, Some(PathBuf::from("/abs/prog")));
+        assert_eq!(
+            build_of(&["a.c", "-o", "bin/prog"]).output,
+            Some(PathBuf::from("/W/bin/prog"))
+        );
+        assert_eq!(
+            build_of(&["a.c", "-o", "/abs/prog"]).output,
+            Some(PathBuf::from("/abs/prog"))
+        );
         assert_eq!(build_of(&["a.c"]).output, Some(PathBuf::from("/W/a.out")));
         assert_eq!(build_of(&["-c", "a.c", "-o", "a.o"]).output, None);
     }
@@ -363,12 +373,39 @@ mod tests {
         assert!(!fe.contains(&"-MF".into()));
         assert!(!fe.iter().any(|a| a.contains("coverage")), "{fe:?}");
         let be = strs(&u.backend);
-        assert_eq!(be, ["-fPIC", "-O2", "-mllvm", "-no-stack-coloring", SANCOV_FLAGS, "-emit-llvm", NO_UNUSED_WARNING, "-c", "/T/0-a.inst.bc", "-o", "/T/0-a.cov.bc"]);
+        assert_eq!(
+            be,
+            [
+                "-fPIC",
+                "-O2",
+                "-mllvm",
+                "-no-stack-coloring",
+                SANCOV_FLAGS,
+                "-emit-llvm",
+                NO_UNUSED_WARNING,
+                "-c",
+                "/T/0-a.inst.bc",
+                "-o",
+                "/T/0-a.cov.bc"
+            ]
+        );
         let (covered, codegen) = u.codegen.as_ref().expect("edge coverage on");
         assert_eq!(covered, Path::new("/T/0-a.cov.bc"));
         assert_eq!(
             strs(codegen),
-            ["-fPIC", "-O2", "-mllvm", "-no-stack-coloring", "-Xclang", "-disable-llvm-passes", NO_UNUSED_WARNING, "-c", "/T/0-a.cov.bc", "-o", "obj/a.o"]
+            [
+                "-fPIC",
+                "-O2",
+                "-mllvm",
+                "-no-stack-coloring",
+                "-Xclang",
+                "-disable-llvm-passes",
+                NO_UNUSED_WARNING,
+                "-c",
+                "/T/0-a.cov.bc",
+                "-o",
+                "obj/a.o"
+            ]
         );
     }
 

@@ -67,7 +67,13 @@ pub(super) fn run(lang: Lang, original: Vec<OsString>) -> Result<i32, DriverErro
 
 /// Steps 1 to 4 of each unit, then the rest and the link, stopping at the first
 /// command that fails (its exit code).
-fn run_build(runner: &Runner, build: &Build, runtime: Option<&Path>, lang: Lang, tmp: &Path) -> Result<i32, DriverError> {
+fn run_build(
+    runner: &Runner,
+    build: &Build,
+    runtime: Option<&Path>,
+    lang: Lang,
+    tmp: &Path,
+) -> Result<i32, DriverError> {
     for unit in &build.units {
         let code = runner.run(&unit.frontend)?;
         if code != 0 {
@@ -94,7 +100,9 @@ fn run_build(runner: &Runner, build: &Build, runtime: Option<&Path>, lang: Lang,
     }
     if let Some(user_link) = &build.link {
         let mut link = user_link.clone();
-        let Some(runtime) = runtime else { return runner.run(&link) };
+        let Some(runtime) = runtime else {
+            return runner.run(&link);
+        };
         link.extend(runtime_link_args(runtime, build.static_link, lang));
         let code = if build.static_link {
             let archive = runtime.file_name().unwrap_or_default().to_string_lossy();
@@ -227,5 +235,8 @@ fn instrument(source: &Path, bitcode: &Path, out: &Path) -> Result<(), DriverErr
 fn inline_edges(source: &Path, covered: &Path) -> Result<(), DriverError> {
     crate::edges::inline_edge_counters_file(covered, covered)
         .map(drop)
-        .map_err(|e| DriverError::Instrument { source_file: source.to_path_buf(), chain: format!("{:#}", anyhow::Error::from(e)) })
+        .map_err(|e| DriverError::Instrument {
+            source_file: source.to_path_buf(),
+            chain: format!("{:#}", anyhow::Error::from(e)),
+        })
 }

@@ -34,7 +34,13 @@ pub(super) fn runtime_link_args(runtime: &Path, static_link: bool, lang: Lang) -
     let mut out = vec![runtime.as_os_str().to_os_string()];
     if static_link {
         // libgcc_s exists only as a shared library; its static counterpart is gcc_eh.
-        out.extend(RUNTIME_NATIVE_LIBS.iter().map(|l| if *l == "-lgcc_s" { "-lgcc_eh".into() } else { OsString::from(l) }));
+        out.extend(RUNTIME_NATIVE_LIBS.iter().map(|l| {
+            if *l == "-lgcc_s" {
+                "-lgcc_eh".into()
+            } else {
+                OsString::from(l)
+            }
+        }));
         return out;
     }
     out.push("-Wl,--push-state,--as-needed".into());
@@ -106,7 +112,11 @@ mod tests {
     fn static_link_uses_gcc_eh() {
         let b = build_of(&["-static", "a.o"]);
         assert!(b.static_link);
-        let args = strs(&runtime_link_args(Path::new("/r/libtrestle_runtime.a"), true, Lang::C));
+        let args = strs(&runtime_link_args(
+            Path::new("/r/libtrestle_runtime.a"),
+            true,
+            Lang::C,
+        ));
         assert!(args.contains(&"-lgcc_eh".into()) && !args.contains(&"-lgcc_s".into()));
     }
 
@@ -114,15 +124,26 @@ mod tests {
     fn dynamic_links_take_only_the_libraries_used() {
         // C: the unwinder from static libgcc_eh, everything else as needed; the
         // linker's state is restored for whatever follows.
-        let args = strs(&runtime_link_args(Path::new("/r/libtrestle_runtime.a"), false, Lang::C));
+        let args = strs(&runtime_link_args(
+            Path::new("/r/libtrestle_runtime.a"),
+            false,
+            Lang::C,
+        ));
         assert_eq!(args[0], "/r/libtrestle_runtime.a");
         assert_eq!(args[1], "-Wl,--push-state,--as-needed");
         assert_eq!(args.last().map(String::as_str), Some("-Wl,--pop-state"));
         let eh = args.iter().position(|a| a == "-lgcc_eh").expect("gcc_eh");
-        assert_eq!((args[eh - 1].as_str(), args[eh + 1].as_str()), ("-Wl,-Bstatic", "-Wl,-Bdynamic"));
+        assert_eq!(
+            (args[eh - 1].as_str(), args[eh + 1].as_str()),
+            ("-Wl,-Bstatic", "-Wl,-Bdynamic")
+        );
         assert!(!args.contains(&"-lgcc_s".into()));
         // C++: libstdc++ loads libgcc_s anyway; its exceptions use that unwinder.
-        let args = strs(&runtime_link_args(Path::new("/r/libtrestle_runtime.a"), false, Lang::Cxx));
+        let args = strs(&runtime_link_args(
+            Path::new("/r/libtrestle_runtime.a"),
+            false,
+            Lang::Cxx,
+        ));
         assert!(args.contains(&"-lgcc_s".into()) && !args.contains(&"-lgcc_eh".into()));
     }
 

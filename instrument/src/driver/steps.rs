@@ -125,7 +125,13 @@ const NO_STACK_COLORING: [&str; 2] = ["-mllvm", "-no-stack-coloring"];
 /// callbacks, which cost little when no fuzzer is attached), step 3 optimises into
 /// bitcode at `covered` and the second list is step 4, code generation from it without
 /// optimising again (after the wrapper inlined the edge counters, [`crate::edges`]).
-pub(super) fn backend_args(args: &[Arg], step: &str, instrumented: &Path, covered: &Path, object: &Path) -> (Vec<OsString>, Option<Vec<OsString>>) {
+pub(super) fn backend_args(
+    args: &[Arg],
+    step: &str,
+    instrumented: &Path,
+    covered: &Path,
+    object: &Path,
+) -> (Vec<OsString>, Option<Vec<OsString>>) {
     let mut common: Vec<OsString> = args
         .iter()
         .filter(|a| matches!(a.role(), Some(Role::Common | Role::Assembler)))
@@ -141,7 +147,13 @@ pub(super) fn backend_args(args: &[Arg], step: &str, instrumented: &Path, covere
     // other object short.
     common.extend(NO_STACK_COLORING.map(OsString::from));
     let to = |step: &str, input: &Path, output: &Path| -> Vec<OsString> {
-        vec![NO_UNUSED_WARNING.into(), step.into(), input.into(), "-o".into(), output.into()]
+        vec![
+            NO_UNUSED_WARNING.into(),
+            step.into(),
+            input.into(),
+            "-o".into(),
+            output.into(),
+        ]
     };
     if std::env::var_os("TRESTLE_NO_SANCOV").is_some() {
         return ([common, to(step, instrumented, object)].concat(), None);

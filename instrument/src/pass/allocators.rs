@@ -17,7 +17,9 @@ use trestle_abi::hooks;
 pub fn rename_allocators(module: &Module<'_>) -> usize {
     let mut renamed = 0;
     for (orig, wrapper) in hooks::RENAMED_ALLOCATORS {
-        let Some(f) = module.get_function(orig) else { continue };
+        let Some(f) = module.get_function(orig) else {
+            continue;
+        };
         if f.count_basic_blocks() > 0 {
             continue;
         }

@@ -13,7 +13,9 @@ use llvm_sys::prelude::LLVMValueRef;
 use std::collections::{BTreeSet, HashMap};
 use trestle_abi::hooks;
 use trestle_abi::ids::symbol_id;
-use trestle_abi::meta::{FnMeta, GlobalMeta, ParamMeta, ValueKind, VA_FP_WORDS, VA_GP_WORDS, VA_STACK_WORDS};
+use trestle_abi::meta::{
+    FnMeta, GlobalMeta, ParamMeta, ValueKind, VA_FP_WORDS, VA_GP_WORDS, VA_STACK_WORDS,
+};
 
 use super::ir::{cstr, is_call_base, users, value_name};
 
@@ -35,7 +37,9 @@ pub(crate) fn is_local(linkage: Linkage) -> bool {
 fn value_kind(ty: AnyTypeEnum<'_>) -> ValueKind {
     match ty {
         AnyTypeEnum::VoidType(_) => ValueKind::Void,
-        AnyTypeEnum::IntType(t) if t.get_bit_width() <= 64 => ValueKind::Int(t.get_bit_width() as u16),
+        AnyTypeEnum::IntType(t) if t.get_bit_width() <= 64 => {
+            ValueKind::Int(t.get_bit_width() as u16)
+        }
         AnyTypeEnum::PointerType(_) => ValueKind::Ptr,
         AnyTypeEnum::FloatType(t) => {
             let ctx = t.get_context();
@@ -57,7 +61,13 @@ fn enum_kind(name: &str) -> u32 {
 
 /// Parameter attributes that change how an argument is passed in ways a thunk cannot
 /// reproduce from a 64-bit slot.
-const UNREPLAYABLE_PARAM_ATTRS: &[&str] = &["inalloca", "preallocated", "swifterror", "swiftself", "swiftasync"];
+const UNREPLAYABLE_PARAM_ATTRS: &[&str] = &[
+    "inalloca",
+    "preallocated",
+    "swifterror",
+    "swiftself",
+    "swiftasync",
+];
 
 pub(super) fn analyse<'ctx>(module: &Module<'ctx>, td: &TargetData) -> Analysis<'ctx> {
     let module_name = cstr(module.get_source_file_name());
@@ -89,7 +99,17 @@ pub(super) fn analyse<'ctx>(module: &Module<'ctx>, td: &TargetData) -> Analysis<
         }
         let constant = gv.is_constant();
         let text = if constant { c_string_text(gv) } else { None };
-        globals.push((gv, GlobalMeta { id, name, size, constant, local, text }));
+        globals.push((
+            gv,
+            GlobalMeta {
+                id,
+                name,
+                size,
+                constant,
+                local,
+                text,
+            },
+        ));
     }
 
     let mut functions = Vec::new();
@@ -103,20 +123,31 @@ pub(super) fn analyse<'ctx>(module: &Module<'ctx>, td: &TargetData) -> Analysis<
             && !name.starts_with(hooks::RESERVED_PREFIX)
             && address_taken(fv)
         {
-            address_taken_elsewhere.push(symbol_id(&module_name, &name, is_local(fv.get_linkage())));
+            address_taken_elsewhere.push(symbol_id(
+                &module_name,
+                &name,
+                is_local(fv.get_linkage()),
+            ));
         }
         if fv.count_basic_blocks() == 0
             || name.starts_with("llvm.")
             || name.starts_with(hooks::RESERVED_PREFIX)
             || fv.get_linkage() == Linkage::AvailableExternally
-            || fv.get_enum_attribute(AttributeLoc::Function, enum_kind("naked")).is_some()
+            || fv
+                .get_enum_attribute(AttributeLoc::Function, enum_kind("naked"))
+                .is_some()
         {
             continue;
         }
         let meta = function_meta(&module_name, fv, name, &global_ids, td, sysv_x86_64);
         functions.push((fv, meta));
     }
-    Analysis { module_name, globals, functions, address_taken: address_taken_elsewhere }
+    Analysis {
+        module_name,
+        globals,
+        functions,
+        address_taken: address_taken_elsewhere,
+    }
 }
 
 fn function_meta(
@@ -128,14 +159,25 @@ fn function_meta(
     sysv_x86_64: bool,
 ) -> FnMeta {
     let local = is_local(fv.get_linkage());
-    let Signature { params, ret, variadic, replayable } = signature(fv, td, sysv_x86_64);
+    let Signature {
+        params,
+        ret,
+        variadic,
+        replayable,
+    } = signature(fv, td, sysv_x86_64);
     let demangled = if name.starts_with("_Z") {
-        cpp_demangle::Symbol::new(name.as_bytes()).ok().map(|s| s.to_string())
+        cpp_demangle::Symbol::new(name.as_bytes())
+            .ok()
+            .map(|s| s.to_string())
     } else {
         None
     };
     let (file, line) = source_location(fv);
-    let References { callees, globals, indirect_calls } = references(module_name, fv, global_ids);
+    let References {
+        callees,
+        globals,
+        indirect_calls,
+    } = references(module_name, fv, global_ids);
     FnMeta {
         id: symbol_id(module_name, &name, local),
         name,
@@ -184,7 +226,11 @@ fn signature(fv: FunctionValue<'_>, td: &TargetData, sysv_x86_64: bool) -> Signa
             replayable = false;
         }
         let pname = cstr(p.get_name());
-        params.push(ParamMeta { name: (!pname.is_empty()).then_some(pname), kind, byval_size });
+        params.push(ParamMeta {
+            name: (!pname.is_empty()).then_some(pname),
+            kind,
+            byval_size,
+        });
     }
     if variadic && replayable {
         params.extend(variadic_params(&params));
@@ -193,7 +239,12 @@ fn signature(fv: FunctionValue<'_>, td: &TargetData, sysv_x86_64: bool) -> Signa
     if ret == ValueKind::Unsupported {
         replayable = false;
     }
-    Signature { params, ret, variadic, replayable }
+    Signature {
+        params,
+        ret,
+        variadic,
+        replayable,
+    }
 }
 
 /// How a return value is packed: a value that fits a slot, or an aggregate of up to
@@ -221,7 +272,11 @@ struct References {
     indirect_calls: bool,
 }
 
-fn references(module_name: &str, fv: FunctionValue<'_>, global_ids: &HashMap<LLVMValueRef, u64>) -> References {
+fn references(
+    module_name: &str,
+    fv: FunctionValue<'_>,
+    global_ids: &HashMap<LLVMValueRef, u64>,
+) -> References {
     let mut callees = BTreeSet::new();
     let mut globals = BTreeSet::new();
     let mut indirect_calls = false;
@@ -232,8 +287,11 @@ fn references(module_name: &str, fv: FunctionValue<'_>, global_ids: &HashMap<LLV
             unsafe {
                 let is_call = is_call_base(iref);
                 let n = llc::LLVMGetNumOperands(iref);
-                let callee_ref =
-                    if is_call { llc::LLVMGetCalledValue(iref) } else { std::ptr::null_mut() };
+                let callee_ref = if is_call {
+                    llc::LLVMGetCalledValue(iref)
+                } else {
+                    std::ptr::null_mut()
+                };
                 for k in 0..n {
                     let op = llc::LLVMGetOperand(iref, k as u32);
                     if op.is_null() || (is_call && op == callee_ref) {
@@ -246,7 +304,10 @@ fn references(module_name: &str, fv: FunctionValue<'_>, global_ids: &HashMap<LLV
                     if !callee.is_null() {
                         let cname = value_name(callee);
                         if !cname.starts_with("llvm.") {
-                            let clocal = is_local(FunctionValue::new(callee).map_or(Linkage::External, |f| f.get_linkage()));
+                            let clocal = is_local(
+                                FunctionValue::new(callee)
+                                    .map_or(Linkage::External, |f| f.get_linkage()),
+                            );
                             callees.insert(symbol_id(module_name, &cname, clocal));
                         }
                     } else if llc::LLVMIsAInlineAsm(callee_ref).is_null() {
@@ -256,16 +317,27 @@ fn references(module_name: &str, fv: FunctionValue<'_>, global_ids: &HashMap<LLV
             }
         }
     }
-    References { callees, globals, indirect_calls }
+    References {
+        callees,
+        globals,
+        indirect_calls,
+    }
 }
 
 /// The extra parameters that carry a variadic function's variable arguments (see
 /// `trestle_abi::meta::VA_STACK_WORDS`): the general and vector registers the fixed
 /// `params` leave free, then words of the caller's stack.
 fn variadic_params(params: &[ParamMeta]) -> Vec<ParamMeta> {
-    let fp = params.iter().filter(|p| matches!(p.kind, ValueKind::Float | ValueKind::Double)).count();
+    let fp = params
+        .iter()
+        .filter(|p| matches!(p.kind, ValueKind::Float | ValueKind::Double))
+        .count();
     let gp = params.len() - fp;
-    let named = |name: String, kind| ParamMeta { name: Some(name), kind, byval_size: None };
+    let named = |name: String, kind| ParamMeta {
+        name: Some(name),
+        kind,
+        byval_size: None,
+    };
     let regs = (gp..VA_GP_WORDS).map(|i| named(format!("...gp{i}"), ValueKind::Word));
     let vecs = (fp..VA_FP_WORDS).map(|i| named(format!("...xmm{i}"), ValueKind::Double));
     let stack = (0..VA_STACK_WORDS).map(|i| named(format!("...stack{i}"), ValueKind::Word));
@@ -396,7 +468,8 @@ pub(crate) unsafe fn file_path(file: llvm_sys::prelude::LLVMMetadataRef) -> Stri
             if p.is_null() {
                 String::new()
             } else {
-                String::from_utf8_lossy(std::slice::from_raw_parts(p as *const u8, len as usize)).into_owned()
+                String::from_utf8_lossy(std::slice::from_raw_parts(p as *const u8, len as usize))
+                    .into_owned()
             }
         }
     };

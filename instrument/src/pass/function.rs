@@ -8,8 +8,8 @@ use inkwell::module::{Linkage, Module};
 use inkwell::targets::TargetData;
 use inkwell::types::ArrayType;
 use inkwell::values::{
-    AsValueRef, BasicMetadataValueEnum, BasicValueEnum, FunctionValue, GlobalValue, InstructionOpcode,
-    InstructionValue, IntValue, PointerValue,
+    AsValueRef, BasicMetadataValueEnum, BasicValueEnum, FunctionValue, GlobalValue,
+    InstructionOpcode, InstructionValue, IntValue, PointerValue,
 };
 use inkwell::AddressSpace;
 use llvm_sys::core as llc;
@@ -82,7 +82,9 @@ impl<'ctx> FunctionInstrumenter<'_, 'ctx> {
         meta: &FnMeta,
         stats: &mut Stats,
     ) -> Result<usize, PassError> {
-        let Some(entry) = f.get_first_basic_block() else { return Ok(0) };
+        let Some(entry) = f.get_first_basic_block() else {
+            return Ok(0);
+        };
         let sites = Sites::collect(f, self.counter_index);
         let frame = self.insert_entry(f, meta, entry)?;
         for &(bb, alloca) in &sites.escaping_allocas {
@@ -112,7 +114,9 @@ impl<'ctx> FunctionInstrumenter<'_, 'ctx> {
         let i64t = ctx.i64_type();
         let i32t = ctx.i32_type();
         let nslots = meta.params.len().max(1) as u32;
-        let first = entry.get_first_instruction().expect("a basic block has a terminator");
+        let first = entry
+            .get_first_instruction()
+            .expect("a basic block has a terminator");
         builder.position_before(&first);
         let slots_ty = i64t.array_type(nslots);
         let slots = builder.build_alloca(slots_ty, "trestle.slots")?;
@@ -138,7 +142,11 @@ impl<'ctx> FunctionInstrumenter<'_, 'ctx> {
         if let Some(va) = va_list {
             store_variadic_words(builder, self.rt, f, va, slots_ty, slots)?;
         }
-        let state = self.module.add_global(i32t, None, &format!("{}{:016x}", hooks::STATE_PREFIX, meta.id));
+        let state = self.module.add_global(
+            i32t,
+            None,
+            &format!("{}{:016x}", hooks::STATE_PREFIX, meta.id),
+        );
         state.set_linkage(Linkage::Internal);
         state.set_initializer(&i32t.const_zero());
         let state = state.as_pointer_value();
@@ -154,7 +162,12 @@ impl<'ctx> FunctionInstrumenter<'_, 'ctx> {
             ],
             "",
         )?;
-        Ok(Frame { slots, ret_copy, state, hook_point })
+        Ok(Frame {
+            slots,
+            ret_copy,
+            state,
+            hook_point,
+        })
     }
 
     /// Hand `main`'s `argc`, `argv` and `envp` to the runtime.
@@ -170,7 +183,11 @@ impl<'ctx> FunctionInstrumenter<'_, 'ctx> {
             Some(BasicValueEnum::PointerValue(p)) => *p,
             _ => ptr.const_null(),
         };
-        self.builder.build_call(self.rt.main, &[argc.into(), ptr_param(1).into(), ptr_param(2).into()], "")?;
+        self.builder.build_call(
+            self.rt.main,
+            &[argc.into(), ptr_param(1).into(), ptr_param(2).into()],
+            "",
+        )?;
         Ok(())
     }
 
@@ -216,24 +233,38 @@ impl<'ctx> FunctionInstrumenter<'_, 'ctx> {
     }
 
     /// After a `va_start`, tell the runtime where its `va_list` points.
-    fn register_va_list(&self, start: InstructionValue<'ctx>, fn_id: u64) -> Result<(), BuilderError> {
-        let Some(next) = start.get_next_instruction() else { return Ok(()) };
+    fn register_va_list(
+        &self,
+        start: InstructionValue<'ctx>,
+        fn_id: u64,
+    ) -> Result<(), BuilderError> {
+        let Some(next) = start.get_next_instruction() else {
+            return Ok(());
+        };
         // SAFETY: operand 0 of va_start is the va_list's address.
         let ap = unsafe { PointerValue::new(llc::LLVMGetOperand(start.as_value_ref(), 0)) };
         self.builder.position_before(&next);
         let id = self.module.get_context().i64_type().const_int(fn_id, false);
-        self.builder.build_call(self.rt.va_list, &[ap.into(), id.into()], "")?;
+        self.builder
+            .build_call(self.rt.va_list, &[ap.into(), id.into()], "")?;
         Ok(())
     }
 
     /// Stores into globals: bump the global's write counter after each.
-    fn count_global_stores(&self, global_stores: &[(InstructionValue<'ctx>, u32)]) -> Result<(), BuilderError> {
-        let Some(counters) = self.counters else { return Ok(()) };
+    fn count_global_stores(
+        &self,
+        global_stores: &[(InstructionValue<'ctx>, u32)],
+    ) -> Result<(), BuilderError> {
+        let Some(counters) = self.counters else {
+            return Ok(());
+        };
         let builder = self.builder;
         let i64t = self.module.get_context().i64_type();
         let arr_ty = i64t.array_type(self.counter_index.len() as u32);
         for (inst, idx) in global_stores {
-            let Some(next) = inst.get_next_instruction() else { continue };
+            let Some(next) = inst.get_next_instruction() else {
+                continue;
+            };
             builder.position_before(&next);
             let p = slot_ptr(builder, arr_ty, counters.as_pointer_value(), *idx as u64)?;
             let old = builder.build_load(i64t, p, "")?.into_int_value();
@@ -244,7 +275,12 @@ impl<'ctx> FunctionInstrumenter<'_, 'ctx> {
     }
 
     /// Call the exit hook before `ret` with the packed return value.
-    fn insert_exit(&self, ret: InstructionValue<'ctx>, meta: &FnMeta, frame: &Frame<'ctx>) -> Result<(), BuilderError> {
+    fn insert_exit(
+        &self,
+        ret: InstructionValue<'ctx>,
+        meta: &FnMeta,
+        frame: &Frame<'ctx>,
+    ) -> Result<(), BuilderError> {
         let builder = self.builder;
         let ctx = self.module.get_context();
         let i64t = ctx.i64_type();
@@ -271,11 +307,20 @@ impl<'ctx> FunctionInstrumenter<'_, 'ctx> {
         let top = builder.build_call(self.rt.return_address_slot, &[], "trestle.top")?;
         let top: BasicMetadataValueEnum = match top.try_as_basic_value() {
             inkwell::values::ValueKind::Basic(v) => v.into(),
-            inkwell::values::ValueKind::Instruction(_) => unreachable!("llvm.addressofreturnaddress returns a pointer"),
+            inkwell::values::ValueKind::Instruction(_) => {
+                unreachable!("llvm.addressofreturnaddress returns a pointer")
+            }
         };
         builder.build_call(
             self.rt.exit,
-            &[i64t.const_int(meta.id, false).into(), frame.state.into(), packed.into(), frame.slots.into(), sp, top],
+            &[
+                i64t.const_int(meta.id, false).into(),
+                frame.state.into(),
+                packed.into(),
+                frame.slots.into(),
+                sp,
+                top,
+            ],
             "",
         )?;
         Ok(())
@@ -284,19 +329,33 @@ impl<'ctx> FunctionInstrumenter<'_, 'ctx> {
 
 impl<'ctx> Sites<'ctx> {
     fn collect(f: FunctionValue<'ctx>, counter_index: &HashMap<LLVMValueRef, u32>) -> Self {
-        let mut sites = Sites { rets: Vec::new(), escaping_allocas: Vec::new(), va_starts: Vec::new(), global_stores: Vec::new() };
+        let mut sites = Sites {
+            rets: Vec::new(),
+            escaping_allocas: Vec::new(),
+            va_starts: Vec::new(),
+            global_stores: Vec::new(),
+        };
         for bb in f.get_basic_blocks() {
             for inst in bb.get_instructions() {
                 match inst.get_opcode() {
                     // A `ret` must directly follow a `musttail` call: leave those alone.
-                    InstructionOpcode::Return if !follows_musttail_call(inst) => sites.rets.push(inst),
-                    InstructionOpcode::Alloca if alloca_escapes(inst) => sites.escaping_allocas.push((bb, inst)),
+                    InstructionOpcode::Return if !follows_musttail_call(inst) => {
+                        sites.rets.push(inst)
+                    }
+                    InstructionOpcode::Alloca if alloca_escapes(inst) => {
+                        sites.escaping_allocas.push((bb, inst))
+                    }
                     // SAFETY: the callee of a live call.
-                    InstructionOpcode::Call if unsafe { value_name(llc::LLVMGetCalledValue(inst.as_value_ref())) }.starts_with("llvm.va_start") => {
+                    InstructionOpcode::Call
+                        if unsafe { value_name(llc::LLVMGetCalledValue(inst.as_value_ref())) }
+                            .starts_with("llvm.va_start") =>
+                    {
                         sites.va_starts.push(inst)
                     }
                     InstructionOpcode::Store | InstructionOpcode::Call => {
-                        if let Some(&i) = written_base(inst).and_then(|base| counter_index.get(&base)) {
+                        if let Some(&i) =
+                            written_base(inst).and_then(|base| counter_index.get(&base))
+                        {
                             sites.global_stores.push((inst, i));
                         }
                     }
@@ -314,7 +373,8 @@ fn follows_musttail_call(inst: InstructionValue<'_>) -> bool {
         // SAFETY: `p` is a live instruction.
         unsafe {
             !llc::LLVMIsACallInst(p.as_value_ref()).is_null()
-                && llc::LLVMGetTailCallKind(p.as_value_ref()) == llvm_sys::LLVMTailCallKind::LLVMTailCallKindMustTail
+                && llc::LLVMGetTailCallKind(p.as_value_ref())
+                    == llvm_sys::LLVMTailCallKind::LLVMTailCallKindMustTail
         }
     })
 }
@@ -427,8 +487,12 @@ fn store_variadic_words<'ctx>(
         unsafe { builder.build_in_bounds_gep(i8t, base, &[i64t.const_int(offset, false)], "") }
     };
     builder.build_call(rt.va_start, &[va.into()], "")?;
-    let stack = builder.build_load(ptr, at(va, 8)?, "")?.into_pointer_value();
-    let save = builder.build_load(ptr, at(va, 16)?, "")?.into_pointer_value();
+    let stack = builder
+        .build_load(ptr, at(va, 8)?, "")?
+        .into_pointer_value();
+    let save = builder
+        .build_load(ptr, at(va, 16)?, "")?
+        .into_pointer_value();
     let fixed = f.get_params();
     let fp = fixed.iter().filter(|p| p.is_float_value()).count();
     let gp = fixed.len() - fp;
@@ -438,17 +502,25 @@ fn store_variadic_words<'ctx>(
         .chain((0..VA_STACK_WORDS).map(|w| (stack, 8 * w as u64)));
     for (k, (base, offset)) in sources.enumerate() {
         let word = builder.build_load(i64t, at(base, offset)?, "")?;
-        builder.build_store(slot_ptr(builder, slots_ty, slots, (fixed.len() + k) as u64)?, word)?;
+        builder.build_store(
+            slot_ptr(builder, slots_ty, slots, (fixed.len() + k) as u64)?,
+            word,
+        )?;
     }
     builder.build_call(rt.va_end, &[va.into()], "")?;
     Ok(())
 }
 
-fn stack_pointer<'ctx>(builder: &Builder<'ctx>, rt: &Runtime<'ctx>) -> Result<BasicMetadataValueEnum<'ctx>, BuilderError> {
+fn stack_pointer<'ctx>(
+    builder: &Builder<'ctx>,
+    rt: &Runtime<'ctx>,
+) -> Result<BasicMetadataValueEnum<'ctx>, BuilderError> {
     let call = builder.build_call(rt.stacksave, &[], "trestle.sp")?;
     Ok(match call.try_as_basic_value() {
         inkwell::values::ValueKind::Basic(v) => v.into(),
-        inkwell::values::ValueKind::Instruction(_) => unreachable!("llvm.stacksave returns a pointer"),
+        inkwell::values::ValueKind::Instruction(_) => {
+            unreachable!("llvm.stacksave returns a pointer")
+        }
     })
 }
 

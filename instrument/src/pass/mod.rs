@@ -44,13 +44,13 @@ use std::path::Path;
 
 pub use allocators::rename_allocators;
 use analysis::analyse;
+pub(crate) use analysis::{file_path, is_local};
 use function::FunctionInstrumenter;
+pub(crate) use ir::{cstr, value_name};
 use runtime::Runtime;
+pub(crate) use tables::{add_to_llvm_used, table_global};
 use tables::{emit_tables, make_counters};
 use thunk::build_thunk;
-pub(crate) use analysis::{file_path, is_local};
-pub(crate) use ir::{cstr, value_name};
-pub(crate) use tables::{add_to_llvm_used, table_global};
 
 /// What went wrong while instrumenting.
 #[derive(Debug, thiserror::Error)]
@@ -96,12 +96,17 @@ pub struct Stats {
 /// Instrument the bitcode file `input` and write the result to `output`.
 pub fn instrument_bitcode_file(input: &Path, output: &Path) -> Result<Stats, PassError> {
     let ctx = inkwell::context::Context::create();
-    let bitcode_err = |msg: String| PassError::Bitcode { path: input.display().to_string(), msg };
+    let bitcode_err = |msg: String| PassError::Bitcode {
+        path: input.display().to_string(),
+        msg,
+    };
     let buf = MemoryBuffer::create_from_file(input).map_err(|e| bitcode_err(e.to_string()))?;
     let module =
         Module::parse_bitcode_from_buffer(&buf, &ctx).map_err(|e| bitcode_err(e.to_string()))?;
     let stats = instrument_module(&module)?;
-    module.verify().map_err(|e| PassError::Verify(e.to_string()))?;
+    module
+        .verify()
+        .map_err(|e| PassError::Verify(e.to_string()))?;
     if !module.write_bitcode_to_path(output) {
         return Err(PassError::Write(output.display().to_string()));
     }
@@ -110,7 +115,10 @@ pub fn instrument_bitcode_file(input: &Path, output: &Path) -> Result<Stats, Pas
 
 /// Instrument `module` in place. See the module documentation for what is inserted.
 pub fn instrument_module(module: &Module<'_>) -> Result<Stats, PassError> {
-    let mut stats = Stats { renamed_allocators: rename_allocators(module), ..Stats::default() };
+    let mut stats = Stats {
+        renamed_allocators: rename_allocators(module),
+        ..Stats::default()
+    };
     let td = TargetData::create(&module.get_data_layout().as_str().to_string_lossy());
     let mut analysis = analyse(module, &td);
     let rt = Runtime::declare(module);
@@ -191,8 +199,14 @@ mod tests {
         assert_eq!(stats.renamed_allocators, 1);
         let text = module.print_to_string().to_string();
         assert!(text.contains("call ptr @__trestle_malloc"), "{text}");
-        assert!(text.contains(&format!("section \"{SECTION_META}\"")), "{text}");
-        assert!(text.contains(&format!("@{}", hooks::THUNK_PREFIX)), "{text}");
+        assert!(
+            text.contains(&format!("section \"{SECTION_META}\"")),
+            "{text}"
+        );
+        assert!(
+            text.contains(&format!("@{}", hooks::THUNK_PREFIX)),
+            "{text}"
+        );
     }
 
     #[test]
@@ -216,10 +230,17 @@ mod tests {
         assert_eq!(stats.exiting_reporters, 2);
         let text = module.print_to_string().to_string();
         let hook = |args: &str| text.find(&format!("call void @{}({args})", hooks::EXITS_WITH));
-        let error = text.find("@error(i32 %status").expect("the error call stays");
+        let error = text
+            .find("@error(i32 %status")
+            .expect("the error call stays");
         let errx = text.find("@errx(i32 0").expect("the errx call stays");
-        let before_error = hook("i32 %status, i32 0").unwrap_or_else(|| panic!("no hook before error: {text}"));
-        let before_errx = hook("i32 0, i32 1").unwrap_or_else(|| panic!("no hook before errx: {text}"));
-        assert!(before_error < error && before_errx < errx && error < before_errx, "each hook right before its call: {text}");
+        let before_error =
+            hook("i32 %status, i32 0").unwrap_or_else(|| panic!("no hook before error: {text}"));
+        let before_errx =
+            hook("i32 0, i32 1").unwrap_or_else(|| panic!("no hook before errx: {text}"));
+        assert!(
+            before_error < error && before_errx < errx && error < before_errx,
+            "each hook right before its call: {text}"
+        );
     }
 }

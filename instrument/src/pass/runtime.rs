@@ -27,14 +27,17 @@ impl<'ctx> Runtime<'ctx> {
         let ptr = ctx.ptr_type(AddressSpace::default());
         let void = ctx.void_type();
         let get = |name: &str, ty| {
-            module.get_function(name).unwrap_or_else(|| module.add_function(name, ty, None))
+            module
+                .get_function(name)
+                .unwrap_or_else(|| module.add_function(name, ty, None))
         };
         let stacksave = inkwell::intrinsics::Intrinsic::find("llvm.stacksave")
             .and_then(|i| i.get_declaration(module, &[ptr.into()]))
             .expect("LLVM 19 has llvm.stacksave");
-        let return_address_slot = inkwell::intrinsics::Intrinsic::find("llvm.addressofreturnaddress")
-            .and_then(|i| i.get_declaration(module, &[ptr.into()]))
-            .expect("LLVM 19 has llvm.addressofreturnaddress");
+        let return_address_slot =
+            inkwell::intrinsics::Intrinsic::find("llvm.addressofreturnaddress")
+                .and_then(|i| i.get_declaration(module, &[ptr.into()]))
+                .expect("LLVM 19 has llvm.addressofreturnaddress");
         let va = |name: &str| {
             inkwell::intrinsics::Intrinsic::find(name)
                 .and_then(|i| i.get_declaration(module, &[ptr.into()]))
@@ -47,15 +50,37 @@ impl<'ctx> Runtime<'ctx> {
             va_end: va("llvm.va_end"),
             enter: get(
                 hooks::ENTER,
-                void.fn_type(&[i64t.into(), ptr.into(), ptr.into(), i32t.into(), ptr.into()], false),
+                void.fn_type(
+                    &[i64t.into(), ptr.into(), ptr.into(), i32t.into(), ptr.into()],
+                    false,
+                ),
             ),
             exit: get(
                 hooks::EXIT,
-                void.fn_type(&[i64t.into(), ptr.into(), i64t.into(), ptr.into(), ptr.into(), ptr.into()], false),
+                void.fn_type(
+                    &[
+                        i64t.into(),
+                        ptr.into(),
+                        i64t.into(),
+                        ptr.into(),
+                        ptr.into(),
+                        ptr.into(),
+                    ],
+                    false,
+                ),
             ),
-            alloca: get(hooks::ALLOCA, void.fn_type(&[ptr.into(), i64t.into()], false)),
-            va_list: get(hooks::VA_LIST, void.fn_type(&[ptr.into(), i64t.into()], false)),
-            main: get(hooks::MAIN, void.fn_type(&[i32t.into(), ptr.into(), ptr.into()], false)),
+            alloca: get(
+                hooks::ALLOCA,
+                void.fn_type(&[ptr.into(), i64t.into()], false),
+            ),
+            va_list: get(
+                hooks::VA_LIST,
+                void.fn_type(&[ptr.into(), i64t.into()], false),
+            ),
+            main: get(
+                hooks::MAIN,
+                void.fn_type(&[i32t.into(), ptr.into(), ptr.into()], false),
+            ),
         }
     }
 }

@@ -17,13 +17,19 @@ pub(super) fn pack<'ctx>(
     let i64t = builder_ctx(builder).i64_type();
     Ok(match (kind, v) {
         (ValueKind::Int(64) | ValueKind::Word, BasicValueEnum::IntValue(i)) => i,
-        (ValueKind::Int(_), BasicValueEnum::IntValue(i)) => builder.build_int_z_extend(i, i64t, "")?,
-        (ValueKind::Ptr, BasicValueEnum::PointerValue(p)) => builder.build_ptr_to_int(p, i64t, "")?,
+        (ValueKind::Int(_), BasicValueEnum::IntValue(i)) => {
+            builder.build_int_z_extend(i, i64t, "")?
+        }
+        (ValueKind::Ptr, BasicValueEnum::PointerValue(p)) => {
+            builder.build_ptr_to_int(p, i64t, "")?
+        }
         (ValueKind::Double, BasicValueEnum::FloatValue(f)) => {
             builder.build_bit_cast(f, i64t, "")?.into_int_value()
         }
         (ValueKind::Float, BasicValueEnum::FloatValue(f)) => {
-            let bits = builder.build_bit_cast(f, i64t.get_context().i32_type(), "")?.into_int_value();
+            let bits = builder
+                .build_bit_cast(f, i64t.get_context().i32_type(), "")?
+                .into_int_value();
             builder.build_int_z_extend(bits, i64t, "")?
         }
         _ => i64t.const_zero(),
@@ -40,8 +46,12 @@ pub(super) fn unpack<'ctx>(
     let ctx = slot.get_type().get_context();
     Ok(match (kind, ty) {
         (ValueKind::Int(64) | ValueKind::Word, _) => slot.into(),
-        (ValueKind::Int(_), BasicTypeEnum::IntType(t)) => builder.build_int_truncate(slot, t, "")?.into(),
-        (ValueKind::Ptr, BasicTypeEnum::PointerType(t)) => builder.build_int_to_ptr(slot, t, "")?.into(),
+        (ValueKind::Int(_), BasicTypeEnum::IntType(t)) => {
+            builder.build_int_truncate(slot, t, "")?.into()
+        }
+        (ValueKind::Ptr, BasicTypeEnum::PointerType(t)) => {
+            builder.build_int_to_ptr(slot, t, "")?.into()
+        }
         (ValueKind::Double, t) => builder.build_bit_cast(slot, t, "")?,
         (ValueKind::Float, t) => {
             let bits = builder.build_int_truncate(slot, ctx.i32_type(), "")?;
@@ -60,7 +70,12 @@ pub(super) fn slot_ptr<'ctx>(
     let i64t = arr_ty.get_context().i64_type();
     // SAFETY: `i` is within the array by construction.
     unsafe {
-        builder.build_in_bounds_gep(arr_ty, base, &[i64t.const_zero(), i64t.const_int(i, false)], "")
+        builder.build_in_bounds_gep(
+            arr_ty,
+            base,
+            &[i64t.const_zero(), i64t.const_int(i, false)],
+            "",
+        )
     }
 }
 
@@ -71,7 +86,11 @@ pub(super) fn slot_ptr<'ctx>(
 /// store { i32, ptr } %v, ptr %p   =>   store i32 (extractvalue %v, 0), ptr %p
 ///                                      store ptr (extractvalue %v, 1), ptr (gep %p, 0, 1)
 /// ```
-pub(super) fn store_fields<'ctx>(builder: &Builder<'ctx>, p: PointerValue<'ctx>, v: BasicValueEnum<'ctx>) -> Result<(), BuilderError> {
+pub(super) fn store_fields<'ctx>(
+    builder: &Builder<'ctx>,
+    p: PointerValue<'ctx>,
+    v: BasicValueEnum<'ctx>,
+) -> Result<(), BuilderError> {
     let ty = v.get_type();
     let count = match ty {
         BasicTypeEnum::StructType(t) => t.count_fields(),
@@ -89,7 +108,14 @@ pub(super) fn store_fields<'ctx>(builder: &Builder<'ctx>, p: PointerValue<'ctx>,
             _ => unreachable!("an aggregate type has an aggregate value"),
         };
         // SAFETY: member `i` of the aggregate `p` points to.
-        let at = unsafe { builder.build_in_bounds_gep(ty, p, &[i32t.const_zero(), i32t.const_int(u64::from(i), false)], "")? };
+        let at = unsafe {
+            builder.build_in_bounds_gep(
+                ty,
+                p,
+                &[i32t.const_zero(), i32t.const_int(u64::from(i), false)],
+                "",
+            )?
+        };
         store_fields(builder, at, field)?;
     }
     Ok(())

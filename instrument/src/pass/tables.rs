@@ -7,7 +7,9 @@ use inkwell::types::BasicType;
 use inkwell::values::{AsValueRef, BasicValue, FunctionValue, GlobalValue, PointerValue};
 use inkwell::AddressSpace;
 use llvm_sys::core as llc;
-use trestle_abi::meta::{encode_module_meta, ModuleMeta, META_VERSION, SECTION_FUNCS, SECTION_GLOBALS, SECTION_META};
+use trestle_abi::meta::{
+    encode_module_meta, ModuleMeta, META_VERSION, SECTION_FUNCS, SECTION_GLOBALS, SECTION_META,
+};
 
 use super::analysis::Analysis;
 use super::PassError;
@@ -53,11 +55,27 @@ pub(super) fn emit_tables<'ctx>(
         })
         .collect();
     if !rows.is_empty() {
-        used.push(table_global(module, fn_ty.array_type(rows.len() as u32), &fn_ty.const_array(&rows), "__trestle_funcs", SECTION_FUNCS, 8));
+        used.push(table_global(
+            module,
+            fn_ty.array_type(rows.len() as u32),
+            &fn_ty.const_array(&rows),
+            "__trestle_funcs",
+            SECTION_FUNCS,
+            8,
+        ));
     }
 
     // Globals table: id, address, size, flags, write counter.
-    let g_ty = ctx.struct_type(&[i64t.into(), ptr.into(), i64t.into(), i64t.into(), ptr.into()], false);
+    let g_ty = ctx.struct_type(
+        &[
+            i64t.into(),
+            ptr.into(),
+            i64t.into(),
+            i64t.into(),
+            ptr.into(),
+        ],
+        false,
+    );
     let arr_ty = i64t.array_type(analysis.globals.len().max(1) as u32);
     let mut grows = Vec::new();
     for (i, (g, m)) in analysis.globals.iter().enumerate() {
@@ -65,12 +83,19 @@ pub(super) fn emit_tables<'ctx>(
             Some(c) => {
                 // SAFETY: `i` indexes the counter array, which has one slot per global.
                 unsafe {
-                    c.as_pointer_value().const_in_bounds_gep(arr_ty, &[i64t.const_zero(), i64t.const_int(i as u64, false)])
+                    c.as_pointer_value().const_in_bounds_gep(
+                        arr_ty,
+                        &[i64t.const_zero(), i64t.const_int(i as u64, false)],
+                    )
                 }
             }
             None => ptr.const_null(),
         };
-        let flags = if m.constant { trestle_abi::meta::GLOBAL_CONSTANT } else { 0 };
+        let flags = if m.constant {
+            trestle_abi::meta::GLOBAL_CONSTANT
+        } else {
+            0
+        };
         grows.push(g_ty.const_named_struct(&[
             i64t.const_int(m.id, false).into(),
             g.as_pointer_value().into(),
@@ -80,7 +105,14 @@ pub(super) fn emit_tables<'ctx>(
         ]));
     }
     if !grows.is_empty() {
-        used.push(table_global(module, g_ty.array_type(grows.len() as u32), &g_ty.const_array(&grows), "__trestle_globals", SECTION_GLOBALS, 8));
+        used.push(table_global(
+            module,
+            g_ty.array_type(grows.len() as u32),
+            &g_ty.const_array(&grows),
+            "__trestle_globals",
+            SECTION_GLOBALS,
+            8,
+        ));
     }
 
     let meta = ModuleMeta {
@@ -92,7 +124,14 @@ pub(super) fn emit_tables<'ctx>(
     };
     let blob = encode_module_meta(&meta);
     let blob_val = ctx.const_string(&blob, false);
-    used.push(table_global(module, blob_val.get_type(), &blob_val, "__trestle_meta", SECTION_META, 1));
+    used.push(table_global(
+        module,
+        blob_val.get_type(),
+        &blob_val,
+        "__trestle_meta",
+        SECTION_META,
+        1,
+    ));
 
     add_to_llvm_used(module, &used);
     Ok(())

@@ -39,7 +39,9 @@ fn invoke_catching_all<'ctx>(
     let ptr = ctx.ptr_type(AddressSpace::default());
     let void = ctx.void_type();
     let declare = |name: &str, ty: inkwell::types::FunctionType<'ctx>| {
-        module.get_function(name).unwrap_or_else(|| module.add_function(name, ty, None))
+        module
+            .get_function(name)
+            .unwrap_or_else(|| module.add_function(name, ty, None))
     };
     let normal = ctx.append_basic_block(thunk, "returned");
     let caught = ctx.append_basic_block(thunk, "threw");
@@ -47,11 +49,24 @@ fn invoke_catching_all<'ctx>(
     builder.position_at_end(caught);
     thunk.set_personality_function(personality);
     let pad_ty = ctx.struct_type(&[ptr.into(), ctx.i32_type().into()], false);
-    let pad = builder.build_landing_pad(pad_ty, personality, &[ptr.const_null().into()], false, "")?;
+    let pad =
+        builder.build_landing_pad(pad_ty, personality, &[ptr.const_null().into()], false, "")?;
     let exn = builder.build_extract_value(pad.into_struct_value(), 0, "")?;
-    builder.build_call(declare("__cxa_begin_catch", ptr.fn_type(&[ptr.into()], false)), &[exn.into()], "")?;
-    builder.build_call(declare(hooks::UNIT_THREW, void.fn_type(&[], false)), &[], "")?;
-    builder.build_call(declare("__cxa_end_catch", void.fn_type(&[], false)), &[], "")?;
+    builder.build_call(
+        declare("__cxa_begin_catch", ptr.fn_type(&[ptr.into()], false)),
+        &[exn.into()],
+        "",
+    )?;
+    builder.build_call(
+        declare(hooks::UNIT_THREW, void.fn_type(&[], false)),
+        &[],
+        "",
+    )?;
+    builder.build_call(
+        declare("__cxa_end_catch", void.fn_type(&[], false)),
+        &[],
+        "",
+    )?;
     builder.build_return(Some(&ctx.i64_type().const_zero()))?;
     builder.position_at_end(normal);
     Ok(call)
@@ -77,7 +92,10 @@ pub(super) fn build_thunk<'ctx>(
     );
     let bb: BasicBlock = ctx.append_basic_block(thunk, "entry");
     builder.position_at_end(bb);
-    let slots = thunk.get_first_param().expect("thunk has one parameter").into_pointer_value();
+    let slots = thunk
+        .get_first_param()
+        .expect("thunk has one parameter")
+        .into_pointer_value();
     let nslots = meta.params.len().max(1) as u32;
     let arr_ty = i64t.array_type(nslots);
     let mut args: Vec<BasicValueEnum> = Vec::new();
@@ -104,7 +122,10 @@ pub(super) fn build_thunk<'ctx>(
     // Keep the function out of its thunk: a crash in a unit must show the function's
     // own frame (the thunk has no debug info, so an inlined copy would be nameless).
     let noinline = inkwell::attributes::Attribute::get_named_enum_kind_id("noinline");
-    call.add_attribute(AttributeLoc::Function, ctx.create_enum_attribute(noinline, 0));
+    call.add_attribute(
+        AttributeLoc::Function,
+        ctx.create_enum_attribute(noinline, 0),
+    );
     for i in 0..fixed.len() as u32 {
         for a in f.attributes(AttributeLoc::Param(i)) {
             call.add_attribute(AttributeLoc::Param(i), a);
@@ -118,7 +139,12 @@ pub(super) fn build_thunk<'ctx>(
     let ret = match (call.try_as_basic_value(), meta.ret) {
         (inkwell::values::ValueKind::Basic(v), ValueKind::Aggregate(size)) => {
             // Zeroed first: padding must read as it does in the recording.
-            builder.build_memset(slots, 8, ctx.i8_type().const_zero(), i64t.const_int(u64::from(size), false))?;
+            builder.build_memset(
+                slots,
+                8,
+                ctx.i8_type().const_zero(),
+                i64t.const_int(u64::from(size), false),
+            )?;
             store_fields(builder, slots, v)?;
             builder.build_ptr_to_int(slots, i64t, "")?
         }

@@ -163,7 +163,10 @@ pub fn decode_guard_numbers(bytes: &[u8]) -> Result<Vec<(u64, u64, u32)>, String
     let n = u32::from_le_bytes(bytes[4..8].try_into().unwrap()) as usize;
     let body = &bytes[8..];
     if body.len() != n * 20 {
-        return Err(format!("guard number dump of {} bytes for {n} rows", bytes.len()));
+        return Err(format!(
+            "guard number dump of {} bytes for {n} rows",
+            bytes.len()
+        ));
     }
     Ok(body
         .chunks_exact(20)
@@ -192,18 +195,32 @@ mod tests {
                 file: Some(0),
                 line: 12,
                 cmp: Some(cmp_id("a.c", 0)),
-                directions: vec![Direction { guards: vec![1], behind: 3, case: None, ends: false }, Direction::default()],
+                directions: vec![
+                    Direction {
+                        guards: vec![1],
+                        behind: 3,
+                        case: None,
+                        ends: false,
+                    },
+                    Direction::default(),
+                ],
             }],
         };
         let mut sec = encode_module_branches(&m);
         sec.extend_from_slice(&[0; 5]);
-        sec.extend(encode_module_branches(&ModuleBranches { module: "b.c".into(), ..m.clone() }));
+        sec.extend(encode_module_branches(&ModuleBranches {
+            module: "b.c".into(),
+            ..m.clone()
+        }));
         let back = decode_branches_section(&sec).unwrap();
         assert_eq!(back.len(), 2);
         assert_eq!(back[0], m);
         assert_eq!(back[1].module, "b.c");
         let rows = vec![(5u64, 0u64, 17u32), (5, 1, 18)];
-        assert_eq!(decode_guard_numbers(&encode_guard_numbers(&rows)).unwrap(), rows);
+        assert_eq!(
+            decode_guard_numbers(&encode_guard_numbers(&rows)).unwrap(),
+            rows
+        );
         assert!(decode_guard_numbers(&encode_guard_numbers(&rows)[..20]).is_err());
         assert!(cmp_id("a.c", 0) < CMP_IDS);
         assert_ne!(cmp_id("a.c", 0), cmp_id("a.c", 1));

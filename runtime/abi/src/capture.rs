@@ -104,9 +104,16 @@ impl StreamKind {
 
     /// Back from [`StreamKind::word`].
     pub fn from_word(w: &str) -> Option<StreamKind> {
-        [StreamKind::File, StreamKind::Pipe, StreamKind::Terminal, StreamKind::Device, StreamKind::Nothing, StreamKind::Merged]
-            .into_iter()
-            .find(|k| k.word() == w)
+        [
+            StreamKind::File,
+            StreamKind::Pipe,
+            StreamKind::Terminal,
+            StreamKind::Device,
+            StreamKind::Nothing,
+            StreamKind::Merged,
+        ]
+        .into_iter()
+        .find(|k| k.word() == w)
     }
 }
 
@@ -133,13 +140,23 @@ mod tests {
 
     #[test]
     fn fields_split_at_nul_and_the_last_one_ends_with_it() {
-        assert_eq!(split_fields(b"a\0\0b c\0"), vec![&b"a"[..], &b""[..], &b"b c"[..]]);
+        assert_eq!(
+            split_fields(b"a\0\0b c\0"),
+            vec![&b"a"[..], &b""[..], &b"b c"[..]]
+        );
         assert!(split_fields(b"").is_empty());
     }
 
     #[test]
     fn stream_kinds_read_back_from_their_words() {
-        for k in [StreamKind::File, StreamKind::Pipe, StreamKind::Terminal, StreamKind::Device, StreamKind::Nothing, StreamKind::Merged] {
+        for k in [
+            StreamKind::File,
+            StreamKind::Pipe,
+            StreamKind::Terminal,
+            StreamKind::Device,
+            StreamKind::Nothing,
+            StreamKind::Merged,
+        ] {
             assert_eq!(StreamKind::from_word(k.word()), Some(k));
         }
     }

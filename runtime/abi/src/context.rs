@@ -123,26 +123,41 @@ impl Graph {
         for (i, e) in self.extents.iter().enumerate() {
             if let ExtentKind::Global { id, .. } = e.kind {
                 if let Some(first) = globals.insert(id, i) {
-                    return Err(format!("extents e{first} and e{i} overlap: both are global {id:016x}"));
+                    return Err(format!(
+                        "extents e{first} and e{i} overlap: both are global {id:016x}"
+                    ));
                 }
             }
             if let Some(b) = &e.bytes {
                 if b.len() as u64 > e.len {
-                    return Err(format!("extent e{i} holds {} bytes but is {} long", b.len(), e.len));
+                    return Err(format!(
+                        "extent e{i} holds {} bytes but is {} long",
+                        b.len(),
+                        e.len
+                    ));
                 }
             }
             let mut next_free = 0u64;
             for slot in &e.pointers {
                 if slot.offset.checked_add(8).is_none_or(|end| end > e.len) {
-                    return Err(format!("extent e{i}: pointer at +{} lies outside its {} bytes", slot.offset, e.len));
+                    return Err(format!(
+                        "extent e{i}: pointer at +{} lies outside its {} bytes",
+                        slot.offset, e.len
+                    ));
                 }
                 if slot.offset < next_free {
-                    return Err(format!("extent e{i}: pointer at +{} overlaps the one before it", slot.offset));
+                    return Err(format!(
+                        "extent e{i}: pointer at +{} overlaps the one before it",
+                        slot.offset
+                    ));
                 }
                 next_free = slot.offset + 8;
                 if let Value::Ptr { extent, .. } = slot.target {
                     if extent as usize >= self.extents.len() {
-                        return Err(format!("extent e{i}: pointer at +{} to e{extent}, which does not exist", slot.offset));
+                        return Err(format!(
+                            "extent e{i}: pointer at +{} to e{extent}, which does not exist",
+                            slot.offset
+                        ));
                     }
                 }
             }
@@ -274,7 +289,9 @@ impl Value {
         match self {
             Value::Bits(b) => format!("{}", *b as i64),
             // An offset past half the address space is one before the extent's start.
-            Value::Ptr { extent, offset } if (*offset as i64) < 0 => format!("&e{extent}-{}", (*offset as i64).unsigned_abs()),
+            Value::Ptr { extent, offset } if (*offset as i64) < 0 => {
+                format!("&e{extent}-{}", (*offset as i64).unsigned_abs())
+            }
             Value::Ptr { extent, offset } => format!("&e{extent}+{offset}"),
             Value::Func { id, offset } => format!("fn#{id:016x}+{offset}"),
         }
@@ -298,7 +315,12 @@ pub fn diff_outcomes_after(pre: &Graph, expected: &Outcome, observed: &Outcome) 
 }
 
 /// [`diff_outcomes_after`], leaving out the words of memory that are `unstable`.
-pub fn diff_outcomes_except(pre: &Graph, expected: &Outcome, observed: &Outcome, unstable: &Unstable) -> Option<String> {
+pub fn diff_outcomes_except(
+    pre: &Graph,
+    expected: &Outcome,
+    observed: &Outcome,
+    unstable: &Unstable,
+) -> Option<String> {
     diff_outcomes_named(pre, expected, observed, unstable, &GlobalNames::new())
 }
 
@@ -307,8 +329,18 @@ pub fn diff_outcomes_except(pre: &Graph, expected: &Outcome, observed: &Outcome,
 pub type GlobalNames = std::collections::HashMap<u64, String>;
 
 /// [`diff_outcomes_except`], naming globals as `names` says.
-pub fn diff_outcomes_named(pre: &Graph, expected: &Outcome, observed: &Outcome, unstable: &Unstable, names: &GlobalNames) -> Option<String> {
-    let exempt = Exempt { stale: StalePointers::of(pre), unstable, index: None };
+pub fn diff_outcomes_named(
+    pre: &Graph,
+    expected: &Outcome,
+    observed: &Outcome,
+    unstable: &Unstable,
+    names: &GlobalNames,
+) -> Option<String> {
+    let exempt = Exempt {
+        stale: StalePointers::of(pre),
+        unstable,
+        index: None,
+    };
     match (expected, observed) {
         (Outcome::Returned(a), Outcome::Returned(b)) => diff_states_after(a, b, &exempt, names),
         (Outcome::Exited { code: ca, state: a }, Outcome::Exited { code: cb, state: b }) => {
@@ -320,7 +352,11 @@ pub fn diff_outcomes_named(pre: &Graph, expected: &Outcome, observed: &Outcome, 
         }
         (Outcome::Crashed { signal: a }, Outcome::Crashed { signal: b }) if a == b => None,
         (Outcome::Threw, Outcome::Threw) => None,
-        (a, b) => Some(format!("{} recorded, {} in replay", a.summary(), b.summary())),
+        (a, b) => Some(format!(
+            "{} recorded, {} in replay",
+            a.summary(),
+            b.summary()
+        )),
     }
 }
 
@@ -357,7 +393,12 @@ impl Unstable {
         if let (Some(x), Some(y)) = (a.state(), b.state()) {
             // A returned aggregate is copied into a stack extent for the walk.
             let result = match x.ret {
-                Value::Ptr { extent, .. } if x.graph.extents.get(extent as usize).is_some_and(|e| e.kind == ExtentKind::Stack) => {
+                Value::Ptr { extent, .. }
+                    if x.graph
+                        .extents
+                        .get(extent as usize)
+                        .is_some_and(|e| e.kind == ExtentKind::Stack) =>
+                {
                     Some(extent as usize)
                 }
                 _ => None,
@@ -373,7 +414,10 @@ impl Unstable {
                 }
             }
         }
-        Unstable { words, ..Unstable::default() }
+        Unstable {
+            words,
+            ..Unstable::default()
+        }
     }
 
     /// What two recordings `a` and `b` of the same call disagree on: the return value,
@@ -389,10 +433,16 @@ impl Unstable {
             _ => false,
         };
         if !ended_alike {
-            return Err(format!("{} in one recording, {} in the other", a.summary(), b.summary()));
+            return Err(format!(
+                "{} in one recording, {} in the other",
+                a.summary(),
+                b.summary()
+            ));
         }
         let mut u = Unstable::default();
-        let (Some(x), Some(y)) = (a.state(), b.state()) else { return Ok(u) };
+        let (Some(x), Some(y)) = (a.state(), b.state()) else {
+            return Ok(u);
+        };
         u.ret = x.ret != y.ret;
         if x.graph.extents.len() != y.graph.extents.len() {
             u.memory = true;
@@ -436,7 +486,10 @@ impl Unstable {
             parts.push("the memory after the call (its shape)".to_owned());
         }
         if !self.extents.is_empty() {
-            parts.push(format!("{} extent(s) (their size or pointers)", self.extents.len()));
+            parts.push(format!(
+                "{} extent(s) (their size or pointers)",
+                self.extents.len()
+            ));
         }
         if !self.words.is_empty() {
             parts.push(format!("{} word(s) of memory", self.words.len()));
@@ -458,8 +511,14 @@ impl Unstable {
 }
 
 /// (extent `i`, aligned word offset) of every byte in which `p` and `q` differ.
-fn differing_words<'a>(i: usize, p: &'a [u8], q: &'a [u8]) -> impl Iterator<Item = (usize, usize)> + 'a {
-    (0..p.len().min(q.len())).filter(move |&o| p[o] != q[o]).map(move |o| (i, o & !7))
+fn differing_words<'a>(
+    i: usize,
+    p: &'a [u8],
+    q: &'a [u8],
+) -> impl Iterator<Item = (usize, usize)> + 'a {
+    (0..p.len().min(q.len()))
+        .filter(move |&o| p[o] != q[o])
+        .map(move |o| (i, o & !7))
 }
 
 /// What a comparison of memory after a call leaves out.
@@ -484,23 +543,38 @@ impl Exempt<'_> {
 /// way what is left may point into some extent in one run and into none (or another)
 /// in the other. Where the two differ, they are compared again without the pointers
 /// such words hold and without the extents only those pointers reach.
-fn diff_states_after(a: &State, b: &State, exempt: &Exempt<'_>, names: &GlobalNames) -> Option<String> {
+fn diff_states_after(
+    a: &State,
+    b: &State,
+    exempt: &Exempt<'_>,
+    names: &GlobalNames,
+) -> Option<String> {
     let d = diff_states_with(a, b, exempt, names)?;
     // Only words whose pointers the two disagree on, and in which the replay wrote
     // what the recorded call wrote: a new pointer the call stored shares its high bytes
     // with the old one, but is relocated in the replay, low bytes and all.
     fn global(g: &Graph, id: u64) -> Option<&Extent> {
-        g.extents.iter().find(|e| matches!(e.kind, ExtentKind::Global { id: i, .. } if i == id))
+        g.extents
+            .iter()
+            .find(|e| matches!(e.kind, ExtentKind::Global { id: i, .. } if i == id))
     }
     let words: std::collections::HashSet<(u64, u64)> = exempt
         .stale
         .partly_overwritten(&a.graph)
         .into_iter()
         .filter(|&(id, offset)| {
-            let (Some(x), Some(y)) = (global(&a.graph, id), global(&b.graph, id)) else { return false };
-            let (Some(p), Some(q), Some(old)) = (&x.bytes, &y.bytes, exempt.stale.before(id, offset)) else { return false };
+            let (Some(x), Some(y)) = (global(&a.graph, id), global(&b.graph, id)) else {
+                return false;
+            };
+            let (Some(p), Some(q), Some(old)) =
+                (&x.bytes, &y.bytes, exempt.stale.before(id, offset))
+            else {
+                return false;
+            };
             let at = offset as usize..offset as usize + 8;
-            let (Some(p), Some(q)) = (p.get(at.clone()), q.get(at)) else { return false };
+            let (Some(p), Some(q)) = (p.get(at.clone()), q.get(at)) else {
+                return false;
+            };
             let written_alike = (0..8).all(|k| p[k] == old[k] || p[k] == q[k]);
             let slot = |e: &Extent| e.pointers.iter().find(|s| s.offset == offset).cloned();
             written_alike && slot(x) != slot(y)
@@ -511,7 +585,11 @@ fn diff_states_after(a: &State, b: &State, exempt: &Exempt<'_>, names: &GlobalNa
     }
     let (a, kept) = without_slots(a, &words);
     let (b, _) = without_slots(b, &words);
-    let exempt = Exempt { stale: exempt.stale.clone(), unstable: exempt.unstable, index: Some(&kept) };
+    let exempt = Exempt {
+        stale: exempt.stale.clone(),
+        unstable: exempt.unstable,
+        index: Some(&kept),
+    };
     diff_states_with(&a, &b, &exempt, names).map(|_| d)
 }
 
@@ -533,7 +611,9 @@ fn without_slots(s: &State, words: &std::collections::HashSet<(u64, u64)>) -> (S
             pointed[t] = true;
         }
     }
-    let mut todo: Vec<usize> = (0..n).filter(|&i| !pointed[i] || matches!(g.extents[i].kind, ExtentKind::Global { .. })).collect();
+    let mut todo: Vec<usize> = (0..n)
+        .filter(|&i| !pointed[i] || matches!(g.extents[i].kind, ExtentKind::Global { .. }))
+        .collect();
     todo.extend(target(&s.ret));
     let mut reached = vec![false; n];
     while let Some(i) = todo.pop() {
@@ -541,7 +621,12 @@ fn without_slots(s: &State, words: &std::collections::HashSet<(u64, u64)>) -> (S
             continue;
         }
         let e = &g.extents[i];
-        todo.extend(e.pointers.iter().filter(|p| !dropped(e, p)).filter_map(|p| target(&p.target)));
+        todo.extend(
+            e.pointers
+                .iter()
+                .filter(|p| !dropped(e, p))
+                .filter_map(|p| target(&p.target)),
+        );
     }
     let kept: Vec<usize> = (0..n).filter(|&i| reached[i]).collect();
     let mut renumbered = vec![None; n];
@@ -559,18 +644,44 @@ fn without_slots(s: &State, words: &std::collections::HashSet<(u64, u64)>) -> (S
         .iter()
         .map(|&i| {
             let e = &g.extents[i];
-            let pointers =
-                e.pointers.iter().filter(|p| !dropped(e, p)).map(|p| PtrSlot { offset: p.offset, target: remap(&p.target) }).collect();
-            Extent { pointers, ..e.clone() }
+            let pointers = e
+                .pointers
+                .iter()
+                .filter(|p| !dropped(e, p))
+                .map(|p| PtrSlot {
+                    offset: p.offset,
+                    target: remap(&p.target),
+                })
+                .collect();
+            Extent {
+                pointers,
+                ..e.clone()
+            }
         })
         .collect();
     let files = g
         .files
         .iter()
-        .filter_map(|f| Some(OpenFile { extent: renumbered.get(f.extent as usize).copied().flatten()?, ..f.clone() }))
+        .filter_map(|f| {
+            Some(OpenFile {
+                extent: renumbered.get(f.extent as usize).copied().flatten()?,
+                ..f.clone()
+            })
+        })
         .collect();
-    let graph = Graph { extents, partial: g.partial, files };
-    (State { ret: remap(&s.ret), graph, streams: s.streams.clone() }, kept)
+    let graph = Graph {
+        extents,
+        partial: g.partial,
+        files,
+    };
+    (
+        State {
+            ret: remap(&s.ret),
+            graph,
+            streams: s.streams.clone(),
+        },
+        kept,
+    )
 }
 
 /// The pointer words of a context's globals, with the bytes they held.
@@ -587,7 +698,9 @@ impl<'a> StalePointers<'a> {
         let mut words = std::collections::HashMap::new();
         let mut globals = std::collections::HashMap::new();
         for e in &pre.extents {
-            let (ExtentKind::Global { id, .. }, Some(bytes)) = (e.kind, &e.bytes) else { continue };
+            let (ExtentKind::Global { id, .. }, Some(bytes)) = (e.kind, &e.bytes) else {
+                continue;
+            };
             globals.insert(id, bytes.as_slice());
             for p in &e.pointers {
                 if let Some(word) = bytes.get(p.offset as usize..p.offset as usize + 8) {
@@ -605,9 +718,16 @@ impl<'a> StalePointers<'a> {
     fn partly_overwritten(&self, after: &Graph) -> std::collections::HashSet<(u64, u64)> {
         let mut words = std::collections::HashSet::new();
         for e in &after.extents {
-            let (ExtentKind::Global { id, .. }, Some(bytes)) = (e.kind, &e.bytes) else { continue };
+            let (ExtentKind::Global { id, .. }, Some(bytes)) = (e.kind, &e.bytes) else {
+                continue;
+            };
             for p in &e.pointers {
-                let (Some(now), Some(old)) = (bytes.get(p.offset as usize..p.offset as usize + 8), self.before(id, p.offset)) else { continue };
+                let (Some(now), Some(old)) = (
+                    bytes.get(p.offset as usize..p.offset as usize + 8),
+                    self.before(id, p.offset),
+                ) else {
+                    continue;
+                };
                 let same = now.iter().zip(old).filter(|(x, y)| x == y).count();
                 if same > 0 && same < 8 {
                     words.insert((id, p.offset));
@@ -619,24 +739,44 @@ impl<'a> StalePointers<'a> {
 
     /// The word the context held at `offset` of global `id`.
     fn before(&self, id: u64, offset: u64) -> Option<&'a [u8]> {
-        self.globals.get(&id)?.get(offset as usize..offset as usize + 8)
+        self.globals
+            .get(&id)?
+            .get(offset as usize..offset as usize + 8)
     }
 
     /// True if byte `o` of global `kind` is a leftover of a pointer the call did not
     /// overwrite in the recording (`recorded` is the recorded byte after the call).
     fn leftover(&self, kind: ExtentKind, o: usize, recorded: u8) -> bool {
-        let ExtentKind::Global { id, .. } = kind else { return false };
+        let ExtentKind::Global { id, .. } = kind else {
+            return false;
+        };
         let word = (o & !7) as u64;
-        self.words.get(&(id, word)).is_some_and(|w| w[o - word as usize] == recorded)
+        self.words
+            .get(&(id, word))
+            .is_some_and(|w| w[o - word as usize] == recorded)
     }
 }
 
 /// Compare two states (return value, then memory graph).
 pub fn diff_states(a: &State, b: &State) -> Option<String> {
-    diff_states_with(a, b, &Exempt { stale: StalePointers::default(), unstable: &Unstable::default(), index: None }, &GlobalNames::new())
+    diff_states_with(
+        a,
+        b,
+        &Exempt {
+            stale: StalePointers::default(),
+            unstable: &Unstable::default(),
+            index: None,
+        },
+        &GlobalNames::new(),
+    )
 }
 
-fn diff_states_with(a: &State, b: &State, exempt: &Exempt<'_>, names: &GlobalNames) -> Option<String> {
+fn diff_states_with(
+    a: &State,
+    b: &State,
+    exempt: &Exempt<'_>,
+    names: &GlobalNames,
+) -> Option<String> {
     if a.ret != b.ret && !exempt.unstable.ret {
         return Some(format!(
             "return value {} recorded, {} in replay",
@@ -650,7 +790,16 @@ fn diff_states_with(a: &State, b: &State, exempt: &Exempt<'_>, names: &GlobalNam
 /// Compare two memory graphs extent by extent. Alignment is not compared: a replay
 /// places heap extents where its allocator likes.
 pub fn diff_graphs(a: &Graph, b: &Graph) -> Option<String> {
-    diff_graphs_with(a, b, &Exempt { stale: StalePointers::default(), unstable: &Unstable::default(), index: None }, &GlobalNames::new())
+    diff_graphs_with(
+        a,
+        b,
+        &Exempt {
+            stale: StalePointers::default(),
+            unstable: &Unstable::default(),
+            index: None,
+        },
+        &GlobalNames::new(),
+    )
 }
 
 /// An extent's kind in a difference: a global by name where `names` knows it.
@@ -658,14 +807,22 @@ pub fn describe_kind(kind: ExtentKind, names: &GlobalNames) -> String {
     match kind {
         ExtentKind::Global { id, constant } => format!(
             "global {}{}",
-            names.get(&id).cloned().unwrap_or_else(|| format!("{id:016x}")),
+            names
+                .get(&id)
+                .cloned()
+                .unwrap_or_else(|| format!("{id:016x}")),
             if constant { " (read-only)" } else { "" }
         ),
         k => format!("{k:?}"),
     }
 }
 
-fn diff_graphs_with(a: &Graph, b: &Graph, exempt: &Exempt<'_>, names: &GlobalNames) -> Option<String> {
+fn diff_graphs_with(
+    a: &Graph,
+    b: &Graph,
+    exempt: &Exempt<'_>,
+    names: &GlobalNames,
+) -> Option<String> {
     let kind = |k: ExtentKind| describe_kind(k, names);
     if exempt.unstable.memory {
         return None;
@@ -688,17 +845,29 @@ fn diff_graphs_with(a: &Graph, b: &Graph, exempt: &Exempt<'_>, names: &GlobalNam
             _ => true,
         };
         if !same_kind {
-            return Some(format!("extent e{i}: {} recorded, {} in replay", kind(x.kind), kind(y.kind)));
+            return Some(format!(
+                "extent e{i}: {} recorded, {} in replay",
+                kind(x.kind),
+                kind(y.kind)
+            ));
         }
         if x.len != y.len {
-            return Some(format!("extent e{i}: {} bytes recorded, {} in replay", x.len, y.len));
+            return Some(format!(
+                "extent e{i}: {} bytes recorded, {} in replay",
+                x.len, y.len
+            ));
         }
         if x.pointers != y.pointers {
             let describe = |p: Option<&PtrSlot>| match p {
                 Some(p) => format!("+{} -> {}", p.offset, p.target.describe()),
                 None => "nothing".into(),
             };
-            let k = x.pointers.iter().zip(&y.pointers).take_while(|(a, b)| a == b).count();
+            let k = x
+                .pointers
+                .iter()
+                .zip(&y.pointers)
+                .take_while(|(a, b)| a == b)
+                .count();
             return Some(format!(
                 "extent e{i} ({}): pointer {} recorded, {} in replay",
                 kind(x.kind),
@@ -709,15 +878,22 @@ fn diff_graphs_with(a: &Graph, b: &Graph, exempt: &Exempt<'_>, names: &GlobalNam
         if let (Some(p), Some(q)) = (&x.bytes, &y.bytes) {
             let ptr_words: Vec<u64> = x.pointers.iter().map(|s| s.offset).collect();
             let in_ptr = |o: usize| {
-                ptr_words.iter().any(|&w| (o as u64) >= w && (o as u64) < w + 8)
+                ptr_words
+                    .iter()
+                    .any(|&w| (o as u64) >= w && (o as u64) < w + 8)
             };
             let differs = |o: usize| {
-                p[o] != q[o] && !in_ptr(o) && !exempt.stale.leftover(x.kind, o, p[o]) && !exempt.unstable.contains(exempt.unstable_extent(i), o)
+                p[o] != q[o]
+                    && !in_ptr(o)
+                    && !exempt.stale.leftover(x.kind, o, p[o])
+                    && !exempt.unstable.contains(exempt.unstable_extent(i), o)
             };
             if let Some(o) = (0..p.len().min(q.len())).find(|&o| differs(o)) {
                 return Some(format!(
                     "extent e{i} ({}): byte {o} is {:#04x} recorded, {:#04x} in replay",
-                    kind(x.kind), p[o], q[o]
+                    kind(x.kind),
+                    p[o],
+                    q[o]
                 ));
             }
         }
@@ -741,7 +917,14 @@ mod tests {
 
     #[test]
     fn a_changed_byte_is_a_difference() {
-        let a = State { ret: Value::Bits(1), graph: Graph { extents: vec![heap(b"abc")], ..Graph::default() }, streams: vec![] };
+        let a = State {
+            ret: Value::Bits(1),
+            graph: Graph {
+                extents: vec![heap(b"abc")],
+                ..Graph::default()
+            },
+            streams: vec![],
+        };
         let mut b = a.clone();
         assert_eq!(diff_states(&a, &b), None);
         b.graph.extents[0].bytes = Some(b"abd".to_vec());
@@ -750,12 +933,31 @@ mod tests {
 
     #[test]
     fn a_difference_in_a_global_names_it_where_the_name_is_known() {
-        let global = |v: u8| Extent { kind: ExtentKind::Global { id: 7, constant: false }, ..heap(&[v]) };
-        let out = |v| Outcome::Returned(State { ret: Value::Bits(0), graph: Graph { extents: vec![global(v)], ..Graph::default() }, streams: vec![] });
+        let global = |v: u8| Extent {
+            kind: ExtentKind::Global {
+                id: 7,
+                constant: false,
+            },
+            ..heap(&[v])
+        };
+        let out = |v| {
+            Outcome::Returned(State {
+                ret: Value::Bits(0),
+                graph: Graph {
+                    extents: vec![global(v)],
+                    ..Graph::default()
+                },
+                streams: vec![],
+            })
+        };
         let pre = Graph::default();
         let names = GlobalNames::from([(7, "initial_seed".to_owned())]);
-        let named = diff_outcomes_named(&pre, &out(1), &out(2), &Unstable::default(), &names).unwrap();
-        assert_eq!(named, "extent e0 (global initial_seed): byte 0 is 0x01 recorded, 0x02 in replay");
+        let named =
+            diff_outcomes_named(&pre, &out(1), &out(2), &Unstable::default(), &names).unwrap();
+        assert_eq!(
+            named,
+            "extent e0 (global initial_seed): byte 0 is 0x01 recorded, 0x02 in replay"
+        );
         let unnamed = diff_outcomes_except(&pre, &out(1), &out(2), &Unstable::default()).unwrap();
         assert!(unnamed.contains("(global 0000000000000007)"), "{unnamed}");
     }
@@ -767,63 +969,146 @@ mod tests {
     #[test]
     fn a_char_over_a_stale_pointer_is_no_difference_and_a_new_pointer_is_one() {
         let global = |bytes: [u8; 8], target: Option<(u32, u64)>| Extent {
-            kind: ExtentKind::Global { id: 9, constant: false },
-            pointers: target.map(|(extent, offset)| PtrSlot { offset: 0, target: Value::Ptr { extent, offset } }).into_iter().collect(),
+            kind: ExtentKind::Global {
+                id: 9,
+                constant: false,
+            },
+            pointers: target
+                .map(|(extent, offset)| PtrSlot {
+                    offset: 0,
+                    target: Value::Ptr { extent, offset },
+                })
+                .into_iter()
+                .collect(),
             ..heap(&bytes)
         };
-        let state = |extents: Vec<Extent>| Outcome::Returned(State { ret: Value::Bits(0), graph: Graph { extents, ..Graph::default() }, streams: vec![] });
+        let state = |extents: Vec<Extent>| {
+            Outcome::Returned(State {
+                ret: Value::Bits(0),
+                graph: Graph {
+                    extents,
+                    ..Graph::default()
+                },
+                streams: vec![],
+            })
+        };
         let old = 0x5555_0000_1230u64.to_le_bytes();
-        let pre = Graph { extents: vec![global(old, Some((1, 0))), heap(b"word\0")], ..Graph::default() };
+        let pre = Graph {
+            extents: vec![global(old, Some((1, 0))), heap(b"word\0")],
+            ..Graph::default()
+        };
         let with_char = |c: u8, high: u64| {
             let mut w = high.to_le_bytes();
             w[0] = c;
             w
         };
         // Recorded: '+' over the old pointer, which now lands inside another chunk.
-        let recorded = state(vec![global(with_char(b'+', 0x5555_0000_1200), Some((1, 0x2b - 0x20))), heap(b"01234567890123")]);
+        let recorded = state(vec![
+            global(with_char(b'+', 0x5555_0000_1200), Some((1, 0x2b - 0x20))),
+            heap(b"01234567890123"),
+        ]);
         // Replayed: the old pointer was the replay's, so what is left of it points nowhere.
         let replayed = state(vec![global(with_char(b'+', 0x7777_0000_4400), None)]);
         assert_eq!(diff_outcomes_after(&pre, &recorded, &replayed), None);
         // The next token's: the context held the leftover as bits, restored as they
         // were, and the call's '+' over them points into the recording's memory only.
         let bits = with_char(b'(', 0x5555_0000_1200);
-        let pre_bits = Graph { extents: vec![global(bits, None)], ..Graph::default() };
-        let recorded_bits = state(vec![global(with_char(b'+', 0x5555_0000_1200), Some((1, 3))), heap(b"0123456789")]);
+        let pre_bits = Graph {
+            extents: vec![global(bits, None)],
+            ..Graph::default()
+        };
+        let recorded_bits = state(vec![
+            global(with_char(b'+', 0x5555_0000_1200), Some((1, 3))),
+            heap(b"0123456789"),
+        ]);
         let replayed_bits = state(vec![global(with_char(b'+', 0x5555_0000_1200), None)]);
-        assert_eq!(diff_outcomes_after(&pre_bits, &recorded_bits, &replayed_bits), None);
+        assert_eq!(
+            diff_outcomes_after(&pre_bits, &recorded_bits, &replayed_bits),
+            None
+        );
         let other_char = state(vec![global(with_char(b'-', 0x7777_0000_4400), None)]);
         assert!(diff_outcomes_after(&pre, &recorded, &other_char).is_some());
         // A new pointer the call stored (high bytes like the old one's) to a string
         // the replay got wrong: compared in full.
-        let new = |low: u8, text: &[u8]| state(vec![global(with_char(low, 0x5555_0000_1200), Some((1, 0))), heap(text)]);
+        let new = |low: u8, text: &[u8]| {
+            state(vec![
+                global(with_char(low, 0x5555_0000_1200), Some((1, 0))),
+                heap(text),
+            ])
+        };
         let (recorded, replayed) = (new(0x40, b"other\0"), new(0x80, b"othex\0"));
-        assert!(diff_outcomes_after(&pre, &recorded, &replayed).unwrap().contains("byte 4"), "{:?}", diff_outcomes_after(&pre, &recorded, &replayed));
+        assert!(
+            diff_outcomes_after(&pre, &recorded, &replayed)
+                .unwrap()
+                .contains("byte 4"),
+            "{:?}",
+            diff_outcomes_after(&pre, &recorded, &replayed)
+        );
     }
 
     #[test]
     fn words_two_replays_disagree_on_are_left_out_and_nothing_else() {
         let out = |ret, count: u64, seed: u64| {
             let bytes = [count.to_le_bytes(), seed.to_le_bytes()].concat();
-            Outcome::Returned(State { ret: Value::Bits(ret), graph: Graph { extents: vec![heap(&bytes)], ..Graph::default() }, streams: vec![] })
+            Outcome::Returned(State {
+                ret: Value::Bits(ret),
+                graph: Graph {
+                    extents: vec![heap(&bytes)],
+                    ..Graph::default()
+                },
+                streams: vec![],
+            })
         };
         // A count the call keeps, then a time in microseconds: the two replays a
         // moment apart differ in its low bytes, the recording in its high bytes too.
         let recorded = out(0, 3, 0x0006_1f00_0000_1234);
-        let (first, second) = (out(0, 3, 0x0006_1f22_0001_5678), out(0, 3, 0x0006_1f22_0001_9abc));
+        let (first, second) = (
+            out(0, 3, 0x0006_1f22_0001_5678),
+            out(0, 3, 0x0006_1f22_0001_9abc),
+        );
         let unstable = Unstable::between(&first, &second);
         assert_eq!(unstable.len(), 1);
         let pre = Graph::default();
-        assert!(diff_outcomes_after(&pre, &recorded, &first).unwrap().contains("byte 8"));
-        assert_eq!(diff_outcomes_except(&pre, &recorded, &first, &unstable), None);
+        assert!(diff_outcomes_after(&pre, &recorded, &first)
+            .unwrap()
+            .contains("byte 8"));
+        assert_eq!(
+            diff_outcomes_except(&pre, &recorded, &first, &unstable),
+            None
+        );
         // The count is the same in both replays: the recording is its oracle.
-        assert!(diff_outcomes_except(&pre, &recorded, &out(0, 4, 0x0006_1f22_0001_5678), &unstable).unwrap().contains("byte 0"));
+        assert!(diff_outcomes_except(
+            &pre,
+            &recorded,
+            &out(0, 4, 0x0006_1f22_0001_5678),
+            &unstable
+        )
+        .unwrap()
+        .contains("byte 0"));
         // A return value that differs between replays is no memory: it counts.
         let unstable = Unstable::between(&out(1, 3, 5), &out(2, 3, 6));
-        assert!(diff_outcomes_except(&pre, &recorded, &out(1, 3, 5), &unstable).unwrap().contains("return value"));
+        assert!(
+            diff_outcomes_except(&pre, &recorded, &out(1, 3, 5), &unstable)
+                .unwrap()
+                .contains("return value")
+        );
         // Nor does a returned aggregate (its copy on the stack, pointed at by the result).
         let returned = |seed: u64| {
-            let e = Extent { kind: ExtentKind::Stack, ..heap(&seed.to_le_bytes()) };
-            Outcome::Returned(State { ret: Value::Ptr { extent: 0, offset: 0 }, graph: Graph { extents: vec![e], ..Graph::default() }, streams: vec![] })
+            let e = Extent {
+                kind: ExtentKind::Stack,
+                ..heap(&seed.to_le_bytes())
+            };
+            Outcome::Returned(State {
+                ret: Value::Ptr {
+                    extent: 0,
+                    offset: 0,
+                },
+                graph: Graph {
+                    extents: vec![e],
+                    ..Graph::default()
+                },
+                streams: vec![],
+            })
         };
         assert!(Unstable::between(&returned(5), &returned(6)).is_empty());
     }
@@ -832,7 +1117,14 @@ mod tests {
     fn what_two_recordings_disagree_on_is_left_out_and_nothing_else() {
         let out = |ret, count: u64, salt: u64| {
             let bytes = [count.to_le_bytes(), salt.to_le_bytes()].concat();
-            Outcome::Returned(State { ret: Value::Bits(ret), graph: Graph { extents: vec![heap(&bytes)], ..Graph::default() }, streams: vec![] })
+            Outcome::Returned(State {
+                ret: Value::Bits(ret),
+                graph: Graph {
+                    extents: vec![heap(&bytes)],
+                    ..Graph::default()
+                },
+                streams: vec![],
+            })
         };
         let pre = Graph::default();
         // Two recordings of one call: a process id returned, a salt from getrandom.
@@ -840,59 +1132,131 @@ mod tests {
         let left_out = Unstable::between_recordings(&first, &second).unwrap();
         assert_eq!(left_out.describe(), "the return value, 1 word(s) of memory");
         // A replay with its own pid and salt is faithful where the recordings agree...
-        assert_eq!(diff_outcomes_except(&pre, &first, &out(77, 3, 0x3333), &left_out), None);
+        assert_eq!(
+            diff_outcomes_except(&pre, &first, &out(77, 3, 0x3333), &left_out),
+            None
+        );
         // ...and the count they agree on is still compared.
-        assert!(diff_outcomes_except(&pre, &first, &out(77, 4, 0x3333), &left_out).unwrap().contains("byte 0"));
+        assert!(
+            diff_outcomes_except(&pre, &first, &out(77, 4, 0x3333), &left_out)
+                .unwrap()
+                .contains("byte 0")
+        );
         // Recordings that agree leave nothing out.
-        assert!(Unstable::between_recordings(&first, &first).unwrap().is_empty());
+        assert!(Unstable::between_recordings(&first, &first)
+            .unwrap()
+            .is_empty());
         // Memory of another shape is left out whole; the return value still counts.
-        let two = Outcome::Returned(State { ret: Value::Bits(4242), graph: Graph { extents: vec![heap(b"a"), heap(b"b")], ..Graph::default() }, streams: vec![] });
+        let two = Outcome::Returned(State {
+            ret: Value::Bits(4242),
+            graph: Graph {
+                extents: vec![heap(b"a"), heap(b"b")],
+                ..Graph::default()
+            },
+            streams: vec![],
+        });
         let shape = Unstable::between_recordings(&first, &two).unwrap();
-        assert_eq!(diff_outcomes_except(&pre, &first, &out(4242, 9, 9), &shape), None);
-        assert!(diff_outcomes_except(&pre, &first, &out(1, 3, 0x1111), &shape).unwrap().contains("return value"));
+        assert_eq!(
+            diff_outcomes_except(&pre, &first, &out(4242, 9, 9), &shape),
+            None
+        );
+        assert!(
+            diff_outcomes_except(&pre, &first, &out(1, 3, 0x1111), &shape)
+                .unwrap()
+                .contains("return value")
+        );
         // Recordings that ended differently are no oracle at all.
-        let exited = Outcome::Exited { code: 2, state: first.state().unwrap().clone() };
-        assert!(Unstable::between_recordings(&first, &exited).unwrap_err().contains("in the other"));
+        let exited = Outcome::Exited {
+            code: 2,
+            state: first.state().unwrap().clone(),
+        };
+        assert!(Unstable::between_recordings(&first, &exited)
+            .unwrap_err()
+            .contains("in the other"));
     }
 
     #[test]
     fn a_pointer_to_freed_memory_differs_from_one_to_live_memory() {
-        let freed = Extent { kind: ExtentKind::Freed, bytes: None, ..heap(&[0; 8]) };
-        let g = |e| Graph { extents: vec![e], ..Graph::default() };
+        let freed = Extent {
+            kind: ExtentKind::Freed,
+            bytes: None,
+            ..heap(&[0; 8])
+        };
+        let g = |e| Graph {
+            extents: vec![e],
+            ..Graph::default()
+        };
         assert_eq!(diff_graphs(&g(freed.clone()), &g(freed.clone())), None);
-        assert!(diff_graphs(&g(freed), &g(heap(&[0; 8]))).unwrap().contains("Freed recorded, Heap in replay"));
+        assert!(diff_graphs(&g(freed), &g(heap(&[0; 8])))
+            .unwrap()
+            .contains("Freed recorded, Heap in replay"));
     }
 
     #[test]
     fn a_pointer_partly_overwritten_compares_by_the_bytes_the_call_wrote() {
         let global = |bytes: [u8; 8]| Extent {
-            kind: ExtentKind::Global { id: 7, constant: false },
+            kind: ExtentKind::Global {
+                id: 7,
+                constant: false,
+            },
             len: 8,
             align: 8,
             bytes: Some(bytes.to_vec()),
             pointers: vec![],
         };
-        let g = |e| Graph { extents: vec![e], ..Graph::default() };
+        let g = |e| Graph {
+            extents: vec![e],
+            ..Graph::default()
+        };
         // Before the call the global held a pointer (recorded at 0x5555_0000_1230).
         let mut pre = global([0x30, 0x12, 0, 0, 0x55, 0x55, 0, 0]);
-        pre.pointers.push(PtrSlot { offset: 0, target: Value::Ptr { extent: 1, offset: 0 } });
-        let out = |bytes| Outcome::Returned(State { ret: Value::Bits(0), graph: g(global(bytes)), streams: vec![] });
+        pre.pointers.push(PtrSlot {
+            offset: 0,
+            target: Value::Ptr {
+                extent: 1,
+                offset: 0,
+            },
+        });
+        let out = |bytes| {
+            Outcome::Returned(State {
+                ret: Value::Bits(0),
+                graph: g(global(bytes)),
+                streams: vec![],
+            })
+        };
         // The call stored b'+' into its low byte; the replay's old pointer was elsewhere.
         let recorded = out([b'+', 0x12, 0, 0, 0x55, 0x55, 0, 0]);
         let replayed = out([b'+', 0x40, 0, 0, 0, 0x60, 0, 0]);
-        assert_eq!(diff_outcomes_after(&g(pre.clone()), &recorded, &replayed), None);
-        assert!(diff_outcomes(&recorded, &replayed).is_some(), "without the context it is a difference");
+        assert_eq!(
+            diff_outcomes_after(&g(pre.clone()), &recorded, &replayed),
+            None
+        );
+        assert!(
+            diff_outcomes(&recorded, &replayed).is_some(),
+            "without the context it is a difference"
+        );
         let wrong = out([b'-', 0x40, 0, 0, 0, 0x60, 0, 0]);
-        assert!(diff_outcomes_after(&g(pre), &recorded, &wrong).unwrap().contains("byte 0"));
+        assert!(diff_outcomes_after(&g(pre), &recorded, &wrong)
+            .unwrap()
+            .contains("byte 0"));
     }
 
     #[test]
     fn pointer_words_compare_by_target_not_address() {
         let mut x = heap(&[1u8; 16]);
-        x.pointers.push(PtrSlot { offset: 8, target: Value::Ptr { extent: 0, offset: 0 } });
+        x.pointers.push(PtrSlot {
+            offset: 8,
+            target: Value::Ptr {
+                extent: 0,
+                offset: 0,
+            },
+        });
         let mut y = x.clone();
         y.bytes.as_mut().unwrap()[8..16].copy_from_slice(&[9; 8]);
-        let g = |e| Graph { extents: vec![e], ..Graph::default() };
+        let g = |e| Graph {
+            extents: vec![e],
+            ..Graph::default()
+        };
         assert_eq!(diff_graphs(&g(x), &g(y)), None);
     }
 }

@@ -87,7 +87,8 @@ pub struct InProcessTarget {
     /// [`EXEC_EXITED`] or, for a crash caught by [`InProcessTarget::catch_crashes`]'s
     /// handlers, [`EXEC_CRASHED`] plus the signal. A hang, or a crash while those
     /// handlers are not installed, does not return (the fuzzer's handlers see it).
-    pub run: unsafe extern "C" fn(session: *mut core::ffi::c_void, input: *const u8, len: usize) -> i32,
+    pub run:
+        unsafe extern "C" fn(session: *mut core::ffi::c_void, input: *const u8, len: usize) -> i32,
     /// Install the harness's crash signal handlers in front of the ones in place
     /// (the fuzzer's): a crash inside the function then ends just that execution
     /// (`run` returns [`EXEC_CRASHED`]), with the context put back; a crash anywhere
@@ -182,7 +183,12 @@ pub enum ParamValue {
 /// The recorded value of a parameter.
 pub fn original_value(p: &Param) -> ParamValue {
     if p.kind.is_int() {
-        ParamValue::Int(std::str::from_utf8(&p.original).ok().and_then(|s| s.parse().ok()).unwrap_or(0))
+        ParamValue::Int(
+            std::str::from_utf8(&p.original)
+                .ok()
+                .and_then(|s| s.parse().ok())
+                .unwrap_or(0),
+        )
     } else {
         ParamValue::Bytes(p.original.clone())
     }
@@ -213,7 +219,9 @@ pub fn decode_values(params: &[Param], mut input: &[u8]) -> Vec<ParamValue> {
         match p.kind {
             ParamKind::Int { .. } | ParamKind::Decimal { .. } => {
                 if input.len() >= 8 {
-                    out.push(ParamValue::Int(i64::from_le_bytes(input[..8].try_into().unwrap())));
+                    out.push(ParamValue::Int(i64::from_le_bytes(
+                        input[..8].try_into().unwrap(),
+                    )));
                     input = &input[8..];
                 } else {
                     input = &[];
@@ -223,7 +231,11 @@ pub fn decode_values(params: &[Param], mut input: &[u8]) -> Vec<ParamValue> {
             ParamKind::Bytes { .. } | ParamKind::Stream { .. } => {
                 if input.len() >= 4 {
                     let n = u32::from_le_bytes(input[..4].try_into().unwrap()) as usize;
-                    let n = if last { input.len() - 4 } else { n.min(input.len() - 4) };
+                    let n = if last {
+                        input.len() - 4
+                    } else {
+                        n.min(input.len() - 4)
+                    };
                     let n = n.min(MAX_STRING_VALUE);
                     let value = &input[4..4 + n];
                     out.push(ParamValue::Bytes(value[..liftable_len(p, value)].to_vec()));
@@ -247,15 +259,24 @@ pub fn decode_values(params: &[Param], mut input: &[u8]) -> Vec<ParamValue> {
 /// replacement text, grown to 8 KiB with NULs in it, was cut short in the lifted
 /// script), so a unit finding that needs the rest is no finding.
 fn liftable_len(p: &Param, value: &[u8]) -> usize {
-    let ParamKind::Bytes { nul, resize } = p.kind else { return value.len() };
+    let ParamKind::Bytes { nul, resize } = p.kind else {
+        return value.len();
+    };
     // Asked once a value, not once a byte: this runs for every unit execution.
-    let from_args = !p.origins.is_empty() && p.origins.iter().all(|o| matches!(o.input, InputRef::Arg(_)));
+    let from_args = !p.origins.is_empty()
+        && p.origins
+            .iter()
+            .all(|o| matches!(o.input, InputRef::Arg(_)));
     let at_nul = (nul || from_args) && !p.original.contains(&0);
-    let at_space = resize == Resize::Token && nul && !p.original.iter().any(u8::is_ascii_whitespace);
+    let at_space =
+        resize == Resize::Token && nul && !p.original.iter().any(u8::is_ascii_whitespace);
     if !at_nul && !at_space {
         return value.len();
     }
-    value.iter().position(|&b| (at_nul && b == 0) || (at_space && b.is_ascii_whitespace())).unwrap_or(value.len())
+    value
+        .iter()
+        .position(|&b| (at_nul && b == 0) || (at_space && b.is_ascii_whitespace()))
+        .unwrap_or(value.len())
 }
 
 #[cfg(test)]
@@ -265,56 +286,164 @@ mod tests {
 
     #[test]
     fn a_string_value_ends_where_the_program_would_end_it() {
-        let token = param(ParamKind::Bytes { nul: true, resize: Resize::Token }, b"epsilon");
-        let spaced = param(ParamKind::Bytes { nul: true, resize: Resize::Token }, b"two words");
-        let line = param(ParamKind::Bytes { nul: false, resize: Resize::Extent }, b"a line\n");
-        let c_string = param(ParamKind::Bytes { nul: true, resize: Resize::Extent }, b"name");
+        let token = param(
+            ParamKind::Bytes {
+                nul: true,
+                resize: Resize::Token,
+            },
+            b"epsilon",
+        );
+        let spaced = param(
+            ParamKind::Bytes {
+                nul: true,
+                resize: Resize::Token,
+            },
+            b"two words",
+        );
+        let line = param(
+            ParamKind::Bytes {
+                nul: false,
+                resize: Resize::Extent,
+            },
+            b"a line\n",
+        );
+        let c_string = param(
+            ParamKind::Bytes {
+                nul: true,
+                resize: Resize::Extent,
+            },
+            b"name",
+        );
         let v = |b: &[u8]| encode_values(&[ParamValue::Bytes(b.to_vec())]);
-        assert_eq!(decode_values(&[token.clone()], &v(b"na\x01:b\nrest c")), vec![ParamValue::Bytes(b"na\x01:b".to_vec())]);
-        assert_eq!(decode_values(&[token], &v(b"ab\0cd")), vec![ParamValue::Bytes(b"ab".to_vec())]);
+        assert_eq!(
+            decode_values(&[token.clone()], &v(b"na\x01:b\nrest c")),
+            vec![ParamValue::Bytes(b"na\x01:b".to_vec())]
+        );
+        assert_eq!(
+            decode_values(&[token], &v(b"ab\0cd")),
+            vec![ParamValue::Bytes(b"ab".to_vec())]
+        );
         // A token recorded with a space in it was not cut at spaces.
-        assert_eq!(decode_values(&[spaced], &v(b"x y\tz")), vec![ParamValue::Bytes(b"x y\tz".to_vec())]);
+        assert_eq!(
+            decode_values(&[spaced], &v(b"x y\tz")),
+            vec![ParamValue::Bytes(b"x y\tz".to_vec())]
+        );
         // Not a token: whitespace stays; NUL ends only a NUL-terminated string.
-        assert_eq!(decode_values(&[line], &v(b"x y\0z")), vec![ParamValue::Bytes(b"x y\0z".to_vec())]);
-        assert_eq!(decode_values(&[c_string], &v(b"x y\0z")), vec![ParamValue::Bytes(b"x y".to_vec())]);
+        assert_eq!(
+            decode_values(&[line], &v(b"x y\0z")),
+            vec![ParamValue::Bytes(b"x y\0z".to_vec())]
+        );
+        assert_eq!(
+            decode_values(&[c_string], &v(b"x y\0z")),
+            vec![ParamValue::Bytes(b"x y".to_vec())]
+        );
         // Counted bytes (no NUL after them) that only come from arguments end at a NUL
         // all the same, and are no strtok token: whitespace stays.
-        let from = |input| crate::unit::Origin { input, offset: 0, len: 2 };
-        let counted = Param { origins: vec![from(InputRef::Arg(3))], ..param(ParamKind::Bytes { nul: false, resize: Resize::Token }, b"at") };
-        assert_eq!(decode_values(&[counted.clone()], &v(b"a b\0c")), vec![ParamValue::Bytes(b"a b".to_vec())]);
+        let from = |input| crate::unit::Origin {
+            input,
+            offset: 0,
+            len: 2,
+        };
+        let counted = Param {
+            origins: vec![from(InputRef::Arg(3))],
+            ..param(
+                ParamKind::Bytes {
+                    nul: false,
+                    resize: Resize::Token,
+                },
+                b"at",
+            )
+        };
+        assert_eq!(
+            decode_values(&[counted.clone()], &v(b"a b\0c")),
+            vec![ParamValue::Bytes(b"a b".to_vec())]
+        );
         // From stdin too, a NUL can be delivered.
-        let read = Param { origins: vec![from(InputRef::Arg(3)), from(InputRef::Stdin)], ..counted };
-        assert_eq!(decode_values(&[read], &v(b"a b\0c")), vec![ParamValue::Bytes(b"a b\0c".to_vec())]);
+        let read = Param {
+            origins: vec![from(InputRef::Arg(3)), from(InputRef::Stdin)],
+            ..counted
+        };
+        assert_eq!(
+            decode_values(&[read], &v(b"a b\0c")),
+            vec![ParamValue::Bytes(b"a b\0c".to_vec())]
+        );
     }
 
     fn param(kind: ParamKind, original: &[u8]) -> Param {
-        Param { site: ParamSite::Arg(0), kind, original: original.to_vec(), origins: vec![], companions: vec![] }
+        Param {
+            site: ParamSite::Arg(0),
+            kind,
+            original: original.to_vec(),
+            origins: vec![],
+            companions: vec![],
+        }
     }
 
     #[test]
     fn values_round_trip_and_damage_falls_back_to_the_recording() {
-        let ps = vec![param(ParamKind::Int { bits: 32 }, b"-7"), param(ParamKind::Bytes { nul: true, resize: Resize::Extent }, b"guest")];
-        let vals = vec![ParamValue::Int(42342531), ParamValue::Bytes(b"admin".to_vec())];
+        let ps = vec![
+            param(ParamKind::Int { bits: 32 }, b"-7"),
+            param(
+                ParamKind::Bytes {
+                    nul: true,
+                    resize: Resize::Extent,
+                },
+                b"guest",
+            ),
+        ];
+        let vals = vec![
+            ParamValue::Int(42342531),
+            ParamValue::Bytes(b"admin".to_vec()),
+        ];
         assert_eq!(decode_values(&ps, &encode_values(&vals)), vals);
-        assert_eq!(decode_values(&ps, &[]), vec![ParamValue::Int(-7), ParamValue::Bytes(b"guest".to_vec())]);
+        assert_eq!(
+            decode_values(&ps, &[]),
+            vec![ParamValue::Int(-7), ParamValue::Bytes(b"guest".to_vec())]
+        );
         // A length running past the end takes what is there.
         let mut bad = encode_values(&vals);
         bad[8] = 200;
-        assert_eq!(decode_values(&ps, &bad)[1], ParamValue::Bytes(b"admin".to_vec()));
+        assert_eq!(
+            decode_values(&ps, &bad)[1],
+            ParamValue::Bytes(b"admin".to_vec())
+        );
     }
 
     #[test]
     fn the_last_string_takes_every_byte_after_its_length_word() {
         let ps = vec![
-            param(ParamKind::Bytes { nul: true, resize: Resize::Token }, b"k"),
-            param(ParamKind::Decimal { nul: true, resize: Resize::Token }, b"5"),
+            param(
+                ParamKind::Bytes {
+                    nul: true,
+                    resize: Resize::Token,
+                },
+                b"k",
+            ),
+            param(
+                ParamKind::Decimal {
+                    nul: true,
+                    resize: Resize::Token,
+                },
+                b"5",
+            ),
             param(ParamKind::Stream { cut: 0 }, b"get k\n"),
         ];
         assert_eq!(original_value(&ps[1]), ParamValue::Int(5));
-        let mut input = encode_values(&[ParamValue::Bytes(b"key".to_vec()), ParamValue::Int(90210), ParamValue::Bytes(b"x".to_vec())]);
+        let mut input = encode_values(&[
+            ParamValue::Bytes(b"key".to_vec()),
+            ParamValue::Int(90210),
+            ParamValue::Bytes(b"x".to_vec()),
+        ]);
         // A byte-level mutator appended to the stream without fixing its length word.
         input.extend_from_slice(b"yz");
         let v = decode_values(&ps, &input);
-        assert_eq!(v, vec![ParamValue::Bytes(b"key".to_vec()), ParamValue::Int(90210), ParamValue::Bytes(b"xyz".to_vec())]);
+        assert_eq!(
+            v,
+            vec![
+                ParamValue::Bytes(b"key".to_vec()),
+                ParamValue::Int(90210),
+                ParamValue::Bytes(b"xyz".to_vec())
+            ]
+        );
     }
 }

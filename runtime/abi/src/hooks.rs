@@ -77,8 +77,14 @@ pub const EXITS_WITH: &str = "__trestle_exits_with";
 /// The C library's error reporters that exit, with whether they always do (the
 /// `err` family) or only for a status other than 0 (`error`, `error_at_line`). Each
 /// takes the exit status as its first argument, an `int`.
-pub const EXITING_REPORTERS: &[(&str, bool)] =
-    &[("error", false), ("error_at_line", false), ("err", true), ("errx", true), ("verr", true), ("verrx", true)];
+pub const EXITING_REPORTERS: &[(&str, bool)] = &[
+    ("error", false),
+    ("error_at_line", false),
+    ("err", true),
+    ("errx", true),
+    ("verr", true),
+    ("verrx", true),
+];
 
 /// Prefix of the per-function state words: `i32 __trestle_state.<id>`.
 pub const STATE_PREFIX: &str = "__trestle_state.";

@@ -58,6 +58,9 @@ mod tests {
         // unit carved before it.
         assert_eq!(fnv1a64(b"a"), 0xaf63_dc4c_8601_ec8c);
         assert_eq!(symbol_id("x.c", "main", false), fnv1a64(b"main"));
-        assert_ne!(symbol_id("a.c", "helper", true), symbol_id("b.c", "helper", true));
+        assert_ne!(
+            symbol_id("a.c", "helper", true),
+            symbol_id("b.c", "helper", true)
+        );
     }
 }

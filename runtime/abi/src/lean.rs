@@ -9,7 +9,10 @@ use std::path::{Path, PathBuf};
 
 /// The lean build's file name: `.NAME.trestle-lean` in the program's directory.
 pub fn sibling(program: &Path) -> PathBuf {
-    let name = program.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    let name = program
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
     program.with_file_name(format!(".{name}.trestle-lean"))
 }
 
@@ -42,7 +45,10 @@ mod tests {
 
     #[test]
     fn the_sibling_is_hidden_beside_the_program_and_ids_follow_the_bytes() {
-        assert_eq!(sibling(Path::new("/a/b/sed")), Path::new("/a/b/.sed.trestle-lean"));
+        assert_eq!(
+            sibling(Path::new("/a/b/sed")),
+            Path::new("/a/b/.sed.trestle-lean")
+        );
         assert_eq!(sibling(Path::new("cut")), Path::new(".cut.trestle-lean"));
         assert_ne!(build_id(b"abc"), build_id(b"abd"));
         assert_eq!(build_id(b"abc"), build_id(b"abc"));

@@ -12,8 +12,8 @@
 //! which is linked into every instrumented subject, compiles against it.
 
 pub mod branches;
-pub mod capture;
 pub mod c_header;
+pub mod capture;
 pub mod context;
 pub mod fuzz;
 pub mod hooks;
@@ -25,5 +25,7 @@ pub mod sysserver;
 pub mod trace;
 pub mod unit;
 
-pub use context::{Context, Extent, ExtentKind, OpenFile, Outcome, PtrSlot, State, StreamPos, Value};
+pub use context::{
+    Context, Extent, ExtentKind, OpenFile, Outcome, PtrSlot, State, StreamPos, Value,
+};
 pub use meta::{FnMeta, GlobalMeta, ModuleMeta, ParamMeta, ValueKind};

@@ -89,7 +89,9 @@ impl GlobalEntry {
             w.copy_from_slice(&row[i * 8..i * 8 + 8]);
             u64::from_le_bytes(w)
         };
-        section.chunks_exact(Self::ROW_BYTES).map(move |row| (word(row, 0), word(row, 1)))
+        section
+            .chunks_exact(Self::ROW_BYTES)
+            .map(move |row| (word(row, 0), word(row, 1)))
     }
 }
 
@@ -251,7 +253,11 @@ pub struct MetaError {
 
 impl std::fmt::Display for MetaError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "trestle metadata at section offset {}: {}", self.offset, self.what)
+        write!(
+            f,
+            "trestle metadata at section offset {}: {}",
+            self.offset, self.what
+        )
     }
 }
 
@@ -265,7 +271,11 @@ pub fn decode_meta_section(bytes: &[u8]) -> Result<Vec<ModuleMeta>, MetaError> {
 
 /// Decode every blob framed by [`encode_frame`] with `magic` in a section image,
 /// skipping the zero bytes a linker may put between them.
-pub(crate) fn decode_frames<T: serde::de::DeserializeOwned>(mut bytes: &[u8], magic: u32, version: u32) -> Result<Vec<T>, MetaError> {
+pub(crate) fn decode_frames<T: serde::de::DeserializeOwned>(
+    mut bytes: &[u8],
+    magic: u32,
+    version: u32,
+) -> Result<Vec<T>, MetaError> {
     let total = bytes.len();
     let mut blobs = Vec::new();
     while !bytes.is_empty() {
@@ -290,9 +300,12 @@ pub(crate) fn decode_frames<T: serde::de::DeserializeOwned>(mut bytes: &[u8], ma
         }
         let len = u32::from_le_bytes(bytes[8..12].try_into().unwrap()) as usize;
         if bytes.len() < 12 + len {
-            return Err(err(format!("blob of {len} bytes runs past the section end")));
+            return Err(err(format!(
+                "blob of {len} bytes runs past the section end"
+            )));
         }
-        let blob: T = bincode::deserialize(&bytes[12..12 + len]).map_err(|e| err(format!("undecodable blob: {e}")))?;
+        let blob: T = bincode::deserialize(&bytes[12..12 + len])
+            .map_err(|e| err(format!("undecodable blob: {e}")))?;
         blobs.push(blob);
         bytes = &bytes[12 + len..];
     }
@@ -310,10 +323,17 @@ mod tests {
 
     #[test]
     fn blobs_round_trip_across_padding() {
-        let m = ModuleMeta { version: META_VERSION, module: "a.c".into(), ..Default::default() };
+        let m = ModuleMeta {
+            version: META_VERSION,
+            module: "a.c".into(),
+            ..Default::default()
+        };
         let mut sec = encode_module_meta(&m);
         sec.extend_from_slice(&[0, 0, 0]);
-        sec.extend(encode_module_meta(&ModuleMeta { module: "b.c".into(), ..m.clone() }));
+        sec.extend(encode_module_meta(&ModuleMeta {
+            module: "b.c".into(),
+            ..m.clone()
+        }));
         let got = decode_meta_section(&sec).unwrap();
         assert_eq!(got.len(), 2);
         assert_eq!(got[1].module, "b.c");
@@ -321,7 +341,10 @@ mod tests {
 
     #[test]
     fn truncated_blob_names_offset() {
-        let m = ModuleMeta { version: META_VERSION, ..Default::default() };
+        let m = ModuleMeta {
+            version: META_VERSION,
+            ..Default::default()
+        };
         let sec = encode_module_meta(&m);
         let e = decode_meta_section(&sec[..sec.len() - 1]).unwrap_err();
         assert_eq!(e.offset, 0);

@@ -49,11 +49,22 @@ pub trait ParamTarget {
 
     /// Write the string `bytes` at `site`; returns the length written, which the
     /// parameter's length companions then take.
-    fn write_string(&mut self, param: usize, site: StringSite, bytes: &[u8]) -> Result<usize, Self::Error>;
+    fn write_string(
+        &mut self,
+        param: usize,
+        site: StringSite,
+        bytes: &[u8],
+    ) -> Result<usize, Self::Error>;
 
     /// Write a length companion's little-endian `word` (4 or 8 bytes) at `offset` in
     /// extent `extent`.
-    fn write_companion(&mut self, param: usize, extent: u32, offset: u64, word: &[u8]) -> Result<(), Self::Error>;
+    fn write_companion(
+        &mut self,
+        param: usize,
+        extent: u32,
+        offset: u64,
+        word: &[u8],
+    ) -> Result<(), Self::Error>;
 
     /// Make `bytes` what is left to read of parameter `param`'s stream.
     fn serve_stream(&mut self, param: usize, bytes: &[u8]);
@@ -61,7 +72,11 @@ pub trait ParamTarget {
 
 /// Write `values` (one per parameter, in order) into `target`; the first failed
 /// write ends it. Extra parameters or values are left alone.
-pub fn apply<T: ParamTarget + ?Sized>(target: &mut T, params: &[Param], values: &[ParamValue]) -> Result<(), T::Error> {
+pub fn apply<T: ParamTarget + ?Sized>(
+    target: &mut T,
+    params: &[Param],
+    values: &[ParamValue],
+) -> Result<(), T::Error> {
     for (i, (p, v)) in params.iter().zip(values).enumerate() {
         let digits;
         let value = match (p.kind, v) {
@@ -72,14 +87,30 @@ pub fn apply<T: ParamTarget + ?Sized>(target: &mut T, params: &[Param], values: 
             _ => v,
         };
         match (p.site, p.kind, value) {
-            (ParamSite::Arg(k), ParamKind::Int { bits }, ParamValue::Int(x)) => target.set_arg(k as usize, cut(*x, bits)),
+            (ParamSite::Arg(k), ParamKind::Int { bits }, ParamValue::Int(x)) => {
+                target.set_arg(k as usize, cut(*x, bits))
+            }
             (ParamSite::Stream { .. }, _, ParamValue::Bytes(b)) => target.serve_stream(i, b),
             (
-                ParamSite::Memory { extent, offset, len },
+                ParamSite::Memory {
+                    extent,
+                    offset,
+                    len,
+                },
                 ParamKind::Bytes { nul, resize } | ParamKind::Decimal { nul, resize },
                 ParamValue::Bytes(b),
             ) => {
-                let written = target.write_string(i, StringSite { extent, offset, len, nul, resize }, b)?;
+                let written = target.write_string(
+                    i,
+                    StringSite {
+                        extent,
+                        offset,
+                        len,
+                        nul,
+                        resize,
+                    },
+                    b,
+                )?;
                 follow_length(target, i, p, written)?;
             }
             _ => {}
@@ -89,7 +120,12 @@ pub fn apply<T: ParamTarget + ?Sized>(target: &mut T, params: &[Param], values: 
 }
 
 /// Set parameter `param`'s length companions from the length `written`.
-fn follow_length<T: ParamTarget + ?Sized>(target: &mut T, param: usize, p: &Param, written: usize) -> Result<(), T::Error> {
+fn follow_length<T: ParamTarget + ?Sized>(
+    target: &mut T,
+    param: usize,
+    p: &Param,
+    written: usize,
+) -> Result<(), T::Error> {
     for c in &p.companions {
         let value = written as i64 + c.delta;
         match c.site {
@@ -109,7 +145,11 @@ fn follow_length<T: ParamTarget + ?Sized>(target: &mut T, param: usize, p: &Para
 
 /// `x`'s low `bits` bits.
 fn cut(x: i64, bits: u16) -> u64 {
-    let mask = if bits >= 64 { u64::MAX } else { (1u64 << bits) - 1 };
+    let mask = if bits >= 64 {
+        u64::MAX
+    } else {
+        (1u64 << bits) - 1
+    };
     (x as u64) & mask
 }
 
@@ -138,15 +178,27 @@ mod tests {
         fn set_arg(&mut self, k: usize, bits: u64) {
             self.ops.push(Op::Arg(k, bits));
         }
-        fn write_string(&mut self, param: usize, site: StringSite, bytes: &[u8]) -> Result<usize, String> {
+        fn write_string(
+            &mut self,
+            param: usize,
+            site: StringSite,
+            bytes: &[u8],
+        ) -> Result<usize, String> {
             if site.extent == 99 {
                 return Err(format!("p{param}: no extent"));
             }
             self.ops.push(Op::String(param, site, bytes.to_vec()));
             Ok(self.written)
         }
-        fn write_companion(&mut self, param: usize, extent: u32, offset: u64, word: &[u8]) -> Result<(), String> {
-            self.ops.push(Op::Companion(param, extent, offset, word.to_vec()));
+        fn write_companion(
+            &mut self,
+            param: usize,
+            extent: u32,
+            offset: u64,
+            word: &[u8],
+        ) -> Result<(), String> {
+            self.ops
+                .push(Op::Companion(param, extent, offset, word.to_vec()));
             Ok(())
         }
         fn serve_stream(&mut self, param: usize, bytes: &[u8]) {
@@ -155,65 +207,172 @@ mod tests {
     }
 
     fn param(site: ParamSite, kind: ParamKind) -> Param {
-        Param { site, kind, original: vec![], origins: vec![], companions: vec![] }
+        Param {
+            site,
+            kind,
+            original: vec![],
+            origins: vec![],
+            companions: vec![],
+        }
     }
 
-    const MEM: ParamSite = ParamSite::Memory { extent: 2, offset: 4, len: 3 };
-    const STRING: ParamKind = ParamKind::Bytes { nul: true, resize: Resize::Extent };
+    const MEM: ParamSite = ParamSite::Memory {
+        extent: 2,
+        offset: 4,
+        len: 3,
+    };
+    const STRING: ParamKind = ParamKind::Bytes {
+        nul: true,
+        resize: Resize::Extent,
+    };
 
     #[test]
     fn integers_are_cut_and_decimals_become_digits() {
         let params = [
             param(ParamSite::Arg(0), ParamKind::Int { bits: 32 }),
             param(ParamSite::Arg(1), ParamKind::Int { bits: 64 }),
-            param(MEM, ParamKind::Decimal { nul: false, resize: Resize::Token }),
+            param(
+                MEM,
+                ParamKind::Decimal {
+                    nul: false,
+                    resize: Resize::Token,
+                },
+            ),
         ];
-        let values = [ParamValue::Int(-1), ParamValue::Int(-2), ParamValue::Int(-42)];
-        let mut log = Log { ops: vec![], written: 3 };
+        let values = [
+            ParamValue::Int(-1),
+            ParamValue::Int(-2),
+            ParamValue::Int(-42),
+        ];
+        let mut log = Log {
+            ops: vec![],
+            written: 3,
+        };
         apply(&mut log, &params, &values).unwrap();
-        let site = StringSite { extent: 2, offset: 4, len: 3, nul: false, resize: Resize::Token };
-        assert_eq!(log.ops, [Op::Arg(0, 0xffff_ffff), Op::Arg(1, (-2i64) as u64), Op::String(2, site, b"-42".to_vec())]);
+        let site = StringSite {
+            extent: 2,
+            offset: 4,
+            len: 3,
+            nul: false,
+            resize: Resize::Token,
+        };
+        assert_eq!(
+            log.ops,
+            [
+                Op::Arg(0, 0xffff_ffff),
+                Op::Arg(1, (-2i64) as u64),
+                Op::String(2, site, b"-42".to_vec())
+            ]
+        );
     }
 
     #[test]
     fn companions_follow_the_length_written() {
         let mut p = param(MEM, STRING);
         p.companions = vec![
-            Companion { site: ParamSite::Arg(3), bits: 32, delta: 1 },
-            Companion { site: ParamSite::Memory { extent: 0, offset: 8, len: 8 }, bits: 64, delta: 0 },
-            Companion { site: ParamSite::Memory { extent: 0, offset: 16, len: 4 }, bits: 16, delta: -1 },
+            Companion {
+                site: ParamSite::Arg(3),
+                bits: 32,
+                delta: 1,
+            },
+            Companion {
+                site: ParamSite::Memory {
+                    extent: 0,
+                    offset: 8,
+                    len: 8,
+                },
+                bits: 64,
+                delta: 0,
+            },
+            Companion {
+                site: ParamSite::Memory {
+                    extent: 0,
+                    offset: 16,
+                    len: 4,
+                },
+                bits: 16,
+                delta: -1,
+            },
         ];
-        let mut log = Log { ops: vec![], written: 5 };
-        apply(&mut log, &[p], &[ParamValue::Bytes(b"hello, world".to_vec())]).unwrap();
-        assert_eq!(log.ops[1..], [
-            Op::Arg(3, 6),
-            Op::Companion(0, 0, 8, 5u64.to_le_bytes().to_vec()),
-            // Any width but 64 is written as 4 bytes.
-            Op::Companion(0, 0, 16, 4u32.to_le_bytes().to_vec()),
-        ]);
+        let mut log = Log {
+            ops: vec![],
+            written: 5,
+        };
+        apply(
+            &mut log,
+            &[p],
+            &[ParamValue::Bytes(b"hello, world".to_vec())],
+        )
+        .unwrap();
+        assert_eq!(
+            log.ops[1..],
+            [
+                Op::Arg(3, 6),
+                Op::Companion(0, 0, 8, 5u64.to_le_bytes().to_vec()),
+                // Any width but 64 is written as 4 bytes.
+                Op::Companion(0, 0, 16, 4u32.to_le_bytes().to_vec()),
+            ]
+        );
     }
 
     #[test]
     fn streams_are_served_and_other_pairings_left_alone() {
-        let stream = ParamSite::Stream { fd: 0, file: None, buffered: true };
+        let stream = ParamSite::Stream {
+            fd: 0,
+            file: None,
+            buffered: true,
+        };
         let params = [
             param(stream, ParamKind::Stream { cut: 0 }),
             // An integer value for a string, a string for an integer: nothing.
             param(MEM, STRING),
             param(ParamSite::Arg(0), ParamKind::Int { bits: 8 }),
-            param(ParamSite::Memory { extent: 99, offset: 0, len: 1 }, ParamKind::Int { bits: 8 }),
+            param(
+                ParamSite::Memory {
+                    extent: 99,
+                    offset: 0,
+                    len: 1,
+                },
+                ParamKind::Int { bits: 8 },
+            ),
         ];
-        let values = [ParamValue::Bytes(b"rest".to_vec()), ParamValue::Int(1), ParamValue::Bytes(b"x".to_vec()), ParamValue::Int(7)];
-        let mut log = Log { ops: vec![], written: 0 };
+        let values = [
+            ParamValue::Bytes(b"rest".to_vec()),
+            ParamValue::Int(1),
+            ParamValue::Bytes(b"x".to_vec()),
+            ParamValue::Int(7),
+        ];
+        let mut log = Log {
+            ops: vec![],
+            written: 0,
+        };
         apply(&mut log, &params, &values).unwrap();
         assert_eq!(log.ops, [Op::Stream(0, b"rest".to_vec())]);
     }
 
     #[test]
     fn a_failed_write_ends_the_application() {
-        let params = [param(ParamSite::Memory { extent: 99, offset: 0, len: 1 }, STRING), param(ParamSite::Arg(0), ParamKind::Int { bits: 8 })];
-        let mut log = Log { ops: vec![], written: 0 };
-        let e = apply(&mut log, &params, &[ParamValue::Bytes(b"x".to_vec()), ParamValue::Int(1)]).unwrap_err();
+        let params = [
+            param(
+                ParamSite::Memory {
+                    extent: 99,
+                    offset: 0,
+                    len: 1,
+                },
+                STRING,
+            ),
+            param(ParamSite::Arg(0), ParamKind::Int { bits: 8 }),
+        ];
+        let mut log = Log {
+            ops: vec![],
+            written: 0,
+        };
+        let e = apply(
+            &mut log,
+            &params,
+            &[ParamValue::Bytes(b"x".to_vec()), ParamValue::Int(1)],
+        )
+        .unwrap_err();
         assert_eq!(e, "p0: no extent");
         assert!(log.ops.is_empty());
     }

@@ -80,7 +80,11 @@ impl Ended {
     /// Read a payload written by [`Ended::to_bytes`].
     pub fn from_bytes(b: &[u8; Self::LEN]) -> Ended {
         let word = |i: usize| u32::from_le_bytes([b[i], b[i + 1], b[i + 2], b[i + 3]]);
-        Ended { status: word(0), cpu_ms: word(4), max_rss_kib: word(8) }
+        Ended {
+            status: word(0),
+            cpu_ms: word(4),
+            max_rss_kib: word(8),
+        }
     }
 }
 

@@ -166,24 +166,37 @@ pub fn decode_trace(bytes: &[u8]) -> Result<Trace, TraceError> {
     let (off, body) = match frames.next_frame()? {
         Some(f) => f,
         None => {
-            return Err(TraceError { offset: 0, what: "empty trace: no header".into() });
+            return Err(TraceError {
+                offset: 0,
+                what: "empty trace: no header".into(),
+            });
         }
     };
-    let header: TraceHeader = bincode::deserialize(body)
-        .map_err(|e| TraceError { offset: off, what: format!("undecodable header: {e}") })?;
+    let header: TraceHeader = bincode::deserialize(body).map_err(|e| TraceError {
+        offset: off,
+        what: format!("undecodable header: {e}"),
+    })?;
     if header.magic != TRACE_MAGIC {
-        return Err(TraceError { offset: off, what: "not a trestle trace (bad magic)".into() });
+        return Err(TraceError {
+            offset: off,
+            what: "not a trestle trace (bad magic)".into(),
+        });
     }
     if header.version != TRACE_VERSION {
         return Err(TraceError {
             offset: off,
-            what: format!("trace version {} (this trestle reads {TRACE_VERSION})", header.version),
+            what: format!(
+                "trace version {} (this trestle reads {TRACE_VERSION})",
+                header.version
+            ),
         });
     }
     let mut records = Vec::new();
     while let Some((off, body)) = frames.next_frame()? {
-        let rec: Record = bincode::deserialize(body)
-            .map_err(|e| TraceError { offset: off, what: format!("undecodable record: {e}") })?;
+        let rec: Record = bincode::deserialize(body).map_err(|e| TraceError {
+            offset: off,
+            what: format!("undecodable record: {e}"),
+        })?;
         records.push((off, rec));
     }
     Ok(Trace { header, records })
@@ -205,7 +218,10 @@ impl<'a> Frames<'a> {
             if rest.iter().all(|&b| b == 0) {
                 return Ok(None);
             }
-            return Err(TraceError { offset, what: "truncated frame header".into() });
+            return Err(TraceError {
+                offset,
+                what: "truncated frame header".into(),
+            });
         }
         let len = u32::from_le_bytes(rest[0..4].try_into().unwrap()) as usize;
         let check = u32::from_le_bytes(rest[4..8].try_into().unwrap());
@@ -214,7 +230,10 @@ impl<'a> Frames<'a> {
             if rest.iter().all(|&b| b == 0) {
                 return Ok(None);
             }
-            return Err(TraceError { offset, what: "garbage after the end-of-data mark".into() });
+            return Err(TraceError {
+                offset,
+                what: "garbage after the end-of-data mark".into(),
+            });
         }
         if rest.len() < FRAME_HEADER + len {
             return Err(TraceError {
@@ -227,7 +246,10 @@ impl<'a> Frames<'a> {
         }
         let body = &rest[FRAME_HEADER..FRAME_HEADER + len];
         if frame_check(body) != check {
-            return Err(TraceError { offset, what: "checksum mismatch: corrupted record".into() });
+            return Err(TraceError {
+                offset,
+                what: "checksum mismatch: corrupted record".into(),
+            });
         }
         self.pos += FRAME_HEADER + len;
         Ok(Some((offset, body)))
@@ -259,7 +281,13 @@ mod tests {
     use crate::context::{Graph, State, Value};
 
     fn image(records: &[Record]) -> Vec<u8> {
-        let h = TraceHeader { magic: TRACE_MAGIC, version: TRACE_VERSION, binary_id: 7, pid: 1, ppid: 0 };
+        let h = TraceHeader {
+            magic: TRACE_MAGIC,
+            version: TRACE_VERSION,
+            binary_id: 7,
+            pid: 1,
+            ppid: 0,
+        };
         let mut out = frame(&bincode::serialize(&h).unwrap());
         for r in records {
             out.extend(frame(&bincode::serialize(r).unwrap()));
@@ -270,7 +298,11 @@ mod tests {
     fn exit_rec() -> Record {
         Record::Exit {
             seq: 3,
-            outcome: Outcome::Returned(State { ret: Value::Bits(5), graph: Graph::default(), streams: vec![] }),
+            outcome: Outcome::Returned(State {
+                ret: Value::Bits(5),
+                graph: Graph::default(),
+                streams: vec![],
+            }),
         }
     }
 

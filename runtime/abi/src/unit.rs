@@ -241,8 +241,8 @@ impl Unit {
         if bytes.len() < 8 || bytes[..8] != UNIT_MAGIC {
             return Err(UnitError("not a trestle unit (bad magic)".into()));
         }
-        let unit: Unit = bincode::deserialize(bytes)
-            .map_err(|e| UnitError(format!("corrupted unit: {e}")))?;
+        let unit: Unit =
+            bincode::deserialize(bytes).map_err(|e| UnitError(format!("corrupted unit: {e}")))?;
         if unit.version != UNIT_VERSION {
             return Err(UnitError(format!(
                 "unit format version {} (this trestle reads {UNIT_VERSION})",

@@ -15,7 +15,11 @@ fn main() {
         std::process::exit(125);
     }
     let status_path = args[1].clone();
-    let argv: Vec<CString> = match args[3..].iter().map(|a| CString::new(a.as_bytes())).collect() {
+    let argv: Vec<CString> = match args[3..]
+        .iter()
+        .map(|a| CString::new(a.as_bytes()))
+        .collect()
+    {
         Ok(v) => v,
         Err(_) => {
             eprintln!("trestle-exec: an argument contains a NUL byte");
@@ -64,7 +68,10 @@ fn main() {
     };
     let text = format!("{line}\nmaxrss {}\ncpu_ms {cpu_ms}\n", usage.ru_maxrss);
     if let Err(e) = std::fs::write(&status_path, text) {
-        eprintln!("trestle-exec: cannot write {}: {e}", std::path::Path::new(&status_path).display());
+        eprintln!(
+            "trestle-exec: cannot write {}: {e}",
+            std::path::Path::new(&status_path).display()
+        );
     }
     std::process::exit(code);
 }

@@ -65,7 +65,9 @@ extern "C" {
 }
 
 /// The variable naming the stack file, as a C string.
-const ENV_NAME_C: &std::ffi::CStr = match std::ffi::CStr::from_bytes_with_nul(concat!(trestle_abi::crash_stack_env!(), "\0").as_bytes()) {
+const ENV_NAME_C: &std::ffi::CStr = match std::ffi::CStr::from_bytes_with_nul(
+    concat!(trestle_abi::crash_stack_env!(), "\0").as_bytes(),
+) {
     Ok(name) => name,
     Err(_) => panic!("the variable name has no NUL inside"),
 };
@@ -102,12 +104,23 @@ extern "C" fn init() {
             0,
         );
         if stack != libc::MAP_FAILED {
-            let ss = libc::stack_t { ss_sp: stack, ss_flags: 0, ss_size: ALT_STACK };
+            let ss = libc::stack_t {
+                ss_sp: stack,
+                ss_flags: 0,
+                ss_size: ALT_STACK,
+            };
             libc::sigaltstack(&ss, std::ptr::null_mut());
         }
         // SIGXCPU too: a run stopped at its CPU limit (the soft one, a second below
         // the hard) leaves where it was spinning.
-        for sig in [libc::SIGSEGV, libc::SIGBUS, libc::SIGABRT, libc::SIGFPE, libc::SIGILL, libc::SIGXCPU] {
+        for sig in [
+            libc::SIGSEGV,
+            libc::SIGBUS,
+            libc::SIGABRT,
+            libc::SIGFPE,
+            libc::SIGILL,
+            libc::SIGXCPU,
+        ] {
             let mut sa: libc::sigaction = std::mem::zeroed();
             sa.sa_sigaction = on_fatal as *const () as usize;
             sa.sa_flags = libc::SA_SIGINFO | libc::SA_ONSTACK | libc::SA_RESETHAND;
@@ -213,11 +226,23 @@ unsafe fn path_now(out: &mut [u8; PATH_MAX]) -> bool {
 /// cannot be.
 unsafe fn open_record(append: bool) -> c_int {
     let mut now = [0u8; PATH_MAX];
-    let how = if append { libc::O_APPEND } else { libc::O_CREAT | libc::O_TRUNC };
+    let how = if append {
+        libc::O_APPEND
+    } else {
+        libc::O_CREAT | libc::O_TRUNC
+    };
     // SAFETY: `environ` is the process's; PATH was written once at load time.
     unsafe {
-        let path = if path_now(&mut now) { now.as_ptr() } else { std::ptr::addr_of!(PATH) as *const u8 };
-        libc::open(path as *const libc::c_char, libc::O_WRONLY | how | libc::O_CLOEXEC, 0o600)
+        let path = if path_now(&mut now) {
+            now.as_ptr()
+        } else {
+            std::ptr::addr_of!(PATH) as *const u8
+        };
+        libc::open(
+            path as *const libc::c_char,
+            libc::O_WRONLY | how | libc::O_CLOEXEC,
+            0o600,
+        )
     }
 }
 
@@ -226,7 +251,10 @@ unsafe fn put_maps_and_frames(fd: c_int) {
     // SAFETY: system calls and backtrace() (initialised at load time) on our own memory.
     unsafe {
         put(fd, b"maps\n");
-        let maps = libc::open(c"/proc/self/maps".as_ptr(), libc::O_RDONLY | libc::O_CLOEXEC);
+        let maps = libc::open(
+            c"/proc/self/maps".as_ptr(),
+            libc::O_RDONLY | libc::O_CLOEXEC,
+        );
         if maps >= 0 {
             let mut buf = [0u8; 4096];
             loop {
@@ -263,7 +291,11 @@ unsafe fn put_pc(fd: c_int, ctx: *mut c_void) {
         // SAFETY: the kernel passes a ucontext_t to an SA_SIGINFO handler.
         unsafe {
             let uc = &*(ctx as *const libc::ucontext_t);
-            put_hex(fd, b"pc ", uc.uc_mcontext.gregs[libc::REG_RIP as usize] as usize);
+            put_hex(
+                fd,
+                b"pc ",
+                uc.uc_mcontext.gregs[libc::REG_RIP as usize] as usize,
+            );
         }
     }
 }
@@ -286,11 +318,20 @@ unsafe fn start_sampling(ctx: *mut c_void) -> bool {
         // A program that blocked SIGALRM would never be sampled: the mask restored
         // when this handler returns is the one in its context.
         if !ctx.is_null() {
-            libc::sigdelset(&mut (*(ctx as *mut libc::ucontext_t)).uc_sigmask, libc::SIGALRM);
+            libc::sigdelset(
+                &mut (*(ctx as *mut libc::ucontext_t)).uc_sigmask,
+                libc::SIGALRM,
+            );
         }
         *std::ptr::addr_of_mut!(SAMPLES_LEFT) = HANG_SAMPLES;
-        let every = libc::timeval { tv_sec: 0, tv_usec: SAMPLE_INTERVAL_US };
-        let timer = libc::itimerval { it_interval: every, it_value: every };
+        let every = libc::timeval {
+            tv_sec: 0,
+            tv_usec: SAMPLE_INTERVAL_US,
+        };
+        let timer = libc::itimerval {
+            it_interval: every,
+            it_value: every,
+        };
         libc::setitimer(libc::ITIMER_REAL, &timer, std::ptr::null_mut()) == 0
     }
 }
@@ -340,14 +381,24 @@ extern "C" fn on_fatal(sig: c_int, info: *mut libc::siginfo_t, ctx: *mut c_void)
             put_pc(fd, ctx);
             if !ctx.is_null() {
                 let uc = &*(ctx as *const libc::ucontext_t);
-                put_hex(fd, b"sp ", uc.uc_mcontext.gregs[libc::REG_RSP as usize] as usize);
+                put_hex(
+                    fd,
+                    b"sp ",
+                    uc.uc_mcontext.gregs[libc::REG_RSP as usize] as usize,
+                );
                 // After a call to a wild address the unwinder is lost, but the word at
                 // the stack pointer is still the return address into the caller.
                 // process_vm_readv reads it without faulting if the stack is bad too.
                 let sp = uc.uc_mcontext.gregs[libc::REG_RSP as usize] as usize;
                 let mut word = 0usize;
-                let local = libc::iovec { iov_base: &mut word as *mut usize as *mut c_void, iov_len: 8 };
-                let remote = libc::iovec { iov_base: sp as *mut c_void, iov_len: 8 };
+                let local = libc::iovec {
+                    iov_base: &mut word as *mut usize as *mut c_void,
+                    iov_len: 8,
+                };
+                let remote = libc::iovec {
+                    iov_base: sp as *mut c_void,
+                    iov_len: 8,
+                };
                 if libc::process_vm_readv(libc::getpid(), &local, 1, &remote, 1, 0) == 8 {
                     put_hex(fd, b"spword ", word);
                 }

@@ -36,7 +36,7 @@ mod respawner;
 mod stages;
 
 use libafl::corpus::{Corpus, InMemoryOnDiskCorpus, OnDiskCorpus};
-use libafl::events::{EventRestarter, Restorable, RestartingEventManager, SimpleEventManager};
+use libafl::events::{EventRestarter, RestartingEventManager, Restorable, SimpleEventManager};
 use libafl::executors::hooks::inprocess::HasTimeout;
 use libafl::executors::hooks::timer::TimerStruct;
 use libafl::executors::inprocess::HasInProcessHooks;
@@ -55,16 +55,18 @@ use libafl_bolts::rands::StdRand;
 use libafl_bolts::shmem::UnixShMemProvider;
 use libafl_bolts::tuples::{tuple_list, Merge};
 use libafl_targets::{CmpLogMap, CmpLogObserver};
+use respawner::{respawn, Restorer};
+use stages::{HarnessCmpLogObserver, RetryAlways, TraceOnceEach};
 use std::ffi::CStr;
 use std::io::Write;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant, SystemTime};
-use trestle_abi::fuzz::{encode_values, original_value, InProcessTarget, EXEC_CRASHED, INPROC_ABI_VERSION};
+use trestle_abi::fuzz::{
+    encode_values, original_value, InProcessTarget, EXEC_CRASHED, INPROC_ABI_VERSION,
+};
 use trestle_unit_fuzz::inprocess::{InProcessPlan, InProcessReport};
-use respawner::{respawn, Restorer};
-use stages::{HarnessCmpLogObserver, RetryAlways, TraceOnceEach};
 use trestle_unit_fuzz::mutators::ParamValueMutator;
 
 /// Executions one fuzzer process runs before it hands its state to a fresh fork of
@@ -82,7 +84,8 @@ const HANG_FLOOR: Duration = Duration::from_millis(10);
 /// Runs of the recorded values that measure it (the slowest counts).
 const CALIBRATION_RUNS: usize = 3;
 
-type UnitState = StdState<InMemoryOnDiskCorpus<BytesInput>, BytesInput, StdRand, OnDiskCorpus<BytesInput>>;
+type UnitState =
+    StdState<InMemoryOnDiskCorpus<BytesInput>, BytesInput, StdRand, OnDiskCorpus<BytesInput>>;
 type Inner = SimpleEventManager<BytesInput, NopMonitor, UnitState>;
 type Manager = RestartingEventManager<Inner, UnixShMemProvider>;
 type RestartState = <Inner as Restorable<UnitState, UnixShMemProvider>>::RestartState;
@@ -129,7 +132,10 @@ impl Shared {
                 0,
             );
             if p == libc::MAP_FAILED {
-                return Err(format!("cannot map shared memory: {}", std::io::Error::last_os_error()));
+                return Err(format!(
+                    "cannot map shared memory: {}",
+                    std::io::Error::last_os_error()
+                ));
             }
             let shared = &*(p as *const Shared);
             shared.first_objective_ms.store(u64::MAX, Ordering::Relaxed);
@@ -152,7 +158,14 @@ struct Campaign<'a> {
 }
 
 impl Campaign<'_> {
-    fn report(&self, executions: u64, corpus: usize, objectives: usize, done: bool, error: Option<String>) {
+    fn report(
+        &self,
+        executions: u64,
+        corpus: usize,
+        objectives: usize,
+        done: bool,
+        error: Option<String>,
+    ) {
         let first = self.shared.first_objective_ms.load(Ordering::Relaxed);
         let goal = self.shared.goal_ms.load(Ordering::Relaxed);
         let r = InProcessReport {
@@ -179,12 +192,22 @@ impl Campaign<'_> {
     /// executions the shared count has seen since.
     fn report_done(&self) {
         let last = self.last_report();
-        let executions = self.shared.executions.load(Ordering::Relaxed).max(last.executions);
+        let executions = self
+            .shared
+            .executions
+            .load(Ordering::Relaxed)
+            .max(last.executions);
         self.report(executions, last.corpus, last.objectives, true, None);
     }
 
     fn failed(&self, why: String) {
-        self.report(self.shared.executions.load(Ordering::Relaxed), 0, 0, false, Some(why));
+        self.report(
+            self.shared.executions.load(Ordering::Relaxed),
+            0,
+            0,
+            false,
+            Some(why),
+        );
     }
 
     /// One line on the diagnostics channel.
@@ -199,7 +222,8 @@ impl Campaign<'_> {
     fn last_report(&self) -> InProcessReport {
         let path = &self.plan.report;
         let read = match std::fs::read(path) {
-            Ok(bytes) => serde_json::from_slice(&bytes).map_err(|e| format!("corrupt report {}: {e}", path.display())),
+            Ok(bytes) => serde_json::from_slice(&bytes)
+                .map_err(|e| format!("corrupt report {}: {e}", path.display())),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(InProcessReport::default()),
             Err(e) => Err(format!("cannot read the report {}: {e}", path.display())),
         };
@@ -215,7 +239,8 @@ fn write_report(path: &Path, r: &InProcessReport) -> Result<(), String> {
     let tmp = path.with_extension("tmp");
     let bytes = serde_json::to_vec(r).map_err(|e| format!("cannot encode the report: {e}"))?;
     std::fs::write(&tmp, bytes).map_err(|e| format!("cannot write {}: {e}", tmp.display()))?;
-    std::fs::rename(&tmp, path).map_err(|e| format!("cannot rename {} to {}: {e}", tmp.display(), path.display()))
+    std::fs::rename(&tmp, path)
+        .map_err(|e| format!("cannot rename {} to {}: {e}", tmp.display(), path.display()))
 }
 
 /// The in-process fuzzer's entry point (`trestle_abi::fuzz::INPROC_ENTRY`): fuzz the
@@ -247,14 +272,19 @@ fn run(target: &InProcessTarget) -> i32 {
         return trestle_abi::fuzz::EXIT_SETUP_FAILED;
     }
     // SAFETY: a NUL-terminated path, per the interface.
-    let plan_file = PathBuf::from(std::ffi::OsStr::from_bytes(unsafe { CStr::from_ptr(target.plan) }.to_bytes()));
+    let plan_file = PathBuf::from(std::ffi::OsStr::from_bytes(
+        unsafe { CStr::from_ptr(target.plan) }.to_bytes(),
+    ));
     let plan: InProcessPlan = match std::fs::read(&plan_file)
         .map_err(|e| e.to_string())
         .and_then(|b| bincode::deserialize(&b).map_err(|e| e.to_string()))
     {
         Ok(p) => p,
         Err(e) => {
-            eprintln!("trestle in-process fuzzer: cannot read the plan {}: {e}", plan_file.display());
+            eprintln!(
+                "trestle in-process fuzzer: cannot read the plan {}: {e}",
+                plan_file.display()
+            );
             return trestle_abi::fuzz::EXIT_SETUP_FAILED;
         }
     };
@@ -264,7 +294,13 @@ fn run(target: &InProcessTarget) -> i32 {
     let shared = match Shared::map() {
         Ok(s) => s,
         Err(e) => {
-            if let Err(w) = write_report(&plan.report, &InProcessReport { error: Some(e.clone()), ..InProcessReport::default() }) {
+            if let Err(w) = write_report(
+                &plan.report,
+                &InProcessReport {
+                    error: Some(e.clone()),
+                    ..InProcessReport::default()
+                },
+            ) {
                 eprintln!("trestle in-process fuzzer: {e}; {w}");
             }
             return 1;
@@ -275,7 +311,14 @@ fn run(target: &InProcessTarget) -> i32 {
     let start = now - wall.duration_since(plan.start).unwrap_or_default();
     let end = now + plan.end.duration_since(wall).unwrap_or_default();
     let diag = silence_the_unit();
-    let campaign = Campaign { plan: &plan, target, shared, start, end, diag };
+    let campaign = Campaign {
+        plan: &plan,
+        target,
+        shared,
+        start,
+        end,
+        diag,
+    };
     match respawn(&campaign) {
         Ok(()) => 0,
         Err(e) => {
@@ -307,7 +350,9 @@ fn silence_the_unit() -> std::fs::File {
 /// typed by their executor, which differs with and without CmpLog.
 macro_rules! havoc_stage {
     () => {
-        RetryAlways(StdMutationalStage::new(HavocScheduledMutator::new(havoc_mutations().merge(tokens_mutations()))))
+        RetryAlways(StdMutationalStage::new(HavocScheduledMutator::new(
+            havoc_mutations().merge(tokens_mutations()),
+        )))
     };
 }
 
@@ -315,14 +360,16 @@ macro_rules! havoc_stage {
 /// for the reason `havoc_stage` is).
 macro_rules! value_stage {
     ($plan:expr) => {
-        RetryAlways(StdMutationalStage::new(HavocScheduledMutator::with_max_stack_pow(
-            tuple_list!(ParamValueMutator::new(
-                $plan.params.clone(),
-                $plan.dictionary.words.clone(),
-                $plan.dictionary.ints.clone()
-            )),
-            2,
-        )))
+        RetryAlways(StdMutationalStage::new(
+            HavocScheduledMutator::with_max_stack_pow(
+                tuple_list!(ParamValueMutator::new(
+                    $plan.params.clone(),
+                    $plan.dictionary.words.clone(),
+                    $plan.dictionary.ints.clone()
+                )),
+                2,
+            ),
+        ))
     };
 }
 
@@ -335,15 +382,24 @@ fn fuzz(c: &Campaign, mut restorer: Restorer) -> Result<(), Error> {
     restorer.reset();
     let saved = saved.and_then(|(s, _)| s);
     let afresh = c.shared.afresh.swap(false, Ordering::SeqCst);
-    let mut mgr: Manager = RestartingEventManager::new(SimpleEventManager::new(NopMonitor::new()), restorer);
+    let mut mgr: Manager =
+        RestartingEventManager::new(SimpleEventManager::new(NopMonitor::new()), restorer);
 
     // SAFETY: the runtime's edge counters, `edges_len` long, live as long as the
     // process; the observer only reads and clears them between executions.
     let edges_observer = unsafe {
-        HitcountsMapObserver::new(StdMapObserver::from_mut_ptr("edges", t.edges, t.edges_len.max(1))).track_indices()
+        HitcountsMapObserver::new(StdMapObserver::from_mut_ptr(
+            "edges",
+            t.edges,
+            t.edges_len.max(1),
+        ))
+        .track_indices()
     };
     let time_observer = TimeObserver::new("time");
-    let mut feedback = feedback_or!(MaxMapFeedback::new(&edges_observer), TimeFeedback::new(&time_observer));
+    let mut feedback = feedback_or!(
+        MaxMapFeedback::new(&edges_observer),
+        TimeFeedback::new(&time_observer)
+    );
     // As in run_fuzzer: one objective per way to crash, not copies of one crash; and
     // a few hangs at most.
     let mut objective = feedback_and_fast!(
@@ -386,14 +442,32 @@ fn fuzz(c: &Campaign, mut restorer: Restorer) -> Result<(), Error> {
             t.cmplog_enabled,
         );
         let mut executor = ShadowExecutor::new(executor, tuple_list!(cmplog));
-        let i2s = RetryAlways(StdMutationalStage::new(HavocScheduledMutator::new(tuple_list!(I2SRandReplace::new()))));
+        let i2s = RetryAlways(StdMutationalStage::new(HavocScheduledMutator::new(
+            tuple_list!(I2SRandReplace::new()),
+        )));
         let tracing = TraceOnceEach::new(ShadowTracingStage::new());
         let mut stages = tuple_list!(tracing, i2s, value_stage!(plan), havoc_stage!());
-        fuzz_loop(c, afresh, &mut fuzzer, &mut stages, &mut executor, &mut state, &mut mgr)
+        fuzz_loop(
+            c,
+            afresh,
+            &mut fuzzer,
+            &mut stages,
+            &mut executor,
+            &mut state,
+            &mut mgr,
+        )
     } else {
         let mut executor = executor;
         let mut stages = tuple_list!(value_stage!(plan), havoc_stage!());
-        fuzz_loop(c, afresh, &mut fuzzer, &mut stages, &mut executor, &mut state, &mut mgr)
+        fuzz_loop(
+            c,
+            afresh,
+            &mut fuzzer,
+            &mut stages,
+            &mut executor,
+            &mut state,
+            &mut mgr,
+        )
     }
 }
 
@@ -420,15 +494,26 @@ fn hang_limit(c: &Campaign) -> Duration {
         slowest = slowest.max(started.elapsed());
     }
     let limit = (slowest * HANG_FACTOR).max(HANG_FLOOR).min(c.plan.timeout);
-    c.shared.hang_us.store(limit.as_micros().max(1) as u64, Ordering::Relaxed);
-    c.say(&format!("hang limit {} ms (the recorded values ran in {:.2} ms at most)", limit.as_millis(), slowest.as_secs_f64() * 1000.0));
+    c.shared
+        .hang_us
+        .store(limit.as_micros().max(1) as u64, Ordering::Relaxed);
+    c.say(&format!(
+        "hang limit {} ms (the recorded values ran in {:.2} ms at most)",
+        limit.as_millis(),
+        slowest.as_secs_f64() * 1000.0
+    ));
     limit
 }
 
 /// A new fuzzer state: the queue under the plan's `queue/`, the objectives under
 /// `.solutions/`, the dictionary as tokens; after a fuzzer that died unsaved, the
 /// executions counted so far.
-fn fresh_state<F, O>(c: &Campaign, afresh: bool, feedback: &mut F, objective: &mut O) -> Result<UnitState, Error>
+fn fresh_state<F, O>(
+    c: &Campaign,
+    afresh: bool,
+    feedback: &mut F,
+    objective: &mut O,
+) -> Result<UnitState, Error>
 where
     F: libafl::feedbacks::StateInitializer<UnitState>,
     O: libafl::feedbacks::StateInitializer<UnitState>,
@@ -490,7 +575,14 @@ impl libafl_bolts::Named for HangBudget {
 impl<S> libafl::feedbacks::StateInitializer<S> for HangBudget {}
 
 impl<EM, I, OT, S> libafl::feedbacks::Feedback<EM, I, OT, S> for HangBudget {
-    fn is_interesting(&mut self, _: &mut S, _: &mut EM, _: &I, _: &OT, exit: &ExitKind) -> Result<bool, Error> {
+    fn is_interesting(
+        &mut self,
+        _: &mut S,
+        _: &mut EM,
+        _: &I,
+        _: &OT,
+        exit: &ExitKind,
+    ) -> Result<bool, Error> {
         if *exit != ExitKind::Timeout {
             return Ok(true);
         }
@@ -515,7 +607,10 @@ impl CpuTimer {
             event.sigev_signo = libc::SIGALRM;
             let mut id: libc::timer_t = std::ptr::null_mut();
             if libc::timer_create(libc::CLOCK_THREAD_CPUTIME_ID, &mut event, &mut id) != 0 {
-                return Err(Error::unknown(format!("cannot create a CPU-time timer: {}", std::io::Error::last_os_error())));
+                return Err(Error::unknown(format!(
+                    "cannot create a CPU-time timer: {}",
+                    std::io::Error::last_os_error()
+                )));
             }
             Ok(CpuTimer(id))
         }
@@ -523,8 +618,17 @@ impl CpuTimer {
 
     /// Fire after `us` microseconds of CPU time; 0 disarms.
     fn arm(&self, us: u64) {
-        let value = libc::timespec { tv_sec: (us / 1_000_000) as libc::time_t, tv_nsec: ((us % 1_000_000) * 1000) as libc::c_long };
-        let spec = libc::itimerspec { it_interval: libc::timespec { tv_sec: 0, tv_nsec: 0 }, it_value: value };
+        let value = libc::timespec {
+            tv_sec: (us / 1_000_000) as libc::time_t,
+            tv_nsec: ((us % 1_000_000) * 1000) as libc::c_long,
+        };
+        let spec = libc::itimerspec {
+            it_interval: libc::timespec {
+                tv_sec: 0,
+                tv_nsec: 0,
+            },
+            it_value: value,
+        };
         // SAFETY: our timer, a valid itimerspec.
         unsafe { libc::timer_settime(self.0, 0, &spec, std::ptr::null_mut()) };
     }
@@ -544,7 +648,10 @@ fn catch_unit_crashes(t: &InProcessTarget) -> Result<(), Error> {
     // SAFETY: the runtime's function, called once the fuzzer's handlers exist.
     let err = unsafe { (t.catch_crashes)() };
     if err != 0 {
-        return Err(Error::unknown(format!("cannot install the crash handlers: {}", std::io::Error::from_raw_os_error(err))));
+        return Err(Error::unknown(format!(
+            "cannot install the crash handlers: {}",
+            std::io::Error::from_raw_os_error(err)
+        )));
     }
     Ok(())
 }
@@ -570,7 +677,12 @@ where
             state.load_initial_inputs(fuzzer, executor, mgr, &[queue])?;
         }
         let original = plan.params.iter().map(original_value).collect::<Vec<_>>();
-        fuzzer.add_input(state, executor, mgr, BytesInput::new(encode_values(&original)))?;
+        fuzzer.add_input(
+            state,
+            executor,
+            mgr,
+            BytesInput::new(encode_values(&original)),
+        )?;
         if !afresh {
             // A hang among them ends this process; the next takes the state up as
             // it was, with the seeds not run yet left out.
@@ -586,14 +698,22 @@ where
         c.shared.executions.store(executions, Ordering::Relaxed);
         let objectives = state.solutions().count();
         if objectives > 0 && c.shared.first_objective_ms.load(Ordering::Relaxed) == u64::MAX {
-            c.shared.first_objective_ms.store(c.start.elapsed().as_millis() as u64, Ordering::Relaxed);
+            c.shared
+                .first_objective_ms
+                .store(c.start.elapsed().as_millis() as u64, Ordering::Relaxed);
         }
-        if !plan.goal.is_empty() && c.shared.goal_ms.load(Ordering::Relaxed) == u64::MAX && trestle_unit_fuzz::goal_reached(state, &plan.goal) {
-            c.shared.goal_ms.store(c.start.elapsed().as_millis() as u64, Ordering::Relaxed);
+        if !plan.goal.is_empty()
+            && c.shared.goal_ms.load(Ordering::Relaxed) == u64::MAX
+            && trestle_unit_fuzz::goal_reached(state, &plan.goal)
+        {
+            c.shared
+                .goal_ms
+                .store(c.start.elapsed().as_millis() as u64, Ordering::Relaxed);
         }
         // Once the goal's direction is taken, what lies behind it gets `after_goal`.
         let goal_ms = c.shared.goal_ms.load(Ordering::Relaxed);
-        let goal = goal_ms != u64::MAX && c.start.elapsed() >= Duration::from_millis(goal_ms) + plan.after_goal;
+        let goal = goal_ms != u64::MAX
+            && c.start.elapsed() >= Duration::from_millis(goal_ms) + plan.after_goal;
         if Instant::now() >= c.end || (plan.stop_on_crash && objectives > 0) || goal {
             c.report(executions, state.corpus().count(), objectives, true, None);
             c.shared.done.store(true, Ordering::SeqCst);

@@ -4,12 +4,11 @@
 //! start), until one says the campaign is over or the deadline has passed.
 
 use crate::{fuzz, Campaign};
-use trestle_unit_fuzz::inprocess::MAX_LOST_PROCESSES;
 use libafl_bolts::shmem::{ShMem, ShMemProvider, UnixShMemProvider};
 use libafl_bolts::staterestore::StateRestorer;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
-
+use trestle_unit_fuzz::inprocess::MAX_LOST_PROCESSES;
 
 /// Shared memory for the fuzzer's state across processes; a larger state goes
 /// through a temporary file (LibAFL's `StateRestorer` does that by itself).
@@ -35,12 +34,17 @@ pub(crate) fn respawn(c: &Campaign) -> Result<(), String> {
         // SAFETY: the process is single-threaded (the runtime starts no threads).
         let pid = unsafe { libc::fork() };
         if pid < 0 {
-            return Err(format!("cannot fork a fuzzer: {}", std::io::Error::last_os_error()));
+            return Err(format!(
+                "cannot fork a fuzzer: {}",
+                std::io::Error::last_os_error()
+            ));
         }
         if pid == 0 {
             // SAFETY: this fork owns its copy of the restorer from here on; the
             // respawner's is never touched in this process again.
-            fuzzer_process(c, respawner, unsafe { std::mem::ManuallyDrop::take(&mut restorer) });
+            fuzzer_process(c, respawner, unsafe {
+                std::mem::ManuallyDrop::take(&mut restorer)
+            });
         }
         let (status, stuck) = watch(c, pid, grace, stall);
         if c.shared.done.load(Ordering::SeqCst) {
@@ -88,12 +92,15 @@ pub(crate) fn respawn(c: &Campaign) -> Result<(), String> {
     }
 }
 
-pub(crate) type Restorer = StateRestorer<<UnixShMemProvider as ShMemProvider>::ShMem, UnixShMemProvider>;
+pub(crate) type Restorer =
+    StateRestorer<<UnixShMemProvider as ShMemProvider>::ShMem, UnixShMemProvider>;
 
 /// Shared memory for handing the fuzzer's state from one process to the next.
 fn state_restorer() -> Result<Restorer, String> {
     let mut provider = UnixShMemProvider::new().map_err(|e| format!("shared memory: {e}"))?;
-    let shmem = provider.new_shmem(STATE_MAP_SIZE).map_err(|e| format!("shared memory for the state: {e}"))?;
+    let shmem = provider
+        .new_shmem(STATE_MAP_SIZE)
+        .map_err(|e| format!("shared memory for the state: {e}"))?;
     // Marked for removal at once: the forks inherit the attachment, and nothing is
     // left behind however this process ends.
     let id: i32 = shmem.id().into();
@@ -141,7 +148,11 @@ fn watch(c: &Campaign, pid: libc::pid_t, grace: Duration, stall: Duration) -> (i
     let pidfd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) } as i32;
     loop {
         if pidfd >= 0 {
-            let mut fds = libc::pollfd { fd: pidfd, events: libc::POLLIN, revents: 0 };
+            let mut fds = libc::pollfd {
+                fd: pidfd,
+                events: libc::POLLIN,
+                revents: 0,
+            };
             // SAFETY: one valid pollfd.
             unsafe { libc::poll(&mut fds, 1, 100) };
         } else {

@@ -55,7 +55,13 @@ impl<I, S: HasMetadata> Observer<I, S> for HarnessCmpLogObserver {
 pub(crate) struct RetryAlways<ST>(pub(crate) ST);
 
 impl<E, EM, S, Z, ST: Stage<E, EM, S, Z>> Stage<E, EM, S, Z> for RetryAlways<ST> {
-    fn perform(&mut self, fuzzer: &mut Z, executor: &mut E, state: &mut S, manager: &mut EM) -> Result<(), Error> {
+    fn perform(
+        &mut self,
+        fuzzer: &mut Z,
+        executor: &mut E,
+        state: &mut S,
+        manager: &mut EM,
+    ) -> Result<(), Error> {
         self.0.perform(fuzzer, executor, state, manager)
     }
 }
@@ -82,7 +88,10 @@ pub(crate) struct TraceOnceEach<ST> {
 impl<ST> TraceOnceEach<ST> {
     /// Trace with `inner`, once per entry.
     pub(crate) fn new(inner: ST) -> Self {
-        TraceOnceEach { inner, seen: Default::default() }
+        TraceOnceEach {
+            inner,
+            seen: Default::default(),
+        }
     }
 }
 
@@ -94,10 +103,19 @@ where
     S: HasCurrentCorpusId + HasMetadata,
     ST: Stage<E, EM, S, Z>,
 {
-    fn perform(&mut self, fuzzer: &mut Z, executor: &mut E, state: &mut S, manager: &mut EM) -> Result<(), Error> {
+    fn perform(
+        &mut self,
+        fuzzer: &mut Z,
+        executor: &mut E,
+        state: &mut S,
+        manager: &mut EM,
+    ) -> Result<(), Error> {
         let id = state.current_corpus_id()?;
         if let Some(list) = id.and_then(|id| self.seen.get(&id)) {
-            state.metadata_or_insert_with(CmpValuesMetadata::new).list.clone_from(list);
+            state
+                .metadata_or_insert_with(CmpValuesMetadata::new)
+                .list
+                .clone_from(list);
             return Ok(());
         }
         self.inner.perform(fuzzer, executor, state, manager)?;

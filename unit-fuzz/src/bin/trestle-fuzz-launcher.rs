@@ -4,8 +4,13 @@
 
 fn main() {
     let Some(plan) = std::env::args_os().nth(1) else {
-        eprintln!("usage: {} PLAN (started by trestle fuzz --cores N)", trestle_unit_fuzz::LAUNCHER);
+        eprintln!(
+            "usage: {} PLAN (started by trestle fuzz --cores N)",
+            trestle_unit_fuzz::LAUNCHER
+        );
         std::process::exit(2);
     };
-    std::process::exit(trestle_unit_fuzz::launcher_main(std::path::Path::new(&plan)));
+    std::process::exit(trestle_unit_fuzz::launcher_main(std::path::Path::new(
+        &plan,
+    )));
 }

@@ -8,7 +8,12 @@ use std::collections::BTreeSet;
 /// the constants it compares against in decimal (and, for printable ASCII codes, as
 /// the character).
 pub fn dictionary(binary: &Binary) -> Vec<Vec<u8>> {
-    let mut words: BTreeSet<Vec<u8>> = binary.strings.values().filter(|s| !s.is_empty() && s.len() <= 64).cloned().collect();
+    let mut words: BTreeSet<Vec<u8>> = binary
+        .strings
+        .values()
+        .filter(|s| !s.is_empty() && s.len() <= 64)
+        .cloned()
+        .collect();
     let mut ints = BTreeSet::new();
     for f in binary.functions.values() {
         ints.extend(f.cmp_constants.iter().copied());

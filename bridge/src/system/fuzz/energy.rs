@@ -46,8 +46,13 @@ where
     S: HasCorpus<I> + HasMetadata,
 {
     fn compute(state: &S, entry: &mut Testcase<I>) -> Result<f64, Error> {
-        let fits = entry.exec_time().map_or(MAX_ENERGY, |t| PICK_TIME.as_secs_f64() / t.as_secs_f64().max(1e-6));
-        Ok(CorpusPowerTestcaseScore::compute(state, entry)?.min(MAX_ENERGY).min(fits).max(1.0))
+        let fits = entry.exec_time().map_or(MAX_ENERGY, |t| {
+            PICK_TIME.as_secs_f64() / t.as_secs_f64().max(1e-6)
+        });
+        Ok(CorpusPowerTestcaseScore::compute(state, entry)?
+            .min(MAX_ENERGY)
+            .min(fits)
+            .max(1.0))
     }
 }
 
@@ -60,15 +65,26 @@ impl<E, EM, S, Z> Stage<E, EM, S, Z> for RateStage
 where
     S: HasCorpus<SysInput> + HasCurrentCorpusId + HasMetadata,
 {
-    fn perform(&mut self, _fuzzer: &mut Z, _executor: &mut E, state: &mut S, _manager: &mut EM) -> Result<(), Error> {
-        let Some(id) = state.current_corpus_id()? else { return Ok(()) };
+    fn perform(
+        &mut self,
+        _fuzzer: &mut Z,
+        _executor: &mut E,
+        state: &mut S,
+        _manager: &mut EM,
+    ) -> Result<(), Error> {
+        let Some(id) = state.current_corpus_id()? else {
+            return Ok(());
+        };
         let (edges, time) = {
             let tc = state.corpus().get(id)?.borrow();
             match tc.metadata::<SchedulerTestcaseMetadata>() {
                 Ok(m) if m.bitmap_size() == 0 => {}
                 _ => return Ok(()), // rated already, or not the power scheduler's
             }
-            (tc.metadata::<EntryEdges>().map_or(1, |e| e.0.max(1)), tc.exec_time().unwrap_or(Duration::from_millis(1)))
+            (
+                tc.metadata::<EntryEdges>().map_or(1, |e| e.0.max(1)),
+                tc.exec_time().unwrap_or(Duration::from_millis(1)),
+            )
         };
         let handicap = rate(state.metadata_mut::<SchedulerMetadata>()?, edges, time);
         let mut tc = state.corpus().get(id)?.borrow_mut();
@@ -144,7 +160,10 @@ mod tests {
 
     #[test]
     fn fast_small_entries_get_more_and_every_pick_stays_within_bounds() {
-        let mut q = Queue { corpus: InMemoryCorpus::new(), meta: libafl_bolts::serdeany::SerdeAnyMap::new() };
+        let mut q = Queue {
+            corpus: InMemoryCorpus::new(),
+            meta: libafl_bolts::serdeany::SerdeAnyMap::new(),
+        };
         let mut m = SchedulerMetadata::new(Some(PowerSchedule::fast()));
         for (edges, ms) in [(100, 1), (100, 1), (100, 1), (100, 40)] {
             rate(&mut m, edges, Duration::from_millis(ms));
@@ -153,8 +172,14 @@ mod tests {
         let fast = Energy::compute(&q, &mut entry(100, 1)).unwrap();
         let slow = Energy::compute(&q, &mut entry(100, 40)).unwrap();
         let wide = Energy::compute(&q, &mut entry(400, 1)).unwrap();
-        assert!(fast > slow, "a fast entry gets more than a slow one: {fast} vs {slow}");
-        assert!(wide > fast, "an entry reaching more edges gets more: {wide} vs {fast}");
+        assert!(
+            fast > slow,
+            "a fast entry gets more than a slow one: {fast} vs {slow}"
+        );
+        assert!(
+            wide > fast,
+            "an entry reaching more edges gets more: {wide} vs {fast}"
+        );
         for e in [fast, slow, wide] {
             assert!((1.0..=MAX_ENERGY).contains(&e), "{e}");
         }
@@ -169,8 +194,15 @@ mod tests {
         let mut m = SchedulerMetadata::new(Some(PowerSchedule::fast()));
         rate(&mut m, 10, Duration::from_millis(2));
         m.set_queue_cycles(3);
-        assert_eq!(rate(&mut m, 30, Duration::from_millis(4)), 3, "the handicap is the queue cycles before it");
-        assert_eq!((m.cycles(), m.bitmap_entries(), m.bitmap_size()), (2, 2, 40));
+        assert_eq!(
+            rate(&mut m, 30, Duration::from_millis(4)),
+            3,
+            "the handicap is the queue cycles before it"
+        );
+        assert_eq!(
+            (m.cycles(), m.bitmap_entries(), m.bitmap_size()),
+            (2, 2, 40)
+        );
         assert_eq!(m.exec_time(), Duration::from_millis(6));
     }
 }

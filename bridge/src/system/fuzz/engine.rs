@@ -23,14 +23,16 @@ use anyhow::{bail, Context as _, Result};
 use libafl::corpus::{CachedOnDiskCorpus, Corpus, CorpusId, InMemoryCorpus};
 use libafl::events::SimpleEventManager;
 use libafl::feedbacks::{MapFeedbackMetadata, MaxMapFeedback, TimeFeedback};
-use libafl::fuzzer::{BloomInputFilter, Evaluator, ExecuteInputResult, Fuzzer, InputFilter, StdFuzzer};
+use libafl::fuzzer::{
+    BloomInputFilter, Evaluator, ExecuteInputResult, Fuzzer, InputFilter, StdFuzzer,
+};
 use libafl::inputs::Input;
 use libafl::monitors::NopMonitor;
 use libafl::mutators::HavocScheduledMutator;
 use libafl::observers::{CanTrack, HitcountsMapObserver, StdMapObserver, TimeObserver};
+use libafl::schedulers::minimizer::TopRatedsMetadata;
 use libafl::schedulers::powersched::PowerSchedule;
 use libafl::schedulers::{LenTimeMinimizerScheduler, PowerQueueScheduler};
-use libafl::schedulers::minimizer::TopRatedsMetadata;
 use libafl::stages::{PowerMutationalStage, StdMutationalStage, TracingStage};
 use libafl::state::{HasCorpus, HasExecutions, HasSolutions, StdState};
 use libafl::{feedback_and_fast, feedback_or, HasMetadata, HasNamedMetadata};
@@ -53,7 +55,8 @@ const MAP_SIZE: usize = trestle_unit_fuzz::MAP_SIZE;
 /// havoc stage's count is the entry's energy, [`super::energy`]).
 const EXECS_PER_PICK: usize = 32;
 
-pub(super) type SysState = StdState<CachedOnDiskCorpus<SysInput>, SysInput, StdRand, InMemoryCorpus<SysInput>>;
+pub(super) type SysState =
+    StdState<CachedOnDiskCorpus<SysInput>, SysInput, StdRand, InMemoryCorpus<SysInput>>;
 
 /// LibAFL's Bloom filter of the inputs already run, made anew after as many inputs as
 /// it was sized for. Filled past that it takes ever more new inputs for ones it has
@@ -68,12 +71,21 @@ pub(super) struct RenewedBloom {
 
 impl RenewedBloom {
     pub(super) fn new(items: usize) -> Self {
-        RenewedBloom { filter: BloomInputFilter::new(items, 1e-4), items, seen: 0 }
+        RenewedBloom {
+            filter: BloomInputFilter::new(items, 1e-4),
+            items,
+            seen: 0,
+        }
     }
 }
 
 impl<EM, I: std::hash::Hash, S> InputFilter<EM, I, S> for RenewedBloom {
-    fn should_execute(&mut self, input: &I, state: &mut S, manager: &mut EM) -> Result<bool, libafl::Error> {
+    fn should_execute(
+        &mut self,
+        input: &I,
+        state: &mut S,
+        manager: &mut EM,
+    ) -> Result<bool, libafl::Error> {
         if self.seen >= self.items {
             *self = RenewedBloom::new(self.items);
         }
@@ -92,11 +104,25 @@ type SysManager = SimpleEventManager<SysInput, NopMonitor, SysState>;
 /// The fuzzer, executor and stages, whatever their (long) types: what a slice needs.
 trait Engine {
     /// Fuzz the entry the scheduler picks: its id.
-    fn fuzz_one(&mut self, state: &mut SysState, mgr: &mut SysManager) -> Result<CorpusId, libafl::Error>;
+    fn fuzz_one(
+        &mut self,
+        state: &mut SysState,
+        mgr: &mut SysManager,
+    ) -> Result<CorpusId, libafl::Error>;
     /// Run `input` and keep it in the queue whatever it covers (a seed).
-    fn add(&mut self, state: &mut SysState, mgr: &mut SysManager, input: SysInput) -> Result<(), libafl::Error>;
+    fn add(
+        &mut self,
+        state: &mut SysState,
+        mgr: &mut SysManager,
+        input: SysInput,
+    ) -> Result<(), libafl::Error>;
     /// Run `input`; keep it if it is interesting.
-    fn evaluate(&mut self, state: &mut SysState, mgr: &mut SysManager, input: &SysInput) -> Result<ExecuteInputResult, libafl::Error>;
+    fn evaluate(
+        &mut self,
+        state: &mut SysState,
+        mgr: &mut SysManager,
+        input: &SysInput,
+    ) -> Result<ExecuteInputResult, libafl::Error>;
     /// The executor's per-run limit ([`SysExecutor::set_limit`]).
     fn set_limit(&mut self, limit: Duration);
     fn limit(&self) -> Duration;
@@ -114,18 +140,38 @@ struct Parts<Z, E, ST> {
 
 impl<Z, OT, ST> Engine for Parts<Z, SysExecutor<OT>, ST>
 where
-    Z: Fuzzer<SysExecutor<OT>, SysManager, SysInput, SysState, ST> + Evaluator<SysExecutor<OT>, SysManager, SysInput, SysState>,
+    Z: Fuzzer<SysExecutor<OT>, SysManager, SysInput, SysState, ST>
+        + Evaluator<SysExecutor<OT>, SysManager, SysInput, SysState>,
 {
-    fn fuzz_one(&mut self, state: &mut SysState, mgr: &mut SysManager) -> Result<CorpusId, libafl::Error> {
-        self.fuzzer.fuzz_one(&mut self.stages, &mut self.executor, state, mgr)
+    fn fuzz_one(
+        &mut self,
+        state: &mut SysState,
+        mgr: &mut SysManager,
+    ) -> Result<CorpusId, libafl::Error> {
+        self.fuzzer
+            .fuzz_one(&mut self.stages, &mut self.executor, state, mgr)
     }
 
-    fn add(&mut self, state: &mut SysState, mgr: &mut SysManager, input: SysInput) -> Result<(), libafl::Error> {
-        self.fuzzer.add_input(state, &mut self.executor, mgr, input).map(|_| ())
+    fn add(
+        &mut self,
+        state: &mut SysState,
+        mgr: &mut SysManager,
+        input: SysInput,
+    ) -> Result<(), libafl::Error> {
+        self.fuzzer
+            .add_input(state, &mut self.executor, mgr, input)
+            .map(|_| ())
     }
 
-    fn evaluate(&mut self, state: &mut SysState, mgr: &mut SysManager, input: &SysInput) -> Result<ExecuteInputResult, libafl::Error> {
-        self.fuzzer.evaluate_input(state, &mut self.executor, mgr, input).map(|(r, _)| r)
+    fn evaluate(
+        &mut self,
+        state: &mut SysState,
+        mgr: &mut SysManager,
+        input: &SysInput,
+    ) -> Result<ExecuteInputResult, libafl::Error> {
+        self.fuzzer
+            .evaluate_input(state, &mut self.executor, mgr, input)
+            .map(|(r, _)| r)
     }
 
     fn set_limit(&mut self, limit: Duration) {
@@ -150,7 +196,9 @@ where
 /// past 50 ms), at least the slowest run, rounded up to 20 ms; never above `hang`
 /// (the user's limit, where a run counts as a timeout).
 pub(super) fn calibrated_limit(times: &[Duration], hang: Duration) -> Duration {
-    let Some(slowest) = times.iter().max() else { return hang };
+    let Some(slowest) = times.iter().max() else {
+        return hang;
+    };
     let mean = times.iter().sum::<Duration>() / times.len() as u32;
     let factor = match mean.as_millis() {
         0..=10 => 5,
@@ -245,7 +293,9 @@ fn json_files(dir: &Path) -> Result<Vec<PathBuf>> {
     };
     let mut v = Vec::new();
     for e in entries {
-        let p = e.with_context(|| format!("cannot read {}", dir.display()))?.path();
+        let p = e
+            .with_context(|| format!("cannot read {}", dir.display()))?
+            .path();
         if p.extension().is_some_and(|x| x == "json") {
             v.push(p);
         }
@@ -259,17 +309,23 @@ fn json_files(dir: &Path) -> Result<Vec<PathBuf>> {
 fn prepare(cfg: &SysFuzzConfig) -> Result<(PathBuf, PathBuf, Vec<PathBuf>)> {
     let out = &cfg.out;
     for d in ["queue", "crashes", "timeouts"] {
-        std::fs::create_dir_all(out.join(d)).with_context(|| format!("cannot create {}", out.join(d).display()))?;
+        std::fs::create_dir_all(out.join(d))
+            .with_context(|| format!("cannot create {}", out.join(d).display()))?;
         // Temporary files of writes a kill or a full disk cut short: never read, and
         // in the way of the next write of the same name.
-        for e in std::fs::read_dir(out.join(d)).with_context(|| format!("cannot list {}", out.join(d).display()))?.flatten() {
+        for e in std::fs::read_dir(out.join(d))
+            .with_context(|| format!("cannot list {}", out.join(d).display()))?
+            .flatten()
+        {
             if e.file_name().to_string_lossy().ends_with(".tmp") {
                 let _ = std::fs::remove_file(e.path());
             }
         }
     }
-    let out = std::fs::canonicalize(out).with_context(|| format!("cannot resolve {}", out.display()))?;
-    let program = std::fs::canonicalize(&cfg.program).with_context(|| format!("program not found: {}", cfg.program.display()))?;
+    let out =
+        std::fs::canonicalize(out).with_context(|| format!("cannot resolve {}", out.display()))?;
+    let program = std::fs::canonicalize(&cfg.program)
+        .with_context(|| format!("program not found: {}", cfg.program.display()))?;
     let resumed = json_files(&out.join("queue"))?;
     if cfg.seeds.is_empty() && resumed.is_empty() {
         bail!("no seed system tests to start from");
@@ -286,8 +342,14 @@ fn cmplog_server(
     mut env: Vec<(String, String)>,
     bwrap: Option<PathBuf>,
 ) -> Result<(SysExecutor<()>, UnixShMem)> {
-    let map = provider.uninit_on_shmem::<AflppCmpLogMap>().map_err(lib).context("cannot create the CmpLog map")?;
-    env.push((hooks::ENV_AFL_CMPLOG_SHM_ID.to_string(), map.id().to_string()));
+    let map = provider
+        .uninit_on_shmem::<AflppCmpLogMap>()
+        .map_err(lib)
+        .context("cannot create the CmpLog map")?;
+    env.push((
+        hooks::ENV_AFL_CMPLOG_SHM_ID.to_string(),
+        map.id().to_string(),
+    ));
     let mut server = SysExecutor::new(program, cfg, cfg.timeout * 2, env, (), bwrap)?;
     server.notice = false;
     Ok((server, map))
@@ -305,7 +367,8 @@ fn cmplog_tracer(
     // SAFETY: the map outlives the observer (the SysFuzzer drops it after the engine,
     // like the edge map); the hooks write LibAFL's CmpLogMap layout into the (larger)
     // AFL++-sized segment.
-    let observer = unsafe { CmpLogObserver::with_map_ptr("cmplog", map.as_mut_ptr() as *mut CmpLogMap, true) };
+    let observer =
+        unsafe { CmpLogObserver::with_map_ptr("cmplog", map.as_mut_ptr() as *mut CmpLogMap, true) };
     Ok((server.with_observers(tuple_list!(observer)), map))
 }
 
@@ -331,14 +394,33 @@ impl SysFuzzer {
         let (out, program, resumed) = prepare(&cfg)?;
         let build = crate::system::lean::choose(&program, cfg.lean);
         let program = build.path(&program).to_path_buf();
-        let mut provider = UnixShMemProvider::new().map_err(lib).context("cannot use shared memory")?;
-        let mut edges_map = provider.new_shmem(MAP_SIZE).map_err(lib).context("cannot create the edge map")?;
+        let mut provider = UnixShMemProvider::new()
+            .map_err(lib)
+            .context("cannot use shared memory")?;
+        let mut edges_map = provider
+            .new_shmem(MAP_SIZE)
+            .map_err(lib)
+            .context("cannot create the edge map")?;
         let coverage_env = vec![
-            (hooks::ENV_AFL_SHM_ID.to_string(), edges_map.id().to_string()),
+            (
+                hooks::ENV_AFL_SHM_ID.to_string(),
+                edges_map.id().to_string(),
+            ),
             (hooks::ENV_AFL_MAP_SIZE.to_string(), MAP_SIZE.to_string()),
         ];
-        let bwrap = if cfg.sandbox { Some(crate::validate::sandbox::find_bwrap("fuzz")?) } else { None };
-        let mut executor = SysExecutor::new(&program, &cfg, cfg.timeout, coverage_env.clone(), (), bwrap.clone())?;
+        let bwrap = if cfg.sandbox {
+            Some(crate::validate::sandbox::find_bwrap("fuzz")?)
+        } else {
+            None
+        };
+        let mut executor = SysExecutor::new(
+            &program,
+            &cfg,
+            cfg.timeout,
+            coverage_env.clone(),
+            (),
+            bwrap.clone(),
+        )?;
         // Look at as much of the map as the program uses (the server says; AFL++ does
         // the same): classifying, comparing and clearing it is work on every run.
         let map_len = match executor.map_len().map_err(lib)? {
@@ -348,7 +430,11 @@ impl SysFuzzer {
         // SAFETY: the map outlives the observer: both live in the SysFuzzer, the map
         // declared after the engine that holds the observer, so it is dropped last.
         let edges_observer = unsafe {
-            HitcountsMapObserver::new(StdMapObserver::from_mut_ptr("edges", edges_map.as_mut_ptr(), map_len))
+            HitcountsMapObserver::new(StdMapObserver::from_mut_ptr(
+                "edges",
+                edges_map.as_mut_ptr(),
+                map_len,
+            ))
         }
         .track_indices();
         let time_observer = TimeObserver::new("time");
@@ -358,21 +444,39 @@ impl SysFuzzer {
         // The edges each entry reached are kept compact (see `indexes`).
         let mut feedback = Compacting::new(feedback_and_fast!(
             CompletedRun::new(executor.stopped()),
-            feedback_or!(MaxMapFeedback::new(&edges_observer), TimeFeedback::new(&time_observer))
+            feedback_or!(
+                MaxMapFeedback::new(&edges_observer),
+                TimeFeedback::new(&time_observer)
+            )
         ));
         // Only findings with coverage no earlier finding had: one file per way to fail.
         let mut objective = feedback_and_fast!(
             FindingFeedback::new(&out, found.clone(), executor.hung()),
             MaxMapFeedback::with_name("finding_edges", &edges_observer)
         );
-        let queue = CachedOnDiskCorpus::with_meta_format_and_prefix(out.join("queue"), QUEUE_INPUTS_IN_MEMORY, None, None, false)
-            .map_err(lib)?;
-        let mut state =
-            StdState::new(StdRand::with_seed(cfg.seed), queue, InMemoryCorpus::new(), &mut feedback, &mut objective).map_err(lib)?;
+        let queue = CachedOnDiskCorpus::with_meta_format_and_prefix(
+            out.join("queue"),
+            QUEUE_INPUTS_IN_MEMORY,
+            None,
+            None,
+            false,
+        )
+        .map_err(lib)?;
+        let mut state = StdState::new(
+            StdRand::with_seed(cfg.seed),
+            queue,
+            InMemoryCorpus::new(),
+            &mut feedback,
+            &mut objective,
+        )
+        .map_err(lib)?;
         // The queue in order, favoured entries first, each getting AFL++'s energy.
         let power = PowerQueueScheduler::new(&mut state, &edges_observer, PowerSchedule::fast());
         let fuzzer = StdFuzzer::builder()
-            .scheduler(LenTimeMinimizerScheduler::<_, _, CompactIndexes, _>::new(&edges_observer, power))
+            .scheduler(LenTimeMinimizerScheduler::<_, _, CompactIndexes, _>::new(
+                &edges_observer,
+                power,
+            ))
             .feedback(feedback)
             .objective(objective)
             // Structured mutations often repeat an input; running it again says nothing.
@@ -382,24 +486,60 @@ impl SysFuzzer {
         unsafe { executor.watch_edges(edges_map.as_mut_ptr(), map_len) };
         let executor = executor.with_observers(tuple_list!(edges_observer, time_observer));
         let per_pick = NonZeroUsize::new(EXECS_PER_PICK).expect("non-zero");
-        let stage = PowerMutationalStage::<_, Energy, _, _, _, _, _>::new(sys_mutator(&cfg.dictionary));
+        let stage =
+            PowerMutationalStage::<_, Energy, _, _, _, _, _>::new(sys_mutator(&cfg.dictionary));
         // SAFETY: the edge map lives in the SysFuzzer, dropped after the engine.
         let trim = unsafe { TrimStage::new(edges_map.as_ptr(), map_len) };
         let (engine, cmp_map): (Box<dyn Engine>, _) = if cfg.cmplog {
             // Input-to-state: each picked entry runs once more with the trace-cmp
             // hooks logging (a second server, its own environment).
-            let (tracer, map) = cmplog_tracer(&mut provider, &program, &cfg, coverage_env.clone(), bwrap.clone())?;
+            let (tracer, map) = cmplog_tracer(
+                &mut provider,
+                &program,
+                &cfg,
+                coverage_env.clone(),
+                bwrap.clone(),
+            )?;
             // One to four replacements at a time (each scans the input).
-            let i2s = StdMutationalStage::with_max_iterations(HavocScheduledMutator::with_max_stack_pow(tuple_list!(I2SMutator), 2), per_pick);
+            let i2s = StdMutationalStage::with_max_iterations(
+                HavocScheduledMutator::with_max_stack_pow(tuple_list!(I2SMutator), 2),
+                per_pick,
+            );
             // SAFETY: the CmpLog map lives in the SysFuzzer, dropped after the engine.
             let watch = unsafe { OperandWatch::new(map.as_ptr() as *const CmpLogMap) };
-            (Box::new(Parts { fuzzer, executor, stages: tuple_list!(trim, TracingStage::new(tracer), watch, i2s, RateStage, stage) }), Some(map))
+            (
+                Box::new(Parts {
+                    fuzzer,
+                    executor,
+                    stages: tuple_list!(
+                        trim,
+                        TracingStage::new(tracer),
+                        watch,
+                        i2s,
+                        RateStage,
+                        stage
+                    ),
+                }),
+                Some(map),
+            )
         } else {
-            (Box::new(Parts { fuzzer, executor, stages: tuple_list!(trim, RateStage, stage) }), None)
+            (
+                Box::new(Parts {
+                    fuzzer,
+                    executor,
+                    stages: tuple_list!(trim, RateStage, stage),
+                }),
+                None,
+            )
         };
         let mgr = SimpleEventManager::new(NopMonitor::new());
         let lineage = Lineage::open(&out)?;
-        let probe_setup = cfg.cmplog.then(|| OperandProbeSetup { program: program.clone(), cfg: cfg.clone(), env: coverage_env, bwrap });
+        let probe_setup = cfg.cmplog.then(|| OperandProbeSetup {
+            program: program.clone(),
+            cfg: cfg.clone(),
+            env: coverage_env,
+            bwrap,
+        });
         let mut f = SysFuzzer {
             engine,
             state,
@@ -427,7 +567,8 @@ impl SysFuzzer {
         let (state, mgr) = (&mut self.state, &mut self.mgr);
         let mut seen = HashSet::new();
         for p in resumed {
-            let input = SysInput::from_file(p).map_err(|e| anyhow::anyhow!("cannot resume from {}: {e}", p.display()))?;
+            let input = SysInput::from_file(p)
+                .map_err(|e| anyhow::anyhow!("cannot resume from {}: {e}", p.display()))?;
             if seen.insert(input.file_name()) {
                 self.engine.add(state, mgr, input).map_err(lib)?;
                 // A trimmed entry reads back under the name of what it is now.
@@ -459,7 +600,13 @@ impl SysFuzzer {
                 }
             }
         }
-        self.next_id = self.state.corpus().ids().map(|id| id.0 + 1).max().unwrap_or(0);
+        self.next_id = self
+            .state
+            .corpus()
+            .ids()
+            .map(|id| id.0 + 1)
+            .max()
+            .unwrap_or(0);
         Ok(())
     }
 
@@ -495,7 +642,10 @@ impl SysFuzzer {
     /// Fail early on a start that cannot fuzz: nothing in the queue, or no coverage.
     fn check_started(&self, program: &Path) -> Result<()> {
         if self.state.corpus().count() == 0 {
-            bail!("every seed crashes or times out: nothing to fuzz from (see {})", self.out.display());
+            bail!(
+                "every seed crashes or times out: nothing to fuzz from (see {})",
+                self.out.display()
+            );
         }
         if self.edges() == 0 {
             bail!(
@@ -513,9 +663,14 @@ impl SysFuzzer {
         let end = Instant::now() + d;
         while Instant::now() < end {
             let mark = self.mark();
-            let parent = self.engine.fuzz_one(&mut self.state, &mut self.mgr).map_err(lib)?;
+            let parent = self
+                .engine
+                .fuzz_one(&mut self.state, &mut self.mgr)
+                .map_err(lib)?;
             match entry_name(&self.state, parent) {
-                Some(parent) => self.note_since(mark, |l, name, donors| l.child(name, &parent, donors))?,
+                Some(parent) => {
+                    self.note_since(mark, |l, name, donors| l.child(name, &parent, donors))?
+                }
                 None => self.note_since(mark, |l, name, _| l.root(name, None))?,
             }
         }
@@ -525,12 +680,20 @@ impl SysFuzzer {
     /// Where the queue and the findings are now, for [`Self::note_since`].
     fn mark(&self) -> Mark {
         let found = self.found.lock().unwrap_or_else(|p| p.into_inner());
-        Mark { last: self.state.corpus().last(), crashes: found.crashes.len(), timeouts: found.timeouts.len() }
+        Mark {
+            last: self.state.corpus().last(),
+            crashes: found.crashes.len(),
+            timeouts: found.timeouts.len(),
+        }
     }
 
     /// Put every queue entry and finding kept since `mark` in the lineage with `note`
     /// (given the entries it took material from besides its parent).
-    fn note_since(&mut self, mark: Mark, mut note: impl FnMut(&mut Lineage, &str, &[String]) -> Result<()>) -> Result<()> {
+    fn note_since(
+        &mut self,
+        mark: Mark,
+        mut note: impl FnMut(&mut Lineage, &str, &[String]) -> Result<()>,
+    ) -> Result<()> {
         let corpus = self.state.corpus();
         let mut next = match mark.last {
             Some(id) => corpus.next(id),
@@ -538,16 +701,35 @@ impl SysFuzzer {
         };
         while let Some(id) = next {
             if let Some(name) = entry_name(&self.state, id) {
-                let donors = corpus.get(id).ok().and_then(|tc| tc.borrow().metadata::<Donors>().ok().map(|d| d.0.clone()));
-                note(&mut self.lineage, &name, donors.as_deref().unwrap_or_default())?;
+                let donors = corpus
+                    .get(id)
+                    .ok()
+                    .and_then(|tc| tc.borrow().metadata::<Donors>().ok().map(|d| d.0.clone()));
+                note(
+                    &mut self.lineage,
+                    &name,
+                    donors.as_deref().unwrap_or_default(),
+                )?;
             }
             next = self.state.corpus().next(id);
         }
         let found = self.found.lock().unwrap_or_else(|p| p.into_inner());
-        let kept = found.crashes.iter().skip(mark.crashes).chain(found.timeouts.iter().skip(mark.timeouts));
+        let kept = found
+            .crashes
+            .iter()
+            .skip(mark.crashes)
+            .chain(found.timeouts.iter().skip(mark.timeouts));
         for path in kept {
             if let Some(name) = path.file_name() {
-                note(&mut self.lineage, &name.to_string_lossy(), found.donors.get(path).map(Vec::as_slice).unwrap_or_default())?;
+                note(
+                    &mut self.lineage,
+                    &name.to_string_lossy(),
+                    found
+                        .donors
+                        .get(path)
+                        .map(Vec::as_slice)
+                        .unwrap_or_default(),
+                )?;
             }
         }
         Ok(())
@@ -575,7 +757,10 @@ impl SysFuzzer {
     /// coming from [`Self::set_origin`]'s origin.
     fn evaluate_external(&mut self, input: &SysInput) -> Result<ExecuteInputResult> {
         let mark = self.mark();
-        let r = self.engine.evaluate(&mut self.state, &mut self.mgr, input).map_err(lib)?;
+        let r = self
+            .engine
+            .evaluate(&mut self.state, &mut self.mgr, input)
+            .map_err(lib)?;
         let origin = self.origin.clone();
         self.note_since(mark, |l, name, _| l.root(name, origin.clone()))?;
         Ok(r)
@@ -592,7 +777,9 @@ impl SysFuzzer {
         }
         'outer: loop {
             for input in &inputs {
-                self.engine.evaluate(&mut self.state, &mut self.mgr, input).map_err(lib)?;
+                self.engine
+                    .evaluate(&mut self.state, &mut self.mgr, input)
+                    .map_err(lib)?;
                 if Instant::now() >= end {
                     break 'outer;
                 }
@@ -670,10 +857,20 @@ impl SysFuzzer {
     /// run is not the fuzzer's: nothing joins the queue, no finding is kept.
     pub fn operands_at(&mut self, test: &SystemTest, cmp: u32) -> Result<Option<OperandSample>> {
         SysInput::check(test)?;
-        let Some(setup) = &self.probe_setup else { return Ok(None) };
+        let Some(setup) = &self.probe_setup else {
+            return Ok(None);
+        };
         if self.probe.is_none() {
-            let mut provider = UnixShMemProvider::new().map_err(lib).context("cannot use shared memory")?;
-            let (server, map) = cmplog_server(&mut provider, &setup.program, &setup.cfg, setup.env.clone(), setup.bwrap.clone())?;
+            let mut provider = UnixShMemProvider::new()
+                .map_err(lib)
+                .context("cannot use shared memory")?;
+            let (server, map) = cmplog_server(
+                &mut provider,
+                &setup.program,
+                &setup.cfg,
+                setup.env.clone(),
+                setup.bwrap.clone(),
+            )?;
             self.probe = Some(OperandProbe { server, map });
         }
         let probe = self.probe.as_mut().expect("started above");
@@ -685,7 +882,12 @@ impl SysFuzzer {
         // long as the probe; no run is writing it between runs.
         let map = unsafe { &mut *(probe.map.as_mut_ptr() as *mut CmpLogMap) };
         libafl::observers::cmp::CmpMap::reset(map).map_err(lib)?;
-        if probe.server.run_once(&SysInput::from_test(test), self.engine.limit()).map_err(lib)? == libafl::executors::ExitKind::Timeout {
+        if probe
+            .server
+            .run_once(&SysInput::from_test(test), self.engine.limit())
+            .map_err(lib)?
+            == libafl::executors::ExitKind::Timeout
+        {
             return Ok(None);
         }
         let mut seen = [0u64; trestle_abi::lean::CMPLOG_SEEN_WORDS];
@@ -712,7 +914,14 @@ impl SysFuzzer {
         let mut ids: Vec<_> = self.state.corpus().ids().collect();
         ids.sort_by_key(|id| std::cmp::Reverse(id.0));
         ids.into_iter()
-            .filter_map(|id| self.state.corpus().cloned_input_for_id(id).ok().as_ref().map(SysInput::to_test))
+            .filter_map(|id| {
+                self.state
+                    .corpus()
+                    .cloned_input_for_id(id)
+                    .ok()
+                    .as_ref()
+                    .map(SysInput::to_test)
+            })
             .take(max)
             .collect()
     }
@@ -753,7 +962,13 @@ struct Mark {
 fn entry_name(state: &SysState, id: CorpusId) -> Option<String> {
     let tc = state.corpus().get(id).ok()?;
     let tc = tc.borrow();
-    Some(tc.file_path().as_ref()?.file_name()?.to_string_lossy().into_owned())
+    Some(
+        tc.file_path()
+            .as_ref()?
+            .file_name()?
+            .to_string_lossy()
+            .into_owned(),
+    )
 }
 
 /// The file name of the newest queue entry.
@@ -796,7 +1011,10 @@ mod tests {
         assert_eq!(calibrated_limit(&[ms(1), ms(2), ms(3)], hang), ms(20));
         assert_eq!(calibrated_limit(&[ms(5), ms(5)], hang), ms(40));
         // One slow seed: at least the slowest run.
-        assert_eq!(calibrated_limit(&[ms(1), ms(1), ms(1), ms(150)], hang), ms(160));
+        assert_eq!(
+            calibrated_limit(&[ms(1), ms(1), ms(1), ms(150)], hang),
+            ms(160)
+        );
         // Slow programs get a smaller factor, and never more than the hang limit.
         assert_eq!(calibrated_limit(&[ms(100)], hang), ms(200));
         assert_eq!(calibrated_limit(&[ms(1500)], hang), hang);
@@ -811,7 +1029,11 @@ mod tests {
         std::fs::write(dir.path().join("b.json"), "{}").unwrap();
         std::fs::write(dir.path().join("a.json"), "{}").unwrap();
         std::fs::write(dir.path().join("notes.txt"), "").unwrap();
-        let names: Vec<_> = json_files(dir.path()).unwrap().iter().map(|p| p.file_name().unwrap().to_owned()).collect();
+        let names: Vec<_> = json_files(dir.path())
+            .unwrap()
+            .iter()
+            .map(|p| p.file_name().unwrap().to_owned())
+            .collect();
         assert_eq!(names, ["a.json", "b.json"]);
         // A queue that is not a directory cannot be resumed: that is said, not read as empty.
         let e = json_files(&dir.path().join("a.json")).unwrap_err();
@@ -820,14 +1042,25 @@ mod tests {
 
     #[test]
     fn the_filter_of_inputs_run_before_is_renewed_before_it_takes_new_ones_for_old() {
-        let count_refused = |f: &mut dyn FnMut(u64) -> bool| (0..20_000u64).filter(|&k| !f(k)).count();
+        let count_refused =
+            |f: &mut dyn FnMut(u64) -> bool| (0..20_000u64).filter(|&k| !f(k)).count();
         // Twenty thousand different inputs through a filter sized for a thousand.
         let mut plain = BloomInputFilter::new(1000, 1e-4);
-        let refused_plain = count_refused(&mut |k| InputFilter::<(), u64, ()>::should_execute(&mut plain, &k, &mut (), &mut ()).unwrap());
+        let refused_plain = count_refused(&mut |k| {
+            InputFilter::<(), u64, ()>::should_execute(&mut plain, &k, &mut (), &mut ()).unwrap()
+        });
         let mut renewed = RenewedBloom::new(1000);
-        let refused_renewed = count_refused(&mut |k| InputFilter::<(), u64, ()>::should_execute(&mut renewed, &k, &mut (), &mut ()).unwrap());
-        assert!(refused_plain > 10_000, "{refused_plain} refused by the full filter");
-        assert!(refused_renewed < 100, "{refused_renewed} refused by the renewed one");
+        let refused_renewed = count_refused(&mut |k| {
+            InputFilter::<(), u64, ()>::should_execute(&mut renewed, &k, &mut (), &mut ()).unwrap()
+        });
+        assert!(
+            refused_plain > 10_000,
+            "{refused_plain} refused by the full filter"
+        );
+        assert!(
+            refused_renewed < 100,
+            "{refused_renewed} refused by the renewed one"
+        );
         // What it has seen since it was made it still refuses.
         let mut f = RenewedBloom::new(1000);
         assert!(InputFilter::<(), u64, ()>::should_execute(&mut f, &7, &mut (), &mut ()).unwrap());
@@ -841,7 +1074,10 @@ mod tests {
         let (_dir, mut state) = crate::system::fuzz::mutators::tests::state();
         let n = QUEUE_INPUTS_IN_MEMORY + 100;
         for k in 0..n {
-            state.corpus_mut().add(Testcase::from(input(&["set", &k.to_string()], "x\n"))).unwrap();
+            state
+                .corpus_mut()
+                .add(Testcase::from(input(&["set", &k.to_string()], "x\n")))
+                .unwrap();
         }
         // Every entry picked once, as the scheduler would: read back from its file.
         let ids: Vec<_> = state.corpus().ids().collect();
@@ -853,7 +1089,13 @@ mod tests {
             }
         }
         assert_eq!(args.len(), n, "every entry reads back as itself");
-        let in_memory = ids.iter().filter(|&&id| state.corpus().get(id).unwrap().borrow().input().is_some()).count();
-        assert!(in_memory <= QUEUE_INPUTS_IN_MEMORY, "{in_memory} inputs in memory");
+        let in_memory = ids
+            .iter()
+            .filter(|&&id| state.corpus().get(id).unwrap().borrow().input().is_some())
+            .count();
+        assert!(
+            in_memory <= QUEUE_INPUTS_IN_MEMORY,
+            "{in_memory} inputs in memory"
+        );
     }
 }

@@ -123,8 +123,19 @@ impl SlowEdges {
 }
 
 impl<OT> SysExecutor<OT> {
-    pub(super) fn new(program: &Path, cfg: &SysFuzzConfig, timeout: Duration, env: Vec<(String, String)>, observers: OT, bwrap: Option<PathBuf>) -> Result<Self> {
-        let limits = ChildLimits { cpu_secs: crate::validate::sandbox::cpu_limit(timeout), address_space: cfg.memory, open_files: 0 };
+    pub(super) fn new(
+        program: &Path,
+        cfg: &SysFuzzConfig,
+        timeout: Duration,
+        env: Vec<(String, String)>,
+        observers: OT,
+        bwrap: Option<PathBuf>,
+    ) -> Result<Self> {
+        let limits = ChildLimits {
+            cpu_secs: crate::validate::sandbox::cpu_limit(timeout),
+            address_space: cfg.memory,
+            open_files: 0,
+        };
         let no_forkserver = cfg.no_forkserver;
         Ok(SysExecutor {
             limits,
@@ -157,7 +168,14 @@ impl<OT> SysExecutor<OT> {
     fn command(&self) -> Command {
         let mut cmd = match &self.bwrap {
             // The lean sibling mounted at the program's path, so it runs under that name.
-            Some(bwrap) => crate::validate::sandbox::bwrap_command_as(bwrap, &self.program, &self.argv0, &[], &[self.work.path()], true),
+            Some(bwrap) => crate::validate::sandbox::bwrap_command_as(
+                bwrap,
+                &self.program,
+                &self.argv0,
+                &[],
+                &[self.work.path()],
+                true,
+            ),
             None => {
                 let mut c = Command::new(&self.program);
                 c.arg0(&self.argv0);
@@ -169,7 +187,10 @@ impl<OT> SysExecutor<OT> {
             .env_remove(trestle_abi::hooks::ENV_REPLAY)
             .env_remove(trestle_abi::fuzz::ENV_FUZZ)
             .env_remove(trestle_abi::sysserver::ENV_SYS_FORKSERVER)
-            .env("ASAN_OPTIONS", "abort_on_error=1:detect_leaks=0:symbolize=0")
+            .env(
+                "ASAN_OPTIONS",
+                "abort_on_error=1:detect_leaks=0:symbolize=0",
+            )
             .envs(self.env.iter().map(|(k, v)| (k, v)))
             .stdout(Stdio::null())
             .stderr(Stdio::null())
@@ -178,9 +199,15 @@ impl<OT> SysExecutor<OT> {
         // for a server, the children it forks).
         unsafe {
             cmd.pre_exec(|| {
-                let core = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
+                let core = libc::rlimit {
+                    rlim_cur: 0,
+                    rlim_max: 0,
+                };
                 libc::setrlimit(libc::RLIMIT_CORE, &core);
-                let fsize = libc::rlimit { rlim_cur: MAX_WRITE, rlim_max: MAX_WRITE };
+                let fsize = libc::rlimit {
+                    rlim_cur: MAX_WRITE,
+                    rlim_max: MAX_WRITE,
+                };
                 libc::setrlimit(libc::RLIMIT_FSIZE, &fsize);
                 Ok(())
             });
@@ -203,7 +230,11 @@ impl<OT> SysExecutor<OT> {
     /// # Safety
     /// `map` must stay valid for `len` bytes as long as this executor runs.
     pub(super) unsafe fn watch_edges(&mut self, map: *mut u8, len: usize) {
-        self.slow_edges = Some(SlowEdges { map, len, seen: vec![false; len] });
+        self.slow_edges = Some(SlowEdges {
+            map,
+            len,
+            seen: vec![false; len],
+        });
     }
 
     /// Run once at the short limit; a run stopped there with new edges again at the
@@ -212,7 +243,8 @@ impl<OT> SysExecutor<OT> {
         self.hung.store(false, Ordering::Relaxed);
         let mut kind = self.run_within(input, self.limit)?;
         self.last_ended_well = kind == ExitKind::Ok;
-        self.stopped.store(kind == ExitKind::Timeout, Ordering::Relaxed);
+        self.stopped
+            .store(kind == ExitKind::Timeout, Ordering::Relaxed);
         if kind == ExitKind::Timeout && self.limit < self.hang {
             self.runs_stopped += 1;
             if let Some(edges) = self.slow_edges.as_mut() {
@@ -224,12 +256,17 @@ impl<OT> SysExecutor<OT> {
             kind = self.run_within(input, self.hang)?;
             self.runs_slow += u64::from(kind != ExitKind::Timeout);
         }
-        self.hung.store(kind == ExitKind::Timeout, Ordering::Relaxed);
+        self.hung
+            .store(kind == ExitKind::Timeout, Ordering::Relaxed);
         Ok(kind)
     }
 
     /// Run `input` once within `limit`, outside any fuzzing loop.
-    pub(super) fn run_once(&mut self, input: &SysInput, limit: Duration) -> Result<ExitKind, libafl::Error> {
+    pub(super) fn run_once(
+        &mut self,
+        input: &SysInput,
+        limit: Duration,
+    ) -> Result<ExitKind, libafl::Error> {
         self.run_within(input, limit)
     }
 
@@ -256,7 +293,8 @@ impl<OT> SysExecutor<OT> {
             std::fs::create_dir(&dir)?;
         }
         for (name, bytes) in &input.files {
-            crate::system::systest::create_file(&dir, name, bytes).map_err(|e| libafl::Error::unknown(format!("{e:#}")))?;
+            crate::system::systest::create_file(&dir, name, bytes)
+                .map_err(|e| libafl::Error::unknown(format!("{e:#}")))?;
         }
         // Outside the working directory, as in `run_test`; written only when it
         // changed (the program opens it afresh every run).
@@ -355,7 +393,13 @@ impl<OT> SysExecutor<OT> {
 
     /// Run through the forkserver; `None` if the program is no server (or the
     /// server died during this run: the next run starts a new one).
-    fn serve(&mut self, input: &SysInput, dir: &Path, stdin: &Path, limit: Duration) -> Result<Option<ExitKind>, libafl::Error> {
+    fn serve(
+        &mut self,
+        input: &SysInput,
+        dir: &Path,
+        stdin: &Path,
+        limit: Duration,
+    ) -> Result<Option<ExitKind>, libafl::Error> {
         if self.serving == Some(false) {
             return Ok(None);
         }
@@ -365,14 +409,30 @@ impl<OT> SysExecutor<OT> {
         let server = self.server.as_mut().expect("started above");
         let mut argv: Vec<&[u8]> = vec![self.argv0.as_os_str().as_bytes()];
         argv.extend(input.args.iter().map(Vec::as_slice));
-        let env: Vec<(&[u8], &[u8])> = input.env.iter().map(|(k, v)| (k.as_bytes(), v.as_bytes())).collect();
+        let env: Vec<(&[u8], &[u8])> = input
+            .env
+            .iter()
+            .map(|(k, v)| (k.as_bytes(), v.as_bytes()))
+            .collect();
         let cwd = std::path::absolute(dir)?;
         let stdin = std::path::absolute(stdin)?;
-        let req = Request { argv: &argv, env: &env, cwd: &cwd, stdin: &stdin, stdout: None, stderr: None, limits: self.limits };
+        let req = Request {
+            argv: &argv,
+            env: &env,
+            cwd: &cwd,
+            stdin: &stdin,
+            stdout: None,
+            stderr: None,
+            limits: self.limits,
+        };
         Ok(match server.run(&req, limit) {
             RunEnd::Ended(e) => {
                 let status = e.status as i32;
-                Some(if libc::WIFSIGNALED(status) { killed_by(libc::WTERMSIG(status)) } else { ExitKind::Ok })
+                Some(if libc::WIFSIGNALED(status) {
+                    killed_by(libc::WTERMSIG(status))
+                } else {
+                    ExitKind::Ok
+                })
             }
             RunEnd::Timeout => Some(ExitKind::Timeout),
             RunEnd::ServerDied => {
@@ -383,24 +443,50 @@ impl<OT> SysExecutor<OT> {
     }
 
     /// Start the program for this input alone.
-    fn spawn(&mut self, input: &SysInput, dir: &Path, stdin_path: &Path, limit: Duration) -> Result<ExitKind, libafl::Error> {
+    fn spawn(
+        &mut self,
+        input: &SysInput,
+        dir: &Path,
+        stdin_path: &Path,
+        limit: Duration,
+    ) -> Result<ExitKind, libafl::Error> {
         let mut cmd = self.command();
-        cmd.args(input.args.iter().map(|a| OsStr::from_bytes(a))).current_dir(dir).envs(&input.env).envs(self.env.iter().map(|(k, v)| (k, v)));
+        cmd.args(input.args.iter().map(|a| OsStr::from_bytes(a)))
+            .current_dir(dir)
+            .envs(&input.env)
+            .envs(self.env.iter().map(|(k, v)| (k, v)));
         let limits = self.limits;
         // SAFETY: setrlimit is async-signal-safe and touches only the child.
         unsafe {
             cmd.pre_exec(move || {
-                for (resource, value) in [(libc::RLIMIT_CPU, limits.cpu_secs), (libc::RLIMIT_AS, limits.address_space)] {
+                for (resource, value) in [
+                    (libc::RLIMIT_CPU, limits.cpu_secs),
+                    (libc::RLIMIT_AS, limits.address_space),
+                ] {
                     if value > 0 {
-                        libc::setrlimit(resource, &libc::rlimit { rlim_cur: value, rlim_max: value });
+                        libc::setrlimit(
+                            resource,
+                            &libc::rlimit {
+                                rlim_cur: value,
+                                rlim_max: value,
+                            },
+                        );
                     }
                 }
                 Ok(())
             });
         }
-        let quiet = crate::system::launch::Capture { stdout: false, stderr: false };
-        let ended = crate::system::launch::run_to_end(&mut cmd, stdin_path, quiet, limit)
-            .map_err(|e| libafl::Error::unknown(format!("cannot run program {}: {e:#}", self.program.display())))?;
+        let quiet = crate::system::launch::Capture {
+            stdout: false,
+            stderr: false,
+        };
+        let ended =
+            crate::system::launch::run_to_end(&mut cmd, stdin_path, quiet, limit).map_err(|e| {
+                libafl::Error::unknown(format!(
+                    "cannot run program {}: {e:#}",
+                    self.program.display()
+                ))
+            })?;
         Ok(match ended.status {
             systest::RunStatus::Signaled(sig) => killed_by(sig),
             systest::RunStatus::TimedOut => ExitKind::Timeout,
@@ -413,7 +499,13 @@ impl<EM, S, Z, OT> Executor<EM, SysInput, S, Z> for SysExecutor<OT>
 where
     S: HasExecutions,
 {
-    fn run_target(&mut self, _fuzzer: &mut Z, state: &mut S, _mgr: &mut EM, input: &SysInput) -> Result<ExitKind, libafl::Error> {
+    fn run_target(
+        &mut self,
+        _fuzzer: &mut Z,
+        state: &mut S,
+        _mgr: &mut EM,
+        input: &SysInput,
+    ) -> Result<ExitKind, libafl::Error> {
         *state.executions_mut() += 1;
         self.run(input)
     }

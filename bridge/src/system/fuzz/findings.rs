@@ -43,8 +43,18 @@ pub struct FindingFeedback {
 
 impl FindingFeedback {
     /// Writing to `out`'s `crashes/` and `timeouts/`, listing in `found`.
-    pub(super) fn new(out: &Path, found: Arc<Mutex<Found>>, hung: Arc<AtomicBool>) -> FindingFeedback {
-        FindingFeedback { crashes: out.join("crashes"), timeouts: out.join("timeouts"), last: ExitKind::Ok, found, hung }
+    pub(super) fn new(
+        out: &Path,
+        found: Arc<Mutex<Found>>,
+        hung: Arc<AtomicBool>,
+    ) -> FindingFeedback {
+        FindingFeedback {
+            crashes: out.join("crashes"),
+            timeouts: out.join("timeouts"),
+            last: ExitKind::Ok,
+            found,
+            hung,
+        }
     }
 }
 
@@ -81,9 +91,16 @@ impl<EM, OT, S: HasMetadata> Feedback<EM, SysInput, OT, S> for FindingFeedback {
         _observers: &OT,
         testcase: &mut Testcase<SysInput>,
     ) -> Result<(), libafl::Error> {
-        let Some(input) = testcase.input() else { return Ok(()) };
+        let Some(input) = testcase.input() else {
+            return Ok(());
+        };
         let timeout = self.last == ExitKind::Timeout;
-        let path = if timeout { &self.timeouts } else { &self.crashes }.join(input.file_name());
+        let path = if timeout {
+            &self.timeouts
+        } else {
+            &self.crashes
+        }
+        .join(input.file_name());
         input.to_file(&path)?;
         let mut found = self.found.lock().unwrap_or_else(|p| p.into_inner());
         if let Ok(donors) = state.metadata::<Donors>() {

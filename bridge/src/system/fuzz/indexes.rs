@@ -52,7 +52,11 @@ impl CompactIndexes {
 
     /// The indices, ascending.
     pub fn iter(&self) -> Indexes<'_> {
-        Indexes { bytes: &self.deltas, at: 0, last: None }
+        Indexes {
+            bytes: &self.deltas,
+            at: 0,
+            last: None,
+        }
     }
 
     /// The bytes the indices take.
@@ -148,12 +152,27 @@ impl<S, F: StateInitializer<S>> StateInitializer<S> for Compacting<F> {
 }
 
 impl<EM, I, OT, S, F: Feedback<EM, I, OT, S>> Feedback<EM, I, OT, S> for Compacting<F> {
-    fn is_interesting(&mut self, state: &mut S, manager: &mut EM, input: &I, observers: &OT, exit_kind: &libafl::executors::ExitKind) -> Result<bool, Error> {
-        self.inner.is_interesting(state, manager, input, observers, exit_kind)
+    fn is_interesting(
+        &mut self,
+        state: &mut S,
+        manager: &mut EM,
+        input: &I,
+        observers: &OT,
+        exit_kind: &libafl::executors::ExitKind,
+    ) -> Result<bool, Error> {
+        self.inner
+            .is_interesting(state, manager, input, observers, exit_kind)
     }
 
-    fn append_metadata(&mut self, state: &mut S, manager: &mut EM, observers: &OT, testcase: &mut Testcase<I>) -> Result<(), Error> {
-        self.inner.append_metadata(state, manager, observers, testcase)?;
+    fn append_metadata(
+        &mut self,
+        state: &mut S,
+        manager: &mut EM,
+        observers: &OT,
+        testcase: &mut Testcase<I>,
+    ) -> Result<(), Error> {
+        self.inner
+            .append_metadata(state, manager, observers, testcase)?;
         if let Some(m) = testcase.metadata_map_mut().remove::<MapIndexesMetadata>() {
             // Their count, kept whatever the minimizer later drops: the entry's energy
             // weighs it.
@@ -177,7 +196,11 @@ mod tests {
         // 0, +5, +122, +1, +1: a byte each; +16,382: two; +53,489: three; +2^40-70,000: six.
         assert_eq!(c.bytes(), 5 + 2 + 3 + 6);
         let dense = CompactIndexes::new((1000..3000).step_by(3).collect());
-        assert_eq!(dense.bytes(), 2 + 666, "the first whole, then a byte per index");
+        assert_eq!(
+            dense.bytes(),
+            2 + 666,
+            "the first whole, then a byte per index"
+        );
         assert_eq!(dense.iter().count(), 667);
         assert_eq!(CompactIndexes::new(Vec::new()).iter().count(), 0);
     }
@@ -187,35 +210,67 @@ mod tests {
         use libafl::corpus::{Corpus, InMemoryCorpus};
         use libafl::feedbacks::ConstFeedback;
         use libafl::inputs::BytesInput;
+        use libafl::observers::{CanTrack, StdMapObserver};
         use libafl::schedulers::{LenTimeMinimizerScheduler, QueueScheduler, Scheduler};
         use libafl::state::{HasCorpus, StdState};
-        use libafl::observers::{CanTrack, StdMapObserver};
         use libafl_bolts::rands::StdRand;
 
         let mut map = [0u8; 16];
         // SAFETY: the map outlives the observer, which lives in this test only.
-        let observer = unsafe { StdMapObserver::from_mut_ptr("edges", map.as_mut_ptr(), map.len()) }.track_indices();
+        let observer =
+            unsafe { StdMapObserver::from_mut_ptr("edges", map.as_mut_ptr(), map.len()) }
+                .track_indices();
         let mut feedback = ConstFeedback::new(true);
         let mut objective = ConstFeedback::new(false);
-        let mut state = StdState::new(StdRand::with_seed(1), InMemoryCorpus::<BytesInput>::new(), InMemoryCorpus::new(), &mut feedback, &mut objective).unwrap();
+        let mut state = StdState::new(
+            StdRand::with_seed(1),
+            InMemoryCorpus::<BytesInput>::new(),
+            InMemoryCorpus::new(),
+            &mut feedback,
+            &mut objective,
+        )
+        .unwrap();
         let mut compacting = Compacting::new(ConstFeedback::new(true));
-        let mut scheduler = LenTimeMinimizerScheduler::<_, BytesInput, CompactIndexes, _>::new(&observer, QueueScheduler::new());
+        let mut scheduler = LenTimeMinimizerScheduler::<_, BytesInput, CompactIndexes, _>::new(
+            &observer,
+            QueueScheduler::new(),
+        );
         // Two entries: the second is the only one at edge 9, the first at 3.
         for (edges, len) in [(vec![3usize, 7], 1usize), (vec![7, 9], 2)] {
             let mut tc = Testcase::new(BytesInput::new(vec![0; len]));
             tc.add_metadata(MapIndexesMetadata::new(edges.clone()));
             tc.set_exec_time(std::time::Duration::from_millis(1));
             let mut mgr = libafl::events::NopEventManager::new();
-            Feedback::<_, BytesInput, (), _>::append_metadata(&mut compacting, &mut state, &mut mgr, &(), &mut tc).unwrap();
+            Feedback::<_, BytesInput, (), _>::append_metadata(
+                &mut compacting,
+                &mut state,
+                &mut mgr,
+                &(),
+                &mut tc,
+            )
+            .unwrap();
             assert!(!tc.has_metadata::<MapIndexesMetadata>());
-            assert_eq!(tc.metadata::<CompactIndexes>().unwrap().iter().map(|i| *i).collect::<Vec<_>>(), edges);
+            assert_eq!(
+                tc.metadata::<CompactIndexes>()
+                    .unwrap()
+                    .iter()
+                    .map(|i| *i)
+                    .collect::<Vec<_>>(),
+                edges
+            );
             let id = state.corpus_mut().add(tc).unwrap();
             scheduler.on_add(&mut state, id).unwrap();
         }
-        let top = state.metadata::<libafl::schedulers::minimizer::TopRatedsMetadata>().unwrap();
+        let top = state
+            .metadata::<libafl::schedulers::minimizer::TopRatedsMetadata>()
+            .unwrap();
         let ids: Vec<_> = state.corpus().ids().collect();
         assert_eq!(top.map.get(&3), Some(&ids[0]));
-        assert_eq!(top.map.get(&7), Some(&ids[0]), "the shorter entry is best at the edge both reach");
+        assert_eq!(
+            top.map.get(&7),
+            Some(&ids[0]),
+            "the shorter entry is best at the edge both reach"
+        );
         assert_eq!(top.map.get(&9), Some(&ids[1]));
     }
 }

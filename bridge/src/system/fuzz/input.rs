@@ -56,7 +56,9 @@ impl SysInput {
     /// with an 8 KiB replacement, cut at 4 KiB, loses its closing `/`).
     pub fn fits(t: &SystemTest) -> bool {
         t.args.len() <= MAX_ARGS
-            && t.args.iter().all(|a| a.len() <= MAX_ARG_LEN && !a.contains('\0'))
+            && t.args
+                .iter()
+                .all(|a| a.len() <= MAX_ARG_LEN && !a.contains('\0'))
             && t.stdin.as_ref().is_none_or(|s| s.len() <= MAX_CONTENT)
             && t.files.values().all(|v| v.len() <= MAX_CONTENT)
     }
@@ -64,7 +66,11 @@ impl SysInput {
     /// The system test this input is.
     pub fn to_test(&self) -> SystemTest {
         SystemTest {
-            args: self.args.iter().map(|a| String::from_utf8_lossy(a).into_owned()).collect(),
+            args: self
+                .args
+                .iter()
+                .map(|a| String::from_utf8_lossy(a).into_owned())
+                .collect(),
             stdin: (!self.stdin.is_empty()).then(|| self.stdin.clone()),
             files: self.files.clone(),
             env: self.env.clone(),
@@ -75,7 +81,8 @@ impl SysInput {
     pub fn to_json(&self) -> Vec<u8> {
         // Plain strings and maps always serialise (and an empty file would give every
         // input the same name).
-        serde_json::to_vec_pretty(&systest::to_json(&self.to_test())).expect("a JSON test serialises")
+        serde_json::to_vec_pretty(&systest::to_json(&self.to_test()))
+            .expect("a JSON test serialises")
     }
 
     /// Its file name: a stable hash of its JSON form.
@@ -88,11 +95,17 @@ impl SysInput {
     pub(super) fn check(t: &SystemTest) -> Result<()> {
         for name in t.files.keys() {
             let p = Path::new(name);
-            if name.is_empty() || p.is_absolute() || p.components().any(|c| !matches!(c, std::path::Component::Normal(_))) {
+            if name.is_empty()
+                || p.is_absolute()
+                || p.components()
+                    .any(|c| !matches!(c, std::path::Component::Normal(_)))
+            {
                 bail!("file name {name:?} must be a relative path inside the test directory");
             }
         }
-        if let Some((f, g)) = crate::system::systest::layout_conflict(t.files.keys().map(String::as_str)) {
+        if let Some((f, g)) =
+            crate::system::systest::layout_conflict(t.files.keys().map(String::as_str))
+        {
             bail!("files {f:?} and {g:?} cannot both be made (one is inside the other)");
         }
         Ok(())
@@ -127,7 +140,8 @@ impl Input for SysInput {
         // Whole or not at all, through a temporary file that a write cut short (a kill,
         // a full disk) may leave behind: replaced next time, where LibAFL's own
         // `write_file_atomic` refuses to ("File exists") once one is left.
-        crate::files::write_atomic(path.as_ref(), &self.to_json()).map_err(|e| libafl::Error::unknown(format!("{e:#}")))
+        crate::files::write_atomic(path.as_ref(), &self.to_json())
+            .map_err(|e| libafl::Error::unknown(format!("{e:#}")))
     }
 
     fn from_file<P: AsRef<Path>>(path: P) -> Result<Self, libafl::Error> {
@@ -143,7 +157,9 @@ impl Input for SysInput {
 
 impl HasLen for SysInput {
     fn len(&self) -> usize {
-        self.args.iter().map(|a| a.len() + 1).sum::<usize>() + self.stdin.len() + self.files.values().map(Vec::len).sum::<usize>()
+        self.args.iter().map(|a| a.len() + 1).sum::<usize>()
+            + self.stdin.len()
+            + self.files.values().map(Vec::len).sum::<usize>()
     }
 }
 
@@ -187,7 +203,11 @@ pub(super) mod tests {
     #[test]
     fn arguments_are_normalised_to_what_a_command_line_carries() {
         let mut i = input(&[], "");
-        i.args = vec![b"a\0b".to_vec(), vec![0xff, b'x'], vec![b'y'; MAX_ARG_LEN + 10]];
+        i.args = vec![
+            b"a\0b".to_vec(),
+            vec![0xff, b'x'],
+            vec![b'y'; MAX_ARG_LEN + 10],
+        ];
         i.args.extend((0..100).map(|_| b"z".to_vec()));
         i.normalise();
         assert_eq!(i.args[0], b"ab");

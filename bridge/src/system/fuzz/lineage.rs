@@ -70,7 +70,12 @@ impl Lineage {
     /// The lineage kept in `dir` (read back if there is one).
     pub fn open(dir: &Path) -> Result<Lineage> {
         let path = dir.join(LINEAGE_FILE);
-        let mut l = Lineage { path, out: None, known: HashMap::new(), from_lifted: 0 };
+        let mut l = Lineage {
+            path,
+            out: None,
+            known: HashMap::new(),
+            from_lifted: 0,
+        };
         match std::fs::File::open(&l.path) {
             Ok(f) => {
                 for (n, line) in std::io::BufReader::new(f).lines().enumerate() {
@@ -82,7 +87,11 @@ impl Lineage {
                     // is named (the rest is still good).
                     match serde_json::from_str::<Line>(&line) {
                         Ok(r) => l.note(r),
-                        Err(e) => eprintln!("trestle: {}:{}: passed over a damaged line: {e}", l.path.display(), n + 1),
+                        Err(e) => eprintln!(
+                            "trestle: {}:{}: passed over a damaged line: {e}",
+                            l.path.display(),
+                            n + 1
+                        ),
                     }
                 }
             }
@@ -94,14 +103,30 @@ impl Lineage {
 
     fn note(&mut self, r: Line) {
         let descent = match r.lifted {
-            _ if r.same_as.is_some() => r.same_as.as_ref().and_then(|e| self.known.get(e)).cloned().flatten(),
-            Some(origin) => Some(Arc::new(Descent { origin, generations: 0 })),
+            _ if r.same_as.is_some() => r
+                .same_as
+                .as_ref()
+                .and_then(|e| self.known.get(e))
+                .cloned()
+                .flatten(),
+            Some(origin) => Some(Arc::new(Descent {
+                origin,
+                generations: 0,
+            })),
             // From its parent's lifted test if it has one, else from a donor's: a seed's
             // mutant that took a lifted test's arguments owes them to that unit.
-            None => r.parent.iter().chain(&r.donors).find_map(|n| self.known.get(n).cloned().flatten()).map(|d| {
-                let generations = d.generations.saturating_add(1);
-                Arc::new(Descent { origin: d.origin.clone(), generations })
-            }),
+            None => r
+                .parent
+                .iter()
+                .chain(&r.donors)
+                .find_map(|n| self.known.get(n).cloned().flatten())
+                .map(|d| {
+                    let generations = d.generations.saturating_add(1);
+                    Arc::new(Descent {
+                        origin: d.origin.clone(),
+                        generations,
+                    })
+                }),
         };
         let lifted = descent.is_some();
         if let Some(before) = self.known.insert(r.entry, descent) {
@@ -123,26 +148,40 @@ impl Lineage {
                 .with_context(|| format!("cannot write {}", self.path.display()))?;
             // A last line a kill cut short ends here, so the next one starts whole.
             if ends_mid_line(&mut f)? {
-                f.write_all(b"\n").with_context(|| format!("cannot write {}", self.path.display()))?;
+                f.write_all(b"\n")
+                    .with_context(|| format!("cannot write {}", self.path.display()))?;
             }
             self.out = Some(BufWriter::new(f));
         }
         let out = self.out.as_mut().expect("opened above");
         serde_json::to_writer(&mut *out, &r)?;
-        out.write_all(b"\n").with_context(|| format!("cannot write {}", self.path.display()))?;
+        out.write_all(b"\n")
+            .with_context(|| format!("cannot write {}", self.path.display()))?;
         self.note(r);
         Ok(())
     }
 
     /// `entry` was mutated from `parent`, taking material from `donors` too.
     pub fn child(&mut self, entry: &str, parent: &str, donors: &[String]) -> Result<()> {
-        self.append(Line { entry: entry.into(), parent: Some(parent.into()), donors: donors.to_vec(), lifted: None, same_as: None })
+        self.append(Line {
+            entry: entry.into(),
+            parent: Some(parent.into()),
+            donors: donors.to_vec(),
+            lifted: None,
+            same_as: None,
+        })
     }
 
     /// `entry` came from outside the fuzzer: a seed, a test shared by another node
     /// (`lifted` `None`), or a test lifted from a unit.
     pub fn root(&mut self, entry: &str, lifted: Option<LiftedOrigin>) -> Result<()> {
-        self.append(Line { entry: entry.into(), parent: None, donors: Vec::new(), lifted, same_as: None })
+        self.append(Line {
+            entry: entry.into(),
+            parent: None,
+            donors: Vec::new(),
+            lifted,
+            same_as: None,
+        })
     }
 
     /// `renamed` is `entry` under a new name (a trimmed entry, named anew when a
@@ -151,13 +190,20 @@ impl Lineage {
         if entry == renamed {
             return Ok(());
         }
-        self.append(Line { entry: renamed.into(), parent: None, donors: Vec::new(), lifted: None, same_as: Some(entry.into()) })
+        self.append(Line {
+            entry: renamed.into(),
+            parent: None,
+            donors: Vec::new(),
+            lifted: None,
+            same_as: Some(entry.into()),
+        })
     }
 
     /// Write what was appended.
     pub fn flush(&mut self) -> Result<()> {
         if let Some(out) = self.out.as_mut() {
-            out.flush().with_context(|| format!("cannot write {}", self.path.display()))?;
+            out.flush()
+                .with_context(|| format!("cannot write {}", self.path.display()))?;
         }
         Ok(())
     }
@@ -165,7 +211,11 @@ impl Lineage {
     /// How `name` descends from a lifted test, if it does (`None` also for a name
     /// the lineage does not know).
     pub fn descent(&self, name: &str) -> Option<Descent> {
-        self.known.get(name).cloned().flatten().map(|d| (*d).clone())
+        self.known
+            .get(name)
+            .cloned()
+            .flatten()
+            .map(|d| (*d).clone())
     }
 
     /// Names known, and how many of them descend from a lifted test.
@@ -198,7 +248,10 @@ mod tests {
     use super::*;
 
     fn origin(unit: &str) -> LiftedOrigin {
-        LiftedOrigin { unit: unit.into(), roadblock: Some("a.c:7".into()) }
+        LiftedOrigin {
+            unit: unit.into(),
+            roadblock: Some("a.c:7".into()),
+        }
     }
 
     #[test]
@@ -212,8 +265,20 @@ mod tests {
         l.child("m2", "m1", &[]).unwrap();
         l.child("crash", "m2", &[]).unwrap();
         assert_eq!(l.descent("s1"), None);
-        assert_eq!(l.descent("lifted"), Some(Descent { origin: origin("parse"), generations: 0 }));
-        assert_eq!(l.descent("crash"), Some(Descent { origin: origin("parse"), generations: 3 }));
+        assert_eq!(
+            l.descent("lifted"),
+            Some(Descent {
+                origin: origin("parse"),
+                generations: 0
+            })
+        );
+        assert_eq!(
+            l.descent("crash"),
+            Some(Descent {
+                origin: origin("parse"),
+                generations: 3
+            })
+        );
         assert_eq!(l.descent("unknown"), None);
         assert_eq!(l.counts(), (6, 4));
         // A name seen before keeps its first origin: a lifted test the fuzzer had
@@ -231,7 +296,13 @@ mod tests {
         l.child("m1", "lifted", &[]).unwrap();
         l.child("s1", "seed", &["m1".into()]).unwrap();
         l.child("s2", "seed", &["seed".into()]).unwrap();
-        assert_eq!(l.descent("s1"), Some(Descent { origin: origin("parse"), generations: 2 }));
+        assert_eq!(
+            l.descent("s1"),
+            Some(Descent {
+                origin: origin("parse"),
+                generations: 2
+            })
+        );
         assert_eq!(l.descent("s2"), None);
         drop(l);
         let text = std::fs::read_to_string(dir.path().join(LINEAGE_FILE)).unwrap();
@@ -254,7 +325,11 @@ mod tests {
         std::fs::write(dir.path().join(LINEAGE_FILE), text).unwrap();
         let mut l = Lineage::open(dir.path()).unwrap();
         assert_eq!(l.descent("m1").map(|d| d.generations), Some(1));
-        assert_eq!(l.descent("m1-trimmed").map(|d| d.generations), Some(1), "a renamed entry is the same entry");
+        assert_eq!(
+            l.descent("m1-trimmed").map(|d| d.generations),
+            Some(1),
+            "a renamed entry is the same entry"
+        );
         l.child("m2", "m1-trimmed", &[]).unwrap();
         assert_eq!(l.descent("m2").map(|d| d.generations), Some(2));
     }

@@ -43,8 +43,11 @@ pub use dictionary::dictionary;
 pub use engine::{SliceReport, SysFuzzConfig, SysFuzzer};
 pub use executor::SysExecutor;
 pub use findings::FindingFeedback;
-pub use lineage::{Descent, LiftedOrigin, LINEAGE_FILE};
-pub use operands::OperandSample;
 pub use input::{SysInput, MAX_ARGS, MAX_ARG_LEN, MAX_CONTENT};
-pub use mutators::{sys_mutator, ArgListMutator, ByteMutator, CrossoverMutator, LineMutator, NumberMutator, SysMutator, TokenMutator};
+pub use lineage::{Descent, LiftedOrigin, LINEAGE_FILE};
+pub use mutators::{
+    sys_mutator, ArgListMutator, ByteMutator, CrossoverMutator, LineMutator, NumberMutator,
+    SysMutator, TokenMutator,
+};
+pub use operands::OperandSample;
 pub use run::{run, Options, SysFuzzReport};

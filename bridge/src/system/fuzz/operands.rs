@@ -13,10 +13,10 @@ use libafl::stages::{Restartable, Stage};
 use libafl::HasMetadata;
 use libafl_bolts::ToSlice as _;
 use libafl_targets::{CmpLogMap, CMPLOG_MAP_W};
-use trestle_abi::lean::CMPLOG_SEEN_WORDS;
 use serde::{Deserialize, Serialize};
 use std::collections::{HashMap, HashSet};
 use std::hash::{Hash as _, Hasher as _};
+use trestle_abi::lean::CMPLOG_SEEN_WORDS;
 
 /// Per CmpLog id: the operands seen first (hashed) and whether any others were seen.
 #[derive(Debug, Default, Serialize, Deserialize)]
@@ -38,7 +38,9 @@ impl OperandVariation {
     /// Whether comparison `id` was seen with more than one pair of operands; `None`
     /// if no traced run logged it.
     pub fn varies(&self, id: u32) -> Option<bool> {
-        self.first.contains_key(&id).then(|| self.varied.contains(&id))
+        self.first
+            .contains_key(&id)
+            .then(|| self.varied.contains(&id))
     }
 }
 
@@ -87,7 +89,8 @@ impl OperandSample {
     /// missed anything this saw: the distinct operands logged in the map, and the
     /// sets of all operands when both runs noted one.
     pub fn differs(&self, other: &OperandSample) -> bool {
-        self.distinct() != other.distinct() || (self.noted() && other.noted() && self.seen != other.seen)
+        self.distinct() != other.distinct()
+            || (self.noted() && other.noted() && self.seen != other.seen)
     }
 
     /// The distinct operands: what the comparison saw, whatever how often or in what
@@ -102,10 +105,21 @@ impl OperandSample {
 pub(super) fn sample(map: &CmpLogMap, id: u32, seen: [u64; CMPLOG_SEEN_WORDS]) -> OperandSample {
     let id = id as usize;
     if id >= map.len() {
-        return OperandSample { hits: 0, operands: Vec::new(), seen };
+        return OperandSample {
+            hits: 0,
+            operands: Vec::new(),
+            seen,
+        };
     }
-    let operands = (0..map.usable_executions_for(id)).filter_map(|k| map.values_of(id, k)).map(|v| operands_hash(&v)).collect();
-    OperandSample { hits: map.executions_for(id), operands, seen }
+    let operands = (0..map.usable_executions_for(id))
+        .filter_map(|k| map.values_of(id, k))
+        .map(|v| operands_hash(&v))
+        .collect();
+    OperandSample {
+        hits: map.executions_for(id),
+        operands,
+        seen,
+    }
 }
 
 /// Where comparison `id`'s set of operands seen lies in the CmpLog segment (bytes
@@ -149,10 +163,19 @@ pub(super) fn note_map(map: &CmpLogMap, into: &mut OperandVariation) {
 }
 
 impl<E, EM, S: HasMetadata, Z> Stage<E, EM, S, Z> for OperandWatch {
-    fn perform(&mut self, _fuzzer: &mut Z, _executor: &mut E, state: &mut S, _manager: &mut EM) -> Result<(), libafl::Error> {
+    fn perform(
+        &mut self,
+        _fuzzer: &mut Z,
+        _executor: &mut E,
+        state: &mut S,
+        _manager: &mut EM,
+    ) -> Result<(), libafl::Error> {
         // SAFETY: `new`'s contract; the tracing run that wrote it has ended.
         let map = unsafe { &*self.map };
-        note_map(map, state.metadata_or_insert_with(OperandVariation::default));
+        note_map(
+            map,
+            state.metadata_or_insert_with(OperandVariation::default),
+        );
         Ok(())
     }
 }
@@ -174,26 +197,60 @@ mod tests {
     #[test]
     fn the_set_of_operands_seen_fits_after_the_map_in_the_segment_the_host_makes() {
         // The lean runtime's `struct cmp_map`: 4-byte headers, 32 operand rows of 24.
-        assert_eq!(std::mem::size_of::<CmpLogMap>(), CMPLOG_MAP_W * 4 + CMPLOG_MAP_W * 32 * 24);
+        assert_eq!(
+            std::mem::size_of::<CmpLogMap>(),
+            CMPLOG_MAP_W * 4 + CMPLOG_MAP_W * 32 * 24
+        );
         let segment = std::mem::size_of::<libafl_targets::AflppCmpLogMap>();
         let last = seen_row(CMPLOG_MAP_W as u32 - 1, segment).expect("room for the set");
-        assert_eq!(last.end, std::mem::size_of::<CmpLogMap>() + CMPLOG_MAP_W * CMPLOG_SEEN_WORDS * 8);
-        assert!(seen_row(0, std::mem::size_of::<CmpLogMap>()).is_none(), "a segment of LibAFL's size has no room");
+        assert_eq!(
+            last.end,
+            std::mem::size_of::<CmpLogMap>() + CMPLOG_MAP_W * CMPLOG_SEEN_WORDS * 8
+        );
+        assert!(
+            seen_row(0, std::mem::size_of::<CmpLogMap>()).is_none(),
+            "a segment of LibAFL's size has no room"
+        );
     }
 
     #[test]
     fn a_hot_comparison_is_told_apart_by_its_set_of_operands() {
-        let s = |hits: usize, operands: Vec<u64>, seen: [u64; CMPLOG_SEEN_WORDS]| OperandSample { hits, operands, seen };
+        let s = |hits: usize, operands: Vec<u64>, seen: [u64; CMPLOG_SEEN_WORDS]| OperandSample {
+            hits,
+            operands,
+            seen,
+        };
         let logged = vec![1; 32];
         let base = s(200, logged.clone(), [0b1, 0, 0, 0]);
-        assert!(!base.saturated(), "the set says what the 32 logged runs do not");
-        assert!(base.differs(&s(200, logged.clone(), [0b11, 0, 0, 0])), "a new operand past the logged runs");
-        assert!(!base.differs(&s(150, logged.clone(), [0b1, 0, 0, 0])), "run less often, the same operands");
+        assert!(
+            !base.saturated(),
+            "the set says what the 32 logged runs do not"
+        );
+        assert!(
+            base.differs(&s(200, logged.clone(), [0b11, 0, 0, 0])),
+            "a new operand past the logged runs"
+        );
+        assert!(
+            !base.differs(&s(150, logged.clone(), [0b1, 0, 0, 0])),
+            "run less often, the same operands"
+        );
         let unnoted = s(200, logged.clone(), [0; CMPLOG_SEEN_WORDS]);
-        assert!(unnoted.saturated(), "no set (the program's own runtime): past 32 runs, no telling");
-        assert!(!unnoted.differs(&s(200, logged.clone(), [0b11, 0, 0, 0])), "a set on one side only says nothing");
-        assert!(s(200, logged, [u64::MAX; CMPLOG_SEEN_WORDS]).saturated(), "every bit set");
-        assert!(base.differs(&s(3, vec![1, 2, 1], [0b1, 0, 0, 0])), "another operand among those logged");
+        assert!(
+            unnoted.saturated(),
+            "no set (the program's own runtime): past 32 runs, no telling"
+        );
+        assert!(
+            !unnoted.differs(&s(200, logged.clone(), [0b11, 0, 0, 0])),
+            "a set on one side only says nothing"
+        );
+        assert!(
+            s(200, logged, [u64::MAX; CMPLOG_SEEN_WORDS]).saturated(),
+            "every bit set"
+        );
+        assert!(
+            base.differs(&s(3, vec![1, 2, 1], [0b1, 0, 0, 0])),
+            "another operand among those logged"
+        );
     }
 
     #[test]
@@ -202,7 +259,11 @@ mod tests {
         assert_eq!(v.varies(7), None, "never logged");
         v.note(7, 1);
         v.note(7, 1);
-        assert_eq!(v.varies(7), Some(false), "the same operands every time: a setting");
+        assert_eq!(
+            v.varies(7),
+            Some(false),
+            "the same operands every time: a setting"
+        );
         v.note(7, 2);
         v.note(7, 1);
         assert_eq!(v.varies(7), Some(true));
@@ -214,6 +275,10 @@ mod tests {
         let a = operands_hash(&CmpValues::U32((5, 9, false)));
         assert_eq!(a, operands_hash(&CmpValues::U32((5, 9, true))));
         assert_ne!(a, operands_hash(&CmpValues::U32((6, 9, false))));
-        assert_ne!(a, operands_hash(&CmpValues::U64((5, 9, false))), "a wider comparison is another one");
+        assert_ne!(
+            a,
+            operands_hash(&CmpValues::U64((5, 9, false))),
+            "a wider comparison is another one"
+        );
     }
 }

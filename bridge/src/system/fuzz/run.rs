@@ -106,15 +106,27 @@ pub fn run(args: &Options) -> Result<SysFuzzReport> {
         out: args.out.clone(),
         timeout: args.timeout,
         seed: args.seed,
-        dictionary: if args.no_dict { Vec::new() } else { dictionary(&binary) },
+        dictionary: if args.no_dict {
+            Vec::new()
+        } else {
+            dictionary(&binary)
+        },
         no_forkserver: args.no_forkserver,
         cmplog: !args.no_cmplog,
-        memory: if crate::validate::sandbox::is_sanitizer_build(&binary.path) { 0 } else { args.memory_mb << 20 },
+        memory: if crate::validate::sandbox::is_sanitizer_build(&binary.path) {
+            0
+        } else {
+            args.memory_mb << 20
+        },
         sandbox: !args.no_sandbox,
         lean: !args.no_lean,
     };
     let n_seeds = cfg.seeds.len();
-    let seeds = if args.repeat_seeds { cfg.seeds.clone() } else { Vec::new() };
+    let seeds = if args.repeat_seeds {
+        cfg.seeds.clone()
+    } else {
+        Vec::new()
+    };
     crate::fuzz::bind_core(args.pin, args.no_pin)?;
     let mut f = SysFuzzer::new(cfg)?;
     let initial = f.take_report()?;

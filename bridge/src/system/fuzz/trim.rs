@@ -60,18 +60,37 @@ impl TrimStage {
 /// halving size, then byte blocks of halving size down to 4 bytes.
 fn removals(buf: &[u8]) -> Vec<Vec<(usize, usize)>> {
     let mut rounds = Vec::new();
-    let starts: Vec<usize> =
-        std::iter::once(0).chain(buf.iter().enumerate().filter(|(_, &c)| c == b'\n').map(|(i, _)| i + 1)).filter(|&i| i < buf.len()).collect();
+    let starts: Vec<usize> = std::iter::once(0)
+        .chain(
+            buf.iter()
+                .enumerate()
+                .filter(|(_, &c)| c == b'\n')
+                .map(|(i, _)| i + 1),
+        )
+        .filter(|&i| i < buf.len())
+        .collect();
     let mut block = starts.len() / 2;
     while block >= 1 {
-        let round: Vec<(usize, usize)> =
-            (0..starts.len()).step_by(block).map(|i| (starts[i], starts.get(i + block).copied().unwrap_or(buf.len()))).collect();
+        let round: Vec<(usize, usize)> = (0..starts.len())
+            .step_by(block)
+            .map(|i| {
+                (
+                    starts[i],
+                    starts.get(i + block).copied().unwrap_or(buf.len()),
+                )
+            })
+            .collect();
         rounds.push(round);
         block /= 2;
     }
     let mut step = buf.len().next_power_of_two() / 16;
     while step >= 4 {
-        rounds.push((0..buf.len()).step_by(step).map(|s| (s, (s + step).min(buf.len()))).collect());
+        rounds.push(
+            (0..buf.len())
+                .step_by(step)
+                .map(|s| (s, (s + step).min(buf.len())))
+                .collect(),
+        );
         step /= 2;
     }
     rounds
@@ -79,7 +98,9 @@ fn removals(buf: &[u8]) -> Vec<Vec<(usize, usize)>> {
 
 /// The content buffers of an input that can shrink: stdin, then each file.
 fn contents(input: &mut SysInput) -> Vec<&mut Vec<u8>> {
-    std::iter::once(&mut input.stdin).chain(input.files.values_mut()).collect()
+    std::iter::once(&mut input.stdin)
+        .chain(input.files.values_mut())
+        .collect()
 }
 
 impl<E, EM, S, Z> Stage<E, EM, S, Z> for TrimStage
@@ -87,8 +108,16 @@ where
     S: HasCorpus<SysInput> + HasCurrentCorpusId,
     Z: ExecutesInput<E, EM, SysInput, S>,
 {
-    fn perform(&mut self, fuzzer: &mut Z, executor: &mut E, state: &mut S, manager: &mut EM) -> Result<(), libafl::Error> {
-        let Some(id) = state.current_corpus_id()? else { return Ok(()) };
+    fn perform(
+        &mut self,
+        fuzzer: &mut Z,
+        executor: &mut E,
+        state: &mut S,
+        manager: &mut EM,
+    ) -> Result<(), libafl::Error> {
+        let Some(id) = state.current_corpus_id()? else {
+            return Ok(());
+        };
         let mut input = {
             let mut tc = state.corpus().get(id)?.borrow_mut();
             if tc.has_metadata::<Trimmed>() {
@@ -132,7 +161,9 @@ where
                     }
                     buf.drain(a..b);
                     runs += 1;
-                    if fuzzer.execute_input(state, executor, manager, &trial)? == ExitKind::Ok && self.trace() == &reference[..] {
+                    if fuzzer.execute_input(state, executor, manager, &trial)? == ExitKind::Ok
+                        && self.trace() == &reference[..]
+                    {
                         input = trial;
                         progressed = true;
                         changed = true;
@@ -176,6 +207,8 @@ mod tests {
         // Two blocks of two lines, then each line, then byte ranges.
         assert_eq!(plan[0], vec![(0, 8), (8, 16)]);
         assert_eq!(plan[1], vec![(0, 4), (4, 8), (8, 12), (12, 16)]);
-        assert!(plan[2..].iter().all(|r| r.iter().all(|&(a, b)| b - a <= 4 && b <= buf.len())));
+        assert!(plan[2..]
+            .iter()
+            .all(|r| r.iter().all(|&(a, b)| b - a <= 4 && b <= buf.len())));
     }
 }

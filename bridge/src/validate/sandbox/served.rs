@@ -12,11 +12,11 @@
 //! outside; the network, host name, IPC and user namespaces are its own. Each run's
 //! files are laid out in one directory bound read-write into the sandbox.
 
-use anyhow::Context as _;
 use super::{Limits, Outcome, ProgramKind};
 use crate::system::forkserver::{ForkServer, Request, RunEnd};
 use crate::system::launch::Layout;
 use crate::system::systest::RunStatus;
+use anyhow::Context as _;
 use std::os::unix::ffi::OsStrExt as _;
 use std::os::unix::process::CommandExt as _;
 use std::path::{Path, PathBuf};
@@ -35,7 +35,10 @@ pub struct Served {
 
 impl std::fmt::Debug for Served {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Served").field("program", &self.program).field("serving", &self.server.is_some()).finish()
+        f.debug_struct("Served")
+            .field("program", &self.program)
+            .field("serving", &self.server.is_some())
+            .finish()
     }
 }
 
@@ -60,7 +63,10 @@ fn tail(path: &Path) -> anyhow::Result<(Vec<u8>, u64)> {
     let mut b = match std::fs::read(path) {
         Ok(b) => b,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Vec::new(),
-        Err(e) => return Err(e).with_context(|| format!("cannot read the run's output {}", path.display())),
+        Err(e) => {
+            return Err(e)
+                .with_context(|| format!("cannot read the run's output {}", path.display()))
+        }
     };
     let len = b.len() as u64;
     if b.len() > crate::system::launch::OUTPUT_TAIL {
@@ -72,9 +78,20 @@ fn tail(path: &Path) -> anyhow::Result<(Vec<u8>, u64)> {
 impl Served {
     /// Start serving `program` (canonical); `server` stays `None` when it cannot
     /// (then the sandbox starts it for every run).
-    pub fn start(program: &Path, kind: ProgramKind, bwrap: Option<&Path>, preload: &Path, limits: &Limits) -> anyhow::Result<Served> {
+    pub fn start(
+        program: &Path,
+        kind: ProgramKind,
+        bwrap: Option<&Path>,
+        preload: &Path,
+        limits: &Limits,
+    ) -> anyhow::Result<Served> {
         let base = crate::system::systest::scratch_dir("trestle-served-")?;
-        let mut served = Served { program: program.to_path_buf(), kind, server: None, base };
+        let mut served = Served {
+            program: program.to_path_buf(),
+            kind,
+            server: None,
+            base,
+        };
         if kind.trestle {
             served.server = served.launch(bwrap, preload, limits);
         }
@@ -98,20 +115,33 @@ impl Served {
                 cmd.env_remove(k);
             }
         }
-        cmd.env("LD_BIND_NOW", "1").stdout(Stdio::null()).stderr(Stdio::null());
+        cmd.env("LD_BIND_NOW", "1")
+            .stdout(Stdio::null())
+            .stderr(Stdio::null());
         if self.kind.sanitizer {
             super::sanitizer_env(&mut cmd);
         } else {
             // Installs the crash handler in the server; each child names its own file.
-            cmd.env("LD_PRELOAD", preload).env(trestle_abi::fuzz::ENV_CRASH_STACK, base.join("stack"));
+            cmd.env("LD_PRELOAD", preload)
+                .env(trestle_abi::fuzz::ENV_CRASH_STACK, base.join("stack"));
         }
         let (file_size, open_files) = (limits.file_size, limits.open_files);
         // SAFETY: setrlimit is async-signal-safe and affects only the server and the
         // children it forks.
         unsafe {
             cmd.pre_exec(move || {
-                for (res, v) in [(libc::RLIMIT_FSIZE, file_size), (libc::RLIMIT_NOFILE, open_files), (libc::RLIMIT_CORE, 0)] {
-                    libc::setrlimit(res, &libc::rlimit { rlim_cur: v, rlim_max: v });
+                for (res, v) in [
+                    (libc::RLIMIT_FSIZE, file_size),
+                    (libc::RLIMIT_NOFILE, open_files),
+                    (libc::RLIMIT_CORE, 0),
+                ] {
+                    libc::setrlimit(
+                        res,
+                        &libc::rlimit {
+                            rlim_cur: v,
+                            rlim_max: v,
+                        },
+                    );
                 }
                 Ok(())
             });
@@ -132,20 +162,40 @@ impl Served {
     /// Run `test` through the server; `None` if there is no server (any more): the
     /// caller spawns the program instead. A server that dies during a run is started
     /// again and the run repeated once.
-    pub(super) fn run(&mut self, test: &SystemTest, extra_env: &[(String, String)], bwrap: Option<&Path>, preload: &Path, limits: &Limits) -> anyhow::Result<Option<ServedRun>> {
+    pub(super) fn run(
+        &mut self,
+        test: &SystemTest,
+        extra_env: &[(String, String)],
+        bwrap: Option<&Path>,
+        preload: &Path,
+        limits: &Limits,
+    ) -> anyhow::Result<Option<ServedRun>> {
         for attempt in 0..2 {
             if attempt > 0 {
                 self.server = self.launch(bwrap, preload, limits);
             }
-            let Some(server) = self.server.as_mut() else { return Ok(None) };
+            let Some(server) = self.server.as_mut() else {
+                return Ok(None);
+            };
             let layout = Layout::new_in(test, self.base.path())?;
-            let (out, err, stack) = (layout.side.join("stdout"), layout.side.join("stderr"), layout.side.join("stack"));
+            let (out, err, stack) = (
+                layout.side.join("stdout"),
+                layout.side.join("stderr"),
+                layout.side.join("stack"),
+            );
             let (argv, mut env) = crate::system::forkserver::test_argv_env(&self.program, test);
             env.extend(extra_env.iter().map(|(k, v)| (k.as_bytes(), v.as_bytes())));
-            env.push((trestle_abi::fuzz::ENV_CRASH_STACK.as_bytes(), stack.as_os_str().as_bytes()));
+            env.push((
+                trestle_abi::fuzz::ENV_CRASH_STACK.as_bytes(),
+                stack.as_os_str().as_bytes(),
+            ));
             let child_limits = ChildLimits {
                 cpu_secs: limits.cpu_secs.max(1),
-                address_space: if self.kind.sanitizer { 0 } else { limits.memory },
+                address_space: if self.kind.sanitizer {
+                    0
+                } else {
+                    limits.memory
+                },
                 open_files: 0,
             };
             let req = Request {
@@ -159,9 +209,11 @@ impl Served {
             };
             let started = Instant::now();
             let (status, cpu_ms, max_rss_kib) = match server.run(&req, limits.wall) {
-                RunEnd::Ended(e) => {
-                    (RunStatus::from_wait(e.status as i32), u64::from(e.cpu_ms), u64::from(e.max_rss_kib))
-                }
+                RunEnd::Ended(e) => (
+                    RunStatus::from_wait(e.status as i32),
+                    u64::from(e.cpu_ms),
+                    u64::from(e.max_rss_kib),
+                ),
                 RunEnd::Timeout => (RunStatus::TimedOut, 0, 0),
                 RunEnd::ServerDied => {
                     self.server = None;
@@ -170,8 +222,20 @@ impl Served {
             };
             let wall = started.elapsed();
             let ((stdout, stdout_len), (stderr, stderr_len)) = (tail(&out)?, tail(&err)?);
-            let outcome = Outcome { status, stdout, stderr, output_len: (stdout_len, stderr_len), max_rss_kib, cpu_ms, wall };
-            return Ok(Some(ServedRun { outcome, stack, _layout: layout }));
+            let outcome = Outcome {
+                status,
+                stdout,
+                stderr,
+                output_len: (stdout_len, stderr_len),
+                max_rss_kib,
+                cpu_ms,
+                wall,
+            };
+            return Ok(Some(ServedRun {
+                outcome,
+                stack,
+                _layout: layout,
+            }));
         }
         Ok(None)
     }

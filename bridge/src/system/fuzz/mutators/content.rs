@@ -7,12 +7,15 @@
 //! that grow without covering anything new on the way are not kept, so small steps
 //! alone seldom meet a length condition thousands of bytes or hundreds of lines out.
 
-use super::parts::{below, lines, numbers, other_input, part_limit, part_mut, pick_part, small_len, some_component, with_newline, words};
+use super::parts::{
+    below, lines, numbers, other_input, part_limit, part_mut, pick_part, small_len, some_component,
+    with_newline, words,
+};
 use crate::system::fuzz::input::{SysInput, MAX_CONTENT};
 use libafl::corpus::CorpusId;
-use libafl::HasMetadata;
 use libafl::mutators::{MutationResult, Mutator};
 use libafl::state::{HasCorpus, HasRand};
+use libafl::HasMetadata;
 use libafl_bolts::rands::Rand;
 use libafl_bolts::Named;
 use std::borrow::Cow;
@@ -31,7 +34,11 @@ const LENGTH_ODDS: usize = 80;
 pub struct ByteMutator;
 
 impl<S: HasRand> Mutator<SysInput, S> for ByteMutator {
-    fn mutate(&mut self, state: &mut S, input: &mut SysInput) -> Result<MutationResult, libafl::Error> {
+    fn mutate(
+        &mut self,
+        state: &mut S,
+        input: &mut SysInput,
+    ) -> Result<MutationResult, libafl::Error> {
         let rand = state.rand_mut();
         let part = pick_part(rand, input, false);
         let max = part_limit(part);
@@ -118,13 +125,25 @@ impl Named for ByteMutator {
 pub struct LineMutator;
 
 impl<S: HasRand + HasCorpus<SysInput> + HasMetadata> Mutator<SysInput, S> for LineMutator {
-    fn mutate(&mut self, state: &mut S, input: &mut SysInput) -> Result<MutationResult, libafl::Error> {
+    fn mutate(
+        &mut self,
+        state: &mut S,
+        input: &mut SysInput,
+    ) -> Result<MutationResult, libafl::Error> {
         // Op 5 deletes, like op 1: deleting twice as likely as repeating or inserting.
-        let op = if length_turn(state.rand_mut(), LENGTH_ODDS) { 6 } else { below(state.rand_mut(), 6) };
+        let op = if length_turn(state.rand_mut(), LENGTH_ODDS) {
+            6
+        } else {
+            below(state.rand_mut(), 6)
+        };
         // A line from elsewhere, for ops 3 and 4.
         let mut lender = None;
         let foreign = if op == 3 || op == 4 {
-            let other = if state.rand_mut().coinflip(0.5) { other_input(state) } else { None };
+            let other = if state.rand_mut().coinflip(0.5) {
+                other_input(state)
+            } else {
+                None
+            };
             let owned;
             let source: &SysInput = match other {
                 Some((o, l)) => {
@@ -135,7 +154,9 @@ impl<S: HasRand + HasCorpus<SysInput> + HasMetadata> Mutator<SysInput, S> for Li
                 None => input,
             };
             let rand = state.rand_mut();
-            let Some(comp) = some_component(rand, source) else { return Ok(MutationResult::Skipped) };
+            let Some(comp) = some_component(rand, source) else {
+                return Ok(MutationResult::Skipped);
+            };
             let ls = lines(&comp);
             Some(with_newline(ls[below(rand, ls.len())].to_vec()))
         } else {
@@ -242,7 +263,11 @@ pub struct NumberMutator {
 }
 
 impl<S: HasRand> Mutator<SysInput, S> for NumberMutator {
-    fn mutate(&mut self, state: &mut S, input: &mut SysInput) -> Result<MutationResult, libafl::Error> {
+    fn mutate(
+        &mut self,
+        state: &mut S,
+        input: &mut SysInput,
+    ) -> Result<MutationResult, libafl::Error> {
         let rand = state.rand_mut();
         let part = pick_part(rand, input, false);
         let buf = part_mut(input, part);
@@ -251,7 +276,10 @@ impl<S: HasRand> Mutator<SysInput, S> for NumberMutator {
             return Ok(MutationResult::Skipped);
         }
         let (start, end) = nums[below(rand, nums.len())];
-        let old: i128 = std::str::from_utf8(&buf[start..end]).ok().and_then(|s| s.parse().ok()).unwrap_or(0);
+        let old: i128 = std::str::from_utf8(&buf[start..end])
+            .ok()
+            .and_then(|s| s.parse().ok())
+            .unwrap_or(0);
         if below(rand, 8) == 7 {
             let wide = wide_digits(rand, &buf[start..end]);
             buf.splice(start..end, wide);
@@ -302,7 +330,11 @@ fn wide_digits<R: Rand>(rand: &mut R, old: &[u8]) -> Vec<u8> {
         Some((b'-', rest)) => (vec![b'-'], rest),
         _ => (Vec::new(), old),
     };
-    let n = if rand.coinflip(0.5) { WORD_DIGITS[below(rand, WORD_DIGITS.len())] } else { interesting_length(rand, WIDE_DIGITS) };
+    let n = if rand.coinflip(0.5) {
+        WORD_DIGITS[below(rand, WORD_DIGITS.len())]
+    } else {
+        interesting_length(rand, WIDE_DIGITS)
+    };
     if rand.coinflip(0.5) && digits.first().is_some_and(|&d| d != b'0') {
         out.extend(repeat_to(digits, n));
     } else {
@@ -326,7 +358,11 @@ pub struct TokenMutator {
 }
 
 impl<S: HasRand> Mutator<SysInput, S> for TokenMutator {
-    fn mutate(&mut self, state: &mut S, input: &mut SysInput) -> Result<MutationResult, libafl::Error> {
+    fn mutate(
+        &mut self,
+        state: &mut S,
+        input: &mut SysInput,
+    ) -> Result<MutationResult, libafl::Error> {
         if self.tokens.is_empty() {
             return Ok(MutationResult::Skipped);
         }
@@ -398,7 +434,9 @@ mod tests {
                 seen_repeat |= text.matches("bb\n").count() > 1;
             }
             let mut j = input(&[], "set 7 12\n");
-            let mut nm = NumberMutator { ints: vec![42342531] };
+            let mut nm = NumberMutator {
+                ints: vec![42342531],
+            };
             nm.mutate(&mut s, &mut j).unwrap();
             let text = String::from_utf8(j.stdin.clone()).unwrap();
             seen_boundary |= text.contains("2147483647") || text.contains("42342531");
@@ -410,25 +448,38 @@ mod tests {
     fn numbers_grow_wider_than_a_machine_word() {
         let (_dir, mut s) = state();
         let mut nm = NumberMutator { ints: vec![] };
-        let (mut widths, mut negative_wide, mut repeated) = (std::collections::BTreeSet::new(), false, false);
+        let (mut widths, mut negative_wide, mut repeated) =
+            (std::collections::BTreeSet::new(), false, false);
         for _ in 0..4000 {
             let mut j = input(&[], "10P -25 x\n");
             nm.mutate(&mut s, &mut j).unwrap();
             let text = String::from_utf8(j.stdin.clone()).unwrap();
-            let nums: Vec<&str> = text.split(|c: char| !c.is_ascii_digit() && c != '-').filter(|w| w.len() > 1).collect();
+            let nums: Vec<&str> = text
+                .split(|c: char| !c.is_ascii_digit() && c != '-')
+                .filter(|w| w.len() > 1)
+                .collect();
             for n in nums {
                 let digits = n.trim_start_matches('-');
-                assert!(!digits.starts_with('0') || digits.len() == 1, "no leading zero: {text:?}");
+                assert!(
+                    !digits.starts_with('0') || digits.len() == 1,
+                    "no leading zero: {text:?}"
+                );
                 if digits.len() > 39 || digits.parse::<i128>().is_err() {
                     widths.insert(digits.len());
                     negative_wide |= n.starts_with('-');
                     repeated |= digits.starts_with("1010") || digits.starts_with("2525");
                 }
             }
-            assert!(text.ends_with(" x\n") && text.contains('P'), "only the number changes: {text:?}");
+            assert!(
+                text.ends_with(" x\n") && text.contains('P'),
+                "only the number changes: {text:?}"
+            );
         }
         assert!(widths.contains(&40), "the 2^128 neighbourhood: {widths:?}");
-        assert!(widths.iter().any(|&w| w >= 64), "a power-of-two count of digits: {widths:?}");
+        assert!(
+            widths.iter().any(|&w| w >= 64),
+            "a power-of-two count of digits: {widths:?}"
+        );
         assert!(widths.iter().all(|&w| w <= WIDE_DIGITS), "{widths:?}");
         assert!(negative_wide && repeated, "signs kept, old digits repeated");
     }
@@ -446,7 +497,10 @@ mod tests {
             LineMutator.mutate(&mut s, &mut j).unwrap();
             most_lines = most_lines.max(j.stdin.iter().filter(|&&c| c == b'\n').count());
         }
-        assert!((128..=MAX_ARG_LEN).contains(&longest_arg), "longest argument {longest_arg}");
+        assert!(
+            (128..=MAX_ARG_LEN).contains(&longest_arg),
+            "longest argument {longest_arg}"
+        );
         assert!(longest_stdin > 4096, "longest stdin {longest_stdin}");
         assert!(most_lines >= 128, "at most {most_lines} lines");
     }

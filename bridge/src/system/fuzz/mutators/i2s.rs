@@ -72,21 +72,38 @@ fn replacements(cmp: &CmpValues) -> Vec<Replacement> {
             // neighbours (a `<` or `>` comparison is passed one off).
             let (sx, sy) = (signed(x, width), signed(y, width));
             for to in [sy, sy.wrapping_add(1), sy.wrapping_sub(1)] {
-                push(sx.to_string().into_bytes(), to.to_string().into_bytes(), Fit::Number);
+                push(
+                    sx.to_string().into_bytes(),
+                    to.to_string().into_bytes(),
+                    Fit::Number,
+                );
             }
             if sx < 0 || sy < 0 {
-                push(x.to_string().into_bytes(), y.to_string().into_bytes(), Fit::Number);
+                push(
+                    x.to_string().into_bytes(),
+                    y.to_string().into_bytes(),
+                    Fit::Number,
+                );
             }
             // As bytes; one-byte operands are characters the program compares.
-            push(x.to_le_bytes()[..width].to_vec(), y.to_le_bytes()[..width].to_vec(), Fit::Bytes);
+            push(
+                x.to_le_bytes()[..width].to_vec(),
+                y.to_le_bytes()[..width].to_vec(),
+                Fit::Bytes,
+            );
             if width > 1 {
-                push(x.to_be_bytes()[8 - width..].to_vec(), y.to_be_bytes()[8 - width..].to_vec(), Fit::Bytes);
+                push(
+                    x.to_be_bytes()[8 - width..].to_vec(),
+                    y.to_be_bytes()[8 - width..].to_vec(),
+                    Fit::Bytes,
+                );
             }
         }
     } else if let CmpValues::Bytes((a, b)) = cmp {
         // A routine's operands come zero-padded to the map's width: a string is what
         // comes before the padding, and may be replaced by one of another length.
-        let unpadded = |v: &[u8]| v[..v.iter().rposition(|&c| c != 0).map_or(0, |i| i + 1)].to_vec();
+        let unpadded =
+            |v: &[u8]| v[..v.iter().rposition(|&c| c != 0).map_or(0, |i| i + 1)].to_vec();
         // A counted compare (`memcmp(line + 6, ":unlock", 7)`, or a `strncmp` the
         // compiler turned into one) also reads what lies past a short string's NUL:
         // stale bytes of an earlier, longer line, never in this input. So the string
@@ -114,7 +131,8 @@ fn occurrences(buf: &[u8], r: &Replacement) -> Vec<usize> {
         .filter(|&i| buf[i..i + n] == r.from[..])
         .filter(|&i| {
             r.fit == Fit::Bytes
-                || ((i == 0 || !buf[i - 1].is_ascii_digit()) && buf.get(i + n).is_none_or(|c| !c.is_ascii_digit()))
+                || ((i == 0 || !buf[i - 1].is_ascii_digit())
+                    && buf.get(i + n).is_none_or(|c| !c.is_ascii_digit()))
         })
         .collect()
 }
@@ -131,21 +149,34 @@ impl Named for I2SMutator {
 }
 
 impl<S: HasRand + HasMetadata> Mutator<SysInput, S> for I2SMutator {
-    fn mutate(&mut self, state: &mut S, input: &mut SysInput) -> Result<MutationResult, libafl::Error> {
-        let n = state.metadata_map().get::<CmpValuesMetadata>().map_or(0, |m| m.list.len());
+    fn mutate(
+        &mut self,
+        state: &mut S,
+        input: &mut SysInput,
+    ) -> Result<MutationResult, libafl::Error> {
+        let n = state
+            .metadata_map()
+            .get::<CmpValuesMetadata>()
+            .map_or(0, |m| m.list.len());
         if n == 0 {
             return Ok(MutationResult::Skipped);
         }
         let pick = below(state.rand_mut(), n);
-        let cmp = state.metadata_map().get::<CmpValuesMetadata>().expect("checked above").list[pick].clone();
+        let cmp = state
+            .metadata_map()
+            .get::<CmpValuesMetadata>()
+            .expect("checked above")
+            .list[pick]
+            .clone();
         let mut candidates = replacements(&cmp);
         let mut parts: Vec<Part> = vec![Part::Stdin];
         parts.extend((0..input.files.len()).map(Part::File));
         parts.extend((0..input.args.len()).map(Part::Arg));
         let rand = state.rand_mut();
         // Every (replacement, part) pair in a random order; the first that fits wins.
-        let mut pairs: Vec<(usize, Part)> =
-            (0..candidates.len()).flat_map(|c| parts.iter().map(move |&p| (c, p))).collect();
+        let mut pairs: Vec<(usize, Part)> = (0..candidates.len())
+            .flat_map(|c| parts.iter().map(move |&p| (c, p)))
+            .collect();
         for i in (1..pairs.len()).rev() {
             pairs.swap(i, below(rand, i + 1));
         }
@@ -157,7 +188,14 @@ impl<S: HasRand + HasMetadata> Mutator<SysInput, S> for I2SMutator {
                 continue;
             }
             let i = at[below(rand, at.len())];
-            let r = std::mem::replace(&mut candidates[c], Replacement { from: Vec::new(), to: Vec::new(), fit: Fit::Bytes });
+            let r = std::mem::replace(
+                &mut candidates[c],
+                Replacement {
+                    from: Vec::new(),
+                    to: Vec::new(),
+                    fit: Fit::Bytes,
+                },
+            );
             buf.splice(i..i + r.from.len(), r.to);
             buf.truncate(limit);
             input.normalise();
@@ -192,7 +230,10 @@ mod tests {
     fn a_parsed_number_is_replaced_as_whole_decimal_text_of_any_length() {
         // `strtol("5") == 90210`, logged as a 64-bit comparison.
         let out = apply(b"set k 5\nset k2 15\n", CmpValues::U64((5, 90210, false)));
-        assert!(out.contains(&b"set k 90210\nset k2 15\n".to_vec()), "{out:?}");
+        assert!(
+            out.contains(&b"set k 90210\nset k2 15\n".to_vec()),
+            "{out:?}"
+        );
         // `15` is not `5`.
         assert!(!out.iter().any(|v| v.windows(6).any(|w| w == b"190210")));
         // Negative numbers as the program's signed type sees them.
@@ -215,7 +256,10 @@ mod tests {
         assert!(out.contains(&b"x bob y".to_vec()), "{out:?}");
         // Bytes past a short string's NUL (stale, from an earlier line) are not
         // looked for with it: `memcmp(line + 6, ":unlock", 7)` on "MAGIC7?\n".
-        let stale = apply(b"MAGIC7\xbf\n", CmpValues::Bytes((padded(b"\xbf\n\0ock"), padded(b":unlock"))));
+        let stale = apply(
+            b"MAGIC7\xbf\n",
+            CmpValues::Bytes((padded(b"\xbf\n\0ock"), padded(b":unlock"))),
+        );
         assert!(stale.contains(&b"MAGIC7:unlock".to_vec()), "{stale:?}");
         // An empty string is not looked for.
         assert!(apply(b"abc", CmpValues::Bytes((padded(b""), padded(b"zz")))).is_empty());
@@ -225,7 +269,10 @@ mod tests {
     fn characters_and_wide_integers_are_replaced_as_bytes() {
         let out = apply(b"a:b", CmpValues::U8((b':', b'=', true)));
         assert!(out.contains(&b"a=b".to_vec()));
-        let out = apply(b"\x01\x02\x03\x04rest", CmpValues::U32((0x0403_0201, 0xdead_beef, false)));
+        let out = apply(
+            b"\x01\x02\x03\x04rest",
+            CmpValues::U32((0x0403_0201, 0xdead_beef, false)),
+        );
         assert!(out.contains(&b"\xef\xbe\xad\xderest".to_vec()), "{out:?}");
     }
 }

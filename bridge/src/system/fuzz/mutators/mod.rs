@@ -33,7 +33,13 @@ use std::borrow::Cow;
 
 type Stack = HavocScheduledMutator<(
     ByteMutator,
-    (LineMutator, (NumberMutator, (TokenMutator, (ArgListMutator, (CrossoverMutator, ()))))),
+    (
+        LineMutator,
+        (
+            NumberMutator,
+            (TokenMutator, (ArgListMutator, (CrossoverMutator, ()))),
+        ),
+    ),
 )>;
 
 /// The system-level mutations, two to eight stacked per execution. Which other
@@ -49,7 +55,11 @@ where
     M: Mutator<SysInput, S>,
     S: HasMetadata + HasCorpus<SysInput>,
 {
-    fn mutate(&mut self, state: &mut S, input: &mut SysInput) -> Result<MutationResult, libafl::Error> {
+    fn mutate(
+        &mut self,
+        state: &mut S,
+        input: &mut SysInput,
+    ) -> Result<MutationResult, libafl::Error> {
         let _stale = state.metadata_map_mut().remove::<Donors>();
         self.stack.mutate(state, input)
     }
@@ -73,15 +83,24 @@ impl<M> Named for SysMutator<M> {
 
 /// The system-level mutator over a dictionary of tokens.
 pub fn sys_mutator(dictionary: &[Vec<u8>]) -> SysMutator {
-    let tokens: Vec<Vec<u8>> = dictionary.iter().filter(|t| !t.is_empty() && t.len() <= 256).cloned().collect();
-    let ints: Vec<i128> =
-        tokens.iter().filter_map(|t| std::str::from_utf8(t).ok()).filter_map(|s| s.parse::<i128>().ok()).collect();
+    let tokens: Vec<Vec<u8>> = dictionary
+        .iter()
+        .filter(|t| !t.is_empty() && t.len() <= 256)
+        .cloned()
+        .collect();
+    let ints: Vec<i128> = tokens
+        .iter()
+        .filter_map(|t| std::str::from_utf8(t).ok())
+        .filter_map(|s| s.parse::<i128>().ok())
+        .collect();
     let stack = HavocScheduledMutator::with_max_stack_pow(
         tuple_list!(
             ByteMutator,
             LineMutator,
             NumberMutator { ints },
-            TokenMutator { tokens: tokens.clone() },
+            TokenMutator {
+                tokens: tokens.clone()
+            },
             ArgListMutator { tokens },
             CrossoverMutator
         ),
@@ -108,7 +127,14 @@ pub(super) mod tests {
         let mut objective = ();
         let mut s = StdState::new(
             StdRand::with_seed(7),
-            CachedOnDiskCorpus::with_meta_format_and_prefix(dir.path(), crate::system::fuzz::engine::QUEUE_INPUTS_IN_MEMORY, None, None, false).unwrap(),
+            CachedOnDiskCorpus::with_meta_format_and_prefix(
+                dir.path(),
+                crate::system::fuzz::engine::QUEUE_INPUTS_IN_MEMORY,
+                None,
+                None,
+                false,
+            )
+            .unwrap(),
             InMemoryCorpus::new(),
             &mut feedback,
             &mut objective,
@@ -137,8 +163,12 @@ pub(super) mod tests {
             }
             changed += usize::from(i != before);
             assert!(i.args.len() <= MAX_ARGS);
-            assert!(i.args.iter().all(|a| a.len() <= MAX_ARG_LEN + 3 && !a.contains(&0) && std::str::from_utf8(a).is_ok()));
-            assert!(i.stdin.len() <= MAX_CONTENT && i.files.values().all(|v| v.len() <= MAX_CONTENT));
+            assert!(i.args.iter().all(|a| a.len() <= MAX_ARG_LEN + 3
+                && !a.contains(&0)
+                && std::str::from_utf8(a).is_ok()));
+            assert!(
+                i.stdin.len() <= MAX_CONTENT && i.files.values().all(|v| v.len() <= MAX_CONTENT)
+            );
             // The round trip through JSON is exact: what runs is what is saved.
             assert_eq!(SysInput::from_test(&i.to_test()), i);
         }
@@ -154,19 +184,29 @@ pub(super) mod tests {
         let lender = s.corpus().first().unwrap();
         let lender_name = {
             let tc = s.corpus().get(lender).unwrap().borrow();
-            tc.file_path().as_ref().unwrap().file_name().unwrap().to_string_lossy().into_owned()
+            tc.file_path()
+                .as_ref()
+                .unwrap()
+                .file_name()
+                .unwrap()
+                .to_string_lossy()
+                .into_owned()
         };
         // Crossover always takes from the other entry when it mutates.
         let mut i = input(&["q"], "zzz\n");
         while CrossoverMutator.mutate(&mut s, &mut i).unwrap() == MutationResult::Skipped {}
         assert_eq!(s.metadata::<Donors>().unwrap().0, vec![lender_name.clone()]);
         // Bytes come from nowhere else: no donor is left from the mutant before.
-        let mut m = SysMutator { stack: HavocScheduledMutator::new(tuple_list!(ByteMutator)) };
+        let mut m = SysMutator {
+            stack: HavocScheduledMutator::new(tuple_list!(ByteMutator)),
+        };
         let mut i = input(&["q"], "zzz\n");
         let _ = m.mutate(&mut s, &mut i).unwrap();
         assert!(!s.has_metadata::<Donors>());
         // Through the stack: a mutant that joins the queue carries its donors there.
-        let mut m = SysMutator { stack: HavocScheduledMutator::new(tuple_list!(CrossoverMutator)) };
+        let mut m = SysMutator {
+            stack: HavocScheduledMutator::new(tuple_list!(CrossoverMutator)),
+        };
         let mut i = input(&["q"], "zzz\n");
         while m.mutate(&mut s, &mut i).unwrap() == MutationResult::Skipped {}
         let joined = s.corpus_mut().add(Testcase::from(i)).unwrap();

@@ -4,8 +4,8 @@
 
 use crate::system::fuzz::input::{SysInput, MAX_ARG_LEN, MAX_CONTENT};
 use libafl::corpus::Corpus;
-use libafl::HasMetadata;
 use libafl::state::{HasCorpus, HasRand};
+use libafl::HasMetadata;
 use libafl_bolts::rands::Rand;
 use serde::{Deserialize, Serialize};
 use std::num::NonZeroUsize;
@@ -35,7 +35,11 @@ pub(super) fn part_mut(input: &mut SysInput, p: Part) -> &mut Vec<u8> {
     match p {
         Part::Arg(i) => &mut input.args[i],
         Part::Stdin => &mut input.stdin,
-        Part::File(k) => input.files.values_mut().nth(k).expect("a file part names an existing file"),
+        Part::File(k) => input
+            .files
+            .values_mut()
+            .nth(k)
+            .expect("a file part names an existing file"),
     }
 }
 
@@ -107,7 +111,9 @@ libafl_bolts::impl_serdeany!(Donors);
 
 /// A random corpus entry's input, and who lent it (the entry being mutated when it is
 /// drawn: `None`).
-pub(super) fn other_input<S: HasRand + HasCorpus<SysInput>>(state: &mut S) -> Option<(SysInput, Lender)> {
+pub(super) fn other_input<S: HasRand + HasCorpus<SysInput>>(
+    state: &mut S,
+) -> Option<(SysInput, Lender)> {
     let n = state.corpus().count();
     if n == 0 {
         return None;
@@ -119,7 +125,11 @@ pub(super) fn other_input<S: HasRand + HasCorpus<SysInput>>(state: &mut S) -> Op
     // queue keeps in memory is read back from its file; where that fails, a mutator
     // without another input uses its own: no error is lost that would matter.
     let mut tc = corpus.get(id).ok()?.try_borrow_mut().ok()?;
-    let name = tc.file_path().as_ref().and_then(|p| p.file_name()).map(|n| n.to_string_lossy().into_owned());
+    let name = tc
+        .file_path()
+        .as_ref()
+        .and_then(|p| p.file_name())
+        .map(|n| n.to_string_lossy().into_owned());
     let input = tc.load_input(corpus).ok().cloned()?;
     Some((input, Lender(name)))
 }
@@ -130,9 +140,21 @@ pub(super) fn some_component<R: Rand>(rand: &mut R, input: &SysInput) -> Option<
     if !input.stdin.is_empty() {
         parts.push(&input.stdin);
     }
-    parts.extend(input.files.values().filter(|v| !v.is_empty()).map(Vec::as_slice));
+    parts.extend(
+        input
+            .files
+            .values()
+            .filter(|v| !v.is_empty())
+            .map(Vec::as_slice),
+    );
     if parts.is_empty() {
-        parts.extend(input.args.iter().filter(|a| !a.is_empty()).map(Vec::as_slice));
+        parts.extend(
+            input
+                .args
+                .iter()
+                .filter(|a| !a.is_empty())
+                .map(Vec::as_slice),
+        );
     }
     if parts.is_empty() {
         return None;
@@ -151,7 +173,10 @@ pub(super) fn numbers(b: &[u8]) -> Vec<(usize, usize)> {
             while i < b.len() && b[i].is_ascii_digit() {
                 i += 1;
             }
-            if start > 0 && b[start - 1] == b'-' && (start < 2 || !b[start - 2].is_ascii_alphanumeric()) {
+            if start > 0
+                && b[start - 1] == b'-'
+                && (start < 2 || !b[start - 2].is_ascii_alphanumeric())
+            {
                 start -= 1;
             }
             out.push((start, i));
@@ -186,7 +211,10 @@ mod tests {
 
     #[test]
     fn numbers_and_words_are_found() {
-        assert_eq!(numbers(b"set 7 -12 a-3 x99"), vec![(4, 5), (6, 9), (12, 13), (15, 17)]);
+        assert_eq!(
+            numbers(b"set 7 -12 a-3 x99"),
+            vec![(4, 5), (6, 9), (12, 13), (15, 17)]
+        );
         assert_eq!(words(b" ab  c\nd"), vec![(1, 3), (5, 6), (7, 8)]);
         assert_eq!(lines(b"a\nb"), vec![&b"a\n"[..], &b"b"[..]]);
     }

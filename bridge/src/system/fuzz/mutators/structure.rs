@@ -4,9 +4,9 @@
 use super::parts::{below, other_input, part_mut, pick_part, small_len, some_component, Part};
 use crate::system::fuzz::input::{SysInput, MAX_ARGS};
 use libafl::corpus::CorpusId;
-use libafl::HasMetadata;
 use libafl::mutators::{MutationResult, Mutator};
 use libafl::state::{HasCorpus, HasRand};
+use libafl::HasMetadata;
 use libafl_bolts::rands::Rand;
 use libafl_bolts::Named;
 use std::borrow::Cow;
@@ -19,16 +19,28 @@ pub struct ArgListMutator {
 }
 
 impl<S: HasRand + HasCorpus<SysInput> + HasMetadata> Mutator<SysInput, S> for ArgListMutator {
-    fn mutate(&mut self, state: &mut S, input: &mut SysInput) -> Result<MutationResult, libafl::Error> {
+    fn mutate(
+        &mut self,
+        state: &mut S,
+        input: &mut SysInput,
+    ) -> Result<MutationResult, libafl::Error> {
         let op = below(state.rand_mut(), 5);
         let n = input.args.len();
         // A new argument, for ops 0 and 1.
         let fresh = if op <= 1 {
-            let other = if state.rand_mut().coinflip(0.6) { other_input(state) } else { None };
+            let other = if state.rand_mut().coinflip(0.6) {
+                other_input(state)
+            } else {
+                None
+            };
             let rand = state.rand_mut();
             match other.filter(|(o, _)| !o.args.is_empty()) {
-                Some((o, lender)) => Some((o.args[below(rand, o.args.len())].clone(), Some(lender))),
-                None if !self.tokens.is_empty() && rand.coinflip(0.5) => Some((self.tokens[below(rand, self.tokens.len())].clone(), None)),
+                Some((o, lender)) => {
+                    Some((o.args[below(rand, o.args.len())].clone(), Some(lender)))
+                }
+                None if !self.tokens.is_empty() && rand.coinflip(0.5) => {
+                    Some((self.tokens[below(rand, self.tokens.len())].clone(), None))
+                }
                 None if n > 0 => Some((input.args[below(rand, n)].clone(), None)),
                 None => None,
             }
@@ -51,8 +63,13 @@ impl<S: HasRand + HasCorpus<SysInput> + HasMetadata> Mutator<SysInput, S> for Ar
             }
             (2, _) => {
                 let rand = state.rand_mut();
-                let deletable: Vec<usize> =
-                    (0..n).filter(|&i| !input.files.contains_key(&*String::from_utf8_lossy(&input.args[i]))).collect();
+                let deletable: Vec<usize> = (0..n)
+                    .filter(|&i| {
+                        !input
+                            .files
+                            .contains_key(&*String::from_utf8_lossy(&input.args[i]))
+                    })
+                    .collect();
                 if deletable.is_empty() {
                     return Ok(MutationResult::Skipped);
                 }
@@ -69,7 +86,9 @@ impl<S: HasRand + HasCorpus<SysInput> + HasMetadata> Mutator<SysInput, S> for Ar
                 let len = small_len(rand, (n - start).min(8));
                 let run = input.args[start..start + len].to_vec();
                 for _ in 0..small_len(rand, 4) {
-                    input.args.splice(start + len..start + len, run.iter().cloned());
+                    input
+                        .args
+                        .splice(start + len..start + len, run.iter().cloned());
                 }
             }
             _ => return Ok(MutationResult::Skipped),
@@ -95,8 +114,14 @@ impl Named for ArgListMutator {
 pub struct CrossoverMutator;
 
 impl<S: HasRand + HasCorpus<SysInput> + HasMetadata> Mutator<SysInput, S> for CrossoverMutator {
-    fn mutate(&mut self, state: &mut S, input: &mut SysInput) -> Result<MutationResult, libafl::Error> {
-        let Some((other, lender)) = other_input(state) else { return Ok(MutationResult::Skipped) };
+    fn mutate(
+        &mut self,
+        state: &mut S,
+        input: &mut SysInput,
+    ) -> Result<MutationResult, libafl::Error> {
+        let Some((other, lender)) = other_input(state) else {
+            return Ok(MutationResult::Skipped);
+        };
         if other == *input {
             return Ok(MutationResult::Skipped);
         }
@@ -112,9 +137,16 @@ impl<S: HasRand + HasCorpus<SysInput> + HasMetadata> Mutator<SysInput, S> for Cr
                     if let Some(content) = other.files.get(&*name) {
                         // Not beside a file of this input it would have to be inside
                         // of, or hold (`a` and `a/a` from two of sed's captured tests).
-                        let names = input.files.keys().map(String::as_str).chain(std::iter::once(&*name));
+                        let names = input
+                            .files
+                            .keys()
+                            .map(String::as_str)
+                            .chain(std::iter::once(&*name));
                         if crate::system::systest::layout_conflict(names).is_none() {
-                            input.files.entry(name.into_owned()).or_insert_with(|| content.clone());
+                            input
+                                .files
+                                .entry(name.into_owned())
+                                .or_insert_with(|| content.clone());
                         }
                     }
                 }
@@ -123,7 +155,12 @@ impl<S: HasRand + HasCorpus<SysInput> + HasMetadata> Mutator<SysInput, S> for Cr
             1 => {
                 let part = pick_part(rand, input, true);
                 let same = match part {
-                    Part::File(k) => input.files.keys().nth(k).and_then(|name| other.files.get(name)).cloned(),
+                    Part::File(k) => input
+                        .files
+                        .keys()
+                        .nth(k)
+                        .and_then(|name| other.files.get(name))
+                        .cloned(),
                     _ => (!other.stdin.is_empty()).then(|| other.stdin.clone()),
                 };
                 let Some(content) = same.or_else(|| some_component(rand, &other)) else {
@@ -132,14 +169,22 @@ impl<S: HasRand + HasCorpus<SysInput> + HasMetadata> Mutator<SysInput, S> for Cr
                 *part_mut(input, part) = content;
             }
             _ => {
-                let Some(tail_src) = some_component(rand, &other) else { return Ok(MutationResult::Skipped) };
+                let Some(tail_src) = some_component(rand, &other) else {
+                    return Ok(MutationResult::Skipped);
+                };
                 let part = pick_part(rand, input, true);
                 let buf = part_mut(input, part);
                 // Cut at line starts half the time: records stay whole.
                 let cut = |rand: &mut _, b: &[u8], lines_only: bool| -> usize {
                     if lines_only {
-                        let starts: Vec<usize> =
-                            std::iter::once(0).chain(b.iter().enumerate().filter(|(_, &c)| c == b'\n').map(|(i, _)| i + 1)).collect();
+                        let starts: Vec<usize> = std::iter::once(0)
+                            .chain(
+                                b.iter()
+                                    .enumerate()
+                                    .filter(|(_, &c)| c == b'\n')
+                                    .map(|(i, _)| i + 1),
+                            )
+                            .collect();
                         starts[below(rand, starts.len())]
                     } else {
                         below(rand, b.len() + 1)
@@ -190,8 +235,15 @@ mod tests {
             i.files.insert("a".into(), b"file".to_vec());
             m.mutate(&mut s, &mut i).unwrap();
             took_args += usize::from(i.args == [b"a/a".to_vec()]);
-            assert!(crate::system::fuzz::input::SysInput::check(&i.to_test()).is_ok(), "{:?}", i.files.keys());
+            assert!(
+                crate::system::fuzz::input::SysInput::check(&i.to_test()).is_ok(),
+                "{:?}",
+                i.files.keys()
+            );
         }
-        assert!(took_args > 0, "the other input's arguments were never taken");
+        assert!(
+            took_args > 0,
+            "the other input's arguments were never taken"
+        );
     }
 }
