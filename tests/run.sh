@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The test suite: installs what is missing, builds, runs every Rust test (unit and
-# end-to-end on the bundled subjects) and the benchmark scripts' tests, then carves
-# GNU coreutils cut (downloaded and
+# end-to-end on the bundled subjects), the benchmark scripts' tests and the shell
+# examples of README.md and docs/ as written, then carves GNU coreutils cut (downloaded and
 # built at run time) and checks its carving figures, and captures seeds from cut's
 # and GNU sed's own test suites (`trestle capture`). Ends with one summary line.
 set -euo pipefail
@@ -40,6 +40,8 @@ if ! python3 -c 'import scipy, matplotlib, pytest' 2>/dev/null; then
     || echo "run: the benchmark's Python packages could not be installed; their tests will fail" >&2
 fi
 if (cd bench && python3 -m pytest -q); then passed=$((passed + 1)); else failed=$((failed + 1)); status=1; fi
+# The shell examples of README.md and docs/, run as written (those it skips, it names).
+if python3 tests/doc-commands.py; then passed=$((passed + 1)); else failed=$((failed + 1)); status=1; fi
 if [ "${TRESTLE_SKIP_COREUTILS:-0}" != 1 ]; then
   cut_work="$(mktemp -d /tmp/trestle-cut.XXXXXX)"
   if bash tests/coreutils/carve-cut.sh "$cut_work"; then passed=$((passed + 1)); else failed=$((failed + 1)); status=1; fi
