@@ -39,13 +39,10 @@ def mann_whitney(x, y):
         return u, 1.0, "exact"
     if min(len(x), len(y)) == 1:
         # permutation_test wants two runs a side; with one, each pooled value in turn
-        # is the lone sample.
-        pooled, one_first = np.concatenate([x, y]), len(x) == 1
-        obs = _u_off_centre(x, y)
-        splits = [np.delete(pooled, i) for i in range(len(pooled))]
-        offs = [_u_off_centre(pooled[i:i + 1], rest) if one_first else _u_off_centre(rest, pooled[i:i + 1])
-                for i, rest in enumerate(splits)]
-        return u, float(np.mean(np.asarray(offs) >= obs - 1e-9)), "exact"
+        # is the lone sample (how far U is off the centre is the same from either side).
+        pooled = np.concatenate([x, y])
+        offs = [_u_off_centre(pooled[i:i + 1], np.delete(pooled, i)) for i in range(len(pooled))]
+        return u, float(np.mean(np.asarray(offs) >= _u_off_centre(x, y) - 1e-9)), "exact"
     if math.comb(len(x) + len(y), len(x)) <= EXACT_SPLITS:
         r = stats.permutation_test((x, y), _u_off_centre, permutation_type="independent", alternative="greater",
                                    n_resamples=np.inf, vectorized=False)
