@@ -43,6 +43,17 @@ fn capture(dir: &Path, out: &Path, extra: &[&str], command: &[&str]) -> String {
     ok(&mut c)
 }
 
+/// A program's captured tests under `out`: each test file read, beside its entry in
+/// `capture.json`.
+fn captured_tests(out: &Path, program: &Value) -> Vec<(Value, Value)> {
+    program["tests"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| (json(&out.join(t["file"].as_str().unwrap())), t.clone()))
+        .collect()
+}
+
 /// The captured test whose arguments are `args`.
 fn test_with<'a>(tests: &'a [(Value, Value)], args: &[&str]) -> &'a (Value, Value) {
     tests
@@ -98,12 +109,7 @@ fn a_test_suite_becomes_system_tests_that_replay_as_it_ran_them() {
         (Some(16), Some(14), Some(14)),
         "{p}"
     );
-    let tests: Vec<(Value, Value)> = p["tests"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|t| (json(&out.join(t["file"].as_str().unwrap())), t.clone()))
-        .collect();
+    let tests = captured_tests(&out, p);
 
     let (t, info) = test_with(&tests, &["data/a.txt"]);
     assert_eq!(t["files"]["data/a.txt"], "hello\nworld\n");
@@ -305,12 +311,7 @@ fn spawned_children_sockets_relative_paths_and_two_programs_are_captured_apart()
             .iter()
             .find(|p| p["name"] == name)
             .unwrap_or_else(|| panic!("no program {name}: {s}"));
-        p["tests"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|t| (json(&out.join(t["file"].as_str().unwrap())), t.clone()))
-            .collect()
+        captured_tests(&out, p)
     };
     let (other, tool) = (tests("other"), tests("tool"));
     assert_eq!(other.len(), 1);
