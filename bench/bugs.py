@@ -504,9 +504,9 @@ def build_package_variant(subj, variant, work):
             env["AFL_LLVM_CMPLOG"] = "1"
     else:
         raise ValueError(variant)
-    # One configure cache per package, variant and flags: autoconf refuses a cache
-    # made with other LDFLAGS.
-    flags_key = hashlib.sha1(f"{cflags}|{ldflags}".encode()).hexdigest()[:8]
+    # One configure cache per package, variant, compiler and flags: autoconf refuses a
+    # cache made with another CC or other LDFLAGS (a work tree's trestle-cc is another CC).
+    flags_key = hashlib.sha1(f"{cc}|{cflags}|{ldflags}".encode()).hexdigest()[:8]
     env["TRESTLE_CONFIG_CACHE"] = str(work / "build" / "configure" / f"{cfg['package']}-{variant}-{flags_key}.cache")
     cmd = ["bash", str(REPO / pkg["script"]), "--cc", cc, "--out", str(d), "--cflags", cflags]
     cmd += ["--ldflags", ldflags] if ldflags else []
