@@ -118,7 +118,8 @@ pub fn gather(dir: &Path, baseline: Option<&Path>) -> Result<Report> {
             files::CAMPAIGN
         );
     }
-    let campaign: Campaign = files::read(&cpath)?;
+    let mut campaign: Campaign = files::read(&cpath)?;
+    campaign.upgrade();
     let timeline = read_timeline(dir)?;
     let base_dir = baseline
         .map(Path::to_owned)
@@ -471,17 +472,14 @@ fn roadblock_section(s: &mut String, c: &Campaign, alarms: &[AlarmEntry]) {
         c.lineage.entries,
         c.lineage.from_lifted
     );
-    if !r.probes.is_empty() {
-        let passed = r.probes.iter().filter(|p| !p.worth).count();
-        let unreached = r
-            .probes
-            .iter()
-            .filter(|p| !p.worth && p.verdict.contains("does not reach"))
-            .count();
+    let probes: usize = r.probed.values().map(|t| t.probes).sum();
+    if probes > 0 {
+        let passed: usize = r.probed.values().map(|t| t.probes - t.worth).sum();
+        let unreached: usize = r.probed.values().map(|t| t.unreached).sum();
         let _ = writeln!(
             s,
-            "Before a slice, {} unit(s) were probed at a roadblock: {passed} passed over ({unreached} did not reach the branch, the others' parameters did not change what it compares; `roadblocks.probes` in `campaign.json`).\n",
-            r.probes.len()
+            "Before a slice, {probes} unit(s) were probed at a roadblock, {} roadblock(s) in all: {passed} passed over ({unreached} did not reach the branch, the others' parameters did not change what it compares; `roadblocks.probed` in `campaign.json`, the newest probes in `roadblocks.probes`).\n",
+            r.probed.len()
         );
     }
     if r.attempts.is_empty() {

@@ -320,6 +320,13 @@ pub struct Campaign {
     pub lineage: QueueLineage,
 }
 
+impl Campaign {
+    /// Bring a `campaign.json` of an earlier trestle up to this one's reading of it.
+    pub fn upgrade(&mut self) {
+        self.roadblocks.upgrade();
+    }
+}
+
 /// The system fuzzer's queue entries and findings, and those among them that descend
 /// from a lifted test ([`crate::system::fuzz::Descent`]).
 #[derive(Debug, Clone, Copy, Default, Serialize, Deserialize)]
@@ -352,16 +359,102 @@ pub struct Roadblocks {
     pub seen: usize,
     /// Units fuzzed at a roadblock, in order.
     pub attempts: Vec<RoadblockAttempt>,
-    /// Units probed at a roadblock before it (`trestle_unit_fuzz::probe`), in order:
-    /// those whose parameters do not decide the branch are not fuzzed there.
+    /// The newest units probed at a roadblock before a slice there
+    /// (`trestle_unit_fuzz::probe`), in order, at most [`PROBE_LOG`]: those whose
+    /// parameters do not decide the branch are not fuzzed there. Every probe, however
+    /// old, is counted in `probed`.
     #[serde(default)]
     pub probes: Vec<RoadblockProbe>,
+    /// What the probes at each roadblock found, over the whole campaign, by key.
+    #[serde(default)]
+    pub probed: BTreeMap<String, ProbeTally>,
     /// Roadblocks recorded for, each as `key@queue entry`: recorded once.
     #[serde(default)]
     pub recorded: BTreeSet<String>,
 }
 
+/// How many probes `roadblocks.probes` keeps in full. A probe is a record of a few
+/// hundred bytes and a pick makes up to 32 (sed: 70 in a 10-minute campaign, 31 KB of
+/// `campaign.json`); kept whole, a day's would be thousands, rewritten at every save.
+pub const PROBE_LOG: usize = 256;
+
+/// The probes at one roadblock, counted.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct ProbeTally {
+    /// Where it is, `file:line`.
+    pub location: String,
+    /// Units probed there.
+    pub probes: usize,
+    /// Of them, those whose parameters may decide the branch (then fuzzed there).
+    pub worth: usize,
+    /// Those that did not reach the branch at all.
+    pub unreached: usize,
+    /// Those that reached it and could not move it: the roadblock's failures.
+    pub failed: usize,
+    /// Seconds the probes took.
+    pub seconds: f64,
+    /// The units passed over there, by [`unit_key`]: none is probed there twice.
+    pub passed_over: BTreeSet<u64>,
+}
+
+/// A unit file's key in [`ProbeTally::passed_over`]: the FNV-1a hash of its path, eight
+/// bytes where the path takes a hundred.
+pub fn unit_key(unit: &Path) -> u64 {
+    unit.as_os_str()
+        .as_encoded_bytes()
+        .iter()
+        .fold(0xcbf2_9ce4_8422_2325, |h, b| {
+            (h ^ u64::from(*b)).wrapping_mul(0x0000_0100_0000_01b3)
+        })
+}
+
 impl Roadblocks {
+    /// Keep a probe: counted at its roadblock, and in the log of the newest.
+    pub fn note_probe(&mut self, probe: RoadblockProbe) {
+        let t = self.probed.entry(probe.key.clone()).or_default();
+        t.location.clone_from(&probe.location);
+        t.probes += 1;
+        t.seconds += probe.seconds;
+        if probe.worth {
+            t.worth += 1;
+        } else {
+            t.passed_over.insert(unit_key(&probe.unit));
+            if probe.unreached {
+                t.unreached += 1;
+            } else {
+                t.failed += 1;
+            }
+        }
+        self.probes.push(probe);
+        if self.probes.len() > PROBE_LOG {
+            let over = self.probes.len() - PROBE_LOG;
+            self.probes.drain(..over);
+        }
+    }
+
+    /// Probes at the roadblock `key` whose unit reached the branch and could not move it.
+    pub fn failures_at(&self, key: &str) -> usize {
+        self.probed.get(key).map_or(0, |t| t.failed)
+    }
+
+    /// Whether `unit` was probed at the roadblock `key` and passed over.
+    pub fn passed_over(&self, key: &str, unit: &Path) -> bool {
+        self.probed
+            .get(key)
+            .is_some_and(|t| t.passed_over.contains(&unit_key(unit)))
+    }
+
+    /// A `campaign.json` written before the tallies: count its probes (all of them
+    /// were kept then).
+    fn upgrade(&mut self) {
+        if self.probed.is_empty() && !self.probes.is_empty() {
+            let log = std::mem::take(&mut self.probes);
+            for p in log {
+                self.note_probe(p);
+            }
+        }
+    }
+
     /// Roadblocks whose missing direction a unit round's lifted tests made the system
     /// fuzzer take.
     pub fn solved(&self) -> usize {
@@ -553,7 +646,8 @@ fn resume(dir: &Path) -> Result<(PathBuf, Campaign)> {
             files::CAMPAIGN
         );
     }
-    let c: Campaign = files::read(&path)?;
+    let mut c: Campaign = files::read(&path)?;
+    c.upgrade();
     if c.finished || c.elapsed >= c.settings.budget {
         // Killed while reducing its alarms: a resume only reduces what is left.
         let unreduced = unreduced_alarms(dir)?;
@@ -624,4 +718,72 @@ fn start(args: &Options) -> Result<(PathBuf, Campaign)> {
     files::write(&out.join(files::CAMPAIGN), &c)?;
     std::fs::write(out.join(files::TIMELINE), format!("{TIMELINE_HEADER}\n"))?;
     Ok((out, c))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn probe(key: &str, unit: usize, worth: bool, unreached: bool) -> RoadblockProbe {
+        RoadblockProbe {
+            key: key.into(),
+            location: format!("{key}.c:1"),
+            unit: PathBuf::from(format!("/c/units/batch-0001/f/{unit:016x}.unit")),
+            function: "f".into(),
+            worth,
+            unreached,
+            verdict: String::new(),
+            seconds: 0.5,
+        }
+    }
+
+    #[test]
+    fn probes_are_counted_forever_and_listed_for_the_newest_only() {
+        let mut r = Roadblocks::default();
+        for i in 0..2000 {
+            r.note_probe(probe(&format!("b{}", i % 4), i, i % 10 == 0, i % 3 == 0));
+        }
+        assert_eq!(r.probes.len(), PROBE_LOG);
+        assert_eq!(
+            r.probes.last().unwrap().unit,
+            probe("b3", 1999, false, false).unit
+        );
+        assert_eq!(r.probed.len(), 4);
+        let t = &r.probed["b1"];
+        assert_eq!(t.probes, 500);
+        assert_eq!(t.probes, t.worth + t.unreached + t.failed);
+        assert!((t.seconds - 250.0).abs() < 1e-9);
+        // The first probes left the log, but what they found still decides.
+        assert!(r.passed_over("b1", &probe("b1", 1, false, false).unit));
+        assert!(
+            !r.passed_over("b2", &probe("b1", 1, false, false).unit),
+            "another roadblock"
+        );
+        assert!(
+            !r.passed_over("b0", &probe("b0", 0, true, true).unit),
+            "worth fuzzing"
+        );
+        assert_eq!(r.failures_at("b1"), t.failed);
+        assert_eq!(r.failures_at("nowhere"), 0);
+        let json = serde_json::to_string(&r).unwrap();
+        assert!(json.len() < 300_000, "{} bytes", json.len());
+    }
+
+    #[test]
+    fn a_campaign_written_before_the_tallies_counts_its_probes_on_reading() {
+        let mut old = Roadblocks::default();
+        for i in 0..40 {
+            old.probes.push(probe("b", i, i == 7, i % 2 == 0));
+        }
+        old.upgrade();
+        assert_eq!(old.probes.len(), 40);
+        assert_eq!(old.probed["b"].probes, 40);
+        assert_eq!(old.probed["b"].worth, 1);
+        assert_eq!(old.failures_at("b"), 19);
+        assert!(old.passed_over("b", &probe("b", 3, false, false).unit));
+        // Reading it again changes nothing.
+        let before = old.probed.clone();
+        old.upgrade();
+        assert_eq!(old.probed, before);
+    }
 }

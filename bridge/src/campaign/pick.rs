@@ -441,7 +441,7 @@ impl Runner {
             }
             let unreached = matches!(influence, Ok(trestle_unit_fuzz::Influence::Unreached));
             let b = &self.branches.branches[rb.branch];
-            self.c.roadblocks.probes.push(super::RoadblockProbe {
+            self.c.roadblocks.note_probe(super::RoadblockProbe {
                 key: rb.key(&self.branches),
                 location: format!("{}:{}", b.file.as_deref().unwrap_or("?"), b.line),
                 unit: pick.path.clone(),
@@ -581,29 +581,13 @@ impl Runner {
                 // 24 probes of a pick after pick went to one branch in `str_append`.
                 // A unit that does not reach the branch says nothing of the others
                 // (most are carved for other branches): it is passed over alone.
-                if self
-                    .c
-                    .roadblocks
-                    .probes
-                    .iter()
-                    .filter(|p| p.key == key && !p.worth && !p.unreached)
-                    .count()
-                    >= PROBE_FAILURES
-                {
+                if self.c.roadblocks.failures_at(&key) >= PROBE_FAILURES {
                     return None;
                 }
                 Some((self.promise(rb) / (1.0 + tries as f64), rb))
             })
             .collect();
         order.sort_by(|a, b| b.0.total_cmp(&a.0));
-        let rejected: BTreeSet<(&str, &Path)> = self
-            .c
-            .roadblocks
-            .probes
-            .iter()
-            .filter(|p| !p.worth)
-            .map(|p| (p.key.as_str(), p.unit.as_path()))
-            .collect();
         // The candidates by function, once: a campaign has thousands of units and
         // hundreds of roadblocks.
         let mut by_function: HashMap<u64, Vec<(PathBuf, &UnitRow)>> = HashMap::new();
@@ -679,7 +663,7 @@ impl Runner {
                     .filter_map(|f| by_function.get(f))
                     .flatten()
                     .filter(|(path, _)| {
-                        !rejected.contains(&(key.as_str(), path.as_path()))
+                        !self.c.roadblocks.passed_over(&key, path)
                             && !tried_here.contains(path.as_path())
                     })
                     // A unit carved from the queue entry recorded for this very
