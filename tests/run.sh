@@ -27,10 +27,21 @@ if ! cargo fmt --all -- --check >/dev/null 2>&1; then
   cargo fmt --all -- --check 2>&1 | grep '^Diff in' | sed 's/ at line.*//' | sort -u | head -20 >&2
   fmt=fail
 fi
+# Lints (the workspace's [lints], clippy::all): a warning fails the suite, and says where.
+cargo clippy --version >/dev/null 2>&1 || rustup component add clippy >/dev/null 2>&1 \
+  || echo "run: clippy is missing and rustup could not add it" >&2
+lint=pass
+if ! cargo clippy --workspace --all-targets --release --quiet -- -D warnings 2>"$log.clippy"; then
+  echo "run: cargo clippy --workspace --all-targets --release -- -D warnings failed:" >&2
+  grep -E '^(warning|error)' -A3 "$log.clippy" | head -40 >&2
+  lint=fail
+fi
+rm -f "$log.clippy"
 cargo test --workspace --release --no-fail-fast 2>&1 | tee "$log" || status=1
 passed=$(grep -Eo '^test result: [a-zA-Z]+\. [0-9]+ passed' "$log" | awk '{s+=$4} END {print s+0}')
 failed=$(grep -Eo '[0-9]+ failed' "$log" | awk '{s+=$1} END {print s+0}')
 if [ "$fmt" = pass ]; then passed=$((passed + 1)); else failed=$((failed + 1)); status=1; fi
+if [ "$lint" = pass ]; then passed=$((passed + 1)); else failed=$((failed + 1)); status=1; fi
 # The benchmark scripts' figures (statistics, bug assignment, tables): their tests,
 # with the Python packages bench/pyproject.toml names.
 if ! python3 -c 'import scipy, matplotlib, pytest' 2>/dev/null; then

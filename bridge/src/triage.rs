@@ -607,6 +607,11 @@ fn test_of(input: &Input, command: Option<&[String]>) -> Result<SystemTest> {
     Ok(test)
 }
 
+/// Whole seconds, as in `2s`.
+fn humantime_secs(d: Duration) -> String {
+    format!("{}s", d.as_secs_f64().ceil().max(1.0) as u64)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -658,9 +663,4 @@ mod tests {
         assert_eq!(lf.kind, InputKind::LibfuzzerCrash);
         assert_eq!(test_of(&lf, None).unwrap().args, [INPUT_FILE]);
     }
-}
-
-/// Whole seconds, as in `2s`.
-fn humantime_secs(d: Duration) -> String {
-    format!("{}s", d.as_secs_f64().ceil().max(1.0) as u64)
 }

@@ -172,31 +172,6 @@ pub(crate) fn distance_slot(d: u64) -> usize {
     (64 - d.leading_zeros()) as usize
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn distances_are_modular_in_the_width_and_slots_are_bit_lengths() {
-        assert_eq!(operand_distance(4, 5, 1_000_000), 999_995);
-        assert_eq!(
-            operand_distance(4, 0xffff_ffff, 1),
-            2,
-            "-1 and 1 as 32-bit values"
-        );
-        assert_eq!(
-            operand_distance(1, 0x1ff, 0x01),
-            2,
-            "the width masks the bits above it"
-        );
-        assert_eq!(operand_distance(8, 7, 7), 0);
-        assert_eq!(distance_slot(0), 0);
-        assert_eq!(distance_slot(1), 1);
-        assert_eq!(distance_slot(999_995), 20);
-        assert_eq!(distance_slot(u64::MAX), 64);
-    }
-}
-
 /// With `TRESTLE_BRANCH_DUMP` set, write every guard row's edge number there and exit
 /// (the host runs the program once so, before `main`); otherwise one lookup.
 pub fn maybe_dump() {
@@ -226,4 +201,29 @@ pub fn maybe_dump() {
     };
     // SAFETY: leaving before `main` runs; nothing of the program's to flush.
     unsafe { libc::_exit(code) }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn distances_are_modular_in_the_width_and_slots_are_bit_lengths() {
+        assert_eq!(operand_distance(4, 5, 1_000_000), 999_995);
+        assert_eq!(
+            operand_distance(4, 0xffff_ffff, 1),
+            2,
+            "-1 and 1 as 32-bit values"
+        );
+        assert_eq!(
+            operand_distance(1, 0x1ff, 0x01),
+            2,
+            "the width masks the bits above it"
+        );
+        assert_eq!(operand_distance(8, 7, 7), 0);
+        assert_eq!(distance_slot(0), 0);
+        assert_eq!(distance_slot(1), 1);
+        assert_eq!(distance_slot(999_995), 20);
+        assert_eq!(distance_slot(u64::MAX), 64);
+    }
 }

@@ -249,7 +249,7 @@ impl ExtentMap {
     pub fn heap_just_after(&self, addr: usize) -> Option<Found> {
         let (&start, &(len, kind)) = self.heap.range(addr.checked_add(1)?..).next()?;
         let d = start - addr;
-        (kind == ExtentKind::Heap && d <= BEFORE_BLOCK && d % 8 == 0).then_some(Found {
+        (kind == ExtentKind::Heap && d <= BEFORE_BLOCK && d.is_multiple_of(8)).then_some(Found {
             start,
             len,
             kind,

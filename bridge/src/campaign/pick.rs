@@ -404,13 +404,11 @@ impl Runner {
     /// parameters, is passed over, for good at that roadblock.
     fn pick_roadblock(&mut self, roadblocks: &[Roadblock]) -> Option<Pick> {
         let candidates = self.roadblock_candidates(roadblocks);
-        let mut probed = 0;
         let started = std::time::Instant::now();
-        for mut pick in candidates {
+        for (probed, mut pick) in candidates.into_iter().enumerate() {
             if probed == PROBES_PER_PICK || started.elapsed() > PROBE_TIME {
                 break;
             }
-            probed += 1;
             let rb = pick.roadblock.clone().expect("a roadblock's candidate");
             self.status(&format!(
                 "probing a unit of {} at a roadblock",

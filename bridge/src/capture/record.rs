@@ -152,7 +152,7 @@ pub fn read_record(dir: &Path) -> Result<std::result::Result<Record, Unusable>> 
         .collect();
     let env_bytes = read(dir, ENV)?;
     let env_fields = split_fields(&env_bytes);
-    if env_fields.len() % 2 != 0 {
+    if !env_fields.len().is_multiple_of(2) {
         bail!(
             "capture record {}: {ENV} has a name without a value",
             dir.display()
@@ -173,7 +173,7 @@ pub fn read_record(dir: &Path) -> Result<std::result::Result<Record, Unusable>> 
         }
     };
     let opened_fields = split_fields(&opened_bytes);
-    if opened_fields.len() % OPENED_FIELDS != 0 {
+    if !opened_fields.len().is_multiple_of(OPENED_FIELDS) {
         bail!(
             "capture record {}: {OPENED} has a partial entry",
             dir.display()

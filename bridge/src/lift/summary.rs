@@ -169,6 +169,7 @@ pub(super) fn origin_words(seed: &str, mutation: Option<&str>) -> String {
 }
 
 /// `summary.md` of a crash system-level fuzzing found (`name`, in `source`).
+#[allow(clippy::too_many_arguments)]
 pub(super) fn system_summary_md(
     sys: &CrashSignature,
     program: &Path,

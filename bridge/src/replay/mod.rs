@@ -252,6 +252,10 @@ struct ReplayServer {
     spawn_only: bool,
 }
 
+/// How a replay in the server's fork ended, and what it did (the outcome and its
+/// output) or why it could not say.
+type ServedReplay = (RunStatus, Result<(Outcome, String), String>);
+
 impl ReplayServer {
     fn new(program: &Path) -> Result<ReplayServer, String> {
         let dir = scratch_dir("trestle-replay-").map_err(|e| format!("{e:#}"))?;
@@ -267,11 +271,7 @@ impl ReplayServer {
     /// Replay `unit` in a fork of the server, starting it first if need be: how the
     /// fork ended and what it did; `None` when there is no server to replay in (the
     /// caller spawns the program).
-    fn replay(
-        &mut self,
-        unit: &Unit,
-        timeout: Duration,
-    ) -> Option<(RunStatus, Result<(Outcome, String), String>)> {
+    fn replay(&mut self, unit: &Unit, timeout: Duration) -> Option<ServedReplay> {
         if self.spawn_only || self.deaths >= SERVER_DEATHS {
             return None;
         }

@@ -106,12 +106,15 @@ pub struct Request<'a> {
     pub limits: ChildLimits,
 }
 
+/// A request's `argv` and its variables (name, value), borrowed.
+pub type ArgvEnv<'a> = (Vec<&'a [u8]>, Vec<(&'a [u8], &'a [u8])>);
+
 /// The `argv` (`program` and the test's arguments) and the variables of `test`, as a
 /// [`Request`] takes them.
 pub fn test_argv_env<'a>(
     program: &'a Path,
     test: &'a trestle_abi::unit::SystemTest,
-) -> (Vec<&'a [u8]>, Vec<(&'a [u8], &'a [u8])>) {
+) -> ArgvEnv<'a> {
     let mut argv: Vec<&[u8]> = vec![program.as_os_str().as_bytes()];
     argv.extend(test.args.iter().map(|a| a.as_bytes()));
     let env = test

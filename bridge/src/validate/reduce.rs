@@ -304,7 +304,6 @@ mod tests {
             stdin: Some(b"a\nb\n".to_vec()),
             files,
             env,
-            ..Default::default()
         };
         // Only the argument's field index matters.
         let mut keep =

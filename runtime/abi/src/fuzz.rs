@@ -316,7 +316,7 @@ mod tests {
         );
         let v = |b: &[u8]| encode_values(&[ParamValue::Bytes(b.to_vec())]);
         assert_eq!(
-            decode_values(&[token.clone()], &v(b"na\x01:b\nrest c")),
+            decode_values(std::slice::from_ref(&token), &v(b"na\x01:b\nrest c")),
             vec![ParamValue::Bytes(b"na\x01:b".to_vec())]
         );
         assert_eq!(
@@ -355,7 +355,7 @@ mod tests {
             )
         };
         assert_eq!(
-            decode_values(&[counted.clone()], &v(b"a b\0c")),
+            decode_values(std::slice::from_ref(&counted), &v(b"a b\0c")),
             vec![ParamValue::Bytes(b"a b".to_vec())]
         );
         // From stdin too, a NUL can be delivered.
