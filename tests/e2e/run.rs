@@ -1199,11 +1199,14 @@ fn a_killed_unit_fuzzing_client_or_launcher_costs_no_more_than_its_round() {
 /// Crashes of a little line reader: `!A` crashes every build, `!B` only builds
 /// without `CHECKED`, `!C` only builds without `SHIPPED`, `!D` only builds with
 /// `FUZZING_ONLY` (as optimisation or instrumentation can make undefined behaviour
-/// crash one build and not another).
+/// crash one build and not another), `!E` every build, the `CHECKED` one with no
+/// frames left to read.
 const BUILDS_SOURCE: &str = r#"
 #include <stdio.h>
+#include <string.h>
 
 static volatile int sink;
+static volatile size_t overrun = 512;
 
 __attribute__((noinline)) static void everywhere(const char *line) {
     if (line[0] == '!' && line[1] == 'A')
@@ -1234,6 +1237,22 @@ __attribute__((noinline)) static void fuzzing_only(const char *line) {
     sink += line[0];
 }
 
+/* The same crash on every build, but the checked build overruns its stack first and
+   faults returning to address 0: no frame to read there. */
+__attribute__((noinline)) static void unread(const char *line) {
+    if (line[0] == '!' && line[1] == 'E') {
+#ifdef CHECKED
+        char buf[16];
+        memset(buf, 0, overrun);
+        sink = buf[3];
+        return;
+#else
+        *(volatile int *)0 = 5;
+#endif
+    }
+    sink += line[1];
+}
+
 int main(void) {
     char line[256];
     while (fgets(line, sizeof line, stdin)) {
@@ -1241,6 +1260,7 @@ int main(void) {
         somewhere(line);
         elsewhere(line);
         fuzzing_only(line);
+        unread(line);
     }
     return 0;
 }
@@ -1252,7 +1272,8 @@ int main(void) {
 /// of them does not have is flagged build-dependent in `alarms.json`, the last lines,
 /// the report and SARIF; one all of them have is not. One the shipped build does not
 /// have but the coverage build does is reported so flagged, reduced and reproduced on
-/// the coverage build; one that only trestle's fuzzing build has is not reported.
+/// the coverage build; one that only trestle's fuzzing build has is not reported. A
+/// crash of the same kind whose stack a build leaves unreadable reproduces there.
 #[test]
 fn an_alarm_names_the_builds_it_reproduces_on_and_one_some_lack_is_build_dependent() {
     let dir = tempfile::tempdir().unwrap();
@@ -1276,6 +1297,7 @@ fn an_alarm_names_the_builds_it_reproduces_on_and_one_some_lack_is_build_depende
             "-g",
             "-fprofile-instr-generate",
             "-fcoverage-mapping",
+            "-fno-stack-protector",
             "-DCHECKED",
         ])
         .arg(&src)
@@ -1358,6 +1380,17 @@ fn an_alarm_names_the_builds_it_reproduces_on_and_one_some_lack_is_build_depende
     for r in ["validation", "fuzzing", "coverage"] {
         assert_eq!(role(&every, r)["reproduces"], true, "{every}");
     }
+    let unread = by_function("unread");
+    for r in ["validation", "fuzzing", "coverage"] {
+        assert_eq!(role(&unread, r)["reproduces"], true, "{unread}");
+    }
+    assert!(
+        role(&unread, "coverage")["ended"]
+            .as_str()
+            .unwrap()
+            .contains("no frames"),
+        "{unread}"
+    );
     let some = by_function("somewhere");
     assert_eq!(role(&some, "validation")["reproduces"], true, "{some}");
     assert_eq!(role(&some, "fuzzing")["reproduces"], true, "{some}");
@@ -1414,6 +1447,7 @@ fn an_alarm_names_the_builds_it_reproduces_on_and_one_some_lack_is_build_depende
         "{log}"
     );
     assert!(!line("everywhere").contains("build-dependent"), "{log}");
+    assert!(!line("unread").contains("build-dependent"), "{log}");
     let summary = std::fs::read_to_string(
         out.join("alarms")
             .join(some["id"].as_str().unwrap())
