@@ -680,7 +680,6 @@ fn unit_sections(s: &mut String, c: &Campaign) {
 
 /// The report as one HTML page.
 pub fn html(r: &Report) -> String {
-    let md = markdown(r);
     let plot = svg_plot(
         &r.timeline,
         r.baseline.as_deref(),
@@ -690,85 +689,54 @@ pub fn html(r: &Report) -> String {
             "bridge (trestle run)"
         },
     );
+    page(&markdown(r), &plot)
+}
+
+/// The report's Markdown `md` as a page, with `plot` under its "Coverage over time"
+/// heading. Whatever looks like HTML in the Markdown (a test's input, a crash's
+/// stack) is shown as text, never taken as markup.
+fn page(md: &str, plot: &str) -> String {
+    use pulldown_cmark::{Event, Options, Parser, Tag, TagEnd};
+    let md: String = md
+        .lines()
+        .filter(|l| !l.starts_with("See `report.html`"))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    let mut heading: Option<String> = None;
+    let events = Parser::new_ext(&md, Options::ENABLE_TABLES).flat_map(|ev| {
+        let mut out = vec![];
+        match ev {
+            Event::Html(h) | Event::InlineHtml(h) => out.push(Event::Text(h)),
+            Event::Start(Tag::Heading { .. }) => {
+                heading = Some(String::new());
+                out.push(ev);
+            }
+            Event::End(TagEnd::Heading(_)) => {
+                let under = heading.take().is_some_and(|h| h == "Coverage over time");
+                out.push(ev);
+                if under {
+                    out.push(Event::Html(plot.to_owned().into()));
+                }
+            }
+            Event::Text(ref t) | Event::Code(ref t) => {
+                if let Some(h) = heading.as_mut() {
+                    h.push_str(t);
+                }
+                out.push(ev);
+            }
+            _ => out.push(ev),
+        }
+        out
+    });
     let mut body = String::new();
-    let mut in_code = false;
-    let mut in_table = false;
-    for line in md.lines() {
-        if line.starts_with("```") {
-            body += if in_code { "</pre>\n" } else { "<pre>" };
-            in_code = !in_code;
-            continue;
-        }
-        if in_code {
-            body += &esc(line);
-            body += "\n";
-            continue;
-        }
-        if line.starts_with('|') {
-            if line.starts_with("|---") {
-                continue;
-            }
-            if !in_table {
-                body += "<table>\n";
-                in_table = true;
-            }
-            let cells: Vec<&str> = line.trim_matches('|').split('|').collect();
-            body += "<tr>";
-            for c in cells {
-                let _ = write!(body, "<td>{}</td>", inline(c.trim()));
-            }
-            body += "</tr>\n";
-            continue;
-        } else if in_table {
-            body += "</table>\n";
-            in_table = false;
-        }
-        if let Some(h) = line.strip_prefix("### ") {
-            let _ = writeln!(body, "<h3>{}</h3>", inline(h));
-        } else if let Some(h) = line.strip_prefix("## ") {
-            let _ = writeln!(body, "<h2>{}</h2>", inline(h));
-            if h == "Coverage over time" {
-                body += &plot;
-            }
-        } else if let Some(h) = line.strip_prefix("# ") {
-            let _ = writeln!(body, "<h1>{}</h1>", inline(h));
-        } else if let Some(item) = line.strip_prefix("- ") {
-            let _ = writeln!(body, "<li>{}</li>", inline(item));
-        } else if line.chars().next().is_some_and(|c| c.is_ascii_digit()) && line.contains(". ") {
-            let _ = writeln!(
-                body,
-                "<li>{}</li>",
-                inline(line.split_once(". ").map_or(line, |x| x.1))
-            );
-        } else if !line.is_empty() && !line.starts_with("See `report.html`") {
-            let _ = writeln!(body, "<p>{}</p>", inline(line));
-        }
-    }
-    if in_table {
-        body += "</table>\n";
-    }
+    pulldown_cmark::html::push_html(&mut body, events);
     format!(
         "<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>trestle report</title>\n<style>\n\
          body {{ font-family: sans-serif; max-width: 960px; margin: 2em auto; color: #222; }}\n\
-         table {{ border-collapse: collapse; margin: 1em 0; }} td {{ border: 1px solid #ccc; padding: 4px 10px; }}\n\
+         table {{ border-collapse: collapse; margin: 1em 0; }} td, th {{ border: 1px solid #ccc; padding: 4px 10px; }}\n\
          pre {{ background: #f4f4f4; padding: 8px; overflow-x: auto; }} code {{ background: #f4f4f4; }}\n\
          </style></head><body>\n{body}</body></html>\n"
     )
-}
-
-fn inline(s: &str) -> String {
-    let e = esc(s);
-    let mut out = String::new();
-    let mut code = false;
-    for part in e.split('`') {
-        if code {
-            let _ = write!(out, "<code>{part}</code>");
-        } else {
-            out += &part.replace("**", "");
-        }
-        code = !code;
-    }
-    out
 }
 
 /// Run `trestle report`.
@@ -787,4 +755,37 @@ pub fn run(args: &Options) -> Result<()> {
     std::fs::write(&page, html(&r)).with_context(|| format!("cannot write {}", page.display()))?;
     eprintln!("wrote {} and {}", md.display(), page.display());
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::page;
+
+    #[test]
+    fn the_page_renders_tables_lists_and_code_and_shows_markup_in_inputs_as_text() {
+        let md = "# Campaign\n\nSee `report.html` for the plot.\n\n## Coverage over time\n\n\
+                  | program | edges |\n|---|---|\n| `sed` | **12** |\n\n## Alarms\n\n\
+                  - SIGSEGV in `f < g`\n- stdin <script>alert(1)</script>\n\n\
+                  ```\n<b>raw</b>\n```\n";
+        let html = page(md, "<svg id=\"plot\"></svg>");
+        assert!(!html.contains("See <code>report.html</code>"), "{html}");
+        let plot = html.find("<svg id=\"plot\">").expect("the plot");
+        let heading = html
+            .find("<h2>Coverage over time</h2>")
+            .expect("the heading");
+        let table = html.find("<table>").expect("a table");
+        assert!(heading < plot && plot < table, "{html}");
+        assert!(html.contains("<th>program</th>"), "{html}");
+        assert!(html.contains("<td><code>sed</code></td>"), "{html}");
+        assert!(html.contains("<strong>12</strong>"), "{html}");
+        assert!(
+            html.contains("<ul>") && html.contains("<li>SIGSEGV in <code>f &lt; g</code></li>"),
+            "{html}"
+        );
+        assert!(
+            !html.contains("<script>") && html.contains("&lt;script&gt;"),
+            "{html}"
+        );
+        assert!(html.contains("&lt;b&gt;raw&lt;/b&gt;"), "{html}");
+    }
 }
