@@ -204,7 +204,10 @@ fn crashes_hangs_exits_and_closed_descriptors_end_one_execution_only() {
     };
     assert_eq!(signal(run(&mut fs, b"crash", 5)), Some(libc::SIGSEGV));
     let t = Instant::now();
-    assert_eq!(run(&mut fs, b"hang", 1), RunEnd::Timeout);
+    assert!(
+        matches!(run(&mut fs, b"hang", 1), RunEnd::Timeout(_)),
+        "the hang is a timeout"
+    );
     assert!(
         t.elapsed() < Duration::from_secs(4),
         "the hang was killed at its limit: {:?}",

@@ -471,6 +471,56 @@ fn a_program_that_runs_out_of_memory_is_one_finding_and_a_failed_allocation_it_h
     );
 }
 
+/// A reader whose memory creeps up too slowly to reach the memory limit before the
+/// time limit stops it is out of memory all the same (it had over half the limit
+/// resident when stopped), named by where it was: not dropped as "hung once, then
+/// timeout", not a hang.
+#[test]
+fn a_memory_blow_up_the_clock_stops_first_is_out_of_memory() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let plain = d.join("creep");
+    ok(Command::new("clang-19")
+        .args(["-O2", "-g"])
+        .arg(subject("triage").join("creep.c"))
+        .arg("-o")
+        .arg(&plain));
+    let inputs = d.join("in");
+    std::fs::create_dir(&inputs).unwrap();
+    std::fs::write(inputs.join("oom-1"), b"Cq").unwrap();
+    std::fs::write(inputs.join("fine"), b"x").unwrap();
+    let out = d.join("triage");
+    let stdout = ok(&mut trestle(&[
+        &"triage",
+        &"--program",
+        &plain,
+        &"--out",
+        &out,
+        &"--timeout",
+        &"3s",
+        &"--memory-mb",
+        &"512",
+        &"--no-reduce",
+        &inputs,
+    ]));
+    let t = json(&out.join("triage.json"));
+    let groups = t["groups"].as_array().unwrap();
+    assert_eq!(groups.len(), 1, "{stdout}\n{t}");
+    assert!(
+        groups[0]["key"]
+            .as_str()
+            .unwrap()
+            .starts_with("out-of-memory@creep<main"),
+        "{t}"
+    );
+    let dropped = t["dropped"].as_array().unwrap();
+    assert_eq!(dropped.len(), 1, "{t}");
+    assert!(
+        dropped[0]["input"].as_str().unwrap().ends_with("fine"),
+        "{t}"
+    );
+}
+
 /// A crash that one build leaves without frames (it smashed its stack: the return
 /// goes to address 0) is named by another build the triage checks it on, which
 /// crashes the same way with them: the alarm is the function's, not `unknown`'s,

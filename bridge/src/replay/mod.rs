@@ -317,7 +317,7 @@ impl ReplayServer {
         };
         let status = match server.run(&req, timeout) {
             RunEnd::Ended(e) => RunStatus::from_wait(e.status as i32),
-            RunEnd::Timeout => RunStatus::TimedOut,
+            RunEnd::Timeout(_) => RunStatus::TimedOut,
             RunEnd::ServerDied => {
                 self.server = None;
                 self.deaths += 1;

@@ -81,8 +81,10 @@ fn mismatch(&seen: &u32) -> String {
 pub enum RunEnd {
     /// The child ended: its wait status and what it used.
     Ended(Ended),
-    /// It ran past the time limit and was killed.
-    Timeout,
+    /// It ran past the time limit and was killed: what it had used by then, when the
+    /// server reported its end (a blow-up stopped by the clock shows in its peak
+    /// memory).
+    Timeout(Option<Ended>),
     /// The server went away; the run's outcome is unknown.
     ServerDied,
 }
@@ -324,7 +326,7 @@ impl ForkServer {
             // ended (a crash) is said as it is, whenever it is read.
             let exited = libc::WIFEXITED(ended.status as i32);
             return if exited && Instant::now() > deadline {
-                RunEnd::Timeout
+                RunEnd::Timeout(Some(ended))
             } else {
                 RunEnd::Ended(ended)
             };
@@ -336,7 +338,7 @@ impl ForkServer {
             // SAFETY: the child leads its own process group.
             unsafe { libc::kill(-(pid as i32), libc::SIGXCPU) };
             match self.read_ended(grace) {
-                Ok(Some(_)) => return RunEnd::Timeout,
+                Ok(Some(ended)) => return RunEnd::Timeout(Some(ended)),
                 Ok(None) => {}
                 Err(_) => return RunEnd::ServerDied,
             }
@@ -347,7 +349,7 @@ impl ForkServer {
             return RunEnd::ServerDied;
         }
         match self.read_ended(PID_WAIT) {
-            Ok(Some(_)) => RunEnd::Timeout,
+            Ok(Some(ended)) => RunEnd::Timeout(Some(ended)),
             _ => RunEnd::ServerDied,
         }
     }

@@ -82,6 +82,10 @@ pub struct Ended {
     pub output_len: (u64, u64),
     /// Wall-clock time from start to end.
     pub wall: Duration,
+    /// After a timeout, the largest peak resident memory (KiB) of a process of the
+    /// run's tree just before it was killed: what it had grown to when the clock
+    /// stopped it (0 otherwise, or where /proc does not say).
+    pub peak_rss_kib: u64,
 }
 
 /// What to keep of a run's output.
@@ -116,7 +120,9 @@ pub fn run_to_end(
     let out = drain(child.stdout.take());
     let err = drain(child.stderr.take());
     let raw = child.wait_timeout(timeout)?;
+    let mut peak_rss_kib = 0;
     if raw.is_none() {
+        peak_rss_kib = tree_peak_rss_kib(child.id());
         // SAFETY: signalling the child's own process group.
         unsafe { libc::kill(-(child.id() as i32), libc::SIGKILL) };
         let _ = child.wait();
@@ -138,7 +144,48 @@ pub fn run_to_end(
         stderr,
         output_len: (stdout_len, stderr_len),
         wall,
+        peak_rss_kib,
     })
+}
+
+/// The largest `VmHWM` (peak resident memory, KiB) of `root` and the processes below
+/// it, from /proc; 0 when none can be read. A sandboxed run is bubblewrap, its
+/// `trestle-exec` and the program, each a child of the one before.
+fn tree_peak_rss_kib(root: u32) -> u64 {
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return 0;
+    };
+    let parents: Vec<(u32, u32)> = dir
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+        .filter_map(|pid| {
+            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+            // The command may hold spaces and parentheses: the fields start after the last ')'.
+            let ppid = stat
+                .rsplit_once(')')?
+                .1
+                .split_whitespace()
+                .nth(1)?
+                .parse()
+                .ok()?;
+            Some((pid, ppid))
+        })
+        .collect();
+    let mut tree = vec![root];
+    let mut i = 0;
+    while i < tree.len() {
+        let p = tree[i];
+        tree.extend(parents.iter().filter(|(_, pp)| *pp == p).map(|(c, _)| *c));
+        i += 1;
+    }
+    tree.iter()
+        .filter_map(|pid| {
+            let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+            let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
+            line.split_whitespace().nth(1)?.parse::<u64>().ok()
+        })
+        .max()
+        .unwrap_or(0)
 }
 
 /// Read a pipe to its end on a thread of its own, keeping the last [`OUTPUT_TAIL`]

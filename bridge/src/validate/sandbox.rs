@@ -506,7 +506,11 @@ impl Sandbox {
                     .with_context(|| format!("cannot write {}", dest.display()))?;
             }
         }
-        let max_rss_kib = report.field("maxrss ").unwrap_or(0).max(0) as u64;
+        let max_rss_kib = match report.field("maxrss ") {
+            Some(kib) => kib.max(0) as u64,
+            // Killed at the time limit before trestle-exec could say: what /proc said.
+            None => ended.peak_rss_kib,
+        };
         let cpu_ms = report.field("cpu_ms ").unwrap_or(0).max(0) as u64;
         let outcome = Outcome {
             status,
@@ -651,10 +655,23 @@ impl Sandbox {
         } else {
             Some(filter.signature(HANG.into(), Vec::new()))
         };
-        let memory = limit
+        // Stopped by the clock with over half the address-space limit resident: the
+        // blow-up a faster build, or a longer limit, ends at the memory limit (mawk's
+        // `$214748364` ran out of memory at 3 s on one build and was stopped at 2 s
+        // on another), named by where it was when stopped.
+        let blown_up =
+            stopped_in_time && !sanitizer && o.max_rss_kib * 1024 * 2 >= self.limits.memory;
+        let memory = if limit
             .as_deref()
             .is_some_and(|l| l.starts_with(MEMORY_LIMIT))
-            .then(|| filter.signature(OUT_OF_MEMORY.into(), failed_alloc.unwrap_or_default()));
+        {
+            Some(filter.signature(OUT_OF_MEMORY.into(), failed_alloc.unwrap_or_default()))
+        } else if blown_up {
+            let frames = hang.as_ref().map(|h| h.stack.clone()).unwrap_or_default();
+            Some(filter.signature(OUT_OF_MEMORY.into(), frames))
+        } else {
+            None
+        };
         let (stdout_bytes, stderr_bytes) = o.output_len;
         Ok(SandboxRun {
             status: o.status,

@@ -434,7 +434,7 @@ impl<OT> SysExecutor<OT> {
                     ExitKind::Ok
                 })
             }
-            RunEnd::Timeout => Some(ExitKind::Timeout),
+            RunEnd::Timeout(_) => Some(ExitKind::Timeout),
             RunEnd::ServerDied => {
                 self.server = None;
                 None

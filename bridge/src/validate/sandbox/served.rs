@@ -214,7 +214,11 @@ impl Served {
                     u64::from(e.cpu_ms),
                     u64::from(e.max_rss_kib),
                 ),
-                RunEnd::Timeout => (RunStatus::TimedOut, 0, 0),
+                RunEnd::Timeout(e) => (
+                    RunStatus::TimedOut,
+                    e.map_or(0, |e| u64::from(e.cpu_ms)),
+                    e.map_or(0, |e| u64::from(e.max_rss_kib)),
+                ),
                 RunEnd::ServerDied => {
                     self.server = None;
                     continue;
