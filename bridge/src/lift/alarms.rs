@@ -361,7 +361,8 @@ impl Lifter {
     /// build: the validation build first (whether it reproduced there, said by
     /// `not_on_validation`), then whether each reproduces (the same crash, see
     /// [`same_crash`], or a hang), twice before it counts as not. A crash of the same
-    /// class whose stack could not be read there counts as the same: nothing says
+    /// class whose stack could not be read there counts as the same, and so does a hang
+    /// for an out-of-memory alarm and the reverse ([`runaway`]): nothing says
     /// otherwise (mawk's `sprintf("%663163082.1f")` overruns the stack of the plain
     /// build's `do_printf`, and leaves the coverage and fuzzing builds without frames;
     /// calling that build-dependent sent the reader after undefined behaviour).
@@ -386,7 +387,8 @@ impl Lifter {
             for _ in 0..2 {
                 let run = sandbox.run(program, test, &[], &filter, None)?;
                 let found = finding_like(run.clone(), &entry.key)
-                    .filter(|sig| same_crash(sig, entry) || sig.frames.is_empty());
+                    .filter(|sig| same_crash(sig, entry) || sig.frames.is_empty())
+                    .or_else(|| runaway(&run, &entry.key));
                 ended = match (&found, &run.crash, &run.limit) {
                     (Some(sig), _, _) => sig.to_string(),
                     (None, Some(other), _) => other.to_string(),
@@ -819,6 +821,19 @@ fn same_crash(sig: &CrashSignature, entry: &AlarmEntry) -> bool {
     CrashSignature::keys_match(&sig.key(), &entry.key)
 }
 
+/// For an alarm of `key`'s class that is a hang or out of memory: how `run`, on another
+/// build, was stopped by the other of the two limits. The same runaway loop runs out of
+/// memory on a fast build and out of time on a slow one (mawk's `getline` loop filling
+/// an array: out of memory on the plain and fuzzing builds, at its CPU limit on the -O0
+/// coverage build); that is the build's speed, not a bug it lacks.
+fn runaway(run: &SandboxRun, key: &str) -> Option<CrashSignature> {
+    match key.split('@').next().unwrap_or_default() {
+        HANG => run.memory.clone(),
+        OUT_OF_MEMORY => run.hang.clone(),
+        _ => None,
+    }
+}
+
 /// What of `run` is a finding of the class of `key` ([`CrashSignature::key`]): a
 /// crash of that class, a hang, or running out of memory.
 fn finding_like(run: SandboxRun, key: &str) -> Option<CrashSignature> {
@@ -826,5 +841,55 @@ fn finding_like(run: SandboxRun, key: &str) -> Option<CrashSignature> {
         HANG => run.hang,
         OUT_OF_MEMORY => run.memory,
         class => run.crash.filter(|c| c.class() == class),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::system::systest::RunStatus;
+
+    fn stopped(hang: bool, memory: bool) -> SandboxRun {
+        let sig = |kind: &str| CrashSignature {
+            kind: kind.into(),
+            frames: vec!["grow".into()],
+            stack: Vec::new(),
+        };
+        SandboxRun {
+            status: RunStatus::TimedOut,
+            stdout: Vec::new(),
+            stderr: Vec::new(),
+            stdout_bytes: 0,
+            stderr_bytes: 0,
+            max_rss_kib: 0,
+            cpu_ms: 0,
+            wall: std::time::Duration::ZERO,
+            limit: None,
+            crash: None,
+            hang: hang.then(|| sig(HANG)),
+            memory: memory.then(|| sig(OUT_OF_MEMORY)),
+            forked: false,
+        }
+    }
+
+    #[test]
+    fn a_hang_and_running_out_of_memory_stand_for_each_other_on_another_build_only() {
+        let oom = "out-of-memory@grow:a.c:3|grow";
+        let hang = "hang@grow:a.c:3|grow";
+        assert!(
+            runaway(&stopped(true, false), oom).is_some(),
+            "a slow build's hang"
+        );
+        assert!(
+            runaway(&stopped(false, true), hang).is_some(),
+            "a fast build's blow-up"
+        );
+        assert!(runaway(&stopped(false, false), oom).is_none());
+        assert!(
+            runaway(&stopped(true, true), "memory@grow:a.c:3|grow").is_none(),
+            "a crash is not stood for"
+        );
+        // The class itself is finding_like's, not runaway's.
+        assert!(runaway(&stopped(false, true), oom).is_none());
     }
 }
