@@ -52,6 +52,10 @@ def triage_run(subj, rep, res, work, out, trestle, plain, reduce_time):
         return {"run": f"{subj} aflpp-{rep}", "missing": str(crash_dir)}
     truth = {c["file"]: label(c) for c in res.get("crashes", [])}
     files = sorted(p for p in crash_dir.glob("id:*"))
+    if not files:
+        # AFL++ found no crash in this run: nothing to triage, nothing to check.
+        return {"run": f"{subj} aflpp-{rep}", "crashes": 0, "reproduced": 0, "dropped": 0,
+                "unreproduced_by_truth": 0, "truths": [], "groups": [], "seconds": 0.0, "problems": []}
     run_out = out / subj / f"aflpp-{rep}"
     inputs = run_out / "inputs"
     inputs.mkdir(parents=True, exist_ok=True)
