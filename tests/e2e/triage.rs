@@ -5,7 +5,7 @@
 //! not hang; the plain build confirms the crashes and the hang.
 
 use serde_json::Value;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 use trestle_tests::*;
 
@@ -378,6 +378,23 @@ fn inputs_of_the_wrong_kind_and_programs_that_do_not_start_are_one_line_errors()
     );
 }
 
+/// The triage subject `name.c` built as shipped (clang-19 -O2 -g) in `d`, and `inputs`
+/// (file name, bytes) written to `d/in`: the program and the input directory.
+fn plain_build_and_inputs(d: &Path, name: &str, inputs: &[(&str, &[u8])]) -> (PathBuf, PathBuf) {
+    let plain = d.join(name);
+    ok(Command::new("clang-19")
+        .args(["-O2", "-g"])
+        .arg(subject("triage").join(format!("{name}.c")))
+        .arg("-o")
+        .arg(&plain));
+    let dir = d.join("in");
+    std::fs::create_dir(&dir).unwrap();
+    for (file, bytes) in inputs {
+        std::fs::write(dir.join(file), bytes).unwrap();
+    }
+    (plain, dir)
+}
+
 /// A reader that allocates until its memory runs out, and one that asks for far too
 /// much once and goes on with less: the first, from libFuzzer's `oom-*` and as a
 /// plain input file, is one out-of-memory finding named by where it allocates,
@@ -386,17 +403,11 @@ fn inputs_of_the_wrong_kind_and_programs_that_do_not_start_are_one_line_errors()
 fn a_program_that_runs_out_of_memory_is_one_finding_and_a_failed_allocation_it_handles_is_none() {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
-    let plain = d.join("grow");
-    ok(Command::new("clang-19")
-        .args(["-O2", "-g"])
-        .arg(subject("triage").join("grow.c"))
-        .arg("-o")
-        .arg(&plain));
-    let inputs = d.join("in");
-    std::fs::create_dir(&inputs).unwrap();
-    std::fs::write(inputs.join("oom-1"), b"Gxyz").unwrap();
-    std::fs::write(inputs.join("grows"), b"Gq").unwrap();
-    std::fs::write(inputs.join("crash-2"), b"S").unwrap();
+    let (plain, inputs) = plain_build_and_inputs(
+        d,
+        "grow",
+        &[("oom-1", b"Gxyz"), ("grows", b"Gq"), ("crash-2", b"S")],
+    );
     let out = d.join("triage");
     let stdout = ok(&mut trestle(&[
         &"triage",
@@ -479,16 +490,7 @@ fn a_program_that_runs_out_of_memory_is_one_finding_and_a_failed_allocation_it_h
 fn a_memory_blow_up_the_clock_stops_first_is_out_of_memory() {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
-    let plain = d.join("creep");
-    ok(Command::new("clang-19")
-        .args(["-O2", "-g"])
-        .arg(subject("triage").join("creep.c"))
-        .arg("-o")
-        .arg(&plain));
-    let inputs = d.join("in");
-    std::fs::create_dir(&inputs).unwrap();
-    std::fs::write(inputs.join("oom-1"), b"Cq").unwrap();
-    std::fs::write(inputs.join("fine"), b"x").unwrap();
+    let (plain, inputs) = plain_build_and_inputs(d, "creep", &[("oom-1", b"Cq"), ("fine", b"x")]);
     let out = d.join("triage");
     let stdout = ok(&mut trestle(&[
         &"triage",
