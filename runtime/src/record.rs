@@ -311,6 +311,12 @@ impl Runtime {
             self.stats.duplicates += 1;
             return;
         }
+        // Where standard input stood, for a replay to put it there: a program that
+        // reads it with `read(2)` reaches it through no `FILE` of the context. Not part
+        // of the key above, as the streams are not.
+        if let Some(at) = stdin_position(&context.fds, &streams) {
+            context.fds.push(at);
+        }
         context.streams = streams;
         self.fns[idx].carved += 1;
         self.stats.carved += 1;
@@ -601,5 +607,28 @@ fn this_stack() -> (usize, usize) {
         };
         s.set(Some(r));
         r
+    })
+}
+
+/// Standard input's read position as a descriptor entry (`path` `None`, `standard`
+/// 0): the bytes the program had consumed, those the C library's `stdin` read ahead
+/// and did not hand out yet not counted, since a replay's `stdin` starts empty.
+/// `None` when the program opened descriptor 0 itself or it cannot seek.
+fn stdin_position(
+    fds: &[trestle_abi::OpenFile],
+    streams: &[trestle_abi::StreamPos],
+) -> Option<trestle_abi::OpenFile> {
+    if fds.iter().any(|f| f.fd == 0) {
+        return None;
+    }
+    let s = streams.iter().find(|s| s.fd == 0 && s.path.is_none())?;
+    let offset = s.offset?.checked_sub(s.pending)?;
+    Some(trestle_abi::OpenFile {
+        extent: u32::MAX,
+        fd: 0,
+        offset: Some(offset),
+        path: None,
+        flags: -1,
+        standard: Some(0),
     })
 }

@@ -358,6 +358,9 @@ pub(crate) fn restore(rt: &mut crate::Runtime, ctx: &Context) -> Result<Vec<usiz
     }
     for of in &ctx.fds {
         reopen(of)?;
+        if of.path.is_none() {
+            continue; // standard input's position
+        }
         rt.fds.insert(
             of.fd,
             crate::files::FdInfo {
@@ -401,6 +404,23 @@ fn standard_stream_home(ctx: &Context, i: usize, len: u64) -> Option<usize> {
     (len as usize == crate::files::STD_FILE_SIZE).then_some(fp as usize)
 }
 
+/// Make the missing directories above the relative path `path` inside the working
+/// directory (never above it: no `..`). True if any was made.
+fn make_parents(path: &str) -> bool {
+    let p = std::path::Path::new(path);
+    let Some(parent) = p.parent().filter(|d| !d.as_os_str().is_empty()) else {
+        return false;
+    };
+    let inside = p.is_relative()
+        && parent.components().all(|c| {
+            matches!(
+                c,
+                std::path::Component::Normal(_) | std::path::Component::CurDir
+            )
+        });
+    inside && !parent.exists() && std::fs::create_dir_all(parent).is_ok()
+}
+
 /// Give the restored `FILE` an open descriptor like the one it had: the same file,
 /// at the same offset, under the same number.
 fn reopen(of: &trestle_abi::OpenFile) -> Result<(), String> {
@@ -414,7 +434,12 @@ fn reopen(of: &trestle_abi::OpenFile) -> Result<(), String> {
             } else {
                 of.flags & !libc::O_TRUNC
             };
-            let fd = libc::open(c.as_ptr(), flags | libc::O_CLOEXEC, 0o644);
+            let mut fd = libc::open(c.as_ptr(), flags | libc::O_CLOEXEC, 0o644);
+            if fd < 0 && flags & libc::O_CREAT != 0 && make_parents(path) {
+                // A file the run created in a directory it had created too (cpio
+                // extracting `docs/readme.txt`): the replay's directory lacks it.
+                fd = libc::open(c.as_ptr(), flags | libc::O_CLOEXEC, 0o644);
+            }
             if fd < 0 {
                 // The file is gone (a temporary, say): the stream reads as closed.
                 return Ok(());

@@ -2092,3 +2092,72 @@ fn a_unit_that_hangs_in_a_forked_replay_is_not_started_again() {
     // the server's start is the only one but the constructor's own replays.
     assert_eq!(started, 1 + of_constructor, "{served:#}");
 }
+
+/// An archive reader in the shape of cpio's: it reads standard input with `read(2)`,
+/// a header line at a time, and writes each member into a directory it creates,
+/// setting the file's mode through the descriptor it still holds.
+const RAW_EXTRACT: &str = r#"
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+/* One header of 16 bytes: the member's name, NUL-padded. */
+__attribute__((noinline)) static long read_header(int fd, char *name) {
+    long n = read(fd, name, 16);
+    name[15] = 0;
+    return n;
+}
+__attribute__((noinline)) static int set_mode(int fd, int mode) {
+    return fchmod(fd, mode);
+}
+__attribute__((noinline)) static int extract(const char *name) {
+    char dir[16];
+    strcpy(dir, name);
+    char *slash = strchr(dir, '/');
+    if (slash) {
+        *slash = 0;
+        mkdir(dir, 0755);
+    }
+    int fd = open(name, O_CREAT | O_WRONLY, 0600);
+    if (fd < 0) return -1;
+    write(fd, name, strlen(name));
+    int r = set_mode(fd, 0644);
+    close(fd);
+    return r;
+}
+int main(void) {
+    char name[16];
+    int bad = 0;
+    while (read_header(0, name) == 16) bad += extract(name) != 0;
+    printf("%d\n", bad);
+    return 0;
+}
+"#;
+
+#[test]
+fn a_raw_read_of_stdin_resumes_where_it_stood_and_a_file_in_a_made_directory_is_reopened() {
+    let members: String = ["out/first.txt", "out/second.txt", "out/third.txt"]
+        .iter()
+        .map(|m| format!("{m:\0<16}"))
+        .collect();
+    let (summary, index, _dir) = carve_c(
+        "rawextract",
+        RAW_EXTRACT,
+        &[("three", json!({"args": [], "stdin": members}))],
+    );
+    // Three headers read and a fourth read at the end: each from another offset.
+    assert!(units_of(&index, "read_header") >= 3, "{index:#}");
+    assert!(units_of(&index, "set_mode") >= 1, "{index:#}");
+    // Without the position of descriptor 0, every replay of read_header read the
+    // first header (and the last one found 16 bytes, not 0); without the directory,
+    // set_mode's descriptor was not open and fchmod failed.
+    let bad = unfaithful(&summary);
+    assert!(bad.is_empty(), "{bad:#?}");
+    assert_eq!(
+        summary["faithful"].as_u64(),
+        summary["units"].as_u64(),
+        "{summary:#}"
+    );
+}

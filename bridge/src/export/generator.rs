@@ -455,13 +455,22 @@ impl<'a> Gen<'a> {
                 Some(path) => {
                     let _ = writeln!(self.setup, "    reopen({});", reopen_args(f, path));
                 }
-                None => {
-                    let _ = writeln!(
-                        self.setup,
-                        "    /* descriptor {} was open, with no known path */",
-                        f.fd
-                    );
-                }
+                None => match (f.standard, f.offset) {
+                    (Some(_), Some(off)) => {
+                        let _ = writeln!(
+                            self.setup,
+                            "    lseek({}, {off}, SEEK_SET); /* where the recording had read to */",
+                            f.fd
+                        );
+                    }
+                    _ => {
+                        let _ = writeln!(
+                            self.setup,
+                            "    /* descriptor {} was open, with no known path */",
+                            f.fd
+                        );
+                    }
+                },
             }
         }
     }
