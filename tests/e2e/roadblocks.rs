@@ -251,6 +251,12 @@ fn a_bridge_campaign_fuzzes_units_at_the_system_fuzzers_roadblock() {
         "check",
         &json!({ "stdin": "mode 4\nset 1\nset 2\nset 2\ncheck hello 5\ncheck world 2\n" }),
     );
+    // A seed that only sets the mode: a `main` unit carved from it (or from a queue
+    // entry like it) carries the mode's digit where the probe changes single bytes,
+    // so the mode's gate, which promises more code than the checksum, may have a
+    // unit deciding it and take the first slice. The checksum must still get its
+    // slice within the budget.
+    write_test(&seeds, "mode", &json!({ "stdin": "mode 4\n" }));
     let out = dir.path().join("bridge");
     let o = run(&mut trestle(&[
         &"run",
@@ -259,7 +265,7 @@ fn a_bridge_campaign_fuzzes_units_at_the_system_fuzzers_roadblock() {
         &"--seeds",
         &seeds,
         &"--time",
-        &"40s",
+        &"75s",
         &"--out",
         &out,
         &"--plain",
@@ -287,33 +293,40 @@ fn a_bridge_campaign_fuzzes_units_at_the_system_fuzzers_roadblock() {
         c["roadblocks"]
     );
     // The mode's gate promises more code than the checksum, and the input moves what
-    // it compares, but no parameter of a `check` unit does: probed, passed over,
-    // never fuzzed.
+    // it compares, but no parameter of a `check` unit does: those are probed and
+    // passed over. A unit is fuzzed there only if a probe found one of a caller
+    // (`main`, its stream carrying the mode's digit) deciding it.
     let config = format!("gate.c:{}", line_of("CONFIG"));
     assert!(
         rows.iter().any(|r| r["line"] == line_of("CONFIG")),
         "the mode's gate is a roadblock: {listed}"
     );
     let probes = c["roadblocks"]["probes"].as_array().unwrap();
-    let probed_config: Vec<&Value> = probes
+    let probed_config = |function: &str| -> Vec<&Value> {
+        probes
+            .iter()
+            .filter(|p| {
+                p["function"] == function
+                    && p["location"].as_str().is_some_and(|l| l.ends_with(&config))
+            })
+            .collect()
+    };
+    let checks = probed_config("check");
+    assert!(
+        !checks.is_empty()
+            && checks
+                .iter()
+                .all(|p| p["worth"] == false
+                    && p["verdict"].as_str().unwrap().contains("do not change")),
+        "the mode's gate was not probed with check units, or one passed: {probes:#?}"
+    );
+    let fuzzed_at_config = attempts
         .iter()
-        .filter(|p| p["location"].as_str().is_some_and(|l| l.ends_with(&config)))
-        .collect();
-    assert!(
-        !probed_config.is_empty() && probed_config.iter().all(|p| p["worth"] == false),
-        "the mode's gate was not probed, or passed: {probes:#?}"
-    );
-    assert!(
-        probed_config
-            .iter()
-            .any(|p| p["verdict"].as_str().unwrap().contains("do not change")),
-        "{probed_config:#?}"
-    );
-    assert!(
-        !attempts
-            .iter()
-            .any(|a| a["location"].as_str().is_some_and(|l| l.ends_with(&config))),
-        "fuzzed at a gate its parameters do not decide: {attempts:#?}"
+        .any(|a| a["location"].as_str().is_some_and(|l| l.ends_with(&config)));
+    assert_eq!(
+        fuzzed_at_config,
+        probed_config("main").iter().any(|p| p["worth"] == true),
+        "fuzzed at the mode's gate unless a main unit was found deciding it: {probes:#?}\n{attempts:#?}"
     );
     // The system fuzzer's tracing runs saw the checksum and the mode change with the
     // input, and the level never: the level's gate, though it promises the most code,
