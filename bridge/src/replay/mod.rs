@@ -12,7 +12,7 @@ use serde::Serialize;
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use trestle_abi::context::{
     diff_graphs, diff_outcomes_after, diff_outcomes_named, GlobalNames, Unstable,
@@ -340,14 +340,25 @@ fn read_tail(path: &Path) -> Vec<u8> {
 }
 
 /// Run `trestle replay`. Returns the summary (printed too).
+///
+/// Units are read by the replay threads as they go, never held together: a
+/// captured testsuite's 120,000 units took 5 GiB and a serial 23 s to read up
+/// front.
 pub fn run(opts: &Options) -> Result<ReplaySummary> {
-    let (units, names) = load_units(opts)?;
+    let files = unit_files(&opts.units)?;
+    let jobs = opts
+        .jobs
+        .unwrap_or_else(|| {
+            std::thread::available_parallelism()
+                .map(|n| n.get())
+                .unwrap_or(1)
+        })
+        .max(1);
     let twins = match &opts.twin {
-        Some(dir) => Some(twin_outcomes(dir, &units)?),
+        Some(dir) => Some(twin_files(dir, &files, jobs)?),
         None => None,
     };
-    let results = replay_all(opts, &units, &names, twins.as_deref());
-    let twinned = twins.iter().flatten().filter(|t| t.is_some()).count();
+    let (results, twinned) = replay_all(opts, &files, jobs, twins.as_deref())?;
     if let (Some(dir), 0) = (&opts.twin, twinned) {
         eprintln!("trestle replay: --twin {}: no unit was paired with the same call there (recorded from other tests?)", dir.display());
     }
@@ -367,44 +378,69 @@ fn program_of(opts: &Options, u: &Unit) -> PathBuf {
         .unwrap_or_else(|| PathBuf::from(&u.provenance.program))
 }
 
-/// Read every unit and check every program once, up front: a unit from another
-/// binary is an error naming the unit, not a failed replay. Returns the units and
-/// the names of the globals of each program they replay in.
-fn load_units(opts: &Options) -> Result<(Vec<(PathBuf, Unit)>, ProgramNames)> {
-    let mut units = Vec::new();
-    for f in unit_files(&opts.units)? {
-        let u = read_unit(&f)?;
-        units.push((f, u));
-    }
-    let mut binaries: HashMap<PathBuf, Binary> = HashMap::new();
-    for (f, u) in &units {
+/// The programs the units replay in, each loaded once, when the first unit names
+/// it.
+#[derive(Default)]
+struct Programs(Mutex<HashMap<PathBuf, Arc<Binary>>>);
+
+impl Programs {
+    /// The program `u` (read from `f`) replays in, once it is checked to be the
+    /// binary `u` was carved from: a unit from another binary is an error naming the
+    /// unit, not a failed replay.
+    fn of(&self, opts: &Options, f: &Path, u: &Unit) -> Result<Arc<Binary>> {
         let prog = program_of(opts, u);
-        if !binaries.contains_key(&prog) {
-            let b = Binary::load(&prog).with_context(|| format!("replaying {}", f.display()))?;
-            binaries.insert(prog.clone(), b);
-        }
-        let b = &binaries[&prog];
-        if b.id != u.binary_id {
-            anyhow::bail!(
-                "unit {} was carved from another binary (id {:016x}); {} is {:016x}",
-                f.display(),
-                u.binary_id,
-                prog.display(),
-                b.id
-            );
-        }
+        let mut loaded = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        let b = match loaded.get(&prog) {
+            Some(b) => b.clone(),
+            None => {
+                let b = Arc::new(
+                    Binary::load(&prog).with_context(|| format!("replaying {}", f.display()))?,
+                );
+                loaded.insert(prog, b.clone());
+                b
+            }
+        };
+        drop(loaded);
+        b.check_unit(u, f)?;
+        Ok(b)
     }
-    Ok((
-        units,
-        binaries
-            .into_iter()
-            .map(|(p, b)| (p, b.global_names))
-            .collect(),
-    ))
 }
 
-/// Global names by program.
-type ProgramNames = HashMap<PathBuf, GlobalNames>;
+/// `f` applied to every file on `jobs` threads, the results in the files' order;
+/// the error of the first file (in that order) that fails, if any does. `f` is
+/// given the thread's number (below `jobs`), the file's index and the file.
+fn map_files<T: Send>(
+    files: &[PathBuf],
+    jobs: usize,
+    f: impl Fn(usize, usize, &Path) -> Result<T> + Sync,
+) -> Result<Vec<T>> {
+    let next = AtomicUsize::new(0);
+    let out: Mutex<Vec<Option<Result<T>>>> = Mutex::new((0..files.len()).map(|_| None).collect());
+    std::thread::scope(|s| {
+        for worker in 0..jobs {
+            let (f, next, out) = (&f, &next, &out);
+            s.spawn(move || loop {
+                let i = next.fetch_add(1, Ordering::SeqCst);
+                let Some(file) = files.get(i) else { break };
+                let r = f(worker, i, file);
+                let failed = r.is_err();
+                out.lock().unwrap_or_else(|e| e.into_inner())[i] = Some(r);
+                if failed {
+                    // Later files are not needed: the first failure is reported.
+                    next.fetch_max(files.len(), Ordering::SeqCst);
+                }
+            });
+        }
+    });
+    let mut done = Vec::with_capacity(files.len());
+    for r in out.into_inner().unwrap_or_else(|e| e.into_inner()) {
+        match r {
+            Some(r) => done.push(r?),
+            None => unreachable!("a file is left only after an earlier one failed"),
+        }
+    }
+    Ok(done)
+}
 
 /// What pairs a unit with the same call in a second recording: the system test, the
 /// process (by its rank among the test's processes, pids differ), the function and
@@ -461,115 +497,103 @@ fn same_context(a: &trestle_abi::context::Context, b: &trestle_abi::context::Con
         && diff_graphs(&a.graph, &b.graph).is_none()
 }
 
-/// For each of `units`, what its recording and the twin recording's same call
-/// disagree on (`Err`: they ended differently), or `None` without a twin from the
-/// same context. The twin set is read twice, a unit at a time (its call sites,
-/// then each unit against its pair), never held whole: it is as large as `units`.
-fn twin_outcomes(
-    dir: &Path,
-    units: &[(PathBuf, Unit)],
-) -> Result<Vec<Option<Result<Unstable, String>>>> {
-    let files = unit_files(dir).with_context(|| format!("--twin {}", dir.display()))?;
-    let read = |f: &Path| read_unit(f).with_context(|| format!("--twin {}", dir.display()));
-    let mut sites = Vec::with_capacity(files.len());
-    for f in &files {
-        let t = read(f)?;
-        if let Some((first, u)) = units.first() {
-            if t.binary_id != u.binary_id {
-                anyhow::bail!(
-                    "--twin {}: {} was carved from another binary than {}",
-                    dir.display(),
-                    f.display(),
-                    first.display()
-                );
-            }
+/// For each unit file, the unit of the twin set (`dir`) recorded at the same call
+/// site, if one is. Both sets are read once here for their call sites only, on
+/// `jobs` threads; the pairs are compared as they are replayed ([`twin_of`]).
+fn twin_files(dir: &Path, files: &[PathBuf], jobs: usize) -> Result<Vec<Option<PathBuf>>> {
+    let twins = unit_files(dir).with_context(|| format!("--twin {}", dir.display()))?;
+    let site_of = |f: &Path| read_unit(f).map(|u| (u.binary_id, call_site(&u)));
+    let own = map_files(files, jobs, |_, _, f| site_of(f))?;
+    let theirs = map_files(&twins, jobs, |_, _, f| {
+        site_of(f).with_context(|| format!("--twin {}", dir.display()))
+    })?;
+    if let (Some((id, _)), Some(first)) = (own.first(), files.first()) {
+        if let Some(i) = theirs.iter().position(|(t, _)| t != id) {
+            anyhow::bail!(
+                "--twin {}: {} was carved from another binary than {}",
+                dir.display(),
+                twins[i].display(),
+                first.display()
+            );
         }
-        sites.push(call_site(&t));
     }
-    let own: Vec<CallSite> = units.iter().map(|(_, u)| call_site(u)).collect();
+    let own: Vec<CallSite> = own.into_iter().map(|(_, s)| s).collect();
+    let theirs: Vec<CallSite> = theirs.into_iter().map(|(_, s)| s).collect();
     let by_key: HashMap<CallKey, usize> = call_keys(&own)
         .into_iter()
         .enumerate()
         .filter_map(|(i, k)| Some((k?, i)))
         .collect();
-    let mut out: Vec<Option<Result<Unstable, String>>> = vec![None; units.len()];
-    for (f, k) in files.iter().zip(call_keys(&sites)) {
-        let Some(&i) = k.as_ref().and_then(|k| by_key.get(k)) else {
-            continue;
-        };
-        let (twin, u) = (read(f)?, &units[i].1);
-        // From another context (a salt an earlier call drew, say) the call may
-        // differ by that alone: no evidence of what it takes from outside.
-        if !same_context(&u.context, &twin.context) {
-            continue;
+    let mut out = vec![None; files.len()];
+    for (f, k) in twins.iter().zip(call_keys(&theirs)) {
+        if let Some(&i) = k.as_ref().and_then(|k| by_key.get(k)) {
+            out[i] = Some(f.clone());
         }
-        out[i] = Some(match (&u.expected, &twin.expected) {
-            (Some(a), Some(b)) => Unstable::between_recordings(a, b),
-            _ => Ok(Unstable::default()),
-        });
     }
     Ok(out)
 }
 
-/// Replay `units` on `--jobs` threads (each replay is a process of its own).
+/// What the recording of `u` and its twin (the unit file `twin`, of the set `dir`)
+/// disagree on (`Err`: they ended differently); `None` when the twin started from
+/// another context.
+fn twin_of(dir: &Path, twin: &Path, u: &Unit) -> Result<Option<Result<Unstable, String>>> {
+    let t = read_unit(twin).with_context(|| format!("--twin {}", dir.display()))?;
+    // From another context (a salt an earlier call drew, say) the call may differ
+    // by that alone: no evidence of what it takes from outside.
+    if !same_context(&u.context, &t.context) {
+        return Ok(None);
+    }
+    Ok(Some(match (&u.expected, &t.expected) {
+        (Some(a), Some(b)) => Unstable::between_recordings(a, b),
+        _ => Ok(Unstable::default()),
+    }))
+}
+
+/// Replay the unit `files` on `jobs` threads (each replay is a process of its
+/// own), each paired with its twin where `twins` names one. Returns the replays, in
+/// the files' order, and how many were compared with a twin; or the first error
+/// that stops the run (a unit that cannot be read, or is of another binary).
 fn replay_all(
     opts: &Options,
-    units: &[(PathBuf, Unit)],
-    names: &ProgramNames,
-    twins: Option<&[Option<Result<Unstable, String>>]>,
-) -> Vec<UnitReplay> {
-    let jobs = opts
-        .jobs
-        .unwrap_or_else(|| {
-            std::thread::available_parallelism()
-                .map(|n| n.get())
-                .unwrap_or(1)
-        })
-        .max(1);
-    let next = AtomicUsize::new(0);
+    files: &[PathBuf],
+    jobs: usize,
+    twins: Option<&[Option<PathBuf>]>,
+) -> Result<(Vec<UnitReplay>, usize)> {
+    let programs = Programs::default();
     let done = AtomicUsize::new(0);
-    let results: Mutex<Vec<Option<UnitReplay>>> = Mutex::new(vec![None; units.len()]);
-    let total = units.len();
-    std::thread::scope(|s| {
-        for _ in 0..jobs {
-            s.spawn(|| {
-                let mut server: Option<ReplayServer> = None;
-                loop {
-                    let i = next.fetch_add(1, Ordering::SeqCst);
-                    let Some((f, u)) = units.get(i) else { break };
-                    let no_names = GlobalNames::new();
-                    let twin = twins.and_then(|t| t[i].as_ref());
-                    let program = program_of(opts, u);
-                    if opts.forkserver && server.as_ref().is_none_or(|s| s.program != program) {
-                        server = ReplayServer::new(&program)
-                            .map_err(|e| eprintln!("trestle replay: no forkserver: {e}"))
-                            .ok();
-                    }
-                    let r = replay_one(
-                        opts,
-                        f,
-                        u,
-                        server.as_mut(),
-                        names.get(&program).unwrap_or(&no_names),
-                        twin,
-                    );
-                    results
-                        .lock()
-                        .expect("no replay thread panics holding the lock")[i] = Some(r);
-                    let d = done.fetch_add(1, Ordering::SeqCst) + 1;
-                    if !opts.json && (d.is_multiple_of(50) || d == total) {
-                        eprintln!("replayed {d}/{total}");
-                    }
-                }
-            });
+    let twinned = AtomicUsize::new(0);
+    let total = files.len();
+    let servers: Vec<Mutex<Option<ReplayServer>>> = (0..jobs).map(|_| Mutex::new(None)).collect();
+    let results = map_files(files, jobs, |worker, i, f| {
+        let u = read_unit(f)?;
+        let binary = programs.of(opts, f, &u)?;
+        let twin = match (&opts.twin, twins.and_then(|t| t[i].as_ref())) {
+            (Some(dir), Some(t)) => twin_of(dir, t, &u)?,
+            _ => None,
+        };
+        twinned.fetch_add(usize::from(twin.is_some()), Ordering::SeqCst);
+        // Each thread keeps the forkserver of the program it replayed in last.
+        let mut server = servers[worker].lock().unwrap_or_else(|e| e.into_inner());
+        if opts.forkserver && server.as_ref().is_none_or(|s| s.program != binary.path) {
+            *server = ReplayServer::new(&binary.path)
+                .map_err(|e| eprintln!("trestle replay: no forkserver: {e}"))
+                .ok();
         }
-    });
-    results
-        .into_inner()
-        .expect("no replay thread panics holding the lock")
-        .into_iter()
-        .flatten()
-        .collect()
+        let r = replay_one(
+            opts,
+            f,
+            &u,
+            server.as_mut(),
+            &binary.global_names,
+            twin.as_ref(),
+        );
+        let d = done.fetch_add(1, Ordering::SeqCst) + 1;
+        if !opts.json && (d.is_multiple_of(50) || d == total) {
+            eprintln!("replayed {d}/{total}");
+        }
+        Ok(r)
+    })?;
+    Ok((results, twinned.into_inner()))
 }
 
 /// Replay one unit and judge it against its recorded outcome, leaving out what
