@@ -898,3 +898,37 @@ fn print_table(s: &ReplaySummary, verbose: bool) {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn files(n: usize) -> Vec<PathBuf> {
+        (0..n).map(|i| PathBuf::from(format!("u{i:03}"))).collect()
+    }
+
+    #[test]
+    fn files_are_mapped_in_their_order_on_every_thread() {
+        let fs = files(200);
+        let out = map_files(&fs, 3, |worker, i, f| {
+            assert!(worker < 3);
+            Ok((i, f.to_owned()))
+        })
+        .unwrap();
+        let want: Vec<(usize, PathBuf)> = fs.iter().cloned().enumerate().collect();
+        assert_eq!(out, want);
+    }
+
+    #[test]
+    fn the_first_failing_file_in_order_is_the_error() {
+        let fs = files(100);
+        let err = map_files(&fs, 2, |_, i, f| {
+            if i == 40 || i == 41 || i == 90 {
+                anyhow::bail!("cannot read {}", f.display())
+            }
+            Ok(i)
+        })
+        .unwrap_err();
+        assert_eq!(err.to_string(), "cannot read u040");
+    }
+}
