@@ -30,6 +30,7 @@ pub mod files;
 pub mod forkserver;
 pub mod fuzz;
 pub mod inproc;
+pub mod libc_heap;
 pub mod mappings;
 mod probe;
 pub mod process;

@@ -173,19 +173,23 @@ impl Runtime {
     }
 
     /// Walk the memory reachable from `args` (as passed to the function at `fn_idx`),
-    /// `ret` (when it is a pointer) and the function's root globals.
+    /// `ret` (when it is a pointer) and the function's root globals; `after` the call,
+    /// the C library's own blocks are pointer targets only (see
+    /// [`Walker::libc_blocks_opaque`]).
     fn walk(
         &mut self,
         fn_idx: usize,
         args: &[u64],
         ret: Option<u64>,
         stack_cutoff: u64,
+        after: bool,
     ) -> (Vec<Value>, Value, Graph, Vec<trestle_abi::StreamPos>) {
         let roots = self.roots(fn_idx);
         files::refresh_buffers(&mut self.files, &mut self.extents);
         let meta = &self.program.functions[fn_idx];
-        let mut w =
-            Walker::new(&self.extents, stack_cutoff, self.config.limits).with_files(&self.files);
+        let mut w = Walker::new(&self.extents, stack_cutoff, self.config.limits)
+            .with_files(&self.files)
+            .libc_blocks_opaque(after);
         let argv = args
             .iter()
             .zip(&meta.params)
@@ -220,7 +224,7 @@ impl Runtime {
             _ => None,
         };
         self.extents.set_return_copy(aggregate);
-        let (_, ret, graph, streams) = self.walk(frame.fn_idx, &frame.args, ret, frame.stack_seq);
+        let (_, ret, graph, streams) = self.walk(frame.fn_idx, &frame.args, ret, frame.stack_seq, true);
         self.extents.set_return_copy(None);
         if graph.partial {
             self.stats.partial += 1;
@@ -290,7 +294,7 @@ impl Runtime {
                 self.extents.insert_stack(*a as usize, size as usize);
             }
         }
-        let (argv, _, graph, streams) = self.walk(idx, &args, None, u64::MAX);
+        let (argv, _, graph, streams) = self.walk(idx, &args, None, u64::MAX, false);
         let partial = graph.partial;
         let fds = files::open_fds(&self.fds);
         let mut context = Context {
@@ -549,22 +553,8 @@ fn unknown_memory_argument(
             && (0x10000..0x8000_0000_0000).contains(&v)
             && !in_loaded_object(v as usize)
             && !on_this_stack(v as usize)
-            && !in_brk_heap(v as usize)
+            && !crate::libc_heap::in_brk_heap(v as usize)
     })
-}
-
-/// Whether `addr` is in the C library's main heap (from where `/proc/self/maps` says
-/// it starts, read once, to the current break).
-fn in_brk_heap(addr: usize) -> bool {
-    static START: std::sync::OnceLock<Option<usize>> = std::sync::OnceLock::new();
-    let start = START.get_or_init(|| {
-        let maps = std::fs::read_to_string("/proc/self/maps").ok()?;
-        let line = maps.lines().find(|l| l.ends_with("[heap]"))?;
-        usize::from_str_radix(line.split('-').next()?, 16).ok()
-    });
-    // SAFETY: sbrk(0) only reads the current break.
-    let top = unsafe { libc::sbrk(0) } as usize;
-    start.is_some_and(|s| (s..top).contains(&addr))
 }
 
 fn in_loaded_object(addr: usize) -> bool {

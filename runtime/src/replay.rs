@@ -325,6 +325,18 @@ pub(crate) fn restore(rt: &mut crate::Runtime, ctx: &Context) -> Result<Vec<usiz
                 }
                 start
             }
+            // The C library's own block from its own allocator, which may grow or
+            // free it during the call as in the recording (`re_search` adds states
+            // to a compiled pattern). In-process fuzzing takes it from the arena: a
+            // block malloc'd every execution would pile up.
+            (None, ExtentKind::LibcHeap) if !crate::unit_heap::active() => {
+                // SAFETY: plain malloc; its result is checked.
+                let p = unsafe { libc::malloc(e.len.max(1) as usize) };
+                if p.is_null() {
+                    return Err(format!("cannot allocate {} bytes", e.len));
+                }
+                p as usize
+            }
             (None, kind) => {
                 let align = (e.align as usize).clamp(16, 4096);
                 // A gap before each block, as the allocator's chunk header is: a

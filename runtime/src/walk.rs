@@ -7,7 +7,7 @@
 
 use crate::extents::{ExtentMap, Found};
 use crate::files::FileTable;
-use std::collections::{HashMap, VecDeque};
+use std::collections::{BTreeMap, HashMap, VecDeque};
 use trestle_abi::context::Graph;
 use trestle_abi::{Extent, ExtentKind, OpenFile, PtrSlot, StreamPos, Value};
 
@@ -46,6 +46,10 @@ pub struct Walker<'a> {
     file_table: Option<&'a FileTable>,
     files: Vec<OpenFile>,
     streams: Vec<StreamPos>,
+    /// Blocks of the C library's own met so far, by start: their lengths.
+    libc_blocks: BTreeMap<usize, usize>,
+    /// Those blocks are pointer targets only: neither copied nor followed.
+    libc_opaque: bool,
 }
 
 impl<'a> Walker<'a> {
@@ -65,12 +69,25 @@ impl<'a> Walker<'a> {
             file_table: None,
             streams: Vec::new(),
             files: Vec::new(),
+            libc_blocks: BTreeMap::new(),
+            libc_opaque: false,
         }
     }
 
     /// Describe the open file behind each `FILE` extent met, from `table`.
     pub fn with_files(mut self, table: &'a FileTable) -> Self {
         self.file_table = Some(table);
+        self
+    }
+
+    /// Keep the C library's own blocks as pointer targets only, their bytes neither
+    /// copied nor followed: for the memory after a call. Before it they are copied
+    /// whole, for a replay to restore the automaton a `regexec` runs; after it they
+    /// hold the C library's private scratch (states it added, blocks it took from
+    /// its free lists with a former user's bytes), no more the program's result than
+    /// a `FILE`'s private fields are.
+    pub fn libc_blocks_opaque(mut self, opaque: bool) -> Self {
+        self.libc_opaque = opaque;
         self
     }
 
@@ -94,7 +111,38 @@ impl<'a> Walker<'a> {
         if let Some(id) = self.map.func_at(addr) {
             return Value::Func { id, offset: 0 };
         }
+        if let Some(f) = self.libc_block(addr) {
+            if let Some(idx) = self.visit(f) {
+                return Value::Ptr {
+                    extent: idx,
+                    offset: (addr - f.start) as u64,
+                };
+            }
+        }
         Value::Bits(word)
+    }
+
+    /// The block of the C library's own that `addr` points into: one met before in
+    /// this walk that holds it, or one starting there ([`crate::libc_heap::block_at`]).
+    /// An address in the middle of a block no pointer to its start came before stays
+    /// plain bits, alike in a recording and its replay (the walk's order is the same).
+    fn libc_block(&mut self, addr: usize) -> Option<Found> {
+        if let Some((&start, &len)) = self.libc_blocks.range(..=addr).next_back() {
+            if addr < start + len {
+                return Some(Found {
+                    start,
+                    len,
+                    kind: ExtentKind::LibcHeap,
+                });
+            }
+        }
+        let len = crate::libc_heap::block_at(addr)?;
+        self.libc_blocks.insert(addr, len);
+        Some(Found {
+            start: addr,
+            len,
+            kind: ExtentKind::LibcHeap,
+        })
     }
 
     /// Visit the global `id` as a root.
@@ -140,8 +188,10 @@ impl<'a> Walker<'a> {
     pub fn finish_with_streams(mut self) -> (Graph, Vec<StreamPos>) {
         while let Some(i) = self.queue.pop_front() {
             let f = self.found[i as usize];
-            if f.kind == ExtentKind::Freed {
-                // The allocator's now: what it holds is no state of the program.
+            if f.kind == ExtentKind::Freed || (f.kind == ExtentKind::LibcHeap && self.libc_opaque)
+            {
+                // The allocator's now, or the C library's scratch: no state of the
+                // program.
                 continue;
             }
             let constant = matches!(f.kind, ExtentKind::Global { constant: true, .. });

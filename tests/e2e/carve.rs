@@ -2161,3 +2161,72 @@ fn a_raw_read_of_stdin_resumes_where_it_stood_and_a_file_in_a_made_directory_is_
         "{summary:#}"
     );
 }
+
+/// A pattern compiled by the C library's own `regcomp`, kept in a global and matched
+/// by a function of the program: the automaton is memory the C library allocated for
+/// itself (GNU diff's `-I` pattern). `regexec` grows it while it matches.
+const LIBC_REGEX: &str = r#"
+#include <regex.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+static regex_t pattern;
+static int matched, lines;
+__attribute__((noinline)) int ignored(const char *line) {
+    lines++;
+    if (regexec(&pattern, line, 0, NULL, 0) == 0) {
+        matched++;
+        return 1;
+    }
+    return 0;
+}
+int main(int argc, char **argv) {
+    if (argc < 2 || regcomp(&pattern, argv[1], REG_EXTENDED | REG_NOSUB) != 0)
+        return 2;
+    char buf[256];
+    while (fgets(buf, sizeof buf, stdin)) {
+        buf[strcspn(buf, "\n")] = 0;
+        if (!ignored(buf))
+            puts(buf);
+    }
+    printf("%d of %d ignored\n", matched, lines);
+    regfree(&pattern);
+    return 0;
+}
+"#;
+
+/// The C library's own blocks reachable from a context (a compiled pattern's
+/// automaton) are captured by their chunk header and restored from the C library's
+/// allocator: without them `regexec` ran over the recording's heap addresses in the
+/// replay and `ignored` hung or crashed.
+#[test]
+fn a_pattern_the_c_library_compiled_is_part_of_the_context_and_replays() {
+    let (summary, index, dir) = carve_c(
+        "libcregex",
+        LIBC_REGEX,
+        &[
+            (
+                "comments",
+                json!({"args": ["^ *(#|//)[a-z]+"], "stdin": "# one\nkeep me\n  // two\nx # three\n#\n"}),
+            ),
+            (
+                "digits",
+                json!({"args": ["[0-9]{3,}$"], "stdin": "a1\nb22\nc333\nd4444\n"}),
+            ),
+        ],
+    );
+    assert!(units_of(&index, "ignored") >= 4, "{index:#}");
+    let bad = unfaithful(&summary);
+    assert!(bad.is_empty(), "{bad:#?}");
+    assert_eq!(summary["errors"].as_u64(), Some(0), "{summary:#}");
+    // The automaton is in the unit, as the C library's heap.
+    let unit = index["units"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["function"] == "ignored")
+        .unwrap();
+    let file = dir.path().join("units").join(unit["file"].as_str().unwrap());
+    let shown = ok(&mut trestle(&[&"show", &file]));
+    assert!(shown.contains("heap of the C library's own"), "{shown}");
+}

@@ -156,6 +156,7 @@ fn extents(
         let kind = match e.kind {
             k @ ExtentKind::Global { .. } => trestle_abi::context::describe_kind(k, names),
             ExtentKind::Heap => "heap".into(),
+            ExtentKind::LibcHeap => "heap of the C library's own (regcomp's automaton, say)".into(),
             ExtentKind::Stack => "stack".into(),
             ExtentKind::Arg => "argv/envp".into(),
             ExtentKind::File => "FILE (C library stream)".into(),

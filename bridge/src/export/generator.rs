@@ -254,6 +254,7 @@ impl<'a> Gen<'a> {
                     ),
                 },
                 ExtentKind::Heap => self.array(i, e, "heap"),
+                ExtentKind::LibcHeap => self.array(i, e, "heap the C library allocated for itself"),
                 ExtentKind::Stack => self.array(i, e, "stack"),
                 ExtentKind::Arg => self.array(i, e, "argv/envp"),
                 // Never read or freed again by a correct program: any storage will do.
@@ -284,7 +285,7 @@ impl<'a> Gen<'a> {
         );
         c_bytes(&mut self.arrays, &without_pointers(e));
         self.arrays.push_str("};\n");
-        if e.kind == ExtentKind::Heap {
+        if matches!(e.kind, ExtentKind::Heap | ExtentKind::LibcHeap) {
             let _ = writeln!(
                 self.setup,
                 "    mem[{i}] = heap_copy(e{i}, sizeof e{i}, {align});"
