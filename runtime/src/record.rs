@@ -224,7 +224,8 @@ impl Runtime {
             _ => None,
         };
         self.extents.set_return_copy(aggregate);
-        let (_, ret, graph, streams) = self.walk(frame.fn_idx, &frame.args, ret, frame.stack_seq, true);
+        let (_, ret, graph, streams) =
+            self.walk(frame.fn_idx, &frame.args, ret, frame.stack_seq, true);
         self.extents.set_return_copy(None);
         if graph.partial {
             self.stats.partial += 1;

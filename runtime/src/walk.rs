@@ -188,8 +188,7 @@ impl<'a> Walker<'a> {
     pub fn finish_with_streams(mut self) -> (Graph, Vec<StreamPos>) {
         while let Some(i) = self.queue.pop_front() {
             let f = self.found[i as usize];
-            if f.kind == ExtentKind::Freed || (f.kind == ExtentKind::LibcHeap && self.libc_opaque)
-            {
+            if f.kind == ExtentKind::Freed || (f.kind == ExtentKind::LibcHeap && self.libc_opaque) {
                 // The allocator's now, or the C library's scratch: no state of the
                 // program.
                 continue;

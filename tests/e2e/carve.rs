@@ -2226,7 +2226,10 @@ fn a_pattern_the_c_library_compiled_is_part_of_the_context_and_replays() {
         .iter()
         .find(|r| r["function"] == "ignored")
         .unwrap();
-    let file = dir.path().join("units").join(unit["file"].as_str().unwrap());
+    let file = dir
+        .path()
+        .join("units")
+        .join(unit["file"].as_str().unwrap());
     let shown = ok(&mut trestle(&[&"show", &file]));
     assert!(shown.contains("heap of the C library's own"), "{shown}");
 }
