@@ -886,11 +886,15 @@ fn diff_graphs_with(
                 // slices, not a look at each byte.
                 continue;
             }
-            let ptr_words: Vec<u64> = x.pointers.iter().map(|s| s.offset).collect();
+            // Every pointer word differs (the replay relocated it): look each byte
+            // up among the words sorted, not through all of them (an array of a
+            // thousand pointers made that quadratic).
+            let mut ptr_words: Vec<u64> = x.pointers.iter().map(|s| s.offset).collect();
+            ptr_words.sort_unstable();
             let in_ptr = |o: usize| {
-                ptr_words
-                    .iter()
-                    .any(|&w| (o as u64) >= w && (o as u64) < w + 8)
+                let o = o as u64;
+                let i = ptr_words.partition_point(|&w| w + 8 <= o);
+                ptr_words.get(i).is_some_and(|&w| w <= o)
             };
             let differs = |o: usize| {
                 p[o] != q[o]
