@@ -241,14 +241,19 @@ impl Lifter {
     /// long-record overflow came out as `SIGSEGV (no frames)` on the coverage build
     /// beside its named alarm. The kind stays the confirming build's; the role of the
     /// build that gave the frames is returned with it. Hangs and running out of memory
-    /// keep theirs (where one spins is that build's).
+    /// keep theirs (where one spins is that build's). Frames from a stack scan
+    /// ([`CrashSignature::from_scan`]) are a weaker source than another build's
+    /// unwinder: they give way to those, and stay when no build has them.
     fn frames_from_elsewhere(
         &self,
         sys: CrashSignature,
         test: &SystemTest,
         on: &Path,
     ) -> Result<(CrashSignature, Option<String>)> {
-        if !sys.frames.is_empty() || sys.kind == HANG || sys.kind == OUT_OF_MEMORY {
+        if (!sys.frames.is_empty() && !sys.from_scan())
+            || sys.kind == HANG
+            || sys.kind == OUT_OF_MEMORY
+        {
             return Ok((sys, None));
         }
         let coverage = self
@@ -264,7 +269,7 @@ impl Lifter {
             let Some(other) = finding(&self.run_for(&program, test, false)?, false) else {
                 continue;
             };
-            if other.class() == sys.class() && !other.frames.is_empty() {
+            if other.class() == sys.class() && !other.frames.is_empty() && !other.from_scan() {
                 return Ok((
                     CrashSignature {
                         kind: sys.kind,
