@@ -258,6 +258,16 @@ pub(super) fn with_reproducer(
         .then(|| md.replacen(&old, &reproducer_section(now.0, now.1), 1))
 }
 
+/// What a stack section says first when its frames come from a stack scan
+/// ([`CrashSignature::from_scan`]).
+fn scanned_md(sys: &CrashSignature) -> &'static str {
+    if sys.from_scan() {
+        "The unwinder found none of the program's frames (it smashed its stack): the frames marked `[stack scan]` are return addresses into the program found on the stack above the damage, a weaker source than unwinding. They name callers of the code that crashed, not necessarily the function itself.\n\n"
+    } else {
+        ""
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -304,15 +314,5 @@ mod tests {
         );
         // A summary edited by hand is left alone.
         assert!(with_reproducer("# Crash\n", (&found, &pending), (&reduced, &stats)).is_none());
-    }
-}
-
-/// What a stack section says first when its frames come from a stack scan
-/// ([`CrashSignature::from_scan`]).
-fn scanned_md(sys: &CrashSignature) -> &'static str {
-    if sys.from_scan() {
-        "The unwinder found none of the program's frames (it smashed its stack): the frames marked `[stack scan]` are return addresses into the program found on the stack above the damage, a weaker source than unwinding. They name callers of the code that crashed, not necessarily the function itself.\n\n"
-    } else {
-        ""
     }
 }

@@ -274,7 +274,7 @@ pub fn crash_kind(sig: i32, raw: Option<&RawStack>) -> String {
         (Some(addr), Some(sp)) => {
             matches!(sig, libc::SIGSEGV | libc::SIGBUS)
                 && addr.abs_diff(sp) <= STACK_OVERFLOW_WINDOW
-                && !r.sp_mapping.is_some_and(|(_, end)| addr >= end)
+                && r.sp_mapping.is_none_or(|(_, end)| addr < end)
         }
         _ => false,
     });
