@@ -366,7 +366,8 @@ impl Lifter {
     /// build: the validation build first (whether it reproduced there, said by
     /// `not_on_validation`), then whether each reproduces (the same crash, see
     /// [`same_crash`], or a hang), twice before it counts as not. A crash of the same
-    /// class whose stack could not be read there counts as the same, and so does a hang
+    /// class whose stack could not be read there (or was named by a stack scan, which
+    /// names callers above the damage) counts as the same, and so does a hang
     /// for an out-of-memory alarm and the reverse ([`runaway`]): nothing says
     /// otherwise (mawk's `sprintf("%663163082.1f")` overruns the stack of the plain
     /// build's `do_printf`, and leaves the coverage and fuzzing builds without frames;
@@ -392,7 +393,9 @@ impl Lifter {
             for _ in 0..2 {
                 let run = sandbox.run(program, test, &[], &filter, None)?;
                 let found = finding_like(run.clone(), &entry.key)
-                    .filter(|sig| same_crash(sig, entry) || sig.frames.is_empty())
+                    .filter(|sig| {
+                        same_crash(sig, entry) || sig.frames.is_empty() || sig.from_scan()
+                    })
                     .or_else(|| runaway(&run, &entry.key));
                 ended = match (&found, &run.crash, &run.limit) {
                     (Some(sig), _, _) => sig.to_string(),

@@ -3,7 +3,7 @@
 
 use super::Lifter;
 use crate::validate::sandbox::find_tool;
-use crate::validate::signature::{crash_kind, parse_stack, CrashSignature, FrameFilter};
+use crate::validate::signature::{crash_kind, parse_stack, symbolise, CrashSignature, FrameFilter};
 use anyhow::{bail, Context as _, Result};
 use std::path::{Path, PathBuf};
 use trestle_abi::fuzz::{encode_values, original_value, ParamValue, ENV_FUZZ, ENV_FUZZ_INPUT};
@@ -142,7 +142,9 @@ impl Lifter {
         };
         let frames = raw
             .as_ref()
-            .map(|raw| filter.symbolise(raw))
+            // Unwound frames only: a unit's crash is matched to the system's by its
+            // innermost frames, which a stack scan does not give.
+            .map(|raw| symbolise(raw, filter.program.as_deref()))
             .transpose()?
             .unwrap_or_default();
         match (status.signal(), status.code()) {
