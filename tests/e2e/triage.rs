@@ -608,6 +608,71 @@ fn a_crash_without_frames_is_named_by_another_build_that_has_them() {
     );
 }
 
+/// A crash that smashes its own return addresses (a field copied past its buffer,
+/// the return jumping to address 0) leaves the unwinder nothing of the program: it
+/// was `SIGSEGV (no frames)`, function `unknown`. The return addresses the stack
+/// scan finds above the damage name it now, with a source line, marked as scanned,
+/// and two inputs that smash it by different lengths are one bug.
+#[test]
+fn a_crash_that_smashes_its_return_addresses_is_named_by_a_stack_scan() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let source = subject("triage").join("smash.c");
+    let plain = d.join("smash");
+    ok(Command::new("clang-19")
+        .args(["-O2", "-g", "-fno-stack-protector"])
+        .arg(&source)
+        .arg("-o")
+        .arg(&plain));
+    let inputs = d.join("in");
+    std::fs::create_dir(&inputs).unwrap();
+    std::fs::write(inputs.join("long"), b"\x40xyz").unwrap();
+    std::fs::write(inputs.join("longer"), b"\x60abcdef").unwrap();
+    std::fs::write(inputs.join("fine"), b"\x03ok").unwrap();
+    let out = d.join("triage");
+    let stdout = ok(&mut trestle(&[
+        &"triage",
+        &"--program",
+        &plain,
+        &"--out",
+        &out,
+        &"--no-reduce",
+        &inputs,
+    ]));
+    let t = json(&out.join("triage.json"));
+    let groups = t["groups"].as_array().unwrap();
+    assert_eq!(groups.len(), 1, "{stdout}\n{t}");
+    assert_eq!(groups[0]["members"].as_array().unwrap().len(), 2, "{t}");
+    let line = std::fs::read_to_string(&source)
+        .unwrap()
+        .lines()
+        .position(|l| l.contains("the caller left above the damage"))
+        .expect("the marked call")
+        + 1;
+    let key = groups[0]["key"].as_str().unwrap();
+    assert!(
+        key.starts_with(&format!("memory@process_input:smash.c:{line}|")),
+        "{t}"
+    );
+    assert_eq!(
+        groups[0]["signature"], "SIGSEGV in process_input < main (stack scan)",
+        "{t}"
+    );
+    let alarms = alarm_list(&out);
+    assert_eq!(alarms.len(), 1, "{alarms:?}");
+    assert_eq!(alarms[0]["function"], "process_input", "{alarms:?}");
+    let summary = std::fs::read_to_string(
+        out.join("alarms")
+            .join(alarms[0]["id"].as_str().unwrap())
+            .join("summary.md"),
+    )
+    .unwrap();
+    assert!(
+        summary.contains(&format!("smash.c:{line}) [stack scan]")),
+        "{summary}"
+    );
+}
+
 /// A program that quotes the file name it cannot open in its error, as coreutils do,
 /// and crashes on a name ending in `!`.
 const QUOTES: &str = r#"

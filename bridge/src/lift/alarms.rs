@@ -241,14 +241,19 @@ impl Lifter {
     /// long-record overflow came out as `SIGSEGV (no frames)` on the coverage build
     /// beside its named alarm. The kind stays the confirming build's; the role of the
     /// build that gave the frames is returned with it. Hangs and running out of memory
-    /// keep theirs (where one spins is that build's).
+    /// keep theirs (where one spins is that build's). Frames from a stack scan
+    /// ([`CrashSignature::from_scan`]) are a weaker source than another build's
+    /// unwinder: they give way to those, and stay when no build has them.
     fn frames_from_elsewhere(
         &self,
         sys: CrashSignature,
         test: &SystemTest,
         on: &Path,
     ) -> Result<(CrashSignature, Option<String>)> {
-        if !sys.frames.is_empty() || sys.kind == HANG || sys.kind == OUT_OF_MEMORY {
+        if (!sys.frames.is_empty() && !sys.from_scan())
+            || sys.kind == HANG
+            || sys.kind == OUT_OF_MEMORY
+        {
             return Ok((sys, None));
         }
         let coverage = self
@@ -264,7 +269,7 @@ impl Lifter {
             let Some(other) = finding(&self.run_for(&program, test, false)?, false) else {
                 continue;
             };
-            if other.class() == sys.class() && !other.frames.is_empty() {
+            if other.class() == sys.class() && !other.frames.is_empty() && !other.from_scan() {
                 return Ok((
                     CrashSignature {
                         kind: sys.kind,
@@ -361,7 +366,8 @@ impl Lifter {
     /// build: the validation build first (whether it reproduced there, said by
     /// `not_on_validation`), then whether each reproduces (the same crash, see
     /// [`same_crash`], or a hang), twice before it counts as not. A crash of the same
-    /// class whose stack could not be read there counts as the same, and so does a hang
+    /// class whose stack could not be read there (or was named by a stack scan, which
+    /// names callers above the damage) counts as the same, and so does a hang
     /// for an out-of-memory alarm and the reverse ([`runaway`]): nothing says
     /// otherwise (mawk's `sprintf("%663163082.1f")` overruns the stack of the plain
     /// build's `do_printf`, and leaves the coverage and fuzzing builds without frames;
@@ -387,7 +393,9 @@ impl Lifter {
             for _ in 0..2 {
                 let run = sandbox.run(program, test, &[], &filter, None)?;
                 let found = finding_like(run.clone(), &entry.key)
-                    .filter(|sig| same_crash(sig, entry) || sig.frames.is_empty())
+                    .filter(|sig| {
+                        same_crash(sig, entry) || sig.frames.is_empty() || sig.from_scan()
+                    })
                     .or_else(|| runaway(&run, &entry.key));
                 ended = match (&found, &run.crash, &run.limit) {
                     (Some(sig), _, _) => sig.to_string(),

@@ -142,6 +142,8 @@ impl Lifter {
         };
         let frames = raw
             .as_ref()
+            // Unwound frames only: a unit's crash is matched to the system's by its
+            // innermost frames, which a stack scan does not give.
             .map(|raw| symbolise(raw, filter.program.as_deref()))
             .transpose()?
             .unwrap_or_default();

@@ -414,10 +414,67 @@ impl Lifter {
 
 /// Whether the system crash `sys` is the unit's crash `unit` (of `function`). A unit
 /// crash whose stack could not be read (a handler of the program's own took the
-/// signal) still names its function.
+/// signal) still names its function. A system crash named by a stack scan
+/// ([`CrashSignature::from_scan`]) is judged as one without frames: the scan names
+/// callers above the smashed part, which a unit's stack, cut at its function, does
+/// not reach.
 pub(super) fn same_crash(unit: &CrashSignature, sys: &CrashSignature, function: &str) -> bool {
+    let unwound;
+    let sys = if sys.from_scan() {
+        unwound = CrashSignature {
+            frames: Vec::new(),
+            ..sys.clone()
+        };
+        &unwound
+    } else {
+        sys
+    };
     unit.matches(sys)
         || (unit.frames.is_empty()
             && unit.class() == sys.class()
             && sys.frames.first().is_some_and(|f| f == function))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::validate::signature::Frame;
+
+    fn sig(frames: &[&str], scanned: bool) -> CrashSignature {
+        CrashSignature {
+            kind: "SIGSEGV".into(),
+            frames: frames.iter().map(|f| f.to_string()).collect(),
+            stack: frames
+                .iter()
+                .map(|f| Frame {
+                    function: f.to_string(),
+                    file: Some("smash.c".into()),
+                    line: 3,
+                    module: "/bin/smash".into(),
+                    own: true,
+                    scanned,
+                })
+                .collect(),
+        }
+    }
+
+    #[test]
+    fn a_system_crash_named_by_a_stack_scan_is_judged_as_one_without_frames() {
+        let scanned = sig(&["process_input", "main"], true);
+        // A unit that could not read its stack either: the same crash, as two crashes
+        // without frames were before the scan.
+        assert!(same_crash(&sig(&[], false), &scanned, "parse_field"));
+        // The callers a scan found say nothing of where a unit with frames crashed.
+        assert!(!same_crash(
+            &sig(&["process_input"], false),
+            &scanned,
+            "process_input"
+        ));
+        // Unwound, the same frames match.
+        assert!(same_crash(
+            &sig(&["process_input"], false),
+            &sig(&["process_input", "main"], false),
+            "process_input"
+        ));
+    }
 }

@@ -123,6 +123,7 @@ pub(super) fn summary_md(
         " — a real crash, but not the one the unit showed.\n\n"
     };
     s += "## Stack (system level)\n\n";
+    s += scanned_md(sys);
     for f in sys.stack.iter().take(12) {
         s += &format!("- {f}\n");
     }
@@ -204,6 +205,7 @@ pub(super) fn system_summary_md(
         md += "It ran out of memory twice (the sandbox's address-space limit): the stack is where an allocation first failed, when one failed in the C library's allocator. Run `./reproduce.sh` under that limit (`ulimit -v 4194304` for the default 4 GiB) to see it end the same way; without one it takes what memory the machine has.\n\n";
     }
     md += "## Stack\n\n";
+    md += scanned_md(sys);
     for f in sys.stack.iter().take(12) {
         md += &format!("- {f}\n");
     }
@@ -254,6 +256,16 @@ pub(super) fn with_reproducer(
     let old = reproducer_section(was.0, was.1);
     md.contains(&old)
         .then(|| md.replacen(&old, &reproducer_section(now.0, now.1), 1))
+}
+
+/// What a stack section says first when its frames come from a stack scan
+/// ([`CrashSignature::from_scan`]).
+fn scanned_md(sys: &CrashSignature) -> &'static str {
+    if sys.from_scan() {
+        "The unwinder found none of the program's frames (it smashed its stack): the frames marked `[stack scan]` are return addresses into the program found on the stack above the damage, a weaker source than unwinding. They name callers of the code that crashed, not necessarily the function itself.\n\n"
+    } else {
+        ""
+    }
 }
 
 #[cfg(test)]

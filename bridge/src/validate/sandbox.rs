@@ -16,7 +16,7 @@ mod served;
 use crate::system::launch::{run_to_end, Capture, Ended, Layout};
 use crate::system::systest::RunStatus;
 use crate::validate::signature::{
-    crash_kind, parse_sanitizer, parse_stack, symbolise, symbolise_samples, CrashSignature, Frame,
+    crash_kind, parse_sanitizer, parse_stack, symbolise_samples, CrashSignature, Frame,
     FrameFilter, RawStack, HANG, OUT_OF_MEMORY,
 };
 use anyhow::{bail, Context as _, Result};
@@ -780,7 +780,7 @@ fn read_stack(stack: &Path, filter: &FrameFilter) -> Result<(Option<RawStack>, V
     };
     let frames = raw
         .as_ref()
-        .map(|raw| symbolise(raw, filter.program.as_deref()))
+        .map(|raw| filter.symbolise(raw))
         .transpose()?
         .unwrap_or_default();
     Ok((raw, frames))

@@ -8,7 +8,10 @@
 //!
 //! Stacks come from two places: the preloaded `libtrestle_crashstack.so` (signal, pc,
 //! return addresses and the memory map, symbolised here with `llvm-symbolizer`), or a
-//! sanitizer's own report on stderr.
+//! sanitizer's own report on stderr. When the return addresses hold nothing of the
+//! subject's code (it smashed its stack), the words the preload found on the stack
+//! that follow a call into the program stand in for them, marked as scanned
+//! ([`FrameFilter::symbolise`]).
 
 use anyhow::{bail, Context as _, Result};
 use serde::{Deserialize, Serialize};
@@ -34,14 +37,23 @@ pub struct Frame {
     /// not libc, the runtime, or the unit harness).
     #[serde(default)]
     pub own: bool,
+    /// Whether the frame comes from a scan of the stack for return addresses
+    /// ([`RawStack::scan`]) rather than from the unwinder: a weaker source, used only
+    /// when the unwinder found nothing of the subject's code (a smashed stack).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub scanned: bool,
 }
 
 impl std::fmt::Display for Frame {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match &self.file {
-            Some(file) => write!(f, "{} ({}:{})", self.function, file, self.line),
-            None => write!(f, "{} ({})", self.function, self.module),
+            Some(file) => write!(f, "{} ({}:{})", self.function, file, self.line)?,
+            None => write!(f, "{} ({})", self.function, self.module)?,
         }
+        if self.scanned {
+            write!(f, " [stack scan]")?;
+        }
+        Ok(())
     }
 }
 
@@ -102,6 +114,13 @@ impl CrashSignature {
             .file_name()
             .map_or(file.into(), |n| n.to_string_lossy());
         Some(format!("{}:{}:{}", f.function, file, f.line))
+    }
+
+    /// Whether the frames naming the crash come from a stack scan
+    /// ([`Frame::scanned`]): the unwinder found none of the subject's code.
+    pub fn from_scan(&self) -> bool {
+        let mut own = self.stack.iter().filter(|f| f.own).peekable();
+        own.peek().is_some() && own.all(|f| f.scanned)
     }
 
     /// Memory errors are one class whichever way they show (a SIGSEGV without a
@@ -205,6 +224,13 @@ impl std::fmt::Display for CrashSignature {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         if self.frames.is_empty() {
             write!(f, "{} (no frames)", self.kind)
+        } else if self.from_scan() {
+            write!(
+                f,
+                "{} in {} (stack scan)",
+                self.kind,
+                self.frames.join(" < ")
+            )
         } else {
             write!(f, "{} in {}", self.kind, self.frames.join(" < "))
         }
@@ -239,12 +265,16 @@ const STACK_OVERFLOW_WINDOW: u64 = 64 << 10;
 
 /// The kind of a crash by signal `sig` that left `raw`: a stack overflow when the
 /// fault was next to the stack pointer (no valid access near it faults unless the
-/// stack has run out), else the signal's name.
+/// stack has run out), else the signal's name. A fault at or past the end of the
+/// mapping that holds the stack pointer is no stack running out, which happens at
+/// its other end: it is a write off the top of the stack, a stack buffer overflow
+/// (mawk's `sprintf` into a stack buffer with a `CONVFMT` of width 20000).
 pub fn crash_kind(sig: i32, raw: Option<&RawStack>) -> String {
     let overflow = raw.is_some_and(|r| match (r.fault_addr, r.sp) {
         (Some(addr), Some(sp)) => {
             matches!(sig, libc::SIGSEGV | libc::SIGBUS)
                 && addr.abs_diff(sp) <= STACK_OVERFLOW_WINDOW
+                && r.sp_mapping.is_none_or(|(_, end)| addr < end)
         }
         _ => false,
     });
@@ -344,6 +374,44 @@ impl FrameFilter {
             Some(p) => same_file(Path::new(&f.module), p),
             None => true,
         }
+    }
+
+    /// The frames of a record ([`symbolise`]), and when they hold none of the
+    /// subject's own code but the record has a stack scan (a smashed stack: the
+    /// unwinder followed an overwritten return address, or faulted), the return
+    /// addresses the scan found into the program ([`RawStack::scanned_returns`])
+    /// after them, symbolised and marked [`Frame::scanned`]: a crash that would
+    /// have no frames is named by the callers left above the damage.
+    pub fn symbolise(&self, raw: &RawStack) -> Result<Vec<Frame>> {
+        let mut frames = symbolise(raw, self.program.as_deref())?;
+        let Some(program) = self.program.as_deref() else {
+            return Ok(frames);
+        };
+        if raw.scan.is_empty() || self.has_own(&frames) {
+            return Ok(frames);
+        }
+        let returns: Vec<(u64, bool)> = raw
+            .scanned_returns(program)
+            .into_iter()
+            .map(|a| (a, false))
+            .collect();
+        let scanned = look_up(raw, &returns, Some(program))?;
+        frames.extend(
+            scanned
+                .into_iter()
+                .flatten()
+                .map(|f| Frame { scanned: true, ..f }),
+        );
+        Ok(frames)
+    }
+
+    /// Whether `stack` has a frame [`FrameFilter::signature`] would count as the
+    /// subject's own.
+    fn has_own(&self, stack: &[Frame]) -> bool {
+        let with_source = stack.iter().any(|f| f.file.is_some());
+        stack
+            .iter()
+            .any(|f| self.keeps(f) && (!with_source || f.file.is_some()))
     }
 
     /// The signature of a crash of `kind` with this stack.
@@ -486,6 +554,16 @@ pub struct RawStack {
     pub maps: Vec<(u64, u64, u64, String)>,
     /// A hang's further stacks, taken a few milliseconds apart after the first.
     pub samples: Vec<Sample>,
+    /// The words on the stack from the stack pointer up that point into executable
+    /// code, innermost first (`scan` lines; a crash's record only, none in older
+    /// ones): where return addresses are looked for when the unwinder finds none of
+    /// the program's ([`RawStack::scanned_returns`]).
+    pub scan: Vec<u64>,
+    /// Executable file-backed mappings, `[start, end)`.
+    pub executable: Vec<(u64, u64)>,
+    /// The mapping that holds the stack pointer (any mapping, not only file-backed
+    /// ones), `[start, end)`.
+    pub sp_mapping: Option<(u64, u64)>,
 }
 
 /// One more stack of a hang: where it was at that moment.
@@ -506,12 +584,19 @@ pub fn parse_stack(text: &str) -> Result<RawStack> {
     let mut raw = RawStack::default();
     let mut saw_signal = false;
     let mut in_maps = false;
+    let mut ranges = Vec::new();
     for line in text.lines() {
         if in_maps {
             if line == "end-maps" {
                 in_maps = false;
             } else if let Some(m) = parse_map_line(line) {
-                raw.maps.push(m);
+                ranges.push((m.start, m.end));
+                if let Some(path) = m.path {
+                    if m.executable {
+                        raw.executable.push((m.start, m.end));
+                    }
+                    raw.maps.push((m.start, m.end, m.offset, path));
+                }
             }
             continue;
         }
@@ -543,6 +628,7 @@ pub fn parse_stack(text: &str) -> Result<RawStack> {
             "sp" => raw.sp = hex(value),
             "spword" => raw.sp_word = hex(value),
             "frame" => raw.frames.extend(hex(value)),
+            "scan" => raw.scan.extend(hex(value)),
             "maps" => in_maps = true,
             _ => {}
         }
@@ -550,14 +636,28 @@ pub fn parse_stack(text: &str) -> Result<RawStack> {
     if !saw_signal {
         bail!("no signal or alloc-failed line");
     }
+    raw.sp_mapping = raw
+        .sp
+        .and_then(|sp| ranges.into_iter().find(|(a, b)| (*a..*b).contains(&sp)));
     Ok(raw)
 }
 
-/// `555c1fe58000-555c1fe59000 r--p 00000000 fe:00 10273081   /path`: file-backed
-/// mappings only.
-fn parse_map_line(line: &str) -> Option<(u64, u64, u64, String)> {
+/// One line of `/proc/self/maps`.
+struct MapLine {
+    start: u64,
+    end: u64,
+    /// The file offset of `start`.
+    offset: u64,
+    /// Whether its code may run (`x` in its permissions).
+    executable: bool,
+    /// The file it maps, if any (`[stack]` and anonymous mappings have none).
+    path: Option<String>,
+}
+
+/// `555c1fe58000-555c1fe59000 r-xp 00000000 fe:00 10273081   /path`.
+fn parse_map_line(line: &str) -> Option<MapLine> {
     let mut parts = line.split_whitespace();
-    let (range, _perms, off, _dev, _inode) = (
+    let (range, perms, off, _dev, _inode) = (
         parts.next()?,
         parts.next()?,
         parts.next()?,
@@ -565,11 +665,17 @@ fn parse_map_line(line: &str) -> Option<(u64, u64, u64, String)> {
         parts.next()?,
     );
     let path: Vec<&str> = parts.collect();
-    if path.is_empty() || !path[0].starts_with('/') {
-        return None;
-    }
     let (a, b) = range.split_once('-')?;
-    Some((hex(a)?, hex(b)?, hex(off)?, path.join(" ")))
+    Some(MapLine {
+        start: hex(a)?,
+        end: hex(b)?,
+        offset: hex(off)?,
+        executable: perms.as_bytes().get(2) == Some(&b'x'),
+        path: path
+            .first()
+            .is_some_and(|p| p.starts_with('/'))
+            .then(|| path.join(" ")),
+    })
 }
 
 impl RawStack {
@@ -653,6 +759,102 @@ impl RawStack {
     }
 }
 
+/// The most frames a stack scan adds.
+const MAX_SCANNED_FRAMES: usize = 16;
+
+impl RawStack {
+    /// The words of the stack scan ([`RawStack::scan`]) that are return addresses
+    /// into `program`: in one of its executable mappings and right after a call
+    /// instruction there, as the program's file has it ([`follows_call`]); innermost
+    /// first, each once, [`MAX_SCANNED_FRAMES`] at most. The rest of what the scan
+    /// found (pointers to functions, return addresses into libraries, a value that
+    /// happens to look like code) names no caller of the program's. A program that
+    /// cannot be read gives none.
+    pub fn scanned_returns(&self, program: &Path) -> Vec<u64> {
+        use std::os::unix::fs::FileExt as _;
+        let code: Vec<(u64, u64, u64)> = self
+            .maps
+            .iter()
+            .filter(|(start, end, _, path)| {
+                self.executable.contains(&(*start, *end)) && same_file(Path::new(path), program)
+            })
+            .map(|(start, end, offset, _)| (*start, *end, *offset))
+            .collect();
+        let Ok(file) = std::fs::File::open(program) else {
+            return Vec::new();
+        };
+        let in_code = |a: u64| {
+            code.iter()
+                .any(|(start, end, _)| (*start..*end).contains(&a))
+        };
+        let mut out = Vec::new();
+        for &word in &self.scan {
+            if out.len() == MAX_SCANNED_FRAMES {
+                break;
+            }
+            if out.contains(&word) {
+                continue;
+            }
+            let Some((start, _, offset)) = code.iter().find(|(s, e, _)| (*s..*e).contains(&word))
+            else {
+                continue;
+            };
+            let mut before = [0u8; CALL_MAX];
+            let at = (word - start + offset).checked_sub(CALL_MAX as u64);
+            if at.is_some_and(|at| file.read_exact_at(&mut before, at).is_ok())
+                && follows_call(&before, word, in_code)
+            {
+                out.push(word);
+            }
+        }
+        out
+    }
+}
+
+/// The longest call instruction [`follows_call`] knows (`ff /2` with a SIB byte
+/// and a 32-bit displacement).
+const CALL_MAX: usize = 7;
+
+/// Whether the bytes `before` a return address `ret` end in an x86-64 call: `e8
+/// rel32` whose target `in_code` accepts, or an indirect `ff /2` (through a register
+/// or memory) whose ModRM, SIB and displacement take it exactly to `ret`.
+fn follows_call(before: &[u8; CALL_MAX], ret: u64, in_code: impl Fn(u64) -> bool) -> bool {
+    let direct = before[CALL_MAX - 5] == 0xe8 && {
+        let rel = i32::from_le_bytes([before[3], before[4], before[5], before[6]]);
+        in_code(ret.wrapping_add_signed(rel.into()))
+    };
+    direct
+        || (2..=CALL_MAX).any(|len| {
+            let at = CALL_MAX - len;
+            before[at] == 0xff && indirect_call_len(&before[at + 1..]) == Some(len)
+        })
+}
+
+/// The length of an `ff /2` call whose ModRM byte begins `rest` (the opcode
+/// included), or `None` if the ModRM byte is not that of a near call.
+fn indirect_call_len(rest: &[u8]) -> Option<usize> {
+    let modrm = *rest.first()?;
+    if (modrm >> 3) & 7 != 2 {
+        return None;
+    }
+    let (mode, rm) = (modrm >> 6, modrm & 7);
+    let sib = usize::from(mode != 3 && rm == 4);
+    let disp = match mode {
+        0 if rm == 5 => 4,
+        0 if rm == 4 => {
+            if rest.get(1)? & 7 == 5 {
+                4
+            } else {
+                0
+            }
+        }
+        0 | 3 => 0,
+        1 => 1,
+        _ => 4,
+    };
+    Some(2 + sib + disp)
+}
+
 fn elf_is_dyn(path: &Path) -> bool {
     use std::io::Read as _;
     let mut head = [0u8; 18];
@@ -679,6 +881,18 @@ pub fn which(name: &str) -> Option<PathBuf> {
     std::env::split_paths(&path)
         .map(|d| d.join(name))
         .find(|p| p.is_file())
+}
+
+/// What `llvm-symbolizer --output-style=JSON` prints: a reply per address, or one
+/// error when it cannot read the module (not an object file, gone).
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum SymOutput {
+    Replies(Vec<SymReply>),
+    Failed {
+        #[serde(rename = "Error")]
+        _error: serde_json::Value,
+    },
 }
 
 #[derive(Deserialize)]
@@ -768,15 +982,20 @@ fn look_up(raw: &RawStack, addrs: &[(u64, bool)], only: Option<&Path>) -> Result
                     .args(list.iter().map(|(_, a)| format!("0x{a:x}")))
                     .output()
                     .with_context(|| format!("cannot run {}", tool.display()))?;
-                // Frames it cannot name stay addresses; a reply that is not its JSON at
-                // all is a symbolizer we do not understand, and says so.
-                serde_json::from_slice(&out.stdout).with_context(|| {
+                // Frames it cannot name stay addresses, as do those of a module it
+                // cannot read (its one error object); a reply that is not its JSON
+                // at all is a symbolizer we do not understand, and says so.
+                let reply: SymOutput = serde_json::from_slice(&out.stdout).with_context(|| {
                     format!(
                         "{} gave no JSON for {module}: {}",
                         tool.display(),
                         String::from_utf8_lossy(&out.stderr).trim()
                     )
-                })?
+                })?;
+                match reply {
+                    SymOutput::Replies(replies) => replies,
+                    SymOutput::Failed { .. } => Vec::new(),
+                }
             }
             _ => Vec::new(),
         };
@@ -792,6 +1011,7 @@ fn look_up(raw: &RawStack, addrs: &[(u64, bool)], only: Option<&Path>) -> Result
                     line: 0,
                     module: module.clone(),
                     own: false,
+                    scanned: false,
                 });
             }
             for s in syms {
@@ -805,6 +1025,7 @@ fn look_up(raw: &RawStack, addrs: &[(u64, bool)], only: Option<&Path>) -> Result
                     line: s.line,
                     module: module.clone(),
                     own: false,
+                    scanned: false,
                 });
             }
         }
@@ -862,6 +1083,7 @@ pub fn parse_sanitizer(stderr: &str, program: &Path) -> Option<(String, Vec<Fram
                 line,
                 module,
                 own: false,
+                scanned: false,
             });
         } else if in_stack {
             break;
@@ -920,6 +1142,7 @@ mod tests {
             line,
             module: "/bin/dc".into(),
             own: false,
+            scanned: false,
         };
         let filter = FrameFilter {
             program: None,
@@ -1076,6 +1299,128 @@ mod tests {
     }
 
     #[test]
+    fn records_without_scan_lines_parse_as_before() {
+        let raw = parse_stack(
+            "signal 11\naddr 0x0\npc 0x0\nsp 0x7ffd00010000\nspword 0x0\nmaps\n\
+             1000-2000 r-xp 00000000 fe:00 1 /bin/prog\nend-maps\n",
+        )
+        .unwrap();
+        assert!(raw.scan.is_empty());
+        assert_eq!(raw.executable, [(0x1000, 0x2000)]);
+        assert_eq!(raw.sp_mapping, None, "[stack] was not in the map");
+    }
+
+    /// A program image whose code mapping (file offset 0x1000 at 0x555555555000)
+    /// holds, in order: a direct call into itself, a direct call far outside it, an
+    /// indirect call through a register, an indirect call through memory with a SIB
+    /// byte and a 32-bit displacement, and bytes that are no call.
+    fn program_with_calls(dir: &Path) -> (PathBuf, [u64; 5]) {
+        let mut image = vec![0x90u8; 0x2000];
+        let base = 0x555555555000u64;
+        let mut at = 0x1100usize;
+        let mut put = |bytes: &[u8]| {
+            image[at..at + bytes.len()].copy_from_slice(bytes);
+            at += bytes.len() + 16;
+            base + (at - 16 - 0x1000) as u64
+        };
+        let near = put(&[0xe8, 0x00, 0xff, 0xff, 0xff]); // call .-0x100+5
+        let far = put(&[0xe8, 0x00, 0x00, 0x00, 0x40]); // call +1 GiB: no code there
+        let reg = put(&[0x41, 0xff, 0xd3]); // call *%r11
+        let mem = put(&[0xff, 0x94, 0xc8, 0x10, 0x20, 0x00, 0x00]); // call *0x2010(%rax,%rcx,8)
+        let none = put(&[0x48, 0x89, 0xc7]); // mov %rax,%rdi
+        let path = dir.join("prog");
+        std::fs::write(&path, &image).unwrap();
+        (path, [near, far, reg, mem, none])
+    }
+
+    #[test]
+    fn a_stack_scan_keeps_only_return_addresses_after_calls_into_the_program() {
+        let dir = tempfile::tempdir().unwrap();
+        let (prog, [near, far, reg, mem, none]) = program_with_calls(dir.path());
+        let text = format!(
+            "signal 11\naddr 0x4141414141\npc 0x7f0000000010\nsp 0x7ffd00010000\nmaps\n\
+             555555554000-555555555000 r--p 00000000 fe:00 1 {p}\n\
+             555555555000-555555556000 r-xp 00001000 fe:00 1 {p}\n\
+             7f0000000000-7f0000001000 r-xp 00000000 fe:00 2 /lib/libc.so.6\n\
+             7ffcffff0000-7ffd00020000 rw-p 00000000 00:00 0 [stack]\nend-maps\n\
+             scan 0x{none:x}\nscan 0x{near:x}\nscan 0x7f0000000123\nscan 0x{far:x}\n\
+             scan 0x{reg:x}\nscan 0x{near:x}\nscan 0x555555554100\nscan 0x{mem:x}\n\
+             frame 0x7f0000000010\n",
+            p = prog.display()
+        );
+        let raw = parse_stack(&text).unwrap();
+        assert_eq!(raw.scan.len(), 8);
+        assert_eq!(raw.sp_mapping, Some((0x7ffcffff0000, 0x7ffd00020000)));
+        // Not after a call, in a library, after a call to nowhere, repeated, or in
+        // the program's data: none of those.
+        assert_eq!(raw.scanned_returns(&prog), [near, reg, mem]);
+        assert!(raw.scanned_returns(&dir.path().join("missing")).is_empty());
+        // Symbolised (without debug info, by module and offset) as frames of the
+        // program marked as scanned, after the unwound ones.
+        let frames = FrameFilter::of(&prog).symbolise(&raw).unwrap();
+        let scanned: Vec<&Frame> = frames.iter().filter(|f| f.scanned).collect();
+        assert_eq!(scanned.len(), 3, "{frames:?}");
+        assert!(scanned
+            .iter()
+            .all(|f| same_file(Path::new(&f.module), &prog)));
+        let unwound: Vec<&Frame> = frames.iter().take_while(|f| !f.scanned).collect();
+        assert_eq!(unwound.len(), 1, "the pc in the C library: {frames:?}");
+        assert_eq!(unwound[0].module, "/lib/libc.so.6");
+    }
+
+    #[test]
+    fn a_crash_named_by_scanned_frames_says_so_and_keys_as_any_other() {
+        let frame = |f: &str, line, scanned| Frame {
+            function: f.into(),
+            file: Some("/src/smash.c".into()),
+            line,
+            module: "/bin/smash".into(),
+            own: false,
+            scanned,
+        };
+        let filter = FrameFilter {
+            program: None,
+            stop_after: None,
+        };
+        let libc = Frame {
+            function: "libc.so.6+0x1234".into(),
+            file: None,
+            line: 0,
+            module: "/lib/libc.so.6".into(),
+            own: false,
+            scanned: false,
+        };
+        let s = filter.signature(
+            "SIGSEGV".into(),
+            vec![libc, frame("run_job", 30, true), frame("main", 44, true)],
+        );
+        assert!(s.from_scan());
+        assert_eq!(s.to_string(), "SIGSEGV in run_job < main (stack scan)");
+        assert_eq!(s.key(), "memory@run_job:smash.c:30|run_job<main");
+        assert!(s.stack[1].to_string().ends_with("[stack scan]"));
+        let unwound = filter.signature("SIGSEGV".into(), vec![frame("run_job", 30, false)]);
+        assert!(!unwound.from_scan());
+        assert!(!filter.signature("SIGSEGV".into(), Vec::new()).from_scan());
+    }
+
+    #[test]
+    fn a_fault_past_the_top_of_the_stack_is_no_stack_overflow() {
+        // mawk's sprintf wrote spaces up to the end of the stack, 11 KiB above sp.
+        let text = "signal 11\naddr 0x7fffb1482000\npc 0x7f1868908275\nsp 0x7fffb147f520\nmaps\n\
+            7fffb1461000-7fffb1482000 rw-p 00000000 00:00 0 [stack]\nend-maps\n";
+        let raw = parse_stack(text).unwrap();
+        assert_eq!(crash_kind(libc::SIGSEGV, Some(&raw)), "SIGSEGV");
+        // Below the stack pointer, at the guard: the stack ran out.
+        let low = parse_stack(
+            &text
+                .replace("addr 0x7fffb1482000", "addr 0x7fffb1460ff8")
+                .replace("sp 0x7fffb147f520", "sp 0x7fffb1461000"),
+        )
+        .unwrap();
+        assert_eq!(crash_kind(libc::SIGSEGV, Some(&low)), STACK_OVERFLOW);
+    }
+
+    #[test]
     fn a_failed_allocation_is_named_by_the_frames_past_the_preload() {
         let text = "alloc-failed 0x4000000\nmaps\n\
             1000-2000 r-xp 00000000 fe:00 1 /bin/prog\n7000-8000 r-xp 00000000 fe:00 2 /opt/trestle/libtrestle_crashstack.so\n\
@@ -1098,6 +1443,7 @@ mod tests {
             line,
             module: "/bin/prog".into(),
             own: false,
+            scanned: false,
         };
         let filter = FrameFilter {
             program: None,
@@ -1154,6 +1500,7 @@ mod tests {
             line: 1,
             module: "/bin/dc".into(),
             own: false,
+            scanned: false,
         };
         let filter = FrameFilter {
             program: None,
@@ -1237,6 +1584,7 @@ mod tests {
             line: 1,
             module: "/bin/dc".into(),
             own: false,
+            scanned: false,
         };
         let stack = |fs: &[&str]| fs.iter().map(|f| frame(f)).collect::<Vec<_>>();
         let filter = FrameFilter {

@@ -13,11 +13,15 @@
 //! maps
 //! <the contents of /proc/self/maps>
 //! end-maps
+//! scan 0x555555555321
+//! scan ...
 //! frame 0x7ffff7e0a050
 //! frame ...
 //! ```
 //!
-//! then restores the default action and lets the signal kill the process as it
+//! (`scan`: the words on the stack from the stack pointer up, 64 KiB at most, that
+//! point into executable code, for the host's stack scan when the unwinder finds no
+//! frame of the program; not for a hang; older records have none) then restores the default action and lets the signal kill the process as it
 //! would have. A hang (SIGXCPU) is sampled first: [`HANG_SAMPLES`] more times, every
 //! [`SAMPLE_INTERVAL_US`] µs of wall-clock time (SIGALRM, so a hang that sleeps is
 //! sampled too), the record gets
@@ -192,33 +196,92 @@ extern "C" {
     static environ: *const *const libc::c_char;
 }
 
+/// The most environment entries [`path_now`] looks at (a smashed stack holding the
+/// environment is read no further than its end, but the bound keeps any loop short).
+const MAX_ENV_ENTRIES: usize = 1 << 16;
+
 /// Copy the current value of `TRESTLE_CRASH_STACK` into `out` (NUL-terminated) by
-/// walking the environment: no locks, no allocation. False if it is not set.
+/// walking the environment: no locks, no allocation. False if it is not set, or the
+/// environment cannot be read: it lives at the top of the main stack, which a stack
+/// buffer overflow may have overwritten (mawk's `sprintf` into a stack buffer with a
+/// `CONVFMT` of width 20000 wrote spaces up to the stack's end, and the handler,
+/// following those as pointers, faulted before it wrote a line). Every read of it goes
+/// through [`read_memory`], which cannot fault.
 ///
 /// # Safety
-/// `environ` must be the process's environment (or null).
+/// `environ` must be the process's environment variable (its value may be anything).
 unsafe fn path_now(out: &mut [u8; PATH_MAX]) -> bool {
     const NAME: &[u8] = concat!(trestle_abi::crash_stack_env!(), "=").as_bytes();
-    // SAFETY: the caller promises `environ` is a null-terminated array of C strings.
-    unsafe {
-        let mut p = environ;
-        if p.is_null() {
+    // SAFETY: reading the libc variable itself is sound; what it points at is only
+    // read through `read_memory`.
+    let mut entries = unsafe { environ } as usize;
+    if entries == 0 {
+        return false;
+    }
+    for _ in 0..MAX_ENV_ENTRIES {
+        let mut word = [0u8; std::mem::size_of::<usize>()];
+        // SAFETY: `read_memory` checks the address itself.
+        if unsafe { read_memory(entries, &mut word) } != word.len() {
             return false;
         }
-        while !(*p).is_null() {
-            let entry = std::ffi::CStr::from_ptr(*p).to_bytes();
-            if let Some(value) = entry.strip_prefix(NAME) {
-                if value.is_empty() || value.len() >= PATH_MAX {
-                    return false;
-                }
-                out[..value.len()].copy_from_slice(value);
-                out[value.len()] = 0;
-                return true;
-            }
-            p = p.add(1);
+        let entry = usize::from_ne_bytes(word);
+        if entry == 0 {
+            return false;
         }
+        let mut head = [0u8; NAME.len()];
+        // SAFETY: as above.
+        if unsafe { read_memory(entry, &mut head) } == head.len() && head == NAME {
+            let Some(value) = entry.checked_add(NAME.len()) else {
+                return false;
+            };
+            // SAFETY: as above.
+            let got = unsafe { read_memory(value, &mut out[..]) };
+            return matches!(out[..got].iter().position(|&b| b == 0), Some(len) if len > 0);
+        }
+        entries = match entries.checked_add(word.len()) {
+            Some(next) => next,
+            None => return false,
+        };
     }
     false
+}
+
+/// The unit [`read_memory`] reads in: no read crosses a page, so each either reads
+/// all it asked for or nothing.
+const PAGE: usize = 4096;
+
+/// Copy the memory of this process at `addr` into `out` without faulting, a page at
+/// a time with `process_vm_readv`; stops at the first page that cannot be read.
+/// Returns how many bytes it copied.
+///
+/// # Safety
+/// Only system calls; `addr` may be any value.
+unsafe fn read_memory(addr: usize, out: &mut [u8]) -> usize {
+    let mut done = 0;
+    while done < out.len() {
+        let Some(at) = addr.checked_add(done) else {
+            break;
+        };
+        let n = (PAGE - at % PAGE).min(out.len() - done);
+        let local = libc::iovec {
+            iov_base: out[done..].as_mut_ptr() as *mut c_void,
+            iov_len: n,
+        };
+        let remote = libc::iovec {
+            iov_base: at as *mut c_void,
+            iov_len: n,
+        };
+        // SAFETY: the kernel checks the remote range and writes only into `out`.
+        let got = unsafe { libc::process_vm_readv(libc::getpid(), &local, 1, &remote, 1, 0) };
+        if got <= 0 {
+            break;
+        }
+        done += got as usize;
+        if (got as usize) < n {
+            break;
+        }
+    }
+    done
 }
 
 /// Open the stack file (the one the environment names now, else the one it named at
@@ -246,11 +309,14 @@ unsafe fn open_record(append: bool) -> c_int {
     }
 }
 
-/// The rest of a record: the memory map, then the frames `backtrace` finds, and close.
-unsafe fn put_maps_and_frames(fd: c_int) {
+/// The rest of a record: the memory map, with a crash's stack scan (`scan_from`, its
+/// stack pointer) the code addresses on its stack ([`put_scan`]), then the frames
+/// `backtrace` finds, and close.
+unsafe fn put_maps_and_frames(fd: c_int, scan_from: Option<usize>) {
     // SAFETY: system calls and backtrace() (initialised at load time) on our own memory.
     unsafe {
         put(fd, b"maps\n");
+        let mut notes = MapNotes::new(scan_from.unwrap_or(0));
         let maps = libc::open(
             c"/proc/self/maps".as_ptr(),
             libc::O_RDONLY | libc::O_CLOEXEC,
@@ -263,13 +329,152 @@ unsafe fn put_maps_and_frames(fd: c_int) {
                     break;
                 }
                 put(fd, &buf[..n as usize]);
+                notes.feed(&buf[..n as usize]);
             }
             libc::close(maps);
         }
         put(fd, b"end-maps\n");
+        if scan_from.is_some() {
+            put_scan(fd, &notes);
+        }
         // Last, because unwinding from a wild pc may fault in here too.
         put_frames(fd);
         libc::close(fd);
+    }
+}
+
+/// How far above the stack pointer a crash's stack is scanned.
+const SCAN_BYTES: usize = 64 * 1024;
+/// The most `scan` lines a record gets.
+const MAX_SCAN_WORDS: usize = 256;
+/// The most executable mappings the scan knows (the program's own come first in the
+/// map, below the libraries).
+const MAX_EXEC_MAPS: usize = 128;
+
+/// What the stack scan needs of the memory map, noted while the record copies it
+/// (nothing allocated): the end of the mapping that holds the stack pointer, and the
+/// executable mappings.
+struct MapNotes {
+    /// The interrupted stack pointer.
+    sp: usize,
+    /// The end of the mapping holding `sp`; 0 if none does.
+    stack_end: usize,
+    /// Executable mappings, `[start, end)`.
+    executable: [(usize, usize); MAX_EXEC_MAPS],
+    /// How many of `executable` are set.
+    executable_count: usize,
+    /// The start of the line being read (`start-end perms` is all that is needed).
+    line: [u8; 64],
+    /// How much of `line` is set.
+    line_len: usize,
+}
+
+impl MapNotes {
+    fn new(sp: usize) -> MapNotes {
+        MapNotes {
+            sp,
+            stack_end: 0,
+            executable: [(0, 0); MAX_EXEC_MAPS],
+            executable_count: 0,
+            line: [0; 64],
+            line_len: 0,
+        }
+    }
+
+    /// Take in the next bytes of `/proc/self/maps`.
+    fn feed(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            if b == b'\n' {
+                self.end_line();
+                self.line_len = 0;
+            } else if self.line_len < self.line.len() {
+                self.line[self.line_len] = b;
+                self.line_len += 1;
+            }
+        }
+    }
+
+    /// `7ffd5a3d3000-7ffd5a3f4000 rw-p ...`: note the range if it holds the stack
+    /// pointer or code.
+    fn end_line(&mut self) {
+        let line = &self.line[..self.line_len];
+        let Some((start, rest)) = parse_hex(line) else {
+            return;
+        };
+        let Some((end, rest)) = rest.strip_prefix(b"-").and_then(parse_hex) else {
+            return;
+        };
+        let perms = rest.strip_prefix(b" ").unwrap_or_default();
+        if (start..end).contains(&self.sp) {
+            self.stack_end = end;
+        }
+        if perms.get(2) == Some(&b'x') && self.executable_count < MAX_EXEC_MAPS {
+            self.executable[self.executable_count] = (start, end);
+            self.executable_count += 1;
+        }
+    }
+
+    /// Whether `addr` is in an executable mapping.
+    fn is_code(&self, addr: usize) -> bool {
+        self.executable[..self.executable_count]
+            .iter()
+            .any(|&(start, end)| (start..end).contains(&addr))
+    }
+}
+
+/// A hexadecimal number at the start of `bytes`, and what follows it.
+fn parse_hex(bytes: &[u8]) -> Option<(usize, &[u8])> {
+    let digits = bytes.iter().take_while(|b| b.is_ascii_hexdigit()).count();
+    if digits == 0 || digits > 16 {
+        return None;
+    }
+    let mut value = 0usize;
+    for &b in &bytes[..digits] {
+        let d = (b as char).to_digit(16)? as usize;
+        value = value << 4 | d;
+    }
+    Some((value, &bytes[digits..]))
+}
+
+/// The stack scan, for when the unwinder finds nothing of the program (a smashed
+/// stack: the return addresses it would follow were overwritten): the words from the
+/// stack pointer up ([`SCAN_BYTES`] at most, not past the end of its mapping) that
+/// point into executable code, innermost first, a `scan` line each
+/// ([`MAX_SCAN_WORDS`] at most). The host keeps those that follow a call instruction
+/// in the program, return addresses left above the damage. Reads cannot fault.
+unsafe fn put_scan(fd: c_int, notes: &MapNotes) {
+    const WORD: usize = std::mem::size_of::<usize>();
+    let from = notes.sp & !(WORD - 1);
+    if notes.stack_end <= from {
+        return;
+    }
+    let end = notes.stack_end.min(from.saturating_add(SCAN_BYTES));
+    let mut words = [0usize; PAGE / WORD];
+    let mut at = from;
+    let mut written = 0;
+    while at < end {
+        let want = (end - at).min(PAGE);
+        // SAFETY: `words` is PAGE bytes of plain integers; read_memory checks `at`.
+        let got = unsafe {
+            read_memory(
+                at,
+                std::slice::from_raw_parts_mut(words.as_mut_ptr() as *mut u8, want),
+            )
+        };
+        for &w in &words[..got / WORD] {
+            if notes.is_code(w) {
+                // SAFETY: a plain write.
+                unsafe { put_hex(fd, b"scan ", w) };
+                written += 1;
+                if written == MAX_SCAN_WORDS {
+                    return;
+                }
+            }
+        }
+        if got < want {
+            return;
+        }
+        at += want;
     }
 }
 
@@ -379,6 +584,7 @@ extern "C" fn on_fatal(sig: c_int, info: *mut libc::siginfo_t, ctx: *mut c_void)
                 put_hex(fd, b"addr ", (*info).si_addr() as usize);
             }
             put_pc(fd, ctx);
+            let mut scan_from = None;
             if !ctx.is_null() {
                 let uc = &*(ctx as *const libc::ucontext_t);
                 put_hex(
@@ -388,22 +594,19 @@ extern "C" fn on_fatal(sig: c_int, info: *mut libc::siginfo_t, ctx: *mut c_void)
                 );
                 // After a call to a wild address the unwinder is lost, but the word at
                 // the stack pointer is still the return address into the caller.
-                // process_vm_readv reads it without faulting if the stack is bad too.
+                // read_memory reads it without faulting if the stack is bad too.
                 let sp = uc.uc_mcontext.gregs[libc::REG_RSP as usize] as usize;
-                let mut word = 0usize;
-                let local = libc::iovec {
-                    iov_base: &mut word as *mut usize as *mut c_void,
-                    iov_len: 8,
-                };
-                let remote = libc::iovec {
-                    iov_base: sp as *mut c_void,
-                    iov_len: 8,
-                };
-                if libc::process_vm_readv(libc::getpid(), &local, 1, &remote, 1, 0) == 8 {
-                    put_hex(fd, b"spword ", word);
+                let mut word = [0u8; 8];
+                if read_memory(sp, &mut word) == word.len() {
+                    put_hex(fd, b"spword ", usize::from_ne_bytes(word));
+                }
+                // A hang's stack is sampled, not scanned: the scan is for a crash
+                // whose return addresses may be gone.
+                if sig != libc::SIGXCPU {
+                    scan_from = Some(sp);
                 }
             }
-            put_maps_and_frames(fd);
+            put_maps_and_frames(fd, scan_from);
             // A hang goes on a little longer, to be sampled. (SA_RESETHAND restored
             // SIGXCPU's default: the kernel's next one, or the host's, ends it.)
             if sig == libc::SIGXCPU && start_sampling(ctx) {
@@ -438,7 +641,7 @@ fn allocation_failed(size: usize) {
         let fd = open_record(false);
         if fd >= 0 {
             put_hex(fd, b"alloc-failed ", size);
-            put_maps_and_frames(fd);
+            put_maps_and_frames(fd, None);
         }
     }
 }
