@@ -991,9 +991,13 @@ def afl_crashes(crash_dir, subj, trestle, plain, scratch):
     for p in files:
         m = re.search(r"time:(\d+)", p.name)
         e = re.search(r"execs:(\d+)", p.name)
+        data = p.read_bytes()
+        # The input itself, so the run file keeps what triage needs once the run
+        # directory is gone (bench/triage_afl.py; a few KB a run).
         meta.append({"file": p.name, "seconds": int(m.group(1)) / 1000 if m else None,
-                     "execs": int(e.group(1)) if e else None})
-        tests.append(afl_to_test(p.read_bytes(), cfg["afl"]))
+                     "execs": int(e.group(1)) if e else None,
+                     "input_b64": base64.b64encode(data).decode()})
+        tests.append(afl_to_test(data, cfg["afl"]))
     verdicts = validate(trestle, plain, tests, scratch)
     found = {b: None for b in cfg["bugs"]}
     others, unreproduced, crashes = {}, [], []

@@ -23,6 +23,7 @@ and the triage's time and its reduction sizes. Writes OUT/SUBJECT/aflpp-REP/ (th
 triage) and OUT/triage-afl.md (the table); exit status 1 when a check fails.
 """
 import argparse
+import base64
 import collections
 import json
 import subprocess
@@ -49,7 +50,14 @@ def label(crash):
 def triage_run(subj, rep, res, work, out, trestle, plain, reduce_time):
     crash_dir = bugs.run_dir_of(work, subj, "aflpp", rep) / "out" / "default" / "crashes"
     if not crash_dir.is_dir():
-        return {"run": f"{subj} aflpp-{rep}", "missing": str(crash_dir)}
+        kept = [c for c in res.get("crashes", []) if "input_b64" in c]
+        if len(kept) != len(res.get("crashes", [])):
+            return {"run": f"{subj} aflpp-{rep}", "missing": str(crash_dir)}
+        # The run directory is gone, but the run file holds every crash input.
+        crash_dir = out / subj / f"aflpp-{rep}" / "crashes"
+        crash_dir.mkdir(parents=True, exist_ok=True)
+        for c in kept:
+            (crash_dir / c["file"]).write_bytes(base64.b64decode(c["input_b64"]))
     truth = {c["file"]: label(c) for c in res.get("crashes", [])}
     files = sorted(p for p in crash_dir.glob("id:*"))
     if not files:
