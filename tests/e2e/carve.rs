@@ -2233,3 +2233,32 @@ fn a_pattern_the_c_library_compiled_is_part_of_the_context_and_replays() {
     let shown = ok(&mut trestle(&[&"show", &file]));
     assert!(shown.contains("heap of the C library's own"), "{shown}");
 }
+
+/// `replay --program` with a path relative to where trestle was started: every replay
+/// outside the forkserver (here all of them) runs in a directory of its own, and
+/// could not start the program by that path.
+#[test]
+fn a_relative_program_path_replays_outside_the_forkserver_too() {
+    let (summary, _index, dir) = carve_c(
+        "libcregex",
+        LIBC_REGEX,
+        &[(
+            "digits",
+            json!({"args": ["[0-9]{2,}"], "stdin": "a1\nb22\n"}),
+        )],
+    );
+    assert_eq!(summary["errors"].as_u64(), Some(0), "{summary:#}");
+    let out = ok(trestle(&[
+        &"replay",
+        &"units",
+        &"--check",
+        &"--json",
+        &"--no-forkserver",
+        &"--program",
+        &"libcregex",
+    ])
+    .current_dir(dir.path()));
+    let again: Value = serde_json::from_str(&out).expect("replay --json");
+    assert_eq!(again["errors"].as_u64(), Some(0), "{again:#}");
+    assert_eq!(again["faithful"], summary["faithful"], "{again:#}");
+}

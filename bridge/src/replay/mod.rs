@@ -351,6 +351,24 @@ fn read_tail(path: &Path) -> Vec<u8> {
 /// captured testsuite's 120,000 units took 5 GiB and a serial 23 s to read up
 /// front.
 pub fn run(opts: &Options) -> Result<ReplaySummary> {
+    // A replay runs in a directory of its own: a relative `--program` is made
+    // absolute here, or every replay outside the forkserver failed to start it.
+    let absolute;
+    let opts = match &opts.program {
+        Some(p) if p.is_relative() => {
+            absolute = Options {
+                program: Some(std::path::absolute(p).with_context(|| {
+                    format!("cannot make the program path {} absolute", p.display())
+                })?),
+                units: opts.units.clone(),
+                twin: opts.twin.clone(),
+                dump: opts.dump.clone(),
+                ..*opts
+            };
+            &absolute
+        }
+        _ => opts,
+    };
     let files = unit_files(&opts.units)?;
     let jobs = opts
         .jobs
