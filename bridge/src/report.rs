@@ -358,7 +358,7 @@ pub fn markdown(r: &Report) -> String {
         s,
         "| time | {:.0}s of {:.0}s | {} |",
         c.elapsed,
-        c.settings.budget,
+        c.settings.budget.as_secs_f64(),
         r.baseline
             .as_ref()
             .and_then(|b| b.last())
