@@ -20,7 +20,8 @@
 //!   units as standalone C tests.
 //!
 //! Shared data: [`binary`] (what an instrumented program says about itself) and
-//! [`files`] (the typed files of a campaign directory).
+//! [`files`] (the typed files of a campaign directory); [`tools`] finds the programs
+//! the bridge runs besides the subject.
 //!
 //! It must not depend on LLVM or link the runtime; it talks to instrumented programs
 //! only through files, pipes and the environment, in the formats of `trestle-abi`.
@@ -42,5 +43,6 @@ pub mod roadblocks;
 pub mod sarif;
 pub mod stdout;
 pub mod system;
+pub mod tools;
 pub mod triage;
 pub mod validate;

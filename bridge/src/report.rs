@@ -173,93 +173,63 @@ pub fn alarm_details(dir: &Path, alarms: &[AlarmEntry]) -> Result<Vec<AlarmDetai
     Ok(details)
 }
 
-fn esc(s: &str) -> String {
-    s.replace('&', "&amp;")
-        .replace('<', "&lt;")
-        .replace('>', "&gt;")
-        .replace('"', "&quot;")
-}
-
-/// The coverage plot: edges over time, the campaign and (if given) the baseline.
-pub fn svg_plot(main: &[Sample], baseline: Option<&[Sample]>, main_label: &str) -> String {
-    let (w, h, l, r, t, b) = (720.0, 360.0, 70.0, 20.0, 20.0, 50.0);
+/// The coverage plot: edges over time, the campaign and (if given) the baseline, as
+/// an SVG line chart (plotters' SVG backend; its text is SVG text, laid out by the
+/// browser, so no font is needed here).
+pub fn svg_plot(main: &[Sample], baseline: Option<&[Sample]>, main_label: &str) -> Result<String> {
+    use plotters::prelude::*;
+    // plotters draws text at 1/1.24 of the size asked: 12 px, as the page's.
+    const FONT: f64 = 15.0;
     let all = main.iter().chain(baseline.unwrap_or_default());
     let max_x = all.clone().map(|s| s.seconds).fold(1.0f64, f64::max);
     let max_y = all.map(|s| s.edges as f64).fold(1.0f64, f64::max) * 1.1;
-    let x = |v: f64| l + (w - l - r) * v / max_x;
-    let y = |v: f64| h - b - (h - t - b) * v / max_y;
-    let mut s = format!(
-        "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{w}\" height=\"{h}\" viewBox=\"0 0 {w} {h}\" font-family=\"sans-serif\" font-size=\"12\">\n\
-         <rect width=\"{w}\" height=\"{h}\" fill=\"white\"/>\n"
-    );
-    for i in 0..=5 {
-        let vy = max_y * i as f64 / 5.0;
-        let vx = max_x * i as f64 / 5.0;
-        let _ = writeln!(
-            s,
-            "<line x1=\"{l}\" x2=\"{}\" y1=\"{:.1}\" y2=\"{:.1}\" stroke=\"#ddd\"/>",
-            w - r,
-            y(vy),
-            y(vy)
-        );
-        let _ = writeln!(
-            s,
-            "<text x=\"{}\" y=\"{:.1}\" text-anchor=\"end\">{:.0}</text>",
-            l - 6.0,
-            y(vy) + 4.0,
-            vy
-        );
-        let _ = writeln!(
-            s,
-            "<text x=\"{:.1}\" y=\"{}\" text-anchor=\"middle\">{:.0}s</text>",
-            x(vx),
-            h - b + 18.0,
-            vx
-        );
-    }
-    let _ = writeln!(
-        s,
-        "<line x1=\"{l}\" x2=\"{l}\" y1=\"{t}\" y2=\"{}\" stroke=\"black\"/>",
-        h - b
-    );
-    let _ = writeln!(
-        s,
-        "<line x1=\"{l}\" x2=\"{}\" y1=\"{}\" y2=\"{}\" stroke=\"black\"/>",
-        w - r,
-        h - b,
-        h - b
-    );
-    let _ = writeln!(
-        s,
-        "<text x=\"{}\" y=\"{}\" text-anchor=\"middle\">time</text>",
-        (l + w - r) / 2.0,
-        h - 8.0
-    );
-    let _ = writeln!(s, "<text x=\"16\" y=\"{}\" text-anchor=\"middle\" transform=\"rotate(-90 16 {})\">edges covered (system level)</text>", (t + h - b) / 2.0, (t + h - b) / 2.0);
-    let mut curve = |samples: &[Sample], color: &str, label: &str, k: usize| {
-        let pts: Vec<String> = samples
-            .iter()
-            .map(|p| format!("{:.1},{:.1}", x(p.seconds), y(p.edges as f64)))
-            .collect();
-        let _ = writeln!(s, "<polyline class=\"curve\" data-label=\"{}\" fill=\"none\" stroke=\"{color}\" stroke-width=\"2\" points=\"{}\"/>", esc(label), pts.join(" "));
-        // Legend in the lower right, where rising curves are not.
-        let ly = h - b - 44.0 + 18.0 * k as f64;
-        let lx = w - r - 220.0;
-        let _ = writeln!(s, "<line x1=\"{lx}\" x2=\"{}\" y1=\"{ly}\" y2=\"{ly}\" stroke=\"{color}\" stroke-width=\"3\"/>", lx + 24.0);
-        let _ = writeln!(
-            s,
-            "<text x=\"{}\" y=\"{}\">{}</text>",
-            lx + 30.0,
-            ly + 4.0,
-            esc(label)
-        );
-    };
-    curve(main, "#c0392b", main_label, 0);
+    let mut series = vec![(main, RGBColor(0xc0, 0x39, 0x2b), main_label)];
     if let Some(bl) = baseline {
-        curve(bl, "#2c6fbb", "system only", 1);
+        series.push((bl, RGBColor(0x2c, 0x6f, 0xbb), "system only"));
     }
-    s += "</svg>\n";
-    s
+    let mut svg = String::new();
+    {
+        let root = SVGBackend::with_string(&mut svg, (720, 360)).into_drawing_area();
+        root.fill(&WHITE)?;
+        let mut chart = ChartBuilder::on(&root)
+            .margin(20)
+            .x_label_area_size(40)
+            .y_label_area_size(60)
+            .build_cartesian_2d(0.0..max_x, 0.0..max_y)?;
+        chart
+            .configure_mesh()
+            .x_labels(6)
+            .y_labels(6)
+            .x_label_formatter(&|v| format!("{v:.0}s"))
+            .y_label_formatter(&|v| format!("{v:.0}"))
+            .x_desc("time")
+            .y_desc("edges covered (system level)")
+            .disable_x_mesh()
+            .light_line_style(TRANSPARENT)
+            .bold_line_style(RGBColor(0xdd, 0xdd, 0xdd))
+            .label_style(("sans-serif", FONT))
+            .axis_desc_style(("sans-serif", FONT))
+            .draw()?;
+        for (samples, color, label) in series {
+            let points = samples.iter().map(|p| (p.seconds, p.edges as f64));
+            chart
+                .draw_series(LineSeries::new(points, color.stroke_width(2)))?
+                .label(label)
+                .legend(move |(x, y)| {
+                    Rectangle::new([(x, y - 2), (x + 24, y + 2)], color.filled())
+                });
+        }
+        // In the lower right, where rising curves are not.
+        chart
+            .configure_series_labels()
+            .position(SeriesLabelPosition::LowerRight)
+            .background_style(WHITE.mix(0.8))
+            .border_style(RGBColor(0xcc, 0xcc, 0xcc))
+            .label_font(("sans-serif", FONT))
+            .draw()?;
+        root.present()?;
+    }
+    Ok(svg)
 }
 
 fn show_content(c: &Content) -> String {
@@ -358,7 +328,7 @@ pub fn markdown(r: &Report) -> String {
         s,
         "| time | {:.0}s of {:.0}s | {} |",
         c.elapsed,
-        c.settings.budget,
+        c.settings.budget.as_secs_f64(),
         r.baseline
             .as_ref()
             .and_then(|b| b.last())
@@ -679,7 +649,7 @@ fn unit_sections(s: &mut String, c: &Campaign) {
 }
 
 /// The report as one HTML page.
-pub fn html(r: &Report) -> String {
+pub fn html(r: &Report) -> Result<String> {
     let plot = svg_plot(
         &r.timeline,
         r.baseline.as_deref(),
@@ -688,8 +658,8 @@ pub fn html(r: &Report) -> String {
         } else {
             "bridge (trestle run)"
         },
-    );
-    page(&markdown(r), &plot)
+    )?;
+    Ok(page(&markdown(r), &plot))
 }
 
 /// The report's Markdown `md` as a page, with `plot` under its "Coverage over time"
@@ -752,14 +722,88 @@ pub fn run(args: &Options) -> Result<()> {
     let md = args.dir.join("report.md");
     let page = args.dir.join("report.html");
     std::fs::write(&md, markdown(&r)).with_context(|| format!("cannot write {}", md.display()))?;
-    std::fs::write(&page, html(&r)).with_context(|| format!("cannot write {}", page.display()))?;
+    std::fs::write(&page, html(&r)?).with_context(|| format!("cannot write {}", page.display()))?;
     eprintln!("wrote {} and {}", md.display(), page.display());
     Ok(())
 }
 
 #[cfg(test)]
 mod tests {
-    use super::page;
+    use super::{page, svg_plot, Sample};
+
+    fn sample(seconds: f64, edges: u64) -> Sample {
+        Sample {
+            seconds,
+            edges,
+            alarms: 0,
+        }
+    }
+
+    #[test]
+    fn the_plot_draws_each_series_through_its_samples_with_labelled_axes() {
+        let main: Vec<Sample> = (0..7)
+            .map(|i| sample(15.0 * i as f64, 10 + 9 * i))
+            .collect();
+        let base = [sample(0.0, 10), sample(45.0, 20), sample(90.0, 31)];
+        let svg = svg_plot(&main, Some(&base), "bridge (trestle run)").unwrap();
+        assert!(
+            svg.starts_with("<svg") && svg.trim_end().ends_with("</svg>"),
+            "{svg}"
+        );
+        // The series are the wide lines, in the order drawn; axes and ticks are thin.
+        let curves: Vec<Vec<(f64, f64)>> = svg
+            .lines()
+            .filter(|l| l.starts_with("<polyline") && l.contains("stroke-width=\"2\""))
+            .map(|l| {
+                let points = l
+                    .split("points=\"")
+                    .nth(1)
+                    .unwrap()
+                    .split('"')
+                    .next()
+                    .unwrap();
+                points
+                    .split_whitespace()
+                    .map(|p| {
+                        let (x, y) = p.split_once(',').unwrap();
+                        (x.parse().unwrap(), y.parse().unwrap())
+                    })
+                    .collect()
+            })
+            .collect();
+        assert_eq!(curves.len(), 2, "{svg}");
+        assert_eq!(curves[0].len(), main.len(), "{svg}");
+        assert_eq!(curves[1].len(), base.len(), "{svg}");
+        // Later samples lie to the right, more edges higher up (SVG's y grows down);
+        // both start at the same point and the campaign ends above the baseline.
+        for c in &curves {
+            assert!(
+                c.windows(2).all(|w| w[0].0 < w[1].0 && w[0].1 > w[1].1),
+                "{c:?}"
+            );
+        }
+        assert_eq!(curves[0][0], curves[1][0]);
+        assert!(curves[0].last().unwrap().1 < curves[1].last().unwrap().1);
+        for text in [
+            "time",
+            "edges covered (system level)",
+            "0s",
+            "80s",
+            "0",
+            "bridge (trestle run)",
+            "system only",
+        ] {
+            assert!(
+                svg.contains(&format!(">\n{text}\n</text>")),
+                "{text}: {svg}"
+            );
+        }
+        // No samples yet, or one: still a plot.
+        for few in [&[][..], &main[..1]] {
+            let svg = svg_plot(few, None, "bridge (trestle run)").unwrap();
+            assert!(svg.contains("bridge (trestle run)"), "{svg}");
+        }
+    }
 
     #[test]
     fn the_page_renders_tables_lists_and_code_and_shows_markup_in_inputs_as_text() {

@@ -199,10 +199,17 @@ fn the_bridge_finds_both_planted_bugs_and_the_baseline_runs_no_unit() {
     // The report renders, with both curves.
     ok(&mut trestle(&[&"report", &out, &"--baseline", &base]));
     let html = std::fs::read_to_string(out.join("report.html")).unwrap();
+    // The plot's curves are its wide lines (plotters' SVG; axes and ticks are thin).
     assert_eq!(
-        html.matches("class=\"curve\"").count(),
+        html.lines()
+            .filter(|l| l.starts_with("<polyline") && l.contains("stroke-width=\"2\""))
+            .count(),
         2,
         "two curves in the plot"
+    );
+    assert!(
+        html.contains("\nsystem only\n</text>"),
+        "the baseline in the legend"
     );
     assert!(html.contains("store_value") && html.contains("check_login"));
     let md = std::fs::read_to_string(out.join("report.md")).unwrap();

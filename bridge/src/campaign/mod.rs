@@ -171,8 +171,9 @@ pub struct Settings {
     pub program: PathBuf,
     /// Seeds.
     pub seeds: PathBuf,
-    /// Budget, seconds.
-    pub budget: f64,
+    /// Budget (campaign.json: seconds).
+    #[serde(with = "seconds")]
+    pub budget: Duration,
     /// Unit fuzzing cores.
     pub cores: usize,
     /// Unit fuzzing in-process (else the forkserver; campaigns of earlier versions
@@ -192,12 +193,15 @@ pub struct Settings {
     pub coverage_with: Option<PathBuf>,
     /// System-only baseline.
     pub system_only: bool,
-    /// Slice lengths, seconds.
-    pub system_slice: f64,
-    /// Unit slice, seconds.
-    pub unit_slice: f64,
-    /// Execution timeout, seconds.
-    pub timeout: f64,
+    /// System fuzzing slice (campaign.json: seconds).
+    #[serde(with = "seconds")]
+    pub system_slice: Duration,
+    /// Unit slice (campaign.json: seconds).
+    #[serde(with = "seconds")]
+    pub unit_slice: Duration,
+    /// Execution timeout (campaign.json: seconds).
+    #[serde(with = "seconds")]
+    pub timeout: Duration,
     /// Random seed.
     pub seed: u64,
     /// Sandbox off.
@@ -212,6 +216,20 @@ pub struct Settings {
 
 fn default_max_disk() -> u64 {
     disk::DEFAULT_MAX_DISK
+}
+
+/// A [`Duration`] kept in campaign.json as a number of seconds, as it always was.
+mod seconds {
+    use serde::{Deserialize as _, Deserializer, Serializer};
+    use std::time::Duration;
+
+    pub fn serialize<S: Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_f64(d.as_secs_f64())
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
+        Duration::try_from_secs_f64(f64::deserialize(d)?).map_err(serde::de::Error::custom)
+    }
 }
 
 /// One unit fuzzed by the campaign.
@@ -556,7 +574,7 @@ fn settings_from(args: &Options) -> Result<Settings> {
     Ok(Settings {
         program,
         seeds,
-        budget: args.time.as_secs_f64(),
+        budget: args.time,
         cores: args.cores,
         in_process: !args.forkserver && args.cores == 1,
         focus: args.focus.clone(),
@@ -565,9 +583,9 @@ fn settings_from(args: &Options) -> Result<Settings> {
         validate_with,
         coverage_with,
         system_only: args.system_only,
-        system_slice: args.system_slice.as_secs_f64(),
-        unit_slice: args.unit_slice.as_secs_f64(),
-        timeout: args.timeout.as_secs_f64(),
+        system_slice: args.system_slice,
+        unit_slice: args.unit_slice,
+        timeout: args.timeout,
         seed: args.seed,
         no_sandbox: args.no_sandbox,
         no_lean: args.no_lean,
@@ -648,14 +666,14 @@ fn resume(dir: &Path) -> Result<(PathBuf, Campaign)> {
     }
     let mut c: Campaign = files::read(&path)?;
     c.upgrade();
-    if c.finished || c.elapsed >= c.settings.budget {
+    if c.finished || c.elapsed >= c.settings.budget.as_secs_f64() {
         // Killed while reducing its alarms: a resume only reduces what is left.
         let unreduced = unreduced_alarms(dir)?;
         if unreduced == 0 {
             bail!(
                 "the campaign in {} has used its {:.0}s budget; `trestle report {}` shows it",
                 dir.display(),
-                c.settings.budget,
+                c.settings.budget.as_secs_f64(),
                 dir.display()
             );
         }
@@ -723,6 +741,30 @@ fn start(args: &Options) -> Result<(PathBuf, Campaign)> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn settings_durations_stay_seconds_in_campaign_json() {
+        let old = serde_json::json!({
+            "program": "/p", "seeds": "/s", "budget": 600.0, "cores": 1, "focus": [],
+            "changed": [], "changed_since": null, "validate_with": "/p",
+            "system_only": false, "system_slice": 60, "unit_slice": 7.5, "timeout": 0.25,
+            "seed": 1, "no_sandbox": false
+        });
+        let s: Settings = serde_json::from_value(old).unwrap();
+        assert_eq!(s.budget, Duration::from_secs(600));
+        assert_eq!(s.system_slice, Duration::from_secs(60));
+        assert_eq!(s.unit_slice, Duration::from_millis(7500));
+        assert_eq!(s.timeout, Duration::from_millis(250));
+        let back = serde_json::to_value(&s).unwrap();
+        assert_eq!(back["budget"], 600.0);
+        assert_eq!(back["unit_slice"], 7.5);
+        assert_eq!(back["timeout"], 0.25);
+        let bad = serde_json::json!({"budget": -1.0});
+        let e = serde_json::from_value::<Settings>(bad)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("negative"), "{e}");
+    }
 
     fn probe(key: &str, unit: usize, worth: bool, unreached: bool) -> RoadblockProbe {
         RoadblockProbe {

@@ -28,9 +28,9 @@ impl Runner {
         }
         let work = Work {
             seeds,
-            timeout: s.timeout,
-            system_slice: s.system_slice,
-            unit_slice: s.unit_slice,
+            timeout: s.timeout.as_secs_f64(),
+            system_slice: s.system_slice.as_secs_f64(),
+            unit_slice: s.unit_slice.as_secs_f64(),
             seed: s.seed,
             units: !s.system_only,
             remaining: self.remaining(),

@@ -546,7 +546,7 @@ impl Runner {
             .collect();
         let dir = self.out.join("probe");
         crate::files::remove_dir_if_present(&dir)?;
-        let timeout = Duration::from_secs_f64(self.c.settings.timeout).min(PROBE_RUN_LIMIT);
+        let timeout = self.c.settings.timeout.min(PROBE_RUN_LIMIT);
         let result = trestle_unit_fuzz::probe(
             &self.c.settings.program,
             &unit,

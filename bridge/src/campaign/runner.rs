@@ -67,10 +67,10 @@ const QUEUE_SEEDS: usize = 256;
 /// ([`Runner::system_stalled`]).
 const STALL_SHARE: f64 = 0.2;
 
-/// The longest the first unit round waits for the system fuzzer to stall, in seconds
-/// of campaign time: a quarter of the budget, but in a campaign of a day that would
-/// leave the roadblocks of its first six hours to the system fuzzer alone.
-const MAX_FIRST_WAIT: f64 = 600.0;
+/// The longest the first unit round waits for the system fuzzer to stall, in campaign
+/// time: a quarter of the budget, but in a campaign of a day that would leave the
+/// roadblocks of its first six hours to the system fuzzer alone.
+const MAX_FIRST_WAIT: Duration = Duration::from_secs(600);
 
 /// What reducing the alarms may take, at least, once the fuzzing budget is spent.
 const REDUCTION_TIME: Duration = Duration::from_secs(120);
@@ -145,7 +145,15 @@ impl Runner {
     }
 
     pub(super) fn remaining(&self) -> f64 {
-        self.c.settings.budget - self.clock()
+        self.c.settings.budget.as_secs_f64() - self.clock()
+    }
+
+    /// The campaign time until which the system fuzzer has it to itself, unless it
+    /// stalls first ([`MAX_FIRST_WAIT`]), seconds.
+    fn first_wait(&self) -> f64 {
+        (self.c.settings.budget / 4)
+            .min(MAX_FIRST_WAIT)
+            .as_secs_f64()
     }
 
     pub(super) fn sample(&mut self) -> Result<()> {
@@ -286,8 +294,7 @@ impl Runner {
     /// executions in its first 27).
     pub(super) fn system_hangs(&mut self) -> Result<()> {
         if !self.hangs_open {
-            self.hangs_open = self.system_stalled()
-                || self.clock() >= (self.c.settings.budget / 4.0).min(MAX_FIRST_WAIT);
+            self.hangs_open = self.system_stalled() || self.clock() >= self.first_wait();
             if !self.hangs_open {
                 return Ok(());
             }
@@ -326,6 +333,7 @@ impl Runner {
                 .c
                 .settings
                 .system_slice
+                .as_secs_f64()
                 .max(STALL_SHARE * self.last_new_edge)
     }
 
@@ -536,9 +544,8 @@ impl Runner {
             tests: tests_dir,
             out: traces.clone(),
             // Within what is left of the budget.
-            timeout: Duration::from_secs_f64(
-                (self.c.settings.timeout * 5.0).min(self.remaining().max(1.0)),
-            ),
+            timeout: (self.c.settings.timeout * 5)
+                .min(Duration::from_secs_f64(self.remaining().max(1.0))),
             // At a roadblock, few functions are recorded, and the call that reaches
             // the branch may come late in the run.
             max_per_fn: if only.is_empty() { 5 } else { 20 },
@@ -684,15 +691,18 @@ impl Runner {
             .join("fuzz")
             .join(format!("{}-{k}", crate::carve::units::safe_name(&function)));
         crate::files::remove_dir_if_present(&dir)?;
-        let slice =
-            Duration::from_secs_f64(self.c.settings.unit_slice.min(self.remaining().max(1.0)));
+        let slice = self
+            .c
+            .settings
+            .unit_slice
+            .min(Duration::from_secs_f64(self.remaining().max(1.0)));
         let mut cfg = super::unit_fuzz_config(
             &self.binary,
             unit,
             dir.clone(),
             slice,
             self.sys.run_limit(),
-            Duration::from_secs_f64(self.c.settings.timeout),
+            self.c.settings.timeout,
             self.c
                 .settings
                 .seed
@@ -1005,7 +1015,7 @@ impl Runner {
     /// Rounds until the budget is spent or the user stops the campaign.
     pub(super) fn rounds(&mut self) -> Result<()> {
         let s = self.c.settings.clone();
-        let system_slice = Duration::from_secs_f64(s.system_slice);
+        let system_slice = s.system_slice;
         while self.remaining() > 0.0 && !STOP.load(Ordering::SeqCst) {
             if self.delegate {
                 // The workers fuzz; this node takes what they find and carves it.
@@ -1047,10 +1057,7 @@ impl Runner {
                 // ... or at the latest once a quarter of the budget (10 minutes at most)
                 // is spent: on sed the system fuzzer still found an edge every half
                 // minute at 300 s, and units must get their floor somewhere.
-                if waiting
-                    && !self.system_stalled()
-                    && self.clock() < (self.c.settings.budget / 4.0).min(MAX_FIRST_WAIT)
-                {
+                if waiting && !self.system_stalled() && self.clock() < self.first_wait() {
                     self.c.rounds += 1;
                     self.sample()?;
                     self.save()?;
@@ -1058,7 +1065,7 @@ impl Runner {
                 }
                 // Carving pays only with time left to fuzz what it carves: near the
                 // end, the system fuzzer keeps the rest of the budget.
-                if self.remaining() > s.unit_slice.min(10.0) {
+                if self.remaining() > s.unit_slice.as_secs_f64().min(10.0) {
                     let (edges, alarms, t) = (self.sys.edges(), self.findings().1, Instant::now());
                     self.carve_new()?;
                     if self.remaining() > 1.0
@@ -1105,8 +1112,7 @@ impl Runner {
         }
         self.fuzzing_ended = Some(self.clock());
         let t = Instant::now();
-        let deadline =
-            t + REDUCTION_TIME.max(Duration::from_secs_f64(self.c.settings.budget / 10.0));
+        let deadline = t + REDUCTION_TIME.max(self.c.settings.budget / 10);
         for (k, id) in pending.iter().enumerate() {
             if STOP.load(Ordering::SeqCst) {
                 break; // Ctrl-C: the rest stay pending, said so below
@@ -1303,7 +1309,7 @@ fn system_fuzzer(
         program: s.program.clone(),
         seeds: seeds.to_vec(),
         out: out.join("system"),
-        timeout: Duration::from_secs_f64(s.timeout),
+        timeout: s.timeout,
         seed: s.seed,
         // As AFL++'s compile-time dictionary: the program's string literals and the
         // constants it compares against.
@@ -1326,7 +1332,7 @@ fn system_fuzzer(
 /// they are reduced to 1-minimal once the fuzzing budget is spent (bounded in time,
 /// not in runs), so that no reduction stops the fuzzers.
 fn lifter(s: &Settings, seeds: &[NamedTest], out: &Path, elapsed: f64) -> Result<Lifter> {
-    let wall = Duration::from_secs_f64(s.timeout * 5.0);
+    let wall = s.timeout * 5;
     let limits = Limits {
         wall,
         cpu_secs: cpu_limit(wall),
@@ -1345,11 +1351,11 @@ fn lifter(s: &Settings, seeds: &[NamedTest], out: &Path, elapsed: f64) -> Result
     lifter.set_defer_reduction(true);
     lifter.set_harness(Some(s.program.clone()));
     // Unit harness runs stop where the unit fuzzer's would count as hangs.
-    lifter.set_harness_limit(Duration::from_secs_f64(s.timeout));
+    lifter.set_harness_limit(s.timeout);
     // Lifted tests too: one that runs past the hang limit is no crash found.
-    lifter.set_lifted_limit(Duration::from_secs_f64(s.timeout));
+    lifter.set_lifted_limit(s.timeout);
     // A hang is confirmed at the system fuzzer's own limit (whole CPU seconds).
-    lifter.set_hang_limit(Duration::from_secs_f64(s.timeout));
+    lifter.set_hang_limit(s.timeout);
     lifter.set_epoch(Instant::now() - Duration::from_secs_f64(elapsed.max(0.0)));
     lifter.set_seeds(
         seeds

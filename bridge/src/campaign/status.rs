@@ -75,7 +75,7 @@ impl Live {
 
     pub(super) fn show(&mut self, s: &Status) {
         let el = s.elapsed;
-        let budget = s.c.settings.budget;
+        let budget = s.c.settings.budget.as_secs_f64();
         if self.tty {
             let mode = if s.c.settings.system_only {
                 "system only"

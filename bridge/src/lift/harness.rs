@@ -2,7 +2,7 @@
 //! unit level, and which of its parameter values the crash needs.
 
 use super::Lifter;
-use crate::validate::sandbox::find_tool;
+use crate::tools::find_tool;
 use crate::validate::signature::{crash_kind, parse_stack, symbolise, CrashSignature, FrameFilter};
 use anyhow::{bail, Context as _, Result};
 use std::path::{Path, PathBuf};

@@ -93,19 +93,6 @@ pub fn is_coverage_build(program: &Path) -> bool {
         .any(|s| s.name().is_ok_and(|n| n == "__llvm_covmap"))
 }
 
-fn llvm_tool(name: &str) -> Result<PathBuf> {
-    for n in [format!("{name}-19"), name.to_owned()] {
-        if let Some(p) = crate::validate::signature::which(&n) {
-            return Ok(p);
-        }
-    }
-    let p = PathBuf::from(format!("/usr/lib/llvm-19/bin/{name}"));
-    if p.exists() {
-        return Ok(p);
-    }
-    bail!("{name} not found (it comes with LLVM 19: apt-get install llvm-19)")
-}
-
 /// The coverage of the runs that wrote `profiles` (raw profiles of `program`).
 pub fn measure(program: &Path, profiles: &[PathBuf]) -> Result<CoverageSet> {
     if profiles.is_empty() {
@@ -113,7 +100,7 @@ pub fn measure(program: &Path, profiles: &[PathBuf]) -> Result<CoverageSet> {
     }
     let dir = tempfile::Builder::new().prefix("trestle-cov-").tempdir()?;
     let merged = dir.path().join("merged.profdata");
-    let out = Command::new(llvm_tool("llvm-profdata")?)
+    let out = Command::new(crate::tools::llvm_tool("llvm-profdata")?)
         .args(["merge", "-sparse", "-o"])
         .arg(&merged)
         .args(profiles)
@@ -125,7 +112,7 @@ pub fn measure(program: &Path, profiles: &[PathBuf]) -> Result<CoverageSet> {
             String::from_utf8_lossy(&out.stderr).trim()
         );
     }
-    let out = Command::new(llvm_tool("llvm-cov")?)
+    let out = Command::new(crate::tools::llvm_tool("llvm-cov")?)
         .args(["export", "-format=lcov", "-instr-profile"])
         .arg(&merged)
         .arg(program)

@@ -379,28 +379,20 @@ pub fn run_test(program: &Path, test: &SystemTest, opts: &RunOptions) -> Result<
     })
 }
 
-/// Parse a duration such as `10s`, `500ms`, `2m`, `1h` or a plain number of seconds.
+/// Parse a command-line duration: what `humantime` reads (`10s`, `500ms`, `2m`,
+/// `1.5h`, `1h 30m`), or a plain number of seconds (`90`, `0.5`), which it would refuse
+/// for want of a unit and which scripts and earlier versions pass.
 pub fn parse_duration(s: &str) -> Result<Duration, String> {
     let s = s.trim();
-    let (num, unit) = match s.find(|c: char| !c.is_ascii_digit() && c != '.') {
-        Some(i) => (&s[..i], &s[i..]),
-        None => (s, "s"),
-    };
-    let n: f64 = num
-        .parse()
-        .map_err(|_| format!("invalid duration {s:?} (try 10s, 500ms, 2m)"))?;
-    let secs = match unit {
-        "ms" => n / 1000.0,
-        "s" | "" => n,
-        "m" | "min" => n * 60.0,
-        "h" => n * 3600.0,
-        _ => {
-            return Err(format!(
-                "invalid duration unit in {s:?} (use ms, s, m or h)"
-            ))
-        }
-    };
-    Ok(Duration::from_secs_f64(secs))
+    if !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit() || b == b'.') {
+        return s
+            .parse::<f64>()
+            .ok()
+            .and_then(|secs| Duration::try_from_secs_f64(secs).ok())
+            .ok_or_else(|| format!("invalid duration {s:?} (try 10s, 500ms, 2m)"));
+    }
+    humantime::parse_duration(s)
+        .map_err(|e| format!("invalid duration {s:?}: {e} (try 10s, 500ms, 2m)"))
 }
 
 #[cfg(test)]
@@ -451,6 +443,15 @@ mod tests {
         assert_eq!(parse_duration("10s").unwrap(), Duration::from_secs(10));
         assert_eq!(parse_duration("500ms").unwrap(), Duration::from_millis(500));
         assert_eq!(parse_duration("2m").unwrap(), Duration::from_secs(120));
-        assert!(parse_duration("ten").is_err());
+        assert_eq!(parse_duration("90").unwrap(), Duration::from_secs(90));
+        assert_eq!(parse_duration("0.5").unwrap(), Duration::from_millis(500));
+        assert_eq!(parse_duration("1.5s").unwrap(), Duration::from_millis(1500));
+        assert_eq!(parse_duration("15min").unwrap(), Duration::from_secs(900));
+        assert_eq!(parse_duration("1h 30m").unwrap(), Duration::from_secs(5400));
+        assert_eq!(parse_duration(" 0s ").unwrap(), Duration::ZERO);
+        for bad in ["ten", "", "1..5", "5 parsecs", "-1s"] {
+            let e = parse_duration(bad).unwrap_err();
+            assert!(e.contains(&format!("{:?}", bad.trim())), "{e}");
+        }
     }
 }

@@ -104,33 +104,6 @@ impl SandboxRun {
     }
 }
 
-/// A file trestle ships next to its own executables.
-pub fn find_tool(name: &str) -> Result<PathBuf> {
-    let mut dirs = Vec::new();
-    if let Some(d) = std::env::var_os("TRESTLE_BIN") {
-        dirs.push(PathBuf::from(d));
-    }
-    if let Ok(exe) = std::env::current_exe() {
-        if let Some(d) = exe.parent() {
-            dirs.push(d.to_owned());
-            // Test binaries run from target/<profile>/deps.
-            if let Some(up) = d.parent() {
-                dirs.push(up.to_owned());
-            }
-        }
-    }
-    for d in &dirs {
-        let p = d.join(name);
-        if p.exists() {
-            return Ok(p);
-        }
-    }
-    bail!(
-        "cannot find {name} (looked in {}); build the workspace (cargo build --release) or set TRESTLE_BIN",
-        dirs.iter().map(|d| d.display().to_string()).collect::<Vec<_>>().join(", ")
-    )
-}
-
 /// Runs programs on system tests, isolated.
 #[derive(Debug, Clone)]
 pub struct Sandbox {
@@ -184,7 +157,7 @@ pub fn is_sanitizer_build(program: &Path) -> bool {
 
 /// The environment a sanitizer build runs with: reports symbolised, no leak checks.
 fn sanitizer_env(cmd: &mut Command) {
-    let sym = crate::validate::signature::symbolizer()
+    let sym = crate::tools::symbolizer()
         .map(|p| p.display().to_string())
         .unwrap_or_default();
     cmd.env(
@@ -199,9 +172,11 @@ fn sanitizer_env(cmd: &mut Command) {
 /// bubblewrap, checked to work on this machine; `what` names what it is for in the
 /// error that says how to do without it.
 pub fn find_bwrap(what: &str) -> Result<PathBuf> {
-    let Some(bwrap) = crate::validate::signature::which("bwrap") else {
-        bail!("bubblewrap (bwrap) is not installed: `apt-get install bubblewrap`, or pass --no-sandbox to {what} without isolation");
-    };
+    let bwrap = crate::tools::find_program(
+        &["bwrap"],
+        None,
+        &format!("`apt-get install bubblewrap`, or pass --no-sandbox to {what} without isolation"),
+    )?;
     let out = Command::new(&bwrap)
         .args([
             "--ro-bind",
@@ -360,8 +335,8 @@ impl Sandbox {
     /// A sandbox with these limits; `isolate` uses bubblewrap (checked to work here),
     /// otherwise runs only get a fresh directory and the rlimits.
     pub fn new(limits: Limits, isolate: bool) -> Result<Sandbox> {
-        let exec = find_tool("trestle-exec")?;
-        let preload = find_tool("libtrestle_crashstack.so")?;
+        let exec = crate::tools::find_tool("trestle-exec")?;
+        let preload = crate::tools::find_tool("libtrestle_crashstack.so")?;
         let bwrap = if isolate {
             Some(find_bwrap("run lifted tests")?)
         } else {

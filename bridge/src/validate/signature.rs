@@ -864,25 +864,6 @@ fn elf_is_dyn(path: &Path) -> bool {
     }
 }
 
-/// The symboliser to use: `llvm-symbolizer-19`, or `llvm-symbolizer`.
-pub fn symbolizer() -> Option<PathBuf> {
-    for name in ["llvm-symbolizer-19", "llvm-symbolizer"] {
-        if let Some(p) = which(name) {
-            return Some(p);
-        }
-    }
-    let p = PathBuf::from("/usr/lib/llvm-19/bin/llvm-symbolizer");
-    p.exists().then_some(p)
-}
-
-/// A program on `PATH`.
-pub fn which(name: &str) -> Option<PathBuf> {
-    let path = std::env::var_os("PATH")?;
-    std::env::split_paths(&path)
-        .map(|d| d.join(name))
-        .find(|p| p.is_file())
-}
-
 /// What `llvm-symbolizer --output-style=JSON` prints: a reply per address, or one
 /// error when it cannot read the module (not an object file, gone).
 #[derive(Deserialize)]
@@ -966,7 +947,7 @@ fn look_up(raw: &RawStack, addrs: &[(u64, bool)], only: Option<&Path>) -> Result
         }
     }
     let mut frames: Vec<Vec<Frame>> = vec![Vec::new(); addrs.len()];
-    let tool = symbolizer();
+    let tool = crate::tools::symbolizer();
     for (module, list) in &by_module {
         let wanted = only.is_none_or(|p| same_file(Path::new(module), p));
         let replies: Vec<SymReply> = match &tool {
