@@ -133,7 +133,7 @@ def print_result(r):
 
 # Real programs of the suite that the project's tests were not written against
 # (bench/NAME/build.sh builds bin/NAME from its Debian bookworm source).
-UNSEEN = ["mawk", "lua", "bzip2", "m4", "xmlwf", "indent", "cpio", "diff"]
+UNSEEN = ["mawk", "lua", "bzip2", "m4", "xmlwf", "indent", "cpio", "diff", "file"]
 
 
 def build_suite(trestle, work):
@@ -148,7 +148,8 @@ def build_suite(trestle, work):
              f"dc={work / 'bc/bin/dc'}:{REPO / 'tests/bc/dc-seeds'}"]
     # Programs none of trestle's tests was written against, each with seeds of its
     # own under bench/NAME: an interpreter, a compressor, a macro processor, an XML
-    # parser, a text formatter, an archiver and a text-comparison tool.
+    # parser, a text formatter, an archiver, a text-comparison tool and a file-type
+    # guesser (libmagic, whose tests the C library's regcomp compiles).
     for name in UNSEEN:
         subprocess.run(["bash", str(REPO / "bench" / name / "build.sh"), "--cc", str(cc), "--out", str(work / name)],
                        check=True, stdout=subprocess.DEVNULL)
