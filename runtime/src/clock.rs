@@ -5,17 +5,30 @@
 //! computed from the clock (mawk seeds `rand()` from it) then differs between the two
 //! replays, and the host leaves it out of the comparison.
 
-use std::sync::OnceLock;
+use std::sync::atomic::{AtomicI64, Ordering};
 use trestle_abi::hooks;
 
+/// The shift in seconds; [`UNREAD`] until the environment was read.
+static SHIFT: AtomicI64 = AtomicI64::new(UNREAD);
+const UNREAD: i64 = i64::MIN;
+
 fn shift() -> libc::time_t {
-    static SHIFT: OnceLock<libc::time_t> = OnceLock::new();
-    *SHIFT.get_or_init(|| {
-        std::env::var(hooks::ENV_CLOCK_SHIFT)
-            .ok()
-            .and_then(|s| s.parse().ok())
-            .unwrap_or(0)
-    })
+    match SHIFT.load(Ordering::Relaxed) {
+        UNREAD => read_shift(),
+        s => s as libc::time_t,
+    }
+}
+
+/// Read the shift from the environment (again): a replay server's child, whose
+/// environment the request set after the server may have read the clock, reads it
+/// before its `main`.
+pub(crate) fn read_shift() -> libc::time_t {
+    let s = std::env::var(hooks::ENV_CLOCK_SHIFT)
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0);
+    SHIFT.store(s, Ordering::Relaxed);
+    s as libc::time_t
 }
 
 /// `time`, shifted.

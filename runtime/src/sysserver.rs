@@ -106,13 +106,45 @@ const STACK_SCRUB: usize = 128 << 10;
 /// slot (the register save area of a `va_list` whose caller passed no vector
 /// registers) showed them as pointers into its context: `mean(3, ...)` of the
 /// variadic test reached an extent its recording did not.
+///
+/// The whole pages further than [`SCRUB_BY_HAND`] below are handed back to the
+/// kernel, which gives zeroed ones where the replay touches them; only the nearer
+/// ones are written (writing all of it copied 32 pages into every child, a twentieth
+/// of a replay's time).
 #[inline(never)]
 fn scrub_stack() {
-    let mut area = std::mem::MaybeUninit::<[u8; STACK_SCRUB]>::uninit();
+    let here = 0u8;
+    let sp = std::hint::black_box(&here) as *const u8 as usize;
+    let keep = (sp - SCRUB_BY_HAND) & !(PAGE - 1);
+    let start = keep - (STACK_SCRUB - SCRUB_BY_HAND);
+    // SAFETY: the range lies wholly below this frame and what it calls (madvise's
+    // few words): unused stack of this forked process. Its lowest byte is written
+    // first, so the stack's mapping reaches as far down as writing all of it made it
+    // reach (a fresh process's stack mapping starts that large, and what the runtime
+    // takes for the stack follows the mapping); the pages above it are not touched.
+    unsafe {
+        std::ptr::write_volatile(start as *mut u8, 0);
+        libc::madvise(
+            start as *mut libc::c_void,
+            keep - start,
+            libc::MADV_DONTNEED,
+        )
+    };
+    zero_near_stack();
+}
+
+/// Zero the [`SCRUB_BY_HAND`] bytes (and a page more) below the caller.
+#[inline(never)]
+fn zero_near_stack() {
+    let mut area = std::mem::MaybeUninit::<[u8; SCRUB_BY_HAND + PAGE]>::uninit();
     // SAFETY: writing the whole of a local array.
-    unsafe { std::ptr::write_bytes(area.as_mut_ptr().cast::<u8>(), 0, STACK_SCRUB) };
+    unsafe { std::ptr::write_bytes(area.as_mut_ptr().cast::<u8>(), 0, SCRUB_BY_HAND + PAGE) };
     std::hint::black_box(&mut area);
 }
+
+/// Bytes of the stack [`scrub_stack`] writes zeroes to; the rest it drops.
+const SCRUB_BY_HAND: usize = 8 << 10;
+const PAGE: usize = 4096;
 
 /// Serve system tests if the host asked for it; returns at once otherwise, and in
 /// every child. `replaying`: the program is in replay mode, and each child is a
@@ -267,7 +299,29 @@ fn child(
         for (k, v) in env {
             libc::setenv(k.as_ptr(), v.as_ptr(), 1);
         }
-        let code = main(argv.len() as libc::c_int - 1, argv.as_ptr(), environ);
+        // A replay asked for with the clock shifted says so in its environment, and
+        // runs with its stack moved as well, as a freshly started one whose
+        // environment grew by the variable would: what a call computes from either
+        // then differs between the two replays.
+        let code = if crate::clock::read_shift() != 0 {
+            with_stack_moved(|| main(argv.len() as libc::c_int - 1, argv.as_ptr(), environ))
+        } else {
+            main(argv.len() as libc::c_int - 1, argv.as_ptr(), environ)
+        };
         libc::exit(code)
     }
+}
+
+/// Bytes a replay with the clock shifted runs deeper in the stack: not a multiple
+/// of a page, so both the page and the offset in it of every stack address move.
+const STACK_MOVE: usize = 1040;
+
+/// `f` called [`STACK_MOVE`] bytes deeper in the stack.
+#[inline(never)]
+fn with_stack_moved<T>(f: impl FnOnce() -> T) -> T {
+    let mut gap = [0u8; STACK_MOVE];
+    std::hint::black_box(&mut gap);
+    let r = f();
+    std::hint::black_box(&mut gap);
+    r
 }

@@ -962,6 +962,68 @@ fn a_seed_taken_from_the_clock_does_not_count_against_a_replay() {
     assert!(summary["unstable"].as_u64().unwrap() >= 2, "{summary:#}");
 }
 
+/// A call that leaves the address of one of its locals in memory (a dangling
+/// pointer kept as an integer, as a debugging field or a stack-depth probe would):
+/// the replay runs at another stack depth than the recording, so the word differs,
+/// and it is no evidence against the replay.
+const STACK_ADDRESS: &str = r#"
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+struct probe { uintptr_t deepest; int calls; };
+__attribute__((noinline)) static void note_depth(struct probe *p, int v) {
+    volatile int local = v;
+    p->deepest = (uintptr_t)&local;
+    p->calls += local > 0;
+}
+int main(int argc, char **argv) {
+    struct probe *p = calloc(1, sizeof *p);
+    for (int i = 0; i < argc + 1; i++) note_depth(p, i + 1);
+    printf("%d\n", p->calls);
+    free(p);
+    return 0;
+}
+"#;
+
+#[test]
+fn a_stack_address_a_call_leaves_in_memory_does_not_count_against_a_replay() {
+    let dir = tempfile::tempdir().unwrap();
+    let prog = build_c(dir.path(), "stackaddr", STACK_ADDRESS, "-O2");
+    let seeds = dir.path().join("seeds");
+    write_test(&seeds, "one", &json!({"args": ["a"]}));
+    write_test(&seeds, "two", &json!({"args": ["a", "b"]}));
+    let (traces, units) = (dir.path().join("traces"), dir.path().join("units"));
+    ok(&mut trestle(&[
+        &"record",
+        &"--program",
+        &prog,
+        &"--tests",
+        &seeds,
+        &"--out",
+        &traces,
+    ]));
+    ok(&mut trestle(&[&"carve", &traces, &"--out", &units]));
+    let index: Value =
+        serde_json::from_slice(&std::fs::read(units.join("index.json")).unwrap()).unwrap();
+    assert!(units_of(&index, "note_depth") > 0, "{:#}", index["units"]);
+    // Served from forks of one server, the second replay of a unit that differs runs
+    // deeper in the stack (as a fresh process with one more environment variable
+    // does): the address differs between the two replays and is left out.
+    for served in [true, false] {
+        let summary = if served {
+            check_replay(&units)
+        } else {
+            check_replay_with(&units, &["--no-forkserver"])
+        };
+        let bad = unfaithful(&summary);
+        assert!(bad.is_empty(), "served {served}: {bad:#?}");
+        assert!(
+            summary["unstable"].as_u64().unwrap() >= 1,
+            "served {served}: {summary:#}"
+        );
+    }
+}
+
 /// What differs from run to run without the clock: a hash salt from getrandom (as
 /// expat takes one) and the process id.
 const RUN_TO_RUN: &str = r#"

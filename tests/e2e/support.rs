@@ -98,7 +98,14 @@ pub fn build_c(dir: &Path, name: &str, source: &str, opt: &str) -> PathBuf {
 /// `trestle replay UNITS --check --json`: the summary, after checking the exit status
 /// against it (0 when every unit with an oracle replays faithfully, else 1).
 pub fn check_replay(units: &Path) -> serde_json::Value {
-    let out = run(&mut trestle(&[&"replay", &units, &"--check", &"--json"]));
+    check_replay_with(units, &[])
+}
+
+/// [`check_replay`] with more options of `trestle replay`.
+pub fn check_replay_with(units: &Path, more: &[&str]) -> serde_json::Value {
+    let mut args: Vec<&dyn AsRef<std::ffi::OsStr>> = vec![&"replay", &units, &"--check", &"--json"];
+    args.extend(more.iter().map(|a| a as &dyn AsRef<std::ffi::OsStr>));
+    let out = run(&mut trestle(&args));
     let summary: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
         panic!(
             "replay --json prints JSON ({e}): {}",

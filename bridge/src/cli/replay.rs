@@ -11,9 +11,9 @@ pub struct ReplayArgs {
     pub units: PathBuf,
     /// Compare each replay with the recorded outcome and report fidelity. Exits with
     /// status 1 when any unit is not faithful or cannot be replayed, 0 when all are. A
-    /// unit that differs is replayed a second time, with the clock shifted: words of
-    /// memory in which the two replays differ too (a seed taken from the clock, a
-    /// process id) are left out of the comparison.
+    /// unit that differs is replayed a second time, with the clock shifted and the
+    /// stack moved: words of memory in which the two replays differ too (a seed taken
+    /// from the clock, a process id, a stack address) are left out of the comparison.
     #[arg(long)]
     pub check: bool,
     /// Print a machine-readable summary on stdout.
@@ -22,7 +22,8 @@ pub struct ReplayArgs {
     /// Program to replay in (default: the one each unit was carved from).
     #[arg(long)]
     pub program: Option<PathBuf>,
-    /// Parallel replays (default: the number of cores).
+    /// Parallel replays (default: one more than the number of cores, so that a core
+    /// whose replay thread is reading or judging a unit runs another's replay).
     #[arg(long)]
     pub jobs: Option<usize>,
     /// Time limit per replay.
@@ -44,7 +45,8 @@ pub struct ReplayArgs {
     pub twin: Option<PathBuf>,
     /// Start the program afresh for every unit instead of forking each replay from
     /// a copy of it started once (a forkserver in replay mode; a program that does
-    /// not serve is started for every unit anyway).
+    /// not serve is started for every unit anyway). Slower; the verdicts are those of
+    /// freshly started processes throughout.
     #[arg(long)]
     pub no_forkserver: bool,
 }
