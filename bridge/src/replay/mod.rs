@@ -1,6 +1,8 @@
 //! `trestle replay`: run carved units in fresh processes and check them against what
 //! the system run recorded.
 
+mod layouts;
+
 use crate::binary::Binary;
 use crate::carve::units::{read_unit, unit_files};
 use crate::system::forkserver::{test_argv_env, ForkServer, Request, RunEnd};
@@ -256,6 +258,8 @@ struct ReplayServer {
     deaths: usize,
     /// The program does not serve: spawn each unit.
     spawn_only: bool,
+    /// Test layouts kept for the next replay of the same test.
+    layouts: layouts::Layouts,
 }
 
 /// How a replay in the server's fork ended, and what it did (the outcome and its
@@ -271,6 +275,7 @@ impl ReplayServer {
             server: None,
             deaths: 0,
             spawn_only: false,
+            layouts: layouts::Layouts::default(),
         })
     }
 
@@ -307,10 +312,11 @@ impl ReplayServer {
             return Some((RunStatus::Exited(0), Err(e)));
         }
         let _ = std::fs::remove_file(&out_path);
-        let layout = match crate::system::launch::Layout::new(&unit.system_test) {
-            Ok(l) => l,
+        let kept = match self.layouts.take(&unit.system_test) {
+            Ok(k) => k,
             Err(e) => return Some((RunStatus::Exited(0), Err(format!("{e:#}")))),
         };
+        let layout = &kept.layout;
         let (argv, mut env) = test_argv_env(&self.program, &unit.system_test);
         let shift = clock_shift.to_string();
         if clock_shift != 0 {
@@ -334,6 +340,7 @@ impl ReplayServer {
                 return None;
             }
         };
+        self.layouts.give_back(kept);
         let stderr = read_tail(&err_path);
         let result = read_result(&out_path, status.clone(), &stderr, timeout);
         Some((status, result))
