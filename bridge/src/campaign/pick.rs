@@ -878,6 +878,7 @@ mod tests {
             fn_id: "1".into(),
             test: "t".into(),
             call_index: 0,
+            pid: None,
             has_oracle: true,
             params: kinds.len(),
             param_kinds: kinds.iter().map(|k| k.to_string()).collect(),

@@ -364,6 +364,7 @@ impl Carver<'_> {
             fn_id: format!("{:016x}", unit.context.fn_id),
             test: origin.test.to_owned(),
             call_index,
+            pid: Some(origin.pid),
             has_oracle: unit.expected.is_some(),
             params: unit.params.len(),
             param_kinds: classes,

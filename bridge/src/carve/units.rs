@@ -59,6 +59,11 @@ pub struct UnitRow {
     pub test: String,
     /// Call index within the recording process.
     pub call_index: u64,
+    /// The recording process (its pid), which with the test, the function and the
+    /// call index names the call site: `replay --twin` pairs units by it without
+    /// reading them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pid: Option<u32>,
     /// Whether the recorded outcome is known (a replay can be checked).
     pub has_oracle: bool,
     /// Parameters mapped to the system input.

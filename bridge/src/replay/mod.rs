@@ -393,7 +393,7 @@ pub fn run(opts: &Options) -> Result<ReplaySummary> {
         })
         .max(1);
     let twins = match &opts.twin {
-        Some(dir) => Some(twin_files(dir, &files, jobs)?),
+        Some(dir) => Some(twin_files(&opts.units, dir, &files, jobs)?),
         None => None,
     };
     let (results, twinned) = replay_all(opts, &files, jobs, twins.as_deref())?;
@@ -535,16 +535,53 @@ fn same_context(a: &trestle_abi::context::Context, b: &trestle_abi::context::Con
         && diff_graphs(&a.graph, &b.graph).is_none()
 }
 
+/// The binary id and call site of each of `files` (units under `root`): from the
+/// unit directory's index where it names them all, or else from each unit, read on
+/// `jobs` threads (a captured testsuite's 123,000 units: a quarter of `replay --check
+/// --twin`'s time, read twice).
+fn call_sites(root: &Path, files: &[PathBuf], jobs: usize) -> Result<Vec<(u64, CallSite)>> {
+    let from_index = || -> Option<Vec<(u64, CallSite)>> {
+        let bytes = std::fs::read(root.join(crate::carve::units::UNIT_INDEX)).ok()?;
+        let index: crate::carve::units::UnitIndex = serde_json::from_slice(&bytes).ok()?;
+        let id = u64::from_str_radix(&index.binary_id, 16).ok()?;
+        let rows: HashMap<PathBuf, &crate::carve::units::UnitRow> = index
+            .units
+            .iter()
+            .map(|r| (root.join(&r.file), r))
+            .collect();
+        files
+            .iter()
+            .map(|f| {
+                let r = rows.get(f)?;
+                Some((
+                    id,
+                    (r.test.clone(), r.pid?, r.function.clone(), r.call_index),
+                ))
+            })
+            .collect()
+    };
+    match from_index() {
+        Some(sites) => Ok(sites),
+        None => map_files(files, jobs, |_, _, f| {
+            read_unit(f).map(|u| (u.binary_id, call_site(&u)))
+        }),
+    }
+}
+
 /// For each unit file, the unit of the twin set (`dir`) recorded at the same call
-/// site, if one is. Both sets are read once here for their call sites only, on
-/// `jobs` threads; the pairs are compared as they are replayed ([`twin_of`]).
-fn twin_files(dir: &Path, files: &[PathBuf], jobs: usize) -> Result<Vec<Option<PathBuf>>> {
+/// site, if one is. The call sites of both sets are taken from their indexes (or
+/// read from the units); the pairs are compared as they are replayed
+/// ([`twin_of`]).
+fn twin_files(
+    root: &Path,
+    dir: &Path,
+    files: &[PathBuf],
+    jobs: usize,
+) -> Result<Vec<Option<PathBuf>>> {
     let twins = unit_files(dir).with_context(|| format!("--twin {}", dir.display()))?;
-    let site_of = |f: &Path| read_unit(f).map(|u| (u.binary_id, call_site(&u)));
-    let own = map_files(files, jobs, |_, _, f| site_of(f))?;
-    let theirs = map_files(&twins, jobs, |_, _, f| {
-        site_of(f).with_context(|| format!("--twin {}", dir.display()))
-    })?;
+    let own = call_sites(root, files, jobs)?;
+    let theirs =
+        call_sites(dir, &twins, jobs).with_context(|| format!("--twin {}", dir.display()))?;
     if let (Some((id, _)), Some(first)) = (own.first(), files.first()) {
         if let Some(i) = theirs.iter().position(|(t, _)| t != id) {
             anyhow::bail!(
