@@ -987,39 +987,25 @@ int main(int argc, char **argv) {
 
 #[test]
 fn a_stack_address_a_call_leaves_in_memory_does_not_count_against_a_replay() {
-    let dir = tempfile::tempdir().unwrap();
-    let prog = build_c(dir.path(), "stackaddr", STACK_ADDRESS, "-O2");
-    let seeds = dir.path().join("seeds");
-    write_test(&seeds, "one", &json!({"args": ["a"]}));
-    write_test(&seeds, "two", &json!({"args": ["a", "b"]}));
-    let (traces, units) = (dir.path().join("traces"), dir.path().join("units"));
-    ok(&mut trestle(&[
-        &"record",
-        &"--program",
-        &prog,
-        &"--tests",
-        &seeds,
-        &"--out",
-        &traces,
-    ]));
-    ok(&mut trestle(&[&"carve", &traces, &"--out", &units]));
-    let index: Value =
-        serde_json::from_slice(&std::fs::read(units.join("index.json")).unwrap()).unwrap();
+    let (served, index, dir) = carve_c(
+        "stackaddr",
+        STACK_ADDRESS,
+        &[
+            ("one", json!({"args": ["a"]})),
+            ("two", json!({"args": ["a", "b"]})),
+        ],
+    );
     assert!(units_of(&index, "note_depth") > 0, "{:#}", index["units"]);
     // Served from forks of one server, the second replay of a unit that differs runs
     // deeper in the stack (as a fresh process with one more environment variable
     // does): the address differs between the two replays and is left out.
-    for served in [true, false] {
-        let summary = if served {
-            check_replay(&units)
-        } else {
-            check_replay_with(&units, &["--no-forkserver"])
-        };
+    let fresh = check_replay_with(&dir.path().join("units"), &["--no-forkserver"]);
+    for (how, summary) in [("served", served), ("fresh", fresh)] {
         let bad = unfaithful(&summary);
-        assert!(bad.is_empty(), "served {served}: {bad:#?}");
+        assert!(bad.is_empty(), "{how}: {bad:#?}");
         assert!(
             summary["unstable"].as_u64().unwrap() >= 1,
-            "served {served}: {summary:#}"
+            "{how}: {summary:#}"
         );
     }
 }

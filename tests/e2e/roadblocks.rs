@@ -660,7 +660,13 @@ fn a_unit_crash_only_the_coverage_build_has_is_a_build_dependent_alarm() {
         .iter()
         .find(|a| a["function"] == "remember")
         .unwrap_or_else(|| panic!("no alarm in remember: {alarms:?}\n{log}"));
-    assert_eq!(alarm["source"], "unit", "{alarm}");
+    // Found by the unit at the roadblock: as a unit's crash, or (when the system
+    // fuzzer ran the unit's lifted input first, as on a loaded machine) by a system
+    // test that descends from it.
+    assert!(
+        alarm["source"] == "unit" || alarm["descends_from"]["unit"] == "tally_word",
+        "{alarm}"
+    );
     let validation = alarm["builds"]
         .as_array()
         .unwrap()
