@@ -302,8 +302,9 @@ fn child(
         // A replay asked for with the clock shifted says so in its environment, and
         // runs with its stack moved as well, as a freshly started one whose
         // environment grew by the variable would: what a call computes from either
-        // then differs between the two replays.
-        let code = if crate::clock::read_shift() != 0 {
+        // then differs between the two replays. (Replays only: a system fuzzer's
+        // child, thousands a second, does not look the variable up.)
+        let code = if replay_child() && crate::clock::read_shift() != 0 {
             with_stack_moved(|| main(argv.len() as libc::c_int - 1, argv.as_ptr(), environ))
         } else {
             main(argv.len() as libc::c_int - 1, argv.as_ptr(), environ)
