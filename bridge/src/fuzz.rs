@@ -1,6 +1,6 @@
 //! `trestle fuzz`: run the unit fuzzer on one carved unit.
 
-use crate::binary::Binary;
+use trestle_exec::binary::Binary;
 
 use crate::carve::mapping::STREAM_CAP;
 use crate::carve::units::read_unit;
@@ -234,7 +234,7 @@ pub fn run(args: &Options) -> Result<FuzzReport> {
     };
     let seeds = match &args.start_from {
         Some(dir) => {
-            let tests: Vec<SystemTest> = crate::system::systest::load_tests(dir)?
+            let tests: Vec<SystemTest> = trestle_exec::systest::load_tests(dir)?
                 .into_iter()
                 .map(|t| t.test)
                 .collect();

@@ -26,14 +26,12 @@
 //! It must not depend on LLVM or link the runtime; it talks to instrumented programs
 //! only through files, pipes and the environment, in the formats of `trestle-abi`.
 
-pub mod binary;
 pub mod campaign;
 pub mod capture;
 pub mod carve;
 pub mod cli;
 pub mod cluster;
 pub mod export;
-pub mod files;
 pub mod fuzz;
 pub mod lift;
 pub mod record;
@@ -43,6 +41,5 @@ pub mod roadblocks;
 pub mod sarif;
 pub mod stdout;
 pub mod system;
-pub mod tools;
 pub mod triage;
 pub mod validate;

@@ -1,12 +1,12 @@
 //! `trestle record`: run system tests with recording on, one fresh directory each.
 
-use crate::binary::Binary;
-use crate::system::systest::{load_tests, run_test, RunOptions, RunStatus};
 use anyhow::{bail, Context as _, Result};
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 use trestle_abi::hooks;
+use trestle_exec::binary::Binary;
+use trestle_exec::systest::{load_tests, run_test, RunOptions, RunStatus};
 
 /// Options of `trestle record`.
 #[derive(Debug)]
@@ -130,7 +130,7 @@ pub fn run(args: &Options) -> Result<()> {
     for (i, t) in tests.iter().enumerate() {
         let dir = out.join(&t.name);
         std::fs::create_dir_all(&dir)?;
-        crate::system::systest::save_test(&t.test, &dir.join("test.json"))?;
+        trestle_exec::systest::save_test(&t.test, &dir.join("test.json"))?;
         let mut env = vec![
             (hooks::ENV_TRACE_DIR.into(), dir.display().to_string()),
             (hooks::ENV_MAX_PER_FN.into(), args.max_per_fn.to_string()),

@@ -2,13 +2,13 @@
 //! as one self-contained HTML page (the coverage plot is inline SVG), or as JSON.
 
 use crate::campaign::Campaign;
-use crate::files;
 use crate::lift::{AlarmEntry, AlarmList, LiftStats, Provenance};
-use crate::system::systest::{Content, JsonTest};
 use anyhow::{Context as _, Result};
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
+use trestle_exec::files;
+use trestle_exec::systest::{Content, JsonTest};
 
 /// Options of `trestle report`.
 #[derive(Debug)]
@@ -160,7 +160,7 @@ pub fn alarm_details(dir: &Path, alarms: &[AlarmEntry]) -> Result<Vec<AlarmDetai
     let mut details = Vec::new();
     for a in alarms {
         let ad = dir.join(files::ALARMS_DIR).join(&a.id);
-        let reduced = crate::system::systest::to_json(&crate::system::systest::load_test(
+        let reduced = trestle_exec::systest::to_json(&trestle_exec::systest::load_test(
             &ad.join(files::REDUCED),
         )?);
         let provenance: Provenance = files::read(&ad.join(files::PROVENANCE))?;

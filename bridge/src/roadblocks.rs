@@ -3,17 +3,10 @@
 //! branch table `trestle-cc` writes into the binary (`trestle_abi::branches`), ranked by
 //! the code that stands behind the missing direction.
 
-use crate::system::launch::{run_to_end, Capture};
-use crate::system::systest::RunStatus;
 use anyhow::{bail, Context as _, Result};
 use object::{Object as _, ObjectSection as _};
-use std::collections::HashMap;
 use std::path::Path;
-use std::process::Command;
-use std::time::Duration;
-use trestle_abi::branches::{
-    decode_branches_section, decode_guard_numbers, ENV_BRANCH_DUMP, SECTION_BRANCHES,
-};
+use trestle_abi::branches::{decode_branches_section, SECTION_BRANCHES};
 
 /// One branch, with its guards as edge numbers of the program's map.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -161,7 +154,7 @@ impl BranchTable {
         // It runs in a directory of its own: a relative path would not find it there.
         let program = &std::fs::canonicalize(program)
             .with_context(|| format!("cannot resolve {}", program.display()))?;
-        let numbers = guard_numbers(program)?;
+        let numbers = trestle_exec::binary::guard_numbers(program)?;
         let mut branches = Vec::new();
         for m in modules {
             let edge = |slot: &u32| numbers.get(&(m.key, u64::from(*slot))).copied();
@@ -188,39 +181,6 @@ impl BranchTable {
         }
         Ok(BranchTable { branches })
     }
-}
-
-/// The edge number of every guard row of `program`, by (module key, slot).
-pub(crate) fn guard_numbers(program: &Path) -> Result<HashMap<(u64, u64), u32>> {
-    let dir = tempfile::tempdir().context("cannot create a temporary directory")?;
-    let out = dir.path().join("guards");
-    let mut cmd = Command::new(program);
-    cmd.env(ENV_BRANCH_DUMP, &out).current_dir(dir.path());
-    let ended = run_to_end(
-        &mut cmd,
-        Path::new("/dev/null"),
-        Capture {
-            stdout: false,
-            stderr: true,
-        },
-        Duration::from_secs(30),
-    )
-    .with_context(|| format!("reading the branch guards of {}", program.display()))?;
-    if ended.status != RunStatus::Exited(0) || !out.exists() {
-        bail!(
-            "{} did not write its branch guards (it ended with {:?}{}): was it built with this trestle-cc?",
-            program.display(),
-            ended.status,
-            match String::from_utf8_lossy(&ended.stderr).trim() {
-                "" => String::new(),
-                e => format!(": {e}"),
-            }
-        );
-    }
-    let bytes = std::fs::read(&out).with_context(|| format!("cannot read {}", out.display()))?;
-    let rows =
-        decode_guard_numbers(&bytes).map_err(|e| anyhow::anyhow!("{}: {e}", out.display()))?;
-    Ok(rows.into_iter().map(|(m, s, n)| ((m, s), n)).collect())
 }
 
 /// A branch the system fuzzer reached with a direction it never took.

@@ -11,10 +11,10 @@
 
 use crate::lift::{AlarmEntry, Provenance};
 use crate::report::{AlarmDetail, Report};
-use crate::validate::signature::{CrashSignature, Frame};
 use anyhow::{Context as _, Result};
 use serde_json::{json, Value};
 use std::path::{Component, Path, PathBuf};
+use trestle_exec::signature::{CrashSignature, Frame};
 
 /// The URI base id code scanning resolves against the repository's root.
 const SRCROOT: &str = "%SRCROOT%";
@@ -96,7 +96,7 @@ fn crash_kind(a: &AlarmEntry) -> &str {
 }
 
 fn rule(kind: &str) -> Value {
-    use crate::validate::signature::{HANG, OUT_OF_MEMORY};
+    use trestle_exec::signature::{HANG, OUT_OF_MEMORY};
     let (name, short, full, tag) = match kind {
         HANG => (
             "Hang".to_owned(),
@@ -174,7 +174,7 @@ fn result(
     rule_index: usize,
     base: &Path,
 ) -> Value {
-    let alarm_dir = r.dir.join(crate::files::ALARMS_DIR).join(&a.id);
+    let alarm_dir = r.dir.join(trestle_exec::files::ALARMS_DIR).join(&a.id);
     let script = alarm_dir.join("reproduce.sh");
     let command = format!("sh {}", shown(&script, base));
     let origin = match &d.provenance {
@@ -220,7 +220,7 @@ fn result(
         "attachments": [
             {
                 "description": { "text": "the reduced system test that reproduces the crash (trestle's system-test JSON)" },
-                "artifactLocation": artifact(&alarm_dir.join(crate::files::REDUCED), base),
+                "artifactLocation": artifact(&alarm_dir.join(trestle_exec::files::REDUCED), base),
             },
             {
                 "description": { "text": "a shell script that runs the program on the reduced test" },

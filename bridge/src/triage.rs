@@ -10,17 +10,17 @@
 //! campaign writes, and `triage.json`: every group with all its members, and every
 //! input dropped with the reason.
 
-use crate::files;
 use crate::lift::{Confirmed, Lifter};
-use crate::system::systest::{load_test, RunOptions};
-use crate::validate::sandbox::{cpu_limit, Limits, Sandbox, CPU_LIMIT};
-use crate::validate::signature::CrashSignature;
 use anyhow::{bail, Context as _, Result};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 use trestle_abi::unit::SystemTest;
+use trestle_exec::files;
+use trestle_exec::sandbox::{cpu_limit, Limits, Sandbox, CPU_LIMIT};
+use trestle_exec::signature::CrashSignature;
+use trestle_exec::systest::{load_test, RunOptions};
 
 /// Options of `trestle triage`.
 #[derive(Debug, Clone)]
@@ -426,9 +426,9 @@ fn check_program_starts(program: &Path) -> Result<()> {
         env: Vec::new(),
         capture_stdout: false,
     };
-    let r = crate::system::systest::run_test(program, &SystemTest::default(), &opts)
+    let r = trestle_exec::systest::run_test(program, &SystemTest::default(), &opts)
         .with_context(|| format!("program {} does not start", program.display()))?;
-    if let crate::system::systest::RunStatus::Exited(code @ (126 | 127)) = r.status {
+    if let trestle_exec::systest::RunStatus::Exited(code @ (126 | 127)) = r.status {
         let err = String::from_utf8_lossy(&r.stderr);
         bail!(
             "program {} does not start (exit {code}): {}",

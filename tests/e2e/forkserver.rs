@@ -8,7 +8,7 @@
 use std::path::Path;
 use std::time::{Duration, Instant};
 use trestle_abi::sysserver::ChildLimits;
-use trestle_bridge::system::forkserver::{ForkServer, Request, RunEnd};
+use trestle_exec::forkserver::{ForkServer, Request, RunEnd};
 use trestle_tests::*;
 
 const NONE: ChildLimits = ChildLimits {

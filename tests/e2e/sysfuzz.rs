@@ -303,7 +303,7 @@ fn cmplog_solves_decimal_numbers_in_arguments_and_stdin_without_a_dictionary() {
     let crash = Path::new(crashes[0].as_str().unwrap());
     let v = assert_system_test(crash);
     // Stdin may hold bytes that are no UTF-8 around the line (then it is base64).
-    let t = trestle_bridge::system::systest::load_test(crash).unwrap();
+    let t = trestle_exec::systest::load_test(crash).unwrap();
     let spells = |b: &[u8], n: &[u8]| b.windows(n.len()).any(|w| w == n);
     let stdin = t.stdin.unwrap_or_default();
     assert!(
@@ -838,8 +838,8 @@ int main(int argc, char **argv) {
 /// mutants do not.
 #[test]
 fn a_crash_mutated_from_a_lifted_test_descends_from_its_unit_and_a_seeds_mutants_do_not() {
-    use trestle_bridge::system::fuzz::{LiftedOrigin, SysFuzzConfig, SysFuzzer};
-    use trestle_bridge::system::systest::load_tests;
+    use trestle_exec::systest::load_tests;
+    use trestle_sysfuzz::{LiftedOrigin, SysFuzzConfig, SysFuzzer};
     let dir = tempfile::tempdir().unwrap();
     let prog = build_c(dir.path(), "gated", GATED_BOOM, "-O2");
     let seeds = dir.path().join("seeds");
@@ -869,7 +869,7 @@ fn a_crash_mutated_from_a_lifted_test_descends_from_its_unit_and_a_seeds_mutants
         roadblock: Some("gated.c:10".into()),
     };
     f.set_origin(Some(origin.clone()));
-    let test = trestle_bridge::system::systest::load_test(&lifted).unwrap();
+    let test = trestle_exec::systest::load_test(&lifted).unwrap();
     assert!(
         f.add_test(&test).unwrap(),
         "the lifted test reaches new code"
@@ -899,12 +899,8 @@ fn a_crash_mutated_from_a_lifted_test_descends_from_its_unit_and_a_seeds_mutants
     assert!(d.generations >= 1, "{d:?}");
     // Every line names an entry or finding once, each parent on an earlier line; the
     // seed is a root that descends from no unit.
-    let text = std::fs::read_to_string(
-        dir.path()
-            .join("out")
-            .join(trestle_bridge::system::fuzz::LINEAGE_FILE),
-    )
-    .unwrap();
+    let text = std::fs::read_to_string(dir.path().join("out").join(trestle_sysfuzz::LINEAGE_FILE))
+        .unwrap();
     let mut seen = std::collections::HashSet::new();
     let mut seed_roots = 0;
     for line in text.lines() {

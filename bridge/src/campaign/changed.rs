@@ -1,10 +1,10 @@
 //! `--changed-since`: which instrumented functions a `git diff` touches, and the source
 //! lines each function spans (for scoring by uncovered code).
 
-use crate::binary::Binary;
 use anyhow::{bail, Context as _, Result};
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
+use trestle_exec::binary::Binary;
 
 /// Functions whose source lines changed since `rev` in the work tree `source`.
 pub fn changed_functions(binary: &Binary, source: &Path, rev: &str) -> Result<Vec<String>> {

@@ -181,7 +181,7 @@ impl Runner {
             for part in CORPUS_PARTS {
                 let p = dir.join(part);
                 freed += dir_bytes(&p);
-                crate::files::remove_dir_if_present(&p)?;
+                trestle_exec::files::remove_dir_if_present(&p)?;
             }
             self.c.fuzzed[k - 1].corpus_evicted = true;
             self.c.disk.corpora_evicted += 1;
@@ -199,7 +199,7 @@ impl Runner {
                     continue;
                 }
                 let freed = dir_bytes(&dir);
-                crate::files::remove_dir_if_present(&dir)?;
+                trestle_exec::files::remove_dir_if_present(&dir)?;
                 self.unit_indexes[i - 1] = UnitIndex::default();
                 self.c.disk.batches_evicted.push(dir);
                 self.c.disk.bytes_evicted += freed;

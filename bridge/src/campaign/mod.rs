@@ -24,8 +24,6 @@ mod status;
 pub use changed::changed_functions;
 pub(crate) use runner::give_back_free_memory;
 
-use crate::binary::Binary;
-use crate::files;
 use anyhow::{bail, Context as _, Result};
 use runner::Runner;
 use serde::{Deserialize, Serialize};
@@ -35,6 +33,8 @@ use std::io::IsTerminal as _;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering;
 use std::time::Duration;
+use trestle_exec::binary::Binary;
+use trestle_exec::files;
 
 /// The time limit of a unit's run: a unit call is part of a system run, so twice
 /// where the system fuzzer stops runs (calibrated from the seeds), at least 100 ms
@@ -346,7 +346,7 @@ impl Campaign {
 }
 
 /// The system fuzzer's queue entries and findings, and those among them that descend
-/// from a lifted test ([`crate::system::fuzz::Descent`]).
+/// from a lifted test ([`trestle_sysfuzz::Descent`]).
 #[derive(Debug, Clone, Copy, Default, Serialize, Deserialize)]
 pub struct QueueLineage {
     /// Queue entries and findings.

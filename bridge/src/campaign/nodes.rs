@@ -10,18 +10,18 @@ use super::FuzzedUnit;
 use crate::carve::units::{safe_name, UnitIndex};
 use crate::cluster::hub::{Hub, NodeRecord};
 use crate::cluster::{Message, UnitFile, Work};
-use crate::system::systest::load_test;
 use anyhow::{Context as _, Result};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
+use trestle_exec::systest::load_test;
 
 impl Runner {
     /// Accept workers at `addr` from now on; with `delegate`, this node fuzzes nothing.
     pub(super) fn listen(&mut self, addr: &str, delegate: bool, key: Option<&Path>) -> Result<()> {
         let s = &self.c.settings;
         let mut seeds = Vec::new();
-        for t in crate::system::systest::load_tests(&s.seeds)? {
+        for t in trestle_exec::systest::load_tests(&s.seeds)? {
             let bytes = std::fs::read(&t.path)
                 .with_context(|| format!("cannot read seed {}", t.path.display()))?;
             seeds.push((t.name, bytes));
@@ -181,7 +181,7 @@ impl Runner {
         std::fs::create_dir_all(&dir)
             .with_context(|| format!("cannot create {}", dir.display()))?;
         let path = dir.join(file_part(name));
-        crate::files::write_atomic(&path, bytes)?;
+        trestle_exec::files::write_atomic(&path, bytes)?;
         Ok(path)
     }
 
@@ -212,11 +212,11 @@ impl Runner {
             safe_name(&function),
             safe_name(&from)
         ));
-        crate::files::remove_dir_if_present(&dir)?;
+        trestle_exec::files::remove_dir_if_present(&dir)?;
         let dir = trestle_unit_fuzz::lay_out(&crate::carve::units::read_unit(&unit_path)?, &dir)?;
         for (sub, files) in [("crashes", &crashes), ("queue", &queue)] {
             for (name, bytes) in files {
-                crate::files::write_atomic(&dir.join(sub).join(file_part(name)), bytes)?;
+                trestle_exec::files::write_atomic(&dir.join(sub).join(file_part(name)), bytes)?;
             }
         }
         self.c.fuzzed.push(FuzzedUnit {

@@ -16,7 +16,6 @@
 use super::changed::{matching_source, FunctionLines};
 use super::runner::Runner;
 use super::FuzzedUnit;
-use crate::binary::Binary;
 use crate::carve::units::UnitRow;
 use crate::roadblocks::Roadblock;
 use anyhow::Result;
@@ -24,6 +23,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 use trestle_abi::fuzz::{original_value, ParamValue};
+use trestle_exec::binary::Binary;
 
 /// A unit chosen to fuzz next.
 pub(super) struct Pick {
@@ -514,7 +514,7 @@ impl Runner {
                 // A test the system fuzzer cannot hold (too many or too long
                 // arguments), or one that runs past the limit, is no test of the
                 // mapping either.
-                if !crate::system::fuzz::SysInput::fits(&test) {
+                if !trestle_sysfuzz::SysInput::fits(&test) {
                     continue;
                 }
                 let Some(seen) = self.sys.operands_at(&test, cmp)? else {
@@ -545,7 +545,7 @@ impl Runner {
             .flat_map(|d| d.edges.iter().copied())
             .collect();
         let dir = self.out.join("probe");
-        crate::files::remove_dir_if_present(&dir)?;
+        trestle_exec::files::remove_dir_if_present(&dir)?;
         let timeout = self.c.settings.timeout.min(PROBE_RUN_LIMIT);
         let result = trestle_unit_fuzz::probe(
             &self.c.settings.program,
@@ -555,7 +555,7 @@ impl Runner {
             &edges,
             timeout,
         );
-        crate::files::remove_dir_if_present(&dir)?;
+        trestle_exec::files::remove_dir_if_present(&dir)?;
         Ok(result?)
     }
 

@@ -5,22 +5,22 @@ use super::changed::{function_lines, FunctionLines};
 use super::pick::Pick;
 use super::status::{Live, Status, STOP};
 use super::{Campaign, FuzzedUnit, Settings};
-use crate::binary::Binary;
 use crate::carve;
 use crate::carve::units::{read_unit, UnitIndex, UNIT_INDEX};
-use crate::files;
 use crate::lift::Lifter;
 use crate::record;
 use crate::roadblocks::{roadblocks, BranchTable, Roadblock};
-use crate::system::fuzz::{LiftedOrigin, SysFuzzConfig, SysFuzzer};
-use crate::system::lean::SystemBuild;
-use crate::system::systest::{load_test, load_tests, NamedTest};
-use crate::validate::sandbox::{cpu_limit, Limits, Sandbox};
 use anyhow::{bail, Context as _, Result};
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
+use trestle_exec::binary::Binary;
+use trestle_exec::files;
+use trestle_exec::sandbox::{cpu_limit, Limits, Sandbox};
+use trestle_exec::systest::{load_test, load_tests, NamedTest};
+use trestle_sysfuzz::lean::SystemBuild;
+use trestle_sysfuzz::{LiftedOrigin, SysFuzzConfig, SysFuzzer};
 
 /// The phases `phase_seconds` counts.
 pub(super) const PHASE_SYSTEM: &str = "system fuzzing";
@@ -532,10 +532,10 @@ impl Runner {
         let round = self.c.unit_dirs.len();
         let batch = self.out.join("traces").join(format!("batch-{round:04}"));
         let tests_dir = batch.join("tests");
-        crate::files::remove_dir_if_present(&batch)?;
+        trestle_exec::files::remove_dir_if_present(&batch)?;
         std::fs::create_dir_all(&tests_dir)?;
         for (name, t) in tests {
-            crate::system::systest::save_test(t, &tests_dir.join(name))?;
+            trestle_exec::systest::save_test(t, &tests_dir.join(name))?;
         }
         let traces = batch.join("traces");
         let t = Instant::now();
@@ -569,7 +569,7 @@ impl Runner {
         let traces_bytes = super::disk::dir_bytes(&traces);
         self.c.disk.peak = self.c.disk.peak.max(self.c.disk.bytes + traces_bytes);
         let units = self.out.join("units").join(format!("batch-{round:04}"));
-        crate::files::remove_dir_if_present(&units)?;
+        trestle_exec::files::remove_dir_if_present(&units)?;
         self.status("carving");
         let t = Instant::now();
         let summary = carve::run(&carve::Options {
@@ -582,7 +582,7 @@ impl Runner {
         // The traces served only this carving: gigabytes on a program like sed (a 10
         // minute campaign recorded 2.6 GB), which a long campaign must not pile up.
         // The batch's tests stay, to record again.
-        crate::files::remove_dir_if_present(&traces)?;
+        trestle_exec::files::remove_dir_if_present(&traces)?;
         // Carving held the traces' memory (hundreds of MB on sed) and freed it; give
         // it back to the system, or the campaign's resident size stays at its peak
         // for the rest of a day.
@@ -690,7 +690,7 @@ impl Runner {
             .out
             .join("fuzz")
             .join(format!("{}-{k}", crate::carve::units::safe_name(&function)));
-        crate::files::remove_dir_if_present(&dir)?;
+        trestle_exec::files::remove_dir_if_present(&dir)?;
         let slice = self
             .c
             .settings
@@ -1313,11 +1313,11 @@ fn system_fuzzer(
         seed: s.seed,
         // As AFL++'s compile-time dictionary: the program's string literals and the
         // constants it compares against.
-        dictionary: crate::system::fuzz::dictionary(binary),
+        dictionary: trestle_sysfuzz::dictionary(binary),
         no_forkserver: false,
         // Input-to-state on the system input, as AFL++'s -c.
         cmplog: true,
-        memory: if crate::validate::sandbox::is_sanitizer_build(&s.program) {
+        memory: if trestle_exec::sandbox::is_sanitizer_build(&s.program) {
             0
         } else {
             Limits::default().memory

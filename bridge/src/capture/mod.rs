@@ -11,9 +11,6 @@
 
 pub mod record;
 
-use crate::system::systest::JsonTest;
-use crate::validate::sandbox::{cpu_limit, Limits, Sandbox};
-use crate::validate::signature::FrameFilter;
 use anyhow::{bail, Context as _, Result};
 use libafl_bolts::shmem::{ShMem, ShMemProvider, UnixShMemProvider};
 use record::{Captured, Record, Unusable};
@@ -23,6 +20,9 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 use trestle_abi::capture::{ENV_CAPTURE_DIR, ENV_CAPTURE_MAX_INPUT};
 use trestle_abi::hooks;
+use trestle_exec::sandbox::{cpu_limit, Limits, Sandbox};
+use trestle_exec::signature::FrameFilter;
+use trestle_exec::systest::JsonTest;
 
 /// Version of `capture.json`.
 pub const SUMMARY_FORMAT: u32 = 1;
@@ -397,7 +397,7 @@ fn check_all(opts: &Options, exe: &Path, tests: &[(Captured, usize, bool)]) -> R
             last_shown = started.elapsed().as_secs();
             eprintln!("capture: checked {i} of {} test(s)", tests.len());
         }
-        let test = crate::system::systest::from_json(&c.test)?;
+        let test = trestle_exec::systest::from_json(&c.test)?;
         map.fill(0);
         let run = sandbox.run(exe, &test, &env, &filter, None);
         let edges: Vec<u32> = map
@@ -450,7 +450,7 @@ fn cause(note: &str) -> &'static str {
 /// What differs between the captured run and this one (exit status, stdout).
 fn compare(
     t: &JsonTest,
-    run: &crate::validate::sandbox::SandboxRun,
+    run: &trestle_exec::sandbox::SandboxRun,
     notes: &[String],
 ) -> Option<Difference> {
     let expect = t.expect.as_ref()?;

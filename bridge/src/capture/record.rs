@@ -1,7 +1,6 @@
 //! One process's raw capture record (written by the runtime, layout in
 //! `trestle_abi::capture`) read back, and turned into a system test.
 
-use crate::system::systest::{Content, Expect, JsonTest, Output};
 use anyhow::{anyhow, bail, Context as _, Result};
 use sha2::{Digest as _, Sha256};
 use std::collections::BTreeMap;
@@ -9,6 +8,7 @@ use std::ffi::OsString;
 use std::os::unix::ffi::OsStringExt as _;
 use std::path::{Component, Path, PathBuf};
 use trestle_abi::capture::*;
+use trestle_exec::systest::{Content, Expect, JsonTest, Output};
 
 /// A standard stream as the record has it.
 #[derive(Debug, Clone)]

@@ -4,7 +4,6 @@ pub mod mapping;
 pub mod show;
 pub mod units;
 
-use crate::binary::Binary;
 use crate::record::{RecordIndex, RecordedTest, RECORD_INDEX};
 use anyhow::{Context as _, Result};
 use std::collections::{BTreeMap, HashMap, HashSet};
@@ -13,6 +12,7 @@ use trestle_abi::meta::FnMeta;
 use trestle_abi::trace::{decode_trace, Record, Trace};
 use trestle_abi::unit::{Provenance, SystemTest, Unit, UNIT_MAGIC, UNIT_VERSION};
 use trestle_abi::{Context, Outcome};
+use trestle_exec::binary::Binary;
 use units::{safe_name, UnitIndex, UnitRow, UNIT_EXT, UNIT_INDEX};
 
 /// Options of `trestle carve`.
@@ -193,7 +193,7 @@ impl Carver<'_> {
     /// Carve the traces of one recorded system test.
     fn test(&mut self, t: &RecordedTest) -> Result<()> {
         let dir = self.opts.traces.join(&t.name);
-        let system_test: SystemTest = crate::system::systest::load_test(&dir.join("test.json"))?;
+        let system_test: SystemTest = trestle_exec::systest::load_test(&dir.join("test.json"))?;
         for tf in &t.traces {
             let path = dir.join(tf);
             let Some(trace) = self.read_trace(&path) else {
@@ -435,7 +435,7 @@ impl Carver<'_> {
             unreplayable: summary.unreplayable.clone(),
             units: rows,
         };
-        crate::files::write(&opts.out.join(UNIT_INDEX), &summary.index)?;
+        trestle_exec::files::write(&opts.out.join(UNIT_INDEX), &summary.index)?;
         Ok(summary)
     }
 }

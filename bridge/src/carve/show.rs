@@ -44,7 +44,7 @@ fn preview(bytes: &[u8], full: bool) -> String {
 /// Render a unit as text.
 pub fn render(unit: &Unit, full: bool) -> String {
     let mut s = String::new();
-    let binary = crate::binary::Binary::load(std::path::Path::new(&unit.provenance.program));
+    let binary = trestle_exec::binary::Binary::load(std::path::Path::new(&unit.provenance.program));
     header(&mut s, unit, binary.as_ref());
     let names = binary.map(|b| b.global_names).unwrap_or_default();
     extents(&mut s, &unit.context.graph, full, &names);
@@ -74,7 +74,11 @@ pub fn render(unit: &Unit, full: bool) -> String {
 }
 
 /// The function, where it was carved, the call and its recorded outcome.
-fn header(s: &mut String, unit: &Unit, binary: Result<&crate::binary::Binary, &anyhow::Error>) {
+fn header(
+    s: &mut String,
+    unit: &Unit,
+    binary: Result<&trestle_exec::binary::Binary, &anyhow::Error>,
+) {
     let p = &unit.provenance;
     let _ = writeln!(
         s,

@@ -1,10 +1,10 @@
 //! `trestle exec`: its command-line arguments and how its results are printed.
 
 use crate::system::exec::{parse_env, Summary};
-use crate::system::systest::{parse_duration, NamedTest, RunStatus};
-use crate::validate::sandbox::SandboxRun;
 use std::path::PathBuf;
 use std::time::Duration;
+use trestle_exec::sandbox::SandboxRun;
+use trestle_exec::systest::{parse_duration, NamedTest, RunStatus};
 
 /// Arguments of `trestle exec`.
 #[derive(Debug, clap::Args)]
@@ -160,10 +160,9 @@ impl ExecArgs {
 fn run_line(name: &str, run: &SandboxRun) -> String {
     let status = match run.status {
         RunStatus::Exited(c) => format!("exit={c}"),
-        RunStatus::Signaled(s) => format!(
-            "signal={s} ({})",
-            crate::validate::signature::signal_name(s)
-        ),
+        RunStatus::Signaled(s) => {
+            format!("signal={s} ({})", trestle_exec::signature::signal_name(s))
+        }
         RunStatus::TimedOut => "timeout".to_owned(),
     };
     let mut line = format!(

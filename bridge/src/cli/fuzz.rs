@@ -1,8 +1,8 @@
 //! `trestle fuzz`: its command-line arguments.
 
-use crate::system::systest::parse_duration;
 use std::path::PathBuf;
 use std::time::Duration;
+use trestle_exec::systest::parse_duration;
 
 /// Arguments of `trestle fuzz`.
 #[derive(Debug, clap::Args)]

@@ -1,8 +1,8 @@
 //! `trestle lift`: its command-line arguments.
 
-use crate::system::systest::parse_duration;
 use std::path::PathBuf;
 use std::time::Duration;
+use trestle_exec::systest::parse_duration;
 
 /// Arguments of `trestle lift`.
 #[derive(Debug, Clone, clap::Args)]

@@ -117,7 +117,7 @@ pub fn main() -> ExitCode {
             Ok(v) if v.crashed < v.tests => return ExitCode::from(1),
             r => r.map(|_| ()),
         },
-        Command::Sysfuzz(a) => crate::system::fuzz::run(&a.options()).map(|_| ()),
+        Command::Sysfuzz(a) => sysfuzz::run(a),
         Command::Triage(a) => match crate::triage::run(&a.options()) {
             Ok(s) => {
                 a.print(&s);

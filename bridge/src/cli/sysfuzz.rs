@@ -1,8 +1,8 @@
 //! `trestle sysfuzz`: its command-line arguments.
 
-use crate::system::systest::parse_duration;
 use std::path::PathBuf;
 use std::time::Duration;
+use trestle_exec::systest::parse_duration;
 
 /// Arguments of `trestle sysfuzz`.
 #[derive(Debug, clap::Args)]
@@ -75,8 +75,8 @@ pub struct SysFuzzArgs {
 
 impl SysFuzzArgs {
     /// The stage's options from the command line.
-    pub fn options(&self) -> crate::system::fuzz::Options {
-        crate::system::fuzz::Options {
+    pub fn options(&self) -> crate::system::sysfuzz::Options {
+        crate::system::sysfuzz::Options {
             program: self.program.clone(),
             seeds: self.seeds.clone(),
             time: self.time,
@@ -85,7 +85,6 @@ impl SysFuzzArgs {
             seed: self.seed,
             stop_on_crash: self.stop_on_crash,
             no_dict: self.no_dict,
-            json: self.json,
             no_forkserver: self.no_forkserver,
             no_cmplog: self.no_cmplog,
             memory_mb: self.memory_mb,
@@ -96,4 +95,30 @@ impl SysFuzzArgs {
             repeat_seeds: self.repeat_seeds,
         }
     }
+}
+
+/// Run `trestle sysfuzz` and print what it did: a line, or the report as JSON.
+pub fn run(args: &SysFuzzArgs) -> anyhow::Result<()> {
+    let report = crate::system::sysfuzz::run(&args.options())?;
+    if args.json {
+        crate::outln!("{}", serde_json::to_string_pretty(&report)?);
+    } else {
+        crate::outln!(
+            "{} executions in {:.1}s ({:.0}/s, runs stopped at {} ms: {}, {} of them slow, not hanging); queue {} -> {}, edges {} -> {}; {} crash(es), {} timeout(s) in {}",
+            report.executions,
+            report.seconds,
+            report.execs_per_sec,
+            report.run_limit_ms,
+            report.stopped_runs,
+            report.slow_runs,
+            report.initial_queue,
+            report.queue,
+            report.initial_edges,
+            report.edges,
+            report.crashes.len(),
+            report.timeouts.len(),
+            report.out.display()
+        );
+    }
+    Ok(())
 }

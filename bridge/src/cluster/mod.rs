@@ -27,7 +27,7 @@ pub enum Message {
         node: String,
         /// Its [`PROTOCOL`].
         protocol: u32,
-        /// Its program's build ([`crate::binary::Binary::build`]).
+        /// Its program's build ([`trestle_exec::binary::Binary::build`]).
         build: u64,
         /// Cores it fuzzes on.
         cores: usize,

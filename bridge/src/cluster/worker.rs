@@ -15,12 +15,12 @@
 
 use super::link::Link;
 use super::{Message, UnitFile, Work, PROTOCOL};
-use crate::binary::Binary;
-use crate::system::fuzz::{dictionary, SysFuzzConfig, SysFuzzer};
-use crate::system::systest::{load_test, NamedTest};
 use anyhow::{bail, Context as _, Result};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
+use trestle_exec::binary::Binary;
+use trestle_exec::systest::{load_test, NamedTest};
+use trestle_sysfuzz::{dictionary, SysFuzzConfig, SysFuzzer};
 
 /// How long a worker waits for the main node's answer to its hello (the main node
 /// answers between its steps; carving or lifting can take a minute).
@@ -301,10 +301,10 @@ impl Worker {
             dictionary: dictionary(binary),
             no_forkserver: false,
             cmplog: true,
-            memory: if crate::validate::sandbox::is_sanitizer_build(&binary.path) {
+            memory: if trestle_exec::sandbox::is_sanitizer_build(&binary.path) {
                 0
             } else {
-                crate::validate::sandbox::Limits::default().memory
+                trestle_exec::sandbox::Limits::default().memory
             },
             sandbox: !o.no_sandbox,
             // The lean sibling, if the program a worker runs has one beside it.
@@ -463,7 +463,7 @@ impl Worker {
             "{}-{k}",
             crate::carve::units::safe_name(&u.function)
         ));
-        crate::files::remove_dir_if_present(&dir)?;
+        trestle_exec::files::remove_dir_if_present(&dir)?;
         let left = self.deadline.saturating_duration_since(Instant::now());
         let cfg = crate::campaign::unit_fuzz_config(
             &self.binary,

@@ -37,13 +37,13 @@ mod values;
 pub use templates::build_script;
 pub use values::apply_values;
 
-use crate::binary::Binary;
 use crate::carve::units::read_unit;
 use anyhow::{bail, Context as _, Result};
 use program::Program;
 use std::path::{Path, PathBuf};
 use trestle_abi::fuzz::{decode_values, ParamValue};
 use trestle_abi::unit::Unit;
+use trestle_exec::binary::Binary;
 
 /// Options of `trestle export`.
 #[derive(Debug)]

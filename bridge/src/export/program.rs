@@ -2,13 +2,13 @@
 //! metadata with the module each comes from, and the bytes of read-only globals that
 //! have no symbol to point at.
 
-use crate::binary::Binary;
 use anyhow::{bail, Context as _, Result};
 use object::{Object, ObjectSection, ObjectSymbol};
 use std::collections::{HashMap, HashSet};
 use trestle_abi::meta::{
     decode_meta_section, FnMeta, GlobalEntry, GlobalMeta, SECTION_GLOBALS, SECTION_META,
 };
+use trestle_exec::binary::Binary;
 
 /// A global, as the generated C refers to it.
 #[derive(Debug, Clone)]

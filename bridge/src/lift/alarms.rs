@@ -9,18 +9,18 @@ use super::summary::{origin_words, summary_md, system_summary_md, with_reproduce
 use super::{
     AlarmEntry, BuildCheck, FalsePositive, Lifter, Provenance, Substitution, SystemOutcome,
 };
-use crate::binary::Binary;
 use crate::carve::units::safe_name;
-use crate::files;
-use crate::system::systest::{load_test, save_test, to_json};
 use crate::validate::reduce::{reduce, test_size, ReduceStats};
-use crate::validate::sandbox::SandboxRun;
-use crate::validate::signature::{CrashSignature, FrameFilter, HANG, OUT_OF_MEMORY};
 use anyhow::{Context as _, Result};
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 use trestle_abi::fuzz::ParamValue;
 use trestle_abi::unit::{SystemTest, Unit};
+use trestle_exec::binary::Binary;
+use trestle_exec::files;
+use trestle_exec::sandbox::SandboxRun;
+use trestle_exec::signature::{CrashSignature, FrameFilter, HANG, OUT_OF_MEMORY};
+use trestle_exec::systest::{load_test, save_test, to_json};
 
 impl Lifter {
     /// A crash system-level fuzzing found (`name`, in `source`): validated with the
@@ -226,7 +226,7 @@ impl Lifter {
 
     /// The sandbox that confirms and reduces findings of `class`: the hang sandbox
     /// for hangs, the crash sandbox for the rest.
-    fn sandbox_for(&self, class: &str) -> &crate::validate::sandbox::Sandbox {
+    fn sandbox_for(&self, class: &str) -> &trestle_exec::sandbox::Sandbox {
         match &self.hang_sandbox {
             Some(s) if class == HANG => s,
             _ => &self.sandbox,
@@ -855,7 +855,7 @@ fn finding_like(run: SandboxRun, key: &str) -> Option<CrashSignature> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::system::systest::RunStatus;
+    use trestle_exec::systest::RunStatus;
 
     fn stopped(hang: bool, memory: bool) -> SandboxRun {
         let sig = |kind: &str| CrashSignature {

@@ -2,12 +2,12 @@
 //! unit level, and which of its parameter values the crash needs.
 
 use super::Lifter;
-use crate::tools::find_tool;
-use crate::validate::signature::{crash_kind, parse_stack, symbolise, CrashSignature, FrameFilter};
 use anyhow::{bail, Context as _, Result};
 use std::path::{Path, PathBuf};
 use trestle_abi::fuzz::{encode_values, original_value, ParamValue, ENV_FUZZ, ENV_FUZZ_INPUT};
 use trestle_abi::unit::Unit;
+use trestle_exec::signature::{crash_kind, parse_stack, symbolise, CrashSignature, FrameFilter};
+use trestle_exec::tools::find_tool;
 
 impl Lifter {
     /// The program the unit runs in: `--harness`, or the one it was carved from.

@@ -6,15 +6,15 @@ use super::queue::{beyond_system_edges, inputs_in, Candidate, HANGS_PER_UNIT};
 use super::substitute::lift_variants;
 use super::{Lifter, Probe, Probed, Substitution, SystemOutcome};
 use crate::carve::units::read_unit;
-use crate::system::systest::save_test;
-use crate::validate::sandbox::SandboxRun;
-use crate::validate::signature::{signal_number, CrashSignature};
 use anyhow::{Context as _, Result};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 use trestle_abi::fuzz::{decode_values, ParamValue};
 use trestle_abi::unit::{SystemTest, Unit};
+use trestle_exec::sandbox::SandboxRun;
+use trestle_exec::signature::{signal_number, CrashSignature};
+use trestle_exec::systest::save_test;
 
 /// Unit crashes of one unit with the same crash signature lifted at most this often
 /// unless one of them is confirmed (then the rest are duplicates of that alarm).
@@ -438,7 +438,7 @@ pub(super) fn same_crash(unit: &CrashSignature, sys: &CrashSignature, function: 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::validate::signature::Frame;
+    use trestle_exec::signature::Frame;
 
     fn sig(frames: &[&str], scanned: bool) -> CrashSignature {
         CrashSignature {

@@ -3,16 +3,16 @@
 //! index files (`alarms.json`, `lift.json`) that record them.
 
 use super::{AlarmEntry, AlarmList, LiftStats};
-use crate::binary::Binary;
-use crate::files;
 use crate::system::coverage::{is_coverage_build, measure, CoverageSet};
-use crate::validate::sandbox::{Sandbox, SandboxRun};
-use crate::validate::signature::FrameFilter;
 use anyhow::{Context as _, Result};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 use trestle_abi::unit::{SystemTest, Unit};
+use trestle_exec::binary::Binary;
+use trestle_exec::files;
+use trestle_exec::sandbox::{Sandbox, SandboxRun};
+use trestle_exec::signature::FrameFilter;
 
 /// The lifting state of one output directory; `trestle run` keeps one across rounds.
 pub struct Lifter {
@@ -61,7 +61,7 @@ pub struct Lifter {
     pub(super) roadblock: Option<String>,
     /// How the system find confirmed next descends from a lifted test
     /// ([`Lifter::set_descent`]); its alarm carries it.
-    pub(super) descent: Option<crate::system::fuzz::Descent>,
+    pub(super) descent: Option<trestle_sysfuzz::Descent>,
     /// Other builds of the program each new alarm's test also runs on, by role
     /// ([`Lifter::also_check_on`]).
     pub(super) other_builds: Vec<(String, PathBuf)>,
@@ -222,7 +222,7 @@ impl Lifter {
     /// How the system find confirmed next ([`Lifter::system_crash`], a hang) descends
     /// from a test lifted from a unit (the system fuzzer's lineage says), `None` for
     /// one that does not; its alarm carries it (`descends_from`).
-    pub fn set_descent(&mut self, descent: Option<crate::system::fuzz::Descent>) {
+    pub fn set_descent(&mut self, descent: Option<trestle_sysfuzz::Descent>) {
         self.descent = descent;
     }
 
@@ -299,7 +299,7 @@ impl Lifter {
     pub fn set_lifted_limit(&mut self, wall: Duration) {
         let mut sandbox = self.sandbox.clone();
         sandbox.limits.wall = wall;
-        sandbox.limits.cpu_secs = crate::validate::sandbox::cpu_limit(wall);
+        sandbox.limits.cpu_secs = trestle_exec::sandbox::cpu_limit(wall);
         self.lifted_sandbox = Some(sandbox);
     }
 

@@ -1,12 +1,12 @@
 //! What lifting writes about each finding: its figures (`lift.json`), the alarm list,
 //! an alarm's provenance and a false positive's reason, as typed values (written and
-//! read with [`crate::files`]).
+//! read with [`trestle_exec::files`]).
 
-use crate::system::systest::JsonTest;
 use crate::validate::reduce::ReduceStats;
-use crate::validate::signature::{CrashSignature, Frame};
 use serde::{Deserialize, Serialize};
 use std::path::PathBuf;
+use trestle_exec::signature::{CrashSignature, Frame};
+use trestle_exec::systest::JsonTest;
 
 /// What lifting found, as in the paper's tables 4 and 5.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
@@ -117,7 +117,7 @@ pub struct AlarmEntry {
     /// mutation (the unit, its roadblock, how many mutations on); `None` for one
     /// that descends from the seeds alone.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub descends_from: Option<crate::system::fuzz::Descent>,
+    pub descends_from: Option<trestle_sysfuzz::Descent>,
     /// How its test ran on each build of the program the campaign knows, the one that
     /// confirmed it first ([`AlarmEntry::build_dependent`]).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]

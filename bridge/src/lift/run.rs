@@ -2,13 +2,13 @@
 //! directory and prints the summary.
 
 use super::{LiftStats, Lifter};
-use crate::binary::Binary;
 use crate::carve::units::read_unit;
-use crate::system::systest::load_tests;
-use crate::validate::sandbox::{cpu_limit, Limits, Sandbox};
 use anyhow::Result;
 use std::path::PathBuf;
 use std::time::Duration;
+use trestle_exec::binary::Binary;
+use trestle_exec::sandbox::{cpu_limit, Limits, Sandbox};
+use trestle_exec::systest::load_tests;
 
 /// Options of `trestle lift`.
 #[derive(Debug, Clone)]

@@ -4,11 +4,11 @@
 use super::alarms::describe_values;
 use super::Substitution;
 use crate::validate::reduce::ReduceStats;
-use crate::validate::signature::CrashSignature;
 use anyhow::{Context as _, Result};
 use std::path::Path;
 use trestle_abi::fuzz::ParamValue;
 use trestle_abi::unit::{SystemTest, Unit};
+use trestle_exec::signature::CrashSignature;
 
 fn shell_quote(s: &str) -> String {
     format!("'{}'", s.replace('\'', r"'\''"))
@@ -179,10 +179,10 @@ pub(super) fn system_summary_md(
     name: &str,
     source: &Path,
     found_by: Option<&str>,
-    descent: Option<&crate::system::fuzz::Descent>,
+    descent: Option<&trestle_sysfuzz::Descent>,
 ) -> String {
-    let hang = sys.kind == crate::validate::signature::HANG;
-    let memory = sys.kind == crate::validate::signature::OUT_OF_MEMORY;
+    let hang = sys.kind == trestle_exec::signature::HANG;
+    let memory = sys.kind == trestle_exec::signature::OUT_OF_MEMORY;
     let what = if hang {
         "Hang"
     } else if memory {

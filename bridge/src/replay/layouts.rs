@@ -8,7 +8,6 @@
 //! of mode or a file replaced under the same name: the inode is compared too), and
 //! a layout found changed after a replay is removed.
 
-use crate::system::launch::Layout;
 use anyhow::{Context as _, Result};
 use std::collections::{BTreeMap, HashMap};
 use std::hash::{Hash as _, Hasher as _};
@@ -16,6 +15,7 @@ use std::os::unix::ffi::OsStrExt as _;
 use std::os::unix::fs::MetadataExt as _;
 use std::path::{Path, PathBuf};
 use trestle_abi::unit::SystemTest;
+use trestle_exec::launch::Layout;
 
 /// Layouts kept at most, and bytes of test files and stdin in them; the one used
 /// longest ago goes first. A captured testsuite's units come from all its tests in

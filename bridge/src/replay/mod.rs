@@ -3,12 +3,7 @@
 
 mod layouts;
 
-use crate::binary::Binary;
 use crate::carve::units::{read_unit, unit_files};
-use crate::system::forkserver::{test_argv_env, ForkServer, Request, RunEnd};
-use crate::system::systest::{
-    no_randomization_for_children, run_test, scratch_dir, RunOptions, RunStatus,
-};
 use anyhow::{Context as _, Result};
 use serde::Serialize;
 use std::collections::{BTreeMap, HashMap};
@@ -23,6 +18,11 @@ use trestle_abi::hooks;
 use trestle_abi::trace::ReplayResult;
 use trestle_abi::unit::Unit;
 use trestle_abi::Outcome;
+use trestle_exec::binary::Binary;
+use trestle_exec::forkserver::{test_argv_env, ForkServer, Request, RunEnd};
+use trestle_exec::systest::{
+    no_randomization_for_children, run_test, scratch_dir, RunOptions, RunStatus,
+};
 
 /// Options of `trestle replay`.
 #[derive(Debug)]
@@ -350,8 +350,8 @@ impl ReplayServer {
 /// The end of a file's bytes (a replay's stderr), as much as a run keeps.
 fn read_tail(path: &Path) -> Vec<u8> {
     let mut b = std::fs::read(path).unwrap_or_default();
-    if b.len() > crate::system::launch::OUTPUT_TAIL {
-        b.drain(..b.len() - crate::system::launch::OUTPUT_TAIL);
+    if b.len() > trestle_exec::launch::OUTPUT_TAIL {
+        b.drain(..b.len() - trestle_exec::launch::OUTPUT_TAIL);
     }
     b
 }

@@ -100,7 +100,7 @@ pub fn measure(program: &Path, profiles: &[PathBuf]) -> Result<CoverageSet> {
     }
     let dir = tempfile::Builder::new().prefix("trestle-cov-").tempdir()?;
     let merged = dir.path().join("merged.profdata");
-    let out = Command::new(crate::tools::llvm_tool("llvm-profdata")?)
+    let out = Command::new(trestle_exec::tools::llvm_tool("llvm-profdata")?)
         .args(["merge", "-sparse", "-o"])
         .arg(&merged)
         .args(profiles)
@@ -112,7 +112,7 @@ pub fn measure(program: &Path, profiles: &[PathBuf]) -> Result<CoverageSet> {
             String::from_utf8_lossy(&out.stderr).trim()
         );
     }
-    let out = Command::new(crate::tools::llvm_tool("llvm-cov")?)
+    let out = Command::new(trestle_exec::tools::llvm_tool("llvm-cov")?)
         .args(["export", "-format=lcov", "-instr-profile"])
         .arg(&merged)
         .arg(program)

@@ -1,17 +1,17 @@
 //! `trestle exec`: run a program on system tests through the one executor
-//! ([`crate::validate::sandbox::Sandbox`]: forked from the program's forkserver when it
+//! ([`trestle_exec::sandbox::Sandbox`]: forked from the program's forkserver when it
 //! was built with trestle-cc, started afresh otherwise) and say how each run went, or
 //! run them round-robin for a while and say how fast that was. It is how scripts
 //! (seed checks, coverage, benchmarks) run tests, so that they run them exactly as
 //! trestle does instead of each carrying a copy of it.
 
-use crate::system::systest::{load_tests, NamedTest};
-use crate::validate::sandbox::{cpu_limit, Limits, Sandbox, SandboxRun};
-use crate::validate::signature::FrameFilter;
 use anyhow::{bail, Context as _, Result};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
+use trestle_exec::sandbox::{cpu_limit, Limits, Sandbox, SandboxRun};
+use trestle_exec::signature::FrameFilter;
+use trestle_exec::systest::{load_tests, NamedTest};
 
 /// Options of `trestle exec`.
 #[derive(Debug, Clone)]

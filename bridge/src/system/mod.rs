@@ -1,13 +1,9 @@
-//! System tests and everything that runs them: their format and working directories
-//! ([`systest`]), the one way a test becomes a run of the program ([`launch`]), the
-//! host side of the forkserver ([`forkserver`]), system-level coverage ([`coverage`]),
-//! the system fuzzer ([`fuzz`]) and `trestle exec` ([`exec`]), which runs tests through
-//! the sandbox's executor for scripts and benchmarks.
+//! The bridge's side of system tests: system-level coverage of a coverage build
+//! ([`coverage`]), `trestle exec` ([`exec`]), which runs tests through the one
+//! executor for scripts and benchmarks, and `trestle sysfuzz` ([`sysfuzz`]), the system
+//! fuzzer alone. Running the program is `trestle_exec`'s; the fuzzer is
+//! `trestle_sysfuzz`.
 
 pub mod coverage;
 pub mod exec;
-pub mod forkserver;
-pub mod fuzz;
-pub mod launch;
-pub mod lean;
-pub mod systest;
+pub mod sysfuzz;

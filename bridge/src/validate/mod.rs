@@ -2,15 +2,13 @@
 //! say how each run ended: exit status, crash signature, resource limits hit.
 
 pub mod reduce;
-pub mod sandbox;
-pub mod signature;
 
-use crate::system::systest::load_tests;
-use crate::validate::sandbox::{cpu_limit, Limits, Sandbox};
-use crate::validate::signature::FrameFilter;
 use anyhow::{Context as _, Result};
 use std::path::PathBuf;
 use std::time::Duration;
+use trestle_exec::sandbox::{cpu_limit, Limits, Sandbox};
+use trestle_exec::signature::FrameFilter;
+use trestle_exec::systest::load_tests;
 
 /// Options of `trestle validate`.
 #[derive(Debug)]

@@ -11,7 +11,7 @@
 //! the queue feedback listed, [`EntryEdges`]) and are entered once, when the entry is
 //! first picked ([`RateStage`]).
 
-use super::input::SysInput;
+use crate::input::SysInput;
 use libafl::corpus::{Corpus, HasCurrentCorpusId, SchedulerTestcaseMetadata, Testcase};
 use libafl::schedulers::powersched::SchedulerMetadata;
 use libafl::schedulers::testcase_score::{CorpusPowerTestcaseScore, TestcaseScore};

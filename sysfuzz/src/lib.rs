@@ -22,9 +22,10 @@
 //! Where things are: the input (`input`), running it (`executor`), keeping crashes
 //! and timeouts (`findings`), changing inputs (`mutators`, with the `dictionary` they
 //! insert from, and `trim` for queue entries), which comparisons the input moves
-//! (`operands`), where each entry came from (`lineage`), how many mutations a picked entry gets (`energy`), the loop and its
-//! settings (`engine`),
-//! and the `trestle sysfuzz` command (`run`).
+//! (`operands`), where each entry came from (`lineage`), how many mutations a picked
+//! entry gets (`energy`), which build it runs ([`lean`]), lifted tests tried on that
+//! build ([`Probe`]), and the loop and its settings (`engine`). The `trestle sysfuzz`
+//! command over it is the bridge's (`trestle_bridge::system::sysfuzz`).
 
 mod dictionary;
 mod energy;
@@ -33,10 +34,11 @@ mod executor;
 mod findings;
 mod indexes;
 mod input;
+pub mod lean;
 mod lineage;
 mod mutators;
 mod operands;
-mod run;
+mod probe;
 mod trim;
 
 pub use dictionary::dictionary;
@@ -50,4 +52,4 @@ pub use mutators::{
     SysMutator, TokenMutator,
 };
 pub use operands::OperandSample;
-pub use run::{run, Options, SysFuzzReport};
+pub use probe::{Probe, Probed};

@@ -337,7 +337,7 @@ pub struct RunResult {
 /// in the child between fork and exec: `Command` can then spawn without copying this
 /// process's page tables (with thousands of units in memory, that copy was most of
 /// the cost of a replay).
-pub(crate) fn no_randomization_for_children() {
+pub fn no_randomization_for_children() {
     thread_local!(static SET: std::cell::Cell<bool> = const { std::cell::Cell::new(false) });
     if !SET.get() {
         // SAFETY: personality() with 0xffffffff only queries; then it sets a flag of
@@ -359,18 +359,18 @@ pub(crate) fn no_randomization_for_children() {
 pub fn run_test(program: &Path, test: &SystemTest, opts: &RunOptions) -> Result<RunResult> {
     // Stdin comes from a file, not a pipe: a replay can then seek it to where the
     // recording had read up to.
-    let layout = crate::system::launch::Layout::new(test)?;
+    let layout = crate::launch::Layout::new(test)?;
     let mut cmd = Command::new(program);
     cmd.args(&test.args)
         .current_dir(&layout.cwd)
         .envs(test.env.iter())
         .envs(opts.env.iter().map(|(k, v)| (k, v)));
     no_randomization_for_children();
-    let capture = crate::system::launch::Capture {
+    let capture = crate::launch::Capture {
         stdout: opts.capture_stdout,
         stderr: true,
     };
-    let e = crate::system::launch::run_to_end(&mut cmd, &layout.stdin, capture, opts.timeout)
+    let e = crate::launch::run_to_end(&mut cmd, &layout.stdin, capture, opts.timeout)
         .with_context(|| format!("cannot run program {}", program.display()))?;
     Ok(RunResult {
         status: e.status,

@@ -2,7 +2,7 @@
 //! finding its lines, numbers and words, and drawing another corpus entry to take
 //! material from.
 
-use crate::system::fuzz::input::{SysInput, MAX_ARG_LEN, MAX_CONTENT};
+use crate::input::{SysInput, MAX_ARG_LEN, MAX_CONTENT};
 use libafl::corpus::Corpus;
 use libafl::state::{HasCorpus, HasRand};
 use libafl::HasMetadata;

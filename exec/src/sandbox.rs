@@ -13,12 +13,12 @@
 
 mod served;
 
-use crate::system::launch::{run_to_end, Capture, Ended, Layout};
-use crate::system::systest::RunStatus;
-use crate::validate::signature::{
+use crate::launch::{run_to_end, Capture, Ended, Layout};
+use crate::signature::{
     crash_kind, parse_sanitizer, parse_stack, symbolise_samples, CrashSignature, Frame,
     FrameFilter, RawStack, HANG, OUT_OF_MEMORY,
 };
+use crate::systest::RunStatus;
 use anyhow::{bail, Context as _, Result};
 use std::os::unix::process::{CommandExt as _, ExitStatusExt as _};
 use std::path::{Path, PathBuf};

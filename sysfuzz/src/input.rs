@@ -4,7 +4,6 @@
 //! It owns the input's form and its file on disk; how inputs change is the mutators'
 //! ([`super::mutators`]), how they run the executor's ([`super::executor`]).
 
-use crate::system::systest;
 use anyhow::{bail, Result};
 use libafl::corpus::CorpusId;
 use libafl::inputs::Input;
@@ -13,6 +12,7 @@ use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::path::Path;
 use trestle_abi::unit::SystemTest;
+use trestle_exec::systest;
 
 /// Longest stdin or file content a mutation makes.
 pub const MAX_CONTENT: usize = 64 << 10;
@@ -104,7 +104,7 @@ impl SysInput {
             }
         }
         if let Some((f, g)) =
-            crate::system::systest::layout_conflict(t.files.keys().map(String::as_str))
+            trestle_exec::systest::layout_conflict(t.files.keys().map(String::as_str))
         {
             bail!("files {f:?} and {g:?} cannot both be made (one is inside the other)");
         }
@@ -140,7 +140,7 @@ impl Input for SysInput {
         // Whole or not at all, through a temporary file that a write cut short (a kill,
         // a full disk) may leave behind: replaced next time, where LibAFL's own
         // `write_file_atomic` refuses to ("File exists") once one is left.
-        crate::files::write_atomic(path.as_ref(), &self.to_json())
+        trestle_exec::files::write_atomic(path.as_ref(), &self.to_json())
             .map_err(|e| libafl::Error::unknown(format!("{e:#}")))
     }
 
@@ -167,7 +167,7 @@ impl HasLen for SysInput {
 pub(super) mod tests {
     use super::*;
 
-    pub(in crate::system::fuzz) fn input(args: &[&str], stdin: &str) -> SysInput {
+    pub(crate) fn input(args: &[&str], stdin: &str) -> SysInput {
         SysInput::from_test(&SystemTest {
             args: args.iter().map(|s| s.to_string()).collect(),
             stdin: Some(stdin.as_bytes().to_vec()),

@@ -5,11 +5,8 @@
 //! It owns how an input becomes a run and how the run's end becomes an [`ExitKind`];
 //! it does not judge runs (the feedbacks do) nor keep anything.
 
-use super::engine::SysFuzzConfig;
-use super::input::SysInput;
-use crate::system::forkserver::{ForkServer, Request, RunEnd, ServeError};
-use crate::system::systest;
-use crate::validate::sandbox::is_crash_signal;
+use crate::engine::SysFuzzConfig;
+use crate::input::SysInput;
 use anyhow::Result;
 use libafl::executors::{Executor, ExitKind, HasObservers};
 use libafl::state::HasExecutions;
@@ -23,6 +20,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 use trestle_abi::sysserver::ChildLimits;
+use trestle_exec::forkserver::{ForkServer, Request, RunEnd, ServeError};
+use trestle_exec::sandbox::is_crash_signal;
+use trestle_exec::systest;
 
 /// Largest file a fuzzed program may write (RLIMIT_FSIZE).
 const MAX_WRITE: u64 = 64 << 20;
@@ -132,7 +132,7 @@ impl<OT> SysExecutor<OT> {
         bwrap: Option<PathBuf>,
     ) -> Result<Self> {
         let limits = ChildLimits {
-            cpu_secs: crate::validate::sandbox::cpu_limit(timeout),
+            cpu_secs: trestle_exec::sandbox::cpu_limit(timeout),
             address_space: cfg.memory,
             open_files: 0,
         };
@@ -168,7 +168,7 @@ impl<OT> SysExecutor<OT> {
     fn command(&self) -> Command {
         let mut cmd = match &self.bwrap {
             // The lean sibling mounted at the program's path, so it runs under that name.
-            Some(bwrap) => crate::validate::sandbox::bwrap_command_as(
+            Some(bwrap) => trestle_exec::sandbox::bwrap_command_as(
                 bwrap,
                 &self.program,
                 &self.argv0,
@@ -293,7 +293,7 @@ impl<OT> SysExecutor<OT> {
             std::fs::create_dir(&dir)?;
         }
         for (name, bytes) in &input.files {
-            crate::system::systest::create_file(&dir, name, bytes)
+            trestle_exec::systest::create_file(&dir, name, bytes)
                 .map_err(|e| libafl::Error::unknown(format!("{e:#}")))?;
         }
         // Outside the working directory, as in `run_test`; written only when it
@@ -476,12 +476,12 @@ impl<OT> SysExecutor<OT> {
                 Ok(())
             });
         }
-        let quiet = crate::system::launch::Capture {
+        let quiet = trestle_exec::launch::Capture {
             stdout: false,
             stderr: false,
         };
         let ended =
-            crate::system::launch::run_to_end(&mut cmd, stdin_path, quiet, limit).map_err(|e| {
+            trestle_exec::launch::run_to_end(&mut cmd, stdin_path, quiet, limit).map_err(|e| {
                 libafl::Error::unknown(format!(
                     "cannot run program {}: {e:#}",
                     self.program.display()

@@ -1,14 +1,13 @@
 //! `trestle sysfuzz`: its options ([`Options`]), one campaign of system fuzzing alone
-//! ([`run`]) and what it did ([`SysFuzzReport`]), printed as a line or as JSON.
+//! ([`run`]) and what it did ([`SysFuzzReport`]), for the command line to print.
 
-use super::dictionary::dictionary;
-use super::engine::{SysFuzzConfig, SysFuzzer};
-use crate::binary::Binary;
-use crate::system::systest;
 use anyhow::Result;
 use serde::Serialize;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
+use trestle_exec::binary::Binary;
+use trestle_exec::systest;
+use trestle_sysfuzz::{dictionary, SysFuzzConfig, SysFuzzer};
 
 /// Options of `trestle sysfuzz`.
 #[derive(Debug)]
@@ -30,10 +29,6 @@ pub struct Options {
     /// Do not insert the program's string literals and compared constants (a blind
     /// baseline).
     pub no_dict: bool,
-    /// Print the report as JSON on stdout: seeds, initial_queue, initial_edges, queue,
-    /// edges, executions, seconds, execs_per_sec, new_queue, crashes and timeouts (lists
-    /// of system-test files).
-    pub json: bool,
     /// Start the program anew for every execution instead of forking it from a
     /// server at the start of `main` (slower; for comparison and debugging).
     pub no_forkserver: bool,
@@ -94,6 +89,9 @@ pub struct SysFuzzReport {
     pub crashes: Vec<PathBuf>,
     /// Timeouts found.
     pub timeouts: Vec<PathBuf>,
+    /// The output directory.
+    #[serde(skip)]
+    pub out: PathBuf,
 }
 
 /// Run `trestle sysfuzz`.
@@ -113,7 +111,7 @@ pub fn run(args: &Options) -> Result<SysFuzzReport> {
         },
         no_forkserver: args.no_forkserver,
         cmplog: !args.no_cmplog,
-        memory: if crate::validate::sandbox::is_sanitizer_build(&binary.path) {
+        memory: if trestle_exec::sandbox::is_sanitizer_build(&binary.path) {
             0
         } else {
             args.memory_mb << 20
@@ -140,8 +138,8 @@ pub fn run(args: &Options) -> Result<SysFuzzReport> {
         run_limit_ms: f.run_limit().as_millis() as u64,
         build: f.build().kind(),
         build_note: match f.build() {
-            crate::system::lean::SystemBuild::Program(why) => why.clone(),
-            crate::system::lean::SystemBuild::Lean(_) => String::new(),
+            trestle_sysfuzz::lean::SystemBuild::Program(why) => why.clone(),
+            trestle_sysfuzz::lean::SystemBuild::Lean(_) => String::new(),
         },
         stopped_runs: 0,
         slow_runs: 0,
@@ -151,6 +149,7 @@ pub fn run(args: &Options) -> Result<SysFuzzReport> {
         new_queue: Vec::new(),
         crashes: initial.new_crashes,
         timeouts: initial.new_timeouts,
+        out: f.out().to_path_buf(),
     };
     let start = Instant::now();
     let end = start + args.time;
@@ -173,25 +172,5 @@ pub fn run(args: &Options) -> Result<SysFuzzReport> {
     report.executions = f.executions();
     (report.stopped_runs, report.slow_runs) = f.stopped_runs();
     report.execs_per_sec = (report.executions - initial_execs) as f64 / report.seconds.max(1e-9);
-    if args.json {
-        crate::outln!("{}", serde_json::to_string_pretty(&report)?);
-    } else {
-        crate::outln!(
-            "{} executions in {:.1}s ({:.0}/s, runs stopped at {} ms: {}, {} of them slow, not hanging); queue {} -> {}, edges {} -> {}; {} crash(es), {} timeout(s) in {}",
-            report.executions,
-            report.seconds,
-            report.execs_per_sec,
-            report.run_limit_ms,
-            report.stopped_runs,
-            report.slow_runs,
-            report.initial_queue,
-            report.queue,
-            report.initial_edges,
-            report.edges,
-            report.crashes.len(),
-            report.timeouts.len(),
-            f.out().display()
-        );
-    }
     Ok(report)
 }

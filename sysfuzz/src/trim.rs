@@ -8,7 +8,7 @@
 //! from each file. The entry (and its file in the queue) is replaced by the trimmed
 //! input, so that everything fuzzed from it starts small.
 
-use super::input::SysInput;
+use crate::input::SysInput;
 use libafl::corpus::{Corpus, HasCurrentCorpusId};
 use libafl::executors::ExitKind;
 use libafl::fuzzer::ExecutesInput;

@@ -2,7 +2,7 @@
 //! crossover with another test of the corpus ([`CrossoverMutator`]).
 
 use super::parts::{below, other_input, part_mut, pick_part, small_len, some_component, Part};
-use crate::system::fuzz::input::{SysInput, MAX_ARGS};
+use crate::input::{SysInput, MAX_ARGS};
 use libafl::corpus::CorpusId;
 use libafl::mutators::{MutationResult, Mutator};
 use libafl::state::{HasCorpus, HasRand};
@@ -142,7 +142,7 @@ impl<S: HasRand + HasCorpus<SysInput> + HasMetadata> Mutator<SysInput, S> for Cr
                             .keys()
                             .map(String::as_str)
                             .chain(std::iter::once(&*name));
-                        if crate::system::systest::layout_conflict(names).is_none() {
+                        if trestle_exec::systest::layout_conflict(names).is_none() {
                             input
                                 .files
                                 .entry(name.into_owned())
@@ -216,8 +216,8 @@ impl Named for CrossoverMutator {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::system::fuzz::input::tests::input;
-    use crate::system::fuzz::mutators::tests::state;
+    use crate::input::tests::input;
+    use crate::mutators::tests::state;
     use libafl::corpus::{Corpus, Testcase};
     use libafl::mutators::Mutator;
     use libafl::state::HasCorpus;
@@ -236,7 +236,7 @@ mod tests {
             m.mutate(&mut s, &mut i).unwrap();
             took_args += usize::from(i.args == [b"a/a".to_vec()]);
             assert!(
-                crate::system::fuzz::input::SysInput::check(&i.to_test()).is_ok(),
+                crate::input::SysInput::check(&i.to_test()).is_ok(),
                 "{:?}",
                 i.files.keys()
             );

@@ -1,9 +1,14 @@
 //! Reading an instrumented binary's own description (the `trestle_meta` section).
 
+use crate::launch::{run_to_end, Capture};
+use crate::systest::RunStatus;
 use anyhow::{bail, Context as _, Result};
 use object::{Object, ObjectSection};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
+use trestle_abi::branches::{decode_guard_numbers, ENV_BRANCH_DUMP};
 use trestle_abi::meta::{binary_id, decode_meta_section, FnMeta, SECTION_META};
 
 /// What trestle knows about an instrumented program.
@@ -179,4 +184,37 @@ fn disambiguate(names: HashMap<u64, String>) -> HashMap<u64, String> {
             (id, n)
         })
         .collect()
+}
+
+/// The edge number of every guard row of `program`, by (module key, slot).
+pub fn guard_numbers(program: &Path) -> Result<HashMap<(u64, u64), u32>> {
+    let dir = tempfile::tempdir().context("cannot create a temporary directory")?;
+    let out = dir.path().join("guards");
+    let mut cmd = Command::new(program);
+    cmd.env(ENV_BRANCH_DUMP, &out).current_dir(dir.path());
+    let ended = run_to_end(
+        &mut cmd,
+        Path::new("/dev/null"),
+        Capture {
+            stdout: false,
+            stderr: true,
+        },
+        Duration::from_secs(30),
+    )
+    .with_context(|| format!("reading the branch guards of {}", program.display()))?;
+    if ended.status != RunStatus::Exited(0) || !out.exists() {
+        bail!(
+            "{} did not write its branch guards (it ended with {:?}{}): was it built with this trestle-cc?",
+            program.display(),
+            ended.status,
+            match String::from_utf8_lossy(&ended.stderr).trim() {
+                "" => String::new(),
+                e => format!(": {e}"),
+            }
+        );
+    }
+    let bytes = std::fs::read(&out).with_context(|| format!("cannot read {}", out.display()))?;
+    let rows =
+        decode_guard_numbers(&bytes).map_err(|e| anyhow::anyhow!("{}: {e}", out.display()))?;
+    Ok(rows.into_iter().map(|(m, s, n)| ((m, s), n)).collect())
 }

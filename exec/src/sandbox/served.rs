@@ -1,5 +1,5 @@
 //! The sandbox's fast path: a program built with `trestle-cc` is started once as a
-//! forkserver ([`crate::system::forkserver`]), inside bubblewrap when the sandbox isolates,
+//! forkserver ([`crate::forkserver`]), inside bubblewrap when the sandbox isolates,
 //! and every run is a fork of it. Validating, lifting and reducing then cost about
 //! what a fuzzer's execution costs, not a bubblewrap start each.
 //!
@@ -13,9 +13,9 @@
 //! files are laid out in one directory bound read-write into the sandbox.
 
 use super::{Limits, Outcome, ProgramKind};
-use crate::system::forkserver::{ForkServer, Request, RunEnd};
-use crate::system::launch::Layout;
-use crate::system::systest::RunStatus;
+use crate::forkserver::{ForkServer, Request, RunEnd};
+use crate::launch::Layout;
+use crate::systest::RunStatus;
 use anyhow::Context as _;
 use std::os::unix::ffi::OsStrExt as _;
 use std::os::unix::process::CommandExt as _;
@@ -69,8 +69,8 @@ fn tail(path: &Path) -> anyhow::Result<(Vec<u8>, u64)> {
         }
     };
     let len = b.len() as u64;
-    if b.len() > crate::system::launch::OUTPUT_TAIL {
-        b.drain(..b.len() - crate::system::launch::OUTPUT_TAIL);
+    if b.len() > crate::launch::OUTPUT_TAIL {
+        b.drain(..b.len() - crate::launch::OUTPUT_TAIL);
     }
     Ok((b, len))
 }
@@ -85,7 +85,7 @@ impl Served {
         preload: &Path,
         limits: &Limits,
     ) -> anyhow::Result<Served> {
-        let base = crate::system::systest::scratch_dir("trestle-served-")?;
+        let base = crate::systest::scratch_dir("trestle-served-")?;
         let mut served = Served {
             program: program.to_path_buf(),
             kind,
@@ -183,7 +183,7 @@ impl Served {
                 layout.side.join("stderr"),
                 layout.side.join("stack"),
             );
-            let (argv, mut env) = crate::system::forkserver::test_argv_env(&self.program, test);
+            let (argv, mut env) = crate::forkserver::test_argv_env(&self.program, test);
             env.extend(extra_env.iter().map(|(k, v)| (k.as_bytes(), v.as_bytes())));
             env.push((
                 trestle_abi::fuzz::ENV_CRASH_STACK.as_bytes(),

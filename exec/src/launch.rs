@@ -1,17 +1,17 @@
 //! How a system test becomes a run of the program, the same for everything that runs
-//! one: recording and replay ([`crate::system::systest::run_test`]), validation, lifting and
-//! reduction ([`crate::validate::sandbox::Sandbox::run`]) and system fuzzing
-//! ([`crate::system::fuzz`], whose forkserver requests carry the same layout).
+//! one: recording and replay ([`crate::systest::run_test`]), validation, lifting and
+//! reduction ([`crate::sandbox::Sandbox::run`]) and system fuzzing
+//! (the system fuzzer, whose forkserver requests carry the same layout).
 //!
 //! - **Layout** ([`Layout`]): a fresh working directory holding the test's files, and
 //!   its stdin in a file beside it, never a pipe (a replay seeks it to where the
 //!   recording had read, and the fuzzer's forkserver child opens it); both in memory
-//!   where the machine allows ([`crate::system::systest::scratch_dir`]).
+//!   where the machine allows ([`crate::systest::scratch_dir`]).
 //! - **Running** ([`run_to_end`]): the program leads its own process group, reads
 //!   stdin from that file, has its output captured (the last 64 KiB) or discarded, and
 //!   is killed with everything it started when it overstays its time.
 
-use crate::system::systest::{materialise, scratch_dir, RunStatus};
+use crate::systest::{materialise, scratch_dir, RunStatus};
 use anyhow::{Context as _, Result};
 use std::os::unix::process::{CommandExt as _, ExitStatusExt as _};
 use std::path::{Path, PathBuf};

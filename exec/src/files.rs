@@ -21,21 +21,21 @@ pub const CAMPAIGN: &str = "campaign.json";
 pub const TIMELINE: &str = "timeline.csv";
 /// The system fuzzer's roadblocks at the last unit round, best first (`trestle run`).
 pub const ROADBLOCKS: &str = "roadblocks.json";
-/// The distinct true alarms ([`crate::lift::AlarmList`]).
+/// The distinct true alarms (`lift::AlarmList`).
 pub const ALARMS: &str = "alarms.json";
-/// Lifting figures ([`crate::lift::LiftStats`]).
+/// Lifting figures (`lift::LiftStats`).
 pub const LIFT: &str = "lift.json";
 /// Directory of alarms, one subdirectory each.
 pub const ALARMS_DIR: &str = "alarms";
 /// Directory of unit findings that did not reproduce at system level.
 pub const FALSE_POSITIVES_DIR: &str = "false-positives";
-/// In an alarm's directory: where it came from ([`crate::lift::Provenance`]).
+/// In an alarm's directory: where it came from (`lift::Provenance`).
 pub const PROVENANCE: &str = "provenance.json";
 /// In an alarm's directory: the reduced system test (a system test file).
 pub const REDUCED: &str = "reduced.json";
 /// In an alarm's directory: the lifted system test before reduction.
 pub const LIFTED: &str = "lifted.json";
-/// In a false positive's directory: why it is one ([`crate::lift::FalsePositive`]).
+/// In a false positive's directory: why it is one (`lift::FalsePositive`).
 pub const REASON: &str = "reason.json";
 
 #[derive(Serialize)]

@@ -6,10 +6,10 @@
 //! Every mutation leaves the input normalised and within [`MAX_ARGS`],
 //! [`MAX_ARG_LEN`] and [`MAX_CONTENT`].
 //!
-//! [`MAX_ARGS`]: crate::system::fuzz::MAX_ARGS
-//! [`MAX_ARG_LEN`]: crate::system::fuzz::MAX_ARG_LEN
-//! [`MAX_CONTENT`]: crate::system::fuzz::MAX_CONTENT
-//! [`SysInput`]: crate::system::fuzz::SysInput
+//! [`MAX_ARGS`]: crate::MAX_ARGS
+//! [`MAX_ARG_LEN`]: crate::MAX_ARG_LEN
+//! [`MAX_CONTENT`]: crate::MAX_CONTENT
+//! [`SysInput`]: crate::SysInput
 
 mod content;
 mod i2s;
@@ -22,7 +22,7 @@ pub use structure::{ArgListMutator, CrossoverMutator};
 
 pub use parts::Donors;
 
-use crate::system::fuzz::input::SysInput;
+use crate::input::SysInput;
 use libafl::corpus::{Corpus, CorpusId};
 use libafl::mutators::{HavocScheduledMutator, MutationResult, Mutator};
 use libafl::state::HasCorpus;
@@ -112,16 +112,16 @@ pub fn sys_mutator(dictionary: &[Vec<u8>]) -> SysMutator {
 #[cfg(test)]
 pub(super) mod tests {
     use super::*;
-    use crate::system::fuzz::engine::SysState;
-    use crate::system::fuzz::input::tests::input;
-    use crate::system::fuzz::input::{SysInput, MAX_ARGS, MAX_ARG_LEN, MAX_CONTENT};
+    use crate::engine::SysState;
+    use crate::input::tests::input;
+    use crate::input::{SysInput, MAX_ARGS, MAX_ARG_LEN, MAX_CONTENT};
     use libafl::corpus::{CachedOnDiskCorpus, Corpus, InMemoryCorpus, Testcase};
     use libafl::mutators::Mutator;
     use libafl::state::{HasCorpus, StdState};
     use libafl_bolts::rands::StdRand;
 
     /// A state with a corpus, enough for every mutator (and the queue directory it writes to).
-    pub(in crate::system::fuzz) fn state() -> (tempfile::TempDir, SysState) {
+    pub(crate) fn state() -> (tempfile::TempDir, SysState) {
         let dir = tempfile::tempdir().unwrap();
         let mut feedback = ();
         let mut objective = ();
@@ -129,7 +129,7 @@ pub(super) mod tests {
             StdRand::with_seed(7),
             CachedOnDiskCorpus::with_meta_format_and_prefix(
                 dir.path(),
-                crate::system::fuzz::engine::QUEUE_INPUTS_IN_MEMORY,
+                crate::engine::QUEUE_INPUTS_IN_MEMORY,
                 None,
                 None,
                 false,

@@ -4,8 +4,8 @@
 //!
 //! It owns the finding files only; the queue is LibAFL's on-disk corpus.
 
-use super::input::SysInput;
-use super::mutators::Donors;
+use crate::input::SysInput;
+use crate::mutators::Donors;
 use libafl::corpus::Testcase;
 use libafl::executors::ExitKind;
 use libafl::feedbacks::{Feedback, StateInitializer};

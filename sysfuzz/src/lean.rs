@@ -69,8 +69,8 @@ fn lean_sibling(program: &Path) -> Result<Option<PathBuf>> {
         anyhow::bail!("the lean build {} is not the one linked with this program (a stale one from an earlier build)", lean.display());
     }
     let (ours, theirs) = (
-        crate::roadblocks::guard_numbers(program)?,
-        crate::roadblocks::guard_numbers(&lean)?,
+        trestle_exec::binary::guard_numbers(program)?,
+        trestle_exec::binary::guard_numbers(&lean)?,
     );
     if ours != theirs {
         anyhow::bail!(

@@ -11,7 +11,7 @@ use super::parts::{
     below, lines, numbers, other_input, part_limit, part_mut, pick_part, small_len, some_component,
     with_newline, words,
 };
-use crate::system::fuzz::input::{SysInput, MAX_CONTENT};
+use crate::input::{SysInput, MAX_CONTENT};
 use libafl::corpus::CorpusId;
 use libafl::mutators::{MutationResult, Mutator};
 use libafl::state::{HasCorpus, HasRand};
@@ -418,9 +418,9 @@ impl Named for TokenMutator {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::system::fuzz::input::tests::input;
-    use crate::system::fuzz::input::MAX_ARG_LEN;
-    use crate::system::fuzz::mutators::tests::state;
+    use crate::input::tests::input;
+    use crate::input::MAX_ARG_LEN;
+    use crate::mutators::tests::state;
 
     #[test]
     fn line_and_number_mutations_do_what_they_say() {

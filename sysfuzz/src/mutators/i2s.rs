@@ -13,7 +13,7 @@
 //! stale bytes the input does not hold).
 
 use super::parts::{below, part_limit, part_mut, Part};
-use crate::system::fuzz::input::SysInput;
+use crate::input::SysInput;
 use libafl::corpus::CorpusId;
 use libafl::mutators::{MutationResult, Mutator};
 use libafl::observers::cmp::{CmpValues, CmpValuesMetadata};

@@ -8,17 +8,16 @@
 //! returned; on stderr it says only what it passes over: a program that cannot serve
 //! (the executor's notice), a damaged finding file on resume.
 
-use super::energy::{Energy, RateStage};
-use super::executor::SysExecutor;
-use super::findings::{CompletedRun, FindingFeedback, Found};
-use super::indexes::{CompactIndexes, Compacting};
-use super::input::SysInput;
-use super::lineage::{Descent, LiftedOrigin, Lineage};
-use super::mutators::{sys_mutator, Donors, I2SMutator};
-use super::operands::{OperandSample, OperandVariation, OperandWatch};
-use super::trim::TrimStage;
-use crate::system::lean::SystemBuild;
-use crate::system::systest::NamedTest;
+use crate::energy::{Energy, RateStage};
+use crate::executor::SysExecutor;
+use crate::findings::{CompletedRun, FindingFeedback, Found};
+use crate::indexes::{CompactIndexes, Compacting};
+use crate::input::SysInput;
+use crate::lean::SystemBuild;
+use crate::lineage::{Descent, LiftedOrigin, Lineage};
+use crate::mutators::{sys_mutator, Donors, I2SMutator};
+use crate::operands::{OperandSample, OperandVariation, OperandWatch};
+use crate::trim::TrimStage;
 use anyhow::{bail, Context as _, Result};
 use libafl::corpus::{CachedOnDiskCorpus, Corpus, CorpusId, InMemoryCorpus};
 use libafl::events::SimpleEventManager;
@@ -48,6 +47,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use trestle_abi::hooks;
 use trestle_abi::unit::SystemTest;
+use trestle_exec::systest::NamedTest;
 
 /// Edge map size offered to the program (the unit fuzzer's, so one build serves both).
 const MAP_SIZE: usize = trestle_unit_fuzz::MAP_SIZE;
@@ -392,7 +392,7 @@ impl SysFuzzer {
     /// found before are re-run (so they count as known) but not reported again.
     pub fn new(cfg: SysFuzzConfig) -> Result<SysFuzzer> {
         let (out, program, resumed) = prepare(&cfg)?;
-        let build = crate::system::lean::choose(&program, cfg.lean);
+        let build = crate::lean::choose(&program, cfg.lean);
         let program = build.path(&program).to_path_buf();
         let mut provider = UnixShMemProvider::new()
             .map_err(lib)
@@ -409,7 +409,7 @@ impl SysFuzzer {
             (hooks::ENV_AFL_MAP_SIZE.to_string(), MAP_SIZE.to_string()),
         ];
         let bwrap = if cfg.sandbox {
-            Some(crate::validate::sandbox::find_bwrap("fuzz")?)
+            Some(trestle_exec::sandbox::find_bwrap("fuzz")?)
         } else {
             None
         };
@@ -978,11 +978,11 @@ fn newest_name(state: &SysState) -> Option<String> {
 
 /// A campaign's lifted tests run here first, through the forkserver, as
 /// [`SysFuzzer::add_test`] runs them.
-impl crate::lift::Probe for SysFuzzer {
-    fn probe(&mut self, t: &SystemTest) -> Result<crate::lift::Probed> {
+impl crate::Probe for SysFuzzer {
+    fn probe(&mut self, t: &SystemTest) -> Result<crate::Probed> {
         SysInput::check(t)?;
         if !SysInput::fits(t) {
-            return Ok(crate::lift::Probed::Unfit);
+            return Ok(crate::Probed::Unfit);
         }
         let input = SysInput::from_test(t);
         let kept = self.evaluate_external(&input)?;
@@ -990,11 +990,11 @@ impl crate::lift::Probe for SysFuzzer {
         // took is no new finding here), a run that crashed, hung or was stopped at
         // the short limit goes to the validation build.
         Ok(if !self.engine.last_ended_well() {
-            crate::lift::Probed::Objective
+            crate::Probed::Objective
         } else if kept == ExecuteInputResult::Corpus {
-            crate::lift::Probed::NewCoverage
+            crate::Probed::NewCoverage
         } else {
-            crate::lift::Probed::Nothing
+            crate::Probed::Nothing
         })
     }
 }
@@ -1069,9 +1069,9 @@ mod tests {
 
     #[test]
     fn the_queue_keeps_a_bounded_number_of_inputs_in_memory_and_loses_none() {
-        use crate::system::fuzz::input::tests::input;
+        use crate::input::tests::input;
         use libafl::corpus::Testcase;
-        let (_dir, mut state) = crate::system::fuzz::mutators::tests::state();
+        let (_dir, mut state) = crate::mutators::tests::state();
         let n = QUEUE_INPUTS_IN_MEMORY + 100;
         for k in 0..n {
             state

@@ -1,8 +1,8 @@
 //! The dictionary the mutators insert from: what the program itself looks for (its
 //! short string literals, the constants it compares against).
 
-use crate::binary::Binary;
 use std::collections::BTreeSet;
+use trestle_exec::binary::Binary;
 
 /// A dictionary for system-level fuzzing of `binary`: its short string literals, and
 /// the constants it compares against in decimal (and, for printable ASCII codes, as
