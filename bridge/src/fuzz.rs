@@ -50,8 +50,8 @@ pub struct Options {
     pub pin: Option<usize>,
     /// Do not pin to a core. Single-core only.
     pub no_pin: bool,
-    /// Print the report as JSON on stdout.
-    pub json: bool,
+    /// Show the fuzzer's status line while it runs.
+    pub progress: bool,
     /// A branch to flip (`FILE:LINE`): see [`goal_at`].
     pub goal: Option<String>,
     /// With `goal`: without the operand distance as feedback.
@@ -190,17 +190,26 @@ pub fn bind_core(pin: Option<usize>, no_pin: bool) -> Result<Option<usize>> {
         return Ok(None);
     }
     let Some(core) = pin.or_else(trestle_unit_fuzz::affinity::free_core) else {
-        eprintln!("trestle: every core is taken by another fuzzer: running unbound");
+        log::info!("trestle: every core is taken by another fuzzer: running unbound");
         return Ok(None);
     };
     trestle_unit_fuzz::affinity::pin(core)
         .with_context(|| format!("cannot bind to core {core}"))?;
-    eprintln!("trestle: running on core {core}");
+    log::info!("trestle: running on core {core}");
     Ok(Some(core))
 }
 
+/// What `trestle fuzz` did: the unit fuzzer's report, and the function fuzzed.
+#[derive(Debug)]
+pub struct Fuzzed {
+    /// The function of the unit.
+    pub function: String,
+    /// The unit fuzzer's report.
+    pub report: FuzzReport,
+}
+
 /// Run `trestle fuzz`.
-pub fn run(args: &Options) -> Result<FuzzReport> {
+pub fn run(args: &Options) -> Result<Fuzzed> {
     let available = std::thread::available_parallelism()
         .map(|n| n.get())
         .unwrap_or(1);
@@ -259,7 +268,7 @@ pub fn run(args: &Options) -> Result<FuzzReport> {
         seed: args.seed,
         cmplog: !args.no_cmplog,
         dictionary: Dictionary { words, ints },
-        progress: !args.json,
+        progress: args.progress,
         stop_on_crash: args.stop_on_crash,
         persistent: !args.fork_per_exec,
         pin_core: if args.no_pin || args.cores > 1 {
@@ -280,32 +289,54 @@ pub fn run(args: &Options) -> Result<FuzzReport> {
         trestle_unit_fuzz::fuzz(&cfg)
     }
     .with_context(|| format!("fuzzing {}", args.unit.display()))?;
-    if args.json {
-        crate::outln!("{}", serde_json::to_string_pretty(&report)?);
-    } else {
-        eprintln!(
-            "fuzzed {} for {:.1}s: {} executions ({:.0}/s), {} in queue, {} crash(es), {} timeout(s){}{}",
-            cfg.unit.function,
-            report.seconds,
-            report.executions,
-            report.executions as f64 / report.seconds.max(1e-9),
-            report.corpus,
-            report.crashes.len(),
-            report.timeouts.len(),
-            report.hang_limit_ms.map(|ms| format!(" (hang limit {ms} ms, from the recorded call's time)")).unwrap_or_default(),
-            report.first_crash_after.map(|t| format!("; first after {t:.1}s")).unwrap_or_default()
-        );
-        for c in &report.crashes {
-            eprintln!("  crash: {}", c.display());
-        }
-        if let Some(loc) = &args.goal {
-            match report.goal_after {
-                Some(t) => eprintln!("took the other direction at {loc} after {t:.1}s"),
-                None => eprintln!("never took the other direction at {loc}"),
-            }
-        }
+    Ok(Fuzzed {
+        function: cfg.unit.function.clone(),
+        report,
+    })
+}
+
+/// loops then costs a fraction of a second of its slice, not seconds.
+pub fn unit_limit(system_limit: Duration, timeout: Duration) -> Duration {
+    (system_limit * 2)
+        .max(Duration::from_millis(100))
+        .min(timeout)
+}
+
+/// How a campaign fuzzes one unit for a slice, the same on the main node and on a
+/// worker: CmpLog, the function's dictionary, the persistent harness, the run limit of
+/// [`unit_limit`], and the rest of the slice given up once the unit stops finding.
+#[allow(clippy::too_many_arguments)]
+pub fn unit_fuzz_config(
+    binary: &Binary,
+    unit: trestle_abi::unit::Unit,
+    out: PathBuf,
+    time: Duration,
+    system_limit: Duration,
+    timeout: Duration,
+    seed: u64,
+    cores: usize,
+) -> trestle_unit_fuzz::FuzzConfig {
+    let (words, ints) = binary.dictionary_for(unit.context.fn_id);
+    trestle_unit_fuzz::FuzzConfig {
+        program: binary.path.clone(),
+        unit,
+        out,
+        time,
+        timeout: unit_limit(system_limit, timeout),
+        seed,
+        cmplog: true,
+        dictionary: trestle_unit_fuzz::Dictionary { words, ints },
+        progress: false,
+        stop_on_crash: false,
+        persistent: true,
+        pin_core: None,
+        cores,
+        plateau: Some(Duration::from_secs(3)),
+        goal: Vec::new(),
+        goal_cmp: None,
+        after_goal: Duration::ZERO,
+        seeds: Vec::new(),
     }
-    Ok(report)
 }
 
 #[cfg(test)]

@@ -34,6 +34,7 @@ pub mod cluster;
 pub mod export;
 pub mod fuzz;
 pub mod lift;
+pub mod memory;
 pub mod record;
 pub mod replay;
 pub mod report;

@@ -6,7 +6,8 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 use trestle_abi::hooks;
 use trestle_exec::binary::Binary;
-use trestle_exec::systest::{load_tests, run_test, RunOptions, RunStatus};
+use trestle_exec::launch::{run_test, RunOptions};
+use trestle_exec::systest::{load_tests, RunStatus};
 
 /// Options of `trestle record`.
 #[derive(Debug)]
@@ -187,7 +188,7 @@ pub fn run(args: &Options) -> Result<()> {
             .map(|m| m.len())
             .sum();
         if !args.quiet {
-            eprintln!(
+            log::info!(
                 "[{}/{n}] {}: {}, {} trace file(s), {} KiB",
                 i + 1,
                 t.name,
@@ -198,7 +199,7 @@ pub fn run(args: &Options) -> Result<()> {
         }
         if traces.is_empty() && !args.quiet {
             let err = String::from_utf8_lossy(&r.stderr);
-            eprintln!(
+            log::info!(
                 "    warning: no trace written{}",
                 if err.is_empty() {
                     String::new()
@@ -217,7 +218,7 @@ pub fn run(args: &Options) -> Result<()> {
         std::fs::write(out.join(RECORD_INDEX), serde_json::to_vec_pretty(&index)?)?;
     }
     if !args.quiet {
-        eprintln!("recorded {n} system test(s) into {}", out.display());
+        log::info!("recorded {n} system test(s) into {}", out.display());
     }
     Ok(())
 }

@@ -10,20 +10,6 @@ use std::path::{Path, PathBuf};
 use trestle_exec::files;
 use trestle_exec::systest::{Content, JsonTest};
 
-/// Options of `trestle report`.
-#[derive(Debug)]
-pub struct Options {
-    /// A campaign directory (from `trestle run`).
-    pub dir: PathBuf,
-    /// A system-only campaign with the same budget and seeds, to compare coverage with
-    /// (default: DIR/baseline if there is one).
-    pub baseline: Option<PathBuf>,
-    /// Print the report as JSON on stdout instead of writing files.
-    pub json: bool,
-    /// Also write the alarms here as SARIF ([`crate::sarif`]).
-    pub sarif: Option<PathBuf>,
-}
-
 /// One sample of a campaign's timeline.
 #[derive(Debug, Clone, Copy, serde::Serialize)]
 pub struct Sample {
@@ -709,22 +695,14 @@ fn page(md: &str, plot: &str) -> String {
     )
 }
 
-/// Run `trestle report`.
-pub fn run(args: &Options) -> Result<()> {
-    let r = gather(&args.dir, args.baseline.as_deref())?;
-    if let Some(file) = &args.sarif {
-        crate::sarif::write(&crate::sarif::Findings::of_report(&r), file)?;
-    }
-    if args.json {
-        crate::outln!("{}", serde_json::to_string_pretty(&r)?);
-        return Ok(());
-    }
-    let md = args.dir.join("report.md");
-    let page = args.dir.join("report.html");
-    std::fs::write(&md, markdown(&r)).with_context(|| format!("cannot write {}", md.display()))?;
-    std::fs::write(&page, html(&r)?).with_context(|| format!("cannot write {}", page.display()))?;
-    eprintln!("wrote {} and {}", md.display(), page.display());
-    Ok(())
+/// Write the report's pages into the campaign directory `dir`: `report.md` and
+/// `report.html`; their paths.
+pub fn write_pages(dir: &Path, r: &Report) -> Result<(PathBuf, PathBuf)> {
+    let md = dir.join("report.md");
+    let page = dir.join("report.html");
+    std::fs::write(&md, markdown(r)).with_context(|| format!("cannot write {}", md.display()))?;
+    std::fs::write(&page, html(r)?).with_context(|| format!("cannot write {}", page.display()))?;
+    Ok((md, page))
 }
 
 #[cfg(test)]

@@ -18,9 +18,10 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 use trestle_abi::unit::SystemTest;
 use trestle_exec::files;
+use trestle_exec::launch::RunOptions;
 use trestle_exec::sandbox::{cpu_limit, Limits, Sandbox, CPU_LIMIT};
 use trestle_exec::signature::CrashSignature;
-use trestle_exec::systest::{load_test, RunOptions};
+use trestle_exec::systest::load_test;
 
 /// Options of `trestle triage`.
 #[derive(Debug, Clone)]
@@ -256,7 +257,7 @@ pub fn run(opts: &Options) -> Result<Summary> {
         match outcome {
             Confirmed::New(id) => {
                 if opts.progress {
-                    eprintln!(
+                    log::info!(
                         "[triage {}/{total}] {}: a new bug, alarms/{id}",
                         n + 1,
                         input.path.display()
@@ -280,7 +281,7 @@ pub fn run(opts: &Options) -> Result<Summary> {
             }),
         }
         if opts.progress && last_line.elapsed() > Duration::from_secs(5) {
-            eprintln!(
+            log::info!(
                 "[triage {}/{total}] {} bug(s), {} dropped",
                 n + 1,
                 members.len(),
@@ -426,7 +427,7 @@ fn check_program_starts(program: &Path) -> Result<()> {
         env: Vec::new(),
         capture_stdout: false,
     };
-    let r = trestle_exec::systest::run_test(program, &SystemTest::default(), &opts)
+    let r = trestle_exec::launch::run_test(program, &SystemTest::default(), &opts)
         .with_context(|| format!("program {} does not start", program.display()))?;
     if let trestle_exec::systest::RunStatus::Exited(code @ (126 | 127)) = r.status {
         let err = String::from_utf8_lossy(&r.stderr);

@@ -1,5 +1,5 @@
 //! How a system test becomes a run of the program, the same for everything that runs
-//! one: recording and replay ([`crate::systest::run_test`]), validation, lifting and
+//! one: recording and replay ([`run_test`]), validation, lifting and
 //! reduction ([`crate::sandbox::Sandbox::run`]) and system fuzzing
 //! (the system fuzzer, whose forkserver requests carry the same layout).
 //!
@@ -7,18 +7,17 @@
 //!   its stdin in a file beside it, never a pipe (a replay seeks it to where the
 //!   recording had read, and the fuzzer's forkserver child opens it); both in memory
 //!   where the machine allows ([`crate::systest::scratch_dir`]).
-//! - **Running** ([`run_to_end`]): the program leads its own process group, reads
+//! - **Running** ([`run_to_end`], through [`crate::spawn`]): the program leads its own process group, reads
 //!   stdin from that file, has its output captured (the last 64 KiB) or discarded, and
 //!   is killed with everything it started when it overstays its time.
 
+use crate::spawn;
 use crate::systest::{materialise, scratch_dir, RunStatus};
 use anyhow::{Context as _, Result};
-use std::os::unix::process::{CommandExt as _, ExitStatusExt as _};
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitStatus, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 use trestle_abi::unit::SystemTest;
-use wait_timeout::ChildExt as _;
 
 /// How much of a run's stdout and stderr is kept: the end.
 pub const OUTPUT_TAIL: usize = 64 << 10;
@@ -111,81 +110,28 @@ pub fn run_to_end(
     let pipe_or_null = |keep: bool| if keep { Stdio::piped() } else { Stdio::null() };
     cmd.stdin(Stdio::from(input))
         .stdout(pipe_or_null(capture.stdout))
-        .stderr(pipe_or_null(capture.stderr))
-        .process_group(0);
-    let start = Instant::now();
-    let mut child = cmd
-        .spawn()
+        .stderr(pipe_or_null(capture.stderr));
+    let mut run = spawn::start(cmd)
         .with_context(|| format!("cannot run {}", cmd.get_program().to_string_lossy()))?;
-    let out = drain(child.stdout.take());
-    let err = drain(child.stderr.take());
-    let raw = child.wait_timeout(timeout)?;
-    let mut peak_rss_kib = 0;
-    if raw.is_none() {
-        peak_rss_kib = tree_peak_rss_kib(child.id());
-        // SAFETY: signalling the child's own process group.
-        unsafe { libc::kill(-(child.id() as i32), libc::SIGKILL) };
-        let _ = child.wait();
-    }
-    let wall = start.elapsed();
-    let status = match raw {
-        None => RunStatus::TimedOut,
-        Some(s) => match (s.code(), s.signal()) {
-            (Some(c), _) => RunStatus::Exited(c),
-            (None, sig) => RunStatus::Signaled(sig.unwrap_or(0)),
-        },
+    let out = drain(run.child.stdout.take());
+    let err = drain(run.child.stderr.take());
+    let waited = spawn::wait_until(&mut run, timeout)?;
+    let status = match waited.end() {
+        spawn::End::TimedOut => RunStatus::TimedOut,
+        spawn::End::Exited(c) => RunStatus::Exited(c),
+        spawn::End::Signaled(s) => RunStatus::Signaled(s),
     };
     let (stdout, stdout_len) = out.join().expect("the output reader does not panic");
     let (stderr, stderr_len) = err.join().expect("the output reader does not panic");
     Ok(Ended {
         status,
-        raw,
+        raw: waited.status,
         stdout,
         stderr,
         output_len: (stdout_len, stderr_len),
-        wall,
-        peak_rss_kib,
+        wall: waited.wall,
+        peak_rss_kib: waited.peak_rss_kib,
     })
-}
-
-/// The largest `VmHWM` (peak resident memory, KiB) of `root` and the processes below
-/// it, from /proc; 0 when none can be read. A sandboxed run is bubblewrap, its
-/// `trestle-exec` and the program, each a child of the one before.
-fn tree_peak_rss_kib(root: u32) -> u64 {
-    let Ok(dir) = std::fs::read_dir("/proc") else {
-        return 0;
-    };
-    let parents: Vec<(u32, u32)> = dir
-        .flatten()
-        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
-        .filter_map(|pid| {
-            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-            // The command may hold spaces and parentheses: the fields start after the last ')'.
-            let ppid = stat
-                .rsplit_once(')')?
-                .1
-                .split_whitespace()
-                .nth(1)?
-                .parse()
-                .ok()?;
-            Some((pid, ppid))
-        })
-        .collect();
-    let mut tree = vec![root];
-    let mut i = 0;
-    while i < tree.len() {
-        let p = tree[i];
-        tree.extend(parents.iter().filter(|(_, pp)| *pp == p).map(|(c, _)| *c));
-        i += 1;
-    }
-    tree.iter()
-        .filter_map(|pid| {
-            let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
-            let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
-            line.split_whitespace().nth(1)?.parse::<u64>().ok()
-        })
-        .max()
-        .unwrap_or(0)
 }
 
 /// Read a pipe to its end on a thread of its own, keeping the last [`OUTPUT_TAIL`]
@@ -219,9 +165,79 @@ fn drain<R: std::io::Read + Send + 'static>(
     })
 }
 
+/// Options for one run.
+#[derive(Debug, Clone)]
+pub struct RunOptions {
+    /// Wall-clock limit.
+    pub timeout: Duration,
+    /// Extra environment (trestle's variables).
+    pub env: Vec<(String, String)>,
+    /// Keep stdout (otherwise discarded).
+    pub capture_stdout: bool,
+}
+
+/// What a run produced.
+#[derive(Debug, Clone)]
+pub struct RunResult {
+    /// How it ended.
+    pub status: RunStatus,
+    /// Its stdout, if captured.
+    pub stdout: Vec<u8>,
+    /// Its stderr (always captured, last 64 KiB).
+    pub stderr: Vec<u8>,
+}
+
+/// Turn address-space randomisation off for the programs this thread starts. The
+/// personality is the thread's own and children inherit it, so no code needs to run
+/// in the child between fork and exec: `Command` can then spawn without copying this
+/// process's page tables (with thousands of units in memory, that copy was most of
+/// the cost of a replay).
+pub fn no_randomization_for_children() {
+    thread_local!(static SET: std::cell::Cell<bool> = const { std::cell::Cell::new(false) });
+    if !SET.get() {
+        // SAFETY: personality() with 0xffffffff only queries; then it sets a flag of
+        // this thread.
+        unsafe {
+            let current = libc::personality(0xffff_ffff);
+            if current != -1 {
+                libc::personality(
+                    (current as libc::c_ulong) | libc::ADDR_NO_RANDOMIZE as libc::c_ulong,
+                );
+            }
+        }
+        SET.set(true);
+    }
+}
+
+/// Run `program` on `test` in a fresh working directory, with address-space
+/// randomisation off so that recorded addresses of libc objects stay valid.
+pub fn run_test(program: &Path, test: &SystemTest, opts: &RunOptions) -> Result<RunResult> {
+    // Stdin comes from a file, not a pipe: a replay can then seek it to where the
+    // recording had read up to.
+    let layout = Layout::new(test)?;
+    let mut cmd = Command::new(program);
+    cmd.args(&test.args)
+        .current_dir(&layout.cwd)
+        .envs(test.env.iter())
+        .envs(opts.env.iter().map(|(k, v)| (k, v)));
+    no_randomization_for_children();
+    let capture = Capture {
+        stdout: opts.capture_stdout,
+        stderr: true,
+    };
+    let e = run_to_end(&mut cmd, &layout.stdin, capture, opts.timeout)
+        .with_context(|| format!("cannot run program {}", program.display()))?;
+    Ok(RunResult {
+        status: e.status,
+        stdout: e.stdout,
+        stderr: e.stderr,
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::time::Instant;
 
     #[test]
     fn a_test_is_laid_out_and_run_with_stdin_from_a_file_and_a_time_limit() {

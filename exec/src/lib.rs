@@ -1,8 +1,9 @@
 //! Running a program on system tests, the one way every part of trestle does it.
 //!
 //! - [`systest`]: the system-test format, loading tests and their working directories;
+//! - [`spawn`]: the one start-and-wait-with-a-deadline, used by every bounded run;
 //! - [`launch`]: how a test becomes a run of the program (its layout on disk, and
-//!   [`launch::run_to_end`], the one spawn with a deadline);
+//!   [`launch::run_to_end`], a run with its output kept);
 //! - [`forkserver`]: the host side of the forkserver a `trestle-cc` build carries;
 //! - [`sandbox`]: runs of untrusted tests under bubblewrap and rlimits, forked from a
 //!   served program where it can be;
@@ -20,5 +21,6 @@ pub mod forkserver;
 pub mod launch;
 pub mod sandbox;
 pub mod signature;
+pub mod spawn;
 pub mod systest;
 pub mod tools;

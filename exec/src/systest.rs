@@ -6,8 +6,6 @@ use base64::Engine as _;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::path::{Component, Path, PathBuf};
-use std::process::Command;
-use std::time::Duration;
 use trestle_abi::unit::SystemTest;
 
 /// Content of a file or of stdin in the JSON form: text, or bytes in base64.
@@ -310,91 +308,6 @@ impl std::fmt::Display for RunStatus {
     }
 }
 
-/// Options for one run.
-#[derive(Debug, Clone)]
-pub struct RunOptions {
-    /// Wall-clock limit.
-    pub timeout: Duration,
-    /// Extra environment (trestle's variables).
-    pub env: Vec<(String, String)>,
-    /// Keep stdout (otherwise discarded).
-    pub capture_stdout: bool,
-}
-
-/// What a run produced.
-#[derive(Debug, Clone)]
-pub struct RunResult {
-    /// How it ended.
-    pub status: RunStatus,
-    /// Its stdout, if captured.
-    pub stdout: Vec<u8>,
-    /// Its stderr (always captured, last 64 KiB).
-    pub stderr: Vec<u8>,
-}
-
-/// Turn address-space randomisation off for the programs this thread starts. The
-/// personality is the thread's own and children inherit it, so no code needs to run
-/// in the child between fork and exec: `Command` can then spawn without copying this
-/// process's page tables (with thousands of units in memory, that copy was most of
-/// the cost of a replay).
-pub fn no_randomization_for_children() {
-    thread_local!(static SET: std::cell::Cell<bool> = const { std::cell::Cell::new(false) });
-    if !SET.get() {
-        // SAFETY: personality() with 0xffffffff only queries; then it sets a flag of
-        // this thread.
-        unsafe {
-            let current = libc::personality(0xffff_ffff);
-            if current != -1 {
-                libc::personality(
-                    (current as libc::c_ulong) | libc::ADDR_NO_RANDOMIZE as libc::c_ulong,
-                );
-            }
-        }
-        SET.set(true);
-    }
-}
-
-/// Run `program` on `test` in a fresh working directory, with address-space
-/// randomisation off so that recorded addresses of libc objects stay valid.
-pub fn run_test(program: &Path, test: &SystemTest, opts: &RunOptions) -> Result<RunResult> {
-    // Stdin comes from a file, not a pipe: a replay can then seek it to where the
-    // recording had read up to.
-    let layout = crate::launch::Layout::new(test)?;
-    let mut cmd = Command::new(program);
-    cmd.args(&test.args)
-        .current_dir(&layout.cwd)
-        .envs(test.env.iter())
-        .envs(opts.env.iter().map(|(k, v)| (k, v)));
-    no_randomization_for_children();
-    let capture = crate::launch::Capture {
-        stdout: opts.capture_stdout,
-        stderr: true,
-    };
-    let e = crate::launch::run_to_end(&mut cmd, &layout.stdin, capture, opts.timeout)
-        .with_context(|| format!("cannot run program {}", program.display()))?;
-    Ok(RunResult {
-        status: e.status,
-        stdout: e.stdout,
-        stderr: e.stderr,
-    })
-}
-
-/// Parse a command-line duration: what `humantime` reads (`10s`, `500ms`, `2m`,
-/// `1.5h`, `1h 30m`), or a plain number of seconds (`90`, `0.5`), which it would refuse
-/// for want of a unit and which scripts and earlier versions pass.
-pub fn parse_duration(s: &str) -> Result<Duration, String> {
-    let s = s.trim();
-    if !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit() || b == b'.') {
-        return s
-            .parse::<f64>()
-            .ok()
-            .and_then(|secs| Duration::try_from_secs_f64(secs).ok())
-            .ok_or_else(|| format!("invalid duration {s:?} (try 10s, 500ms, 2m)"));
-    }
-    humantime::parse_duration(s)
-        .map_err(|e| format!("invalid duration {s:?}: {e} (try 10s, 500ms, 2m)"))
-}
-
 #[cfg(test)]
 mod tests {
 
@@ -436,22 +349,5 @@ mod tests {
         let t = load_test(&p).unwrap();
         assert_eq!(t.stdin.unwrap(), vec![0, 1, 2]);
         assert_eq!(t.files["d/f"], b"x");
-    }
-
-    #[test]
-    fn durations() {
-        assert_eq!(parse_duration("10s").unwrap(), Duration::from_secs(10));
-        assert_eq!(parse_duration("500ms").unwrap(), Duration::from_millis(500));
-        assert_eq!(parse_duration("2m").unwrap(), Duration::from_secs(120));
-        assert_eq!(parse_duration("90").unwrap(), Duration::from_secs(90));
-        assert_eq!(parse_duration("0.5").unwrap(), Duration::from_millis(500));
-        assert_eq!(parse_duration("1.5s").unwrap(), Duration::from_millis(1500));
-        assert_eq!(parse_duration("15min").unwrap(), Duration::from_secs(900));
-        assert_eq!(parse_duration("1h 30m").unwrap(), Duration::from_secs(5400));
-        assert_eq!(parse_duration(" 0s ").unwrap(), Duration::ZERO);
-        for bad in ["ten", "", "1..5", "5 parsecs", "-1s"] {
-            let e = parse_duration(bad).unwrap_err();
-            assert!(e.contains(&format!("{:?}", bad.trim())), "{e}");
-        }
     }
 }

@@ -14,31 +14,7 @@ use inkwell::module::{Linkage, Module};
 use inkwell::values::{AsValueRef as _, InstructionOpcode, InstructionValue, PointerValue};
 use inkwell::AddressSpace;
 use llvm_sys::core as llc;
-use std::path::Path;
 use trestle_abi::hooks::{EDGE_CALLBACK, EDGE_MAP_POINTER};
-
-/// Rewrite the bitcode file `input` into `output`; the number of calls inlined.
-pub fn inline_edge_counters_file(input: &Path, output: &Path) -> Result<usize, PassError> {
-    let ctx = inkwell::context::Context::create();
-    let bitcode_err = |msg: String| PassError::Bitcode {
-        path: input.display().to_string(),
-        msg,
-    };
-    let buf = inkwell::memory_buffer::MemoryBuffer::create_from_file(input)
-        .map_err(|e| bitcode_err(e.to_string()))?;
-    let module =
-        Module::parse_bitcode_from_buffer(&buf, &ctx).map_err(|e| bitcode_err(e.to_string()))?;
-    crate::branches::emit_branch_table(&module)?;
-    crate::routines::hook_comparison_routines(&module)?;
-    let n = inline_edge_counters(&module)?;
-    module
-        .verify()
-        .map_err(|e| PassError::Verify(e.to_string()))?;
-    if !module.write_bitcode_to_path(output) {
-        return Err(PassError::Write(output.display().to_string()));
-    }
-    Ok(n)
-}
 
 /// The calls to the edge callback in `module`.
 pub(crate) fn callback_calls<'ctx>(module: &Module<'ctx>) -> Vec<InstructionValue<'ctx>> {

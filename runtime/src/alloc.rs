@@ -57,13 +57,13 @@ fn free_tracked(p: *mut c_void) {
     let freed = g.as_mut().and_then(|rt| rt.extents.free_heap(p as usize));
     let Some(len) = freed else {
         drop(g);
-        if !crate::replay::in_arena(p as usize) {
+        if !crate::arena::in_arena(p as usize) {
             // SAFETY: forwarding a block the runtime does not hold back.
             unsafe { libc::free(p) };
         }
         return;
     };
-    if crate::replay::in_arena(p as usize) {
+    if crate::arena::in_arena(p as usize) {
         return;
     }
     let mut q = QUARANTINE.lock().unwrap_or_else(|e| e.into_inner());
@@ -175,7 +175,7 @@ pub unsafe extern "C" fn __trestle_realloc(old: *mut c_void, size: size_t) -> *m
         }
         return p;
     }
-    if crate::replay::in_arena(old as usize) {
+    if crate::arena::in_arena(old as usize) {
         // A restored extent: move it to the heap, leave the arena copy alone.
         let old_len = lock()
             .as_ref()
@@ -250,7 +250,7 @@ pub unsafe extern "C" fn __trestle_free(p: *mut c_void) {
         return;
     }
     untrack(p);
-    if crate::replay::in_arena(p as usize) {
+    if crate::arena::in_arena(p as usize) {
         return; // restored extents are not the allocator's
     }
     // SAFETY: forwarding.

@@ -508,7 +508,7 @@ pub unsafe extern "C" fn __trestle_fclose(fp: *mut FILE) -> c_int {
         forget(fp as usize);
     }
     note_closed(None, Some(fp as usize));
-    if crate::replay::in_arena(fp as usize) {
+    if crate::arena::in_arena(fp as usize) {
         // SAFETY: `fp` is a live FILE copy; flushing writes through its descriptor.
         unsafe {
             let flushed = libc::fflush(fp);

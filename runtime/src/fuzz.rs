@@ -10,13 +10,11 @@
 //! gets a fresh extent and every pointer to the old one is moved to it, a length
 //! companion follows — and calls the function through its thunk.
 
+use crate::arena::{arena_alloc, arena_mark, arena_rewind};
 use crate::lock;
-use crate::replay::{arena_alloc, arena_mark, arena_rewind, set_up};
+use crate::replay::set_up;
 use std::convert::Infallible;
-use trestle_abi::fuzz::{
-    decode_values, FuzzRequest, ENV_CRASH_STACK_LIB, ENV_FUZZ, ENV_FUZZ_INPROC, ENV_FUZZ_INPUT,
-    ENV_FUZZ_PROBE,
-};
+use trestle_abi::fuzz::{decode_values, FuzzRequest, ENV_FUZZ};
 use trestle_abi::params::{self, ParamTarget, StringSite};
 use trestle_abi::unit::{Param, ParamSite, Resize};
 use trestle_abi::Value;
@@ -486,7 +484,7 @@ fn give_stdin(bytes: &[u8]) -> Result<(), String> {
 }
 
 /// Load a shared library into the harness (its constructors run now).
-fn load_library(path: &std::ffi::OsStr) -> Result<(), String> {
+pub(crate) fn load_library(path: &std::ffi::OsStr) -> Result<(), String> {
     use std::os::unix::ffi::OsStrExt as _;
     let c = std::ffi::CString::new(path.as_bytes())
         .map_err(|_| "a library path with a NUL byte".to_owned())?;
@@ -516,33 +514,4 @@ pub(crate) fn die(msg: &str) -> ! {
     eprintln!("{}{msg}", trestle_abi::fuzz::HARNESS_MSG_PREFIX);
     // SAFETY: ends the process.
     unsafe { libc::_exit(trestle_abi::fuzz::EXIT_SETUP_FAILED) }
-}
-
-/// Serve the unit: fuzz it in-process (`TRESTLE_FUZZ_INPROC`), probe a branch with a
-/// few inputs (`TRESTLE_FUZZ_PROBE`), run one input from a file (`TRESTLE_FUZZ_INPUT`),
-/// or serve a fuzzer through the forkserver protocol.
-/// Never returns.
-pub fn run() -> ! {
-    let mut session = match crate::guard("harness setup", Session::from_env) {
-        Ok(s) => s,
-        Err(e) => die(&e),
-    };
-    if let Some(plan) = std::env::var_os(ENV_FUZZ_INPROC) {
-        crate::inproc::serve(&mut session, &plan)
-    }
-    if let Some(path) = std::env::var_os(ENV_FUZZ_PROBE) {
-        crate::probe::run(&mut session, &path)
-    }
-    if let Some(path) = std::env::var_os(ENV_FUZZ_INPUT) {
-        let input =
-            std::fs::read(&path).unwrap_or_else(|e| die(&format!("cannot read input: {e}")));
-        if let Some(lib) = std::env::var_os(ENV_CRASH_STACK_LIB) {
-            load_library(&lib).unwrap_or_else(|e| die(&e));
-        }
-        session.apply(&input);
-        session.execute();
-        // SAFETY: ends the process.
-        unsafe { libc::_exit(0) }
-    }
-    crate::forkserver::serve(&mut session)
 }

@@ -22,6 +22,7 @@
 //! Every `extern "C"` entry point catches panics and aborts; nothing unwinds into C.
 
 pub mod alloc;
+mod arena;
 pub mod branches;
 pub mod capture;
 pub mod clock;
@@ -29,6 +30,7 @@ pub mod extents;
 pub mod files;
 pub mod forkserver;
 pub mod fuzz;
+mod harness;
 pub mod inproc;
 pub mod libc_heap;
 pub mod mappings;
@@ -486,7 +488,7 @@ pub unsafe extern "C" fn __trestle_main(
         replay::run();
     }
     if m == MODE_FUZZ && !REPLAY_STARTED.swap(true, Ordering::AcqRel) {
-        fuzz::run();
+        harness::run();
     }
 }
 

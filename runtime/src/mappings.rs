@@ -71,7 +71,7 @@ fn remember(p: *mut c_void, len: usize) {
 /// Memory a replay or a unit harness restored (or allocated for the unit): the
 /// program's unmapping of it must not reach the kernel.
 fn restored(p: *mut c_void) -> bool {
-    unit_heap::contains(p) || crate::replay::in_arena(p as usize)
+    unit_heap::contains(p) || crate::arena::in_arena(p as usize)
 }
 
 /// `mmap`, tracked: a readable mapping is a heap extent, and a mapped descriptor's

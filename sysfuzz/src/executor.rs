@@ -5,7 +5,7 @@
 //! It owns how an input becomes a run and how the run's end becomes an [`ExitKind`];
 //! it does not judge runs (the feedbacks do) nor keep anything.
 
-use crate::engine::SysFuzzConfig;
+use crate::config::SysFuzzConfig;
 use crate::input::SysInput;
 use anyhow::Result;
 use libafl::executors::{Executor, ExitKind, HasObservers};

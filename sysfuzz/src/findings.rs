@@ -5,7 +5,7 @@
 //! It owns the finding files only; the queue is LibAFL's on-disk corpus.
 
 use crate::input::SysInput;
-use crate::mutators::Donors;
+use crate::lineage::Donors;
 use libafl::corpus::Testcase;
 use libafl::executors::ExitKind;
 use libafl::feedbacks::{Feedback, StateInitializer};

@@ -27,6 +27,7 @@
 //! build ([`Probe`]), and the loop and its settings (`engine`). The `trestle sysfuzz`
 //! command over it is the bridge's (`trestle_bridge::system::sysfuzz`).
 
+mod config;
 mod dictionary;
 mod energy;
 mod engine;
@@ -41,8 +42,9 @@ mod operands;
 mod probe;
 mod trim;
 
+pub use config::SysFuzzConfig;
 pub use dictionary::dictionary;
-pub use engine::{SliceReport, SysFuzzConfig, SysFuzzer};
+pub use engine::{SliceReport, SysFuzzer};
 pub use executor::SysExecutor;
 pub use findings::FindingFeedback;
 pub use input::{SysInput, MAX_ARGS, MAX_ARG_LEN, MAX_CONTENT};

@@ -243,6 +243,13 @@ impl Drop for Lineage {
     }
 }
 
+/// The corpus entries (by file name in the queue) the mutant being made took material
+/// from, besides the entry it was mutated from: kept in the state while the mutant is
+/// made and run, then on its queue entry ([`crate::SysMutator`]) or with its finding.
+#[derive(Debug, Default, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Donors(pub Vec<String>);
+libafl_bolts::impl_serdeany!(Donors);
+
 #[cfg(test)]
 mod tests {
     use super::*;

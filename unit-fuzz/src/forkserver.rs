@@ -3,7 +3,7 @@
 //! many with [`FuzzConfig::persistent`]). Multi-core clients ([`crate::parallel`])
 //! run the same fuzzer, [`run_fuzzer`], each in its own process.
 
-use crate::{lib, mutators, parallel, FuzzConfig, FuzzError, FuzzReport, MAP_SIZE};
+use crate::{lib, mutators, FuzzConfig, FuzzError, FuzzReport, MAP_SIZE};
 use libafl::corpus::{Corpus, InMemoryOnDiskCorpus, OnDiskCorpus};
 use libafl::events::{ProgressReporter, SimpleEventManager};
 use libafl::executors::forkserver::ForkserverExecutor;
@@ -81,7 +81,7 @@ pub(crate) fn run_fuzzer<EM>(
     seed: u64,
     mgr: &mut EM,
     restored: Option<UnitState>,
-    client: Option<&parallel::ClientPace>,
+    client: Option<&crate::pace::ClientPace>,
 ) -> Result<FuzzReport, FuzzError>
 where
     EM: libafl::events::EventFirer<BytesInput, UnitState>
@@ -283,7 +283,10 @@ fn tracing_executor(
 /// When the campaign started and when it ends. A single-core campaign starts its
 /// clock now, with the harness up; clients share the clock of the process that
 /// launched them.
-fn campaign_clock(cfg: &FuzzConfig, client: Option<&parallel::ClientPace>) -> (Instant, Instant) {
+fn campaign_clock(
+    cfg: &FuzzConfig,
+    client: Option<&crate::pace::ClientPace>,
+) -> (Instant, Instant) {
     match client {
         Some(c) => (c.start, c.end),
         None => {
@@ -297,7 +300,7 @@ fn campaign_clock(cfg: &FuzzConfig, client: Option<&parallel::ClientPace>) -> (I
 fn run_loop<Z, ST, E, S, EM>(
     cfg: &FuzzConfig,
     (start, end): (Instant, Instant),
-    client: Option<&parallel::ClientPace>,
+    client: Option<&crate::pace::ClientPace>,
     report: &mut FuzzReport,
     fuzzer: &mut Z,
     stages: &mut ST,

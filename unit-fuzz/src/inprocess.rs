@@ -22,7 +22,7 @@
 
 use crate::{io, Dictionary, FuzzConfig, FuzzError, FuzzReport};
 use nix::sys::signal::{killpg, Signal};
-use nix::unistd::{setpgid, Pid};
+use nix::unistd::Pid;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant, SystemTime};
 use trestle_abi::fuzz::{ENV_FUZZ, ENV_FUZZ_INPROC, ENV_FUZZ_INPROC_LIB};
@@ -133,9 +133,11 @@ pub(crate) fn campaign(
     // output goes to /dev/null inside the library.
     let log_file = dir.join("harness.log");
     let log = std::fs::File::create(&log_file).map_err(io("cannot create", &log_file))?;
-    let mut child = harness_command(cfg, request, cwd, &plan_file, &library, log)
-        .spawn()
-        .map_err(io("cannot start", &cfg.program))?;
+    let mut child = trestle_exec::spawn::start(&mut harness_command(
+        cfg, request, cwd, &plan_file, &library, log,
+    ))
+    .map_err(io("cannot start", &cfg.program))?
+    .child;
     // The fuzzer stops at the deadline after its current round: give it that (a
     // tracing run, a restart), then end whatever is left.
     let grace = Duration::from_secs(5) + cfg.timeout * 4;
@@ -272,11 +274,9 @@ fn harness_command(
     unsafe {
         cmd.pre_exec(move || {
             // Recorded addresses of C library objects stay valid only without
-            // ASLR; a process group of its own, so that everything the harness
-            // forks can be ended together (without one, the forks would outlive
-            // the campaign: refuse to start).
+            // ASLR. It leads a process group of its own (`spawn::start`), so
+            // that everything the harness forks can be ended together.
             crate::libc_personality();
-            setpgid(Pid::from_raw(0), Pid::from_raw(0))?;
             // Out of the caller's process group, Ctrl-C no longer reaches it:
             // it ends with the caller instead (and its fuzzers with it).
             nix::sys::prctl::set_pdeathsig(Signal::SIGKILL)?;

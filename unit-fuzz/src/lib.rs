@@ -25,6 +25,7 @@ pub mod affinity;
 mod forkserver;
 pub mod inprocess;
 pub mod mutators;
+mod pace;
 mod parallel;
 pub mod probe;
 
@@ -252,7 +253,7 @@ pub fn describe(p: &trestle_abi::unit::Param, v: &ParamValue) -> String {
 }
 
 /// The harness running `input` once, in `cwd`, without address randomisation.
-fn harness_command(
+pub fn harness_command(
     program: &Path,
     request: &Path,
     input: &Path,
@@ -266,63 +267,28 @@ fn harness_command(
 /// The harness of `request` in `cwd`, without address randomisation (recorded
 /// addresses of C library objects hold only so), its output discarded.
 fn harness(program: &Path, request: &Path, cwd: &Path) -> std::process::Command {
-    use std::os::unix::process::CommandExt;
     let mut cmd = std::process::Command::new(program);
     cmd.env(ENV_FUZZ, request)
         .current_dir(cwd)
         .stdin(std::process::Stdio::null())
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::null());
-    // SAFETY: personality() only affects the child.
-    unsafe {
-        cmd.pre_exec(|| {
-            libc_personality();
-            Ok(())
-        });
-    }
+    trestle_exec::spawn::without_aslr(&mut cmd);
     cmd
 }
 
-/// How one harness run ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum HarnessEnd {
-    /// It exited, with this status.
-    Exited(i32),
-    /// A signal ended it.
-    Signaled(i32),
-    /// It ran past its time and was killed.
-    TimedOut,
-}
+/// How one harness run ended (a bounded run's end, [`trestle_exec::spawn::End`]).
+pub use trestle_exec::spawn::End as HarnessEnd;
 
-/// Run `cmd` until it ends or `limit` passes (then kill it).
+/// Run `cmd` until it ends or `limit` passes (then kill it and what it started).
 fn wait_bounded(
     cmd: &mut std::process::Command,
     program: &Path,
     limit: Duration,
 ) -> Result<HarnessEnd, FuzzError> {
-    use std::os::unix::process::ExitStatusExt;
-    use wait_timeout::ChildExt as _;
-    let mut child = cmd
-        .spawn()
-        .map_err(io("cannot start the harness", program))?;
-    match child
-        .wait_timeout(limit)
-        .map_err(io("cannot wait for the harness", program))?
-    {
-        Some(st) => Ok(match (st.code(), st.signal()) {
-            (Some(c), _) => HarnessEnd::Exited(c),
-            (None, Some(s)) => HarnessEnd::Signaled(s),
-            (None, None) => HarnessEnd::Exited(-1),
-        }),
-        None => {
-            // Killing a child that has just ended fails harmlessly; the wait reaps it.
-            let _ = child.kill();
-            child
-                .wait()
-                .map_err(io("cannot wait for the harness", program))?;
-            Ok(HarnessEnd::TimedOut)
-        }
-    }
+    let waited = trestle_exec::spawn::run_bounded(cmd, limit)
+        .map_err(io("cannot run the harness", program))?;
+    Ok(waited.end())
 }
 
 /// Run one input through the harness in a fresh process.

@@ -208,7 +208,7 @@ impl Runner {
         }
         let over = bytes > budget;
         if over && !self.c.disk.over {
-            eprintln!(
+            log::info!(
                 "trestle run: the campaign directory holds {}, over --max-disk {}, in what is never evicted (the system queue, alarms, lifted tests); it goes on",
                 human(bytes),
                 human(budget)

@@ -22,7 +22,6 @@ pub mod schedule;
 mod status;
 
 pub use changed::changed_functions;
-pub(crate) use runner::give_back_free_memory;
 
 use anyhow::{bail, Context as _, Result};
 use runner::Runner;
@@ -39,50 +38,6 @@ use trestle_exec::files;
 /// The time limit of a unit's run: a unit call is part of a system run, so twice
 /// where the system fuzzer stops runs (calibrated from the seeds), at least 100 ms
 /// (a harness run has its own start-up), never more than `--timeout`. A unit that
-/// loops then costs a fraction of a second of its slice, not seconds.
-pub fn unit_limit(system_limit: Duration, timeout: Duration) -> Duration {
-    (system_limit * 2)
-        .max(Duration::from_millis(100))
-        .min(timeout)
-}
-
-/// How a campaign fuzzes one unit for a slice, the same on the main node and on a
-/// worker: CmpLog, the function's dictionary, the persistent harness, the run limit of
-/// [`unit_limit`], and the rest of the slice given up once the unit stops finding.
-#[allow(clippy::too_many_arguments)]
-pub fn unit_fuzz_config(
-    binary: &Binary,
-    unit: trestle_abi::unit::Unit,
-    out: PathBuf,
-    time: Duration,
-    system_limit: Duration,
-    timeout: Duration,
-    seed: u64,
-    cores: usize,
-) -> trestle_unit_fuzz::FuzzConfig {
-    let (words, ints) = binary.dictionary_for(unit.context.fn_id);
-    trestle_unit_fuzz::FuzzConfig {
-        program: binary.path.clone(),
-        unit,
-        out,
-        time,
-        timeout: unit_limit(system_limit, timeout),
-        seed,
-        cmplog: true,
-        dictionary: trestle_unit_fuzz::Dictionary { words, ints },
-        progress: false,
-        stop_on_crash: false,
-        persistent: true,
-        pin_core: None,
-        cores,
-        plateau: Some(Duration::from_secs(3)),
-        goal: Vec::new(),
-        goal_cmp: None,
-        after_goal: Duration::ZERO,
-        seeds: Vec::new(),
-    }
-}
-
 /// Options of `trestle run`.
 #[derive(Debug, Clone)]
 pub struct Options {
@@ -613,7 +568,7 @@ pub fn run(args: &Options) -> Result<RunOutcome> {
         bail!("--delegate leaves the fuzzing to workers: it needs --listen HOST:PORT");
     }
     if !s.changed.is_empty() && r.c.rounds == 0 {
-        eprintln!(
+        log::info!(
             "trestle run: changed since {}: {}",
             s.changed_since.as_deref().unwrap_or("?"),
             s.changed.join(", ")
@@ -677,7 +632,7 @@ fn resume(dir: &Path) -> Result<(PathBuf, Campaign)> {
                 dir.display()
             );
         }
-        eprintln!("trestle run: the campaign's budget is spent; reducing the {unreduced} alarm(s) it left unreduced");
+        log::info!("trestle run: the campaign's budget is spent; reducing the {unreduced} alarm(s) it left unreduced");
     }
     Ok((std::fs::canonicalize(dir)?, c))
 }

@@ -41,13 +41,13 @@ impl Runner {
             .unwrap_or_else(|| self.out.join("cluster.key"));
         let (key, made) = crate::cluster::gate::Key::load_or_create(&key_path)?;
         if made {
-            eprintln!(
+            log::info!(
                 "trestle run: made the campaign's cluster key {}; copy it to the workers' machines",
                 key_path.display()
             );
         }
         let hub = Hub::listen(addr, self.binary.build, work, key)?;
-        eprintln!(
+        log::info!(
             "trestle run: accepting workers at {} (trestle join {} --program PROGRAM --key {})",
             hub.addr(),
             hub.addr(),
@@ -147,7 +147,7 @@ impl Runner {
                         self.sys.add_test(&t)?;
                     }
                     Err(e) => {
-                        eprintln!("trestle run: passing over a queue entry from {from}: {e:#}")
+                        log::info!("trestle run: passing over a queue entry from {from}: {e:#}")
                     }
                 }
             }
@@ -198,7 +198,7 @@ impl Runner {
     ) -> Result<()> {
         let unit_path = self.out.join("units").join(&unit);
         if !unit_path.is_file() {
-            eprintln!("trestle run: {from} sent finds of unit {unit}, which this campaign does not have; passed over");
+            log::info!("trestle run: {from} sent finds of unit {unit}, which this campaign does not have; passed over");
             return Ok(());
         }
         let k = self

@@ -255,7 +255,7 @@ impl Runner {
             // but resident: on sed 42 MB of a 121 MB campaign, given back by one trim.
             let validated = !rep.new_crashes.is_empty() || !rep.new_timeouts.is_empty();
             if validated || trimmed.elapsed() >= TRIM_EVERY {
-                give_back_free_memory();
+                crate::memory::give_back_free_memory();
                 trimmed = Instant::now();
             }
             self.status("system fuzzing");
@@ -586,7 +586,7 @@ impl Runner {
         // Carving held the traces' memory (hundreds of MB on sed) and freed it; give
         // it back to the system, or the campaign's resident size stays at its peak
         // for the rest of a day.
-        give_back_free_memory();
+        crate::memory::give_back_free_memory();
         self.spent(PHASE_CARVE, t);
         let index = summary.index;
         if summary.bad_traces > 0 {
@@ -596,7 +596,7 @@ impl Runner {
             if round == 0 && index.units.is_empty() {
                 bail!("carving the seeds failed ({} unreadable trace file(s)), so the bridge would have no unit to fuzz", summary.bad_traces);
             }
-            eprintln!(
+            log::info!(
                 "trestle run: carving batch {round}: {} trace file(s) could not be read",
                 summary.bad_traces
             );
@@ -696,7 +696,7 @@ impl Runner {
             .settings
             .unit_slice
             .min(Duration::from_secs_f64(self.remaining().max(1.0)));
-        let mut cfg = super::unit_fuzz_config(
+        let mut cfg = crate::fuzz::unit_fuzz_config(
             &self.binary,
             unit,
             dir.clone(),
@@ -945,7 +945,7 @@ impl Runner {
             SystemBuild::Lean(p) => format!("lean: {}", p.display()),
             SystemBuild::Program(why) => {
                 if !s.no_lean {
-                    eprintln!("trestle run: system fuzzing runs the program itself: {why}");
+                    log::info!("trestle run: system fuzzing runs the program itself: {why}");
                 }
                 format!("program: {why}")
             }
@@ -970,7 +970,7 @@ impl Runner {
             BranchTable::default()
         } else {
             BranchTable::load(&s.program).unwrap_or_else(|e| {
-                eprintln!("trestle run: no roadblocks, units are picked by the code in their reach: {e:#}");
+                log::info!("trestle run: no roadblocks, units are picked by the code in their reach: {e:#}");
                 BranchTable::default()
             })
         };
@@ -1089,7 +1089,7 @@ impl Runner {
             // metadata, lifting, the coverage of new entries) stays with the
             // allocator otherwise: on sed the resident size grew 5 MB a minute and
             // fell back by 30 MB whenever carving trimmed it.
-            give_back_free_memory();
+            crate::memory::give_back_free_memory();
             self.c.rounds += 1;
             self.sample()?;
             self.save()?;
@@ -1129,7 +1129,7 @@ impl Runner {
                 Ok(true) => {}
                 Ok(false) => break, // out of time: the rest stay pending
                 // The alarm stands with its test as found; the others get their turn.
-                Err(e) => eprintln!("trestle run: reducing alarm {id}: {e:#}"),
+                Err(e) => log::info!("trestle run: reducing alarm {id}: {e:#}"),
             }
         }
         self.c.reduction_seconds += t.elapsed().as_secs_f64();
@@ -1152,7 +1152,7 @@ impl Runner {
         self.status(if interrupted { "interrupted" } else { "done" });
         let out = &self.out;
         if interrupted {
-            eprintln!(
+            log::info!(
                 "trestle run: interrupted; go on with `trestle run --resume {}`",
                 out.display()
             );
@@ -1163,12 +1163,12 @@ impl Runner {
             .as_ref()
             .map_or(0, |l| l.pending_reductions().len());
         if pending > 0 {
-            eprintln!(
+            log::info!(
                 "trestle run: {pending} alarm(s) not reduced yet (their reduced.json is the test as found){}",
                 if interrupted { "; `trestle run --resume` reduces them when the campaign ends" } else { "" }
             );
         }
-        eprintln!(
+        log::info!(
             "trestle run: {:.0}s, {} system and {} unit executions, {} edges; {} alarm(s){}",
             self.c.elapsed,
             self.c.system_executions,
@@ -1186,7 +1186,7 @@ impl Runner {
             } else {
                 String::new()
             };
-            eprintln!(
+            log::info!(
                 "  {}: {}{caveat}",
                 out.join("alarms").join(&a.id).display(),
                 a.signature
@@ -1194,7 +1194,7 @@ impl Runner {
         }
         let h = &self.c.hangs;
         if h.validated + h.pending.len() > 0 {
-            eprintln!(
+            log::info!(
                 "hangs: {} kept by the system fuzzer, {} run on the validation program{}",
                 h.validated + h.pending.len(),
                 h.validated,
@@ -1211,7 +1211,7 @@ impl Runner {
         }
         if !self.c.settings.system_only {
             let r = &self.c.roadblocks;
-            eprintln!(
+            log::info!(
                 "roadblocks: {} in the program's own code, {} unit(s) fuzzed at one, {} solved; the schedule ended giving units {:.0}% of the time",
                 r.seen,
                 r.attempts.len(),
@@ -1221,7 +1221,7 @@ impl Runner {
         }
         let d = &self.c.disk;
         if d.corpora_evicted + d.batches_evicted.len() > 0 || d.over {
-            eprintln!(
+            log::info!(
                 "disk: {} at the last look (peak {}, --max-disk {}); evicted {} unit corpora and {} batch(es) of carved units, {}",
                 super::disk::human(d.bytes),
                 super::disk::human(d.peak),
@@ -1239,9 +1239,9 @@ impl Runner {
                 .filter(|(_, v)| **v >= 0.005 * self.c.elapsed)
                 .map(|(k, v)| format!("{k} {:.0}%", 100.0 * *v / self.c.elapsed))
                 .collect();
-            eprintln!("time: {}", shares.join(", "));
+            log::info!("time: {}", shares.join(", "));
         }
-        eprintln!("report: trestle report {}", out.display());
+        log::info!("report: trestle report {}", out.display());
         Ok(alarms.len())
     }
 }
@@ -1364,27 +1364,6 @@ fn lifter(s: &Settings, seeds: &[NamedTest], out: &Path, elapsed: f64) -> Result
             .collect(),
     );
     Ok(lifter)
-}
-
-/// Return the heap memory freed so far to the system now, rather than when the
-/// allocator's decay would (after a round, which freed its units and coverage sets).
-/// Both heaps: jemalloc's, which the campaign's Rust code allocates from (see
-/// main.rs), and glibc's, which the C library's own buffers come from.
-pub(crate) fn give_back_free_memory() {
-    // "arena.<MALLCTL_ARENAS_ALL>.purge": every arena's unused dirty pages.
-    const PURGE_ALL: &[u8] = b"arena.4096.purge\0";
-    // SAFETY: a mallctl that takes and returns nothing; purging only releases pages
-    // that hold no live allocation. malloc_trim likewise releases only free memory.
-    unsafe {
-        tikv_jemalloc_sys::mallctl(
-            PURGE_ALL.as_ptr().cast(),
-            std::ptr::null_mut(),
-            std::ptr::null_mut(),
-            std::ptr::null_mut(),
-            0,
-        );
-        libc::malloc_trim(0);
-    }
 }
 
 #[cfg(test)]

@@ -121,7 +121,7 @@ impl Live {
         } else if self.last_plain.elapsed() >= Duration::from_secs(5) || self.lines == 0 {
             self.last_plain = Instant::now();
             self.lines = 1;
-            eprintln!(
+            log::info!(
                 "[run {:>5.0}s/{:.0}s] {} | system {} execs, {} edges | units {} carved, {} fuzzed ({} skipped), {} execs | {} candidates, {} alarm(s) | disk {}{}",
                 el,
                 budget,

@@ -214,7 +214,7 @@ fn run_command(opts: &Options, raw: &Path) -> Result<(String, f64)> {
         if opts.progress && start.elapsed().as_secs() >= last_shown + 10 {
             last_shown = start.elapsed().as_secs();
             let n = std::fs::read_dir(raw).map(|d| d.count()).unwrap_or(0);
-            eprintln!("capture: {n} process(es) of instrumented programs so far ({last_shown} s)");
+            log::info!("capture: {n} process(es) of instrumented programs so far ({last_shown} s)");
         }
     };
     let ended = match (
@@ -226,7 +226,7 @@ fn run_command(opts: &Options, raw: &Path) -> Result<(String, f64)> {
         _ => "unknown".into(),
     };
     if opts.progress && !status.success() {
-        eprintln!(
+        log::info!(
             "capture: the command ended with {ended}; the tests it ran are captured all the same"
         );
     }
@@ -314,7 +314,7 @@ fn capture_program(
     }
     summary.unique = unique.len();
     if opts.progress {
-        eprintln!("capture: {name}: {} process(es), {} different test(s); checking each outside the suite", records.len(), unique.len());
+        log::info!("capture: {name}: {} process(es), {} different test(s); checking each outside the suite", records.len(), unique.len());
     }
     let checks = check_all(opts, exe, &unique)?;
     let chosen = choose(&checks, opts.max_tests);
@@ -395,7 +395,7 @@ fn check_all(opts: &Options, exe: &Path, tests: &[(Captured, usize, bool)]) -> R
     for (i, (c, _, _)) in tests.iter().enumerate() {
         if opts.progress && started.elapsed().as_secs() >= last_shown + 10 {
             last_shown = started.elapsed().as_secs();
-            eprintln!("capture: checked {i} of {} test(s)", tests.len());
+            log::info!("capture: checked {i} of {} test(s)", tests.len());
         }
         let test = trestle_exec::systest::from_json(&c.test)?;
         map.fill(0);

@@ -221,7 +221,7 @@ impl Carver<'_> {
         match trace {
             Ok(t) if t.header.binary_id == self.binary.id => Some(t),
             Ok(t) => {
-                eprintln!(
+                log::info!(
                     "error: trace {} was written by another binary (id {:016x}; {} is {:016x})",
                     path.display(),
                     t.header.binary_id,
@@ -231,7 +231,7 @@ impl Carver<'_> {
                 None
             }
             Err(e) => {
-                eprintln!("error: {e}");
+                log::info!("error: {e}");
                 None
             }
         }
@@ -481,7 +481,7 @@ fn print_summary(summary: &CarveSummary, out: &Path) {
             .collect();
         parts.join(", ")
     };
-    eprintln!(
+    log::info!(
         "carved {} unit(s) of {} function(s) from {} invocation(s) ({} duplicate(s) dropped) into {}",
         summary.units,
         summary.functions,
@@ -489,44 +489,44 @@ fn print_summary(summary: &CarveSummary, out: &Path) {
         summary.duplicates,
         out.display()
     );
-    eprintln!(
+    log::info!(
         "{} of {} called function(s) carved",
         summary.called - summary.not_carved.len(),
         summary.called
     );
-    eprintln!(
+    log::info!(
         "{} unit(s) have parameters mapped to the system input ({} parameters: {})",
         summary.parameterized,
         summary.params,
         counts(&summary.param_kinds, true)
     );
     if !summary.units_by_kind.is_empty() {
-        eprintln!(
+        log::info!(
             "units with a parameter of each kind: {}",
             counts(&summary.units_by_kind, false)
         );
     }
     for (why, n) in &summary.unmapped_streams {
-        eprintln!("  {n} stream(s) read but not mapped: {why}");
+        log::info!("  {n} stream(s) read but not mapped: {why}");
     }
     let over = summary.index.over_bound;
     if over > 0 {
-        eprintln!(
+        log::info!(
             "  {over} invocation(s) of {} function(s) not carved: context over the snapshot size bound ({})",
             summary.over_bound.len(),
             trestle_abi::hooks::ENV_CONTEXT_LIMIT
         );
     }
     for (why, n) in &summary.unreplayable {
-        eprintln!("  {n} invocation(s) not carved: {why}");
+        log::info!("  {n} invocation(s) not carved: {why}");
     }
     if summary.missed_branch > 0 {
-        eprintln!(
+        log::info!(
             "  {} invocation(s) not carved: recorded for a branch they did not reach",
             summary.missed_branch
         );
     }
     for (name, why) in &summary.not_carved {
-        eprintln!("  not carved: {name} ({why})");
+        log::info!("  not carved: {name} ({why})");
     }
 }

@@ -1,20 +1,9 @@
 //! `trestle show`: print a unit readably.
 
-use crate::carve::units::read_unit;
 use anyhow::Result;
 use std::fmt::Write as _;
-use std::path::PathBuf;
 use trestle_abi::unit::{Param, ParamKind, ParamSite, Resize, Unit};
 use trestle_abi::{ExtentKind, Outcome};
-
-/// Options of `trestle show`.
-#[derive(Debug)]
-pub struct Options {
-    /// A unit file.
-    pub unit: PathBuf,
-    /// Print every byte of every extent, not just the first 64.
-    pub full: bool,
-}
 
 fn preview(bytes: &[u8], full: bool) -> String {
     let n = if full {
@@ -258,11 +247,4 @@ fn param(s: &mut String, i: usize, p: &Param) {
             c.delta
         );
     }
-}
-
-/// Run `trestle show`.
-pub fn run(args: &Options) -> Result<()> {
-    let unit = read_unit(&args.unit)?;
-    crate::out!("{}", render(&unit, args.full));
-    Ok(())
 }

@@ -1,10 +1,11 @@
 //! `trestle exec`: its command-line arguments and how its results are printed.
 
+use super::parse_duration;
 use crate::system::exec::{parse_env, Summary};
 use std::path::PathBuf;
 use std::time::Duration;
 use trestle_exec::sandbox::SandboxRun;
-use trestle_exec::systest::{parse_duration, NamedTest, RunStatus};
+use trestle_exec::systest::{NamedTest, RunStatus};
 
 /// Arguments of `trestle exec`.
 #[derive(Debug, clap::Args)]

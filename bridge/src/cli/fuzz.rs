@@ -1,8 +1,8 @@
 //! `trestle fuzz`: its command-line arguments.
 
+use super::parse_duration;
 use std::path::PathBuf;
 use std::time::Duration;
-use trestle_exec::systest::parse_duration;
 
 /// Arguments of `trestle fuzz`.
 #[derive(Debug, clap::Args)]
@@ -93,11 +93,43 @@ impl FuzzArgs {
             in_process: self.in_process,
             pin: self.pin,
             no_pin: self.no_pin,
-            json: self.json,
+            progress: !self.json,
             goal: self.goal.clone(),
             no_distance: self.no_distance,
             after_goal: self.after_goal,
             start_from: self.start_from.clone(),
         }
     }
+}
+
+/// Run `trestle fuzz` and say what it found: a summary on stderr, or the report as
+/// JSON on stdout.
+pub fn run(args: &FuzzArgs) -> anyhow::Result<()> {
+    let f = crate::fuzz::run(&args.options())?;
+    if args.json {
+        crate::outln!("{}", serde_json::to_string_pretty(&f.report)?);
+    } else {
+        eprintln!(
+            "fuzzed {} for {:.1}s: {} executions ({:.0}/s), {} in queue, {} crash(es), {} timeout(s){}{}",
+            f.function,
+            f.report.seconds,
+            f.report.executions,
+            f.report.executions as f64 / f.report.seconds.max(1e-9),
+            f.report.corpus,
+            f.report.crashes.len(),
+            f.report.timeouts.len(),
+            f.report.hang_limit_ms.map(|ms| format!(" (hang limit {ms} ms, from the recorded call's time)")).unwrap_or_default(),
+            f.report.first_crash_after.map(|t| format!("; first after {t:.1}s")).unwrap_or_default()
+        );
+        for c in &f.report.crashes {
+            eprintln!("  crash: {}", c.display());
+        }
+        if let Some(loc) = &args.goal {
+            match f.report.goal_after {
+                Some(t) => eprintln!("took the other direction at {loc} after {t:.1}s"),
+                None => eprintln!("never took the other direction at {loc}"),
+            }
+        }
+    }
+    Ok(())
 }

@@ -1,8 +1,8 @@
 //! `trestle lift`: its command-line arguments.
 
+use super::parse_duration;
 use std::path::PathBuf;
 use std::time::Duration;
-use trestle_exec::systest::parse_duration;
 
 /// Arguments of `trestle lift`.
 #[derive(Debug, Clone, clap::Args)]
@@ -70,7 +70,42 @@ impl LiftArgs {
             reduce_time: self.reduce_time,
             no_reduce: self.no_reduce,
             no_sandbox: self.no_sandbox,
-            json: self.json,
+            progress: !self.json,
         }
     }
+}
+
+/// Run `trestle lift` and say what it found: a summary on stderr, or JSON on stdout.
+pub fn run(args: &LiftArgs) -> anyhow::Result<()> {
+    let l = crate::lift::run(&args.options())?;
+    let s = &l.stats;
+    if args.json {
+        crate::outln!(
+            "{}",
+            serde_json::to_string_pretty(&serde_json::json!({"stats": s, "alarms": l.alarms}))?
+        );
+    } else {
+        eprintln!(
+            "lifted {} unit crash(es), {} hang(s) and {} queue input(s) into {} system test(s): {} true alarm(s) ({} distinct; {} alarm(s) in all), {} effective ({:.1}% productive), {} false positive(s) suppressed{}",
+            s.unit_crashes,
+            s.unit_hangs,
+            s.unit_queue,
+            s.lifted_tests,
+            s.true_alarm_tests,
+            l.alarms.iter().filter(|a| a.matches_unit).count(),
+            l.alarms.len(),
+            s.effective,
+            100.0 * s.productive_share(),
+            s.false_positives,
+            if s.coverage_measured { String::new() } else { " (coverage not measured: not a coverage build)".into() }
+        );
+        for a in l.alarms {
+            eprintln!(
+                "  alarm {}: {}",
+                args.out.join("alarms").join(&a.id).display(),
+                a.signature
+            );
+        }
+    }
+    Ok(())
 }

@@ -13,6 +13,7 @@ mod record;
 mod replay;
 mod report;
 mod run;
+mod say;
 mod show;
 mod sysfuzz;
 mod triage;
@@ -88,6 +89,7 @@ enum Command {
 /// Parse the command line, run the command, and turn its result into the exit status.
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
+    say::install();
     let result = match &cli.command {
         Command::Run(a) => match crate::campaign::run(&a.options()) {
             Ok(o) => match a.sarif.as_deref().map(|f| crate::report::gather(&o.dir, None).and_then(|r| crate::sarif::write(&crate::sarif::Findings::of_report(&r), f))).transpose() {
@@ -97,23 +99,23 @@ pub fn main() -> ExitCode {
             Err(e) => Err(e),
         },
         Command::Join(a) => crate::cluster::worker::run(&a.options()).map(|_| ()),
-        Command::Report(a) => crate::report::run(&a.options()),
+        Command::Report(a) => report::run(a),
         Command::Record(a) => crate::record::run(&a.options()),
         Command::Carve(a) => crate::carve::run(&a.options()).and_then(|s| match s.bad_traces {
             0 => Ok(()),
             n => Err(anyhow::anyhow!("{n} trace file(s) could not be read (see the errors above); the units of the others were written")),
         }),
-        Command::Replay(a) => match crate::replay::run(&a.options()) {
+        Command::Replay(a) => match replay::run(a) {
             // The check's finding is negative: some unit did not replay as recorded.
             Ok(s) if a.check && s.faithful + s.no_oracle < s.units => return ExitCode::from(1),
             r => r.map(|_| ()),
         },
-        Command::Show(a) => crate::carve::show::run(&a.options()),
-        Command::Fuzz(a) => crate::fuzz::run(&a.options()).map(|_| ()),
+        Command::Show(a) => show::run(a),
+        Command::Fuzz(a) => fuzz::run(a),
         Command::Export(a) => crate::export::run(&a.options()),
-        Command::Lift(a) => crate::lift::run(&a.options()).map(|_| ()),
+        Command::Lift(a) => lift::run(a),
         // Validation confirms alarms: a test that does not crash is not confirmed.
-        Command::Validate(a) => match crate::validate::run(&a.options()) {
+        Command::Validate(a) => match validate::run(a) {
             Ok(v) if v.crashed < v.tests => return ExitCode::from(1),
             r => r.map(|_| ()),
         },
@@ -144,6 +146,45 @@ pub fn main() -> ExitCode {
         Err(e) => {
             eprintln!("trestle: error: {e:#}");
             ExitCode::from(2)
+        }
+    }
+}
+
+/// Parse a command-line duration: what `humantime` reads (`10s`, `500ms`, `2m`,
+/// `1.5h`, `1h 30m`), or a plain number of seconds (`90`, `0.5`), which it would refuse
+/// for want of a unit and which scripts and earlier versions pass.
+pub fn parse_duration(s: &str) -> Result<std::time::Duration, String> {
+    let s = s.trim();
+    if !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit() || b == b'.') {
+        return s
+            .parse::<f64>()
+            .ok()
+            .and_then(|secs| std::time::Duration::try_from_secs_f64(secs).ok())
+            .ok_or_else(|| format!("invalid duration {s:?} (try 10s, 500ms, 2m)"));
+    }
+    humantime::parse_duration(s)
+        .map_err(|e| format!("invalid duration {s:?}: {e} (try 10s, 500ms, 2m)"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse_duration;
+    use std::time::Duration;
+
+    #[test]
+    fn durations() {
+        assert_eq!(parse_duration("10s").unwrap(), Duration::from_secs(10));
+        assert_eq!(parse_duration("500ms").unwrap(), Duration::from_millis(500));
+        assert_eq!(parse_duration("2m").unwrap(), Duration::from_secs(120));
+        assert_eq!(parse_duration("90").unwrap(), Duration::from_secs(90));
+        assert_eq!(parse_duration("0.5").unwrap(), Duration::from_millis(500));
+        assert_eq!(parse_duration("1.5s").unwrap(), Duration::from_millis(1500));
+        assert_eq!(parse_duration("15min").unwrap(), Duration::from_secs(900));
+        assert_eq!(parse_duration("1h 30m").unwrap(), Duration::from_secs(5400));
+        assert_eq!(parse_duration(" 0s ").unwrap(), Duration::ZERO);
+        for bad in ["ten", "", "1..5", "5 parsecs", "-1s"] {
+            let e = parse_duration(bad).unwrap_err();
+            assert!(e.contains(&format!("{:?}", bad.trim())), "{e}");
         }
     }
 }

@@ -1,8 +1,8 @@
 //! `trestle replay`: its command-line arguments.
 
+use super::parse_duration;
 use std::path::PathBuf;
 use std::time::Duration;
-use trestle_exec::systest::parse_duration;
 
 /// Arguments of `trestle replay`.
 #[derive(Debug, clap::Args)]
@@ -57,14 +57,28 @@ impl ReplayArgs {
         crate::replay::Options {
             units: self.units.clone(),
             check: self.check,
-            json: self.json,
+            progress: !self.json,
             program: self.program.clone(),
             jobs: self.jobs,
             timeout: self.timeout,
-            verbose: self.verbose,
             dump: self.dump.clone(),
             twin: self.twin.clone(),
             forkserver: !self.no_forkserver,
         }
     }
+}
+
+/// Run `trestle replay` and print its summary: a table (with every unit that is not
+/// faithful under `--verbose`, or when not checking), or JSON.
+pub fn run(args: &ReplayArgs) -> anyhow::Result<crate::replay::ReplaySummary> {
+    let summary = crate::replay::run(&args.options())?;
+    if args.json {
+        crate::outln!("{}", serde_json::to_string_pretty(&summary)?);
+    } else {
+        crate::out!(
+            "{}",
+            crate::replay::table(&summary, args.verbose || !args.check)
+        );
+    }
+    Ok(summary)
 }

@@ -1,4 +1,4 @@
-//! `trestle report`: its command-line arguments.
+//! `trestle report`: its command-line arguments, and the report printed or written.
 
 use std::path::PathBuf;
 
@@ -20,14 +20,17 @@ pub struct ReportArgs {
     pub sarif: Option<PathBuf>,
 }
 
-impl ReportArgs {
-    /// The stage's options from the command line.
-    pub fn options(&self) -> crate::report::Options {
-        crate::report::Options {
-            dir: self.dir.clone(),
-            baseline: self.baseline.clone(),
-            json: self.json,
-            sarif: self.sarif.clone(),
-        }
+/// Run `trestle report`: the report as JSON on stdout, or its pages (and SARIF) written.
+pub fn run(args: &ReportArgs) -> anyhow::Result<()> {
+    let r = crate::report::gather(&args.dir, args.baseline.as_deref())?;
+    if let Some(file) = &args.sarif {
+        crate::sarif::write(&crate::sarif::Findings::of_report(&r), file)?;
     }
+    if args.json {
+        crate::outln!("{}", serde_json::to_string_pretty(&r)?);
+        return Ok(());
+    }
+    let (md, page) = crate::report::write_pages(&args.dir, &r)?;
+    eprintln!("wrote {} and {}", md.display(), page.display());
+    Ok(())
 }

@@ -1,8 +1,8 @@
 //! `trestle run`: its command-line arguments.
 
+use super::parse_duration;
 use std::path::PathBuf;
 use std::time::Duration;
-use trestle_exec::systest::parse_duration;
 
 /// Arguments of `trestle run`.
 #[derive(Debug, Clone, clap::Args)]

@@ -12,12 +12,9 @@ pub struct ShowArgs {
     pub full: bool,
 }
 
-impl ShowArgs {
-    /// The stage's options from the command line.
-    pub fn options(&self) -> crate::carve::show::Options {
-        crate::carve::show::Options {
-            unit: self.unit.clone(),
-            full: self.full,
-        }
-    }
+/// Run `trestle show`: the unit as text on stdout.
+pub fn run(args: &ShowArgs) -> anyhow::Result<()> {
+    let unit = crate::carve::units::read_unit(&args.unit)?;
+    crate::out!("{}", crate::carve::show::render(&unit, args.full));
+    Ok(())
 }

@@ -1,8 +1,8 @@
 //! `trestle triage`: its command-line arguments and what it prints.
 
+use super::parse_duration;
 use std::path::PathBuf;
 use std::time::Duration;
-use trestle_exec::systest::parse_duration;
 
 /// Arguments of `trestle triage`.
 #[derive(Debug, Clone, clap::Args)]

@@ -1,8 +1,8 @@
 //! `trestle validate`: its command-line arguments.
 
+use super::parse_duration;
 use std::path::PathBuf;
 use std::time::Duration;
-use trestle_exec::systest::parse_duration;
 
 /// Arguments of `trestle validate`.
 #[derive(Debug, clap::Args)]
@@ -39,7 +39,38 @@ impl ValidateArgs {
             memory_mb: self.memory_mb,
             file_size_mb: self.file_size_mb,
             no_sandbox: self.no_sandbox,
-            json: self.json,
         }
     }
+}
+
+/// Run `trestle validate`, printing a line (or, with `--json`, an object) per test as
+/// it ends.
+pub fn run(args: &ValidateArgs) -> anyhow::Result<crate::validate::Validated> {
+    crate::validate::run(&args.options(), |t, run, sandboxed| {
+        if args.json {
+            let v = serde_json::json!({
+                "test": t.path,
+                "status": run.status.to_string(),
+                "crash": run.crash.as_ref().map(|c| c.to_string()),
+                "frames": run.crash.as_ref().map(|c| c.frames.clone()),
+                // Innermost first, each with its source file and line where debug
+                // info has them: where exactly the program died.
+                "stack": run.crash.as_ref().map(|c| c.stack.clone()),
+                "limit": run.limit,
+                "max_rss_kib": run.max_rss_kib,
+                "cpu_ms": run.cpu_ms,
+                "wall_ms": run.wall.as_millis() as u64,
+                "sandboxed": sandboxed,
+                "forkserver": run.forked,
+            });
+            crate::outln!("{v}");
+        } else {
+            let what = match (&run.crash, &run.limit) {
+                (Some(c), _) => format!("CRASH {c}"),
+                (None, Some(l)) => format!("{} (limit: {l})", run.status),
+                (None, None) => run.status.to_string(),
+            };
+            crate::outln!("{}: {what}", t.name);
+        }
+    })
 }

@@ -320,7 +320,7 @@ fn splice(
         .name("trestle-gate".into())
         .spawn(move || {
             if let Err(why) = open_all(&framed2, &raw2, &inn) {
-                eprintln!("{who}: dropped the connection with {peer}: {why:#}");
+                log::info!("{who}: dropped the connection with {peer}: {why:#}");
             }
             close(&raw2, &framed2);
         });
@@ -358,9 +358,9 @@ pub fn serve(
                 match admitted {
                     Ok(session) => match TcpStream::connect(broker) {
                         Ok(b) => splice(b, s, session.to_worker, session.to_main, "trestle run", peer),
-                        Err(e) => eprintln!("trestle run: cannot reach this node's own broker at {broker}: {e}"),
+                        Err(e) => log::info!("trestle run: cannot reach this node's own broker at {broker}: {e}"),
                     },
-                    Err(why) => eprintln!("trestle run: refused a connection from {peer}: {why:#}"),
+                    Err(why) => log::info!("trestle run: refused a connection from {peer}: {why:#}"),
                 }
             });
         }

@@ -113,10 +113,10 @@ impl Hub {
             None
         };
         if let Some(reason) = refusal {
-            eprintln!("trestle run: refused worker {node}: {reason}");
+            log::info!("trestle run: refused worker {node}: {reason}");
             return self.link.send(&Message::Refused { node, reason });
         }
-        eprintln!("trestle run: worker {node} joined ({cores} core(s))");
+        log::info!("trestle run: worker {node} joined ({cores} core(s))");
         self.workers.entry(node.clone()).or_insert(NodeRecord {
             name: node.clone(),
             cores,

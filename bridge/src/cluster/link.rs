@@ -203,7 +203,7 @@ impl Link {
             };
             match decode(&bytes) {
                 Ok(m) => return Ok(Some(m)),
-                Err(e) => eprintln!("trestle: passing over a cluster message that does not decode ({} bytes): {e:#}", bytes.len()),
+                Err(e) => log::info!("trestle: passing over a cluster message that does not decode ({} bytes): {e:#}", bytes.len()),
             }
         }
     }
@@ -247,7 +247,7 @@ fn pump<HT>(
         if let Some((every, alive)) = &heartbeat {
             if last_beat.is_none_or(|t| t.elapsed() >= *every) {
                 if let Err(e) = broker.inner_mut().send_buf(TAG, alive) {
-                    eprintln!(
+                    log::info!(
                         "trestle: cannot send a cluster message ({} bytes): {e}",
                         alive.len()
                     );
@@ -257,7 +257,7 @@ fn pump<HT>(
         }
         while let Ok(bytes) = to_send.try_recv() {
             if let Err(e) = broker.inner_mut().send_buf(TAG, &bytes) {
-                eprintln!(
+                log::info!(
                     "trestle: cannot send a cluster message ({} bytes): {e}",
                     bytes.len()
                 );
@@ -266,7 +266,7 @@ fn pump<HT>(
         }
         match broker.broker_once() {
             Ok(got) => moved |= got,
-            Err(e) => eprintln!("trestle: the cluster broker: {e}"),
+            Err(e) => log::info!("trestle: the cluster broker: {e}"),
         }
         if stopping {
             // Give the broker-to-broker threads a moment to carry the last messages.

@@ -96,7 +96,7 @@ pub fn run(o: &Options) -> Result<Summary> {
             scratch.path().to_owned()
         }
     };
-    eprintln!(
+    log::info!(
         "trestle join: {node} joined the campaign at {}; working in {}",
         link.addr,
         dir.display()
@@ -111,9 +111,11 @@ pub fn run(o: &Options) -> Result<Summary> {
     }
     let stopped = w.rounds()?;
     w.send_stats()?;
-    eprintln!(
+    log::info!(
         "trestle join: {} stopped ({stopped}): {} executions, {} finds sent",
-        w.node, w.execs, w.finds
+        w.node,
+        w.execs,
+        w.finds
     );
     Ok(Summary {
         node: w.node,
@@ -173,9 +175,10 @@ fn run_per_core(o: &Options) -> Result<Summary> {
             .with_context(|| format!("cannot start worker {name} ({})", exe.display()))?;
         children.push((name, child));
     }
-    eprintln!(
+    log::info!(
         "trestle join: {} workers started ({base}-c1 … {base}-c{})",
-        o.cores, o.cores
+        o.cores,
+        o.cores
     );
     let mut failed = Vec::new();
     for (name, mut child) in children {
@@ -342,7 +345,7 @@ impl Worker {
                 self.unit_slice()?;
             }
             self.rounds += 1;
-            crate::campaign::give_back_free_memory();
+            crate::memory::give_back_free_memory();
             self.send_stats()?;
         }
     }
@@ -396,7 +399,7 @@ impl Worker {
                         self.sys.take_report()?;
                     }
                     Err(e) => {
-                        eprintln!("trestle join: passing over a queue entry from {from}: {e:#}")
+                        log::info!("trestle join: passing over a queue entry from {from}: {e:#}")
                     }
                 }
             }
@@ -465,7 +468,7 @@ impl Worker {
         ));
         trestle_exec::files::remove_dir_if_present(&dir)?;
         let left = self.deadline.saturating_duration_since(Instant::now());
-        let cfg = crate::campaign::unit_fuzz_config(
+        let cfg = crate::fuzz::unit_fuzz_config(
             &self.binary,
             unit,
             dir.clone(),
@@ -480,7 +483,7 @@ impl Worker {
             Ok(r) => r.executions,
             Err(e) => {
                 // One unit that cannot be fuzzed here is that unit's problem.
-                eprintln!("trestle join: unit {}: {e:#}", u.name);
+                log::info!("trestle join: unit {}: {e:#}", u.name);
                 return Ok(());
             }
         };

@@ -114,7 +114,7 @@ pub fn run(args: &Options) -> Result<()> {
     std::fs::write(&script, build_script(&name))
         .with_context(|| format!("cannot write {}", script.display()))?;
     set_executable(&script)?;
-    eprintln!(
+    log::info!(
         "wrote {} and {}; build it with: {} SUBJECT.c (or the subject's .o files)",
         args.out.display(),
         script.display(),

@@ -4,7 +4,7 @@
 use super::Lifter;
 use anyhow::{bail, Context as _, Result};
 use std::path::{Path, PathBuf};
-use trestle_abi::fuzz::{encode_values, original_value, ParamValue, ENV_FUZZ, ENV_FUZZ_INPUT};
+use trestle_abi::fuzz::{encode_values, original_value, ParamValue};
 use trestle_abi::unit::Unit;
 use trestle_exec::signature::{crash_kind, parse_stack, symbolise, CrashSignature, FrameFilter};
 use trestle_exec::tools::find_tool;
@@ -32,22 +32,9 @@ impl Lifter {
             );
         }
         let cwd = dir.join("cwd");
-        let mut cmd = std::process::Command::new(&harness);
-        cmd.env(ENV_FUZZ, dir.join("request.bin"))
-            .env(ENV_FUZZ_INPUT, input)
-            .current_dir(if cwd.is_dir() { cwd } else { dir.to_owned() })
-            .stdin(std::process::Stdio::null())
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null());
-        use std::os::unix::process::CommandExt as _;
-        // SAFETY: personality() only affects the child: recorded addresses of libc
-        // objects need the layout of the recording.
-        unsafe {
-            cmd.pre_exec(|| {
-                libc::personality(libc::ADDR_NO_RANDOMIZE as libc::c_ulong);
-                Ok(())
-            });
-        }
+        let cwd = if cwd.is_dir() { cwd } else { dir.to_owned() };
+        let cmd =
+            trestle_unit_fuzz::harness_command(&harness, &dir.join("request.bin"), input, &cwd);
         Ok(cmd)
     }
 
@@ -58,20 +45,10 @@ impl Lifter {
         mut cmd: std::process::Command,
         harness: &Path,
     ) -> Result<Option<std::process::ExitStatus>> {
-        let mut child = cmd
-            .spawn()
+        let limit = self.harness_wall.unwrap_or(self.sandbox.limits.wall);
+        let waited = trestle_exec::spawn::run_bounded(&mut cmd, limit)
             .with_context(|| format!("cannot run the unit harness {}", harness.display()))?;
-        use wait_timeout::ChildExt as _;
-        Ok(
-            match child.wait_timeout(self.harness_wall.unwrap_or(self.sandbox.limits.wall))? {
-                Some(s) => Some(s),
-                None => {
-                    let _ = child.kill();
-                    child.wait()?;
-                    None
-                }
-            },
-        )
+        Ok(waited.status)
     }
 
     /// The parameter values of a unit crash that it needs: each changed value is put

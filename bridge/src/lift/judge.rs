@@ -165,7 +165,7 @@ impl Lifter {
                 }
             }
             if self.progress && (k + 1 == total || (k + 1) % 20 == 0) {
-                eprintln!(
+                log::info!(
                     "[lift {:>4.0}s] {}: {}/{} inputs, {} lifted tests, {} alarm(s), {} effective, {} false positive(s)",
                     started.elapsed().as_secs_f64(),
                     unit.function,
@@ -203,7 +203,7 @@ impl Lifter {
                 if let Some((n, why)) = &ranked.unreadable {
                     self.stats.queue_metadata_unreadable += n;
                     if !std::mem::replace(&mut self.metadata_warned, true) {
-                        eprintln!(
+                        log::info!(
                             "trestle lift: warning: the LibAFL metadata of {n} queue entries in {} could not be read ({why}); they are lifted unranked (further cases are counted in lift.json)",
                             dir.display()
                         );

@@ -42,6 +42,6 @@ pub use records::{
     AlarmEntry, AlarmList, BuildCheck, FalsePositive, LiftStats, Provenance, Substitution,
     SystemOutcome,
 };
-pub use run::{run, Options};
+pub use run::{run, Lifted, Options};
 pub use substitute::lift_variants;
 pub use trestle_sysfuzz::{Probe, Probed};

@@ -1,7 +1,7 @@
 //! `trestle lift` as a command: its options, and the run that lifts each fuzz
 //! directory and prints the summary.
 
-use super::{LiftStats, Lifter};
+use super::{AlarmEntry, LiftStats, Lifter};
 use crate::carve::units::read_unit;
 use anyhow::Result;
 use std::path::PathBuf;
@@ -43,12 +43,21 @@ pub struct Options {
     pub no_reduce: bool,
     /// Run lifted tests without bubblewrap (still in a fresh directory, with rlimits).
     pub no_sandbox: bool,
-    /// Print the summary as JSON on stdout.
-    pub json: bool,
+    /// Say what is being lifted and reduced, as it happens.
+    pub progress: bool,
+}
+
+/// What `trestle lift` did: its figures and the distinct true alarms.
+#[derive(Debug)]
+pub struct Lifted {
+    /// Lifting figures.
+    pub stats: LiftStats,
+    /// The distinct true alarms.
+    pub alarms: Vec<AlarmEntry>,
 }
 
 /// Run `trestle lift`.
-pub fn run(args: &Options) -> Result<LiftStats> {
+pub fn run(args: &Options) -> Result<Lifted> {
     let limits = Limits {
         wall: args.timeout,
         cpu_secs: cpu_limit(args.timeout),
@@ -57,7 +66,7 @@ pub fn run(args: &Options) -> Result<LiftStats> {
     };
     let sandbox = Sandbox::new(limits, !args.no_sandbox)?;
     if Binary::load(&args.program).is_ok() {
-        eprintln!(
+        log::info!(
             "trestle lift: warning: {} was built with trestle-cc; validate with a build without it (plain, sanitizer or coverage)",
             args.program.display()
         );
@@ -72,43 +81,15 @@ pub fn run(args: &Options) -> Result<LiftStats> {
             }
         }
     }
-    let mut lifter = Lifter::new(&args.program, &args.out, sandbox, &baseline, !args.json)?;
+    let mut lifter = Lifter::new(&args.program, &args.out, sandbox, &baseline, args.progress)?;
     lifter.set_reduce_budget((!args.no_reduce).then_some(args.reduce_budget));
     lifter.set_reduce_time(args.reduce_time);
     lifter.set_harness(args.harness.clone());
     for d in &args.fuzz_dirs {
         lifter.lift_dir(d, args.max_queue, None)?;
     }
-    let s = lifter.stats.clone();
-    if args.json {
-        crate::outln!(
-            "{}",
-            serde_json::to_string_pretty(
-                &serde_json::json!({"stats": s, "alarms": lifter.alarms()})
-            )?
-        );
-    } else {
-        eprintln!(
-            "lifted {} unit crash(es), {} hang(s) and {} queue input(s) into {} system test(s): {} true alarm(s) ({} distinct; {} alarm(s) in all), {} effective ({:.1}% productive), {} false positive(s) suppressed{}",
-            s.unit_crashes,
-            s.unit_hangs,
-            s.unit_queue,
-            s.lifted_tests,
-            s.true_alarm_tests,
-            lifter.alarms().iter().filter(|a| a.matches_unit).count(),
-            lifter.alarms().len(),
-            s.effective,
-            100.0 * s.productive_share(),
-            s.false_positives,
-            if s.coverage_measured { String::new() } else { " (coverage not measured: not a coverage build)".into() }
-        );
-        for a in lifter.alarms() {
-            eprintln!(
-                "  alarm {}: {}",
-                args.out.join("alarms").join(&a.id).display(),
-                a.signature
-            );
-        }
-    }
-    Ok(s)
+    Ok(Lifted {
+        stats: lifter.stats.clone(),
+        alarms: lifter.alarms(),
+    })
 }

@@ -20,9 +20,8 @@ use trestle_abi::unit::Unit;
 use trestle_abi::Outcome;
 use trestle_exec::binary::Binary;
 use trestle_exec::forkserver::{test_argv_env, ForkServer, Request, RunEnd};
-use trestle_exec::systest::{
-    no_randomization_for_children, run_test, scratch_dir, RunOptions, RunStatus,
-};
+use trestle_exec::launch::{no_randomization_for_children, run_test, RunOptions};
+use trestle_exec::systest::{scratch_dir, RunStatus};
 
 /// Options of `trestle replay`.
 #[derive(Debug)]
@@ -35,16 +34,14 @@ pub struct Options {
     /// memory in which the two replays differ too (a seed taken from the clock, a
     /// process id) are left out of the comparison.
     pub check: bool,
-    /// Print a machine-readable summary on stdout.
-    pub json: bool,
+    /// Say how far the replays are, every 50 units.
+    pub progress: bool,
     /// Program to replay in (default: the one each unit was carved from).
     pub program: Option<PathBuf>,
     /// Parallel replays (default: one more than the number of cores).
     pub jobs: Option<usize>,
     /// Time limit per replay.
     pub timeout: Duration,
-    /// Print every unfaithful unit with the first difference.
-    pub verbose: bool,
     /// Write, for every unit that is not faithful, the recorded and the replayed
     /// outcome as JSON into this directory (for diffing by hand).
     pub dump: Option<PathBuf>,
@@ -398,14 +395,9 @@ pub fn run(opts: &Options) -> Result<ReplaySummary> {
     };
     let (results, twinned) = replay_all(opts, &files, jobs, twins.as_deref())?;
     if let (Some(dir), 0) = (&opts.twin, twinned) {
-        eprintln!("trestle replay: --twin {}: no unit was paired with the same call there (recorded from other tests?)", dir.display());
+        log::info!("trestle replay: --twin {}: no unit was paired with the same call there (recorded from other tests?)", dir.display());
     }
     let summary = summarize(results, twinned);
-    if opts.json {
-        crate::outln!("{}", serde_json::to_string_pretty(&summary)?);
-    } else {
-        print_table(&summary, opts.verbose || !opts.check);
-    }
     Ok(summary)
 }
 
@@ -652,7 +644,7 @@ fn replay_all(
         let mut server = servers[worker].lock().unwrap_or_else(|e| e.into_inner());
         if opts.forkserver && server.as_ref().is_none_or(|s| s.program != binary.path) {
             *server = ReplayServer::new(&binary.path)
-                .map_err(|e| eprintln!("trestle replay: no forkserver: {e}"))
+                .map_err(|e| log::info!("trestle replay: no forkserver: {e}"))
                 .ok();
         }
         let r = replay_one(
@@ -665,8 +657,8 @@ fn replay_all(
             twin.as_ref(),
         );
         let d = done.fetch_add(1, Ordering::SeqCst) + 1;
-        if !opts.json && (d.is_multiple_of(50) || d == total) {
-            eprintln!("replayed {d}/{total}");
+        if opts.progress && (d.is_multiple_of(50) || d == total) {
+            log::info!("replayed {d}/{total}");
         }
         Ok(r)
     })?;
@@ -791,7 +783,7 @@ fn dump_if_different(opts: &Options, f: &Path, u: &Unit, observed: &Outcome) {
                 .map(|s| s.to_string_lossy().into_owned())
                 .unwrap_or_default();
             if let Err(e) = dump(dir, &stem, exp, observed) {
-                eprintln!("trestle replay: --dump: {e:#}");
+                log::info!("trestle replay: --dump: {e:#}");
             }
         }
     }
@@ -945,7 +937,11 @@ fn dump(dir: &Path, stem: &str, recorded: &Outcome, replayed: &Outcome) -> Resul
     Ok(())
 }
 
-fn print_table(s: &ReplaySummary, verbose: bool) {
+/// The summary as a table: per function, then the totals; with `verbose`, every unit
+/// that is not faithful (and why) below it.
+pub fn table(s: &ReplaySummary, verbose: bool) -> String {
+    use std::fmt::Write as _;
+    let mut out = String::new();
     let width = s
         .functions
         .iter()
@@ -953,12 +949,10 @@ fn print_table(s: &ReplaySummary, verbose: bool) {
         .max()
         .unwrap_or(8)
         .clamp(8, 60);
-    crate::outln!(
+    let _ = writeln!(
+        out,
         "{:<width$}  {:>6}  {:>8}  {:>8}",
-        "function",
-        "units",
-        "faithful",
-        "fidelity"
+        "function", "units", "faithful", "fidelity"
     );
     for f in &s.functions {
         let pct = if f.units == 0 {
@@ -967,11 +961,10 @@ fn print_table(s: &ReplaySummary, verbose: bool) {
             100.0 * f.faithful as f64 / f.units as f64
         };
         let name: String = f.name.chars().take(width).collect();
-        crate::outln!(
+        let _ = writeln!(
+            out,
             "{name:<width$}  {:>6}  {:>8}  {:>7.1}%",
-            f.units,
-            f.faithful,
-            pct
+            f.units, f.faithful, pct
         );
     }
     let mut but = Vec::new();
@@ -992,7 +985,8 @@ fn print_table(s: &ReplaySummary, verbose: bool) {
     } else {
         format!(" ({})", but.join("; "))
     };
-    crate::outln!(
+    let _ = writeln!(
+            out,
         "total: {} unit(s), {} faithful{unstable}, {} without a recorded outcome, {} error(s): fidelity {:.1}%",
         s.units,
         s.faithful,
@@ -1001,10 +995,10 @@ fn print_table(s: &ReplaySummary, verbose: bool) {
         100.0 * s.fidelity
     );
     if s.twinned > 0 {
-        crate::outln!(
+        let _ = writeln!(
+            out,
             "twin recording: {} of {} unit(s) paired with the same call from the same context",
-            s.twinned,
-            s.units
+            s.twinned, s.units
         );
     }
     if verbose {
@@ -1015,11 +1009,12 @@ fn print_table(s: &ReplaySummary, verbose: bool) {
                 | Verdict::FaithfulWhereStable(_)
                 | Verdict::FaithfulWhereRecordingsAgree(_) => "",
             };
-            crate::outln!("  {}: {} ({})", f.unit, why, f.observed);
+            let _ = writeln!(out, "  {}: {} ({})", f.unit, why, f.observed);
         }
         for u in &s.nondeterministic_units {
             if let Verdict::FaithfulWhereRecordingsAgree(what) = &u.verdict {
-                crate::outln!(
+                let _ = writeln!(
+                    out,
                     "  {}: faithful but for what its two recordings disagree on: {what}",
                     u.unit
                 );
@@ -1027,10 +1022,11 @@ fn print_table(s: &ReplaySummary, verbose: bool) {
         }
         for u in &s.unchecked {
             if let Verdict::NoOracle(why) = &u.verdict {
-                crate::outln!("  {}: not checked: {why} ({})", u.unit, u.observed);
+                let _ = writeln!(out, "  {}: not checked: {why} ({})", u.unit, u.observed);
             }
         }
     }
+    out
 }
 
 #[cfg(test)]

@@ -6,9 +6,9 @@ pub mod reduce;
 use anyhow::{Context as _, Result};
 use std::path::PathBuf;
 use std::time::Duration;
-use trestle_exec::sandbox::{cpu_limit, Limits, Sandbox};
+use trestle_exec::sandbox::{cpu_limit, Limits, Sandbox, SandboxRun};
 use trestle_exec::signature::FrameFilter;
-use trestle_exec::systest::load_tests;
+use trestle_exec::systest::{load_tests, NamedTest};
 
 /// Options of `trestle validate`.
 #[derive(Debug)]
@@ -25,8 +25,6 @@ pub struct Options {
     pub file_size_mb: u64,
     /// Run without bubblewrap (still in a fresh directory, with rlimits).
     pub no_sandbox: bool,
-    /// One JSON object per test on stdout.
-    pub json: bool,
 }
 
 /// How many tests were run, and how many crashed.
@@ -38,8 +36,12 @@ pub struct Validated {
     pub crashed: usize,
 }
 
-/// Run `trestle validate`.
-pub fn run(args: &Options) -> Result<Validated> {
+/// Run `trestle validate`: each test in turn, handing `each` the test, how its run
+/// ended and whether it ran in the sandbox.
+pub fn run(
+    args: &Options,
+    mut each: impl FnMut(&NamedTest, &SandboxRun, bool),
+) -> Result<Validated> {
     let limits = Limits {
         wall: args.timeout,
         cpu_secs: cpu_limit(args.timeout),
@@ -61,31 +63,7 @@ pub fn run(args: &Options) -> Result<Validated> {
             .run(&program, &t.test, &[], &filter, None)
             .with_context(|| format!("running {}", t.path.display()))?;
         crashed += usize::from(run.crashed());
-        if args.json {
-            let v = serde_json::json!({
-                "test": t.path,
-                "status": run.status.to_string(),
-                "crash": run.crash.as_ref().map(|c| c.to_string()),
-                "frames": run.crash.as_ref().map(|c| c.frames.clone()),
-                // Innermost first, each with its source file and line where debug
-                // info has them: where exactly the program died.
-                "stack": run.crash.as_ref().map(|c| c.stack.clone()),
-                "limit": run.limit,
-                "max_rss_kib": run.max_rss_kib,
-                "cpu_ms": run.cpu_ms,
-                "wall_ms": run.wall.as_millis() as u64,
-                "sandboxed": sandbox.isolated(),
-                "forkserver": run.forked,
-            });
-            crate::outln!("{v}");
-        } else {
-            let what = match (&run.crash, &run.limit) {
-                (Some(c), _) => format!("CRASH {c}"),
-                (None, Some(l)) => format!("{} (limit: {l})", run.status),
-                (None, None) => run.status.to_string(),
-            };
-            crate::outln!("{}: {what}", t.name);
-        }
+        each(&t, &run, sandbox.isolated());
     }
     Ok(Validated { tests, crashed })
 }

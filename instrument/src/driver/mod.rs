@@ -8,7 +8,7 @@
 //! 1. clang <user flags> -O2 -Xclang -disable-llvm-passes -emit-llvm -c foo.c -o T/0-foo.bc
 //! 2. pass::instrument_bitcode_file(T/0-foo.bc, T/0-foo.inst.bc)
 //! 3. clang <codegen flags> -O2 -fsanitize-coverage=... -emit-llvm -c T/0-foo.inst.bc -o T/0-foo.cov.bc
-//!    edges::inline_edge_counters_file(T/0-foo.cov.bc, T/0-foo.cov.bc)
+//!    run::inline_edge_counters_file(T/0-foo.cov.bc, T/0-foo.cov.bc)
 //! 4. clang <codegen flags> -O2 -Xclang -disable-llvm-passes -c T/0-foo.cov.bc -o foo.o
 //! ```
 //!

@@ -233,10 +233,35 @@ fn instrument(source: &Path, bitcode: &Path, out: &Path) -> Result<(), DriverErr
 
 /// Inline the edge counters of the optimised bitcode `covered`, in place.
 fn inline_edges(source: &Path, covered: &Path) -> Result<(), DriverError> {
-    crate::edges::inline_edge_counters_file(covered, covered)
+    inline_edge_counters_file(covered, covered)
         .map(drop)
         .map_err(|e| DriverError::Instrument {
             source_file: source.to_path_buf(),
             chain: format!("{:#}", anyhow::Error::from(e)),
         })
+}
+
+/// After optimisation: the branch table, the comparison-routine hooks and the edge
+/// counters inlined ([`crate::edges`]), rewriting the bitcode file `input` into
+/// `output`; the number of counter calls inlined.
+fn inline_edge_counters_file(input: &Path, output: &Path) -> Result<usize, crate::pass::PassError> {
+    let ctx = inkwell::context::Context::create();
+    let bitcode_err = |msg: String| crate::pass::PassError::Bitcode {
+        path: input.display().to_string(),
+        msg,
+    };
+    let buf = inkwell::memory_buffer::MemoryBuffer::create_from_file(input)
+        .map_err(|e| bitcode_err(e.to_string()))?;
+    let module = inkwell::module::Module::parse_bitcode_from_buffer(&buf, &ctx)
+        .map_err(|e| bitcode_err(e.to_string()))?;
+    crate::branches::emit_branch_table(&module)?;
+    crate::routines::hook_comparison_routines(&module)?;
+    let n = crate::edges::inline_edge_counters(&module)?;
+    module
+        .verify()
+        .map_err(|e| crate::pass::PassError::Verify(e.to_string()))?;
+    if !module.write_bitcode_to_path(output) {
+        return Err(crate::pass::PassError::Write(output.display().to_string()));
+    }
+    Ok(n)
 }

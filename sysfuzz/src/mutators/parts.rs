@@ -7,7 +7,6 @@ use libafl::corpus::Corpus;
 use libafl::state::{HasCorpus, HasRand};
 use libafl::HasMetadata;
 use libafl_bolts::rands::Rand;
-use serde::{Deserialize, Serialize};
 use std::num::NonZeroUsize;
 
 /// One component of an input.
@@ -102,12 +101,7 @@ impl Lender {
     }
 }
 
-/// The corpus entries (by file name in the queue) the mutant being made took material
-/// from, besides the entry it was mutated from: kept in the state while the mutant is
-/// made and run, then on its queue entry ([`super::SysMutator`]) or with its finding.
-#[derive(Debug, Default, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Donors(pub Vec<String>);
-libafl_bolts::impl_serdeany!(Donors);
+pub use crate::lineage::Donors;
 
 /// A random corpus entry's input, and who lent it (the entry being mutated when it is
 /// drawn: `None`).
