@@ -42,6 +42,8 @@ passed=$(grep -Eo '^test result: [a-zA-Z]+\. [0-9]+ passed' "$log" | awk '{s+=$4
 failed=$(grep -Eo '[0-9]+ failed' "$log" | awk '{s+=$1} END {print s+0}')
 if [ "$fmt" = pass ]; then passed=$((passed + 1)); else failed=$((failed + 1)); status=1; fi
 if [ "$lint" = pass ]; then passed=$((passed + 1)); else failed=$((failed + 1)); status=1; fi
+# The workspace's structure: no cycle between modules, no bridge stage that prints.
+if python3 tests/structure.py; then passed=$((passed + 1)); else failed=$((failed + 1)); status=1; fi
 # The benchmark scripts' figures (statistics, bug assignment, tables): their tests,
 # with the Python packages bench/pyproject.toml names.
 if ! python3 -c 'import scipy, matplotlib, pytest' 2>/dev/null; then

@@ -7,7 +7,7 @@ use std::time::Duration;
 use trestle_abi::hooks;
 use trestle_exec::binary::Binary;
 use trestle_exec::launch::{run_test, RunOptions};
-use trestle_exec::systest::{load_tests, RunStatus};
+use trestle_exec::systest::{load_tests, NamedTest, RunStatus};
 
 /// Options of `trestle record`.
 #[derive(Debug)]
@@ -120,8 +120,51 @@ pub fn run(args: &Options) -> Result<()> {
         }
     }
     let tests = load_tests(&args.tests)?;
-    prepare_out(&args.out)?;
-    let out = std::fs::canonicalize(&args.out)?;
+    let plan = Plan {
+        timeout: args.timeout,
+        max_per_fn: args.max_per_fn,
+        only,
+        reach,
+        reach_by_test: args.reach_by_test.clone(),
+        max_trace_bytes: args.max_trace_bytes,
+        progress: !args.quiet,
+    };
+    record(&binary, &tests, &plan, &args.out)?;
+    Ok(())
+}
+
+/// How to record: what `trestle record`'s options come to once function names and
+/// source lines are resolved in the program.
+#[derive(Debug, Clone)]
+pub struct Plan {
+    /// Time limit per test.
+    pub timeout: Duration,
+    /// Distinct contexts carved per function and process.
+    pub max_per_fn: u32,
+    /// Record only these functions (symbol ids); empty for all.
+    pub only: Vec<u64>,
+    /// Keep only the invocations that reach one of these edges; empty for all.
+    pub reach: Vec<u32>,
+    /// The same, for the tests of these names alone, instead of `reach`.
+    pub reach_by_test: std::collections::HashMap<String, Vec<u32>>,
+    /// Bytes each process's trace may reach before it records no new call.
+    pub max_trace_bytes: Option<u64>,
+    /// Say each test's outcome as it is recorded.
+    pub progress: bool,
+}
+
+/// Run `binary` on each of `tests` with recording on, each into a directory of its
+/// own under `out` (which must not exist, or be empty), as `plan` says; the index of
+/// what was recorded, also written to `out` ([`RECORD_INDEX`]) as it grows.
+pub fn record(
+    binary: &Binary,
+    tests: &[NamedTest],
+    plan: &Plan,
+    out: &Path,
+) -> Result<RecordIndex> {
+    let (only, reach) = (&plan.only, &plan.reach);
+    prepare_out(out)?;
+    let out = std::fs::canonicalize(out)?;
     let mut index = RecordIndex {
         program: binary.path.clone(),
         binary_id: format!("{:016x}", binary.id),
@@ -134,9 +177,9 @@ pub fn run(args: &Options) -> Result<()> {
         trestle_exec::systest::save_test(&t.test, &dir.join("test.json"))?;
         let mut env = vec![
             (hooks::ENV_TRACE_DIR.into(), dir.display().to_string()),
-            (hooks::ENV_MAX_PER_FN.into(), args.max_per_fn.to_string()),
+            (hooks::ENV_MAX_PER_FN.into(), plan.max_per_fn.to_string()),
         ];
-        if let Some(max) = args.max_trace_bytes {
+        if let Some(max) = plan.max_trace_bytes {
             env.push((hooks::ENV_TRACE_LIMIT.into(), max.to_string()));
         }
         if !only.is_empty() {
@@ -148,7 +191,7 @@ pub fn run(args: &Options) -> Result<()> {
                     .join(","),
             ));
         }
-        let reach = args.reach_by_test.get(&t.name).unwrap_or(&reach);
+        let reach = plan.reach_by_test.get(&t.name).unwrap_or(reach);
         if !reach.is_empty() {
             env.push((
                 hooks::ENV_RECORD_REACH.into(),
@@ -160,7 +203,7 @@ pub fn run(args: &Options) -> Result<()> {
             ));
         }
         let opts = RunOptions {
-            timeout: args.timeout,
+            timeout: plan.timeout,
             env,
             capture_stdout: false,
         };
@@ -187,7 +230,7 @@ pub fn run(args: &Options) -> Result<()> {
             .filter_map(|f| std::fs::metadata(dir.join(f)).ok())
             .map(|m| m.len())
             .sum();
-        if !args.quiet {
+        if plan.progress {
             log::info!(
                 "[{}/{n}] {}: {}, {} trace file(s), {} KiB",
                 i + 1,
@@ -197,7 +240,7 @@ pub fn run(args: &Options) -> Result<()> {
                 bytes.div_ceil(1024)
             );
         }
-        if traces.is_empty() && !args.quiet {
+        if traces.is_empty() && plan.progress {
             let err = String::from_utf8_lossy(&r.stderr);
             log::info!(
                 "    warning: no trace written{}",
@@ -217,8 +260,8 @@ pub fn run(args: &Options) -> Result<()> {
         // Keep the index current, so an interrupted run still describes what it did.
         std::fs::write(out.join(RECORD_INDEX), serde_json::to_vec_pretty(&index)?)?;
     }
-    if !args.quiet {
+    if plan.progress {
         log::info!("recorded {n} system test(s) into {}", out.display());
     }
-    Ok(())
+    Ok(index)
 }

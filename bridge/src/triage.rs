@@ -10,7 +10,7 @@
 //! campaign writes, and `triage.json`: every group with all its members, and every
 //! input dropped with the reason.
 
-use crate::lift::{Confirmed, Lifter};
+use crate::lift::{Confirmed, LiftConfig, Lifter};
 use anyhow::{bail, Context as _, Result};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -200,15 +200,14 @@ pub fn run(opts: &Options) -> Result<Summary> {
         Some(d) => Some(earlier_keys(d)?),
         None => None,
     };
-    let mut lifter = Lifter::new(&program, &opts.out, sandbox, &[], false)?;
-    lifter.set_hang_limit(opts.hang_timeout);
-    lifter.set_reduce_budget(opts.reduce_time.map(|_| 100_000));
-    if let Some(t) = opts.reduce_time {
-        lifter.set_reduce_time(t);
-    }
-    for (role, build) in &opts.also_on {
-        lifter.also_check_on(role, build)?;
-    }
+    let config = LiftConfig {
+        hang_limit: Some(opts.hang_timeout),
+        reduce_budget: opts.reduce_time.map(|_| 100_000),
+        reduce_time: opts.reduce_time.unwrap_or(Duration::from_secs(120)),
+        also_on: opts.also_on.clone(),
+        ..LiftConfig::new(&program, sandbox)
+    };
+    let mut lifter = Lifter::new(config, &opts.out, &[])?;
 
     // Smallest first: the first member of a group is the one reduced.
     let mut sized: Vec<(u64, Input)> = inputs

@@ -7,7 +7,7 @@ use super::status::{Live, Status, STOP};
 use super::{Campaign, FuzzedUnit, Settings};
 use crate::carve;
 use crate::carve::units::{read_unit, UnitIndex, UNIT_INDEX};
-use crate::lift::Lifter;
+use crate::lift::{LiftConfig, Lifter};
 use crate::record;
 use crate::roadblocks::{roadblocks, BranchTable, Roadblock};
 use anyhow::{bail, Context as _, Result};
@@ -534,15 +534,25 @@ impl Runner {
         let tests_dir = batch.join("tests");
         trestle_exec::files::remove_dir_if_present(&batch)?;
         std::fs::create_dir_all(&tests_dir)?;
+        // The batch's tests are kept, to record again on resume; recording takes
+        // them as they are here.
+        // In the order (and, a name given twice, the last) of loading them back.
+        let mut named = std::collections::BTreeMap::new();
         for (name, t) in tests {
-            trestle_exec::systest::save_test(t, &tests_dir.join(name))?;
+            let path = tests_dir.join(name);
+            trestle_exec::systest::save_test(t, &path)?;
+            let stem = Path::new(name).file_stem().unwrap_or_default();
+            let test = trestle_exec::systest::NamedTest {
+                name: stem.to_string_lossy().into_owned(),
+                path: path.clone(),
+                test: t.clone(),
+            };
+            named.insert(path, test);
         }
+        let named: Vec<_> = named.into_values().collect();
         let traces = batch.join("traces");
         let t = Instant::now();
-        record::run(&record::Options {
-            program: self.c.settings.program.clone(),
-            tests: tests_dir,
-            out: traces.clone(),
+        let plan = record::Plan {
             // Within what is left of the budget.
             timeout: (self.c.settings.timeout * 5)
                 .min(Duration::from_secs_f64(self.remaining().max(1.0))),
@@ -550,10 +560,8 @@ impl Runner {
             // the branch may come late in the run.
             max_per_fn: if only.is_empty() { 5 } else { 20 },
             only: only.to_vec(),
-            functions: Vec::new(),
             reach: Vec::new(),
             reach_by_test: reach.clone(),
-            reach_lines: Vec::new(),
             // The traces live until carving has read them: together at most half of
             // what the disk budget has left (a megabyte per test at least).
             max_trace_bytes: Some(
@@ -562,8 +570,9 @@ impl Runner {
                     / tests.len().max(1) as u64)
                     .max(1 << 20),
             ),
-            quiet: true,
-        })?;
+            progress: false,
+        };
+        let recorded = record::record(&self.binary, &named, &plan, &traces)?;
         self.spent(PHASE_RECORD, t);
         // The campaign's peak on disk counts the traces too, though they go soon.
         let traces_bytes = super::disk::dir_bytes(&traces);
@@ -572,13 +581,8 @@ impl Runner {
         trestle_exec::files::remove_dir_if_present(&units)?;
         self.status("carving");
         let t = Instant::now();
-        let summary = carve::run(&carve::Options {
-            traces: traces.clone(),
-            out: units.clone(),
-            program: None,
-            quiet: true,
-        })
-        .with_context(|| format!("carving batch {round} into {}", units.display()))?;
+        let summary = carve::carve(&self.binary, &traces, &recorded, &units)
+            .with_context(|| format!("carving batch {round} into {}", units.display()))?;
         // The traces served only this carving: gigabytes on a program like sed (a 10
         // minute campaign recorded 2.6 GB), which a long campaign must not pile up.
         // The batch's tests stay, to record again.
@@ -1340,29 +1344,28 @@ fn lifter(s: &Settings, seeds: &[NamedTest], out: &Path, elapsed: f64) -> Result
     };
     let sandbox = Sandbox::new(limits, !s.no_sandbox)?;
     let baseline: Vec<_> = seeds.iter().map(|n| n.test.clone()).collect();
-    let mut lifter = Lifter::new(&s.validate_with, out, sandbox, &baseline, false)?;
-    if let Some(cov) = &s.coverage_with {
-        lifter.use_coverage_build(cov, &baseline)?;
-    }
-    // Every alarm also says whether the build the fuzzers ran crashes on it.
-    lifter.also_check_on("fuzzing", &s.program)?;
-    lifter.set_reduce_budget(Some(100_000));
-    lifter.set_reduce_time(Duration::from_secs(30));
-    lifter.set_defer_reduction(true);
-    lifter.set_harness(Some(s.program.clone()));
-    // Unit harness runs stop where the unit fuzzer's would count as hangs.
-    lifter.set_harness_limit(s.timeout);
-    // Lifted tests too: one that runs past the hang limit is no crash found.
-    lifter.set_lifted_limit(s.timeout);
-    // A hang is confirmed at the system fuzzer's own limit (whole CPU seconds).
-    lifter.set_hang_limit(s.timeout);
-    lifter.set_epoch(Instant::now() - Duration::from_secs_f64(elapsed.max(0.0)));
-    lifter.set_seeds(
-        seeds
+    let config = LiftConfig {
+        coverage_build: s.coverage_with.clone(),
+        // Every alarm also says whether the build the fuzzers ran crashes on it.
+        also_on: vec![("fuzzing".into(), s.program.clone())],
+        reduce_budget: Some(100_000),
+        reduce_time: Duration::from_secs(30),
+        defer_reduction: true,
+        harness: Some(s.program.clone()),
+        // Unit harness runs stop where the unit fuzzer's would count as hangs.
+        harness_limit: Some(s.timeout),
+        // Lifted tests too: one that runs past the hang limit is no crash found.
+        lifted_limit: Some(s.timeout),
+        // A hang is confirmed at the system fuzzer's own limit (whole CPU seconds).
+        hang_limit: Some(s.timeout),
+        seeds: seeds
             .iter()
             .map(|n| (n.name.clone(), n.test.clone()))
             .collect(),
-    );
+        epoch: Instant::now() - Duration::from_secs_f64(elapsed.max(0.0)),
+        ..LiftConfig::new(&s.validate_with, sandbox)
+    };
+    let lifter = Lifter::new(config, out, &baseline)?;
     Ok(lifter)
 }
 

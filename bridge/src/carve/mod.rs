@@ -133,10 +133,27 @@ pub fn run(opts: &Options) -> Result<CarveSummary> {
         .clone()
         .unwrap_or_else(|| index.program.clone());
     let binary = Binary::load(&program)?;
-    std::fs::create_dir_all(&opts.out)
-        .with_context(|| format!("cannot create {}", opts.out.display()))?;
+    let summary = carve(&binary, &opts.traces, &index, &opts.out)?;
+    if !opts.quiet {
+        print_summary(&summary, &opts.out);
+    }
+    Ok(summary)
+}
+
+/// Carve the recording `index` describes (its traces under `traces`), made by
+/// `binary`, into units under `out`, with their index. Trace files that cannot be read
+/// are said and counted in [`CarveSummary::bad_traces`]; the units of the others are
+/// written.
+pub fn carve(
+    binary: &Binary,
+    traces: &Path,
+    index: &RecordIndex,
+    out: &Path,
+) -> Result<CarveSummary> {
+    std::fs::create_dir_all(out).with_context(|| format!("cannot create {}", out.display()))?;
     let mut carver = Carver {
-        opts,
+        traces,
+        out,
         binary,
         summary: CarveSummary::default(),
         seen: HashMap::new(),
@@ -147,14 +164,11 @@ pub fn run(opts: &Options) -> Result<CarveSummary> {
     for t in &index.tests {
         carver.test(t)?;
     }
-    let summary = carver.finish()?;
-    if !opts.quiet {
-        print_summary(&summary, &opts.out);
-    }
-    Ok(summary)
+    carver.finish()
 }
 
-fn read_record_index(traces: &Path) -> Result<RecordIndex> {
+/// The index `trestle record` wrote into the trace directory `traces`.
+pub fn read_record_index(traces: &Path) -> Result<RecordIndex> {
     let index_path = traces.join(RECORD_INDEX);
     let text = std::fs::read_to_string(&index_path).with_context(|| {
         format!(
@@ -168,8 +182,9 @@ fn read_record_index(traces: &Path) -> Result<RecordIndex> {
 
 /// One carve in progress: the units written so far and what was seen.
 struct Carver<'a> {
-    opts: &'a Options,
-    binary: Binary,
+    traces: &'a Path,
+    out: &'a Path,
+    binary: &'a Binary,
     summary: CarveSummary,
     /// Keys of the units written, with their rows: a context equal to one of them is a
     /// duplicate.
@@ -192,7 +207,7 @@ struct Origin<'a> {
 impl Carver<'_> {
     /// Carve the traces of one recorded system test.
     fn test(&mut self, t: &RecordedTest) -> Result<()> {
-        let dir = self.opts.traces.join(&t.name);
+        let dir = self.traces.join(&t.name);
         let system_test: SystemTest = trestle_exec::systest::load_test(&dir.join("test.json"))?;
         for tf in &t.traces {
             let path = dir.join(tf);
@@ -353,7 +368,7 @@ impl Carver<'_> {
             params: mapping.params,
         };
         let rel = format!("{}/{key:016x}.{UNIT_EXT}", safe_name(&function));
-        let out = self.opts.out.join(&rel);
+        let out = self.out.join(&rel);
         std::fs::create_dir_all(out.parent().expect("unit path has a parent"))?;
         units::write_unit(&out, &unit)?;
         self.functions.insert(unit.context.fn_id);
@@ -398,7 +413,7 @@ impl Carver<'_> {
     /// Say why each function called but not carved was not, and write the index.
     fn finish(self) -> Result<CarveSummary> {
         let Carver {
-            opts,
+            out,
             binary,
             mut summary,
             functions,
@@ -435,7 +450,7 @@ impl Carver<'_> {
             unreplayable: summary.unreplayable.clone(),
             units: rows,
         };
-        trestle_exec::files::write(&opts.out.join(UNIT_INDEX), &summary.index)?;
+        trestle_exec::files::write(&out.join(UNIT_INDEX), &summary.index)?;
         Ok(summary)
     }
 }

@@ -14,6 +14,80 @@ use trestle_exec::files;
 use trestle_exec::sandbox::{Sandbox, SandboxRun};
 use trestle_exec::signature::FrameFilter;
 
+/// How a lifter validates, measures, reduces and reports: set once, before it
+/// starts ([`Lifter::new`]). [`LiftConfig::new`] gives the defaults of `trestle lift`.
+#[derive(Debug, Clone)]
+pub struct LiftConfig {
+    /// The build that confirms findings (plain, as shipped; or a sanitizer build).
+    pub program: PathBuf,
+    /// The sandbox system runs go through, with its limits.
+    pub sandbox: Sandbox,
+    /// Say what is being lifted and reduced, as it happens.
+    pub progress: bool,
+    /// A coverage build of the same program that measures what is effective, when
+    /// the validation build is not one itself (its alarms also say whether they
+    /// reproduce on it).
+    pub coverage_build: Option<PathBuf>,
+    /// Other builds each new alarm's test also runs on, by role (`fuzzing`,
+    /// `coverage`): the alarm lists where it reproduces.
+    pub also_on: Vec<(String, PathBuf)>,
+    /// Runs allowed for reducing each alarm; `None`: no reduction.
+    pub reduce_budget: Option<usize>,
+    /// Time allowed for reducing each alarm.
+    pub reduce_time: Duration,
+    /// Publish alarms as soon as they are confirmed, with the test as found, and
+    /// reduce them when [`Lifter::reduce_pending`] is called: a campaign does not stop
+    /// fuzzing for a reduction (dc's runaway recursion took its full 30 s in every
+    /// campaign).
+    pub defer_reduction: bool,
+    /// Read unit crash signatures in this program instead of the units' own.
+    pub harness: Option<PathBuf>,
+    /// Stop a unit harness run (re-reading a unit crash, trying which values it
+    /// needs) after this instead of the sandbox's limit. A campaign passes the unit
+    /// fuzzer's hang limit: a trial that hangs says all it can by then.
+    pub harness_limit: Option<Duration>,
+    /// Stop a lifted test's run after this (its CPU time a little before) instead of
+    /// the sandbox's limit. A campaign passes its hang limit: a lifted test that runs
+    /// on past it crashes no sooner for the wait (on dc, such tests took 19 runs to
+    /// the 10 s limit, most of a 181 s lifting phase). System crashes being confirmed
+    /// and reduced keep the sandbox's limit.
+    pub lifted_limit: Option<Duration>,
+    /// Confirm hangs with this much CPU time (whole seconds, at least one) instead of
+    /// the sandbox's limits; the wall-clock limit is three times that and a second, so
+    /// that on a loaded machine a spinning program still reaches its CPU limit first,
+    /// which leaves the stack of where it spins.
+    pub hang_limit: Option<Duration>,
+    /// The seed system tests by name, so provenance can tell a seed from a system test
+    /// that system-level fuzzing made of one.
+    pub seeds: Vec<(String, SystemTest)>,
+    /// When the work this lifter serves started: alarm times (`found_at`) count from
+    /// it (a campaign's start, earlier sessions included).
+    pub epoch: Instant,
+}
+
+impl LiftConfig {
+    /// Validation on `program` in `sandbox`, with `trestle lift`'s defaults: reduction
+    /// at once, 100,000 runs or two minutes per alarm, no other build.
+    pub fn new(program: &Path, sandbox: Sandbox) -> LiftConfig {
+        LiftConfig {
+            program: program.to_owned(),
+            sandbox,
+            progress: false,
+            coverage_build: None,
+            also_on: Vec::new(),
+            reduce_budget: Some(100_000),
+            reduce_time: Duration::from_secs(120),
+            defer_reduction: false,
+            harness: None,
+            harness_limit: None,
+            lifted_limit: None,
+            hang_limit: None,
+            seeds: Vec::new(),
+            epoch: Instant::now(),
+        }
+    }
+}
+
 /// The lifting state of one output directory; `trestle run` keeps one across rounds.
 pub struct Lifter {
     pub(super) program: PathBuf,
@@ -85,17 +159,11 @@ impl Lifter {
         self.lifting.clone()
     }
 
-    /// A lifter writing to `out`. `baseline` are the tests whose coverage counts as
-    /// already reached.
-    pub fn new(
-        program: &Path,
-        out: &Path,
-        sandbox: Sandbox,
-        baseline: &[SystemTest],
-        progress: bool,
-    ) -> Result<Lifter> {
-        let program = std::fs::canonicalize(program)
-            .with_context(|| format!("validation program {}", program.display()))?;
+    /// A lifter configured by `config`, writing to `out`. `baseline` are the tests
+    /// whose coverage counts as already reached.
+    pub fn new(config: LiftConfig, out: &Path, baseline: &[SystemTest]) -> Result<Lifter> {
+        let program = std::fs::canonicalize(&config.program)
+            .with_context(|| format!("validation program {}", config.program.display()))?;
         for d in ["alarms", "false-positives"] {
             std::fs::create_dir_all(out.join(d))
                 .with_context(|| format!("cannot create {}", out.join(d).display()))?;
@@ -104,27 +172,27 @@ impl Lifter {
         let mut lifter = Lifter {
             program,
             out: out.to_owned(),
-            sandbox,
+            sandbox: config.sandbox.clone(),
             filter,
             coverage: None,
             stats: LiftStats::default(),
             alarms: BTreeMap::new(),
             fp_count: 0,
-            reduce_budget: Some(100_000),
-            reduce_time: Duration::from_secs(120),
-            defer_reduction: false,
-            harness: None,
-            harness_wall: None,
+            reduce_budget: config.reduce_budget,
+            reduce_time: config.reduce_time,
+            defer_reduction: config.defer_reduction,
+            harness: config.harness.clone(),
+            harness_wall: config.harness_limit,
             lifted_sandbox: None,
             hang_sandbox: None,
-            progress,
+            progress: config.progress,
             binaries: BTreeMap::new(),
             effective_tests: Vec::new(),
             deadline: None,
             system_edges: None,
-            seeds: Vec::new(),
+            seeds: config.seeds.clone(),
             metadata_warned: false,
-            epoch: Instant::now(),
+            epoch: config.epoch,
             node: None,
             lifting: Default::default(),
             roadblock: None,
@@ -132,6 +200,12 @@ impl Lifter {
             other_builds: Vec::new(),
             coverage_program: None,
         };
+        if let Some(wall) = config.lifted_limit {
+            lifter.set_lifted_limit(wall);
+        }
+        if let Some(cpu) = config.hang_limit {
+            lifter.set_hang_limit(cpu);
+        }
         lifter.load_existing()?;
         if is_coverage_build(&lifter.program) {
             let base = lifter.coverage_of(baseline)?;
@@ -139,6 +213,12 @@ impl Lifter {
             lifter.stats.branches_covered = base.branches();
             lifter.stats.branches_total = base.branches_total;
             lifter.coverage = Some(base);
+        }
+        if let Some(cov) = &config.coverage_build {
+            lifter.use_coverage_build(cov, baseline)?;
+        }
+        for (role, build) in &config.also_on {
+            lifter.also_check_on(role, build)?;
         }
         // Readers find the lists even when nothing is ever found.
         lifter.write_index()?;
@@ -150,7 +230,7 @@ impl Lifter {
     /// validation program; `baseline` are the tests whose coverage counts as reached.
     /// Lifted tests then run on the validation program, and on the coverage build only
     /// when they did not crash there. Its alarms also say whether they reproduce on it.
-    pub fn use_coverage_build(&mut self, program: &Path, baseline: &[SystemTest]) -> Result<()> {
+    fn use_coverage_build(&mut self, program: &Path, baseline: &[SystemTest]) -> Result<()> {
         let program = std::fs::canonicalize(program)
             .with_context(|| format!("coverage build {}", program.display()))?;
         if !is_coverage_build(&program) {
@@ -179,7 +259,7 @@ impl Lifter {
     /// Run each new alarm's test on `program` too, a build of the same program in the
     /// role `role` (`fuzzing`, `coverage`), and say in the alarm whether it reproduces
     /// there. The validation program itself, or a build given twice, is not run twice.
-    pub fn also_check_on(&mut self, role: &str, program: &Path) -> Result<()> {
+    fn also_check_on(&mut self, role: &str, program: &Path) -> Result<()> {
         let program = std::fs::canonicalize(program)
             .with_context(|| format!("{role} build {}", program.display()))?;
         if program != self.program && !self.other_builds.iter().any(|(_, p)| *p == program) {
@@ -207,12 +287,6 @@ impl Lifter {
         Ok(())
     }
 
-    /// Count alarm times (`found_at`) from `epoch` (a campaign's start, earlier
-    /// sessions included).
-    pub fn set_epoch(&mut self, epoch: Instant) {
-        self.epoch = epoch;
-    }
-
     /// The roadblock (`file:line`) the unit lifted next was fuzzed at, `None` for
     /// none; alarms carry it (`roadblock`).
     pub fn set_roadblock(&mut self, roadblock: Option<String>) {
@@ -230,30 +304,6 @@ impl Lifter {
     /// machine's; alarms carry it (`found_on`).
     pub fn set_node(&mut self, node: Option<String>) {
         self.node = node;
-    }
-
-    /// Reduce alarms with at most `budget` runs each; `None` turns reduction off.
-    pub fn set_reduce_budget(&mut self, budget: Option<usize>) {
-        self.reduce_budget = budget;
-    }
-
-    /// Reduce each alarm for at most `time`.
-    pub fn set_reduce_time(&mut self, time: Duration) {
-        self.reduce_time = time;
-    }
-
-    /// Publish alarms as soon as they are confirmed, with the test as found, and
-    /// reduce them when [`Lifter::reduce_pending`] is called: a campaign does not stop
-    /// fuzzing for a reduction (up to the reduce time per alarm; dc's runaway
-    /// recursion took its full 30 s in every campaign).
-    pub fn set_defer_reduction(&mut self, defer: bool) {
-        self.defer_reduction = defer;
-    }
-
-    /// The seed system tests by name, so provenance can tell a seed from a system test
-    /// that system-level fuzzing made of one.
-    pub fn set_seeds(&mut self, seeds: Vec<(String, SystemTest)>) {
-        self.seeds = seeds;
     }
 
     /// Where a unit's system test came from, in words.
@@ -277,26 +327,13 @@ impl Lifter {
         self.system_edges = covered;
     }
 
-    /// Read unit crash signatures in this program instead of the units' own.
-    pub fn set_harness(&mut self, harness: Option<PathBuf>) {
-        self.harness = harness;
-    }
-
-    /// Stop a unit harness run (re-reading a unit crash, trying which values it needs)
-    /// after `wall` instead of the sandbox's limit for system runs. A campaign passes
-    /// the unit fuzzer's hang limit: a trial that hangs (a value put back that makes
-    /// the function loop) says all it can by then.
-    pub fn set_harness_limit(&mut self, wall: Duration) {
-        self.harness_wall = Some(wall);
-    }
-
     /// Stop a lifted test's run after `wall` (and its CPU time a little before)
     /// instead of the sandbox's limit. A campaign passes its hang limit: a lifted test
     /// that runs on past it crashes no sooner for the wait, and on dc such tests (unit
     /// findings of the evaluator that loop at system level) took 19 runs to the 10 s
     /// limit, most of a 181 s lifting phase. System crashes being confirmed and
     /// reduced keep the sandbox's limit.
-    pub fn set_lifted_limit(&mut self, wall: Duration) {
+    fn set_lifted_limit(&mut self, wall: Duration) {
         let mut sandbox = self.sandbox.clone();
         sandbox.limits.wall = wall;
         sandbox.limits.cpu_secs = trestle_exec::sandbox::cpu_limit(wall);
@@ -308,7 +345,7 @@ impl Lifter {
     /// that still hangs runs that long. The wall-clock limit is three times that and a
     /// second: on a loaded machine a spinning program must still reach its CPU limit
     /// first, which leaves the stack of where it spins (a wall-clock kill leaves none).
-    pub fn set_hang_limit(&mut self, cpu: Duration) {
+    fn set_hang_limit(&mut self, cpu: Duration) {
         let mut sandbox = self.sandbox.clone();
         sandbox.limits.cpu_secs = cpu.as_secs_f64().ceil().max(1.0) as u64;
         sandbox.limits.wall = Duration::from_secs(3 * sandbox.limits.cpu_secs + 1);

@@ -36,7 +36,7 @@ mod summary;
 pub use judge::LIFTS_PER_UNIT_SIGNATURE;
 
 pub use alarms::Confirmed;
-pub use lifter::{LiftProgress, Lifter};
+pub use lifter::{LiftConfig, LiftProgress, Lifter};
 pub use queue::LIFTS_PER_NEW_EDGES;
 pub use records::{
     AlarmEntry, AlarmList, BuildCheck, FalsePositive, LiftStats, Provenance, Substitution,

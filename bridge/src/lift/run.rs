@@ -1,7 +1,7 @@
 //! `trestle lift` as a command: its options, and the run that lifts each fuzz
 //! directory and prints the summary.
 
-use super::{AlarmEntry, LiftStats, Lifter};
+use super::{AlarmEntry, LiftConfig, LiftStats, Lifter};
 use crate::carve::units::read_unit;
 use anyhow::Result;
 use std::path::PathBuf;
@@ -81,10 +81,14 @@ pub fn run(args: &Options) -> Result<Lifted> {
             }
         }
     }
-    let mut lifter = Lifter::new(&args.program, &args.out, sandbox, &baseline, args.progress)?;
-    lifter.set_reduce_budget((!args.no_reduce).then_some(args.reduce_budget));
-    lifter.set_reduce_time(args.reduce_time);
-    lifter.set_harness(args.harness.clone());
+    let config = LiftConfig {
+        progress: args.progress,
+        reduce_budget: (!args.no_reduce).then_some(args.reduce_budget),
+        reduce_time: args.reduce_time,
+        harness: args.harness.clone(),
+        ..LiftConfig::new(&args.program, sandbox)
+    };
+    let mut lifter = Lifter::new(config, &args.out, &baseline)?;
     for d in &args.fuzz_dirs {
         lifter.lift_dir(d, args.max_queue, None)?;
     }
