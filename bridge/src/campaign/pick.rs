@@ -16,7 +16,7 @@
 use super::changed::{matching_source, FunctionLines};
 use super::runner::Runner;
 use super::FuzzedUnit;
-use crate::carve::units::UnitRow;
+use crate::carve::units::{UnitIndex, UnitRow};
 use crate::roadblocks::Roadblock;
 use anyhow::Result;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -597,7 +597,8 @@ impl Runner {
         // `main` among them: its unit is the whole run, its arguments and stdin the
         // parameters, and in process it runs several times as fast as the system
         // fuzzer's forkserver (cut: 6,900 against 1,200 executions a second).
-        for (path, row) in self.candidates(&everything) {
+        let st = self.pick_state(None);
+        for (path, row) in candidates(&st, &everything) {
             by_function
                 .entry(u64::from_str_radix(&row.fn_id, 16).unwrap_or(0))
                 .or_default()
@@ -711,98 +712,144 @@ impl Runner {
         out
     }
 
-    /// The next unit by the code in its reach (see the module's documentation).
+    /// The next unit by the code in its reach ([`pick_by_reach`]).
     fn pick_by_reach(&self) -> Option<Pick> {
-        let history = History::of(&self.c.fuzzed);
         let uncovered = self.lifter.as_ref().and_then(|l| l.uncovered());
-        let mut reach_of = Reach::new(&self.binary, &self.lines, &self.weights, uncovered.as_ref());
-        let measure = reach_of.measure;
-        // Every third pick explores: a function never fuzzed, covered or not (memory
-        // errors hide in code the system tests already run), larger ones first.
-        let explore = self.c.fuzzed.len() % EXPLORE_EVERY == EXPLORE_EVERY - 1;
-        let spans: HashMap<u64, f64> = if explore {
-            self.lines
-                .iter()
-                .map(|(id, (_, start, end))| {
-                    let weight = self.weights.get(id).copied().unwrap_or(1.0);
-                    (*id, end.saturating_sub(*start).min(200) as f64 * weight)
-                })
-                .collect()
-        } else {
-            HashMap::new()
+        pick_by_reach(&self.pick_state(uncovered.as_ref()))
+    }
+
+    /// The campaign's state as picking reads it.
+    fn pick_state<'a>(
+        &'a self,
+        uncovered: Option<&'a BTreeMap<String, Vec<u32>>>,
+    ) -> PickState<'a> {
+        PickState {
+            fuzzed: &self.c.fuzzed,
+            changed: &self.c.settings.changed,
+            focus: &self.c.settings.focus,
+            unit_dirs: &self.c.unit_dirs,
+            unit_indexes: &self.unit_indexes,
+            uncovered,
+            binary: &self.binary,
+            lines: &self.lines,
+            weights: &self.weights,
+        }
+    }
+}
+
+/// What picking by reach looks at: the campaign's state, read only.
+#[derive(Clone, Copy)]
+pub(super) struct PickState<'a> {
+    /// The units fuzzed so far.
+    pub fuzzed: &'a [FuzzedUnit],
+    /// Functions changed (`--changed-since`): fuzzed first.
+    pub changed: &'a [String],
+    /// Functions to keep to (`--focus`); empty for all.
+    pub focus: &'a [String],
+    /// The campaign's unit directories, one per carving batch...
+    pub unit_dirs: &'a [PathBuf],
+    /// ...and their indexes, in the same order.
+    pub unit_indexes: &'a [UnitIndex],
+    /// What is not covered yet, by file (`None` without a coverage build).
+    pub uncovered: Option<&'a BTreeMap<String, Vec<u32>>>,
+    /// The program.
+    pub binary: &'a Binary,
+    /// The lines each function spans.
+    pub lines: &'a FunctionLines,
+    /// How much each function's code counts (library code less).
+    pub weights: &'a HashMap<u64, f64>,
+}
+
+/// The next unit by the code in its reach (see the module's documentation): a pure
+/// function of the campaign's state.
+pub(super) fn pick_by_reach(st: &PickState) -> Option<Pick> {
+    let history = History::of(st.fuzzed);
+    let mut reach_of = Reach::new(st.binary, st.lines, st.weights, st.uncovered);
+    let measure = reach_of.measure;
+    // Every third pick explores: a function never fuzzed, covered or not (memory
+    // errors hide in code the system tests already run), larger ones first.
+    let explore = st.fuzzed.len() % EXPLORE_EVERY == EXPLORE_EVERY - 1;
+    let spans: HashMap<u64, f64> = if explore {
+        st.lines
+            .iter()
+            .map(|(id, (_, start, end))| {
+                let weight = st.weights.get(id).copied().unwrap_or(1.0);
+                (*id, end.saturating_sub(*start).min(200) as f64 * weight)
+            })
+            .collect()
+    } else {
+        HashMap::new()
+    };
+    let (mut best, mut best_new) = (Best::default(), Best::default());
+    for (path, row) in candidates(st, &history) {
+        let pick = |reason: String| Pick {
+            path: path.clone(),
+            function: row.function.clone(),
+            reason,
+            value_hashes: row.value_hashes.clone(),
+            param_kinds: row.param_kinds.clone(),
+            roadblock: None,
         };
-        let (mut best, mut best_new) = (Best::default(), Best::default());
-        for (path, row) in self.candidates(&history) {
-            let pick = |reason: String| Pick {
-                path: path.clone(),
-                function: row.function.clone(),
-                reason,
-                value_hashes: row.value_hashes.clone(),
-                param_kinds: row.param_kinds.clone(),
-                roadblock: None,
-            };
-            let id = u64::from_str_radix(&row.fn_id, 16).unwrap_or(0);
-            let reach = reach_of.of(id);
-            let fuzzed = history.times(&row.function);
-            // Fuzzed before, but never along this kind of parameter: as good as new.
-            let new_kind = fuzzed > 0.0 && history.new_kind(row);
-            let n = if new_kind { 0.0 } else { fuzzed };
-            let changed = self.c.settings.changed.contains(&row.function) && n == 0.0;
-            let score = reach / (1.0 + 2.0 * n) * unit_weight(row)
-                + if changed { CHANGED_FIRST } else { 0.0 };
-            if explore && fuzzed == 0.0 {
-                let span = spans.get(&id).copied().unwrap_or(0.0);
-                best_new.offer(unit_weight(row) * (1.0 + span / 20.0), || {
+        let id = u64::from_str_radix(&row.fn_id, 16).unwrap_or(0);
+        let reach = reach_of.of(id);
+        let fuzzed = history.times(&row.function);
+        // Fuzzed before, but never along this kind of parameter: as good as new.
+        let new_kind = fuzzed > 0.0 && history.new_kind(row);
+        let n = if new_kind { 0.0 } else { fuzzed };
+        let changed = st.changed.contains(&row.function) && n == 0.0;
+        let score =
+            reach / (1.0 + 2.0 * n) * unit_weight(row) + if changed { CHANGED_FIRST } else { 0.0 };
+        if explore && fuzzed == 0.0 {
+            let span = spans.get(&id).copied().unwrap_or(0.0);
+            best_new.offer(unit_weight(row) * (1.0 + span / 20.0), || {
                     pick(format!(
                         "exploring (one pick in {EXPLORE_EVERY}): a function not fuzzed before, {span:.0} source line(s), {reach:.1} {measure} in reach; {}",
                         describe_params(row)
                     ))
                 });
-            }
-            best.offer(score, || {
-                pick(format!(
-                    "{}{reach:.1} {measure} in reach, fuzzed {fuzzed} time(s) before{}; {}",
-                    if changed { CHANGED_REASON } else { "" },
-                    if new_kind {
-                        " (never with a parameter of this kind)"
-                    } else {
-                        ""
-                    },
-                    describe_params(row)
-                ))
-            });
         }
-        // A changed function not fuzzed yet still comes first.
-        match (best.0, best_new.0) {
-            (Some(b), _) if b.0 >= CHANGED_FIRST => Some(b.1),
-            (b, n) => n.or(b).map(|(_, p)| p),
-        }
+        best.offer(score, || {
+            pick(format!(
+                "{}{reach:.1} {measure} in reach, fuzzed {fuzzed} time(s) before{}; {}",
+                if changed { CHANGED_REASON } else { "" },
+                if new_kind {
+                    " (never with a parameter of this kind)"
+                } else {
+                    ""
+                },
+                describe_params(row)
+            ))
+        });
     }
+    // A changed function not fuzzed yet still comes first.
+    match (best.0, best_new.0) {
+        (Some(b), _) if b.0 >= CHANGED_FIRST => Some(b.1),
+        (b, n) => n.or(b).map(|(_, p)| p),
+    }
+}
 
-    /// Units with parameters not fuzzed yet, within `--focus`, that are not near
-    /// copies of one fuzzed before.
-    fn candidates<'a>(
-        &'a self,
-        history: &'a History<'a>,
-    ) -> impl Iterator<Item = (PathBuf, &'a UnitRow)> + 'a {
-        let focus = &self.c.settings.focus;
-        self.c
-            .unit_dirs
-            .iter()
-            .zip(&self.unit_indexes)
-            .flat_map(|(dir, index)| {
-                index
-                    .units
-                    .iter()
-                    .filter(|r| r.params > 0)
-                    .map(move |row| (dir.join(&row.file), row))
-            })
-            .filter(|(path, row)| {
-                !history.units.contains(path.as_path())
-                    && (focus.is_empty() || focus.contains(&row.function))
-                    && !history.near_copy(row)
-            })
-    }
+/// Units with parameters not fuzzed yet, within `--focus`, that are not near copies
+/// of one fuzzed before.
+fn candidates<'a>(
+    st: &'a PickState<'a>,
+    history: &'a History<'a>,
+) -> impl Iterator<Item = (PathBuf, &'a UnitRow)> + 'a {
+    let focus = st.focus;
+    st.unit_dirs
+        .iter()
+        .zip(st.unit_indexes)
+        .flat_map(|(dir, index)| {
+            index
+                .units
+                .iter()
+                .filter(|r| r.params > 0)
+                .map(move |row| (dir.join(&row.file), row))
+        })
+        .filter(|(path, row)| {
+            !history.units.contains(path.as_path())
+                && (focus.is_empty() || focus.contains(&row.function))
+                && !history.near_copy(row)
+        })
 }
 
 #[cfg(test)]
@@ -916,6 +963,75 @@ mod tests {
             h.new_kind(&row("do_subst", &["heap string"])),
             "a function never fuzzed has nothing seen"
         );
+    }
+
+    #[test]
+    fn picking_by_reach_is_a_function_of_the_campaigns_state() {
+        // Without coverage, a function's reach is its compared constants (and its
+        // callees'): parse compares against five, log against none.
+        let mut parse = function(1, "parse", Some("/p/src/parse.c"));
+        parse.cmp_constants = vec![1, 2, 3, 4, 5];
+        let log = function(2, "log", Some("/p/src/log.c"));
+        let b = binary(vec![parse, log]);
+        let unit = |function: &str, id: &str, hash: u64| UnitRow {
+            fn_id: id.into(),
+            value_hashes: vec![hash],
+            ..row(function, &["heap string"])
+        };
+        let index = UnitIndex {
+            units: vec![unit("parse", "1", 10), unit("log", "2", 20)],
+            ..UnitIndex::default()
+        };
+        let (dirs, indexes) = (vec![PathBuf::from("units/batch-0000")], vec![index]);
+        let (lines, weights) = (FunctionLines::new(), HashMap::new());
+        let base = PickState {
+            fuzzed: &[],
+            changed: &[],
+            focus: &[],
+            unit_dirs: &dirs,
+            unit_indexes: &indexes,
+            uncovered: None,
+            binary: &b,
+            lines: &lines,
+            weights: &weights,
+        };
+        let first = pick_by_reach(&base).expect("a unit to pick");
+        assert_eq!(first.function, "parse", "{}", first.reason);
+        assert_eq!(first.path, PathBuf::from("units/batch-0000/parse/1.unit"));
+        // The same state, the same pick: nothing but the state decides.
+        assert_eq!(pick_by_reach(&base).unwrap().path, first.path);
+        // A changed function comes first, whatever its reach.
+        let changed = ["log".to_string()];
+        let pick = pick_by_reach(&PickState {
+            changed: &changed,
+            ..base
+        })
+        .unwrap();
+        assert_eq!(pick.function, "log");
+        assert!(pick.reason.starts_with(CHANGED_REASON), "{}", pick.reason);
+        // A unit fuzzed already is not picked again.
+        let fuzzed = [FuzzedUnit {
+            unit: first.path.clone(),
+            function: "parse".into(),
+            dir: PathBuf::from("fuzz/parse-0"),
+            executions: 1,
+            crashes: 0,
+            lifted: true,
+            new_alarms: 0,
+            effective: 0,
+            error: None,
+            reason: String::new(),
+            value_hashes: vec![10],
+            param_kinds: vec!["heap string".into()],
+            node: None,
+            started_from: 0,
+            corpus_evicted: false,
+        }];
+        let pick = pick_by_reach(&PickState {
+            fuzzed: &fuzzed,
+            ..base
+        });
+        assert_eq!(pick.unwrap().function, "log");
     }
 
     #[test]
