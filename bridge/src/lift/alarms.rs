@@ -286,11 +286,7 @@ impl Lifter {
     /// If an alarm with the crash `key` is listed already, count one more finding of
     /// it and return its id.
     fn count_duplicate(&mut self, key: &str) -> Result<Option<String>> {
-        let Some(a) = self
-            .alarms
-            .values_mut()
-            .find(|a| CrashSignature::keys_match(&a.key, key))
-        else {
+        let Some(a) = self.store.matching_mut(key) else {
             return Ok(None);
         };
         a.candidates += 1;
@@ -309,10 +305,7 @@ impl Lifter {
         key: &str,
         on: &Path,
     ) -> Result<(PathBuf, SystemTest, ReduceStats)> {
-        let tmp = self.out.join("alarms").join(format!(".tmp-{id}"));
-        files::remove_dir_if_present(&tmp)?;
-        std::fs::create_dir_all(&tmp)
-            .with_context(|| format!("cannot create {}", tmp.display()))?;
+        let tmp = self.store.stage(id)?;
         save_test(test, &tmp.join("lifted.json"))?;
         let (reduced, rstats) = if self.defer_reduction && self.reduce_budget.is_some() {
             (test.clone(), ReduceStats::none(test, true))
@@ -353,12 +346,8 @@ impl Lifter {
                 })?;
             }
         }
-        let final_dir = self.out.join("alarms").join(&entry.id);
-        files::remove_dir_if_present(&final_dir)?;
-        std::fs::rename(tmp, &final_dir)
-            .with_context(|| format!("cannot move {} to {}", tmp.display(), final_dir.display()))?;
-        self.alarms.insert(entry.key.clone(), entry);
-        self.stats.alarms = self.alarms.len();
+        self.store.publish(tmp, entry)?;
+        self.stats.alarms = self.store.len();
         self.write_index()
     }
 
@@ -445,8 +434,8 @@ impl Lifter {
     /// The alarms whose reduction is still to come (their ids), first found first.
     pub fn pending_reductions(&self) -> Vec<String> {
         let mut pending: Vec<&AlarmEntry> = self
-            .alarms
-            .values()
+            .store
+            .alarms()
             .filter(|a| a.reduction_pending)
             .collect();
         pending.sort_by(|a, b| {
@@ -466,8 +455,8 @@ impl Lifter {
             return Ok(false);
         }
         let Some(entry) = self
-            .alarms
-            .values()
+            .store
+            .alarms()
             .find(|a| a.id == id && a.reduction_pending)
             .cloned()
         else {
@@ -480,7 +469,7 @@ impl Lifter {
     /// Reduce one deferred alarm and rewrite its files: `reduced.json`,
     /// `reproduce.sh`, the reduction in `provenance.json` and `summary.md`.
     fn reduce_one(&mut self, entry: &AlarmEntry, until: Instant) -> Result<()> {
-        let dir = self.out.join("alarms").join(&entry.id);
+        let dir = self.store.alarm_dir(&entry.id);
         let found = load_test(&dir.join(files::LIFTED))?;
         let on = entry.confirmed_on().unwrap_or(&self.program).to_owned();
         let (reduced, rstats) = self.reduce_alarm(&found, &entry.key, until, &on)?;
@@ -515,7 +504,7 @@ impl Lifter {
             md = with_builds_md(md, &checked);
         }
         files::write_atomic(&md_path, md.as_bytes())?;
-        if let Some(a) = self.alarms.get_mut(&entry.key) {
+        if let Some(a) = self.store.get_mut(&entry.key) {
             a.size_reduced = rstats.size_after;
             a.reduction_pending = false;
             a.builds = checked.builds;
@@ -539,13 +528,6 @@ impl Lifter {
         reason: &str,
     ) -> Result<()> {
         self.stats.false_positives += 1;
-        self.fp_count += 1;
-        let id = format!("{:04}-{}", self.fp_count, safe_name(&f.unit.function));
-        let tmp = self.out.join("false-positives").join(format!(".tmp-{id}"));
-        std::fs::create_dir_all(&tmp)?;
-        if let Some((t, _)) = lifted {
-            save_test(t, &tmp.join("lifted.json"))?;
-        }
         let record = FalsePositive {
             function: f.unit.function.clone(),
             reason: reason.to_owned(),
@@ -555,9 +537,11 @@ impl Lifter {
             system: lifted.map(|(_, o)| o.clone()),
             seed_test: self.origin_of(f.unit).0,
         };
-        files::write(&tmp.join(files::REASON), &record)?;
-        std::fs::rename(&tmp, self.out.join("false-positives").join(&id))?;
-        Ok(())
+        self.store.false_positive(
+            &safe_name(&f.unit.function),
+            lifted.map(|(t, _)| t),
+            &record,
+        )
     }
 
     /// Record a lifted test that crashed the program with `sys` (`matches_unit`: the

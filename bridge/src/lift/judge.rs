@@ -172,7 +172,7 @@ impl Lifter {
                     k + 1,
                     total,
                     self.stats.lifted_tests,
-                    self.alarms.len(),
+                    self.store.len(),
                     self.stats.effective,
                     self.stats.false_positives
                 );

@@ -2,7 +2,8 @@
 //! sandbox, the system coverage reached so far, the alarms and figures, and the
 //! index files (`alarms.json`, `lift.json`) that record them.
 
-use super::{AlarmEntry, AlarmList, LiftStats};
+use super::store::AlarmStore;
+use super::{AlarmEntry, LiftStats};
 use crate::system::coverage::{is_coverage_build, measure, CoverageSet};
 use anyhow::{Context as _, Result};
 use std::collections::BTreeMap;
@@ -10,7 +11,6 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 use trestle_abi::unit::{SystemTest, Unit};
 use trestle_exec::binary::Binary;
-use trestle_exec::files;
 use trestle_exec::sandbox::{Sandbox, SandboxRun};
 use trestle_exec::signature::FrameFilter;
 
@@ -97,8 +97,8 @@ pub struct Lifter {
     pub(super) coverage: Option<CoverageSet>,
     /// The figures so far.
     pub stats: LiftStats,
-    pub(super) alarms: BTreeMap<String, AlarmEntry>,
-    pub(super) fp_count: usize,
+    /// The alarms and false positives on disk.
+    pub(super) store: AlarmStore,
     pub(super) reduce_budget: Option<usize>,
     pub(super) reduce_time: Duration,
     /// Whether alarms are published as found and reduced later
@@ -164,10 +164,7 @@ impl Lifter {
     pub fn new(config: LiftConfig, out: &Path, baseline: &[SystemTest]) -> Result<Lifter> {
         let program = std::fs::canonicalize(&config.program)
             .with_context(|| format!("validation program {}", config.program.display()))?;
-        for d in ["alarms", "false-positives"] {
-            std::fs::create_dir_all(out.join(d))
-                .with_context(|| format!("cannot create {}", out.join(d).display()))?;
-        }
+        let (store, stats) = AlarmStore::open(out)?;
         let filter = FrameFilter::of(&program);
         let mut lifter = Lifter {
             program,
@@ -175,9 +172,8 @@ impl Lifter {
             sandbox: config.sandbox.clone(),
             filter,
             coverage: None,
-            stats: LiftStats::default(),
-            alarms: BTreeMap::new(),
-            fp_count: 0,
+            stats: stats.unwrap_or_default(),
+            store,
             reduce_budget: config.reduce_budget,
             reduce_time: config.reduce_time,
             defer_reduction: config.defer_reduction,
@@ -206,7 +202,6 @@ impl Lifter {
         if let Some(cpu) = config.hang_limit {
             lifter.set_hang_limit(cpu);
         }
-        lifter.load_existing()?;
         if is_coverage_build(&lifter.program) {
             let base = lifter.coverage_of(baseline)?;
             lifter.stats.coverage_measured = true;
@@ -265,25 +260,6 @@ impl Lifter {
         if program != self.program && !self.other_builds.iter().any(|(_, p)| *p == program) {
             self.other_builds.push((role.to_owned(), program));
         }
-        Ok(())
-    }
-
-    /// Alarms already in the output directory (a resumed campaign keeps them).
-    fn load_existing(&mut self) -> Result<()> {
-        if let Some(list) = files::read_if_present::<AlarmList>(&self.out.join(files::ALARMS))? {
-            for a in list.alarms {
-                self.alarms.insert(a.key.clone(), a);
-            }
-        }
-        if let Some(stats) = files::read_if_present::<LiftStats>(&self.out.join(files::LIFT))? {
-            self.stats = stats;
-        }
-        let fps = self.out.join(files::FALSE_POSITIVES_DIR);
-        self.fp_count = match std::fs::read_dir(&fps) {
-            Ok(d) => d.count(),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => 0,
-            Err(e) => return Err(e).with_context(|| format!("cannot list {}", fps.display())),
-        };
         Ok(())
     }
 
@@ -402,7 +378,7 @@ impl Lifter {
 
     /// The alarms so far.
     pub fn alarms(&self) -> Vec<AlarmEntry> {
-        self.alarms.values().cloned().collect()
+        self.store.alarms().cloned().collect()
     }
 
     /// Run a lifted test: how it ended, and the coverage items it added (`None`
@@ -444,12 +420,6 @@ impl Lifter {
 
     /// Write `alarms.json` and `lift.json` (atomically: a reader never sees half).
     pub fn write_index(&self) -> Result<()> {
-        files::write(
-            &self.out.join(files::ALARMS),
-            &AlarmList {
-                alarms: self.alarms.values().cloned().collect(),
-            },
-        )?;
-        files::write(&self.out.join(files::LIFT), &self.stats)
+        self.store.write_index(&self.stats)
     }
 }

@@ -30,6 +30,7 @@ mod lifter;
 mod queue;
 mod records;
 mod run;
+mod store;
 mod substitute;
 mod summary;
 
