@@ -935,14 +935,17 @@ mod tests {
         }
     }
 
-    #[test]
-    fn a_parameter_kind_new_to_a_fuzzed_function_is_news() {
-        // do_list was fuzzed with the pattern space as its parameters; a unit carved
-        // from `l 5` has the width argument too.
-        let fuzzed = vec![FuzzedUnit {
-            unit: PathBuf::from("u/do_list/0.unit"),
-            function: "do_list".into(),
-            dir: PathBuf::from("fuzz/do_list-0"),
+    /// A unit fuzzed once, of `function`, with these value hashes and kinds.
+    fn fuzzed_unit(
+        unit: &str,
+        function: &str,
+        value_hashes: Vec<u64>,
+        kinds: &[&str],
+    ) -> FuzzedUnit {
+        FuzzedUnit {
+            unit: PathBuf::from(unit),
+            function: function.into(),
+            dir: PathBuf::from(format!("fuzz/{function}-0")),
             executions: 1,
             crashes: 0,
             lifted: true,
@@ -950,12 +953,24 @@ mod tests {
             effective: 0,
             error: None,
             reason: String::new(),
-            value_hashes: vec![7],
-            param_kinds: vec!["heap string".into(), "token string".into()],
+            value_hashes,
+            param_kinds: kinds.iter().map(|k| k.to_string()).collect(),
             node: None,
             started_from: 0,
             corpus_evicted: false,
-        }];
+        }
+    }
+
+    #[test]
+    fn a_parameter_kind_new_to_a_fuzzed_function_is_news() {
+        // do_list was fuzzed with the pattern space as its parameters; a unit carved
+        // from `l 5` has the width argument too.
+        let fuzzed = vec![fuzzed_unit(
+            "u/do_list/0.unit",
+            "do_list",
+            vec![7],
+            &["heap string", "token string"],
+        )];
         let h = History::of(&fuzzed);
         assert!(h.new_kind(&row("do_list", &["argument int", "heap string"])));
         assert!(!h.new_kind(&row("do_list", &["heap string"])));
@@ -1010,23 +1025,12 @@ mod tests {
         assert_eq!(pick.function, "log");
         assert!(pick.reason.starts_with(CHANGED_REASON), "{}", pick.reason);
         // A unit fuzzed already is not picked again.
-        let fuzzed = [FuzzedUnit {
-            unit: first.path.clone(),
-            function: "parse".into(),
-            dir: PathBuf::from("fuzz/parse-0"),
-            executions: 1,
-            crashes: 0,
-            lifted: true,
-            new_alarms: 0,
-            effective: 0,
-            error: None,
-            reason: String::new(),
-            value_hashes: vec![10],
-            param_kinds: vec!["heap string".into()],
-            node: None,
-            started_from: 0,
-            corpus_evicted: false,
-        }];
+        let fuzzed = [fuzzed_unit(
+            first.path.to_str().unwrap(),
+            "parse",
+            vec![10],
+            &["heap string"],
+        )];
         let pick = pick_by_reach(&PickState {
             fuzzed: &fuzzed,
             ..base
