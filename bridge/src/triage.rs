@@ -10,7 +10,7 @@
 //! campaign writes, and `triage.json`: every group with all its members, and every
 //! input dropped with the reason.
 
-use crate::lift::{Confirmed, LiftConfig, Lifter};
+use crate::lift::{Confirmed, LiftConfig, Lifter, Origin};
 use anyhow::{bail, Context as _, Result};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -227,13 +227,17 @@ pub fn run(opts: &Options) -> Result<Summary> {
             .file_name()
             .map(|n| n.to_string_lossy().into_owned())
             .unwrap_or_default();
+        let origin = Origin {
+            found_by: Some(input.kind.words().to_owned()),
+            ..Origin::default()
+        };
         let mut outcome = Confirmed::NotReproduced(String::new());
         // A hang is run twice by its confirmation already.
         for _ in 0..if input.kind.is_hang() { 1 } else { TRIES } {
             let confirmed = if input.kind.is_hang() {
-                lifter.confirm_hang(&test, &name, &input.path, Some(input.kind.words()))
+                lifter.confirm_hang(&test, &name, &input.path, &origin)
             } else {
-                lifter.confirm_crash(&test, &name, &input.path, Some(input.kind.words()))
+                lifter.confirm_crash(&test, &name, &input.path, &origin)
             };
             outcome = confirmed.with_context(|| format!("triaging {}", input.path.display()))?;
             match &outcome {
@@ -242,7 +246,7 @@ pub fn run(opts: &Options) -> Result<Summary> {
                 {
                     let how = how.clone();
                     outcome = lifter
-                        .confirm_hang(&test, &name, &input.path, Some(input.kind.words()))
+                        .confirm_hang(&test, &name, &input.path, &origin)
                         .with_context(|| format!("triaging {}", input.path.display()))?;
                     if let Confirmed::NotReproduced(h) = &outcome {
                         outcome = Confirmed::NotReproduced(format!("{how}; as a hang: {h}"));

@@ -190,7 +190,7 @@ impl Runner {
         }
         // Batches of units, oldest first: not the seeds' (the first), and none while
         // workers are attached (they may still send finds of any unit they were given).
-        if self.hub.is_none() {
+        if self.cluster.is_none() {
             let mut i = 1;
             while bytes > goal && i < self.c.unit_dirs.len() {
                 let dir = self.c.unit_dirs[i].clone();

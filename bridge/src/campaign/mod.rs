@@ -17,6 +17,7 @@ mod changed;
 pub mod disk;
 mod nodes;
 mod pick;
+mod program;
 mod runner;
 pub mod schedule;
 mod status;
@@ -28,7 +29,6 @@ use runner::Runner;
 use serde::{Deserialize, Serialize};
 use status::{on_stop, Live, STOP};
 use std::collections::{BTreeMap, BTreeSet};
-use std::io::IsTerminal as _;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering;
 use std::time::Duration;
@@ -38,73 +38,45 @@ use trestle_exec::files;
 /// The time limit of a unit's run: a unit call is part of a system run, so twice
 /// where the system fuzzer stops runs (calibrated from the seeds), at least 100 ms
 /// (a harness run has its own start-up), never more than `--timeout`. A unit that
-/// Options of `trestle run`.
+/// Where a campaign starts.
 #[derive(Debug, Clone)]
-pub struct Options {
-    /// The program, built with trestle-cc.
-    pub program: Option<PathBuf>,
-    /// Seed system tests: a JSON file or a directory of them.
-    pub seeds: Option<PathBuf>,
-    /// Time budget of the whole campaign.
-    pub time: Duration,
-    /// Output directory (must not exist or be empty).
-    pub out: Option<PathBuf>,
-    /// Go on with the campaign in this directory, with its settings, for the time it
-    /// has left.
-    pub resume: Option<PathBuf>,
-    /// Cores for unit fuzzing (LibAFL launcher, one client per core).
-    pub cores: usize,
-    /// Unit fuzzing through the persistent forkserver (a round trip between fuzzer
-    /// and harness per execution) instead of in-process, where the fuzzer runs inside
-    /// the harness (`trestle fuzz --in-process`, about ten times the executions).
-    /// Implied by --cores above 1.
-    pub forkserver: bool,
-    /// Fuzz only units of these functions.
-    pub focus: Vec<String>,
-    /// Fuzz first the functions whose source lines changed since this git revision
-    /// (needs --source).
-    pub changed_since: Option<String>,
-    /// The source tree (a git work tree) for --changed-since.
-    pub source: Option<PathBuf>,
-    /// The program to validate lifted tests with (built without trestle-cc, with -g;
-    /// a coverage build also decides "effective"). Default: the program itself, run
-    /// with trestle's runtime passive.
-    pub validate_with: Option<PathBuf>,
-    /// A coverage build that decides "effective" instead of the validation program.
-    pub coverage_with: Option<PathBuf>,
-    /// Only system-level fuzzing: the baseline the bridge is compared with.
-    pub system_only: bool,
-    /// Length of a system fuzzing slice.
-    pub system_slice: Duration,
-    /// Length of a unit fuzzing slice.
-    pub unit_slice: Duration,
-    /// Time limit per execution (system test or unit).
-    pub timeout: Duration,
-    /// Random seed.
-    pub seed: u64,
-    /// Run the program without bubblewrap, both when fuzzing it and when validating
-    /// lifted tests (still in fresh directories, with rlimits).
-    pub no_sandbox: bool,
-    /// Fuzz at system level on the program itself, not its lean sibling.
-    pub no_lean: bool,
-    /// Plain progress lines even on a terminal.
-    pub plain: bool,
-    /// Run a one-core campaign (fuzzers and the program) on this core (default: a
-    /// free one, that no other fuzzer is bound to; none if all are taken).
+#[allow(clippy::large_enum_variant)] // one value per process
+pub enum Start {
+    /// A new campaign in `out` (which must not exist or be empty), with these
+    /// settings as given: [`run`] checks them and makes their paths absolute.
+    New {
+        /// The campaign directory.
+        out: PathBuf,
+        /// What it does; `changed` is filled in from `changed_since` and `source`.
+        settings: Settings,
+        /// The source tree (a git work tree) that `changed_since` is a revision of.
+        source: Option<PathBuf>,
+    },
+    /// The campaign in this directory, with its own settings, for the time it has left.
+    Resume(PathBuf),
+}
+
+/// How this session of a campaign runs: chosen again at every start, never kept.
+#[derive(Debug, Clone, Default)]
+pub struct Session {
+    /// The core a one-core campaign runs on (default: a free one).
     pub pin: Option<usize>,
-    /// Do not bind a one-core campaign to a core.
+    /// Leave a one-core campaign unbound.
     pub no_pin: bool,
-    /// Exit with status 1 when the campaign found a true alarm (for CI jobs).
-    pub fail_on_alarm: bool,
-    /// Accept workers (`trestle join`) at this address, `HOST:PORT`.
-    pub listen: Option<String>,
-    /// With --listen: leave all fuzzing to the workers; this node records, carves,
-    /// validates and reports.
+    /// A status line redrawn in place (a terminal) rather than plain progress lines.
+    pub live: bool,
+    /// Workers on other machines, when the campaign accepts them.
+    pub listen: Option<Listen>,
+}
+
+/// A campaign that accepts workers (`trestle join`).
+#[derive(Debug, Clone)]
+pub struct Listen {
+    /// Where, `HOST:PORT`.
+    pub addr: String,
+    /// Leave all fuzzing to the workers: this node records, carves, validates, reports.
     pub delegate: bool,
-    /// The most the campaign directory should hold, bytes ([`disk`]).
-    pub max_disk: u64,
-    /// With --listen: the cluster's key file (default `OUT/cluster.key`, made when
-    /// missing).
+    /// The cluster's key file (default `OUT/cluster.key`, made when missing).
     pub key: Option<PathBuf>,
 }
 
@@ -115,11 +87,12 @@ pub struct RunOutcome {
     pub dir: PathBuf,
     /// The campaign's state.
     pub campaign: Campaign,
-    /// True alarms found (over all its sessions).
-    pub alarms: usize,
+    /// The true alarms found (over all its sessions).
+    pub alarms: Vec<crate::lift::AlarmEntry>,
 }
 
-/// The settings a campaign keeps for `--resume`.
+/// What a campaign does, as `trestle run` was told (the CLI's help says what each
+/// means), kept in `campaign.json` for `--resume`.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Settings {
     /// Instrumented program.
@@ -137,7 +110,9 @@ pub struct Settings {
     pub in_process: bool,
     /// --focus.
     pub focus: Vec<String>,
-    /// Functions changed since the revision, when --changed-since was given.
+    /// Functions changed since the revision, when --changed-since was given (found
+    /// when the campaign starts).
+    #[serde(default)]
     pub changed: Vec<String>,
     /// The revision.
     pub changed_since: Option<String>,
@@ -346,6 +321,15 @@ pub struct Roadblocks {
     pub recorded: BTreeSet<String>,
 }
 
+/// How often a roadblock is attempted before it is left to the system fuzzer. An
+/// attempt whose unit flipped the branch while its lifted tests did not take it
+/// counts too: trying it again with other units (other calls, other contexts, up to
+/// four) found nothing new in ten sed and dc campaigns (sed's `ascii_only`: the flips
+/// that lifted came on the first unit), and on `tally` it took the slice the digest
+/// gate with the bug behind it needed (an empty word flips the digest loop in the
+/// unit; no input gives one).
+const ROADBLOCK_TRIES: usize = 2;
+
 /// How many probes `roadblocks.probes` keeps in full. A probe is a record of a few
 /// hundred bytes and a pick makes up to 32 (sed: 70 in a 10-minute campaign, 31 KB of
 /// `campaign.json`); kept whole, a day's would be thousands, rewritten at every save.
@@ -403,6 +387,24 @@ impl Roadblocks {
             let over = self.probes.len() - PROBE_LOG;
             self.probes.drain(..over);
         }
+    }
+
+    /// The attempts at the roadblock `key` so far.
+    pub fn tries_at(&self, key: &str) -> usize {
+        self.attempts.iter().filter(|a| a.key == key).count()
+    }
+
+    /// Whether the roadblock `key` is left to the system fuzzer: [`ROADBLOCK_TRIES`]
+    /// attempts were made at it, or one solved it. A roadblock solved by an alarm
+    /// (the lifted test crashed, and a crashing test joins no queue) stays one in the
+    /// system fuzzer's map: sed's `ascii_only`, solved so with the case-conversion bug
+    /// behind it, took more slices that found nothing new.
+    pub fn left_to_system(&self, key: &str) -> bool {
+        self.tries_at(key) >= ROADBLOCK_TRIES
+            || self
+                .attempts
+                .iter()
+                .any(|a| a.key == key && a.solved_at.is_some())
     }
 
     /// Probes at the roadblock `key` whose unit reached the branch and could not move it.
@@ -487,85 +489,78 @@ pub struct RoadblockProbe {
 pub const TIMELINE_HEADER: &str =
     "seconds,system_execs,unit_execs,edges,units_carved,units_fuzzed,candidates,alarms";
 
-fn settings_from(args: &Options) -> Result<Settings> {
-    let program = args.program.clone().context("--program is required")?;
-    let program = std::fs::canonicalize(&program)
-        .with_context(|| format!("program {}", program.display()))?;
-    let seeds = args.seeds.clone().context("--seeds is required")?;
-    let seeds =
-        std::fs::canonicalize(&seeds).with_context(|| format!("seeds {}", seeds.display()))?;
-    let binary = Binary::load(&program)?;
-    let changed = match (&args.changed_since, &args.source) {
-        (Some(rev), Some(src)) => changed_functions(&binary, src, rev)?,
-        _ => Vec::new(),
-    };
-    for f in &args.focus {
-        if !binary.functions.values().any(|m| m.display_name() == f) {
-            bail!(
-                "--focus {f}: {} has no instrumented function of that name",
-                program.display()
-            );
+impl Settings {
+    /// The settings as given, checked, with absolute paths and the changed functions
+    /// found; `source` is the git work tree `changed_since` is a revision of. With
+    /// the program, read.
+    fn checked(mut self, source: Option<&Path>) -> Result<(Settings, Binary)> {
+        let given = self.program.clone();
+        self.program = std::fs::canonicalize(&given)
+            .with_context(|| format!("program {}", given.display()))?;
+        self.seeds = std::fs::canonicalize(&self.seeds)
+            .with_context(|| format!("seeds {}", self.seeds.display()))?;
+        let binary = Binary::load(&self.program)?;
+        self.changed = match (&self.changed_since, source) {
+            (Some(rev), Some(src)) => changed_functions(&binary, src, rev)?,
+            (Some(_), None) => bail!("--changed-since needs --source, the git work tree"),
+            _ => Vec::new(),
+        };
+        for f in &self.focus {
+            if !binary.functions.values().any(|m| m.display_name() == f) {
+                bail!(
+                    "--focus {f}: {} has no instrumented function of that name",
+                    self.program.display()
+                );
+            }
         }
-    }
-    if args.cores == 0 {
-        bail!("--cores must be at least 1");
-    }
-    let validate_with = match &args.validate_with {
-        Some(v) => std::fs::canonicalize(v)
-            .with_context(|| format!("validation program {}", v.display()))?,
-        None => program.clone(),
-    };
-    let coverage_with = match &args.coverage_with {
-        Some(c) => {
+        if self.cores == 0 {
+            bail!("--cores must be at least 1");
+        }
+        self.validate_with = if self.validate_with == given {
+            self.program.clone()
+        } else {
+            std::fs::canonicalize(&self.validate_with)
+                .with_context(|| format!("validation program {}", self.validate_with.display()))?
+        };
+        if let Some(c) = &self.coverage_with {
             let c = std::fs::canonicalize(c)
                 .with_context(|| format!("coverage build {}", c.display()))?;
             if !crate::system::coverage::is_coverage_build(&c) {
                 bail!("--coverage-with {}: no coverage build (build it with clang-19 -g -fprofile-instr-generate -fcoverage-mapping)", c.display());
             }
-            Some(c)
+            self.coverage_with = Some(c);
         }
-        None => None,
-    };
-    Ok(Settings {
-        program,
-        seeds,
-        budget: args.time,
-        cores: args.cores,
-        in_process: !args.forkserver && args.cores == 1,
-        focus: args.focus.clone(),
-        changed,
-        changed_since: args.changed_since.clone(),
-        validate_with,
-        coverage_with,
-        system_only: args.system_only,
-        system_slice: args.system_slice,
-        unit_slice: args.unit_slice,
-        timeout: args.timeout,
-        seed: args.seed,
-        no_sandbox: args.no_sandbox,
-        no_lean: args.no_lean,
-        max_disk: args.max_disk,
-    })
+        Ok((self, binary))
+    }
 }
 
 /// Run `trestle run`; returns the campaign as it ended.
-pub fn run(args: &Options) -> Result<RunOutcome> {
-    let (out, campaign) = match &args.resume {
-        Some(dir) => resume(dir)?,
-        None => start(args)?,
+pub fn run(start: Start, session: &Session) -> Result<RunOutcome> {
+    let (out, campaign, binary) = match start {
+        Start::Resume(dir) => {
+            let (out, campaign) = resume(&dir)?;
+            let binary = Binary::load(&campaign.settings.program)?;
+            (out, campaign, binary)
+        }
+        Start::New {
+            out,
+            settings,
+            source,
+        } => {
+            let (settings, binary) = settings.checked(source.as_deref())?;
+            let (out, campaign) = begin(&out, settings)?;
+            (out, campaign, binary)
+        }
     };
     let s = campaign.settings.clone();
     // One core: everything the campaign runs takes turns on it (with --cores N the
     // unit fuzzing clients are bound to cores 0..N by the launcher).
     if s.cores == 1 {
-        crate::fuzz::bind_core(args.pin, args.no_pin)?;
+        crate::fuzz::bind_core(session.pin, session.no_pin)?;
     }
-    let tty = !args.plain && std::io::stderr().is_terminal();
-    let mut r = Runner::new(out.clone(), campaign, Live::new(tty))?;
-    if let Some(addr) = &args.listen {
-        r.listen(addr, args.delegate, args.key.as_deref())?;
-    } else if args.delegate {
-        bail!("--delegate leaves the fuzzing to workers: it needs --listen HOST:PORT");
+    let mut r = Runner::new(out.clone(), campaign, binary, Live::new(session.live))?;
+    if let Some(l) = &session.listen {
+        r.listen(&l.addr, l.delegate, l.key.as_deref())?;
     }
     if !s.changed.is_empty() && r.c.rounds == 0 {
         log::info!(
@@ -649,12 +644,11 @@ fn unreduced_alarms(dir: &Path) -> Result<usize> {
     }))
 }
 
-/// Start a campaign in `--out` (which must not exist or be empty).
-fn start(args: &Options) -> Result<(PathBuf, Campaign)> {
-    let out = args.out.clone().context("--out is required")?;
+/// Begin a campaign in `out` (which must not exist or be empty).
+fn begin(out: &Path, settings: Settings) -> Result<(PathBuf, Campaign)> {
     if out.exists() {
         let mut entries =
-            std::fs::read_dir(&out).with_context(|| format!("cannot list {}", out.display()))?;
+            std::fs::read_dir(out).with_context(|| format!("cannot list {}", out.display()))?;
         if entries.next().is_some() {
             bail!(
                 "{} exists and is not empty: choose another --out, or --resume it",
@@ -662,9 +656,9 @@ fn start(args: &Options) -> Result<(PathBuf, Campaign)> {
             );
         }
     }
-    std::fs::create_dir_all(&out).with_context(|| format!("cannot create {}", out.display()))?;
+    std::fs::create_dir_all(out).with_context(|| format!("cannot create {}", out.display()))?;
     let c = Campaign {
-        settings: settings_from(args)?,
+        settings,
         elapsed: 0.0,
         rounds: 0,
         system_executions: 0,
@@ -687,7 +681,7 @@ fn start(args: &Options) -> Result<(PathBuf, Campaign)> {
         disk: disk::Disk::default(),
         lineage: QueueLineage::default(),
     };
-    let out = std::fs::canonicalize(&out)?;
+    let out = std::fs::canonicalize(out)?;
     files::write(&out.join(files::CAMPAIGN), &c)?;
     std::fs::write(out.join(files::TIMELINE), format!("{TIMELINE_HEADER}\n"))?;
     Ok((out, c))

@@ -16,6 +16,16 @@ use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 use trestle_exec::systest::load_test;
 
+/// The main node of a campaign across machines.
+pub(super) struct MainNode {
+    /// Where workers join and their messages come in.
+    hub: Hub,
+    /// This node leaves all fuzzing to the workers.
+    pub(super) delegate: bool,
+    /// Workers' finds not taken in yet.
+    finds: Vec<Message>,
+}
+
 impl Runner {
     /// Accept workers at `addr` from now on; with `delegate`, this node fuzzes nothing.
     pub(super) fn listen(&mut self, addr: &str, delegate: bool, key: Option<&Path>) -> Result<()> {
@@ -46,15 +56,18 @@ impl Runner {
                 key_path.display()
             );
         }
-        let hub = Hub::listen(addr, self.binary.build, work, key)?;
+        let hub = Hub::listen(addr, self.program.binary.build, work, key)?;
         log::info!(
             "trestle run: accepting workers at {} (trestle join {} --program PROGRAM --key {})",
             hub.addr(),
             hub.addr(),
             key_path.display()
         );
-        self.hub = Some(hub);
-        self.delegate = delegate;
+        self.cluster = Some(MainNode {
+            hub,
+            delegate,
+            finds: Vec::new(),
+        });
         // The units carved before (a resumed campaign) are the workers' too.
         for (dir, index) in self.c.unit_dirs.iter().zip(&self.unit_indexes) {
             self.share_units(dir, index)?;
@@ -64,7 +77,9 @@ impl Runner {
 
     /// Give the workers this node's new queue entries.
     pub(super) fn share_queue(&self, paths: &[PathBuf]) -> Result<()> {
-        let Some(hub) = &self.hub else { return Ok(()) };
+        let Some(MainNode { hub, .. }) = &self.cluster else {
+            return Ok(());
+        };
         for p in paths {
             let bytes = std::fs::read(p).with_context(|| format!("cannot read {}", p.display()))?;
             hub.send_queue(file_name(p), bytes)?;
@@ -74,7 +89,9 @@ impl Runner {
 
     /// Give the workers the parameterized units of a carved batch.
     pub(super) fn share_units(&self, dir: &Path, index: &UnitIndex) -> Result<()> {
-        let Some(hub) = &self.hub else { return Ok(()) };
+        let Some(MainNode { hub, .. }) = &self.cluster else {
+            return Ok(());
+        };
         let root = self.out.join("units");
         let mut units = Vec::new();
         for row in index.units.iter().filter(|u| u.params > 0) {
@@ -98,7 +115,10 @@ impl Runner {
     /// Answer the workers and take in what they found.
     pub(super) fn serve_workers(&mut self) -> Result<()> {
         self.poll_workers()?;
-        let finds = std::mem::take(&mut self.worker_finds);
+        let finds = match self.cluster.as_mut() {
+            Some(m) => std::mem::take(&mut m.finds),
+            None => Vec::new(),
+        };
         let lift = finds.iter().any(|f| matches!(f, Message::UnitFinds { .. }));
         for f in finds {
             self.take_find(f)?;
@@ -113,11 +133,11 @@ impl Runner {
     /// (while a unit is fuzzed here: validating and lifting would compete with it).
     pub(super) fn poll_workers(&mut self) -> Result<()> {
         let remaining = self.remaining();
-        let Some(hub) = self.hub.as_mut() else {
+        let Some(m) = self.cluster.as_mut() else {
             return Ok(());
         };
-        let finds = hub.poll(remaining)?;
-        self.worker_finds.extend(finds);
+        let finds = m.hub.poll(remaining)?;
+        m.finds.extend(finds);
         Ok(())
     }
 
@@ -153,14 +173,7 @@ impl Runner {
             }
             Message::SystemCrash { from, name, test } => {
                 let path = self.keep(&from, "crashes", &name, &test)?;
-                if let Some(l) = self.lifter.as_mut() {
-                    l.set_node(Some(from));
-                }
-                let r = self.system_crash(&path);
-                if let Some(l) = self.lifter.as_mut() {
-                    l.set_node(None);
-                }
-                r?;
+                self.system_crash(&path, Some(from))?;
             }
             Message::UnitFinds {
                 from,
@@ -242,11 +255,13 @@ impl Runner {
     /// The last finds, then tell the workers the campaign is over, and keep every
     /// node's figures.
     pub(super) fn close_cluster(&mut self, reason: &str) -> Result<()> {
-        if self.hub.is_none() {
+        if self.cluster.is_none() {
             return Ok(());
         }
         self.serve_workers()?;
-        self.hub.as_ref().expect("checked above").done(reason)?;
+        if let Some(m) = &self.cluster {
+            m.hub.done(reason)?;
+        }
         // Their last figures and finds (a message takes up to a few seconds from broker
         // to broker).
         let end = Instant::now() + Duration::from_secs(4);
@@ -254,14 +269,12 @@ impl Runner {
             self.serve_workers()?;
             std::thread::sleep(Duration::from_millis(100));
         }
-        let hub = self.hub.as_ref().expect("checked above");
+        let Some(m) = &self.cluster else {
+            return Ok(());
+        };
         let main = NodeRecord {
             name: "main".into(),
-            cores: if self.delegate {
-                0
-            } else {
-                self.c.settings.cores
-            },
+            cores: if m.delegate { 0 } else { self.c.settings.cores },
             // Every run of its system fuzzer (seeds and workers' queue entries included)
             // and of its own unit fuzzing.
             execs: self.sys.executions()
@@ -274,7 +287,7 @@ impl Runner {
                     .sum::<u64>(),
             finds: self.c.main_finds,
         };
-        self.c.nodes = std::iter::once(main).chain(hub.workers()).collect();
+        self.c.nodes = std::iter::once(main).chain(m.hub.workers()).collect();
         self.save()
     }
 }

@@ -14,8 +14,9 @@
 //! parameter values all occur in a unit of the function already fuzzed is skipped.
 
 use super::changed::{matching_source, FunctionLines};
+use super::program::Program;
 use super::runner::Runner;
-use super::FuzzedUnit;
+use super::{FuzzedUnit, Roadblocks};
 use crate::carve::units::{UnitIndex, UnitRow};
 use crate::roadblocks::Roadblock;
 use anyhow::Result;
@@ -35,15 +36,6 @@ pub(super) struct Pick {
     /// The roadblock it was picked for.
     pub(super) roadblock: Option<Roadblock>,
 }
-
-/// How often a roadblock is attempted before it is left to the system fuzzer. An
-/// attempt whose unit flipped the branch while its lifted tests did not take it
-/// counts too: trying it again with other units (other calls, other contexts, up to
-/// four) found nothing new in ten sed and dc campaigns (sed's `ascii_only`: the flips
-/// that lifted came on the first unit), and on `tally` it took the slice the digest
-/// gate with the bug behind it needed (an empty word flips the digest loop in the
-/// unit; no input gives one).
-const ROADBLOCK_TRIES: usize = 2;
 
 /// Units probed at most per pick: a probe starts the harness and runs a few inputs,
 /// 0.01-0.1 s on programs like sed and dc. Six were too few: on dc the one unit of
@@ -349,36 +341,11 @@ impl Best {
 }
 
 impl Runner {
-    /// The attempts at the roadblock `key` so far.
-    fn tries_at(&self, key: &str) -> usize {
-        self.c
-            .roadblocks
-            .attempts
-            .iter()
-            .filter(|a| a.key == key)
-            .count()
-    }
-
-    /// Whether the roadblock `key` is left to the system fuzzer: [`ROADBLOCK_TRIES`]
-    /// attempts were made at it, or one solved it. A roadblock solved by an alarm
-    /// (the lifted test crashed, and a crashing test joins no queue) stays one in the
-    /// system fuzzer's map: sed's `ascii_only`, solved so with the case-conversion bug
-    /// behind it, took more slices that found nothing new.
-    pub(super) fn left_to_system(&self, key: &str) -> bool {
-        self.tries_at(key) >= ROADBLOCK_TRIES
-            || self
-                .c
-                .roadblocks
-                .attempts
-                .iter()
-                .any(|a| a.key == key && a.solved_at.is_some())
-    }
-
     /// What a roadblock promises before any try: its score, weighted by what the
     /// system fuzzer's tracing runs saw of the comparison deciding it
     /// ([`operand_weight`]).
     pub(super) fn promise(&self, rb: &Roadblock) -> f64 {
-        let cmp = self.branches.branches[rb.branch].cmp;
+        let cmp = self.program.branches.branches[rb.branch].cmp;
         rb.score * operand_weight(cmp.is_some(), cmp.and_then(|id| self.sys.operands_vary(id)))
     }
 
@@ -403,7 +370,14 @@ impl Runner {
     /// does not reach the branch, or reaches it with the same operands whatever its
     /// parameters, is passed over, for good at that roadblock.
     fn pick_roadblock(&mut self, roadblocks: &[Roadblock]) -> Option<Pick> {
-        let candidates = self.roadblock_candidates(roadblocks);
+        let promised: Vec<(f64, &Roadblock)> =
+            roadblocks.iter().map(|rb| (self.promise(rb), rb)).collect();
+        let candidates = roadblock_candidates(
+            &self.pick_state(None),
+            &self.program,
+            &self.c.roadblocks,
+            &promised,
+        );
         let started = std::time::Instant::now();
         for (probed, mut pick) in candidates.into_iter().enumerate() {
             if probed == PROBES_PER_PICK || started.elapsed() > PROBE_TIME {
@@ -438,9 +412,9 @@ impl Runner {
                 }
             }
             let unreached = matches!(influence, Ok(trestle_unit_fuzz::Influence::Unreached));
-            let b = &self.branches.branches[rb.branch];
+            let b = &self.program.branches.branches[rb.branch];
             self.c.roadblocks.note_probe(super::RoadblockProbe {
-                key: rb.key(&self.branches),
+                key: rb.key(&self.program.branches),
                 location: format!("{}:{}", b.file.as_deref().unwrap_or("?"), b.line),
                 unit: pick.path.clone(),
                 function: pick.function.clone(),
@@ -470,7 +444,7 @@ impl Runner {
         rb: &Roadblock,
         influence: &trestle_unit_fuzz::Influence,
     ) -> Result<SystemInfluence> {
-        let Some(cmp) = self.branches.branches[rb.branch].cmp else {
+        let Some(cmp) = self.program.branches.branches[rb.branch].cmp else {
             return Ok(SystemInfluence::Unknown(
                 "the branch logs no operands".into(),
             ));
@@ -538,7 +512,7 @@ impl Runner {
     /// Probe the unit of `pick` at `rb`'s branch.
     fn probe(&self, pick: &Pick, rb: &Roadblock) -> Result<trestle_unit_fuzz::Influence> {
         let unit = crate::carve::units::read_unit(&pick.path)?;
-        let b = &self.branches.branches[rb.branch];
+        let b = &self.program.branches.branches[rb.branch];
         let edges: Vec<u32> = b
             .directions
             .iter()
@@ -559,159 +533,6 @@ impl Runner {
         Ok(result?)
     }
 
-    /// Units to probe at the roadblocks, best roadblock first: for each, the best few
-    /// ([`CANDIDATES_PER_LEVEL`]) of the function holding it, then of its callers,
-    /// but for units already found not to decide it or fuzzed at it before.
-    fn roadblock_candidates(&self, roadblocks: &[Roadblock]) -> Vec<Pick> {
-        let history = History::of(&self.c.fuzzed);
-        // Each attempt halves a roadblock's promise and more than [`ROADBLOCK_TRIES`]
-        // leave it to the system fuzzer; one decided by a comparison whose operands
-        // CmpLog sees counts more (input-to-state can solve it).
-        let mut order: Vec<(f64, &Roadblock)> = roadblocks
-            .iter()
-            .filter_map(|rb| {
-                let key = rb.key(&self.branches);
-                if self.left_to_system(&key) {
-                    return None;
-                }
-                let tries = self.tries_at(&key);
-                // One whose units keep failing the probe is the system fuzzer's: on sed,
-                // 24 probes of a pick after pick went to one branch in `str_append`.
-                // A unit that does not reach the branch says nothing of the others
-                // (most are carved for other branches): it is passed over alone.
-                if self.c.roadblocks.failures_at(&key) >= PROBE_FAILURES {
-                    return None;
-                }
-                Some((self.promise(rb) / (1.0 + tries as f64), rb))
-            })
-            .collect();
-        order.sort_by(|a, b| b.0.total_cmp(&a.0));
-        // The candidates by function, once: a campaign has thousands of units and
-        // hundreds of roadblocks.
-        let mut by_function: HashMap<u64, Vec<(PathBuf, &UnitRow)>> = HashMap::new();
-        // A unit fuzzed before is a candidate still, at any other roadblock: a slice
-        // at one ends the moment its branch flips (tally's `tally_word` unit flipped
-        // digest's gate in 4 ms, and was then never tried at its own gate, the one
-        // with the bug behind it).
-        let everything = History::of(&[]);
-        // `main` among them: its unit is the whole run, its arguments and stdin the
-        // parameters, and in process it runs several times as fast as the system
-        // fuzzer's forkserver (cut: 6,900 against 1,200 executions a second).
-        let st = self.pick_state(None);
-        for (path, row) in candidates(&st, &everything) {
-            by_function
-                .entry(u64::from_str_radix(&row.fn_id, 16).unwrap_or(0))
-                .or_default()
-                .push((path, row));
-        }
-        let mut out = Vec::new();
-        for (_, rb) in order {
-            if out.len() >= PROBES_PER_PICK {
-                break;
-            }
-            let key = rb.key(&self.branches);
-            let tried_here: BTreeSet<&Path> = self
-                .c
-                .roadblocks
-                .attempts
-                .iter()
-                .filter(|a| a.key == key)
-                .filter_map(|a| self.c.fuzzed.get(a.fuzzed))
-                .map(|f| f.unit.as_path())
-                .collect();
-            let own_entries: BTreeSet<&str> = self
-                .c
-                .roadblocks
-                .recorded
-                .iter()
-                .filter_map(|m| m.rsplit_once('@'))
-                .filter(|(k, _)| *k == key)
-                .map(|(_, entry)| entry.trim_end_matches(".json"))
-                .collect();
-            let id = self.branch_functions[rb.branch];
-            // The function whose optimised code holds the branch first: where the
-            // source function was inlined (tally's `digest` into `tally_word` at -O2),
-            // only calls of the holder run these edges; the out-of-line copy has its own.
-            let holder = self.branches.branches[rb.branch].function;
-            let own: Vec<u64> = if holder != id && self.binary.functions.contains_key(&holder) {
-                vec![holder, id]
-            } else {
-                vec![id]
-            };
-            let mut callers: Vec<u64> = own
-                .iter()
-                .flat_map(|f| self.callers.get(f).into_iter().flatten().copied())
-                .filter(|c| !own.contains(c))
-                .collect();
-            callers.dedup();
-            // Two calls up too: the parameter that decides the branch may live there
-            // (dc's `dc_register_pop` and `dc_func` units hold no part of the program
-            // text; `dc_evalfile`'s stream, two calls up, is it).
-            let mut grand: Vec<u64> = callers
-                .iter()
-                .flat_map(|c| self.callers.get(c).into_iter().flatten().copied())
-                .filter(|g| !own.contains(g) && !callers.contains(g))
-                .collect();
-            grand.sort_unstable();
-            grand.dedup();
-            for (level, ids) in [(0, own), (1, callers), (2, grand)] {
-                let b = &self.branches.branches[rb.branch];
-                let d = &b.directions[rb.missing];
-                let mut level_picks: Vec<(f64, &PathBuf, &UnitRow)> = ids
-                    .iter()
-                    .filter_map(|f| by_function.get(f))
-                    .flatten()
-                    .filter(|(path, _)| {
-                        !self.c.roadblocks.passed_over(&key, path)
-                            && !tried_here.contains(path.as_path())
-                    })
-                    // A unit carved from the queue entry recorded for this very
-                    // roadblock reached its branch in that run: those first.
-                    .map(|(path, row)| {
-                        let recorded_here = std::iter::once(&row.test)
-                            .chain(&row.also_from)
-                            .any(|t| own_entries.contains(t.as_str()));
-                        let ours = if recorded_here { 1e6 } else { 0.0 };
-                        (
-                            ours + unit_weight(row) / (1.0 + history.times(&row.function)),
-                            path,
-                            *row,
-                        )
-                    })
-                    .collect();
-                level_picks.sort_by(|a, b| b.0.total_cmp(&a.0));
-                for (_, path, row) in level_picks.into_iter().take(if level == 0 {
-                    CANDIDATES_PER_LEVEL
-                } else {
-                    CALLER_CANDIDATES
-                }) {
-                    out.push(Pick {
-                        path: path.clone(),
-                        function: row.function.clone(),
-                        reason: format!(
-                            "roadblock at {}:{} in {}: {} never taken, {} block(s) behind it{}; {}",
-                            b.file.as_deref().unwrap_or("?"),
-                            b.line,
-                            self.binary.function_name(id),
-                            direction_name(b, rb.missing),
-                            d.behind,
-                            match level {
-                                0 => "",
-                                1 => " (a unit of a caller)",
-                                _ => " (a unit of a caller's caller)",
-                            },
-                            describe_params(row)
-                        ),
-                        value_hashes: row.value_hashes.clone(),
-                        param_kinds: row.param_kinds.clone(),
-                        roadblock: Some(rb.clone()),
-                    });
-                }
-            }
-        }
-        out
-    }
-
     /// The next unit by the code in its reach ([`pick_by_reach`]).
     fn pick_by_reach(&self) -> Option<Pick> {
         let uncovered = self.lifter.as_ref().and_then(|l| l.uncovered());
@@ -730,9 +551,9 @@ impl Runner {
             unit_dirs: &self.c.unit_dirs,
             unit_indexes: &self.unit_indexes,
             uncovered,
-            binary: &self.binary,
-            lines: &self.lines,
-            weights: &self.weights,
+            binary: &self.program.binary,
+            lines: &self.program.lines,
+            weights: &self.program.weights,
         }
     }
 }
@@ -826,6 +647,158 @@ pub(super) fn pick_by_reach(st: &PickState) -> Option<Pick> {
         (Some(b), _) if b.0 >= CHANGED_FIRST => Some(b.1),
         (b, n) => n.or(b).map(|(_, p)| p),
     }
+}
+
+/// Units to probe at the roadblocks, best roadblock first: for each, the best few
+/// ([`CANDIDATES_PER_LEVEL`]) of the function holding it, then of its callers,
+/// but for units already found not to decide it or fuzzed at it before.
+pub(super) fn roadblock_candidates(
+    st: &PickState,
+    program: &Program,
+    known: &Roadblocks,
+    roadblocks: &[(f64, &Roadblock)],
+) -> Vec<Pick> {
+    let history = History::of(st.fuzzed);
+    // Each attempt halves a roadblock's promise and more than [`super::ROADBLOCK_TRIES`]
+    // leave it to the system fuzzer; one decided by a comparison whose operands
+    // CmpLog sees counts more (input-to-state can solve it).
+    let mut order: Vec<(f64, &Roadblock)> = roadblocks
+        .iter()
+        .filter_map(|&(promise, rb)| {
+            let key = rb.key(&program.branches);
+            if known.left_to_system(&key) {
+                return None;
+            }
+            let tries = known.tries_at(&key);
+            // One whose units keep failing the probe is the system fuzzer's: on sed,
+            // 24 probes of a pick after pick went to one branch in `str_append`.
+            // A unit that does not reach the branch says nothing of the others
+            // (most are carved for other branches): it is passed over alone.
+            if known.failures_at(&key) >= PROBE_FAILURES {
+                return None;
+            }
+            Some((promise / (1.0 + tries as f64), rb))
+        })
+        .collect();
+    order.sort_by(|a, b| b.0.total_cmp(&a.0));
+    // The candidates by function, once: a campaign has thousands of units and
+    // hundreds of roadblocks.
+    let mut by_function: HashMap<u64, Vec<(PathBuf, &UnitRow)>> = HashMap::new();
+    // A unit fuzzed before is a candidate still, at any other roadblock: a slice
+    // at one ends the moment its branch flips (tally's `tally_word` unit flipped
+    // digest's gate in 4 ms, and was then never tried at its own gate, the one
+    // with the bug behind it).
+    let everything = History::of(&[]);
+    // `main` among them: its unit is the whole run, its arguments and stdin the
+    // parameters, and in process it runs several times as fast as the system
+    // fuzzer's forkserver (cut: 6,900 against 1,200 executions a second).
+    for (path, row) in candidates(st, &everything) {
+        by_function
+            .entry(u64::from_str_radix(&row.fn_id, 16).unwrap_or(0))
+            .or_default()
+            .push((path, row));
+    }
+    let mut out = Vec::new();
+    for (_, rb) in order {
+        if out.len() >= PROBES_PER_PICK {
+            break;
+        }
+        let key = rb.key(&program.branches);
+        let tried_here: BTreeSet<&Path> = known
+            .attempts
+            .iter()
+            .filter(|a| a.key == key)
+            .filter_map(|a| st.fuzzed.get(a.fuzzed))
+            .map(|f| f.unit.as_path())
+            .collect();
+        let own_entries: BTreeSet<&str> = known
+            .recorded
+            .iter()
+            .filter_map(|m| m.rsplit_once('@'))
+            .filter(|(k, _)| *k == key)
+            .map(|(_, entry)| entry.trim_end_matches(".json"))
+            .collect();
+        let id = program.branch_functions[rb.branch];
+        // The function whose optimised code holds the branch first: where the
+        // source function was inlined (tally's `digest` into `tally_word` at -O2),
+        // only calls of the holder run these edges; the out-of-line copy has its own.
+        let holder = program.branches.branches[rb.branch].function;
+        let own: Vec<u64> = if holder != id && program.binary.functions.contains_key(&holder) {
+            vec![holder, id]
+        } else {
+            vec![id]
+        };
+        let mut callers: Vec<u64> = own
+            .iter()
+            .flat_map(|f| program.callers.get(f).into_iter().flatten().copied())
+            .filter(|c| !own.contains(c))
+            .collect();
+        callers.dedup();
+        // Two calls up too: the parameter that decides the branch may live there
+        // (dc's `dc_register_pop` and `dc_func` units hold no part of the program
+        // text; `dc_evalfile`'s stream, two calls up, is it).
+        let mut grand: Vec<u64> = callers
+            .iter()
+            .flat_map(|c| program.callers.get(c).into_iter().flatten().copied())
+            .filter(|g| !own.contains(g) && !callers.contains(g))
+            .collect();
+        grand.sort_unstable();
+        grand.dedup();
+        for (level, ids) in [(0, own), (1, callers), (2, grand)] {
+            let b = &program.branches.branches[rb.branch];
+            let d = &b.directions[rb.missing];
+            let mut level_picks: Vec<(f64, &PathBuf, &UnitRow)> = ids
+                .iter()
+                .filter_map(|f| by_function.get(f))
+                .flatten()
+                .filter(|(path, _)| {
+                    !known.passed_over(&key, path) && !tried_here.contains(path.as_path())
+                })
+                // A unit carved from the queue entry recorded for this very
+                // roadblock reached its branch in that run: those first.
+                .map(|(path, row)| {
+                    let recorded_here = std::iter::once(&row.test)
+                        .chain(&row.also_from)
+                        .any(|t| own_entries.contains(t.as_str()));
+                    let ours = if recorded_here { 1e6 } else { 0.0 };
+                    (
+                        ours + unit_weight(row) / (1.0 + history.times(&row.function)),
+                        path,
+                        *row,
+                    )
+                })
+                .collect();
+            level_picks.sort_by(|a, b| b.0.total_cmp(&a.0));
+            for (_, path, row) in level_picks.into_iter().take(if level == 0 {
+                CANDIDATES_PER_LEVEL
+            } else {
+                CALLER_CANDIDATES
+            }) {
+                out.push(Pick {
+                    path: path.clone(),
+                    function: row.function.clone(),
+                    reason: format!(
+                        "roadblock at {}:{} in {}: {} never taken, {} block(s) behind it{}; {}",
+                        b.file.as_deref().unwrap_or("?"),
+                        b.line,
+                        program.binary.function_name(id),
+                        direction_name(b, rb.missing),
+                        d.behind,
+                        match level {
+                            0 => "",
+                            1 => " (a unit of a caller)",
+                            _ => " (a unit of a caller's caller)",
+                        },
+                        describe_params(row)
+                    ),
+                    value_hashes: row.value_hashes.clone(),
+                    param_kinds: row.param_kinds.clone(),
+                    roadblock: Some(rb.clone()),
+                });
+            }
+        }
+    }
+    out
 }
 
 /// Units with parameters not fuzzed yet, within `--focus`, that are not near copies
@@ -1036,6 +1009,122 @@ mod tests {
             ..base
         });
         assert_eq!(pick.unwrap().function, "log");
+    }
+
+    #[test]
+    fn roadblock_candidates_are_a_function_of_the_campaigns_state() {
+        use crate::roadblocks::{Branch, BranchTable, Direction};
+        // `parse` holds a branch whose `true` side, five blocks, no run took; `main`
+        // calls `parse`; `log` has nothing to do with it.
+        let mut main = function(2, "main", Some("/p/src/main.c"));
+        main.callees = vec![1];
+        let b = binary(vec![
+            function(1, "parse", Some("/p/src/parse.c")),
+            main,
+            function(3, "log", Some("/p/src/log.c")),
+        ]);
+        let direction = |edge: u32, behind: u32| Direction {
+            edges: vec![edge],
+            behind,
+            case: None,
+            ends: false,
+        };
+        let branches = BranchTable {
+            branches: vec![Branch {
+                function: 1,
+                file: Some("/p/src/parse.c".into()),
+                line: 10,
+                cmp: None,
+                directions: vec![direction(1, 0), direction(2, 5)],
+            }],
+        };
+        let program = Program {
+            binary: b,
+            lines: FunctionLines::new(),
+            weights: HashMap::new(),
+            branches,
+            branch_functions: vec![1],
+            callers: HashMap::from([(1, vec![2])]),
+        };
+        let unit = |function: &str, id: &str| UnitRow {
+            fn_id: id.into(),
+            value_hashes: vec![id.parse().unwrap()],
+            ..row(function, &["heap string"])
+        };
+        let index = UnitIndex {
+            units: vec![unit("parse", "1"), unit("main", "2"), unit("log", "3")],
+            ..UnitIndex::default()
+        };
+        let (dirs, indexes) = (vec![PathBuf::from("units/batch-0000")], vec![index]);
+        let (lines, weights) = (FunctionLines::new(), HashMap::new());
+        let st = PickState {
+            fuzzed: &[],
+            changed: &[],
+            focus: &[],
+            unit_dirs: &dirs,
+            unit_indexes: &indexes,
+            uncovered: None,
+            binary: &program.binary,
+            lines: &lines,
+            weights: &weights,
+        };
+        let rb = Roadblock {
+            branch: 0,
+            missing: 1,
+            score: 5.0,
+        };
+        let key = rb.key(&program.branches);
+        let functions = |known: &Roadblocks| -> Vec<String> {
+            roadblock_candidates(&st, &program, known, &[(5.0, &rb)])
+                .into_iter()
+                .map(|p| p.function)
+                .collect()
+        };
+        let none = Roadblocks::default();
+        // The branch's own function first, then its caller; not the unrelated one.
+        let picks = roadblock_candidates(&st, &program, &none, &[(5.0, &rb)]);
+        assert_eq!(functions(&none), ["parse", "main"]);
+        assert!(
+            picks[0].reason.contains("parse.c:10"),
+            "{}",
+            picks[0].reason
+        );
+        assert!(
+            picks[1].reason.contains("a unit of a caller"),
+            "{}",
+            picks[1].reason
+        );
+        assert!(picks.iter().all(|p| p.roadblock.is_some()));
+        // The same state, the same candidates.
+        assert_eq!(functions(&none), functions(&none));
+        // A unit probed there and passed over is not a candidate there again.
+        let mut passed = Roadblocks::default();
+        passed.note_probe(super::super::RoadblockProbe {
+            key: key.clone(),
+            location: "parse.c:10".into(),
+            unit: picks[0].path.clone(),
+            function: "parse".into(),
+            worth: false,
+            unreached: false,
+            verdict: String::new(),
+            seconds: 0.1,
+        });
+        assert_eq!(functions(&passed), ["main"]);
+        // Tried as often as a roadblock is, it is the system fuzzer's.
+        let mut tried = Roadblocks::default();
+        for k in 0..super::super::ROADBLOCK_TRIES {
+            tried.attempts.push(super::super::RoadblockAttempt {
+                key: key.clone(),
+                location: "parse.c:10".into(),
+                function: "parse".into(),
+                behind: 5,
+                fuzzed: k,
+                at: 0.0,
+                flipped_at: None,
+                solved_at: None,
+            });
+        }
+        assert!(functions(&tried).is_empty());
     }
 
     #[test]

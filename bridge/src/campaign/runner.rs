@@ -1,15 +1,15 @@
 //! One campaign session: the rounds of system fuzzing, carving, unit fuzzing and
 //! lifting, with the campaign's state saved after each step.
 
-use super::changed::{function_lines, FunctionLines};
 use super::pick::Pick;
+use super::program::Program;
 use super::status::{Live, Status, STOP};
 use super::{Campaign, FuzzedUnit, Settings};
 use crate::carve;
 use crate::carve::units::{read_unit, UnitIndex, UNIT_INDEX};
-use crate::lift::{LiftConfig, Lifter};
+use crate::lift::{LiftConfig, Lifter, Origin};
 use crate::record;
-use crate::roadblocks::{roadblocks, BranchTable, Roadblock};
+use crate::roadblocks::{roadblocks, Roadblock};
 use anyhow::{bail, Context as _, Result};
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
@@ -83,50 +83,82 @@ pub(super) struct Runner {
     pub(super) c: Campaign,
     /// The index of each of `c.unit_dirs`, in the same order.
     pub(super) unit_indexes: Vec<UnitIndex>,
-    pub(super) binary: Binary,
-    /// The lines each of its functions spans (the binary does not change: computed once).
-    pub(super) lines: FunctionLines,
-    /// How much each function's code counts when picking ([`super::pick::code_weights`]).
-    pub(super) weights: std::collections::HashMap<u64, f64>,
-    /// The program's branches, for roadblocks (empty for a build without the table).
-    pub(super) branches: BranchTable,
-    /// The source function of each branch (by function id; inlined code counts as the
-    /// function whose lines hold it).
-    pub(super) branch_functions: Vec<u64>,
-    /// The direct callers of each function.
-    pub(super) callers: std::collections::HashMap<u64, Vec<u64>>,
+    /// What the campaign knows of the program, read once.
+    pub(super) program: Program,
     pub(super) sys: SysFuzzer,
     pub(super) lifter: Option<Lifter>,
     pub(super) live: Live,
-    pub(super) session_start: Instant,
-    pub(super) elapsed_before: f64,
-    pub(super) sys_execs_session: u64,
-    pub(super) unit_execs_session: u64,
-    pub(super) unit_time_session: f64,
-    pub(super) sys_time_session: f64,
+    /// The campaign's time.
+    pub(super) clock: Clock,
+    /// This session's executions and the time they took, by side.
+    pub(super) pace: Pace,
     /// The cluster's main node, with `--listen` ([`super::nodes`]).
-    pub(super) hub: Option<crate::cluster::hub::Hub>,
-    /// Leave all fuzzing to the workers.
-    pub(super) delegate: bool,
-    /// Workers' finds not taken in yet.
-    pub(super) worker_finds: Vec<crate::cluster::Message>,
+    pub(super) cluster: Option<super::nodes::MainNode>,
     /// Seconds the last unit round (carving, fuzzing, lifting) took.
     pub(super) last_unit_round: Option<f64>,
     /// The campaign's time when the system fuzzer last found a new edge (this
     /// session's start after a resume).
     pub(super) last_new_edge: f64,
-    /// The campaign's time when fuzzing ended (what follows, reducing the alarms,
-    /// is not part of the budget).
-    pub(super) fuzzing_ended: Option<f64>,
     /// Whether hangs may be confirmed yet ([`Runner::system_hangs`]).
     pub(super) hangs_open: bool,
+}
+
+/// A campaign's time: seconds of all its sessions, stopped once fuzzing ended.
+pub(super) struct Clock {
+    /// When this session started.
+    started: Instant,
+    /// Seconds of the sessions before.
+    before: f64,
+    /// The campaign's time when fuzzing ended (what follows, reducing the alarms, is
+    /// not part of the budget).
+    ended: Option<f64>,
+}
+
+impl Clock {
+    /// The clock of a session that starts now, `before` seconds into the campaign.
+    fn starting_at(before: f64) -> Clock {
+        Clock {
+            started: Instant::now(),
+            before,
+            ended: None,
+        }
+    }
+
+    /// The campaign's seconds now.
+    fn now(&self) -> f64 {
+        self.ended
+            .unwrap_or_else(|| self.before + self.started.elapsed().as_secs_f64())
+    }
+
+    /// Stop the clock: fuzzing is over.
+    fn stop(&mut self) {
+        self.ended = Some(self.now());
+    }
+}
+
+/// A session's executions, and the seconds they took, on each side.
+#[derive(Default)]
+pub(super) struct Pace {
+    system_execs: u64,
+    system_secs: f64,
+    unit_execs: u64,
+    unit_secs: f64,
+}
+
+impl Pace {
+    /// System and unit executions per second.
+    fn rates(&self) -> (f64, f64) {
+        (
+            self.system_execs as f64 / self.system_secs.max(1e-3),
+            self.unit_execs as f64 / self.unit_secs.max(1e-3),
+        )
+    }
 }
 
 impl Runner {
     /// The campaign's time: seconds of all its sessions, stopped once fuzzing ended.
     fn clock(&self) -> f64 {
-        self.fuzzing_ended
-            .unwrap_or_else(|| self.elapsed_before + self.session_start.elapsed().as_secs_f64())
+        self.clock.now()
     }
 
     pub(super) fn save(&mut self) -> Result<()> {
@@ -212,10 +244,7 @@ impl Runner {
 
     /// System and unit executions per second this session.
     fn rates(&self) -> (f64, f64) {
-        (
-            self.sys_execs_session as f64 / self.sys_time_session.max(1e-3),
-            self.unit_execs_session as f64 / self.unit_time_session.max(1e-3),
-        )
+        self.pace.rates()
     }
 
     /// System fuzzing for `d`, in short chunks so the status stays live.
@@ -231,14 +260,14 @@ impl Runner {
             if self.sys.edges() > edges {
                 self.last_new_edge = self.clock();
             }
-            self.sys_time_session += t.elapsed().as_secs_f64();
+            self.pace.system_secs += t.elapsed().as_secs_f64();
             self.spent(PHASE_SYSTEM, t);
-            self.sys_execs_session += rep.executions;
+            self.pace.system_execs += rep.executions;
             self.c.system_executions += rep.executions;
             self.c.main_finds += (rep.new_queue.len() + rep.new_crashes.len()) as u64;
             let t = Instant::now();
             for crash in &rep.new_crashes {
-                self.system_crash(crash)?;
+                self.system_crash(crash, None)?;
             }
             self.c
                 .hangs
@@ -264,7 +293,8 @@ impl Runner {
         self.save()
     }
 
-    pub(super) fn system_crash(&mut self, path: &Path) -> Result<()> {
+    /// Confirm a crash of a system fuzzer: this node's, or the worker `node`'s.
+    pub(super) fn system_crash(&mut self, path: &Path, node: Option<String>) -> Result<()> {
         let Some(lifter) = self.lifter.as_mut() else {
             return Ok(());
         };
@@ -273,10 +303,12 @@ impl Runner {
             .file_stem()
             .map(|s| s.to_string_lossy().into_owned())
             .unwrap_or_default();
-        lifter.set_descent(self.sys.descent_of(path));
-        let confirmed = lifter.system_crash(&test, &name, path);
-        lifter.set_descent(None);
-        confirmed?;
+        let origin = Origin {
+            node,
+            descent: self.sys.descent_of(path),
+            ..Origin::default()
+        };
+        lifter.system_crash(&test, &name, path, &origin)?;
         self.c.system_crashes += 1;
         Ok(())
     }
@@ -312,10 +344,11 @@ impl Runner {
                 .file_stem()
                 .map(|s| s.to_string_lossy().into_owned())
                 .unwrap_or_default();
-            lifter.set_descent(self.sys.descent_of(&path));
-            let confirmed = lifter.confirm_hang(&test, &name, &path, None);
-            lifter.set_descent(None);
-            confirmed?;
+            let origin = Origin {
+                descent: self.sys.descent_of(&path),
+                ..Origin::default()
+            };
+            lifter.confirm_hang(&test, &name, &path, &origin)?;
             self.c.hangs.validated += 1;
             self.c.hangs.seconds += t.elapsed().as_secs_f64();
         }
@@ -385,6 +418,7 @@ impl Runner {
             })
             .collect::<Result<Vec<_>>>()?;
         let changed: Vec<u64> = self
+            .program
             .binary
             .functions
             .values()
@@ -435,7 +469,7 @@ impl Runner {
             std::collections::HashMap::new();
         // Those never recorded for first, then by the promise the pick sees.
         let recorded_for = |rb: &Roadblock| {
-            let prefix = format!("{}@", rb.key(&self.branches));
+            let prefix = format!("{}@", rb.key(&self.program.branches));
             self.c
                 .roadblocks
                 .recorded
@@ -453,11 +487,11 @@ impl Runner {
             if tests.len() == ROADBLOCKS_PER_ROUND {
                 break;
             }
-            let key = rb.key(&self.branches);
-            if self.left_to_system(&key) {
+            let key = rb.key(&self.program.branches);
+            if self.c.roadblocks.left_to_system(&key) {
                 continue;
             }
-            let b = &self.branches.branches[rb.branch];
+            let b = &self.program.branches.branches[rb.branch];
             let reached: Vec<u32> = b
                 .directions
                 .iter()
@@ -488,11 +522,18 @@ impl Runner {
             );
             // The source function and the one whose code holds the branch (they
             // differ where it was inlined), and their callers two calls up.
-            for f in [self.branch_functions[rb.branch], b.function] {
+            for f in [self.program.branch_functions[rb.branch], b.function] {
                 only.insert(f);
-                for caller in self.callers.get(&f).into_iter().flatten() {
+                for caller in self.program.callers.get(&f).into_iter().flatten() {
                     only.insert(*caller);
-                    only.extend(self.callers.get(caller).into_iter().flatten().copied());
+                    only.extend(
+                        self.program
+                            .callers
+                            .get(caller)
+                            .into_iter()
+                            .flatten()
+                            .copied(),
+                    );
                 }
             }
             tests.push((name, test));
@@ -572,7 +613,7 @@ impl Runner {
             ),
             progress: false,
         };
-        let recorded = record::record(&self.binary, &named, &plan, &traces)?;
+        let recorded = record::record(&self.program.binary, &named, &plan, &traces)?;
         self.spent(PHASE_RECORD, t);
         // The campaign's peak on disk counts the traces too, though they go soon.
         let traces_bytes = super::disk::dir_bytes(&traces);
@@ -581,7 +622,7 @@ impl Runner {
         trestle_exec::files::remove_dir_if_present(&units)?;
         self.status("carving");
         let t = Instant::now();
-        let summary = carve::carve(&self.binary, &traces, &recorded, &units)
+        let summary = carve::carve(&self.program.binary, &traces, &recorded, &units)
             .with_context(|| format!("carving batch {round} into {}", units.display()))?;
         // The traces served only this carving: gigabytes on a program like sed (a 10
         // minute campaign recorded 2.6 GB), which a long campaign must not pile up.
@@ -615,23 +656,24 @@ impl Runner {
 
     /// The roadblocks in the program's own code now, best first.
     pub(super) fn current_roadblocks(&self) -> Vec<Roadblock> {
-        if self.branches.branches.is_empty() {
+        if self.program.branches.branches.is_empty() {
             return Vec::new();
         }
         let covered = self.sys.covered_edges();
         // A unit of `main` is the whole program run again: its roadblocks are the
         // system fuzzer's own work.
         let main = self
+            .program
             .binary
             .functions
             .values()
             .find(|f| f.name == "main")
             .map(|f| f.id);
-        roadblocks(&self.branches, &covered, |_| 1.0)
+        roadblocks(&self.program.branches, &covered, |_| 1.0)
             .into_iter()
             .filter(|r| {
-                let f = self.branch_functions[r.branch];
-                self.weights.get(&f).copied().unwrap_or(1.0) >= 1.0 && Some(f) != main
+                let f = self.program.branch_functions[r.branch];
+                self.program.weights.get(&f).copied().unwrap_or(1.0) >= 1.0 && Some(f) != main
             })
             .collect()
     }
@@ -642,12 +684,12 @@ impl Runner {
             .iter()
             .take(100)
             .map(|r| {
-                let b = &self.branches.branches[r.branch];
-                let key = r.key(&self.branches);
+                let b = &self.program.branches.branches[r.branch];
+                let key = r.key(&self.program.branches);
                 serde_json::json!({
                     "file": b.file,
                     "line": b.line,
-                    "function": self.binary.function_name(self.branch_functions[r.branch]),
+                    "function": self.program.binary.function_name(self.program.branch_functions[r.branch]),
                     "direction": r.missing,
                     "case": b.directions[r.missing].case,
                     "behind": b.directions[r.missing].behind,
@@ -701,7 +743,7 @@ impl Runner {
             .unit_slice
             .min(Duration::from_secs_f64(self.remaining().max(1.0)));
         let mut cfg = crate::fuzz::unit_fuzz_config(
-            &self.binary,
+            &self.program.binary,
             unit,
             dir.clone(),
             slice,
@@ -739,13 +781,13 @@ impl Runner {
             // ([`AFTER_FLIP`]: a crash a few mutations behind the branch), or at its
             // end: a gate (a digest, a checksum) shows no progress on the way, so no
             // plateau ends it before.
-            cfg.goal = self.branches.branches[rb.branch].directions[rb.missing]
+            cfg.goal = self.program.branches.branches[rb.branch].directions[rb.missing]
                 .edges
                 .clone();
-            cfg.goal_cmp = self.branches.branches[rb.branch].cmp;
+            cfg.goal_cmp = self.program.branches.branches[rb.branch].cmp;
             cfg.after_goal = AFTER_FLIP;
             cfg.plateau = None;
-            let b = &self.branches.branches[rb.branch];
+            let b = &self.program.branches.branches[rb.branch];
             let location = format!(
                 "{}:{}",
                 b.file.as_deref().map(short_path).unwrap_or("?"),
@@ -753,9 +795,12 @@ impl Runner {
             );
             phase = format!("unit fuzzing {function} at the roadblock {location}");
             self.c.roadblocks.attempts.push(super::RoadblockAttempt {
-                key: rb.key(&self.branches),
+                key: rb.key(&self.program.branches),
                 location,
-                function: self.binary.function_name(self.branch_functions[rb.branch]),
+                function: self
+                    .program
+                    .binary
+                    .function_name(self.program.branch_functions[rb.branch]),
                 behind: b.directions[rb.missing].behind,
                 fuzzed: self.c.fuzzed.len() - 1,
                 at: self.clock(),
@@ -799,22 +844,27 @@ impl Runner {
                 last.crashes = rep.crashes.len();
                 self.c.main_finds += rep.crashes.len() as u64;
                 self.c.unit_executions += rep.executions;
-                self.unit_execs_session += rep.executions;
-                self.unit_time_session += spent;
+                self.pace.unit_execs += rep.executions;
+                self.pace.unit_secs += spent;
             }
             Ok(Err(e)) => last.error = Some(format!("{e:#}")),
             Err(_) => last.error = Some("the unit fuzzer panicked".into()),
         }
         polled?;
         self.save()?;
-        self.lift_pending()?;
+        // Its findings are lifted at once, with the unit as it was fuzzed.
+        let fuzzed = self.c.fuzzed.len() - 1;
+        let t = Instant::now();
+        let lifted = self.lift_untimed(Some((fuzzed, &cfg.unit)));
+        self.spent(PHASE_LIFT, t);
+        lifted?;
         if let Some(rb) = roadblock {
             // Solved when the lifted tests made the system fuzzer take the direction, or
             // one of them crashed the program with the unit's crash (a crashing test
             // joins no queue, so its edges are not the system fuzzer's).
             let alarmed = self.c.fuzzed.last().is_some_and(|f| f.new_alarms > 0);
             if alarmed
-                || self.branches.branches[rb.branch].directions[rb.missing]
+                || self.program.branches.branches[rb.branch].directions[rb.missing]
                     .taken(&self.sys.covered_edges())
             {
                 let now = self.clock();
@@ -830,12 +880,15 @@ impl Runner {
     /// Lift every fuzzed unit not lifted yet (after a resume, those a kill cut short).
     pub(super) fn lift_pending(&mut self) -> Result<()> {
         let t = Instant::now();
-        let result = self.lift_pending_untimed();
+        let result = self.lift_untimed(None);
         self.spent(PHASE_LIFT, t);
         result
     }
 
-    fn lift_pending_untimed(&mut self) -> Result<()> {
+    /// Lift every fuzzed unit not lifted yet; `fresh` is the one just fuzzed here (by
+    /// its index in `fuzzed`), as it was fuzzed: the others' units are read from their
+    /// fuzz directories.
+    fn lift_untimed(&mut self, fresh: Option<(usize, &trestle_abi::unit::Unit)>) -> Result<()> {
         let Some(mut lifter) = self.lifter.take() else {
             return Ok(());
         };
@@ -856,7 +909,6 @@ impl Runner {
                 // The system fuzzer runs the very build the units were carved from:
                 // its edges and the units' are the same map.
                 lifter.set_system_edges(Some(self.sys.covered_edges()));
-                lifter.set_node(f.node.clone());
                 let roadblock = self
                     .c
                     .roadblocks
@@ -864,7 +916,11 @@ impl Runner {
                     .iter()
                     .find(|a| a.fuzzed == i)
                     .map(|a| a.location.clone());
-                lifter.set_roadblock(roadblock.clone());
+                let origin = Origin {
+                    node: f.node.clone(),
+                    roadblock: roadblock.clone(),
+                    ..Origin::default()
+                };
                 // What the lifted tests add to the queue descends from this unit.
                 self.sys.set_origin(Some(LiftedOrigin {
                     unit: f.function.clone(),
@@ -908,12 +964,15 @@ impl Runner {
                             live.show(&view);
                         }
                     });
-                    let lifted = lifter.lift_dir(&f.dir, 50, Some(sys));
+                    let lifted = match fresh.filter(|(k, _)| *k == i) {
+                        Some((_, unit)) => {
+                            lifter.lift_findings(unit, &f.dir, 50, &origin, Some(sys))
+                        }
+                        None => lifter.lift_dir(&f.dir, 50, &origin, Some(sys)),
+                    };
                     finished.store(true, Ordering::Relaxed);
                     lifted
                 });
-                lifter.set_node(None);
-                lifter.set_roadblock(None);
                 if let Err(e) = lifted {
                     // A unit the harness cannot set up again is that unit's problem,
                     // not the campaign's.
@@ -940,9 +999,13 @@ impl Runner {
     /// The session's machinery for `campaign` in `out`: the system fuzzer (at full
     /// strength in both modes) and the lifter, which validates in both modes too: a
     /// system crash is reported only once the validation program confirms it.
-    pub(super) fn new(out: PathBuf, mut campaign: Campaign, live: Live) -> Result<Runner> {
+    pub(super) fn new(
+        out: PathBuf,
+        mut campaign: Campaign,
+        binary: Binary,
+        live: Live,
+    ) -> Result<Runner> {
         let s = &campaign.settings;
-        let binary = Binary::load(&s.program)?;
         let seeds: Vec<NamedTest> = load_tests(&s.seeds)?;
         let sys = system_fuzzer(s, &binary, &seeds, &out)?;
         campaign.system_build = match sys.build() {
@@ -969,49 +1032,21 @@ impl Runner {
                 }
             })
             .collect::<Result<Vec<_>>>()?;
-        let lines = function_lines(&binary);
-        let branches = if s.system_only {
-            BranchTable::default()
-        } else {
-            BranchTable::load(&s.program).unwrap_or_else(|e| {
-                log::info!("trestle run: no roadblocks, units are picked by the code in their reach: {e:#}");
-                BranchTable::default()
-            })
-        };
-        let branch_functions = source_functions(&branches, &lines);
-        let mut callers: std::collections::HashMap<u64, Vec<u64>> =
-            std::collections::HashMap::new();
-        for f in binary.functions.values() {
-            for c in &f.callees {
-                callers.entry(*c).or_default().push(f.id);
-            }
-        }
+        let program = Program::new(binary, &campaign.settings);
         let elapsed_before = campaign.elapsed;
         Ok(Runner {
             out,
             unit_indexes,
-            elapsed_before,
             c: campaign,
-            lines,
-            weights: super::pick::code_weights(&binary),
-            branches,
-            branch_functions,
-            callers,
-            binary,
+            program,
             sys,
             lifter: Some(lifter),
             live,
-            session_start: Instant::now(),
-            sys_execs_session: 0,
-            unit_execs_session: 0,
-            unit_time_session: 0.0,
-            sys_time_session: 0.0,
-            hub: None,
-            delegate: false,
-            worker_finds: Vec::new(),
+            clock: Clock::starting_at(elapsed_before),
+            pace: Pace::default(),
+            cluster: None,
             last_unit_round: None,
             last_new_edge: elapsed_before,
-            fuzzing_ended: None,
             hangs_open: false,
         })
     }
@@ -1021,7 +1056,7 @@ impl Runner {
         let s = self.c.settings.clone();
         let system_slice = s.system_slice;
         while self.remaining() > 0.0 && !STOP.load(Ordering::SeqCst) {
-            if self.delegate {
+            if self.cluster.as_ref().is_some_and(|m| m.delegate) {
                 // The workers fuzz; this node takes what they find and carves it.
                 self.wait_for_workers(system_slice)?;
                 self.carve_new()?;
@@ -1114,7 +1149,7 @@ impl Runner {
         if pending.is_empty() {
             return Ok(());
         }
-        self.fuzzing_ended = Some(self.clock());
+        self.clock.stop();
         let t = Instant::now();
         let deadline = t + REDUCTION_TIME.max(self.c.settings.budget / 10);
         for (k, id) in pending.iter().enumerate() {
@@ -1141,7 +1176,7 @@ impl Runner {
     }
 
     /// Save the campaign's end and print what it found; returns the number of alarms.
-    pub(super) fn finish(&mut self, interrupted: bool) -> Result<usize> {
+    pub(super) fn finish(&mut self, interrupted: bool) -> Result<Vec<crate::lift::AlarmEntry>> {
         self.c.finished = !interrupted && self.remaining() <= 0.0;
         self.close_cluster(if interrupted {
             "the main node was interrupted"
@@ -1246,37 +1281,8 @@ impl Runner {
             log::info!("time: {}", shares.join(", "));
         }
         log::info!("report: trestle report {}", out.display());
-        Ok(alarms.len())
+        Ok(alarms)
     }
-}
-
-/// The source function of each branch: the function whose lines hold it (code inlined
-/// elsewhere counts as its own function's), else the function its optimised code is in.
-fn source_functions(table: &BranchTable, lines: &FunctionLines) -> Vec<u64> {
-    let mut by_file: std::collections::HashMap<&str, Vec<(u32, u32, u64)>> =
-        std::collections::HashMap::new();
-    for (id, (file, start, end)) in lines {
-        by_file
-            .entry(file.as_str())
-            .or_default()
-            .push((*start, *end, *id));
-    }
-    table
-        .branches
-        .iter()
-        .map(|b| {
-            b.file
-                .as_deref()
-                .and_then(|f| by_file.get(f))
-                .and_then(|spans| {
-                    spans
-                        .iter()
-                        .find(|(s, e, _)| (*s..*e).contains(&b.line))
-                        .map(|(_, _, id)| *id)
-                })
-                .unwrap_or(b.function)
-        })
-        .collect()
 }
 
 /// The last two components of a path, for the status line.

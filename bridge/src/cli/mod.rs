@@ -91,12 +91,9 @@ pub fn main() -> ExitCode {
     let cli = Cli::parse();
     say::install();
     let result = match &cli.command {
-        Command::Run(a) => match crate::campaign::run(&a.options()) {
-            Ok(o) => match a.sarif.as_deref().map(|f| crate::report::gather(&o.dir, None).and_then(|r| crate::sarif::write(&crate::sarif::Findings::of_report(&r), f))).transpose() {
-                Ok(_) if a.fail_on_alarm && o.alarms > 0 => return ExitCode::from(1),
-                r => r.map(|_| ()),
-            },
-            Err(e) => Err(e),
+        Command::Run(a) => match run::run(a) {
+            Ok(alarms) if a.fail_on_alarm && alarms > 0 => return ExitCode::from(1),
+            r => r.map(|_| ()),
         },
         Command::Join(a) => crate::cluster::worker::run(&a.options()).map(|_| ()),
         Command::Report(a) => report::run(a),

@@ -1,6 +1,8 @@
 //! `trestle run`: its command-line arguments.
 
 use super::parse_duration;
+use crate::campaign::{Listen, Session, Settings, Start};
+use std::io::IsTerminal as _;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -116,36 +118,157 @@ pub struct RunArgs {
 }
 
 impl RunArgs {
-    /// The stage's options from the command line.
-    pub fn options(&self) -> crate::campaign::Options {
-        crate::campaign::Options {
-            program: self.program.clone(),
-            seeds: self.seeds.clone(),
-            time: self.time,
-            out: self.out.clone(),
-            resume: self.resume.clone(),
-            cores: self.cores,
-            forkserver: self.forkserver,
-            focus: self.focus.clone(),
-            changed_since: self.changed_since.clone(),
+    /// Where the campaign starts: the settings from the command line (checked by the
+    /// campaign), or the directory to resume.
+    pub fn start(&self) -> anyhow::Result<Start> {
+        if let Some(dir) = &self.resume {
+            return Ok(Start::Resume(dir.clone()));
+        }
+        let given = |o: &Option<PathBuf>, name: &str| {
+            o.clone()
+                .ok_or_else(|| anyhow::anyhow!("--{name} is required (or --resume DIR)"))
+        };
+        let program = given(&self.program, "program")?;
+        Ok(Start::New {
+            out: given(&self.out, "out")?,
+            settings: Settings {
+                validate_with: self.validate_with.clone().unwrap_or(program.clone()),
+                program,
+                seeds: given(&self.seeds, "seeds")?,
+                budget: self.time,
+                cores: self.cores,
+                in_process: !self.forkserver && self.cores == 1,
+                focus: self.focus.clone(),
+                changed: Vec::new(),
+                changed_since: self.changed_since.clone(),
+                coverage_with: self.coverage_with.clone(),
+                system_only: self.system_only,
+                system_slice: self.system_slice,
+                unit_slice: self.unit_slice,
+                timeout: self.timeout,
+                seed: self.seed,
+                no_sandbox: self.no_sandbox,
+                no_lean: self.no_lean,
+                max_disk: self.max_disk,
+            },
             source: self.source.clone(),
-            validate_with: self.validate_with.clone(),
-            coverage_with: self.coverage_with.clone(),
-            system_only: self.system_only,
-            system_slice: self.system_slice,
-            unit_slice: self.unit_slice,
-            timeout: self.timeout,
-            seed: self.seed,
-            no_sandbox: self.no_sandbox,
-            no_lean: self.no_lean,
-            plain: self.plain,
+        })
+    }
+
+    /// How this session runs.
+    pub fn session(&self) -> Session {
+        Session {
             pin: self.pin,
             no_pin: self.no_pin,
-            fail_on_alarm: self.fail_on_alarm,
-            listen: self.listen.clone(),
-            delegate: self.delegate,
-            max_disk: self.max_disk,
-            key: self.key.clone(),
+            live: !self.plain && std::io::stderr().is_terminal(),
+            listen: self.listen.as_ref().map(|addr| Listen {
+                addr: addr.clone(),
+                delegate: self.delegate,
+                key: self.key.clone(),
+            }),
         }
+    }
+}
+
+/// Run the campaign; with `--sarif`, write its alarms there. Returns how many true
+/// alarms it found.
+pub fn run(a: &RunArgs) -> anyhow::Result<usize> {
+    let o = crate::campaign::run(a.start()?, &a.session())?;
+    if let Some(file) = &a.sarif {
+        let details = crate::report::alarm_details(&o.dir, &o.alarms)?;
+        let findings = crate::sarif::Findings {
+            dir: &o.dir,
+            program: &o.campaign.settings.program,
+            elapsed: o.campaign.elapsed,
+            alarms: &o.alarms,
+            details: &details,
+        };
+        crate::sarif::write(&findings, file)?;
+    }
+    Ok(o.alarms.len())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::{Cli, Command};
+    use super::*;
+    use clap::Parser as _;
+    use std::time::Duration;
+
+    fn run_args(args: &[&str]) -> RunArgs {
+        let argv = ["trestle", "run"].into_iter().chain(args.iter().copied());
+        match Cli::try_parse_from(argv)
+            .expect("arguments that parse")
+            .command
+        {
+            Command::Run(a) => a,
+            other => panic!("not `trestle run`: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn the_command_line_becomes_a_campaigns_settings_once() {
+        let a = run_args(&[
+            "--program",
+            "p",
+            "--seeds",
+            "s",
+            "--out",
+            "o",
+            "--time",
+            "90s",
+            "--unit-slice",
+            "500ms",
+        ]);
+        let Start::New {
+            out,
+            settings,
+            source,
+        } = a.start().unwrap()
+        else {
+            panic!("a new campaign");
+        };
+        assert_eq!(out, PathBuf::from("o"));
+        assert_eq!(settings.program, PathBuf::from("p"));
+        assert_eq!(
+            settings.validate_with, settings.program,
+            "validated on the program itself by default"
+        );
+        assert!(settings.in_process, "one core fuzzes units in process");
+        assert_eq!(settings.budget, Duration::from_secs(90));
+        assert_eq!(settings.unit_slice, Duration::from_millis(500));
+        assert!(settings.changed.is_empty() && source.is_none());
+
+        let a = run_args(&[
+            "--program",
+            "p",
+            "--seeds",
+            "s",
+            "--out",
+            "o",
+            "--cores",
+            "2",
+            "--validate-with",
+            "plain",
+        ]);
+        let Start::New { settings, .. } = a.start().unwrap() else {
+            panic!("a new campaign");
+        };
+        assert!(
+            !settings.in_process,
+            "more cores fuzz through the forkserver"
+        );
+        assert_eq!(settings.validate_with, PathBuf::from("plain"));
+
+        let a = run_args(&["--resume", "dir", "--listen", "127.0.0.1:0", "--delegate"]);
+        assert!(matches!(a.start().unwrap(), Start::Resume(d) if d == std::path::Path::new("dir")));
+        let listen = a.session().listen.expect("workers accepted");
+        assert!(listen.delegate && listen.key.is_none());
+        assert!(run_args(&["--resume", "d"]).session().listen.is_none());
+        // --delegate without --listen, or a new campaign without its program, is bad
+        // usage before anything starts.
+        let argv = |v: &[&str]| Cli::try_parse_from(["trestle", "run"].iter().chain(v));
+        assert!(argv(&["--resume", "d", "--delegate"]).is_err());
+        assert!(argv(&["--seeds", "s", "--out", "o"]).is_err());
     }
 }

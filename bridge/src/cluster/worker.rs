@@ -125,9 +125,10 @@ pub fn run(o: &Options) -> Result<Summary> {
     })
 }
 
-/// `--cores N`: N single-core workers in child processes (`NAME-c1` … `NAME-cN`, each
-/// with its own directory under `--out`), which die with this process; returns when
-/// all have stopped (each prints its own figures, and the main node has them).
+/// `--cores N`: N single-core workers, each this function again on options of its own
+/// (`NAME-c1` … `NAME-cN`, each with its own directory under `--out`) in a child
+/// process forked from this one, which dies with it; returns when all have stopped
+/// (each says its own figures, and the main node has them).
 fn run_per_core(o: &Options) -> Result<Summary> {
     let available = std::thread::available_parallelism()
         .map(|n| n.get())
@@ -141,39 +142,39 @@ fn run_per_core(o: &Options) -> Result<Summary> {
     Binary::load(&o.program)?; // a missing or foreign program: one error, not N
     crate::cluster::gate::Key::load(&o.key)?; // so is a missing key
     let base = o.name.clone().unwrap_or_else(default_name);
-    let exe = std::env::current_exe().context("cannot find the trestle executable")?;
     let mut children = Vec::new();
     for k in 1..=o.cores {
         let name = format!("{base}-c{k}");
-        let mut cmd = std::process::Command::new(&exe);
-        cmd.arg("join")
-            .arg(&o.addr)
-            .arg("--program")
-            .arg(&o.program)
-            .arg("--key")
-            .arg(&o.key)
-            .args(["--cores", "1", "--name", name.as_str()]);
-        if let Some(t) = o.time {
-            cmd.arg("--time").arg(format!("{}ms", t.as_millis()));
+        let one = Options {
+            cores: 1,
+            name: Some(name.clone()),
+            out: o.out.as_ref().map(|d| d.join(&name)),
+            ..o.clone()
+        };
+        // SAFETY: the process has one thread here (the workers start theirs after
+        // the fork), so the child's copy of it is whole.
+        match unsafe { libc::fork() } {
+            -1 => {
+                return Err(std::io::Error::last_os_error())
+                    .with_context(|| format!("cannot start worker {name}"))
+            }
+            0 => {
+                // SAFETY: prctl only sets this process's parent-death signal.
+                unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM as libc::c_ulong) };
+                // A panic must not unwind into the parent's loop in this copy of it.
+                let code = match std::panic::catch_unwind(|| run(&one)) {
+                    Ok(Ok(_)) => 0,
+                    Ok(Err(e)) => {
+                        log::error!("trestle: error: worker {name}: {e:#}");
+                        2
+                    }
+                    Err(_) => 101,
+                };
+                // SAFETY: ends this child without running the parent's exit handlers.
+                unsafe { libc::_exit(code) }
+            }
+            pid => children.push((name, pid)),
         }
-        if let Some(out) = &o.out {
-            cmd.arg("--out").arg(out.join(&name));
-        }
-        if o.no_sandbox {
-            cmd.arg("--no-sandbox");
-        }
-        use std::os::unix::process::CommandExt as _;
-        // SAFETY: prctl only sets this child's parent-death signal.
-        unsafe {
-            cmd.pre_exec(|| {
-                libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM as libc::c_ulong);
-                Ok(())
-            });
-        }
-        let child = cmd
-            .spawn()
-            .with_context(|| format!("cannot start worker {name} ({})", exe.display()))?;
-        children.push((name, child));
     }
     log::info!(
         "trestle join: {} workers started ({base}-c1 … {base}-c{})",
@@ -181,12 +182,17 @@ fn run_per_core(o: &Options) -> Result<Summary> {
         o.cores
     );
     let mut failed = Vec::new();
-    for (name, mut child) in children {
-        let status = child
-            .wait()
-            .with_context(|| format!("waiting for worker {name}"))?;
-        if !status.success() {
-            failed.push(format!("{name} ({status})"));
+    for (name, pid) in children {
+        let mut status = 0;
+        // SAFETY: waits for a child of this process, writing its status to `status`.
+        while unsafe { libc::waitpid(pid, &mut status, 0) } < 0 {
+            let e = std::io::Error::last_os_error();
+            if e.kind() != std::io::ErrorKind::Interrupted {
+                return Err(e).with_context(|| format!("waiting for worker {name}"));
+            }
+        }
+        if !(libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0) {
+            failed.push(format!("{name} ({})", wait_status(status)));
         }
     }
     if !failed.is_empty() {
@@ -202,6 +208,17 @@ fn run_per_core(o: &Options) -> Result<Summary> {
         finds: 0,
         stopped: format!("its {} workers stopped", o.cores),
     })
+}
+
+/// A child's wait status in words.
+fn wait_status(status: libc::c_int) -> String {
+    if libc::WIFEXITED(status) {
+        format!("exit status {}", libc::WEXITSTATUS(status))
+    } else if libc::WIFSIGNALED(status) {
+        format!("killed by signal {}", libc::WTERMSIG(status))
+    } else {
+        format!("wait status {status}")
+    }
 }
 
 fn default_name() -> String {

@@ -7,7 +7,7 @@ use super::judge::Finding;
 use super::records::{self, unit_source};
 use super::summary::{origin_words, summary_md, system_summary_md, with_reproducer, write_script};
 use super::{
-    AlarmEntry, BuildCheck, FalsePositive, Lifter, Provenance, Substitution, SystemOutcome,
+    AlarmEntry, BuildCheck, FalsePositive, Lifter, Origin, Provenance, Substitution, SystemOutcome,
 };
 use crate::carve::units::safe_name;
 use crate::validate::reduce::{reduce, test_size, ReduceStats};
@@ -26,25 +26,31 @@ impl Lifter {
     /// A crash system-level fuzzing found (`name`, in `source`): validated with the
     /// validation program like a lifted test, and reported if it reproduces. Returns
     /// whether it did.
-    pub fn system_crash(&mut self, test: &SystemTest, name: &str, source: &Path) -> Result<bool> {
+    pub fn system_crash(
+        &mut self,
+        test: &SystemTest,
+        name: &str,
+        source: &Path,
+        origin: &Origin,
+    ) -> Result<bool> {
         Ok(!matches!(
-            self.confirm_crash(test, name, source, None)?,
+            self.confirm_crash(test, name, source, origin)?,
             Confirmed::NotReproduced(_)
         ))
     }
 
     /// Validate a crashing system test found elsewhere (`name`, in `source`) with the
     /// validation program and report it if it reproduces, as a new alarm or one more
-    /// finding of a listed one. `found_by` says where it came from when it was not
-    /// this campaign's system fuzzer (a triaged AFL++ crash, say).
+    /// finding of a listed one. `origin.found_by` says where it came from when it was
+    /// not this campaign's system fuzzer (a triaged AFL++ crash, say).
     pub fn confirm_crash(
         &mut self,
         test: &SystemTest,
         name: &str,
         source: &Path,
-        found_by: Option<&str>,
+        origin: &Origin,
     ) -> Result<Confirmed> {
-        self.confirm(test, name, source, found_by, false)
+        self.confirm(test, name, source, origin, false)
     }
 
     /// Validate a system test that ran into the time limit (`name`, in `source`), as
@@ -56,9 +62,9 @@ impl Lifter {
         test: &SystemTest,
         name: &str,
         source: &Path,
-        found_by: Option<&str>,
+        origin: &Origin,
     ) -> Result<Confirmed> {
-        self.confirm(test, name, source, found_by, true)
+        self.confirm(test, name, source, origin, true)
     }
 
     fn confirm(
@@ -66,9 +72,10 @@ impl Lifter {
         test: &SystemTest,
         name: &str,
         source: &Path,
-        found_by: Option<&str>,
+        origin: &Origin,
         hang: bool,
     ) -> Result<Confirmed> {
+        let found_by = origin.found_by.as_deref();
         let run = self.run_for(&self.program, test, hang)?;
         // The build it is confirmed on: the validation program, or where it does not
         // reproduce there, the coverage build if that crashes (or hangs) on it, which
@@ -143,12 +150,12 @@ impl Lifter {
             },
             validated_with: on.clone(),
             sandboxed: self.sandbox.isolated(),
-            found_on: self.node.clone(),
+            found_on: origin.node.clone(),
             triaged_from: found_by.map(str::to_owned),
         }));
         files::write(&tmp.join(files::PROVENANCE), &provenance)?;
         // A find of this campaign's system fuzzer: whether it descends from a lifted test.
-        let descent = self.descent.clone().filter(|_| found_by.is_none());
+        let descent = origin.descent.clone().filter(|_| found_by.is_none());
         let mut md = system_summary_md(
             &sys,
             &on,
@@ -179,7 +186,7 @@ impl Lifter {
             size_reduced: test_size(&reduced),
             found_at: Some(confirmed),
             reduction_pending: rstats.pending,
-            found_on: self.node.clone(),
+            found_on: origin.node.clone(),
             roadblock: None,
             descends_from: descent,
             builds: Vec::new(),
@@ -654,7 +661,7 @@ impl Lifter {
             },
             validated_with: program.clone(),
             sandboxed: self.sandbox.isolated(),
-            found_on: self.node.clone(),
+            found_on: f.origin.node.clone(),
         }));
         files::write(&tmp.join(files::PROVENANCE), &provenance)?;
         let origin = origin_words(&seed, mutation.as_deref());
@@ -687,8 +694,8 @@ impl Lifter {
             size_reduced: test_size(&reduced),
             found_at: Some(confirmed),
             reduction_pending: rstats.pending,
-            found_on: self.node.clone(),
-            roadblock: self.roadblock.clone(),
+            found_on: f.origin.node.clone(),
+            roadblock: f.origin.roadblock.clone(),
             descends_from: None,
             builds: Vec::new(),
         };

@@ -4,7 +4,7 @@
 
 use super::queue::{beyond_system_edges, inputs_in, Candidate, HANGS_PER_UNIT};
 use super::substitute::lift_variants;
-use super::{Lifter, Probe, Probed, Substitution, SystemOutcome};
+use super::{Lifter, Origin, Probe, Probed, Substitution, SystemOutcome};
 use crate::carve::units::read_unit;
 use anyhow::{Context as _, Result};
 use std::collections::BTreeMap;
@@ -40,6 +40,8 @@ pub(super) struct Finding<'a> {
     pub(super) values: &'a [ParamValue],
     /// The unit-level crash, for a crash.
     pub(super) unit_sig: Option<&'a CrashSignature>,
+    /// Where the unit's findings came from.
+    pub(super) origin: &'a Origin,
 }
 
 fn outcome_of(run: &SandboxRun, new_coverage: Option<usize>) -> SystemOutcome {
@@ -81,13 +83,26 @@ impl Lifter {
         &mut self,
         dir: &Path,
         max_queue: usize,
+        origin: &Origin,
+        probe: Option<&mut (dyn Probe + 'p)>,
+    ) -> Result<()> {
+        let unit = read_unit(&dir.join("unit.unit"))
+            .with_context(|| format!("{} is not a trestle fuzz directory", dir.display()))?;
+        self.lift_findings(&unit, dir, max_queue, origin, probe)
+    }
+
+    /// Lift what fuzzing `unit` left in `dir` (its fuzz directory): as
+    /// [`Lifter::lift_dir`], with the unit as the caller holds it.
+    pub fn lift_findings<'p>(
+        &mut self,
+        unit: &Unit,
+        dir: &Path,
+        max_queue: usize,
+        origin: &Origin,
         mut probe: Option<&mut (dyn Probe + 'p)>,
     ) -> Result<()> {
         let dir = &std::fs::canonicalize(dir)
             .with_context(|| format!("fuzz directory {}", dir.display()))?;
-        let unit_path = dir.join("unit.unit");
-        let unit = read_unit(&unit_path)
-            .with_context(|| format!("{} is not a trestle fuzz directory", dir.display()))?;
         // An interrupted fuzz run leaves its objectives unsorted in .solutions.
         let mut candidates: Vec<Candidate> = inputs_in(&dir.join("crashes"))?
             .into_iter()
@@ -151,7 +166,7 @@ impl Lifter {
                 .done
                 .store(k, std::sync::atomic::Ordering::Relaxed);
             let effective_before = self.stats.effective;
-            self.lift_one(dir, &unit, c, &mut tally, probe.as_deref_mut())
+            self.lift_one(dir, unit, c, origin, &mut tally, probe.as_deref_mut())
                 .with_context(|| format!("lifting {}", c.input.display()))?;
             if let (true, Some(new), Some(covered)) = (
                 self.stats.effective > effective_before,
@@ -221,6 +236,7 @@ impl Lifter {
         dir: &Path,
         unit: &Unit,
         c: &Candidate,
+        origin: &Origin,
         tally: &mut BTreeMap<String, SignatureTally>,
         mut probe: Option<&mut (dyn Probe + 'p)>,
     ) -> Result<()> {
@@ -233,6 +249,7 @@ impl Lifter {
             candidate: c,
             values: &values,
             unit_sig: unit_sig.as_ref(),
+            origin,
         };
         let variants = lift_variants(unit, &values);
         if variants.is_empty() {

@@ -125,17 +125,9 @@ pub struct Lifter {
     pub(super) metadata_warned: bool,
     /// When the work this lifter serves started: an alarm's `found_at` counts from it.
     pub(super) epoch: Instant,
-    /// The node (a worker of a campaign across machines) whose finds are being
-    /// lifted; `None`: this machine's.
-    pub(super) node: Option<String>,
     /// Inputs of the current [`Lifter::lift_dir`] lifted, and how many it has, for a
     /// status shown from another thread meanwhile.
     pub(super) lifting: std::sync::Arc<LiftProgress>,
-    /// The roadblock (`file:line`) the unit being lifted was fuzzed at; alarms carry it.
-    pub(super) roadblock: Option<String>,
-    /// How the system find confirmed next descends from a lifted test
-    /// ([`Lifter::set_descent`]); its alarm carries it.
-    pub(super) descent: Option<trestle_sysfuzz::Descent>,
     /// Other builds of the program each new alarm's test also runs on, by role
     /// ([`Lifter::also_check_on`]).
     pub(super) other_builds: Vec<(String, PathBuf)>,
@@ -189,10 +181,7 @@ impl Lifter {
             seeds: config.seeds.clone(),
             metadata_warned: false,
             epoch: config.epoch,
-            node: None,
             lifting: Default::default(),
-            roadblock: None,
-            descent: None,
             other_builds: Vec::new(),
             coverage_program: None,
         };
@@ -261,25 +250,6 @@ impl Lifter {
             self.other_builds.push((role.to_owned(), program));
         }
         Ok(())
-    }
-
-    /// The roadblock (`file:line`) the unit lifted next was fuzzed at, `None` for
-    /// none; alarms carry it (`roadblock`).
-    pub fn set_roadblock(&mut self, roadblock: Option<String>) {
-        self.roadblock = roadblock;
-    }
-
-    /// How the system find confirmed next ([`Lifter::system_crash`], a hang) descends
-    /// from a test lifted from a unit (the system fuzzer's lineage says), `None` for
-    /// one that does not; its alarm carries it (`descends_from`).
-    pub fn set_descent(&mut self, descent: Option<trestle_sysfuzz::Descent>) {
-        self.descent = descent;
-    }
-
-    /// Whose finds are lifted from now on: a worker's name, or `None` for this
-    /// machine's; alarms carry it (`found_on`).
-    pub fn set_node(&mut self, node: Option<String>) {
-        self.node = node;
     }
 
     /// Where a unit's system test came from, in words.

@@ -36,6 +36,21 @@ mod summary;
 
 pub use judge::LIFTS_PER_UNIT_SIGNATURE;
 
+/// Where a finding being confirmed or lifted came from, as its alarm tells it.
+#[derive(Debug, Clone, Default)]
+pub struct Origin {
+    /// Another fuzzer's find being triaged, in words; `None`: this campaign's.
+    pub found_by: Option<String>,
+    /// The worker of a campaign across machines whose find it is; `None`: this
+    /// machine's (`found_on`).
+    pub node: Option<String>,
+    /// The roadblock (`file:line`) the unit lifted was fuzzed at (`roadblock`).
+    pub roadblock: Option<String>,
+    /// How a system find descends from a test lifted from a unit, as the system
+    /// fuzzer's lineage says (`descends_from`).
+    pub descent: Option<trestle_sysfuzz::Descent>,
+}
+
 pub use alarms::Confirmed;
 pub use lifter::{LiftConfig, LiftProgress, Lifter};
 pub use queue::LIFTS_PER_NEW_EDGES;

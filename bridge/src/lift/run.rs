@@ -90,7 +90,7 @@ pub fn run(args: &Options) -> Result<Lifted> {
     };
     let mut lifter = Lifter::new(config, &args.out, &baseline)?;
     for d in &args.fuzz_dirs {
-        lifter.lift_dir(d, args.max_queue, None)?;
+        lifter.lift_dir(d, args.max_queue, &super::Origin::default(), None)?;
     }
     Ok(Lifted {
         stats: lifter.stats.clone(),
