@@ -388,11 +388,7 @@ impl Lifter {
             let mut reproduces = false;
             for _ in 0..2 {
                 let run = sandbox.run(program, test, &[], &filter, None)?;
-                let found = finding_like(run.clone(), &entry.key)
-                    .filter(|sig| {
-                        same_crash(sig, entry) || sig.frames.is_empty() || sig.from_scan()
-                    })
-                    .or_else(|| runaway(&run, &entry.key));
+                let found = on_other_build(&run, entry);
                 ended = match (&found, &run.crash, &run.limit) {
                     (Some(sig), _, _) => sig.to_string(),
                     (None, Some(other), _) => other.to_string(),
@@ -820,6 +816,22 @@ fn same_crash(sig: &CrashSignature, entry: &AlarmEntry) -> bool {
     CrashSignature::keys_match(&sig.key(), &entry.key)
 }
 
+/// How `run` of an alarm's test on another build than the one that confirmed it shows
+/// the alarm, if it does: the same crash ([`same_crash`]), or one of the class whose
+/// stack that build left unreadable; for a hang or running out of memory, the same
+/// class wherever it was stopped (a build of other speed or inlining spins or
+/// allocates its last in another function, as confirming a hang on the validation
+/// build already allows), or the other of the two ([`runaway`]).
+fn on_other_build(run: &SandboxRun, entry: &AlarmEntry) -> Option<CrashSignature> {
+    let class = entry.key.split('@').next().unwrap_or_default();
+    let anywhere = class == HANG || class == OUT_OF_MEMORY;
+    finding_like(run.clone(), &entry.key)
+        .filter(|sig| {
+            anywhere || same_crash(sig, entry) || sig.frames.is_empty() || sig.from_scan()
+        })
+        .or_else(|| runaway(run, &entry.key))
+}
+
 /// For an alarm of `key`'s class that is a hang or out of memory: how `run`, on another
 /// build, was stopped by the other of the two limits. The same runaway loop runs out of
 /// memory on a fast build and out of time on a slow one (mawk's `getline` loop filling
@@ -869,6 +881,38 @@ mod tests {
             memory: memory.then(|| sig(OUT_OF_MEMORY)),
             forked: false,
         }
+    }
+
+    #[test]
+    fn a_hang_reproduces_on_another_build_wherever_it_spins_and_a_crash_only_where_it_was() {
+        let entry = |key: &str| -> AlarmEntry {
+            serde_json::from_value(serde_json::json!({
+                "id": "a", "key": key, "signature": key, "function": "f",
+                "matches_unit": true, "candidates": 1, "size_lifted": 3, "size_reduced": 3,
+            }))
+            .expect("an alarm entry")
+        };
+        // The alarm hung in `array_find`; the -O0 build is stopped in `grow`.
+        let hang = entry("hang@zmalloc<find_by_ival<array_find");
+        assert!(on_other_build(&stopped(true, false), &hang).is_some());
+        assert!(
+            on_other_build(&stopped(false, true), &hang).is_some(),
+            "a runaway"
+        );
+        assert!(on_other_build(&stopped(false, false), &hang).is_none());
+        let oom = entry("out-of-memory@zmalloc<slow_field_ptr<yylex");
+        assert!(on_other_build(&stopped(false, true), &oom).is_some());
+        // A crash elsewhere is another bug.
+        let mut run = stopped(false, false);
+        run.crash = Some(CrashSignature {
+            kind: "SIGSEGV".into(),
+            frames: vec!["grow".into()],
+            stack: Vec::new(),
+        });
+        let crash = entry("memory@parse:a.c:9|parse");
+        assert!(on_other_build(&run, &crash).is_none());
+        let same = entry(&run.crash.as_ref().unwrap().key());
+        assert!(on_other_build(&run, &same).is_some());
     }
 
     #[test]
