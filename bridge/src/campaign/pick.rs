@@ -953,6 +953,44 @@ mod tests {
         );
     }
 
+    /// One carved batch of units, and what picking reads besides: no coverage, no
+    /// line spans, every function's code counting alike.
+    struct Batch {
+        dirs: Vec<PathBuf>,
+        indexes: Vec<UnitIndex>,
+        lines: FunctionLines,
+        weights: HashMap<u64, f64>,
+    }
+
+    impl Batch {
+        fn of(units: Vec<UnitRow>) -> Batch {
+            Batch {
+                dirs: vec![PathBuf::from("units/batch-0000")],
+                indexes: vec![UnitIndex {
+                    units,
+                    ..UnitIndex::default()
+                }],
+                lines: FunctionLines::new(),
+                weights: HashMap::new(),
+            }
+        }
+
+        /// A campaign that carved this batch of `binary` and fuzzed nothing yet.
+        fn state<'a>(&'a self, binary: &'a Binary) -> PickState<'a> {
+            PickState {
+                fuzzed: &[],
+                changed: &[],
+                focus: &[],
+                unit_dirs: &self.dirs,
+                unit_indexes: &self.indexes,
+                uncovered: None,
+                binary,
+                lines: &self.lines,
+                weights: &self.weights,
+            }
+        }
+    }
+
     #[test]
     fn picking_by_reach_is_a_function_of_the_campaigns_state() {
         // Without coverage, a function's reach is its compared constants (and its
@@ -966,23 +1004,8 @@ mod tests {
             value_hashes: vec![hash],
             ..row(function, &["heap string"])
         };
-        let index = UnitIndex {
-            units: vec![unit("parse", "1", 10), unit("log", "2", 20)],
-            ..UnitIndex::default()
-        };
-        let (dirs, indexes) = (vec![PathBuf::from("units/batch-0000")], vec![index]);
-        let (lines, weights) = (FunctionLines::new(), HashMap::new());
-        let base = PickState {
-            fuzzed: &[],
-            changed: &[],
-            focus: &[],
-            unit_dirs: &dirs,
-            unit_indexes: &indexes,
-            uncovered: None,
-            binary: &b,
-            lines: &lines,
-            weights: &weights,
-        };
+        let batch = Batch::of(vec![unit("parse", "1", 10), unit("log", "2", 20)]);
+        let base = batch.state(&b);
         let first = pick_by_reach(&base).expect("a unit to pick");
         assert_eq!(first.function, "parse", "{}", first.reason);
         assert_eq!(first.path, PathBuf::from("units/batch-0000/parse/1.unit"));
@@ -1051,23 +1074,12 @@ mod tests {
             value_hashes: vec![id.parse().unwrap()],
             ..row(function, &["heap string"])
         };
-        let index = UnitIndex {
-            units: vec![unit("parse", "1"), unit("main", "2"), unit("log", "3")],
-            ..UnitIndex::default()
-        };
-        let (dirs, indexes) = (vec![PathBuf::from("units/batch-0000")], vec![index]);
-        let (lines, weights) = (FunctionLines::new(), HashMap::new());
-        let st = PickState {
-            fuzzed: &[],
-            changed: &[],
-            focus: &[],
-            unit_dirs: &dirs,
-            unit_indexes: &indexes,
-            uncovered: None,
-            binary: &program.binary,
-            lines: &lines,
-            weights: &weights,
-        };
+        let batch = Batch::of(vec![
+            unit("parse", "1"),
+            unit("main", "2"),
+            unit("log", "3"),
+        ]);
+        let st = batch.state(&program.binary);
         let rb = Roadblock {
             branch: 0,
             missing: 1,

@@ -195,6 +195,9 @@ mod tests {
     use clap::Parser as _;
     use std::time::Duration;
 
+    /// A new campaign's required arguments.
+    const NEW: &[&str] = &["--program", "p", "--seeds", "s", "--out", "o"];
+
     fn run_args(args: &[&str]) -> RunArgs {
         let argv = ["trestle", "run"].into_iter().chain(args.iter().copied());
         match Cli::try_parse_from(argv)
@@ -208,18 +211,7 @@ mod tests {
 
     #[test]
     fn the_command_line_becomes_a_campaigns_settings_once() {
-        let a = run_args(&[
-            "--program",
-            "p",
-            "--seeds",
-            "s",
-            "--out",
-            "o",
-            "--time",
-            "90s",
-            "--unit-slice",
-            "500ms",
-        ]);
+        let a = run_args(&[NEW, &["--time", "90s", "--unit-slice", "500ms"]].concat());
         let Start::New {
             out,
             settings,
@@ -239,18 +231,7 @@ mod tests {
         assert_eq!(settings.unit_slice, Duration::from_millis(500));
         assert!(settings.changed.is_empty() && source.is_none());
 
-        let a = run_args(&[
-            "--program",
-            "p",
-            "--seeds",
-            "s",
-            "--out",
-            "o",
-            "--cores",
-            "2",
-            "--validate-with",
-            "plain",
-        ]);
+        let a = run_args(&[NEW, &["--cores", "2", "--validate-with", "plain"]].concat());
         let Start::New { settings, .. } = a.start().unwrap() else {
             panic!("a new campaign");
         };
