@@ -494,9 +494,8 @@ impl Settings {
     /// found; `source` is the git work tree `changed_since` is a revision of. With
     /// the program, read.
     fn checked(mut self, source: Option<&Path>) -> Result<(Settings, Binary)> {
-        let given = self.program.clone();
-        self.program = std::fs::canonicalize(&given)
-            .with_context(|| format!("program {}", given.display()))?;
+        self.program = std::fs::canonicalize(&self.program)
+            .with_context(|| format!("program {}", self.program.display()))?;
         self.seeds = std::fs::canonicalize(&self.seeds)
             .with_context(|| format!("seeds {}", self.seeds.display()))?;
         let binary = Binary::load(&self.program)?;
@@ -516,12 +515,8 @@ impl Settings {
         if self.cores == 0 {
             bail!("--cores must be at least 1");
         }
-        self.validate_with = if self.validate_with == given {
-            self.program.clone()
-        } else {
-            std::fs::canonicalize(&self.validate_with)
-                .with_context(|| format!("validation program {}", self.validate_with.display()))?
-        };
+        self.validate_with = std::fs::canonicalize(&self.validate_with)
+            .with_context(|| format!("validation program {}", self.validate_with.display()))?;
         if let Some(c) = &self.coverage_with {
             let c = std::fs::canonicalize(c)
                 .with_context(|| format!("coverage build {}", c.display()))?;

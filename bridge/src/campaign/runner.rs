@@ -226,7 +226,7 @@ impl Runner {
             .lifter
             .as_ref()
             .map_or((0, 0), |l| (l.stats.false_positives, l.stats.effective));
-        let (sys_rate, unit_rate) = self.rates();
+        let (sys_rate, unit_rate) = self.pace.rates();
         let s = Status {
             c: &self.c,
             elapsed: self.c.elapsed,
@@ -240,11 +240,6 @@ impl Runner {
             unit_rate,
         };
         self.live.show(&s);
-    }
-
-    /// System and unit executions per second this session.
-    fn rates(&self) -> (f64, f64) {
-        self.pace.rates()
     }
 
     /// System fuzzing for `d`, in short chunks so the status stays live.
@@ -933,7 +928,7 @@ impl Runner {
                 // takes half a minute), from a thread of its own.
                 let progress = lifter.lift_progress();
                 let (edges, clock) = (self.sys.edges(), self.clock());
-                let (sys_rate, unit_rate) = self.rates();
+                let (sys_rate, unit_rate) = self.pace.rates();
                 let started = Instant::now();
                 let finished = std::sync::atomic::AtomicBool::new(false);
                 let (live, sys) = (&mut self.live, &mut self.sys);
