@@ -15,40 +15,35 @@ use trestle_unit_fuzz::{Dictionary, FuzzConfig, FuzzReport};
 /// Inputs `--start-from` gives the fuzzer at most.
 const MAX_START_FROM: usize = 1024;
 
-/// Options of `trestle fuzz`.
+/// What one unit-fuzzing campaign runs and how (the command line's flags, as values:
+/// `trestle fuzz --help` has the user's view).
 #[derive(Debug)]
 pub struct Options {
-    /// A unit file (from `trestle carve`).
+    /// The unit to fuzz (a file `trestle carve` wrote).
     pub unit: PathBuf,
-    /// How long to fuzz.
+    /// Fuzzing time.
     pub time: Duration,
-    /// Output directory (AFL layout: queue/, crashes/, timeouts/).
+    /// The fuzzer's directory (`queue/`, `crashes/`, `timeouts/`).
     pub out: PathBuf,
-    /// Cores to fuzz on: one fuzzer per core (client i on core i), sharing finds
-    /// through LibAFL's launcher and an LLMP broker on a free localhost port.
+    /// Number of fuzzer clients, each bound to its own core, sharing finds over LLMP.
     pub cores: usize,
-    /// Program to fuzz in (default: the one the unit was carved from).
+    /// The build the unit runs in; `None` for the one it was carved from.
     pub program: Option<PathBuf>,
-    /// Time limit per execution.
+    /// Upper bound of one execution.
     pub timeout: Duration,
-    /// Random seed.
+    /// Seed of the fuzzer's random numbers.
     pub seed: u64,
-    /// Turn CmpLog (input-to-state comparison solving) off.
+    /// Turn off the CmpLog stage.
     pub no_cmplog: bool,
-    /// Stop at the first crash.
+    /// Return at the first crash.
     pub stop_on_crash: bool,
-    /// One process per execution instead of a persistent harness that resets the
-    /// context between executions (slower, fully isolated).
+    /// A process per execution rather than the persistent harness.
     pub fork_per_exec: bool,
-    /// Run the fuzzer inside the harness process and call the unit directly, with no
-    /// process round trip per execution (much faster; one core). A crash ends just
-    /// its execution; a hang restarts the fuzzer from a fork of the restored harness.
+    /// The fuzzer inside the harness process, calling the unit directly (one core).
     pub in_process: bool,
-    /// Pin the fuzzer and the harness to this core (default: a free one, that no
-    /// other fuzzer is bound to; none if all are taken). Single-core only: with
-    /// --cores N, client i runs on core i.
+    /// Core to bind the fuzzer and harness to (one client only); `None` picks a free one.
     pub pin: Option<usize>,
-    /// Do not pin to a core. Single-core only.
+    /// Bind to no core (one client only).
     pub no_pin: bool,
     /// Show the fuzzer's status line while it runs.
     pub progress: bool,

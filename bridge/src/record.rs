@@ -9,18 +9,19 @@ use trestle_exec::binary::Binary;
 use trestle_exec::launch::{run_test, RunOptions};
 use trestle_exec::systest::{load_tests, NamedTest, RunStatus};
 
-/// Options of `trestle record`.
+/// What `trestle record` records and where (the command line's flags, as values:
+/// `trestle record --help` has the user's view).
 #[derive(Debug)]
 pub struct Options {
-    /// The program, built with trestle-cc.
+    /// The trestle-cc build to record in.
     pub program: PathBuf,
-    /// A system test (JSON) or a directory of them.
+    /// Where the tests are read from (one file or a directory).
     pub tests: PathBuf,
-    /// Directory to write traces to (must not exist, or be empty).
+    /// The trace directory (absent or empty).
     pub out: PathBuf,
-    /// Time limit per test.
+    /// Upper bound of one test's run.
     pub timeout: Duration,
-    /// Distinct contexts carved per function and process.
+    /// Contexts kept per function and process at most.
     pub max_per_fn: u32,
     /// Record only these functions (symbol ids) and those named in `functions`;
     /// both empty for all.
@@ -137,9 +138,9 @@ pub fn run(args: &Options) -> Result<()> {
 /// source lines are resolved in the program.
 #[derive(Debug, Clone)]
 pub struct Plan {
-    /// Time limit per test.
+    /// Upper bound of one test's run.
     pub timeout: Duration,
-    /// Distinct contexts carved per function and process.
+    /// Contexts kept per function and process at most.
     pub max_per_fn: u32,
     /// Record only these functions (symbol ids); empty for all.
     pub only: Vec<u64>,

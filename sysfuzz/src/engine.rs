@@ -50,8 +50,9 @@ use trestle_abi::hooks;
 use trestle_abi::unit::SystemTest;
 use trestle_exec::systest::NamedTest;
 
-/// Edge map size offered to the program (the unit fuzzer's, so one build serves both).
-const MAP_SIZE: usize = trestle_unit_fuzz::MAP_SIZE;
+/// Edge map size offered to the program (the ABI's, which the unit fuzzer offers too,
+/// so one build serves both).
+const MAP_SIZE: usize = trestle_abi::hooks::EDGE_MAP_SIZE;
 /// Input-to-state executions per corpus entry each time it is picked, at most (the
 /// havoc stage's count is the entry's energy, [`super::energy`]).
 const EXECS_PER_PICK: usize = 32;

@@ -15,14 +15,14 @@ use trestle_abi::{Context, Outcome};
 use trestle_exec::binary::Binary;
 use units::{safe_name, UnitIndex, UnitRow, UNIT_EXT, UNIT_INDEX};
 
-/// Options of `trestle carve`.
+/// What `trestle carve` reads and writes (the command line's flags, as values).
 #[derive(Debug)]
 pub struct Options {
-    /// A trace directory written by `trestle record`.
+    /// The trace directory to carve.
     pub traces: PathBuf,
-    /// Directory to write units to.
+    /// The unit directory.
     pub out: PathBuf,
-    /// The program (default: the one named in the trace directory).
+    /// The recorded build; `None` for the one the trace directory names.
     pub program: Option<PathBuf>,
     /// Print nothing but errors (for campaigns, which show their own progress).
     pub quiet: bool,

@@ -45,18 +45,17 @@ use trestle_abi::fuzz::{decode_values, ParamValue};
 use trestle_abi::unit::Unit;
 use trestle_exec::binary::Binary;
 
-/// Options of `trestle export`.
+/// What `trestle export` writes (the command line's flags, as values: `trestle
+/// export --help` has the user's view).
 #[derive(Debug)]
 pub struct Options {
-    /// A unit file (from `trestle carve`, or `unit.unit` in a fuzz directory).
+    /// The unit to export.
     pub unit: PathBuf,
-    /// A raw unit-fuzzer input (e.g. a file in a fuzz directory's `crashes/`): the
-    /// parameters take its values.
+    /// A unit-fuzzer input whose values the parameters take; `None` for the recorded ones.
     pub input: Option<PathBuf>,
-    /// Where to write the C file (`build.sh` is written next to it).
+    /// The C file to write; `build.sh` goes beside it.
     pub out: PathBuf,
-    /// The program to read function and global metadata from (default: the one the
-    /// unit was carved from).
+    /// The build whose functions and globals the test names; `None` for the unit's own.
     pub program: Option<PathBuf>,
 }
 

@@ -10,38 +10,34 @@ use trestle_exec::binary::Binary;
 use trestle_exec::sandbox::{cpu_limit, Limits, Sandbox};
 use trestle_exec::systest::load_tests;
 
-/// Options of `trestle lift`.
+/// What one lift runs on and how (the command line's flags, as values: `trestle lift
+/// --help` has the user's view).
 #[derive(Debug, Clone)]
 pub struct Options {
-    /// Output directories of `trestle fuzz` (each holds unit.unit, crashes/, queue/).
+    /// Fuzz directories to lift, each with its `unit.unit`.
     pub fuzz_dirs: Vec<PathBuf>,
-    /// The program to validate with, built without trestle-cc: plain, with
-    /// AddressSanitizer, or for source-based coverage (-fprofile-instr-generate
-    /// -fcoverage-mapping, which also decides "effective"). Build it with -g: crash
-    /// signatures compare function names, inlined ones included.
+    /// The validation build (not trestle-cc's): lifted tests run on it.
     pub program: PathBuf,
-    /// Output directory: alarms/, false-positives/, alarms.json, lift.json.
+    /// Where alarms, false positives and the summaries go.
     pub out: PathBuf,
-    /// Seed system tests (file or directory): with a coverage build, what they cover is
-    /// the baseline a lifted test must add to in order to count as effective (default:
-    /// the units' own system tests).
+    /// Tests whose coverage is the baseline for "effective"; `None` for the units'
+    /// own system tests.
     pub seeds: Option<PathBuf>,
-    /// The instrumented program the units run in, to read crash signatures of unit
-    /// findings (default: the program each unit was carved from).
+    /// The trestle-cc build unit findings are signed in; `None` for each unit's own.
     pub harness: Option<PathBuf>,
-    /// Wall-clock limit per system run.
+    /// Upper bound of one system run's wall clock.
     pub timeout: Duration,
-    /// Address-space limit per system run, MiB (not applied to sanitizer builds).
+    /// Address-space limit of a system run in MiB; ignored for sanitizer builds.
     pub memory_mb: u64,
-    /// Lift at most this many queue entries per fuzz directory (0: crashes only).
+    /// Queue entries lifted per fuzz directory besides its crashes.
     pub max_queue: usize,
-    /// Runs allowed for reducing each alarm (the time bound usually ends it first).
+    /// Runs one reduction may take.
     pub reduce_budget: usize,
-    /// Time allowed for reducing each alarm to 1-minimal.
+    /// Time one reduction may take.
     pub reduce_time: std::time::Duration,
-    /// Do not reduce alarms.
+    /// Keep alarms as found, unreduced.
     pub no_reduce: bool,
-    /// Run lifted tests without bubblewrap (still in a fresh directory, with rlimits).
+    /// Run outside bubblewrap.
     pub no_sandbox: bool,
     /// Say what is being lifted and reduced, as it happens.
     pub progress: bool,

@@ -23,27 +23,25 @@ use trestle_exec::forkserver::{test_argv_env, ForkServer, Request, RunEnd};
 use trestle_exec::launch::{no_randomization_for_children, run_test, RunOptions};
 use trestle_exec::systest::{scratch_dir, RunStatus};
 
-/// Options of `trestle replay`.
+/// What `trestle replay` replays and how (the command line's flags, as values:
+/// `trestle replay --help` has the user's view).
 #[derive(Debug)]
 pub struct Options {
-    /// A unit file or a directory of units.
+    /// One unit file or a directory of them.
     pub units: PathBuf,
-    /// Compare each replay with the recorded outcome and report fidelity. Exits with
-    /// status 1 when any unit is not faithful or cannot be replayed, 0 when all are. A
-    /// unit that differs is replayed a second time, with the clock shifted: words of
-    /// memory in which the two replays differ too (a seed taken from the clock, a
-    /// process id) are left out of the comparison.
+    /// Compare each replay with its recorded outcome ([`Verdict`]); a unit that
+    /// differs runs once more with the clock shifted, and the words that differ
+    /// between its two replays are not compared.
     pub check: bool,
     /// Say how far the replays are, every 50 units.
     pub progress: bool,
-    /// Program to replay in (default: the one each unit was carved from).
+    /// The build to replay in; `None` for the one each unit was carved from.
     pub program: Option<PathBuf>,
     /// Parallel replays (default: one more than the number of cores).
     pub jobs: Option<usize>,
-    /// Time limit per replay.
+    /// Upper bound of one replay.
     pub timeout: Duration,
-    /// Write, for every unit that is not faithful, the recorded and the replayed
-    /// outcome as JSON into this directory (for diffing by hand).
+    /// Where the recorded and replayed outcomes of unfaithful units are written.
     pub dump: Option<PathBuf>,
     /// Units carved from a second recording of the same system tests: what the two
     /// recordings of a call disagree on (a process id, a salt from `getrandom`, the

@@ -18,11 +18,11 @@ use trestle_exec::systest::{load_tests, NamedTest};
 pub struct Options {
     /// The program to run.
     pub program: PathBuf,
-    /// System tests: a JSON file or a directory of them.
+    /// Where the tests are read from (one file or a directory).
     pub tests: PathBuf,
     /// Environment for every run, over the test's own (`--env K=V`).
     pub env: Vec<(String, String)>,
-    /// Wall-clock limit per run.
+    /// Upper bound of one run's wall clock.
     pub timeout: Duration,
     /// Isolate runs with bubblewrap (otherwise a fresh directory and rlimits only).
     pub sandbox: bool,

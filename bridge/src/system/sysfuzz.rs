@@ -9,42 +9,37 @@ use trestle_exec::binary::Binary;
 use trestle_exec::systest;
 use trestle_sysfuzz::{dictionary, SysFuzzConfig, SysFuzzer};
 
-/// Options of `trestle sysfuzz`.
+/// What one system-fuzzing campaign runs on and how (the command line's flags, as
+/// values: see `trestle sysfuzz --help` for the user's view).
 #[derive(Debug)]
 pub struct Options {
-    /// The instrumented program (built with trestle-cc).
+    /// The trestle-cc build; its lean sibling is run unless `no_lean`.
     pub program: PathBuf,
-    /// Seed system tests: a JSON file or a directory of them.
+    /// Where the seed tests are read from (one file or a directory).
     pub seeds: PathBuf,
-    /// How long to fuzz.
+    /// Fuzzing time after the initial corpus.
     pub time: Duration,
-    /// Output directory (queue/, crashes/, timeouts/); an existing one is resumed.
+    /// The fuzzer's directory; one that exists is resumed.
     pub out: PathBuf,
-    /// Time limit per execution.
+    /// Upper bound of one run's wall clock (the calibrated limit stays under it).
     pub timeout: Duration,
-    /// Random seed.
+    /// Seed of the fuzzer's random numbers.
     pub seed: u64,
-    /// Stop at the first crash.
+    /// Return at the first crash.
     pub stop_on_crash: bool,
-    /// Do not insert the program's string literals and compared constants (a blind
-    /// baseline).
+    /// Leave the dictionary (the binary's literals and constants) empty.
     pub no_dict: bool,
-    /// Start the program anew for every execution instead of forking it from a
-    /// server at the start of `main` (slower; for comparison and debugging).
+    /// Spawn per run instead of the forkserver.
     pub no_forkserver: bool,
-    /// No input-to-state replacement (CmpLog): do not run each picked input once more
-    /// to log the operands of the program's comparisons.
+    /// Turn off the CmpLog stage.
     pub no_cmplog: bool,
-    /// Address-space limit per execution, MiB (0: none; not applied to sanitizer
-    /// builds). Each execution also gets a CPU-time limit just under --timeout.
+    /// Address-space limit of a run in MiB, 0 for none; ignored for sanitizer builds.
     pub memory_mb: u64,
-    /// Run the fuzzer and the program on this core (default: a free one, that no
-    /// other fuzzer is bound to; none if all are taken).
+    /// Core to bind to; `None` picks a free one.
     pub pin: Option<usize>,
-    /// Do not bind to a core.
+    /// Bind to no core.
     pub no_pin: bool,
-    /// Run the program without bubblewrap (by default it sees the machine read-only,
-    /// a private /tmp and no network, and writes only in its working directory).
+    /// Run outside bubblewrap.
     pub no_sandbox: bool,
     /// Run the program itself, not its lean sibling.
     pub no_lean: bool,

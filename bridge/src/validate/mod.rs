@@ -10,20 +10,21 @@ use trestle_exec::sandbox::{cpu_limit, Limits, Sandbox, SandboxRun};
 use trestle_exec::signature::FrameFilter;
 use trestle_exec::systest::{load_tests, NamedTest};
 
-/// Options of `trestle validate`.
+/// What `trestle validate` runs and how (the command line's flags, as values:
+/// `trestle validate --help` has the user's view).
 #[derive(Debug)]
 pub struct Options {
-    /// System tests: a JSON file or a directory of them.
+    /// Where the tests are read from (one file or a directory).
     pub tests: PathBuf,
-    /// The program to run (built without trestle-cc; with -g for named frames).
+    /// The build the tests run on (frames are named from its debug info).
     pub program: PathBuf,
-    /// Wall-clock limit per run.
+    /// Upper bound of one run's wall clock.
     pub timeout: Duration,
-    /// Address-space limit per run, MiB (not applied to sanitizer builds).
+    /// Address-space limit of a run in MiB; ignored for sanitizer builds.
     pub memory_mb: u64,
-    /// Largest file a run may write, MiB.
+    /// File-size limit of a run in MiB.
     pub file_size_mb: u64,
-    /// Run without bubblewrap (still in a fresh directory, with rlimits).
+    /// Run outside bubblewrap.
     pub no_sandbox: bool,
 }
 
