@@ -120,11 +120,13 @@ def main():
     ap.add_argument("--subjects", default=",".join(SIX))
     ap.add_argument("--out", default=None, help="where the triages go (default: WORK/triage-afl)")
     ap.add_argument("--reduce-time", type=int, default=60, help="seconds of reduction per bug (trestle triage --reduce-time)")
+    ap.add_argument("--trestle", default=None,
+                    help="the trestle binary to triage with, its preload libraries beside it (default: WORK/bin/trestle, "
+                         "the copy bugs.py made)")
     a = ap.parse_args()
     results, work = Path(a.results).resolve(), Path(a.work).resolve()
     out = Path(a.out).resolve() if a.out else work / "triage-afl"
-    bin_dir = work / "bin"
-    trestle = bin_dir / "trestle"
+    trestle = Path(a.trestle).resolve() if a.trestle else work / "bin" / "trestle"
     if not trestle.exists():
         sys.exit(f"triage_afl: {trestle} missing (bugs.py copies trestle there when it runs)")
     report, failed = [], False

@@ -8,6 +8,7 @@
 //! - [`sandbox`]: runs of untrusted tests under bubblewrap and rlimits, forked from a
 //!   served program where it can be;
 //! - [`signature`]: crash signatures, symbolized stacks and the frames that name a bug;
+//! - [`origin`]: the global a faulting pointer was loaded from;
 //! - [`binary`]: what an instrumented program says about itself;
 //! - [`files`]: typed JSON files, written atomically;
 //! - [`tools`]: finding the programs run besides the subject.
@@ -19,6 +20,7 @@ pub mod binary;
 pub mod files;
 pub mod forkserver;
 pub mod launch;
+pub mod origin;
 pub mod sandbox;
 pub mod signature;
 pub mod spawn;

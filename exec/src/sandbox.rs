@@ -14,6 +14,7 @@
 mod served;
 
 use crate::launch::{run_to_end, Capture, Ended, Layout};
+use crate::origin::pointer_origin;
 use crate::signature::{
     crash_kind, parse_sanitizer, parse_stack, symbolise_samples, CrashSignature, Frame,
     FrameFilter, RawStack, HANG, OUT_OF_MEMORY,
@@ -607,7 +608,14 @@ impl Sandbox {
             Some(filter.signature(kind, frames))
         } else if let RunStatus::Signaled(sig) = o.status {
             let (raw, frames) = read_stack(stack, filter)?;
-            is_crash_signal(sig).then(|| filter.signature(crash_kind(sig, raw.as_ref()), frames))
+            is_crash_signal(sig).then(|| {
+                let mut crash = filter.signature(crash_kind(sig, raw.as_ref()), frames);
+                crash.origin = raw
+                    .as_ref()
+                    .zip(filter.program.as_deref())
+                    .and_then(|(raw, program)| pointer_origin(raw, program));
+                crash
+            })
         } else {
             None
         };

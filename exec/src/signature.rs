@@ -67,6 +67,11 @@ pub struct CrashSignature {
     pub frames: Vec<String>,
     /// The whole stack as symbolised, innermost first, for people.
     pub stack: Vec<Frame>,
+    /// For a memory error, the global variable the faulting pointer was loaded from
+    /// ([`crate::origin`]): crashes at different lines through one bad pointer are one
+    /// bug.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub origin: Option<String>,
 }
 
 impl CrashSignature {
@@ -74,10 +79,11 @@ impl CrashSignature {
     /// the class of crash and where it faulted, the innermost frame of the subject's
     /// own code with its source line (`dc_array_set:array.c:88`), whatever called it
     /// (dc's one planted bug came out as two alarms, reached from a file and from a
-    /// string), followed after `|` by the innermost frames (a heap overflow that
-    /// faults in `strcpy` one time and at the overwritten pointer's call the next is
-    /// one bug by the path that reached both); a stack overflow by the functions that
-    /// recur; without a source line, the innermost frames alone.
+    /// string), and after `~` the global the faulting pointer came from, if known
+    /// (`~output_delimiter_string`), followed after `|` by the innermost frames (a heap
+    /// overflow that faults in `strcpy` one time and at the overwritten pointer's call
+    /// the next is one bug by the path that reached both); a stack overflow by the
+    /// functions that recur; without a source line, the innermost frames alone.
     pub fn key(&self) -> String {
         match self.place() {
             Some(place) => format!(
@@ -90,15 +96,30 @@ impl CrashSignature {
     }
 
     /// The part of a deduplication key that stays the same for one bug from run to
-    /// run (the faulting place when there is one): what a fingerprint is made of.
-    pub fn stable_key(key: &str) -> &str {
-        key.split_once(PLACE_END).map_or(key, |(k, _)| k)
+    /// run (the faulting place when there is one, the pointer's origin when there is
+    /// that: either line may fault first): what a fingerprint is made of.
+    pub fn stable_key(key: &str) -> std::borrow::Cow<'_, str> {
+        let head = key.split_once(PLACE_END).map_or(key, |(k, _)| k);
+        match (head.split_once('@'), head.split_once(ORIGIN)) {
+            (Some((class, _)), Some((_, origin))) => format!("{class}@{ORIGIN}{origin}").into(),
+            _ => head.into(),
+        }
     }
 
     /// The faulting place, `function:file:line`, when the innermost frame of the
     /// subject's code has a source line (not for a stack overflow: where the stack
-    /// ran out is chance).
+    /// ran out is chance), with the faulting pointer's origin after it when known.
     fn place(&self) -> Option<String> {
+        let origin = self.origin.as_ref().filter(|_| self.is_memory_error());
+        match (self.line_place(), origin) {
+            (Some(line), Some(origin)) => Some(format!("{line}{ORIGIN}{origin}")),
+            (None, Some(origin)) => Some(format!("{ORIGIN}{origin}")),
+            (line, None) => line,
+        }
+    }
+
+    /// The faulting line of [`CrashSignature::place`].
+    fn line_place(&self) -> Option<String> {
         // Nor for a hang: the line a loop was stopped at is chance too.
         // Nor where memory ran out: the allocation that failed is whichever came
         // last, and the program's allocation wrapper (`xmalloc`) is where most fail.
@@ -189,7 +210,12 @@ impl CrashSignature {
         }
         match (a.place, b.place) {
             (Some(pa), Some(pb)) => {
-                pa == pb || (a.frames.len() == SIGNATURE_FRAMES && a.frames == b.frames)
+                // The same line, or the same bad pointer read at either.
+                let (la, oa) = pa.split_once(ORIGIN).unwrap_or((pa, ""));
+                let (lb, ob) = pb.split_once(ORIGIN).unwrap_or((pb, ""));
+                (!la.is_empty() && la == lb)
+                    || (!oa.is_empty() && oa == ob)
+                    || (a.frames.len() == SIGNATURE_FRAMES && a.frames == b.frames)
             }
             // An older key of frames alone against one with a place: by the frames.
             _ => {
@@ -251,6 +277,9 @@ const PRELOAD_NAME: &str = "libtrestle_crashstack.so";
 
 /// What separates the faulting place from the frames in a deduplication key.
 const PLACE_END: char = '|';
+
+/// What separates the faulting line from the pointer's origin in a key's place.
+const ORIGIN: char = '~';
 
 /// The kind of a crash that ran out of stack (ASan calls it `asan:stack-overflow`).
 pub const STACK_OVERFLOW: &str = "stack-overflow";
@@ -439,6 +468,7 @@ impl FrameFilter {
                 kind,
                 frames,
                 stack,
+                origin: None,
             };
         }
         for f in own {
@@ -452,6 +482,7 @@ impl FrameFilter {
             kind,
             frames,
             stack,
+            origin: None,
         }
     }
 
@@ -521,7 +552,7 @@ fn recursion<'a>(functions: impl Iterator<Item = &'a str>) -> Vec<String> {
     frames
 }
 
-fn same_file(a: &Path, b: &Path) -> bool {
+pub(crate) fn same_file(a: &Path, b: &Path) -> bool {
     if a == b {
         return true;
     }
@@ -564,6 +595,9 @@ pub struct RawStack {
     /// The mapping that holds the stack pointer (any mapping, not only file-backed
     /// ones), `[start, end)`.
     pub sp_mapping: Option<(u64, u64)>,
+    /// The program's writable data at the crash, by start address (`data` blocks;
+    /// SIGSEGV and SIGBUS only, none in older records).
+    pub data: Vec<(u64, Vec<u8>)>,
 }
 
 /// One more stack of a hang: where it was at that moment.
@@ -584,8 +618,17 @@ pub fn parse_stack(text: &str) -> Result<RawStack> {
     let mut raw = RawStack::default();
     let mut saw_signal = false;
     let mut in_maps = false;
+    let mut in_data = false;
     let mut ranges = Vec::new();
     for line in text.lines() {
+        if in_data {
+            if line == "end-data" {
+                in_data = false;
+            } else if let Some((_, bytes)) = raw.data.last_mut() {
+                bytes.extend(unhex(line).context("bad data line")?);
+            }
+            continue;
+        }
         if in_maps {
             if line == "end-maps" {
                 in_maps = false;
@@ -630,6 +673,11 @@ pub fn parse_stack(text: &str) -> Result<RawStack> {
             "frame" => raw.frames.extend(hex(value)),
             "scan" => raw.scan.extend(hex(value)),
             "maps" => in_maps = true,
+            "data" => {
+                raw.data
+                    .push((hex(value).context("bad data line")?, Vec::new()));
+                in_data = true;
+            }
             _ => {}
         }
     }
@@ -640,6 +688,18 @@ pub fn parse_stack(text: &str) -> Result<RawStack> {
         .sp
         .and_then(|sp| ranges.into_iter().find(|(a, b)| (*a..*b).contains(&sp)));
     Ok(raw)
+}
+
+/// The bytes a line of hex digits spells.
+fn unhex(line: &str) -> Option<Vec<u8>> {
+    let digits = line.trim().as_bytes();
+    if !digits.len().is_multiple_of(2) {
+        return None;
+    }
+    digits
+        .chunks(2)
+        .map(|d| u8::from_str_radix(std::str::from_utf8(d).ok()?, 16).ok())
+        .collect()
 }
 
 /// One line of `/proc/self/maps`.
@@ -679,6 +739,17 @@ fn parse_map_line(line: &str) -> Option<MapLine> {
 }
 
 impl RawStack {
+    /// The 8-byte word at `addr` in the program's data as the record copied it.
+    pub fn word_at(&self, addr: u64) -> Option<u64> {
+        let (start, bytes) = self
+            .data
+            .iter()
+            .find(|(start, bytes)| (*start..*start + bytes.len() as u64).contains(&addr))?;
+        let at = (addr - start) as usize;
+        let word = bytes.get(at..at + 8)?;
+        Some(u64::from_ne_bytes(word.try_into().ok()?))
+    }
+
     /// The module containing `addr` and the address to give the symboliser for it
     /// (relative to the module's load base for position-independent code).
     fn locate(&self, addr: u64) -> Option<(String, u64)> {
@@ -855,7 +926,7 @@ fn indirect_call_len(rest: &[u8]) -> Option<usize> {
     Some(2 + sib + disp)
 }
 
-fn elf_is_dyn(path: &Path) -> bool {
+pub(crate) fn elf_is_dyn(path: &Path) -> bool {
     use std::io::Read as _;
     let mut head = [0u8; 18];
     match std::fs::File::open(path).and_then(|mut f| f.read_exact(&mut head)) {
@@ -1085,6 +1156,7 @@ mod tests {
             kind: kind.into(),
             frames: frames.iter().map(|s| s.to_string()).collect(),
             stack: vec![],
+            origin: None,
         }
     }
 
@@ -1204,6 +1276,40 @@ mod tests {
             CrashSignature::stable_key(&at_call.key())
         );
         assert!(CrashSignature::keys_match(&in_strcpy.key(), &at_call.key()));
+        // One NULL read from a global and dereferenced on two lines of two functions:
+        // one bug, fingerprinted by the global; read from another global, another.
+        let through = |function: &str, line: u32, global: &str| CrashSignature {
+            origin: Some(global.into()),
+            ..filter.signature(
+                "SIGSEGV".into(),
+                vec![frame(function, line), frame("main", 9)],
+            )
+        };
+        let (compared, written) = (through("same_sep", 19, "sep"), through("emit", 24, "sep"));
+        assert_eq!(
+            compared.key(),
+            "memory@same_sep:array.c:19~sep|same_sep<main"
+        );
+        assert!(CrashSignature::keys_match(&compared.key(), &written.key()));
+        assert_eq!(
+            CrashSignature::stable_key(&compared.key()),
+            CrashSignature::stable_key(&written.key())
+        );
+        let other = through("tally", 29, "tallies");
+        assert!(!CrashSignature::keys_match(&other.key(), &compared.key()));
+        // Without the origin (a build whose record has no data), by the line as before.
+        let plain_line = filter.signature(
+            "SIGSEGV".into(),
+            vec![frame("same_sep", 19), frame("main", 9)],
+        );
+        assert!(CrashSignature::keys_match(
+            &plain_line.key(),
+            &compared.key()
+        ));
+        assert!(!CrashSignature::keys_match(
+            &plain_line.key(),
+            &written.key()
+        ));
         // A hang stopped inside a helper its loop calls is the loop's hang; another
         // loop's is not.
         let hang =

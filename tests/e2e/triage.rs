@@ -746,3 +746,51 @@ fn an_error_that_quotes_memory_exhausted_from_the_input_is_no_out_of_memory() {
         "{crashes}"
     );
 }
+
+/// One NULL stored in a global and dereferenced on two lines (compared in one
+/// function, written through `fwrite` in another) is one bug, named by the global it
+/// was read from; a NULL read from another global is another bug.
+#[test]
+fn a_bad_pointer_read_from_one_global_is_one_bug_wherever_it_faults() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let (plain, inputs) = plain_build_and_inputs(
+        d,
+        "shared",
+        &[("compared", b"Nx=;"), ("written", b"Nxy"), ("tally", b"T3")],
+    );
+    let out = d.join("triage");
+    let stdout = ok(&mut trestle(&[
+        &"triage",
+        &"--program",
+        &plain,
+        &"--out",
+        &out,
+        &"--no-reduce",
+        &inputs,
+    ]));
+    let t = json(&out.join("triage.json"));
+    let groups = t["groups"].as_array().unwrap();
+    assert_eq!(groups.len(), 2, "{stdout}\n{t}");
+    let group = |global: &str| {
+        groups
+            .iter()
+            .find(|g| g["key"].as_str().unwrap().contains(&format!("~{global}|")))
+            .unwrap_or_else(|| panic!("no group read from {global}: {t}"))
+    };
+    let members = |g: &Value| -> Vec<String> {
+        let mut m: Vec<String> = g["members"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|m| m.as_str().unwrap().rsplit('/').next().unwrap().to_owned())
+            .collect();
+        m.sort();
+        m
+    };
+    assert_eq!(members(group("sep")), ["compared", "written"], "{t}");
+    assert_eq!(members(group("tallies")), ["tally"], "{t}");
+    let id = group("sep")["id"].as_str().unwrap();
+    let summary = std::fs::read_to_string(out.join("alarms").join(id).join("summary.md")).unwrap();
+    assert!(summary.contains("read from the global `sep`"), "{summary}");
+}

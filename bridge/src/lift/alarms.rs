@@ -282,6 +282,7 @@ impl Lifter {
                         kind: sys.kind,
                         frames: other.frames,
                         stack: other.stack,
+                        origin: sys.origin,
                     },
                     Some(role),
                 ));
@@ -865,6 +866,7 @@ mod tests {
             kind: kind.into(),
             frames: vec!["grow".into()],
             stack: Vec::new(),
+            origin: None,
         };
         SandboxRun {
             status: RunStatus::TimedOut,
@@ -908,6 +910,7 @@ mod tests {
             kind: "SIGSEGV".into(),
             frames: vec!["grow".into()],
             stack: Vec::new(),
+            origin: None,
         });
         let crash = entry("memory@parse:a.c:9|parse");
         assert!(on_other_build(&run, &crash).is_none());

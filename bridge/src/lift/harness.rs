@@ -137,6 +137,7 @@ impl Lifter {
                 kind: format!("no crash (exit {}) when run alone", code.unwrap_or(-1)),
                 frames: Vec::new(),
                 stack: Vec::new(),
+                origin: None,
             })),
         }
     }

@@ -472,6 +472,7 @@ mod tests {
                     scanned,
                 })
                 .collect(),
+            origin: None,
         }
     }
 

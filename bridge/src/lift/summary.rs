@@ -204,6 +204,9 @@ pub(super) fn system_summary_md(
     if memory {
         md += "It ran out of memory twice (the sandbox's address-space limit): the stack is where an allocation first failed, when one failed in the C library's allocator. Run `./reproduce.sh` under that limit (`ulimit -v 4194304` for the default 4 GiB) to see it end the same way; without one it takes what memory the machine has.\n\n";
     }
+    if let Some(global) = &sys.origin {
+        md += &format!("The faulting pointer was read from the global `{global}` (it held the address that faulted): a crash at another line through the same pointer is this bug too.\n\n");
+    }
     md += "## Stack\n\n";
     md += scanned_md(sys);
     for f in sys.stack.iter().take(12) {

@@ -15,13 +15,18 @@
 //! end-maps
 //! scan 0x555555555321
 //! scan ...
+//! data 0x555555558000
+//! 00000000000000001000000000000000...
+//! end-data
 //! frame 0x7ffff7e0a050
 //! frame ...
 //! ```
 //!
 //! (`scan`: the words on the stack from the stack pointer up, 64 KiB at most, that
 //! point into executable code, for the host's stack scan when the unwinder finds no
-//! frame of the program; not for a hang; older records have none) then restores the default action and lets the signal kill the process as it
+//! frame of the program; not for a hang; older records have none. `data`: for SIGSEGV
+//! and SIGBUS, the program's writable data in hex, for the host to see what the
+//! global a faulting pointer came from held) then restores the default action and lets the signal kill the process as it
 //! would have. A hang (SIGXCPU) is sampled first: [`HANG_SAMPLES`] more times, every
 //! [`SAMPLE_INTERVAL_US`] µs of wall-clock time (SIGALRM, so a hang that sleeps is
 //! sampled too), the record gets
@@ -310,9 +315,10 @@ unsafe fn open_record(append: bool) -> c_int {
 }
 
 /// The rest of a record: the memory map, with a crash's stack scan (`scan_from`, its
-/// stack pointer) the code addresses on its stack ([`put_scan`]), then the frames
-/// `backtrace` finds, and close.
-unsafe fn put_maps_and_frames(fd: c_int, scan_from: Option<usize>) {
+/// stack pointer) the code addresses on its stack ([`put_scan`]), with `data` the
+/// program's writable data ([`put_data`]), then the frames `backtrace` finds, and
+/// close.
+unsafe fn put_maps_and_frames(fd: c_int, scan_from: Option<usize>, data: bool) {
     // SAFETY: system calls and backtrace() (initialised at load time) on our own memory.
     unsafe {
         put(fd, b"maps\n");
@@ -337,6 +343,9 @@ unsafe fn put_maps_and_frames(fd: c_int, scan_from: Option<usize>) {
         if scan_from.is_some() {
             put_scan(fd, &notes);
         }
+        if data {
+            put_data(fd, &notes);
+        }
         // Last, because unwinding from a wild pc may fault in here too.
         put_frames(fd);
         libc::close(fd);
@@ -350,6 +359,10 @@ const MAX_SCAN_WORDS: usize = 256;
 /// The most executable mappings the scan knows (the program's own come first in the
 /// map, below the libraries).
 const MAX_EXEC_MAPS: usize = 128;
+/// The most writable mappings of the program [`put_data`] copies.
+const MAX_DATA_MAPS: usize = 8;
+/// The most bytes of them it copies.
+const MAX_DATA_BYTES: usize = 1 << 20;
 
 /// What the stack scan needs of the memory map, noted while the record copies it
 /// (nothing allocated): the end of the mapping that holds the stack pointer, and the
@@ -363,8 +376,16 @@ struct MapNotes {
     executable: [(usize, usize); MAX_EXEC_MAPS],
     /// How many of `executable` are set.
     executable_count: usize,
-    /// The start of the line being read (`start-end perms` is all that is needed).
-    line: [u8; 64],
+    /// The inode of the program's file: the first file the map names (the program
+    /// is mapped below its libraries).
+    program_inode: usize,
+    /// The program's writable mappings, `[start, end)`: its data, and its bss where
+    /// that goes on past the file in an anonymous mapping right after.
+    data: [(usize, usize); MAX_DATA_MAPS],
+    /// How many of `data` are set.
+    data_count: usize,
+    /// The start of the line being read (up to the path's first bytes).
+    line: [u8; 128],
     /// How much of `line` is set.
     line_len: usize,
 }
@@ -376,7 +397,10 @@ impl MapNotes {
             stack_end: 0,
             executable: [(0, 0); MAX_EXEC_MAPS],
             executable_count: 0,
-            line: [0; 64],
+            program_inode: 0,
+            data: [(0, 0); MAX_DATA_MAPS],
+            data_count: 0,
+            line: [0; 128],
             line_len: 0,
         }
     }
@@ -411,6 +435,34 @@ impl MapNotes {
         if perms.get(2) == Some(&b'x') && self.executable_count < MAX_EXEC_MAPS {
             self.executable[self.executable_count] = (start, end);
             self.executable_count += 1;
+        }
+        // `rw-p 00002000 fe:00 5881993    /path`: the inode, and whether a name follows.
+        let mut fields = perms.split(|&b| b == b' ').filter(|f| !f.is_empty());
+        let (Some(_), Some(_), Some(_), Some(inode)) =
+            (fields.next(), fields.next(), fields.next(), fields.next())
+        else {
+            return;
+        };
+        let inode = inode
+            .iter()
+            .try_fold(0usize, |v, &b| {
+                b.is_ascii_digit()
+                    .then(|| v.wrapping_mul(10).wrapping_add(usize::from(b - b'0')))
+            })
+            .unwrap_or(0);
+        let named = fields.next().is_some();
+        if self.program_inode == 0 && inode != 0 {
+            self.program_inode = inode;
+        }
+        let writable = perms.get(1) == Some(&b'w');
+        let program_data = inode != 0 && inode == self.program_inode;
+        let bss = inode == 0
+            && !named
+            && self.data_count > 0
+            && self.data[self.data_count - 1].1 == start;
+        if writable && (program_data || bss) && self.data_count < MAX_DATA_MAPS {
+            self.data[self.data_count] = (start, end);
+            self.data_count += 1;
         }
     }
 
@@ -475,6 +527,44 @@ unsafe fn put_scan(fd: c_int, notes: &MapNotes) {
             return;
         }
         at += want;
+    }
+}
+
+/// The program's writable data as it is at the crash ([`MAX_DATA_BYTES`] at most):
+/// per mapping a `data <start>` line, its bytes in hex, 64 to a line, and `end-data`.
+/// The host reads which global a faulting pointer was loaded from and what it holds
+/// (a NULL stored once and dereferenced in two places is one bug). Reads cannot fault.
+unsafe fn put_data(fd: c_int, notes: &MapNotes) {
+    const LINE: usize = 64;
+    let mut left = MAX_DATA_BYTES;
+    for &(start, end) in &notes.data[..notes.data_count] {
+        if left == 0 {
+            return;
+        }
+        let end = end.min(start.saturating_add(left));
+        // SAFETY: plain writes; read_memory checks every address.
+        unsafe {
+            put_hex(fd, b"data ", start);
+            let mut at = start;
+            while at < end {
+                let mut bytes = [0u8; LINE];
+                let want = (end - at).min(LINE);
+                let got = read_memory(at, &mut bytes[..want]);
+                let mut text = [0u8; 2 * LINE + 1];
+                for (i, b) in bytes[..got].iter().enumerate() {
+                    text[2 * i] = b"0123456789abcdef"[usize::from(b >> 4)];
+                    text[2 * i + 1] = b"0123456789abcdef"[usize::from(b & 15)];
+                }
+                text[2 * got] = b'\n';
+                put(fd, &text[..2 * got + 1]);
+                if got < want {
+                    break;
+                }
+                at += want;
+            }
+            put(fd, b"end-data\n");
+        }
+        left -= end - start;
     }
 }
 
@@ -606,7 +696,7 @@ extern "C" fn on_fatal(sig: c_int, info: *mut libc::siginfo_t, ctx: *mut c_void)
                     scan_from = Some(sp);
                 }
             }
-            put_maps_and_frames(fd, scan_from);
+            put_maps_and_frames(fd, scan_from, matches!(sig, libc::SIGSEGV | libc::SIGBUS));
             // A hang goes on a little longer, to be sampled. (SA_RESETHAND restored
             // SIGXCPU's default: the kernel's next one, or the host's, ends it.)
             if sig == libc::SIGXCPU && start_sampling(ctx) {
@@ -641,7 +731,7 @@ fn allocation_failed(size: usize) {
         let fd = open_record(false);
         if fd >= 0 {
             put_hex(fd, b"alloc-failed ", size);
-            put_maps_and_frames(fd, None);
+            put_maps_and_frames(fd, None, false);
         }
     }
 }
