@@ -701,7 +701,7 @@ impl Sandbox {
                 return Some(format!("{CPU_LIMIT} ({}s)", l.cpu_secs))
             }
             RunStatus::Signaled(s) if *s == libc::SIGXFSZ => {
-                return Some(format!("file size ({} bytes)", l.file_size))
+                return Some(format!("{FILE_SIZE_LIMIT} ({} bytes)", l.file_size))
             }
             _ => {}
         }
@@ -747,6 +747,9 @@ pub const CPU_LIMIT: &str = "CPU time";
 
 /// How a run that ran out of memory is described (`limit`).
 pub const MEMORY_LIMIT: &str = "memory";
+
+/// How a run stopped at its file-size limit is described (`limit`).
+pub const FILE_SIZE_LIMIT: &str = "file size";
 
 /// The stack file a crashed (or stopped) run left, parsed and symbolised; nothing
 /// when the process died before the preload wrote it.

@@ -18,7 +18,7 @@ use trestle_abi::fuzz::ParamValue;
 use trestle_abi::unit::{SystemTest, Unit};
 use trestle_exec::binary::Binary;
 use trestle_exec::files;
-use trestle_exec::sandbox::SandboxRun;
+use trestle_exec::sandbox::{SandboxRun, FILE_SIZE_LIMIT};
 use trestle_exec::signature::{CrashSignature, FrameFilter, HANG, OUT_OF_MEMORY};
 use trestle_exec::systest::{load_test, save_test, to_json};
 
@@ -391,7 +391,7 @@ impl Lifter {
                 let run = sandbox.run(program, test, &[], &filter, None)?;
                 let found = on_other_build(&run, entry);
                 ended = match (&found, &run.crash, &run.limit) {
-                    (Some(sig), _, _) => sig.to_string(),
+                    (Some(how), _, _) => how.clone(),
                     (None, Some(other), _) => other.to_string(),
                     (None, None, Some(limit)) => format!("{} ({limit})", run.status),
                     (None, None, None) => run.status.to_string(),
@@ -822,28 +822,40 @@ fn same_crash(sig: &CrashSignature, entry: &AlarmEntry) -> bool {
 /// stack that build left unreadable; for a hang or running out of memory, the same
 /// class wherever it was stopped (a build of other speed or inlining spins or
 /// allocates its last in another function, as confirming a hang on the validation
-/// build already allows), or the other of the two ([`runaway`]).
-fn on_other_build(run: &SandboxRun, entry: &AlarmEntry) -> Option<CrashSignature> {
+/// build already allows), or another limit stopping it ([`runaway`]).
+fn on_other_build(run: &SandboxRun, entry: &AlarmEntry) -> Option<String> {
     let class = entry.key.split('@').next().unwrap_or_default();
     let anywhere = class == HANG || class == OUT_OF_MEMORY;
     finding_like(run.clone(), &entry.key)
         .filter(|sig| {
             anywhere || same_crash(sig, entry) || sig.frames.is_empty() || sig.from_scan()
         })
+        .map(|sig| sig.to_string())
         .or_else(|| runaway(run, &entry.key))
 }
 
 /// For an alarm of `key`'s class that is a hang or out of memory: how `run`, on another
-/// build, was stopped by the other of the two limits. The same runaway loop runs out of
+/// build, was stopped by another limit instead. The same runaway loop runs out of
 /// memory on a fast build and out of time on a slow one (mawk's `getline` loop filling
 /// an array: out of memory on the plain and fuzzing builds, at its CPU limit on the -O0
-/// coverage build); that is the build's speed, not a bug it lacks.
-fn runaway(run: &SandboxRun, key: &str) -> Option<CrashSignature> {
-    match key.split('@').next().unwrap_or_default() {
-        HANG => run.memory.clone(),
-        OUT_OF_MEMORY => run.hang.clone(),
-        _ => None,
-    }
+/// coverage build), and a loop that prints as it goes reaches the file-size limit on
+/// the build that runs it fastest (mawk's print loop, a hang on the plain build, wrote
+/// 64 MB on the fuzzing build first); that is the build's speed, not a bug it lacks.
+fn runaway(run: &SandboxRun, key: &str) -> Option<String> {
+    let other = match key.split('@').next().unwrap_or_default() {
+        HANG => run.memory.as_ref(),
+        OUT_OF_MEMORY => run.hang.as_ref(),
+        _ => return None,
+    };
+    other.map(|sig| sig.to_string()).or_else(|| {
+        let limit = run.limit.as_deref()?;
+        limit.starts_with(FILE_SIZE_LIMIT).then(|| {
+            format!(
+                "{} ({limit}): stopped writing, the same runaway",
+                run.status
+            )
+        })
+    })
 }
 
 /// What of `run` is a finding of the class of `key` ([`CrashSignature::key`]): a
@@ -937,5 +949,12 @@ mod tests {
         );
         // The class itself is finding_like's, not runaway's.
         assert!(runaway(&stopped(false, true), oom).is_none());
+        // A loop that writes as it spins, stopped at the file-size limit.
+        let mut wrote = stopped(false, false);
+        wrote.status = RunStatus::Signaled(libc::SIGXFSZ);
+        wrote.limit = Some(format!("{FILE_SIZE_LIMIT} (67108864 bytes)"));
+        assert!(runaway(&wrote, hang).is_some(), "a loop that prints");
+        assert!(runaway(&wrote, oom).is_some());
+        assert!(runaway(&wrote, "memory@grow:a.c:3|grow").is_none());
     }
 }
