@@ -67,6 +67,9 @@ pub struct SysExecutor<OT> {
     observers: OT,
     /// Suffix of the working directory; moves on when one cannot be removed.
     slot: u64,
+    /// Whether the working directory exists and the last run left it empty (then
+    /// the next run takes it as it is, without looking).
+    cwd_empty: bool,
     /// The forkserver, once started.
     server: Option<ForkServer>,
     /// How the program runs: `None` until the first run decides.
@@ -151,6 +154,7 @@ impl<OT> SysExecutor<OT> {
             env,
             observers,
             slot: 0,
+            cwd_empty: false,
             server: None,
             serving: if no_forkserver { Some(false) } else { None },
             restarts: 0,
@@ -284,7 +288,8 @@ impl<OT> SysExecutor<OT> {
     fn run_within(&mut self, input: &SysInput, limit: Duration) -> Result<ExitKind, libafl::Error> {
         let mut dir = self.work.path().join(format!("cwd-{}", self.slot));
         // An empty directory left by the last run is as fresh as a new one.
-        let reusable = std::fs::read_dir(&dir).is_ok_and(|mut d| d.next().is_none());
+        let reusable =
+            self.cwd_empty || std::fs::read_dir(&dir).is_ok_and(|mut d| d.next().is_none());
         if !reusable {
             while dir.exists() && std::fs::remove_dir_all(&dir).is_err() {
                 self.slot += 1;
@@ -292,6 +297,8 @@ impl<OT> SysExecutor<OT> {
             }
             std::fs::create_dir(&dir)?;
         }
+        // Unknown until this run has ended (an error below leaves it unknown).
+        self.cwd_empty = false;
         for (name, bytes) in &input.files {
             trestle_exec::systest::create_file(&dir, name, bytes)
                 .map_err(|e| libafl::Error::unknown(format!("{e:#}")))?;
@@ -307,8 +314,8 @@ impl<OT> SysExecutor<OT> {
             Some(kind) => kind,
             None => self.spawn(input, &dir, &stdin_path, limit)?,
         };
-        let empty = std::fs::read_dir(&dir).is_ok_and(|mut d| d.next().is_none());
-        if !empty && std::fs::remove_dir_all(&dir).is_err() {
+        self.cwd_empty = std::fs::read_dir(&dir).is_ok_and(|mut d| d.next().is_none());
+        if !self.cwd_empty && std::fs::remove_dir_all(&dir).is_err() {
             self.slot += 1;
         }
         Ok(kind)
@@ -378,6 +385,7 @@ impl<OT> SysExecutor<OT> {
             env: self.env,
             observers,
             slot: self.slot,
+            cwd_empty: self.cwd_empty,
             server: self.server,
             serving: self.serving,
             restarts: self.restarts,
