@@ -7,7 +7,9 @@
 //! the few instructions before the fault (or before the call that led out of the
 //! program to it), the program loaded a pointer from the global `output_delimiter_string`,
 //! and that global, in the data the preload copied at the crash ([`RawStack::data`]),
-//! holds the address that faulted (give or take a page: a field of a NULL structure).
+//! holds the address that faulted (give or take a page: a field of a NULL structure),
+//! and is itself a bad pointer (NULL, or pointing at nothing mapped): a good pointer
+//! read past its end is named by its line, as before.
 //!
 //! The load is recognised by its bytes in the program's file (`mov r64, [rip+disp32]`),
 //! the global by the symbol table: an 8-byte data object starting exactly where the
@@ -71,7 +73,11 @@ pub fn pointer_origin(raw: &RawStack, program: &Path) -> Option<String> {
         let Some(value) = raw.word_at(target) else {
             continue;
         };
-        if value <= fault && fault - value < NEAR && !found.contains(&name.as_str()) {
+        // The pointer itself bad (NULL, or pointing at nothing mapped), not a good
+        // pointer read past its end: cut's range-delimiter bug reads too far through
+        // the same global the output-delimiter bug leaves NULL, and is another bug.
+        let bad = value < NEAR || !raw.mapped.iter().any(|(a, b)| (*a..*b).contains(&value));
+        if bad && value <= fault && fault - value < NEAR && !found.contains(&name.as_str()) {
             found.push(name);
         }
     }

@@ -598,6 +598,8 @@ pub struct RawStack {
     /// The program's writable data at the crash, by start address (`data` blocks;
     /// SIGSEGV and SIGBUS only, none in older records).
     pub data: Vec<(u64, Vec<u8>)>,
+    /// Every mapping of the memory map, file-backed or not, `[start, end)`.
+    pub mapped: Vec<(u64, u64)>,
 }
 
 /// One more stack of a hang: where it was at that moment.
@@ -686,7 +688,8 @@ pub fn parse_stack(text: &str) -> Result<RawStack> {
     }
     raw.sp_mapping = raw
         .sp
-        .and_then(|sp| ranges.into_iter().find(|(a, b)| (*a..*b).contains(&sp)));
+        .and_then(|sp| ranges.iter().copied().find(|(a, b)| (*a..*b).contains(&sp)));
+    raw.mapped = ranges;
     Ok(raw)
 }
 

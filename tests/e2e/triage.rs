@@ -70,20 +70,12 @@ fn crashes_from_another_fuzzer_are_sorted_into_bugs_and_what_does_not_reproduce_
             ("havoc", b"ok"),
         ],
     );
-    let out = d.join("triage");
-    let stdout = ok(&mut trestle(&[
-        &"triage",
-        &"--program",
+    let (out, stdout, t) = triage(
+        d,
         &plain,
-        &"--out",
-        &out,
-        &"--reduce-time",
-        &"20s",
-        &"--hang-timeout",
-        &"1s",
         &afl,
-    ]));
-    let t = json(&out.join("triage.json"));
+        &["--reduce-time", "20s", "--hang-timeout", "1s"],
+    );
     assert_eq!(t["inputs"], 8, "{t}");
     let groups = t["groups"].as_array().unwrap();
     // One bug per faulting line: A1 and B (another caller) are one; A2 another; the
@@ -378,6 +370,16 @@ fn inputs_of_the_wrong_kind_and_programs_that_do_not_start_are_one_line_errors()
     );
 }
 
+/// `trestle triage --program PROGRAM --out D/triage ARGS INPUTS`: the output
+/// directory, what it printed, and its `triage.json`.
+fn triage(d: &Path, program: &Path, inputs: &Path, args: &[&str]) -> (PathBuf, String, Value) {
+    let out = d.join("triage");
+    let mut cmd = trestle(&[&"triage", &"--program", &program, &"--out", &out]);
+    let stdout = ok(cmd.args(args).arg(inputs));
+    let t = json(&out.join("triage.json"));
+    (out, stdout, t)
+}
+
 /// The triage subject `name.c` built as shipped (clang-19 -O2 -g) in `d`, and `inputs`
 /// (file name, bytes) written to `d/in`: the program and the input directory.
 fn plain_build_and_inputs(d: &Path, name: &str, inputs: &[(&str, &[u8])]) -> (PathBuf, PathBuf) {
@@ -408,20 +410,12 @@ fn a_program_that_runs_out_of_memory_is_one_finding_and_a_failed_allocation_it_h
         "grow",
         &[("oom-1", b"Gxyz"), ("grows", b"Gq"), ("crash-2", b"S")],
     );
-    let out = d.join("triage");
-    let stdout = ok(&mut trestle(&[
-        &"triage",
-        &"--program",
+    let (out, stdout, t) = triage(
+        d,
         &plain,
-        &"--out",
-        &out,
-        &"--reduce-time",
-        &"20s",
-        &"--hang-timeout",
-        &"1s",
         &inputs,
-    ]));
-    let t = json(&out.join("triage.json"));
+        &["--reduce-time", "20s", "--hang-timeout", "1s"],
+    );
     let groups = t["groups"].as_array().unwrap();
     assert_eq!(groups.len(), 1, "{stdout}\n{t}");
     let g = &groups[0];
@@ -491,21 +485,12 @@ fn a_memory_blow_up_the_clock_stops_first_is_out_of_memory() {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
     let (plain, inputs) = plain_build_and_inputs(d, "creep", &[("oom-1", b"Cq"), ("fine", b"x")]);
-    let out = d.join("triage");
-    let stdout = ok(&mut trestle(&[
-        &"triage",
-        &"--program",
+    let (_, stdout, t) = triage(
+        d,
         &plain,
-        &"--out",
-        &out,
-        &"--timeout",
-        &"3s",
-        &"--memory-mb",
-        &"512",
-        &"--no-reduce",
         &inputs,
-    ]));
-    let t = json(&out.join("triage.json"));
+        &["--timeout", "3s", "--memory-mb", "512", "--no-reduce"],
+    );
     let groups = t["groups"].as_array().unwrap();
     assert_eq!(groups.len(), 1, "{stdout}\n{t}");
     assert!(
@@ -629,17 +614,7 @@ fn a_crash_that_smashes_its_return_addresses_is_named_by_a_stack_scan() {
     std::fs::write(inputs.join("long"), b"\x40xyz").unwrap();
     std::fs::write(inputs.join("longer"), b"\x60abcdef").unwrap();
     std::fs::write(inputs.join("fine"), b"\x03ok").unwrap();
-    let out = d.join("triage");
-    let stdout = ok(&mut trestle(&[
-        &"triage",
-        &"--program",
-        &plain,
-        &"--out",
-        &out,
-        &"--no-reduce",
-        &inputs,
-    ]));
-    let t = json(&out.join("triage.json"));
+    let (out, stdout, t) = triage(d, &plain, &inputs, &["--no-reduce"]);
     let groups = t["groups"].as_array().unwrap();
     assert_eq!(groups.len(), 1, "{stdout}\n{t}");
     assert_eq!(groups[0]["members"].as_array().unwrap().len(), 2, "{t}");
@@ -749,7 +724,8 @@ fn an_error_that_quotes_memory_exhausted_from_the_input_is_no_out_of_memory() {
 
 /// One NULL stored in a global and dereferenced on two lines (compared in one
 /// function, written through `fwrite` in another) is one bug, named by the global it
-/// was read from; a NULL read from another global is another bug.
+/// was read from; a NULL read from another global is another bug, and so is reading
+/// far past the end of the same global's good pointer.
 #[test]
 fn a_bad_pointer_read_from_one_global_is_one_bug_wherever_it_faults() {
     let dir = tempfile::tempdir().unwrap();
@@ -757,21 +733,16 @@ fn a_bad_pointer_read_from_one_global_is_one_bug_wherever_it_faults() {
     let (plain, inputs) = plain_build_and_inputs(
         d,
         "shared",
-        &[("compared", b"Nx=;"), ("written", b"Nxy"), ("tally", b"T3")],
+        &[
+            ("compared", b"Nx=;"),
+            ("written", b"Nxy"),
+            ("tally", b"T3"),
+            ("wide", b"W"),
+        ],
     );
-    let out = d.join("triage");
-    let stdout = ok(&mut trestle(&[
-        &"triage",
-        &"--program",
-        &plain,
-        &"--out",
-        &out,
-        &"--no-reduce",
-        &inputs,
-    ]));
-    let t = json(&out.join("triage.json"));
+    let (out, stdout, t) = triage(d, &plain, &inputs, &["--no-reduce"]);
     let groups = t["groups"].as_array().unwrap();
-    assert_eq!(groups.len(), 2, "{stdout}\n{t}");
+    assert_eq!(groups.len(), 3, "{stdout}\n{t}");
     let group = |global: &str| {
         groups
             .iter()
@@ -790,6 +761,11 @@ fn a_bad_pointer_read_from_one_global_is_one_bug_wherever_it_faults() {
     };
     assert_eq!(members(group("sep")), ["compared", "written"], "{t}");
     assert_eq!(members(group("tallies")), ["tally"], "{t}");
+    let wide = groups
+        .iter()
+        .find(|g| members(g) == ["wide"])
+        .unwrap_or_else(|| panic!("the over-read is a group of its own: {t}"));
+    assert!(!wide["key"].as_str().unwrap().contains('~'), "{wide}");
     let id = group("sep")["id"].as_str().unwrap();
     let summary = std::fs::read_to_string(out.join("alarms").join(id).join("summary.md")).unwrap();
     assert!(summary.contains("read from the global `sep`"), "{summary}");

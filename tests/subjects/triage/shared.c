@@ -1,10 +1,11 @@
-/* Two bugs for `trestle triage` that fault through global pointers: one drops the
+/* Three bugs for `trestle triage` that fault through global pointers: one drops the
    separator (stores NULL in `sep`), which faults wherever the separator is used next,
-   on one line when it is compared and inside the C library when it is written; the
-   other counts into `tallies`, which nothing ever allocated. Three crashing lines,
-   two bugs. */
+   on one line when it is compared and inside the C library when it is written; one
+   counts into `tallies`, which nothing ever allocated; one copies far past the end of
+   the (good) separator. Four crashing lines, three bugs. */
 #include <stdio.h>
 #include <string.h>
+#include <sys/mman.h>
 
 char *sep = ";";
 size_t sep_len = 1;
@@ -25,6 +26,21 @@ static __attribute__((noinline)) void emit(const char *a, const char *b) {
   fputs(b, stdout);
 }
 
+static __attribute__((noinline)) void copy_sep(void) {
+  static char copy[64];
+  memcpy(copy, sep, sizeof copy); /* bug three: a good pointer read past its end */
+  puts(copy);
+}
+
+static __attribute__((noinline)) void widen(void) {
+  /* The separator in the last byte of a page, a guard page after it. */
+  char *pages = mmap(NULL, 8192, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (pages == MAP_FAILED || mprotect(pages + 4096, 4096, PROT_NONE) != 0) return;
+  pages[4095] = ';';
+  sep = pages + 4095;
+  copy_sep();
+}
+
 static __attribute__((noinline)) void tally(const char *buf) {
   tallies[buf[1] & 7] += 1; /* bug two */
 }
@@ -41,6 +57,7 @@ int main(int argc, char **argv) {
     emit("left", "right\n");
   }
   if (buf[0] == 'T') tally(buf);
+  if (buf[0] == 'W') widen();
   puts("ok");
   return 0;
 }
