@@ -60,25 +60,34 @@ pub fn pointer_origin(raw: &RawStack, program: &Path) -> Option<String> {
     } else {
         0
     };
+    // The loads whose global holds a bad pointer that explains the fault, first: the
+    // symbol table (a whole read of a program that may be tens of MB) only for those.
+    let candidates: Vec<u64> = code
+        .windows(RIP_LOAD_LEN)
+        .enumerate()
+        .filter_map(|(i, window)| rip_load(window, code_start + (i + RIP_LOAD_LEN) as u64))
+        .filter(|&target| {
+            raw.word_at(target).is_some_and(|value| {
+                // The pointer itself bad (NULL, or pointing at nothing mapped), not a
+                // good pointer read past its end: cut's range-delimiter bug reads too
+                // far through the same global the output-delimiter bug leaves NULL, and
+                // is another bug.
+                let bad =
+                    value < NEAR || !raw.mapped.iter().any(|(a, b)| (*a..*b).contains(&value));
+                bad && value <= fault && fault - value < NEAR
+            })
+        })
+        .collect();
+    if candidates.is_empty() {
+        return None;
+    }
     let globals = pointer_globals(program)?;
     let mut found: Vec<&str> = Vec::new();
-    for (i, window) in code.windows(RIP_LOAD_LEN).enumerate() {
-        let next = code_start + (i + RIP_LOAD_LEN) as u64;
-        let Some(target) = rip_load(window, next) else {
-            continue;
-        };
-        let Some(name) = globals.get(&target.wrapping_sub(base)) else {
-            continue;
-        };
-        let Some(value) = raw.word_at(target) else {
-            continue;
-        };
-        // The pointer itself bad (NULL, or pointing at nothing mapped), not a good
-        // pointer read past its end: cut's range-delimiter bug reads too far through
-        // the same global the output-delimiter bug leaves NULL, and is another bug.
-        let bad = value < NEAR || !raw.mapped.iter().any(|(a, b)| (*a..*b).contains(&value));
-        if bad && value <= fault && fault - value < NEAR && !found.contains(&name.as_str()) {
-            found.push(name);
+    for target in candidates {
+        if let Some(name) = globals.get(&target.wrapping_sub(base)) {
+            if !found.contains(&name.as_str()) {
+                found.push(name);
+            }
         }
     }
     match found[..] {
