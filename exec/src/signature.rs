@@ -1026,17 +1026,17 @@ fn look_up(raw: &RawStack, addrs: &[(u64, bool)], only: Option<&Path>) -> Result
         let wanted = only.is_none_or(|p| same_file(Path::new(module), p));
         let replies: Vec<SymReply> = match &tool {
             Some(tool) if wanted => {
-                let out = Command::new(tool)
-                    .arg(format!("--obj={module}"))
-                    .args([
-                        "--output-style=JSON",
-                        "--inlining",
-                        "--functions=linkage",
-                        "--demangle",
-                    ])
-                    .args(list.iter().map(|(_, a)| format!("0x{a:x}")))
-                    .output()
-                    .with_context(|| format!("cannot run {}", tool.display()))?;
+                let out = crate::tools::output(
+                    Command::new(tool)
+                        .arg(format!("--obj={module}"))
+                        .args([
+                            "--output-style=JSON",
+                            "--inlining",
+                            "--functions=linkage",
+                            "--demangle",
+                        ])
+                        .args(list.iter().map(|(_, a)| format!("0x{a:x}"))),
+                )?;
                 // Frames it cannot name stay addresses, as do those of a module it
                 // cannot read (its one error object); a reply that is not its JSON
                 // at all is a symbolizer we do not understand, and says so.

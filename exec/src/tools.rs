@@ -3,8 +3,10 @@
 //! trestle ships next to its own executables. Every lookup goes through here, so a
 //! missing tool is reported one way: by name, with what installs it.
 
-use anyhow::{bail, Result};
+use anyhow::{bail, Context as _, Result};
+use std::os::unix::process::{CommandExt as _, ExitStatusExt as _};
 use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
 
 /// Where Debian's LLVM 19 packages put their tools under their plain names, for when
 /// no `NAME-19` or `NAME` is on `PATH`.
@@ -42,6 +44,23 @@ pub fn llvm_tool(name: &str) -> Result<PathBuf> {
 /// frames keep their addresses).
 pub fn symbolizer() -> Option<PathBuf> {
     llvm_tool("llvm-symbolizer").ok()
+}
+
+/// Run a helper tool (the symboliser, `llvm-cov`) to its end and collect its output.
+/// It runs in a process group of its own: a Ctrl-C at the terminal (or `timeout -s
+/// INT`) signals the whole foreground group, and a helper cut off by it would look like
+/// one that answered nothing; trestle alone takes the signal and stops at its own pace.
+/// A helper that a signal ended anyway is an error that says so.
+pub fn output(cmd: &mut Command) -> Result<Output> {
+    let name = cmd.get_program().to_string_lossy().into_owned();
+    let out = cmd
+        .process_group(0)
+        .output()
+        .with_context(|| format!("cannot run {name}"))?;
+    if let Some(sig) = out.status.signal() {
+        bail!("{name} was killed by signal {sig}");
+    }
+    Ok(out)
 }
 
 /// A file trestle ships next to its own executables (`trestle-exec`, the crash-stack
@@ -103,5 +122,18 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert_eq!(e, "nope is not installed: `apt-get install nope`");
+    }
+
+    /// A helper is not in trestle's process group, so a signal to the group (a Ctrl-C)
+    /// does not reach it; one a signal ended is an error naming the signal.
+    #[test]
+    fn a_helper_runs_in_its_own_process_group_and_a_killed_one_is_an_error() {
+        let out = output(Command::new("sh").args(["-c", "ps -o pgid= -p $$"])).unwrap();
+        let theirs: i32 = String::from_utf8_lossy(&out.stdout).trim().parse().unwrap();
+        // SAFETY: getpgrp has no preconditions.
+        let ours = unsafe { libc::getpgrp() };
+        assert_ne!(theirs, ours);
+        let e = output(Command::new("sh").args(["-c", "kill -INT $$"])).unwrap_err();
+        assert!(e.to_string().ends_with("sh was killed by signal 2"), "{e}");
     }
 }

@@ -3,7 +3,7 @@
 //! program's own sources a set of runs reached, read with `llvm-profdata` and
 //! `llvm-cov export -format=lcov`.
 
-use anyhow::{bail, Context as _, Result};
+use anyhow::{bail, Result};
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -100,24 +100,24 @@ pub fn measure(program: &Path, profiles: &[PathBuf]) -> Result<CoverageSet> {
     }
     let dir = tempfile::Builder::new().prefix("trestle-cov-").tempdir()?;
     let merged = dir.path().join("merged.profdata");
-    let out = Command::new(trestle_exec::tools::llvm_tool("llvm-profdata")?)
-        .args(["merge", "-sparse", "-o"])
-        .arg(&merged)
-        .args(profiles)
-        .output()
-        .context("cannot run llvm-profdata")?;
+    let out = trestle_exec::tools::output(
+        Command::new(trestle_exec::tools::llvm_tool("llvm-profdata")?)
+            .args(["merge", "-sparse", "-o"])
+            .arg(&merged)
+            .args(profiles),
+    )?;
     if !out.status.success() {
         bail!(
             "llvm-profdata merge failed: {}",
             String::from_utf8_lossy(&out.stderr).trim()
         );
     }
-    let out = Command::new(trestle_exec::tools::llvm_tool("llvm-cov")?)
-        .args(["export", "-format=lcov", "-instr-profile"])
-        .arg(&merged)
-        .arg(program)
-        .output()
-        .context("cannot run llvm-cov")?;
+    let out = trestle_exec::tools::output(
+        Command::new(trestle_exec::tools::llvm_tool("llvm-cov")?)
+            .args(["export", "-format=lcov", "-instr-profile"])
+            .arg(&merged)
+            .arg(program),
+    )?;
     if !out.status.success() {
         bail!(
             "llvm-cov export failed: {}",
