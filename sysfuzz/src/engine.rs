@@ -32,7 +32,7 @@ use libafl::mutators::HavocScheduledMutator;
 use libafl::observers::{CanTrack, HitcountsMapObserver, StdMapObserver, TimeObserver};
 use libafl::schedulers::minimizer::TopRatedsMetadata;
 use libafl::schedulers::powersched::PowerSchedule;
-use libafl::schedulers::{LenTimeMinimizerScheduler, PowerQueueScheduler};
+use libafl::schedulers::PowerQueueScheduler;
 use libafl::stages::{PowerMutationalStage, StdMutationalStage, TracingStage};
 use libafl::state::{HasCorpus, HasExecutions, HasSolutions, StdState};
 use libafl::{feedback_and_fast, feedback_or, HasMetadata, HasNamedMetadata};
@@ -49,6 +49,7 @@ use std::time::{Duration, Instant};
 use trestle_abi::hooks;
 use trestle_abi::unit::SystemTest;
 use trestle_exec::systest::NamedTest;
+use trestle_unit_fuzz::schedule::small_fast;
 
 /// Edge map size offered to the program (the ABI's, which the unit fuzzer offers too,
 /// so one build serves both).
@@ -442,7 +443,7 @@ impl SysFuzzer {
         // The queue in order, favoured entries first, each getting AFL++'s energy.
         let power = PowerQueueScheduler::new(&mut state, &edges_observer, PowerSchedule::fast());
         let fuzzer = StdFuzzer::builder()
-            .scheduler(LenTimeMinimizerScheduler::<_, _, CompactIndexes, _>::new(
+            .scheduler(small_fast::<_, _, CompactIndexes, _>(
                 &edges_observer,
                 power,
             ))

@@ -3,11 +3,13 @@
 //! many with [`FuzzConfig::persistent`]). Multi-core clients ([`crate::parallel`])
 //! run the same fuzzer, [`run_fuzzer`], each in its own process.
 
+use crate::schedule::small_fast;
 use crate::{lib, mutators, FuzzConfig, FuzzError, FuzzReport, MAP_SIZE};
 use libafl::corpus::{Corpus, InMemoryOnDiskCorpus, OnDiskCorpus};
 use libafl::events::{ProgressReporter, SimpleEventManager};
 use libafl::executors::forkserver::ForkserverExecutor;
 use libafl::executors::StdChildArgs;
+use libafl::feedbacks::MapIndexesMetadata;
 use libafl::feedbacks::{CrashFeedback, MaxMapFeedback, TimeFeedback, TimeoutFeedback};
 use libafl::fuzzer::{Evaluator, Fuzzer, StdFuzzer};
 use libafl::inputs::BytesInput;
@@ -16,7 +18,7 @@ use libafl::mutators::{havoc_mutations, tokens_mutations, HavocScheduledMutator,
 use libafl::observers::{
     CanTrack, ExplicitTracking, HitcountsMapObserver, StdMapObserver, TimeObserver,
 };
-use libafl::schedulers::{IndexesLenTimeMinimizerScheduler, QueueScheduler};
+use libafl::schedulers::QueueScheduler;
 use libafl::stages::{StdMutationalStage, TracingStage};
 use libafl::state::{HasCorpus, HasExecutions, HasSolutions, StdState};
 use libafl::{feedback_and_fast, feedback_or, feedback_or_fast, HasMetadata};
@@ -114,7 +116,8 @@ where
         None => fresh_state(cfg, out, seed, &mut feedback, &mut objective)?,
     };
 
-    let scheduler = IndexesLenTimeMinimizerScheduler::new(&edges_observer, QueueScheduler::new());
+    let scheduler =
+        small_fast::<_, _, MapIndexesMetadata, _>(&edges_observer, QueueScheduler::new());
     let mut fuzzer = StdFuzzer::new(scheduler, feedback, objective);
     let mut executor = harness_executor(cfg, request, edges_observer, time_observer)?;
 

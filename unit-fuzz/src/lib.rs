@@ -28,6 +28,7 @@ pub mod mutators;
 mod pace;
 mod parallel;
 pub mod probe;
+pub mod schedule;
 
 pub use parallel::{launcher_main, LAUNCHER};
 pub use probe::{probe, recorded_edges, Influence};

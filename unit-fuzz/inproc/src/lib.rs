@@ -41,13 +41,14 @@ use libafl::executors::hooks::inprocess::HasTimeout;
 use libafl::executors::hooks::timer::TimerStruct;
 use libafl::executors::inprocess::HasInProcessHooks;
 use libafl::executors::{Executor, ExitKind, HasObservers, InProcessExecutor, ShadowExecutor};
+use libafl::feedbacks::MapIndexesMetadata;
 use libafl::feedbacks::{CrashFeedback, MaxMapFeedback, TimeFeedback, TimeoutFeedback};
 use libafl::fuzzer::{Evaluator, Fuzzer, StdFuzzer};
 use libafl::inputs::{BytesInput, HasTargetBytes};
 use libafl::monitors::NopMonitor;
 use libafl::mutators::{havoc_mutations, tokens_mutations, HavocScheduledMutator, I2SRandReplace};
 use libafl::observers::{CanTrack, HitcountsMapObserver, StdMapObserver, TimeObserver};
-use libafl::schedulers::{IndexesLenTimeMinimizerScheduler, QueueScheduler};
+use libafl::schedulers::QueueScheduler;
 use libafl::stages::{ShadowTracingStage, StdMutationalStage};
 use libafl::state::{HasCorpus, HasExecutions, HasSolutions, StdState};
 use libafl::{feedback_and_fast, feedback_or, feedback_or_fast, Error, HasMetadata};
@@ -68,6 +69,7 @@ use trestle_abi::fuzz::{
 };
 use trestle_unit_fuzz::inprocess::{InProcessPlan, InProcessReport};
 use trestle_unit_fuzz::mutators::ParamValueMutator;
+use trestle_unit_fuzz::schedule::small_fast;
 
 /// Executions one fuzzer process runs before it hands its state to a fresh fork of
 /// the respawner (see the crate docs); a hand-over costs about a millisecond.
@@ -411,7 +413,8 @@ fn fuzz(c: &Campaign, mut restorer: Restorer) -> Result<(), Error> {
         Some(state) => state,
         None => fresh_state(c, afresh, &mut feedback, &mut objective)?,
     };
-    let scheduler = IndexesLenTimeMinimizerScheduler::new(&edges_observer, QueueScheduler::new());
+    let scheduler =
+        small_fast::<_, _, MapIndexesMetadata, _>(&edges_observer, QueueScheduler::new());
     let mut fuzzer = StdFuzzer::new(scheduler, feedback, objective);
 
     let mut harness = unit_harness(c)?;
