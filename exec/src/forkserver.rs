@@ -253,24 +253,33 @@ impl ForkServer {
         if !readable(self.status.as_raw_fd(), limit).map_err(ServeError::Io)? {
             return Ok(None);
         }
-        let read = |status: &mut std::fs::File, buf: &mut [u8]| {
-            status.read_exact(buf).map_err(|e| match e.kind() {
-                std::io::ErrorKind::UnexpectedEof => ServeError::Closed,
-                _ => ServeError::Io(e),
-            })
+        // The server writes a frame whole: one read takes it all. The header is
+        // checked before anything more is waited for (a frame of another length
+        // would otherwise leave the read waiting for bytes that never come).
+        let io = |e: std::io::Error| match e.kind() {
+            std::io::ErrorKind::UnexpectedEof => ServeError::Closed,
+            _ => ServeError::Io(e),
         };
-        let mut head = [0u8; 4];
-        read(&mut self.status, &mut head)?;
-        let got = u32::from_le_bytes(head);
-        if got as usize != len {
+        let mut frame = vec![0u8; 4 + len];
+        let mut got = 0;
+        while got < 4 {
+            match self.status.read(&mut frame[got..]) {
+                Ok(0) => return Err(ServeError::Closed),
+                Ok(n) => got += n,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(ServeError::Io(e)),
+            }
+        }
+        let head = u32::from_le_bytes(frame[..4].try_into().expect("four bytes"));
+        if head as usize != len {
             return Err(ServeError::BadFrame {
-                len: got,
+                len: head,
                 expected: len,
             });
         }
-        let mut payload = vec![0u8; len];
-        read(&mut self.status, &mut payload)?;
-        Ok(Some(payload))
+        self.status.read_exact(&mut frame[got..]).map_err(io)?;
+        frame.drain(..4);
+        Ok(Some(frame))
     }
 
     fn read_word(&mut self, limit: Duration) -> Result<Option<u32>, ServeError> {

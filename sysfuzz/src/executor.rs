@@ -83,8 +83,13 @@ pub struct SysExecutor<OT> {
     pub runs_slow: u64,
     /// Whether the last run ended by itself, within the short limit, without a crash.
     pub last_ended_well: bool,
-    /// What the stdin file holds now.
-    last_stdin: Option<Vec<u8>>,
+    /// The stdin file every run reads.
+    stdin: StdinFile,
+    /// Whether the working directories are on a tmpfs (where a directory's size
+    /// says whether it is empty).
+    on_tmpfs: bool,
+    /// The working directory, open, on a tmpfs (see [`is_empty_dir`]).
+    cwd_handle: Option<std::fs::File>,
     /// Say so when the program cannot serve (the main executor does; a second one
     /// for the same program need not).
     pub(super) notice: bool,
@@ -140,12 +145,14 @@ impl<OT> SysExecutor<OT> {
             open_files: 0,
         };
         let no_forkserver = cfg.no_forkserver;
+        let work = systest::scratch_dir("trestle-sysfuzz-")?;
+        let on_tmpfs = is_tmpfs(work.path());
         Ok(SysExecutor {
             limits,
             bwrap,
             program: program.to_path_buf(),
             argv0: std::fs::canonicalize(&cfg.program).unwrap_or_else(|_| program.to_path_buf()),
-            work: systest::scratch_dir("trestle-sysfuzz-")?,
+            work,
             limit: timeout,
             hang: timeout,
             slow_edges: None,
@@ -161,7 +168,9 @@ impl<OT> SysExecutor<OT> {
             runs_stopped: 0,
             runs_slow: 0,
             last_ended_well: false,
-            last_stdin: None,
+            stdin: StdinFile::default(),
+            on_tmpfs,
+            cwd_handle: None,
             notice: true,
         })
     }
@@ -288,14 +297,17 @@ impl<OT> SysExecutor<OT> {
     fn run_within(&mut self, input: &SysInput, limit: Duration) -> Result<ExitKind, libafl::Error> {
         let mut dir = self.work.path().join(format!("cwd-{}", self.slot));
         // An empty directory left by the last run is as fresh as a new one.
-        let reusable =
-            self.cwd_empty || std::fs::read_dir(&dir).is_ok_and(|mut d| d.next().is_none());
+        let reusable = self.cwd_empty || is_empty_dir(&dir, None);
         if !reusable {
             while dir.exists() && std::fs::remove_dir_all(&dir).is_err() {
                 self.slot += 1;
                 dir = self.work.path().join(format!("cwd-{}", self.slot));
             }
             std::fs::create_dir(&dir)?;
+            self.cwd_handle = None;
+        }
+        if self.on_tmpfs && self.cwd_handle.is_none() {
+            self.cwd_handle = std::fs::File::open(&dir).ok();
         }
         // Unknown until this run has ended (an error below leaves it unknown).
         self.cwd_empty = false;
@@ -303,20 +315,20 @@ impl<OT> SysExecutor<OT> {
             trestle_exec::systest::create_file(&dir, name, bytes)
                 .map_err(|e| libafl::Error::unknown(format!("{e:#}")))?;
         }
-        // Outside the working directory, as in `run_test`; written only when it
-        // changed (the program opens it afresh every run).
-        let stdin_path = self.work.path().join("stdin");
-        if self.last_stdin.as_deref() != Some(&input.stdin[..]) {
-            std::fs::write(&stdin_path, &input.stdin)?;
-            self.last_stdin = Some(input.stdin.clone());
-        }
+        // Outside the working directory, as in `run_test` (the program opens it
+        // afresh every run).
+        self.stdin.set(self.work.path(), &input.stdin)?;
+        let stdin_path = self.stdin.path.clone();
         let kind = match self.serve(input, &dir, &stdin_path, limit)? {
             Some(kind) => kind,
             None => self.spawn(input, &dir, &stdin_path, limit)?,
         };
-        self.cwd_empty = std::fs::read_dir(&dir).is_ok_and(|mut d| d.next().is_none());
-        if !self.cwd_empty && std::fs::remove_dir_all(&dir).is_err() {
-            self.slot += 1;
+        self.cwd_empty = is_empty_dir(&dir, self.cwd_handle.as_ref());
+        if !self.cwd_empty {
+            self.cwd_handle = None;
+            if std::fs::remove_dir_all(&dir).is_err() {
+                self.slot += 1;
+            }
         }
         Ok(kind)
     }
@@ -392,7 +404,9 @@ impl<OT> SysExecutor<OT> {
             runs_stopped: self.runs_stopped,
             runs_slow: self.runs_slow,
             last_ended_well: self.last_ended_well,
-            last_stdin: self.last_stdin,
+            stdin: self.stdin,
+            on_tmpfs: self.on_tmpfs,
+            cwd_handle: self.cwd_handle,
             notice: self.notice,
             limits: self.limits,
             bwrap: self.bwrap,
@@ -423,7 +437,7 @@ impl<OT> SysExecutor<OT> {
             .map(|(k, v)| (k.as_bytes(), v.as_bytes()))
             .collect();
         let cwd = std::path::absolute(dir)?;
-        let stdin = std::path::absolute(stdin)?;
+        let stdin = stdin.to_path_buf();
         let req = Request {
             argv: &argv,
             env: &env,
@@ -519,6 +533,76 @@ where
     }
 }
 
+/// The stdin file every run reads (absolute), kept open: a changed input is written
+/// over the last one in place and the file cut to its length, with no path lookup
+/// and, where the lengths are alike, no pages freed and taken again (opening it
+/// truncated every run was a fifth of the fuzzer's own time on a fast program).
+#[derive(Default)]
+struct StdinFile {
+    path: PathBuf,
+    file: Option<std::fs::File>,
+    /// What the file holds (when `file` is open).
+    content: Vec<u8>,
+}
+
+impl StdinFile {
+    /// Make the file in `dir` hold `bytes`.
+    fn set(&mut self, dir: &Path, bytes: &[u8]) -> std::io::Result<()> {
+        if self.file.is_some() && self.content == bytes {
+            return Ok(());
+        }
+        let result = self.write(dir, bytes);
+        if result.is_err() {
+            // Unknown contents: the next run opens it afresh and writes it whole.
+            self.file = None;
+        }
+        result
+    }
+
+    fn write(&mut self, dir: &Path, bytes: &[u8]) -> std::io::Result<()> {
+        use std::os::unix::fs::FileExt as _;
+        let file = match &self.file {
+            Some(f) => f,
+            None => {
+                self.path = std::path::absolute(dir.join("stdin"))?;
+                self.content.clear();
+                self.file.insert(std::fs::File::create(&self.path)?)
+            }
+        };
+        file.write_all_at(bytes, 0)?;
+        // Cut to length also when it grew: what else wrote to the file may have made
+        // it longer still.
+        file.set_len(bytes.len() as u64)?;
+        self.content.clear();
+        self.content.extend_from_slice(bytes);
+        Ok(())
+    }
+}
+
+/// Whether `dir` is on a tmpfs.
+fn is_tmpfs(dir: &Path) -> bool {
+    use std::os::unix::ffi::OsStrExt as _;
+    let Ok(c) = std::ffi::CString::new(dir.as_os_str().as_bytes()) else {
+        return false;
+    };
+    // SAFETY: a NUL-terminated path and a statfs buffer of the right type.
+    let mut fs: libc::statfs = unsafe { std::mem::zeroed() };
+    unsafe { libc::statfs(c.as_ptr(), &mut fs) == 0 && fs.f_type == libc::TMPFS_MAGIC }
+}
+
+/// Whether the directory `dir` exists and is empty. With `open`, the same directory
+/// opened on a tmpfs, its size says so without a path lookup: 40 bytes (its `.` and
+/// `..`; each entry adds 20), and two links (none once removed). Elsewhere it is read.
+fn is_empty_dir(dir: &Path, open: Option<&std::fs::File>) -> bool {
+    use std::os::unix::fs::MetadataExt as _;
+    if let Some(f) = open {
+        return f
+            .metadata()
+            .is_ok_and(|m| m.is_dir() && m.nlink() == 2 && m.len() == 40);
+    }
+    std::fs::read_dir(dir).is_ok_and(|mut d| d.next().is_none())
+}
+
 /// How a run that a signal ended counts: a crash signal is a crash. A run the kernel
 /// ended at its CPU limit (a little below the hang limit, `cpu_limit`, so a program
 /// spinning on the CPU meets it before the wall clock) is a timeout: with the soft
@@ -543,5 +627,64 @@ impl<OT> HasObservers for SysExecutor<OT> {
 
     fn observers_mut(&mut self) -> RefIndexable<&mut Self::Observers, Self::Observers> {
         RefIndexable::from(&mut self.observers)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The kept-open stdin file holds exactly the last input, shorter or longer than
+    /// the one before, and is opened again after an error.
+    #[test]
+    fn the_stdin_file_holds_exactly_the_last_input() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut f = StdinFile::default();
+        for content in [
+            &b"a longer first input\n"[..],
+            b"short",
+            b"",
+            b"grown again, longer\n",
+        ] {
+            f.set(dir.path(), content).unwrap();
+            assert_eq!(std::fs::read(&f.path).unwrap(), content);
+        }
+        // Written behind its back (a program that writes to it): the next change is
+        // written whole over it.
+        std::fs::write(&f.path, b"scribbled over by someone else, at length").unwrap();
+        f.set(dir.path(), b"the next input, longer than the last")
+            .unwrap();
+        assert_eq!(
+            std::fs::read(&f.path).unwrap(),
+            b"the next input, longer than the last"
+        );
+        let gone = tempfile::tempdir().unwrap();
+        let mut g = StdinFile::default();
+        let missing = gone.path().join("no-such-dir");
+        assert!(g.set(&missing, b"x").is_err());
+        assert!(g.file.is_none());
+        g.set(gone.path(), b"x").unwrap();
+        assert_eq!(std::fs::read(&g.path).unwrap(), b"x");
+    }
+
+    /// An open working directory on a tmpfs says whether it is empty by its size; one
+    /// removed is not empty (it must be made again); elsewhere it is read.
+    #[test]
+    fn an_empty_working_directory_is_told_apart_without_reading_it() {
+        let root = systest::scratch_dir("trestle-test-").unwrap();
+        let dir = root.path().join("cwd");
+        std::fs::create_dir(&dir).unwrap();
+        let open = std::fs::File::open(&dir).unwrap();
+        let handle = is_tmpfs(root.path()).then_some(&open);
+        assert!(is_empty_dir(&dir, handle));
+        std::fs::write(dir.join("out.txt"), b"x").unwrap();
+        assert!(!is_empty_dir(&dir, handle));
+        std::fs::create_dir(dir.join("sub")).unwrap();
+        std::fs::remove_file(dir.join("out.txt")).unwrap();
+        assert!(!is_empty_dir(&dir, handle));
+        std::fs::remove_dir(dir.join("sub")).unwrap();
+        assert!(is_empty_dir(&dir, handle));
+        std::fs::remove_dir(&dir).unwrap();
+        assert!(!is_empty_dir(&dir, handle));
     }
 }
