@@ -2,6 +2,7 @@
 """System-level fuzzing speed: `trestle sysfuzz` against AFL++, executions per second.
 
     python3 bench/system_speed.py [--subjects kvshell,cut,sed] [--reps 3] [--time 60]
+                                  [--columns trestle,aflpp,...] [--results DIR]
                                   [--work DIR] [--table-only] [--profile]
 
 Per subject, one after the other on one core (never two runs at once):
@@ -28,7 +29,9 @@ Per subject, one after the other on one core (never two runs at once):
               protocol, which is AFL++'s, not ours.)
 The ratio is trestle / aflpp (medians). Results: bench/results/system-speed/<subject>-
 <column>-<rep>.json as each run ends (finished runs are skipped when the command runs
-again); the table bench/results/system-speed.md is rewritten after every run.
+again); the table bench/results/system-speed.md is rewritten after every run. With
+--results DIR, the runs go to DIR and the table to DIR.md (a new measurement beside
+the old); --columns measures only those columns.
 """
 import argparse, base64, hashlib, json, os, shutil, statistics, subprocess, sys, tempfile, time
 from pathlib import Path
@@ -266,6 +269,11 @@ def current(r):
     return True
 
 
+def table_path():
+    """The table beside the results directory: DIR.md."""
+    return RESULTS.parent / f"{RESULTS.name}.md"
+
+
 def table():
     rows = [json.loads(p.read_text()) for p in sorted(RESULTS.glob("*.json")) if "-profile" not in p.stem]
     rows = [r for r in rows if current(r)]
@@ -316,10 +324,11 @@ def table():
         for x in subs:
             top = ", ".join(f"`{sym}` {pct:.1f}%" for sym, pct in profiles[x]["target_kernel_top"])
             out += ["", f"{x}, target kernel: {top}"]
-    (REPO / "bench" / "results" / "system-speed.md").write_text("\n".join(out) + "\n")
+    table_path().write_text("\n".join(out) + "\n")
 
 
 def main():
+    global RESULTS
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--subjects", default=",".join(SUBJECTS))
     ap.add_argument("--reps", type=int, default=3)
@@ -327,7 +336,14 @@ def main():
     ap.add_argument("--work", type=Path, default=Path.home() / ".cache" / "trestle" / "bench-system-speed")
     ap.add_argument("--table-only", action="store_true")
     ap.add_argument("--profile", action="store_true", help="also profile one trestle run per subject with perf")
+    ap.add_argument("--columns", default=",".join(COLUMNS), help="the columns to measure (default: all)")
+    ap.add_argument("--results", type=Path, default=RESULTS, help="where the runs go (the table beside it, DIR.md)")
     a = ap.parse_args()
+    RESULTS = a.results.resolve()
+    columns = [c for c in a.columns.split(",") if c]
+    unknown = sorted(set(columns) - set(COLUMNS))
+    if unknown:
+        ap.error(f"unknown column(s) {', '.join(unknown)}; the columns are {', '.join(COLUMNS)}")
     if not a.table_only:
         if not shutil.which("afl-fuzz"):
             subprocess.run(["apt-get", "install", "-y", "-qq", "afl++"], check=True)
@@ -337,7 +353,7 @@ def main():
             tprog = build(s, str(RELEASE / "trestle-cc"), a.work, "trestle")
             aprog = build(s, "afl-clang-fast", a.work, "afl")
             for rep in range(a.reps):
-                for c in COLUMNS:
+                for c in columns:
                     dest = RESULTS / f"{s}-{c}-{rep}.json"
                     if dest.exists() and current(json.loads(dest.read_text())):
                         continue
@@ -374,7 +390,7 @@ def main():
                     else:
                         log("perf not found: no profile (apt-get install linux-perf)")
     table()
-    print((REPO / "bench" / "results" / "system-speed.md").read_text())
+    print(table_path().read_text())
 
 
 if __name__ == "__main__":
