@@ -437,12 +437,11 @@ impl<OT> SysExecutor<OT> {
             .map(|(k, v)| (k.as_bytes(), v.as_bytes()))
             .collect();
         let cwd = std::path::absolute(dir)?;
-        let stdin = stdin.to_path_buf();
         let req = Request {
             argv: &argv,
             env: &env,
             cwd: &cwd,
-            stdin: &stdin,
+            stdin,
             stdout: None,
             stderr: None,
             limits: self.limits,
