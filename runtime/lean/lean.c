@@ -174,6 +174,9 @@ TRACE_CMP(__sanitizer_cov_trace_const_cmp4, uint32_t, 4, 1)
 TRACE_CMP(__sanitizer_cov_trace_const_cmp8, uint64_t, 8, 1)
 
 EXPORT void __sanitizer_cov_trace_switch(uint64_t val, uint64_t *cases) {
+  /* Every case would be logged and dropped one by one: a program's hottest switch
+   * (sed's lexer, its DFA) ran through all its cases on every call without CmpLog. */
+  if (!cmplog_on) return;
   uintptr_t r = RETADDR;
   for (uint64_t i = 0; i < cases[0]; i++) {
     log_operands(KEY(r + i), (uint8_t)(cases[1] / 8), cases[i + 2], val, 1);

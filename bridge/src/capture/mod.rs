@@ -362,6 +362,22 @@ struct Check {
 struct Difference {
     class: String,
     text: String,
+    /// What differs ("exit status", "stdout"), when no capture note explains it.
+    unexplained: Option<&'static str>,
+}
+
+/// How long a test's second replay waits after its first: programs that print the
+/// time print it in seconds (a gzip header's modification time).
+const RERUN_AFTER: Duration = Duration::from_millis(1100);
+
+/// What a replay showed that two replays of a deterministic test share.
+fn outcome(run: &trestle_exec::sandbox::SandboxRun) -> (String, u64, u64, String) {
+    (
+        run.status.to_string(),
+        run.stdout_bytes,
+        run.stderr_bytes,
+        record::sha256_hex(&run.stdout),
+    )
 }
 
 /// Run every test once through the executor, with an edge map.
@@ -390,6 +406,8 @@ fn check_all(opts: &Options, exe: &Path, tests: &[(Captured, usize, bool)]) -> R
         stop_after: None,
     };
     let mut out = Vec::with_capacity(tests.len());
+    // (test, when its replay ran, what it showed) for each difference no note explains.
+    let mut unexplained = Vec::new();
     let started = Instant::now();
     let mut last_shown = 0;
     for (i, (c, _, _)) in tests.iter().enumerate() {
@@ -406,6 +424,7 @@ fn check_all(opts: &Options, exe: &Path, tests: &[(Captured, usize, bool)]) -> R
             .filter(|(_, &b)| b != 0)
             .map(|(i, _)| i as u32)
             .collect();
+        let ran_at = Instant::now();
         let differs = match run {
             Ok(run) => {
                 // A program that prints its own name prints its path when the executor
@@ -419,14 +438,36 @@ fn check_all(opts: &Options, exe: &Path, tests: &[(Captured, usize, bool)]) -> R
                         c.name
                     ));
                 }
-                compare(&c.test, &run, &notes)
+                let differs = compare(&c.test, &run, &notes);
+                if differs.as_ref().is_some_and(|d| d.unexplained.is_some()) {
+                    unexplained.push((i, ran_at, outcome(&run)));
+                }
+                differs
             }
             Err(e) => Some(Difference {
                 class: "could not be run".into(),
                 text: format!("{e:#}"),
+                unexplained: None,
             }),
         };
         out.push(Check { differs, edges });
+    }
+    // A difference nothing explains: replay the test once more, a second later; if
+    // the two replays differ as well, the program's output is not a function of its
+    // input (it prints the time, a random number, an address).
+    for (i, first_at, first) in unexplained {
+        std::thread::sleep(RERUN_AFTER.saturating_sub(first_at.elapsed()));
+        let test = trestle_exec::systest::from_json(&tests[i].0.test)?;
+        let Ok(again) = sandbox.run(exe, &test, &env, &filter, None) else {
+            continue;
+        };
+        if outcome(&again) != first {
+            if let Some(d) = &mut out[i].differs {
+                let what = d.unexplained.unwrap_or("output");
+                d.class = format!("{what} differs: it changes from run to run (the time, randomness)");
+                d.text.push_str(" (two replays a second apart differ too)");
+            }
+        }
     }
     Ok(out)
 }
@@ -459,11 +500,12 @@ fn compare(
     } else {
         format!(" ({})", notes.join("; "))
     };
-    let differs = |what: &str, text: String| {
+    let differs = |what: &'static str, text: String| {
         let why = notes.first().map_or("cause unknown", |n| cause(n));
         Some(Difference {
             class: format!("{what} differs: {why}"),
             text: format!("{text}{because}"),
+            unexplained: notes.is_empty().then_some(what),
         })
     };
     let status = run.status.to_string();

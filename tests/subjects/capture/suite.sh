@@ -12,6 +12,7 @@ TOOL_MODE=upper ./tool --file="$ABS_INPUT" > out3 || fail=1
 ./tool data/big.txt > /dev/null 2>&1; test $? -gt 128 || fail=1
 ./tool --again data/a.txt > out5 || fail=1
 ./tool --fork data/a.txt data/b.txt > out6 || fail=1
+./tool --now > out8 || fail=1
 touch flag; ./tool --flag; test $? = 3 || fail=1; rm -f flag
 mkdir -p outdir && ./tool --out=outdir/copy data/a.txt || fail=1
 echo previous > appended; ./tool data/b.txt >> appended 2>&1 || fail=1

@@ -3,10 +3,11 @@
  * arguments, --spawn does so in a forked child; --fork reads its files in a child;
  * --flag makes it exit 3 when a file named "flag" exists (looked up without opening
  * it: no capture can know); --out=PATH writes to PATH instead of stdout (exit 4 when
- * it cannot). */
+ * it cannot); --now prints the time in seconds (output no two runs share). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 #include <sys/wait.h>
 
@@ -29,6 +30,10 @@ int main(int argc, char **argv) {
         argv[1] = argv[0];
         execv("/proc/self/exe", argv + 1);
         return 127;
+    }
+    if (argc > 1 && strcmp(argv[1], "--now") == 0) {
+        printf("%lld\n", (long long)time(NULL));
+        return 0;
     }
     if (argc > 1 && strcmp(argv[1], "--flag") == 0) {
         return access("flag", F_OK) == 0 ? 3 : 0;
