@@ -177,8 +177,7 @@ fn a_test_suite_becomes_system_tests_that_replay_as_it_ran_them() {
         "{info}"
     );
     assert_eq!(
-        p["unfaithful"]["stdout differs: it changes from run to run (the time, randomness)"],
-        1,
+        p["unfaithful"]["stdout differs: it changes from run to run (the time, randomness)"], 1,
         "{p}"
     );
     let (t, info) = test_with(&tests, &["fifo"]);

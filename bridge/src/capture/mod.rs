@@ -464,7 +464,8 @@ fn check_all(opts: &Options, exe: &Path, tests: &[(Captured, usize, bool)]) -> R
         if outcome(&again) != first {
             if let Some(d) = &mut out[i].differs {
                 let what = d.unexplained.unwrap_or("output");
-                d.class = format!("{what} differs: it changes from run to run (the time, randomness)");
+                d.class =
+                    format!("{what} differs: it changes from run to run (the time, randomness)");
                 d.text.push_str(" (two replays a second apart differ too)");
             }
         }
