@@ -14,13 +14,44 @@ fn shell_quote(s: &str) -> String {
     format!("'{}'", s.replace('\'', r"'\''"))
 }
 
-/// A shell script that recreates the test's files and runs the program on it.
+const SCRIPT_HEAD: &str = "#!/bin/sh
+# Reproduce this alarm: runs the program on the reduced system test in a fresh directory,
+# isolated as validation ran it (bubblewrap: the machine read-only, a private /tmp, no
+# network). A fuzzed test may name any path (`-r /`); TRESTLE_UNSANDBOXED=1 runs the
+# program directly, where it can change any file you can.
+";
+
+/// The program given (a path or a command name) as an absolute path.
+const SCRIPT_PROGRAM: &str = r#"case "$PROGRAM" in
+*/*) ;;
+*) PROGRAM=$(command -v "$PROGRAM") || { echo "reproduce.sh: no program $PROGRAM" >&2; exit 127; } ;;
+esac
+[ -f "$PROGRAM" ] || { echo "reproduce.sh: no program $PROGRAM" >&2; exit 127; }
+PROGRAM="$(cd "$(dirname "$PROGRAM")" && pwd)/$(basename "$PROGRAM")"
+W=$(mktemp -d)
+trap 'rm -rf "$W"' EXIT
+"#;
+
+/// The command line prefix that isolates the run (`$@`), or none when asked not to.
+const SCRIPT_SANDBOX: &str = r#"set --
+if [ -z "$TRESTLE_UNSANDBOXED" ]; then
+    if ! command -v bwrap >/dev/null 2>&1; then
+        echo "reproduce.sh: bubblewrap (bwrap) is not installed: apt-get install bubblewrap, or set TRESTLE_UNSANDBOXED=1 to run the program without isolation (it can then change any file you can)" >&2
+        exit 125
+    fi
+    set -- bwrap --ro-bind / / --dev /dev --tmpfs /tmp --ro-bind "$PROGRAM" "$PROGRAM" --bind "$W" "$W" \
+        --unshare-net --unshare-ipc --unshare-uts --unshare-user-try --unshare-cgroup-try --die-with-parent --chdir "$W" --
+fi
+"#;
+
+/// A shell script that recreates the test's files and runs the program on it, in the
+/// sandbox validation used unless told otherwise.
 pub(super) fn write_script(path: &Path, program: &Path, t: &SystemTest) -> Result<()> {
     use base64::Engine as _;
     let b64 = |b: &[u8]| base64::engine::general_purpose::STANDARD.encode(b);
-    let mut s = String::from("#!/bin/sh\n# Reproduce this alarm: runs the program on the reduced system test in a fresh directory.\n");
+    let mut s = String::from(SCRIPT_HEAD);
     s += &format!("PROGRAM=\"${{1:-{}}}\"\n", program.display());
-    s += "W=$(mktemp -d)\ntrap 'rm -rf \"$W\"' EXIT\n";
+    s += SCRIPT_PROGRAM;
     for (name, bytes) in &t.files {
         if let Some(parent) = Path::new(name)
             .parent()
@@ -41,7 +72,8 @@ pub(super) fn write_script(path: &Path, program: &Path, t: &SystemTest) -> Resul
         "printf '%s' {} | base64 -d > \"$W/.stdin\"\n",
         shell_quote(&b64(t.stdin.as_deref().unwrap_or_default()))
     );
-    s += "cd \"$W\" && env";
+    s += SCRIPT_SANDBOX;
+    s += "cd \"$W\" && \"$@\" env";
     for (k, v) in &t.env {
         s += &format!(" {}", shell_quote(&format!("{k}={v}")));
     }
@@ -281,6 +313,44 @@ mod tests {
             stdin: Some(stdin.as_bytes().to_vec()),
             ..Default::default()
         }
+    }
+
+    /// The reproducer runs the program isolated: a fuzzed test that names a path
+    /// outside its directory (`gzip -r /.`) cannot change it, unless asked to.
+    #[test]
+    fn the_reproducer_runs_the_program_isolated_unless_told_not_to() {
+        let dir = tempfile::tempdir().unwrap();
+        let outside = dir.path().join("outside");
+        std::fs::create_dir(&outside).unwrap();
+        let t = SystemTest {
+            args: vec![
+                "-c".into(),
+                "touch \"$0/written\" 2>/dev/null; cat in.txt; exit 7".into(),
+                outside.display().to_string(),
+            ],
+            files: [("in.txt".to_owned(), b"from the test\n".to_vec())].into(),
+            ..Default::default()
+        };
+        let script = dir.path().join("reproduce.sh");
+        write_script(&script, Path::new("/bin/sh"), &t).unwrap();
+        let run = |unsandboxed: bool| {
+            let mut c = std::process::Command::new("sh");
+            c.arg(&script).env_remove("TRESTLE_UNSANDBOXED");
+            if unsandboxed {
+                c.env("TRESTLE_UNSANDBOXED", "1");
+            }
+            c.output().unwrap()
+        };
+        let isolated = run(false);
+        assert_eq!(isolated.status.code(), Some(7), "{isolated:?}");
+        assert_eq!(isolated.stdout, b"from the test\n");
+        assert!(
+            !outside.join("written").exists(),
+            "the sandbox let it write"
+        );
+        let direct = run(true);
+        assert_eq!(direct.status.code(), Some(7), "{direct:?}");
+        assert!(outside.join("written").exists());
     }
 
     #[test]
