@@ -26,7 +26,7 @@ T = REPO / "target/release/trestle"
 
 def run_seed(binary, seed_file, env_extra):
     """Seconds of one run of `binary` on the seed file, as `trestle exec` measures them."""
-    cmd = ["setarch", platform.machine(), "-R", str(T), "exec", "--program", str(binary), str(seed_file),
+    cmd = ["setarch", platform.machine(), "-R", str(T), "exec", "--no-sandbox", "--program", str(binary), str(seed_file),
            "--json", "--no-forkserver", "--timeout", "60s"]
     for k, v in env_extra.items():
         cmd += ["--env", f"{k}={v}"]

@@ -25,7 +25,7 @@ def content(c):
 def system_rate(program, seeds, seconds):
     """Runs per second of the program started afresh on its seeds, round-robin, by
     trestle's executor (each run in a fresh directory, as trestle runs a test)."""
-    r = subprocess.run([str(T), "exec", "--program", str(program), str(seeds), "--no-forkserver", "--timeout", "30s",
+    r = subprocess.run([str(T), "exec", "--no-sandbox", "--program", str(program), str(seeds), "--no-forkserver", "--timeout", "30s",
                         "--for", f"{seconds}s", "--json"], capture_output=True, text=True)
     if r.returncode != 0:
         raise RuntimeError(f"trestle exec --for on {program} failed ({r.returncode}): {r.stderr.strip()}")

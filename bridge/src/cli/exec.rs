@@ -35,12 +35,16 @@ pub struct ExecArgs {
     /// Wall-clock limit per run (the CPU limit is a little less).
     #[arg(long, default_value = "10s", value_parser = parse_duration)]
     pub timeout: Duration,
-    /// Isolate runs with bubblewrap, as validation does (otherwise each runs in a fresh
-    /// directory with rlimits only).
-    #[arg(long)]
+    /// Isolate runs with bubblewrap, as validation does (the default).
+    #[arg(long, overrides_with = "no_sandbox")]
     pub sandbox: bool,
+    /// Run the program without bubblewrap: each run in a fresh directory with rlimits
+    /// only, where a test naming a path outside it (a fuzzed `-r /`) can change any
+    /// file you can. For tests you trust, or to measure the executor without bubblewrap.
+    #[arg(long, overrides_with = "sandbox")]
+    pub no_sandbox: bool,
     /// Write each run's LLVM profile (a build with -fprofile-instr-generate) to
-    /// DIR/NAME.profraw; works with --sandbox, where the program cannot write outside
+    /// DIR/NAME.profraw; works in the sandbox, where the program cannot write outside
     /// its test directory. Such runs are started afresh, not forked.
     #[arg(long, value_name = "DIR")]
     pub profile_dir: Option<PathBuf>,
@@ -68,7 +72,7 @@ impl ExecArgs {
             tests: self.tests.clone(),
             env: self.env.clone(),
             timeout: self.timeout,
-            sandbox: self.sandbox,
+            sandbox: !self.no_sandbox,
             spawn: self.no_forkserver,
             repeat_for: self.repeat_for,
             profile_dir: self.profile_dir.clone(),
@@ -198,5 +202,36 @@ fn show(label: &str, tail: &[u8], total: u64) {
     }
     for line in String::from_utf8_lossy(tail).lines() {
         crate::outln!("  | {line}");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::cli::{Cli, Command};
+    use clap::Parser as _;
+
+    fn sandboxed(args: &[&str]) -> bool {
+        let argv = ["trestle", "exec", "--program", "p", "t"]
+            .into_iter()
+            .chain(args.iter().copied());
+        match Cli::try_parse_from(argv)
+            .expect("arguments that parse")
+            .command
+        {
+            Command::Exec(a) => a.options().sandbox,
+            other => panic!("not `trestle exec`: {other:?}"),
+        }
+    }
+
+    /// A test is run isolated unless asked not to be: a fuzzed one may name any path.
+    #[test]
+    fn tests_run_in_the_sandbox_unless_told_not_to() {
+        assert!(sandboxed(&[]));
+        assert!(sandboxed(&["--sandbox"]));
+        assert!(!sandboxed(&["--no-sandbox"]));
+        assert!(
+            sandboxed(&["--no-sandbox", "--sandbox"]),
+            "the last one wins"
+        );
     }
 }
