@@ -4,7 +4,7 @@ trestle-cc without its lean sibling (TRESTLE_CC_LEAN=0: the build as it was befo
 trestle-cc linked a lean build beside every program) and with trestle-cc as it is.
 
     bench/build_time.py [--reps 3] [--progs cut,paste,tac,b2sum] [--jobs 2]
-                        [--results DIR]
+                        [--results DIR] [--trestle-cc PATH]
 
 Each build is `tests/coreutils/build.sh --cc COMPILER --out FRESH_DIR --prog ...`
 (a fresh copy of the unpacked source, configure, make of the programs and the library
@@ -21,9 +21,12 @@ BUILD = REPO / "tests/coreutils/build.sh"
 VARIANTS = ["clang-19", "trestle-cc-no-lean", "trestle-cc"]
 
 
+CC = REPO / "target/release/trestle-cc"
+
+
 def compiler(variant):
     """(compiler, extra environment) of a variant."""
-    cc = str(REPO / "target/release/trestle-cc")
+    cc = str(CC)
     if variant == "clang-19":
         return "clang-19", {}
     if variant == "trestle-cc-no-lean":
@@ -51,13 +54,19 @@ def build(variant, progs, jobs, work):
 
 
 def main():
+    global CC
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--progs", default="cut,paste,tac,b2sum")
     ap.add_argument("--jobs", type=int, default=2)
     ap.add_argument("--work", default=str(Path.home() / ".cache/trestle/bench-build-time"))
     ap.add_argument("--results", default=str(REPO / "bench/results/build-time"))
+    ap.add_argument("--trestle-cc", default=str(REPO / "target/release/trestle-cc"),
+                    help="the trestle-cc to time (default: this checkout's release build)")
     a = ap.parse_args()
+    CC = Path(a.trestle_cc).resolve()
+    if not CC.is_file():
+        sys.exit(f"build_time: no trestle-cc at {CC} (cargo build --release)")
     progs = [p for p in a.progs.split(",") if p]
     work, results = Path(a.work), Path(a.results)
     work.mkdir(parents=True, exist_ok=True)
