@@ -32,8 +32,12 @@ The ratio is trestle / aflpp (medians). Results: bench/results/system-speed/<sub
 again); the table bench/results/system-speed.md is rewritten after every run. With
 --results DIR, the runs go to DIR and the table to DIR.md (a new measurement beside
 the old); --columns measures only those columns.
+--profile then runs the three round trips (roundtrip, roundtrip-program, aflpp-roundtrip)
+again under `perf record -a`, 10 s each, and adds to the table where each microsecond of
+an execution goes: CPU per execution by process and object, and the program's busiest
+functions, per build (<subject>-cpu-<column>.json).
 """
-import argparse, base64, hashlib, json, os, shutil, statistics, subprocess, sys, tempfile, time
+import argparse, base64, collections, hashlib, json, os, re, shutil, signal, statistics, subprocess, sys, tempfile, time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
@@ -51,6 +55,8 @@ SUBJECTS = {
     "sed": {"seeds": "tests/sed/seeds", "afl": ["-n", "-E", "s/([a-z]+) ([0-9]+)/\\2 \\1/gp", "@@"]},
 }
 COLUMNS = ["trestle", "program", "spawn", "aflpp", "roundtrip", "roundtrip-program", "aflpp-roundtrip"]
+# The identical-work columns --profile breaks down per execution.
+PROFILED = ["roundtrip", "roundtrip-program", "aflpp-roundtrip"]
 
 
 def log(msg):
@@ -226,36 +232,106 @@ def run_afl_roundtrip(prog, subject, secs, work):
     return r
 
 
-def run_profile(prog, subject, secs, work, extra):
-    """`perf record` of one `trestle sysfuzz` run: the share of all CPU samples (self
-    time) per process (host: trestle; target: the program's server and children),
-    kernel or user space, and per object; and the target's busiest kernel functions."""
-    data = work / "perf.data"
-    out = Path(tempfile.mkdtemp(prefix="sysfuzz-", dir=work))
-    cmd = [str(RELEASE / "trestle"), "sysfuzz", "--program", str(prog), "--seeds", str(REPO / SUBJECTS[subject]["seeds"]),
-           "--time", f"{secs}s", "--out", str(out / "o"), "--no-cmplog"] + extra
-    subprocess.run(["perf", "record", "-q", "-o", str(data), "--", *cmd], check=True,
-                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    shutil.rmtree(out, ignore_errors=True)
+def load_segments(path):
+    """The file's loadable segments as (file offset, virtual address, file size), from readelf."""
+    out = subprocess.run(["readelf", "-lW", str(path)], capture_output=True, text=True, check=True).stdout
+    segs = []
+    for line in out.splitlines():
+        f = line.split()
+        if f and f[0] == "LOAD":
+            segs.append((int(f[1], 16), int(f[2], 16), int(f[4], 16)))
+    return segs
 
-    def report(*args):
-        r = subprocess.run(["perf", "report", "-i", str(data), "--stdio", "--no-children", *args],
-                           capture_output=True, text=True, check=True)
-        return [l.split() for l in r.stdout.splitlines() if l.strip() and not l.startswith("#")]
-    res = {"by_object": {}, "target_kernel_top": []}
-    lean = lean_of(prog).name
-    for f in report("--sort", "comm,dso"):
-        who = "host" if f[1] == "trestle" else "target"
-        obj = "kernel" if f[2] == "[kernel.kallsyms]" else ("the program" if who == "target" and f[2] in (Path(prog).name, lean) else f[2])
-        key = f"{who}: {obj}"
-        res["by_object"][key] = res["by_object"].get(key, 0.0) + float(f[0].rstrip("%"))
-    # The kernel keeps 15 characters of a command name; the lean build runs as itself.
-    target = (Path(prog).name if "--no-lean" in extra else lean)[:15]
-    for f in report("--comm", target, "--dso", "[kernel.kallsyms]", "--sort", "sym", "--percentage", "absolute")[:8]:
-        res["target_kernel_top"].append([f[-1], float(f[0].rstrip("%"))])
+
+def text_symbols(path):
+    """The file's function symbols, sorted by address: [(address, name)]."""
+    out = subprocess.run(["nm", "--defined-only", "--no-demangle", str(path)], capture_output=True, text=True, check=True).stdout
+    syms = sorted({(int(f[0], 16), f[2]) for f in (l.split() for l in out.splitlines()) if len(f) == 3 and f[1] in "tTwW"})
+    return syms
+
+
+def symbolise(samples, files):
+    """Each (ip, mapping) sample of a program's own code as a function name, read from the
+    file that was really mapped (`files`: inode -> path). The lean sibling runs bound over
+    the program's path in the sandbox, so perf, which reads the path, would name the
+    recording build's functions; the mapping's inode says which file it was."""
+    import bisect
+    cache, names = {}, collections.Counter()
+    for ip, (start, pgoff, inode) in samples:
+        path = files.get(inode)
+        if path is None:
+            names["(another file)"] += 1
+            continue
+        if path not in cache:
+            syms = text_symbols(path)
+            cache[path] = (load_segments(path), [a for a, _ in syms], [n for _, n in syms])
+        segs, addrs, syms = cache[path]
+        off = pgoff + (ip - start)
+        vaddr = next((v + off - o for o, v, n in segs if o <= off < o + n), None)
+        i = bisect.bisect_right(addrs, vaddr) - 1 if vaddr is not None else -1
+        names[syms[i] if i >= 0 else "(unknown)"] += 1
+    return names
+
+
+def cpu_per_execution(column, subject, run, build_files, work):
+    """Where each microsecond of an execution goes, on identical work: `run()` (one of the
+    round trips) under `perf record -a`, its samples per execution as microseconds of CPU
+    by process (host: the fuzzer's side, trestle or our Python driver for AFL++'s
+    protocol; target: the program's forkserver and children) and object, and the
+    program's own busiest functions. Idle CPUs are left out; the elapsed time per
+    execution is beside them."""
+    data = work / f"perf-{subject}-{column}.data"
+    freq = 4999
+    perf = subprocess.Popen(["perf", "record", "-q", "-a", "-F", str(freq), "-o", str(data)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    time.sleep(1)  # perf is recording before the first run
+    try:
+        r = run()
+    finally:
+        perf.send_signal(signal.SIGINT)
+        perf.wait()
+    script = subprocess.run(["perf", "script", "-i", str(data), "--show-mmap-events", "-F", "comm,ip,dso"],
+                            capture_output=True, text=True, check=True).stdout
     if not os.environ.get("KEEP_PERF"):
         data.unlink(missing_ok=True)
-    return res
+    inodes = {os.stat(p).st_ino: str(p) for p in build_files}
+    paths = {str(p) for p in build_files}
+    maps, own, by = [], [], collections.Counter()
+    target_comm = {Path(p).name[:15] for p in build_files}
+    for line in script.splitlines():
+        if "PERF_RECORD_MMAP2" in line:
+            m = re.search(r"\[(0x[0-9a-f]+)\((0x[0-9a-f]+)\) @ (0x[0-9a-f]+|0) [0-9a-f]+:[0-9a-f]+ (\d+) \d+\]: r-xp (\S+)", line)
+            if m and m.group(5) in paths:
+                maps.append((int(m.group(1), 16), int(m.group(2), 16), int(m.group(3), 16), int(m.group(4))))
+            continue
+        m = re.match(r"\s*(.+?)\s+([0-9a-f]+) \((.*)\)\s*$", line)
+        if not m:
+            continue
+        comm, ip, dso = m.group(1), int(m.group(2), 16), m.group(3)
+        if comm == "swapper":
+            continue
+        who = ("host (trestle)" if comm == "trestle" else "host (Python driver)" if comm.startswith("python")
+               else "target" if comm in target_comm else f"other ({comm})")
+        obj = ("kernel" if dso == "[kernel.kallsyms]" else "the program" if dso in paths else Path(dso).name)
+        by[f"{who}: {obj}"] += 1
+        if who == "target" and obj == "the program":
+            hit = next(((s, o, i) for s, n, o, i in maps if s <= ip < s + n), None)
+            own.append((ip, hit) if hit else (ip, (0, 0, -1)))
+    per = 1e6 / freq / max(r["execs"], 1)
+    funcs = symbolise(own, inodes)
+    return {"column": column, "subject": subject, "execs": r["execs"], "execs_per_sec": r["execs_per_sec"],
+            "elapsed_us": 1e6 / r["execs_per_sec"],
+            "cpu_us": {k: v * per for k, v in by.most_common()},
+            "program_functions_us": [[k, v * per] for k, v in zip(demangled([k for k, _ in funcs.most_common(15)]),
+                                                                   [v for _, v in funcs.most_common(15)])]}
+
+
+def demangled(names):
+    """C++ and Rust names as people read them (c++filt; Rust's hash suffix dropped)."""
+    out = subprocess.run(["c++filt"], input="\n".join(names), capture_output=True, text=True).stdout.splitlines()
+    if len(out) != len(names):
+        return names
+    return [re.sub(r"::h[0-9a-f]{16}$", "", n) for n in out]
 
 
 def current(r):
@@ -275,7 +351,7 @@ def table_path():
 
 
 def table():
-    rows = [json.loads(p.read_text()) for p in sorted(RESULTS.glob("*.json")) if "-profile" not in p.stem]
+    rows = [json.loads(p.read_text()) for p in sorted(RESULTS.glob("*.json")) if "-profile" not in p.stem and "-cpu-" not in p.stem]
     rows = [r for r in rows if current(r)]
     out = ["# System-level fuzzing speed", "",
            "Executions per second, median (range) over repetitions, one run at a time on one core",
@@ -303,27 +379,28 @@ def table():
         rt = f"{med['roundtrip'] / med['aflpp-roundtrip']:.2f}x" if "roundtrip" in med and "aflpp-roundtrip" in med else "–"
         out.append(f"| {s} | " + " | ".join(cells) + f" | {ratio} | {rt} |")
     out.append("")
-    profiles = {}
-    for s in SUBJECTS:
-        for build, suffix in (("lean", ""), ("program", "-program")):
-            f = RESULTS / f"{s}-profile{suffix}.json"
-            if f.exists():
-                profiles[f"{s} ({build})"] = json.loads(f.read_text())
+    profiles = {f"{s} {c}": json.loads(f.read_text()) for s in SUBJECTS for c in PROFILED
+                if (f := RESULTS / f"{s}-cpu-{c}.json").exists()}
     if profiles:
         subs = list(profiles)
-        out += ["## Where the time per execution goes", "",
-                "Share of all CPU samples (self time) of one `trestle sysfuzz --no-cmplog` run under `perf record`",
-                "(`--profile`), on the lean build and on the recording build (`--no-lean`), by process (host:",
-                "trestle's fuzzer; target: the program's forkserver and its children) and object. Below, the",
-                "target's busiest kernel functions.", "",
+        out += ["## Where each microsecond of an execution goes", "",
+                "The round trips again, each under `perf record -a` (`--profile`): microseconds of CPU per",
+                "execution (samples / frequency / executions) by process and object. host: the fuzzer's side",
+                "(trestle, or the Python driver that speaks AFL++'s protocol for aflpp-roundtrip: not AFL++'s own",
+                "cost); target: the program's forkserver and its children. Idle time is left out; elapsed is the",
+                "wall-clock time of one execution in that run. Below, the program's own busiest functions, named",
+                "from the file each run really mapped (the lean sibling runs bound over the program's path).", "",
                 "| process: object | " + " | ".join(subs) + " |", "|---|" + "---|" * len(subs)]
-        keys = sorted({k for p in profiles.values() for k in p["by_object"]},
-                      key=lambda k: -sum(p["by_object"].get(k, 0.0) for p in profiles.values()))
+        keys = sorted({k for p in profiles.values() for k in p["cpu_us"]},
+                      key=lambda k: -sum(p["cpu_us"].get(k, 0.0) for p in profiles.values()))
         for k in keys:
-            out.append(f"| {k} | " + " | ".join(f"{profiles[x]['by_object'].get(k, 0.0):.1f}%" for x in subs) + " |")
+            if max(p["cpu_us"].get(k, 0.0) for p in profiles.values()) >= 0.5:
+                out.append(f"| {k} | " + " | ".join(f"{profiles[x]['cpu_us'].get(k, 0.0):.1f}" for x in subs) + " |")
+        out.append("| **CPU, all** | " + " | ".join(f"{sum(profiles[x]['cpu_us'].values()):.1f}" for x in subs) + " |")
+        out.append("| elapsed | " + " | ".join(f"{profiles[x]['elapsed_us']:.1f}" for x in subs) + " |")
         for x in subs:
-            top = ", ".join(f"`{sym}` {pct:.1f}%" for sym, pct in profiles[x]["target_kernel_top"])
-            out += ["", f"{x}, target kernel: {top}"]
+            top = ", ".join(f"`{f}` {us:.1f}" for f, us in profiles[x]["program_functions_us"][:10])
+            out += ["", f"{x}, the program's own code (µs per execution): {top}"]
     table_path().write_text("\n".join(out) + "\n")
 
 
@@ -335,7 +412,8 @@ def main():
     ap.add_argument("--time", type=int, default=60)
     ap.add_argument("--work", type=Path, default=Path.home() / ".cache" / "trestle" / "bench-system-speed")
     ap.add_argument("--table-only", action="store_true")
-    ap.add_argument("--profile", action="store_true", help="also profile one trestle run per subject with perf")
+    ap.add_argument("--profile", action="store_true",
+                    help="also break the round trips down per execution with perf (microseconds by process and object)")
     ap.add_argument("--columns", default=",".join(COLUMNS), help="the columns to measure (default: all)")
     ap.add_argument("--results", type=Path, default=RESULTS, help="where the runs go (the table beside it, DIR.md)")
     a = ap.parse_args()
@@ -380,15 +458,20 @@ def main():
                     dest.write_text(json.dumps(r, indent=2))
                     log(f"{s} {c} {rep}: {r['execs_per_sec']:.0f} execs/s")
                     table()
-            for suffix, extra in (("", []), ("-program", ["--no-lean"])):
-                dest = RESULTS / f"{s}-profile{suffix}.json"
-                if a.profile and not dest.exists():
-                    if shutil.which("perf"):
-                        log(f"{s}: profiling {min(a.time, 20)} s{' ' + ' '.join(extra) if extra else ''}")
-                        dest.write_text(json.dumps(run_profile(tprog, s, min(a.time, 20), a.work, extra), indent=2))
+            if a.profile:
+                if not shutil.which("perf"):
+                    raise SystemExit("--profile needs perf (apt-get install linux-perf)")
+                lean = lean_of(tprog)
+                runs = {"roundtrip": (lambda: run_roundtrip(tprog, s, 10, a.work, []), [tprog, lean]),
+                        "roundtrip-program": (lambda: run_roundtrip(tprog, s, 10, a.work, ["--no-lean"]), [tprog]),
+                        "aflpp-roundtrip": (lambda: run_afl_roundtrip(aprog, s, 10, a.work), [aprog])}
+                for c in PROFILED:
+                    dest = RESULTS / f"{s}-cpu-{c}.json"
+                    if not dest.exists():
+                        log(f"{s} {c}: profiling 10 s")
+                        run, files = runs[c]
+                        dest.write_text(json.dumps(cpu_per_execution(c, s, run, files, a.work), indent=2))
                         table()
-                    else:
-                        log("perf not found: no profile (apt-get install linux-perf)")
     table()
     print(table_path().read_text())
 
