@@ -10,7 +10,7 @@
 
 use crate::config::SysFuzzConfig;
 use crate::energy::{Energy, RateStage};
-use crate::executor::SysExecutor;
+use crate::executor::{StoppedRuns, SysExecutor};
 use crate::findings::{CompletedRun, FindingFeedback, Found};
 use crate::indexes::{CompactIndexes, Compacting};
 use crate::input::SysInput;
@@ -129,8 +129,8 @@ trait Engine {
     /// The executor's per-run limit ([`SysExecutor::set_limit`]).
     fn set_limit(&mut self, limit: Duration);
     fn limit(&self) -> Duration;
-    /// Runs stopped at the short limit, and those of them that were only slow.
-    fn stopped_runs(&self) -> (u64, u64);
+    /// Runs stopped at the short limit, and what became of them.
+    fn stopped_runs(&self) -> StoppedRuns;
     /// Whether the last run ended by itself within the short limit, without a crash.
     fn last_ended_well(&self) -> bool;
 }
@@ -185,8 +185,8 @@ where
         self.executor.limit()
     }
 
-    fn stopped_runs(&self) -> (u64, u64) {
-        (self.executor.runs_stopped, self.executor.runs_slow)
+    fn stopped_runs(&self) -> StoppedRuns {
+        self.executor.stopped_runs
     }
 
     fn last_ended_well(&self) -> bool {
@@ -603,9 +603,10 @@ impl SysFuzzer {
         self.engine.limit()
     }
 
-    /// Runs stopped at the run limit, and how many of them ran again to end within the
-    /// hang limit (slow inputs, kept neither in the queue nor as timeouts).
-    pub fn stopped_runs(&self) -> (u64, u64) {
+    /// Runs stopped at the run limit: how many of them ran again to end within the
+    /// hang limit (slow inputs, kept neither in the queue nor as timeouts), and how
+    /// many were not run again for lack of time.
+    pub fn stopped_runs(&self) -> StoppedRuns {
         self.engine.stopped_runs()
     }
 

@@ -18,7 +18,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 use trestle_abi::sysserver::ChildLimits;
 use trestle_exec::forkserver::{ForkServer, Request, RunEnd, ServeError};
 use trestle_exec::sandbox::is_crash_signal;
@@ -40,7 +40,10 @@ const MAX_WRITE: u64 = 64 << 20;
 /// would otherwise spend most of a campaign waiting. A run stopped there that covered
 /// an edge no earlier stopped run covered runs again up to the hang limit before it
 /// counts as a timeout, so a slow input that finishes is not lost, and a loop in a
-/// known place costs only the short limit.
+/// known place costs only the short limit. Those runs to the hang limit take at most
+/// [`RERUN_SHARE`] of the executor's time (after a first [`RERUN_ALLOWANCE`] of them):
+/// past it, a stopped run is left stopped, and its new edges are not remembered, so
+/// the next run that stops in them is run again once there is time.
 pub struct SysExecutor<OT> {
     program: PathBuf,
     /// `argv[0]` of every run: the program the user gave, also when `program` is its
@@ -76,11 +79,10 @@ pub struct SysExecutor<OT> {
     serving: Option<bool>,
     /// Forkservers started after the first (one died).
     pub restarts: u64,
-    /// Runs stopped at the short limit.
-    pub runs_stopped: u64,
-    /// Of those, the runs that ran again to end within the hang limit (slow inputs:
-    /// neither queue entries nor timeouts).
-    pub runs_slow: u64,
+    /// Runs stopped at the short limit, and what became of them.
+    pub stopped_runs: StoppedRuns,
+    /// When the executor was made ([`RERUN_SHARE`] is of the time since).
+    born: Instant,
     /// Whether the last run ended by itself, within the short limit, without a crash.
     pub last_ended_well: bool,
     /// The stdin file every run reads.
@@ -99,6 +101,31 @@ pub struct SysExecutor<OT> {
     bwrap: Option<PathBuf>,
 }
 
+/// The share of an executor's time that runs again to the hang limit may take. A
+/// program that loops on many inputs made them most of a campaign: dc's mutated
+/// programs, each loop with an edge no earlier loop covered, ran 2 s more every 2-3 s,
+/// 66 s of a 120-s campaign (AFL++, whose hang limit is 1 s, spent about 37 s on as
+/// many).
+pub const RERUN_SHARE: f64 = 0.1;
+
+/// Runs to the hang limit allowed before [`RERUN_SHARE`] applies.
+pub const RERUN_ALLOWANCE: u32 = 2;
+
+/// Runs stopped at the short limit, and what became of them.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct StoppedRuns {
+    /// Runs stopped at the short limit.
+    pub stopped: u64,
+    /// Of those, the runs that ran again to end within the hang limit (slow inputs:
+    /// neither queue entries nor timeouts).
+    pub slow: u64,
+    /// Of those with new edges, the runs not run again: runs to the hang limit had
+    /// taken their share of the time ([`RERUN_SHARE`]).
+    pub not_rerun: u64,
+    /// The time runs again to the hang limit took.
+    pub rerun_time: Duration,
+}
+
 /// The edge map the program writes and the edges runs stopped at the short limit
 /// have covered.
 struct SlowEdges {
@@ -108,19 +135,23 @@ struct SlowEdges {
 }
 
 impl SlowEdges {
-    /// Whether the run just stopped covered an edge no stopped run covered before
-    /// (remembered from now on).
-    fn new_edges(&mut self) -> bool {
+    /// Whether the run just stopped covered an edge no stopped run covered before.
+    fn new_edges(&self) -> bool {
         // SAFETY: `watch_edges`' caller keeps the map alive and `len` long.
         let map = unsafe { std::slice::from_raw_parts(self.map, self.len) };
-        let mut new = false;
+        self.seen
+            .iter()
+            .zip(map)
+            .any(|(&seen, &hit)| hit != 0 && !seen)
+    }
+
+    /// Remember the edges of the run just stopped as covered by a stopped run.
+    fn remember(&mut self) {
+        // SAFETY: as in `new_edges`.
+        let map = unsafe { std::slice::from_raw_parts(self.map, self.len) };
         for (seen, &hit) in self.seen.iter_mut().zip(map) {
-            if hit != 0 && !*seen {
-                *seen = true;
-                new = true;
-            }
+            *seen |= hit != 0;
         }
-        new
     }
 
     /// Clear the map for a second run of the same input (its counts must not add up).
@@ -165,8 +196,8 @@ impl<OT> SysExecutor<OT> {
             server: None,
             serving: if no_forkserver { Some(false) } else { None },
             restarts: 0,
-            runs_stopped: 0,
-            runs_slow: 0,
+            stopped_runs: StoppedRuns::default(),
+            born: Instant::now(),
             last_ended_well: false,
             stdin: StdinFile::default(),
             on_tmpfs,
@@ -259,19 +290,38 @@ impl<OT> SysExecutor<OT> {
         self.stopped
             .store(kind == ExitKind::Timeout, Ordering::Relaxed);
         if kind == ExitKind::Timeout && self.limit < self.hang {
-            self.runs_stopped += 1;
+            self.stopped_runs.stopped += 1;
             if let Some(edges) = self.slow_edges.as_mut() {
                 if !edges.new_edges() {
                     return Ok(kind);
                 }
+            }
+            if !self.may_rerun() {
+                // Left stopped, its edges not remembered: a later run that stops in
+                // them runs again when there is time.
+                self.stopped_runs.not_rerun += 1;
+                return Ok(kind);
+            }
+            if let Some(edges) = self.slow_edges.as_mut() {
+                edges.remember();
                 edges.clear();
             }
+            let start = Instant::now();
             kind = self.run_within(input, self.hang)?;
-            self.runs_slow += u64::from(kind != ExitKind::Timeout);
+            self.stopped_runs.rerun_time += start.elapsed();
+            self.stopped_runs.slow += u64::from(kind != ExitKind::Timeout);
         }
         self.hung
             .store(kind == ExitKind::Timeout, Ordering::Relaxed);
         Ok(kind)
+    }
+
+    /// Whether a stopped run may run again to the hang limit: runs to it have taken
+    /// less than [`RERUN_SHARE`] of the executor's time, past a first
+    /// [`RERUN_ALLOWANCE`] of them.
+    fn may_rerun(&self) -> bool {
+        let allowance = self.hang * RERUN_ALLOWANCE;
+        self.stopped_runs.rerun_time < allowance + self.born.elapsed().mul_f64(RERUN_SHARE)
     }
 
     /// Run `input` once within `limit`, outside any fuzzing loop.
@@ -401,8 +451,8 @@ impl<OT> SysExecutor<OT> {
             server: self.server,
             serving: self.serving,
             restarts: self.restarts,
-            runs_stopped: self.runs_stopped,
-            runs_slow: self.runs_slow,
+            stopped_runs: self.stopped_runs,
+            born: self.born,
             last_ended_well: self.last_ended_well,
             stdin: self.stdin,
             on_tmpfs: self.on_tmpfs,

@@ -45,7 +45,7 @@ mod trim;
 pub use config::SysFuzzConfig;
 pub use dictionary::dictionary;
 pub use engine::{SliceReport, SysFuzzer};
-pub use executor::SysExecutor;
+pub use executor::{StoppedRuns, SysExecutor, RERUN_SHARE};
 pub use findings::FindingFeedback;
 pub use input::{SysInput, MAX_ARGS, MAX_ARG_LEN, MAX_CONTENT};
 pub use lineage::{Descent, LiftedOrigin, LINEAGE_FILE};

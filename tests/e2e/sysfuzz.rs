@@ -624,6 +624,62 @@ fn runs_stop_at_a_calibrated_limit_and_only_real_hangs_are_timeouts() {
     );
 }
 
+/// Every input starting with "L" loops for ever, after a switch over its bytes whose
+/// 64 cases are each an edge of their own: stopped runs keep bringing new edges, as
+/// dc's mutated programs did, and each would run again to the hang limit.
+const LOOPS: &str = r#"
+#include <stdio.h>
+static volatile unsigned long sink, hits[64];
+int main(void) {
+    unsigned char buf[64];
+    size_t n = fread(buf, 1, sizeof buf, stdin);
+    for (size_t i = 0; i < n; i++) {
+        switch (buf[i] & 63) {
+@CASES@        }
+    }
+    if (n > 0 && buf[0] == 'L')
+        for (;;)
+            if (++sink == 0)
+                puts("wrapped");
+    return 0;
+}
+"#;
+
+/// Runs again to the hang limit take at most a tenth of the time after the first two
+/// (`trestle_sysfuzz::RERUN_SHARE`): on a program where most inputs loop, in new
+/// places, they took over half of a dc campaign. Past the share a stopped run is left
+/// stopped; hangs are still found, within the share.
+#[test]
+fn runs_again_to_the_hang_limit_take_a_bounded_share_of_the_time() {
+    let dir = tempfile::tempdir().unwrap();
+    let cases: String = (0..64)
+        .map(|i| format!("        case {i}: hits[{i}]++; break;\n"))
+        .collect();
+    let src = LOOPS.replace("@CASES@", &cases);
+    let prog = build_c(dir.path(), "loops", &src, "-O1");
+    let seeds = dir.path().join("seeds");
+    write_test(&seeds, "loop", &serde_json::json!({ "stdin": "Lab" }));
+    write_test(&seeds, "ends", &serde_json::json!({ "stdin": "xyz" }));
+    let out = dir.path().join("out");
+    let report = sysfuzz(&prog, &seeds, &out, "20s", &["--timeout", "1s"]);
+    let seconds = report["seconds"].as_f64().unwrap();
+    let rerun = report["rerun_seconds"].as_f64().unwrap();
+    // Two hang limits, a tenth of the time, and the one run that may start just
+    // inside the share.
+    assert!(
+        rerun <= 2.0 + 0.1 * seconds + 1.5,
+        "{rerun:.1} s of {seconds:.1} s went to runs again to the hang limit: {report}"
+    );
+    assert!(
+        num(&report, "stopped_not_rerun") > 0,
+        "no stopped run with new edges was left stopped: {report}"
+    );
+    assert!(
+        !report["timeouts"].as_array().unwrap().is_empty(),
+        "no hang kept within the share: {report}"
+    );
+}
+
 /// Planted length condition: consecutive empty lines counted in a signed byte, which
 /// wraps at 128.
 const BLANK_RUN: &str = r#"

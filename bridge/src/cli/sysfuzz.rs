@@ -104,13 +104,14 @@ pub fn run(args: &SysFuzzArgs) -> anyhow::Result<()> {
         crate::outln!("{}", serde_json::to_string_pretty(&report)?);
     } else {
         crate::outln!(
-            "{} executions in {:.1}s ({:.0}/s, runs stopped at {} ms: {}, {} of them slow, not hanging); queue {} -> {}, edges {} -> {}; {} crash(es), {} timeout(s) in {}",
+            "{} executions in {:.1}s ({:.0}/s, runs stopped at {} ms: {}, {} of them slow, not hanging, {} not run again for lack of time); queue {} -> {}, edges {} -> {}; {} crash(es), {} timeout(s) in {}",
             report.executions,
             report.seconds,
             report.execs_per_sec,
             report.run_limit_ms,
             report.stopped_runs,
             report.slow_runs,
+            report.stopped_not_rerun,
             report.initial_queue,
             report.queue,
             report.initial_edges,

@@ -68,6 +68,11 @@ pub struct SysFuzzReport {
     /// Of those, the runs that ran again and ended within --timeout: slow inputs,
     /// neither queue entries nor timeouts (as in AFL++).
     pub slow_runs: u64,
+    /// Of those with new edges, the runs not run again to --timeout: such runs had
+    /// taken their share of the time (`trestle_sysfuzz::RERUN_SHARE`).
+    pub stopped_not_rerun: u64,
+    /// Seconds the runs again to --timeout took.
+    pub rerun_seconds: f64,
     /// The build it ran: `lean` (the program's lean sibling) or `program`.
     pub build: &'static str,
     /// Why it ran the program itself (empty for the lean build).
@@ -138,6 +143,8 @@ pub fn run(args: &Options) -> Result<SysFuzzReport> {
         },
         stopped_runs: 0,
         slow_runs: 0,
+        stopped_not_rerun: 0,
+        rerun_seconds: 0.0,
         executions: 0,
         seconds: 0.0,
         execs_per_sec: 0.0,
@@ -165,7 +172,11 @@ pub fn run(args: &Options) -> Result<SysFuzzReport> {
     report.queue = f.queue_len();
     report.edges = f.edges();
     report.executions = f.executions();
-    (report.stopped_runs, report.slow_runs) = f.stopped_runs();
+    let stopped = f.stopped_runs();
+    report.stopped_runs = stopped.stopped;
+    report.slow_runs = stopped.slow;
+    report.stopped_not_rerun = stopped.not_rerun;
+    report.rerun_seconds = stopped.rerun_time.as_secs_f64();
     report.execs_per_sec = (report.executions - initial_execs) as f64 / report.seconds.max(1e-9);
     Ok(report)
 }
