@@ -133,7 +133,9 @@ mod tests {
         // SAFETY: getpgrp has no preconditions.
         let ours = unsafe { libc::getpgrp() };
         assert_ne!(theirs, ours);
-        let e = output(Command::new("sh").args(["-c", "kill -INT $$"])).unwrap_err();
-        assert!(e.to_string().ends_with("sh was killed by signal 2"), "{e}");
+        // SIGTERM: a shell started in the background ignores SIGINT from birth, and
+        // cannot take it back.
+        let e = output(Command::new("sh").args(["-c", "kill -TERM $$"])).unwrap_err();
+        assert!(e.to_string().ends_with("sh was killed by signal 15"), "{e}");
     }
 }
