@@ -37,7 +37,7 @@ again under `perf record -a`, 10 s each, and adds to the table where each micros
 an execution goes: CPU per execution by process and object, and the program's busiest
 functions, per build (<subject>-cpu-<column>.json).
 """
-import argparse, base64, collections, hashlib, json, os, re, shutil, signal, statistics, subprocess, sys, tempfile, time
+import argparse, base64, bisect, collections, hashlib, json, os, re, shutil, signal, statistics, subprocess, sys, tempfile, time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
@@ -255,7 +255,6 @@ def symbolise(samples, files):
     file that was really mapped (`files`: inode -> path). The lean sibling runs bound over
     the program's path in the sandbox, so perf, which reads the path, would name the
     recording build's functions; the mapping's inode says which file it was."""
-    import bisect
     cache, names = {}, collections.Counter()
     for ip, (start, pgoff, inode) in samples:
         path = files.get(inode)
@@ -318,12 +317,11 @@ def cpu_per_execution(column, subject, run, build_files, work):
             hit = next(((s, o, i) for s, n, o, i in maps if s <= ip < s + n), None)
             own.append((ip, hit) if hit else (ip, (0, 0, -1)))
     per = 1e6 / freq / max(r["execs"], 1)
-    funcs = symbolise(own, inodes)
+    top = symbolise(own, inodes).most_common(15)
     return {"column": column, "subject": subject, "execs": r["execs"], "execs_per_sec": r["execs_per_sec"],
             "elapsed_us": 1e6 / r["execs_per_sec"],
             "cpu_us": {k: v * per for k, v in by.most_common()},
-            "program_functions_us": [[k, v * per] for k, v in zip(demangled([k for k, _ in funcs.most_common(15)]),
-                                                                   [v for _, v in funcs.most_common(15)])]}
+            "program_functions_us": [[name, n * per] for name, (_, n) in zip(demangled([k for k, _ in top]), top)]}
 
 
 def demangled(names):
